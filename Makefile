@@ -1,0 +1,50 @@
+# gpulet front door. `make demo` and `make test` install what is missing (Debian 12
+# packages, via scripts/deps.sh), configure, build and run.
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+GENERATOR := -G Ninja
+JOBS ?= $(shell nproc)
+# Warnings are errors in CI (CI=true); locally they stay warnings.
+WERROR := $(if $(filter true 1 yes,$(CI)),ON,OFF)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build demo test unit-test asan-test bench fuzz clean format help
+
+all: build
+
+help:
+	@echo "make demo   - build and run gpulet on a simulated homelab node"
+	@echo "make test   - build and run all tests (plus the unit tests under ASan+UBSan)"
+	@echo "make bench  - run the benchmarks"
+	@echo "make fuzz   - run the parser fuzzers for longer"
+	@echo "make clean  - remove build directories"
+
+deps:
+	@scripts/deps.sh test
+
+$(BUILD)/build.ninja: CMakeLists.txt
+	cmake -S . -B $(BUILD) $(GENERATOR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPULET_WERROR=$(WERROR) $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	$(BUILD)/gpulet --simulate homelab list
+
+unit-test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+asan-test: deps
+	cmake -S . -B $(ASAN_BUILD) $(GENERATOR) -DCMAKE_BUILD_TYPE=Debug -DGPULET_SANITIZE=ON -DGPULET_WERROR=$(WERROR) $(CMAKE_FLAGS)
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		ctest --output-on-failure -j $(JOBS)
+
+test: unit-test asan-test
+	@echo "make test: all test suites passed"
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)
+
+format:
+	clang-format -i $$(git ls-files '*.h' '*.cc')

@@ -1,0 +1,44 @@
+#!/bin/sh
+# Installs (as root) or lists (otherwise) the Debian 12 packages a make target needs.
+# Usage: scripts/deps.sh GROUP...   groups: build test bench fuzz
+# Exits 0 when everything is present, 1 when a non-root user must install something.
+set -eu
+
+pkgs_build="cmake ninja-build g++ pkg-config libabsl-dev libyaml-cpp-dev nlohmann-json3-dev \
+libcli11-dev libspdlog-dev libelf-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev \
+protobuf-compiler libcpp-httplib-dev libssl-dev"
+pkgs_test="libgtest-dev libgmock-dev"
+pkgs_bench="libbenchmark-dev"
+pkgs_fuzz="clang-14 libfuzzer-14-dev"
+
+want=""
+for group in "$@"; do
+  case "$group" in
+    build) want="$want $pkgs_build" ;;
+    test) want="$want $pkgs_build $pkgs_test" ;;
+    bench) want="$want $pkgs_build $pkgs_bench" ;;
+    fuzz) want="$want $pkgs_fuzz" ;;
+    *) echo "deps.sh: unknown group '$group' (allowed: build test bench fuzz)" >&2; exit 2 ;;
+  esac
+done
+
+missing=""
+for p in $want; do
+  case " $missing " in *" $p "*) continue ;; esac
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing="$missing $p"
+  fi
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -eq 0 ]; then
+  echo "deps.sh: installing Debian packages:$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # shellcheck disable=SC2086
+  apt-get install -y -qq --no-install-recommends $missing
+else
+  echo "deps.sh: missing Debian packages. Install them with:" >&2
+  echo "  sudo apt-get install -y$missing" >&2
+  exit 1
+fi

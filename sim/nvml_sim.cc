@@ -1,0 +1,1155 @@
+// libgpulet-nvml-sim.so: an NVML look-alike that gpulet dlopen()s instead of
+// libnvidia-ml.so.1, so its real loading and calling code runs on machines without a GPU.
+//
+// It exports the NVML symbols declared in src/gpu/nvml_api.h with NVML's semantics, answering
+// from a fixture ($GPULET_SIM_FIXTURE, YAML, read at nvmlInit) and a fault-injection state
+// file ($GPULET_SIM_STATE, JSON, re-read whenever it changes). Both formats are documented
+// in sim/fixtures/README.md.
+//
+// Thread-safety: every exported function may be called from any number of threads at once.
+// One mutex guards all simulator state; it is never held while a call sleeps for an injected
+// hang or while nvmlEventSetWait_v2 waits, so a hung GPU does not stall the others.
+// No C++ exception crosses the C boundary: each entry point catches and returns
+// NVML_ERROR_UNKNOWN.
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "gpu/nvml_api.h"
+#include "sim/fixture.h"
+#include "sim/state.h"
+
+// The opaque handle types of the NVML ABI. A device handle is the address of one entry of a
+// fixed table, so a handle stays a valid pointer for the life of the process and a stale one
+// (from before nvmlShutdown) can be recognised instead of dereferenced.
+struct nvmlDevice_st {
+  char unused;
+};
+
+// An event set: which GPUs and event types it listens to, and what is waiting to be read.
+struct nvmlEventSet_st {
+  struct Registration {
+    unsigned index;
+    unsigned long long types;
+  };
+  std::vector<Registration> registrations;
+  std::deque<nvmlEventData_t> pending;
+  bool closed = false;  // freed, or NVML was shut down
+};
+
+namespace gpulet::sim {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr unsigned kMaxDevices = 64;
+// How often waiting calls (event waits, hangs) look at the state file again.
+constexpr auto kPollInterval = std::chrono::milliseconds(10);
+// A file modified this recently may change again within the file system's timestamp
+// granularity without its stat() changing, so it is re-read until it is older than this.
+constexpr int64_t kRacyWindowNs = 100'000'000;
+constexpr size_t kMaxQueuedEvents = 1024;
+constexpr unsigned kNoInstance = 0xFFFFFFFFu;  // gpuInstanceId/computeInstanceId without MIG
+constexpr unsigned long long kMiB = 1ULL << 20;
+
+// Field ids served besides the three nvml_api.h names.
+constexpr unsigned kFieldEccSbeVolatileTotal = 3;
+constexpr unsigned kFieldEccDbeVolatileTotal = 4;
+constexpr unsigned kFieldRemappedCorrectable = 142;
+constexpr unsigned kFieldRemappedUncorrectable = 143;
+constexpr unsigned kFieldRemappedPending = 144;
+constexpr unsigned kFieldRemappedFailure = 145;
+
+nvmlDevice_st g_handles[kMaxDevices];
+
+nvmlDevice_t HandleFor(unsigned index) { return &g_handles[index]; }
+
+// Maps a handle back to its table index without trusting it.
+bool TableIndex(nvmlDevice_t device, unsigned* index) {
+  const auto base = reinterpret_cast<uintptr_t>(&g_handles[0]);
+  const auto addr = reinterpret_cast<uintptr_t>(device);
+  if (addr < base || addr >= base + sizeof(g_handles)) return false;
+  const uintptr_t offset = addr - base;
+  if (offset % sizeof(nvmlDevice_st) != 0) return false;
+  *index = static_cast<unsigned>(offset / sizeof(nvmlDevice_st));
+  return true;
+}
+
+struct FileId {
+  bool exists = false;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
+
+  bool operator==(const FileId&) const = default;
+};
+
+int64_t ToNs(const timespec& ts) { return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec; }
+
+FileId StatFile(const std::string& path) {
+  FileId id;
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0) {
+    id.exists = true;
+    id.dev = st.st_dev;
+    id.ino = st.st_ino;
+    id.size = st.st_size;
+    id.mtime_ns = ToNs(st.st_mtim);
+    id.ctime_ns = ToNs(st.st_ctim);
+  }
+  return id;
+}
+
+bool IsRacy(const FileId& id) {
+  if (!id.exists) return false;
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  return ToNs(now) - id.mtime_ns < kRacyWindowNs;
+}
+
+// Per-GPU values that evolve while NVML is initialised.
+struct DeviceRuntime {
+  double energy_mj = 0;
+  Clock::time_point energy_at;
+  uint64_t xid_watermark = 0;  // highest XID seq already handed to event sets
+};
+
+uint64_t ProcessMib(const std::vector<SimProcess>& processes) {
+  uint64_t sum = 0;
+  for (const SimProcess& p : processes) sum += p.used_mib;
+  return sum;
+}
+
+// The fixture GPU as the state file currently shows it. Overrides only replace values the
+// fixture supports: a state file cannot give a GeForce card a memory temperature sensor.
+FixtureGpu Effective(const FixtureGpu& fixture, const GpuState& state) {
+  FixtureGpu g = fixture;
+  const LoadOverride& load = state.load;
+  auto replace = [](const auto& from, auto* into) {
+    if (from.has_value() && into->has_value()) *into = *from;
+  };
+  if (g.utilization.has_value()) {
+    if (load.utilization_gpu) g.utilization->first = std::min(*load.utilization_gpu, 100u);
+    if (load.utilization_memory) g.utilization->second = std::min(*load.utilization_memory, 100u);
+  }
+  replace(load.temperature_c, &g.temperature_c);
+  replace(load.memory_temperature_c, &g.memory_temperature_c);
+  if (load.power_w && g.power_usage_mw) {
+    g.power_usage_mw = static_cast<unsigned>(std::min(*load.power_w * 1000.0, 4.0e9));
+  }
+  replace(load.fan_percent, &g.fan_percent);
+  replace(load.pstate, &g.pstate);
+  replace(load.clocks_event_reasons, &g.clocks_event_reasons);
+  replace(load.pcie_replay, &g.pcie_replay);
+  if (load.encoder_utilization && g.encoder) g.encoder->utilization = *load.encoder_utilization;
+  if (load.decoder_utilization && g.decoder) g.decoder->utilization = *load.decoder_utilization;
+  replace(load.graphics_clock_mhz, &g.clocks_mhz[NVML_CLOCK_GRAPHICS]);
+  replace(load.sm_clock_mhz, &g.clocks_mhz[NVML_CLOCK_SM]);
+  replace(load.memory_clock_mhz, &g.clocks_mhz[NVML_CLOCK_MEM]);
+  replace(load.video_clock_mhz, &g.clocks_mhz[NVML_CLOCK_VIDEO]);
+  if (state.processes) g.processes = *state.processes;
+  if (state.remapped_rows && g.remapped_rows) g.remapped_rows = state.remapped_rows;
+  if (state.ecc_errors && g.ecc) {
+    const EccErrors& e = *state.ecc_errors;
+    g.ecc->counts[NVML_MEMORY_ERROR_TYPE_CORRECTED][NVML_VOLATILE_ECC] = e.volatile_corrected;
+    g.ecc->counts[NVML_MEMORY_ERROR_TYPE_UNCORRECTED][NVML_VOLATILE_ECC] = e.volatile_uncorrected;
+    g.ecc->counts[NVML_MEMORY_ERROR_TYPE_CORRECTED][NVML_AGGREGATE_ECC] = e.aggregate_corrected;
+    g.ecc->counts[NVML_MEMORY_ERROR_TYPE_UNCORRECTED][NVML_AGGREGATE_ECC] = e.aggregate_uncorrected;
+  }
+  // Used memory follows the process list: the fixture's memory not owned by any process
+  // (contexts, the display) stays, the processes' share is recomputed.
+  uint64_t used = 0;
+  if (load.memory_used_mib) {
+    used = *load.memory_used_mib;
+  } else {
+    const uint64_t fixture_process_mib = ProcessMib(fixture.processes);
+    const uint64_t overhead = fixture.memory_used_mib > fixture_process_mib
+                                  ? fixture.memory_used_mib - fixture_process_mib
+                                  : 0;
+    used = overhead + ProcessMib(g.processes);
+  }
+  g.memory_used_mib = std::min(used, g.memory_total_mib - g.memory_reserved_mib);
+  return g;
+}
+
+unsigned long long SupportedEvents(const FixtureGpu& gpu) {
+  unsigned long long types = nvmlEventTypePState | nvmlEventTypeXidCriticalError;
+  if (gpu.ecc.has_value()) {
+    types |= nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError;
+  }
+  return types;
+}
+
+// What a device call works from once the hang, lost and reset checks have passed.
+struct DeviceCall {
+  unsigned index = 0;
+  FixtureGpu gpu;  // fixture values with the state's overrides applied
+  double energy_mj = 0;
+};
+
+class Simulator {
+ public:
+  nvmlReturn_t Init() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (init_count_ > 0) {
+      ++init_count_;
+      return NVML_SUCCESS;
+    }
+    const char* state_env = std::getenv("GPULET_SIM_STATE");
+    const std::string state_path = state_env != nullptr ? state_env : "";
+    SimState state;
+    const FileId state_id = state_path.empty() ? FileId() : StatFile(state_path);
+    if (!state_path.empty()) {
+      std::string error;
+      if (!LoadState(state_path, &state, &error)) {
+        std::fprintf(stderr, "gpulet-nvml-sim: ignoring state file: %s\n", error.c_str());
+        state = SimState();
+      }
+    }
+    if (state.driver_not_loaded) return NVML_ERROR_DRIVER_NOT_LOADED;
+    if (state.init_crash) {
+      std::fprintf(stderr, "gpulet-nvml-sim: init_crash is set in %s: raising SIGSEGV\n",
+                   state_path.c_str());
+      std::fflush(stderr);
+      // Unlocked first: a caller that survives SIGSEGV (siglongjmp) must not find mu_ held.
+      lock.unlock();
+      raise(SIGSEGV);
+      return NVML_ERROR_UNKNOWN;  // only reached if the caller handles SIGSEGV and returns
+    }
+    if (state.init_hang_seconds > 0) {
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::duration<double>(state.init_hang_seconds));
+      lock.lock();
+      if (init_count_ > 0) {  // another thread finished initialising meanwhile
+        ++init_count_;
+        return NVML_SUCCESS;
+      }
+    }
+
+    const char* fixture_env = std::getenv("GPULET_SIM_FIXTURE");
+    if (fixture_env == nullptr || *fixture_env == '\0') {
+      std::fprintf(stderr,
+                   "gpulet-nvml-sim: GPULET_SIM_FIXTURE is not set; it must name a fixture "
+                   "YAML file\n");
+      return NVML_ERROR_UNKNOWN;
+    }
+    auto fixture = std::make_shared<Fixture>();
+    std::string error;
+    if (!LoadFixture(fixture_env, fixture.get(), &error)) {
+      std::fprintf(stderr, "gpulet-nvml-sim: bad fixture: %s\n", error.c_str());
+      return NVML_ERROR_UNKNOWN;
+    }
+
+    fixture_ = std::move(fixture);
+    const Clock::time_point now = Clock::now();
+    runtime_.assign(fixture_->gpus.size(), DeviceRuntime());
+    for (size_t i = 0; i < runtime_.size(); ++i) {
+      runtime_[i].energy_mj = static_cast<double>(fixture_->gpus[i].energy_mj.value_or(0));
+      runtime_[i].energy_at = now;
+    }
+    state_path_ = state_path;
+    state_ = SimState();
+    state_id_ = state_id;  // so the read below does not complain about a bad file twice
+    // Forces the first read. It also moves every GPU's XID watermark past the XIDs already
+    // in the file: like NVML, only events that happen after registration are delivered.
+    state_racy_ = true;
+    RefreshLocked();
+    ++init_count_;
+    return NVML_SUCCESS;
+  }
+
+  nvmlReturn_t Shutdown() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (init_count_ == 0) return NVML_ERROR_UNINITIALIZED;
+    if (--init_count_ > 0) return NVML_SUCCESS;
+    for (auto& entry : event_sets_) entry.second->closed = true;
+    event_sets_.clear();
+    fixture_.reset();
+    runtime_.clear();
+    state_ = SimState();
+    state_path_.clear();
+    cv_.notify_all();  // waiters return NVML_ERROR_UNINITIALIZED
+    return NVML_SUCCESS;
+  }
+
+  // Runs `fn(const Fixture&)` under the lock, for the calls that need no GPU.
+  template <typename F>
+  nvmlReturn_t WithFixture(F&& fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (init_count_ == 0) return NVML_ERROR_UNINITIALIZED;
+    RefreshLocked();
+    return fn(*fixture_);
+  }
+
+  // The common prologue of every call on a GPU: validate the handle, sleep for an injected
+  // hang (without the lock), then fail on a lost GPU or fill `*call`. Handle lookups pass
+  // `for_handle`: NVML hands out a handle for a GPU that needs a reset (the GPU is still on
+  // the bus) and only the queries on it fail.
+  nvmlReturn_t BeginDeviceCall(nvmlDevice_t device, DeviceCall* call, bool for_handle = false) {
+    unsigned index = 0;
+    double hang_seconds = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (init_count_ == 0) return NVML_ERROR_UNINITIALIZED;
+      RefreshLocked();
+      if (!ValidIndexLocked(device, &index)) return NVML_ERROR_INVALID_ARGUMENT;
+      hang_seconds = MergedLocked(index).hang_seconds;
+    }
+    if (hang_seconds > 0) SleepForHang(index, hang_seconds);
+
+    std::lock_guard<std::mutex> lock(mu_);
+    if (init_count_ == 0) return NVML_ERROR_UNINITIALIZED;
+    RefreshLocked();
+    if (!ValidIndexLocked(device, &index)) return NVML_ERROR_INVALID_ARGUMENT;
+    const GpuState state = MergedLocked(index);
+    if (state.lost) return NVML_ERROR_GPU_IS_LOST;
+    if (state.reset_required && !for_handle) return NVML_ERROR_RESET_REQUIRED;
+    call->index = index;
+    call->gpu = Effective(fixture_->gpus[index], state);
+    AccumulateEnergyLocked(index, Clock::now());
+    call->energy_mj = runtime_[index].energy_mj;
+    return NVML_SUCCESS;
+  }
+
+  // Finds a GPU by `match(const FixtureGpu&, unsigned index)` and returns its handle after
+  // the same hang and lost checks as any device call (NVML initialises a GPU here).
+  template <typename Match>
+  nvmlReturn_t GetHandle(Match&& match, nvmlReturn_t not_found, nvmlDevice_t* device) {
+    nvmlDevice_t handle = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (init_count_ == 0) return NVML_ERROR_UNINITIALIZED;
+      if (device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+      RefreshLocked();
+      for (unsigned i = 0; i < fixture_->gpus.size(); ++i) {
+        if (match(fixture_->gpus[i], i)) {
+          handle = HandleFor(i);
+          break;
+        }
+      }
+    }
+    if (handle == nullptr) return not_found;
+    DeviceCall call;
+    const nvmlReturn_t ret = BeginDeviceCall(handle, &call, /*for_handle=*/true);
+    if (ret != NVML_SUCCESS) return ret;
+    *device = handle;
+    return NVML_SUCCESS;
+  }
+
+  nvmlReturn_t EventSetCreate(nvmlEventSet_t* set) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (init_count_ == 0) return NVML_ERROR_UNINITIALIZED;
+    if (set == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    auto impl = std::make_shared<nvmlEventSet_st>();
+    event_sets_[impl.get()] = impl;
+    *set = impl.get();
+    return NVML_SUCCESS;
+  }
+
+  nvmlReturn_t EventSetFree(nvmlEventSet_t set) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (init_count_ == 0) return NVML_ERROR_UNINITIALIZED;
+    auto it = event_sets_.find(set);
+    if (it == event_sets_.end()) return NVML_ERROR_INVALID_ARGUMENT;
+    it->second->closed = true;  // a thread still waiting on it keeps its shared_ptr
+    event_sets_.erase(it);
+    cv_.notify_all();
+    return NVML_SUCCESS;
+  }
+
+  nvmlReturn_t RegisterEvents(nvmlDevice_t device, unsigned long long types, nvmlEventSet_t set) {
+    DeviceCall call;
+    const nvmlReturn_t ret = BeginDeviceCall(device, &call);
+    if (ret != NVML_SUCCESS) return ret;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (init_count_ == 0) return NVML_ERROR_UNINITIALIZED;
+    auto it = event_sets_.find(set);
+    if (it == event_sets_.end()) return NVML_ERROR_INVALID_ARGUMENT;
+    // NVML refuses the whole request when any bit is unsupported; the set stays usable.
+    if ((types & ~SupportedEvents(call.gpu)) != 0) return NVML_ERROR_NOT_SUPPORTED;
+    // Hand out everything injected so far first, so only later XIDs reach this set.
+    RefreshLocked();
+    auto& regs = it->second->registrations;
+    auto reg = std::find_if(regs.begin(), regs.end(),
+                            [&](const auto& r) { return r.index == call.index; });
+    if (reg != regs.end()) {
+      reg->types |= types;
+    } else {
+      regs.push_back({call.index, types});
+    }
+    return NVML_SUCCESS;
+  }
+
+  nvmlReturn_t EventSetWait(nvmlEventSet_t set, nvmlEventData_t* data, unsigned timeout_ms) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (init_count_ == 0) return NVML_ERROR_UNINITIALIZED;
+    if (data == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    auto it = event_sets_.find(set);
+    if (it == event_sets_.end()) return NVML_ERROR_INVALID_ARGUMENT;
+    const std::shared_ptr<nvmlEventSet_st> impl = it->second;
+    const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (true) {
+      // Polling the state file here is what makes an XID written by another process wake
+      // this waiter within kPollInterval.
+      RefreshLocked();
+      if (impl->closed) {
+        return init_count_ == 0 ? NVML_ERROR_UNINITIALIZED : NVML_ERROR_INVALID_ARGUMENT;
+      }
+      if (!impl->pending.empty()) {
+        *data = impl->pending.front();
+        impl->pending.pop_front();
+        return NVML_SUCCESS;
+      }
+      // Like NVML, a GPU that fell off the bus makes the wait fail rather than time out.
+      for (const auto& reg : impl->registrations) {
+        if (reg.index < fixture_->gpus.size() && MergedLocked(reg.index).lost) {
+          return NVML_ERROR_GPU_IS_LOST;
+        }
+      }
+      const Clock::time_point now = Clock::now();
+      if (now >= deadline) return NVML_ERROR_TIMEOUT;
+      cv_.wait_until(lock, std::min(deadline, now + kPollInterval));
+    }
+  }
+
+ private:
+  bool ValidIndexLocked(nvmlDevice_t device, unsigned* index) const {
+    return TableIndex(device, index) && *index < fixture_->gpus.size();
+  }
+
+  GpuState MergedLocked(unsigned index) const {
+    return MergedGpuState(state_, index, fixture_->gpus[index].uuid);
+  }
+
+  // Sleeps for an injected hang in short slices, ending early when the hang is cleared from
+  // the state file (a recovered driver) or NVML is shut down.
+  void SleepForHang(unsigned index, double seconds) {
+    const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                          std::chrono::duration<double>(seconds));
+    while (true) {
+      const Clock::time_point now = Clock::now();
+      if (now >= deadline) return;
+      std::this_thread::sleep_for(std::min<Clock::duration>(deadline - now, kPollInterval * 2));
+      std::lock_guard<std::mutex> lock(mu_);
+      if (init_count_ == 0 || index >= fixture_->gpus.size()) return;
+      RefreshLocked();
+      if (MergedLocked(index).hang_seconds <= 0) return;
+    }
+  }
+
+  // Re-reads the state file when stat() says it changed (or it was modified too recently to
+  // trust stat()), then applies it.
+  void RefreshLocked() {
+    if (fixture_ == nullptr || state_path_.empty()) return;
+    const FileId id = StatFile(state_path_);
+    if (id == state_id_ && !state_racy_) return;
+    const bool changed = !(id == state_id_);
+    state_id_ = id;
+    state_racy_ = IsRacy(id);
+    SimState next;
+    std::string error;
+    if (!LoadState(state_path_, &next, &error)) {
+      // Keep the previous state: a broken edit should not look like "all faults cleared".
+      if (changed)
+        std::fprintf(stderr, "gpulet-nvml-sim: ignoring state file: %s\n", error.c_str());
+      return;
+    }
+    const Clock::time_point now = Clock::now();
+    for (unsigned i = 0; i < runtime_.size(); ++i) AccumulateEnergyLocked(i, now);
+    state_ = std::move(next);
+    DispatchXidsLocked();
+    cv_.notify_all();
+  }
+
+  // Energy is the integral of the power reading, so a power override also bends the counter.
+  void AccumulateEnergyLocked(unsigned index, Clock::time_point now) {
+    DeviceRuntime& rt = runtime_[index];
+    const FixtureGpu& gpu = fixture_->gpus[index];
+    if (gpu.energy_mj && gpu.power_usage_mw) {
+      double power_mw = *gpu.power_usage_mw;
+      if (const std::optional<double> watts = MergedLocked(index).load.power_w) {
+        power_mw = *watts * 1000.0;
+      }
+      rt.energy_mj += power_mw * std::chrono::duration<double>(now - rt.energy_at).count();
+    }
+    rt.energy_at = now;
+  }
+
+  void DispatchXidsLocked() {
+    for (unsigned i = 0; i < fixture_->gpus.size(); ++i) {
+      DeviceRuntime& rt = runtime_[i];
+      uint64_t high = rt.xid_watermark;
+      for (const XidEvent& xid : MergedLocked(i).xids) {
+        if (xid.seq <= rt.xid_watermark) continue;
+        high = std::max(high, xid.seq);
+        nvmlEventData_t event;
+        std::memset(&event, 0, sizeof(event));
+        event.device = HandleFor(i);
+        event.eventType = nvmlEventTypeXidCriticalError;
+        event.eventData = xid.xid;
+        event.gpuInstanceId = kNoInstance;
+        event.computeInstanceId = kNoInstance;
+        for (auto& entry : event_sets_) {
+          nvmlEventSet_st& set = *entry.second;
+          for (const auto& reg : set.registrations) {
+            if (reg.index == i && (reg.types & nvmlEventTypeXidCriticalError) != 0 &&
+                set.pending.size() < kMaxQueuedEvents) {
+              set.pending.push_back(event);
+            }
+          }
+        }
+      }
+      rt.xid_watermark = high;
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;  // signalled on state changes, set frees and shutdown
+  // Everything below is guarded by mu_.
+  int init_count_ = 0;
+  std::shared_ptr<const Fixture> fixture_;  // set while init_count_ > 0
+  std::vector<DeviceRuntime> runtime_;      // one per fixture GPU
+  std::string state_path_;
+  FileId state_id_;
+  bool state_racy_ = false;
+  SimState state_;
+  std::map<nvmlEventSet_st*, std::shared_ptr<nvmlEventSet_st>> event_sets_;
+};
+
+// Never destroyed: a thread may still be inside a call while the process exits, and must not
+// find a destroyed mutex.
+Simulator& Sim() {
+  static Simulator* const sim = new Simulator();
+  return *sim;
+}
+
+template <typename F>
+nvmlReturn_t Guarded(F&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpulet-nvml-sim: internal error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "gpulet-nvml-sim: internal error\n");
+  }
+  return NVML_ERROR_UNKNOWN;
+}
+
+template <typename F>
+nvmlReturn_t OnDevice(nvmlDevice_t device, F&& body) {
+  return Guarded([&]() -> nvmlReturn_t {
+    DeviceCall call;
+    const nvmlReturn_t ret = Sim().BeginDeviceCall(device, &call);
+    if (ret != NVML_SUCCESS) return ret;
+    return body(call);
+  });
+}
+
+nvmlReturn_t CopyString(const std::string& value, char* buffer, unsigned length) {
+  if (buffer == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (length < value.size() + 1) return NVML_ERROR_INSUFFICIENT_SIZE;
+  std::memcpy(buffer, value.c_str(), value.size() + 1);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t CopyOptString(const std::optional<std::string>& value, char* buffer, unsigned length) {
+  if (buffer == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!value.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+  return CopyString(*value, buffer, length);
+}
+
+template <typename T, typename U>
+nvmlReturn_t CopyOpt(const std::optional<U>& value, T* out) {
+  if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!value.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+  *out = static_cast<T>(*value);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t Processes(const DeviceCall& call, ProcessType type, unsigned* count,
+                       nvmlProcessInfo_t* infos) {
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  std::vector<const SimProcess*> matching;
+  for (const SimProcess& p : call.gpu.processes) {
+    if (p.type == type) matching.push_back(&p);
+  }
+  if (*count < matching.size()) {
+    *count = static_cast<unsigned>(matching.size());
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  if (!matching.empty() && infos == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  for (size_t i = 0; i < matching.size(); ++i) {
+    infos[i].pid = matching[i]->pid;
+    infos[i].usedGpuMemory = matching[i]->used_mib * kMiB;
+    infos[i].gpuInstanceId = kNoInstance;
+    infos[i].computeInstanceId = kNoInstance;
+  }
+  *count = static_cast<unsigned>(matching.size());
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t Codec(const std::optional<CodecUtilization>& codec, unsigned* utilization,
+                   unsigned* sampling_period_us) {
+  if (utilization == nullptr || sampling_period_us == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  if (!codec.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+  *utilization = codec->utilization;
+  *sampling_period_us = codec->sampling_period_us;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t ClockValue(const std::array<std::optional<unsigned>, 4>& clocks, int type,
+                        unsigned* mhz) {
+  if (type < 0 || type >= static_cast<int>(clocks.size())) return NVML_ERROR_INVALID_ARGUMENT;
+  return CopyOpt(clocks[static_cast<size_t>(type)], mhz);
+}
+
+void FillField(const DeviceCall& call, nvmlFieldValue_t* v) {
+  const FixtureGpu& g = call.gpu;
+  auto set_uint = [v](const std::optional<unsigned>& value) {
+    if (!value.has_value()) {
+      v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+      return;
+    }
+    v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+    v->value.uiVal = *value;
+  };
+  auto set_ull = [v](const std::optional<unsigned long long>& value) {
+    if (!value.has_value()) {
+      v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+      return;
+    }
+    v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+    v->value.ullVal = *value;
+  };
+  auto remapped = [&g](auto field) -> std::optional<unsigned> {
+    if (!g.remapped_rows.has_value()) return std::nullopt;
+    return field(*g.remapped_rows);
+  };
+  auto ecc_volatile = [&g](int type) -> std::optional<unsigned long long> {
+    if (!g.ecc.has_value() || !g.ecc->enabled) return std::nullopt;
+    return g.ecc->counts[type][NVML_VOLATILE_ECC];
+  };
+  v->nvmlReturn = NVML_SUCCESS;
+  v->latencyUsec = 0;
+  v->timestamp = std::chrono::duration_cast<std::chrono::microseconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count();
+  switch (v->fieldId) {
+    case NVML_FI_DEV_MEMORY_TEMP:
+      set_uint(g.memory_temperature_c);
+      break;
+    case NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION:
+      set_ull(g.energy_mj ? std::optional<unsigned long long>(
+                                static_cast<unsigned long long>(call.energy_mj))
+                          : std::nullopt);
+      break;
+    case NVML_FI_DEV_PCIE_REPLAY_COUNTER:
+      set_uint(g.pcie_replay);
+      break;
+    case kFieldEccSbeVolatileTotal:
+      set_ull(ecc_volatile(NVML_MEMORY_ERROR_TYPE_CORRECTED));
+      break;
+    case kFieldEccDbeVolatileTotal:
+      set_ull(ecc_volatile(NVML_MEMORY_ERROR_TYPE_UNCORRECTED));
+      break;
+    case kFieldRemappedCorrectable:
+      set_uint(remapped([](const RemappedRows& r) { return r.correctable; }));
+      break;
+    case kFieldRemappedUncorrectable:
+      set_uint(remapped([](const RemappedRows& r) { return r.uncorrectable; }));
+      break;
+    case kFieldRemappedPending:
+      set_uint(remapped([](const RemappedRows& r) { return r.pending ? 1u : 0u; }));
+      break;
+    case kFieldRemappedFailure:
+      set_uint(remapped([](const RemappedRows& r) { return r.failure ? 1u : 0u; }));
+      break;
+    default:
+      v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+      break;
+  }
+}
+
+// nvmlErrorString texts, worded after the real library's; callers should switch on codes.
+struct ErrorText {
+  nvmlReturn_t code;
+  const char* text;
+};
+constexpr ErrorText kErrorTexts[] = {
+    {NVML_SUCCESS, "Success"},
+    {NVML_ERROR_UNINITIALIZED, "Uninitialized"},
+    {NVML_ERROR_INVALID_ARGUMENT, "Invalid Argument"},
+    {NVML_ERROR_NOT_SUPPORTED, "Not Supported"},
+    {NVML_ERROR_NO_PERMISSION, "Insufficient Permissions"},
+    {NVML_ERROR_ALREADY_INITIALIZED, "Already Initialized"},
+    {NVML_ERROR_NOT_FOUND, "Not Found"},
+    {NVML_ERROR_INSUFFICIENT_SIZE, "Insufficient Size"},
+    {NVML_ERROR_INSUFFICIENT_POWER, "Insufficient External Power"},
+    {NVML_ERROR_DRIVER_NOT_LOADED, "Driver Not Loaded"},
+    {NVML_ERROR_TIMEOUT, "Timeout"},
+    {NVML_ERROR_IRQ_ISSUE, "Interrupt request issue"},
+    {NVML_ERROR_LIBRARY_NOT_FOUND, "NVML Shared Library Not Found"},
+    {NVML_ERROR_FUNCTION_NOT_FOUND, "Function Not Found"},
+    {NVML_ERROR_CORRUPTED_INFOROM, "Corrupted infoROM"},
+    {NVML_ERROR_GPU_IS_LOST, "GPU is lost"},
+    {NVML_ERROR_RESET_REQUIRED, "GPU requires reset"},
+    {NVML_ERROR_OPERATING_SYSTEM, "GPU access blocked by the operating system"},
+    {NVML_ERROR_LIB_RM_VERSION_MISMATCH, "Driver/library version mismatch"},
+    {NVML_ERROR_IN_USE, "In use by another client"},
+    {NVML_ERROR_MEMORY, "Insufficient Memory"},
+    {NVML_ERROR_NO_DATA, "No data"},
+    {NVML_ERROR_VGPU_ECC_NOT_SUPPORTED, "vGPU ECC Not Supported"},
+    {NVML_ERROR_INSUFFICIENT_RESOURCES, "Insufficient Resources"},
+    {NVML_ERROR_FREQ_NOT_SUPPORTED, "Frequency Not Supported"},
+    {NVML_ERROR_ARGUMENT_VERSION_MISMATCH, "Argument Version Mismatch"},
+    {NVML_ERROR_DEPRECATED, "Deprecated"},
+    {NVML_ERROR_NOT_READY, "Not Ready"},
+    {NVML_ERROR_GPU_NOT_FOUND, "GPU Not Found"},
+    {NVML_ERROR_INVALID_STATE, "Invalid State"},
+};
+
+const char* ErrorString(nvmlReturn_t result) {
+  for (const ErrorText& e : kErrorTexts) {
+    if (e.code == result) return e.text;
+  }
+  return "Unknown Error";
+}
+
+}  // namespace
+
+// --- the exported NVML ABI ----------------------------------------------------------------
+// extern "C" gives these C linkage and plain NVML symbol names even inside the namespace;
+// they are the only symbols the library exports (everything else is hidden by default).
+#define GPULET_NVML_EXPORT extern "C" __attribute__((visibility("default")))
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlInit_v2() {
+  return Guarded([]() -> nvmlReturn_t { return Sim().Init(); });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int /*flags*/) {
+  // NO_GPUS / NO_ATTACH change nothing here: GPUs are attached lazily anyway.
+  return Guarded([]() -> nvmlReturn_t { return Sim().Init(); });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlShutdown() {
+  return Guarded([]() -> nvmlReturn_t { return Sim().Shutdown(); });
+}
+
+GPULET_NVML_EXPORT const char* nvmlErrorString(nvmlReturn_t result) { return ErrorString(result); }
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+  return Guarded([&]() -> nvmlReturn_t {
+    return Sim().WithFixture([&](const Fixture& f) -> nvmlReturn_t {
+      return CopyString(f.driver_version, version, length);
+    });
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char* version, unsigned int length) {
+  return Guarded([&]() -> nvmlReturn_t {
+    return Sim().WithFixture([&](const Fixture& f) -> nvmlReturn_t {
+      return CopyString(f.nvml_version, version, length);
+    });
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int* cuda_driver_version) {
+  return Guarded([&]() -> nvmlReturn_t {
+    return Sim().WithFixture([&](const Fixture& f) -> nvmlReturn_t {
+      if (cuda_driver_version == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+      *cuda_driver_version = f.cuda_driver_version;
+      return NVML_SUCCESS;
+    });
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
+  return Guarded([&]() -> nvmlReturn_t {
+    return Sim().WithFixture([&](const Fixture& f) -> nvmlReturn_t {
+      if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+      *count = static_cast<unsigned>(f.gpus.size());  // lost GPUs still count, as in NVML
+      return NVML_SUCCESS;
+    });
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index,
+                                                              nvmlDevice_t* device) {
+  return Guarded([&]() -> nvmlReturn_t {
+    // An index past the end is INVALID_ARGUMENT in NVML, not NOT_FOUND.
+    return Sim().GetHandle([&](const FixtureGpu&, unsigned i) { return i == index; },
+                           NVML_ERROR_INVALID_ARGUMENT, device);
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
+  return Guarded([&]() -> nvmlReturn_t {
+    if (uuid == nullptr) {
+      return Sim().WithFixture(
+          [](const Fixture&) -> nvmlReturn_t { return NVML_ERROR_INVALID_ARGUMENT; });
+    }
+    const std::string wanted(uuid);
+    return Sim().GetHandle([&](const FixtureGpu& g, unsigned) { return g.uuid == wanted; },
+                           NVML_ERROR_NOT_FOUND, device);
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* pci_bus_id,
+                                                                 nvmlDevice_t* device) {
+  return Guarded([&]() -> nvmlReturn_t {
+    unsigned domain = 0, bus = 0, dev = 0;
+    if (pci_bus_id == nullptr || !ParsePciBusId(pci_bus_id, &domain, &bus, &dev)) {
+      return Sim().WithFixture(
+          [](const Fixture&) -> nvmlReturn_t { return NVML_ERROR_INVALID_ARGUMENT; });
+    }
+    return Sim().GetHandle(
+        [&](const FixtureGpu& g, unsigned) {
+          return g.pci_domain == domain && g.pci_bus == bus && g.pci_device == dev;
+        },
+        NVML_ERROR_NOT_FOUND, device);
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name,
+                                                  unsigned int length) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    return CopyString(c.gpu.name, name, length);
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid,
+                                                  unsigned int length) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    return CopyString(c.gpu.uuid, uuid, length);
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char* serial,
+                                                    unsigned int length) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    return CopyOptString(c.gpu.serial, serial, length);
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, char* version,
+                                                          unsigned int length) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    return CopyOptString(c.gpu.vbios_version, version, length);
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    return CopyOpt(std::optional<unsigned>(c.index), index);
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int* minor) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    return CopyOpt(std::optional<unsigned>(c.gpu.minor), minor);
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (pci == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    const FixtureGpu& g = c.gpu;
+    std::memset(pci, 0, sizeof(*pci));
+    std::snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "%04X:%02X:%02X.0", g.pci_domain,
+                  g.pci_bus, g.pci_device);
+    std::snprintf(pci->busId, sizeof(pci->busId), "%08X:%02X:%02X.0", g.pci_domain, g.pci_bus,
+                  g.pci_device);
+    pci->domain = g.pci_domain;
+    pci->bus = g.pci_bus;
+    pci->device = g.pci_device;
+    pci->pciDeviceId = (g.pci_device_id << 16) | 0x10deu;
+    pci->pciSubSystemId = g.pci_subsystem_id;
+    return NVML_SUCCESS;
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    const FixtureGpu& g = c.gpu;
+    memory->total = g.memory_total_mib * kMiB;
+    memory->used = (g.memory_used_mib + g.memory_reserved_mib) * kMiB;  // v1 counts reserved
+    memory->free = memory->total - memory->used;
+    return NVML_SUCCESS;
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
+                                                           nvmlMemory_v2_t* memory) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (memory->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    const FixtureGpu& g = c.gpu;
+    memory->total = g.memory_total_mib * kMiB;
+    memory->reserved = g.memory_reserved_mib * kMiB;
+    memory->used = g.memory_used_mib * kMiB;
+    memory->free = memory->total - memory->reserved - memory->used;
+    return NVML_SUCCESS;
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
+                                                              nvmlUtilization_t* utilization) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (utilization == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!c.gpu.utilization.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+    utilization->gpu = c.gpu.utilization->first;
+    utilization->memory = c.gpu.utilization->second;
+    return NVML_SUCCESS;
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, int sensor,
+                                                         unsigned int* temp) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (sensor != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
+    return CopyOpt(c.gpu.temperature_c, temp);
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int* mw) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    return CopyOpt(c.gpu.power_usage_mw, mw);
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device,
+                                                                unsigned int* mw) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    return CopyOpt(c.gpu.power_limit_mw, mw);
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device,
+                                                                    unsigned long long* mj) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (mj == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!c.gpu.energy_mj.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+    *mj = static_cast<unsigned long long>(c.energy_mj);
+    return NVML_SUCCESS;
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, int type,
+                                                       unsigned int* mhz) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    return ClockValue(c.gpu.clocks_mhz, type, mhz);
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, int type,
+                                                          unsigned int* mhz) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    return ClockValue(c.gpu.max_clocks_mhz, type, mhz);
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int* speed) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    return CopyOpt(c.gpu.fan_percent, speed);
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, int* pstate) {
+  return OnDevice(
+      device, [&](const DeviceCall& c) -> nvmlReturn_t { return CopyOpt(c.gpu.pstate, pstate); });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t
+nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device, unsigned long long* reasons) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    return CopyOpt(c.gpu.clocks_event_reasons, reasons);
+  });
+}
+
+// The pre-R535 name of the same query, same bits.
+GPULET_NVML_EXPORT nvmlReturn_t
+nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device, unsigned long long* reasons) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    return CopyOpt(c.gpu.clocks_event_reasons, reasons);
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major,
+                                                                   int* minor) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (major == nullptr || minor == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!c.gpu.compute_capability.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+    *major = c.gpu.compute_capability->first;
+    *minor = c.gpu.compute_capability->second;
+    return NVML_SUCCESS;
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, unsigned int* arch) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    return CopyOpt(c.gpu.architecture, arch);
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, int* brand) {
+  return OnDevice(device,
+                  [&](const DeviceCall& c) -> nvmlReturn_t { return CopyOpt(c.gpu.brand, brand); });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, int* mode) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (mode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!c.gpu.persistence_mode.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+    *mode = *c.gpu.persistence_mode ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    return NVML_SUCCESS;
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                                        unsigned int* count,
+                                                                        nvmlProcessInfo_t* infos) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    return Processes(c, ProcessType::kCompute, count, infos);
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device,
+                                                                         unsigned int* count,
+                                                                         nvmlProcessInfo_t* infos) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    return Processes(c, ProcessType::kGraphics, count, infos);
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device,
+                                                          unsigned int* correctable,
+                                                          unsigned int* uncorrectable,
+                                                          unsigned int* pending,
+                                                          unsigned int* failure) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (correctable == nullptr || uncorrectable == nullptr || pending == nullptr ||
+        failure == nullptr) {
+      return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (!c.gpu.remapped_rows.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+    const RemappedRows& r = *c.gpu.remapped_rows;
+    *correctable = r.correctable;
+    *uncorrectable = r.uncorrectable;
+    *pending = r.pending ? 1 : 0;
+    *failure = r.failure ? 1 : 0;
+    return NVML_SUCCESS;
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, int error_type,
+                                                            int counter_type,
+                                                            unsigned long long* count) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (count == nullptr || error_type < 0 || error_type > 1 || counter_type < 0 ||
+        counter_type > 1) {
+      return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    // Counts need ECC mode enabled; a board without ECC has none to report.
+    if (!c.gpu.ecc.has_value() || !c.gpu.ecc->enabled) return NVML_ERROR_NOT_SUPPORTED;
+    *count = c.gpu.ecc->counts[error_type][counter_type];
+    return NVML_SUCCESS;
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, int* current,
+                                                     int* pending) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (current == nullptr || pending == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!c.gpu.ecc.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+    *current = c.gpu.ecc->enabled ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    *pending = c.gpu.ecc->pending ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    return NVML_SUCCESS;
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t device,
+                                                               unsigned int* value) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    return CopyOpt(c.gpu.pcie_replay, value);
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device,
+                                                                unsigned int* utilization,
+                                                                unsigned int* sampling_us) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    return Codec(c.gpu.encoder, utilization, sampling_us);
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device,
+                                                                unsigned int* utilization,
+                                                                unsigned int* sampling_us) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    return Codec(c.gpu.decoder, utilization, sampling_us);
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int count,
+                                                         nvmlFieldValue_t* values) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (count < 0 || (count > 0 && values == nullptr)) return NVML_ERROR_INVALID_ARGUMENT;
+    for (int i = 0; i < count; ++i) FillField(c, &values[i]);
+    return NVML_SUCCESS;
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device,
+                                                                 unsigned long long* types) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (types == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *types = SupportedEvents(c.gpu);
+    return NVML_SUCCESS;
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
+  return Guarded([&]() -> nvmlReturn_t { return Sim().EventSetCreate(set); });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device,
+                                                         unsigned long long types,
+                                                         nvmlEventSet_t set) {
+  return Guarded([&]() -> nvmlReturn_t { return Sim().RegisterEvents(device, types, set); });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data,
+                                                    unsigned int timeout_ms) {
+  return Guarded([&]() -> nvmlReturn_t { return Sim().EventSetWait(set, data, timeout_ms); });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+  return Guarded([&]() -> nvmlReturn_t { return Sim().EventSetFree(set); });
+}
+
+#undef GPULET_NVML_EXPORT
+
+}  // namespace gpulet::sim

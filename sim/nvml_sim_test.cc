@@ -1,0 +1,703 @@
+// Tests for libgpulet-nvml-sim.so, loaded the way gpulet loads libnvidia-ml: dlopen() with
+// RTLD_LOCAL and one dlsym() per versioned symbol, called through the function-pointer types
+// of src/gpu/nvml_api.h. The simulator keeps process-wide state, so every test initialises
+// NVML itself and TearDown shuts it down completely.
+//
+// init_crash is not tested here: it really raises SIGSEGV (the loader tests fork for it).
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpu/nvml_api.h"
+#include "sim/state.h"
+
+namespace gpulet::sim {
+namespace {
+
+using std::chrono::milliseconds;
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr unsigned long long kMiB = 1ULL << 20;
+
+// Function types nvml_api.h has no alias for.
+using InitWithFlagsFn = nvmlReturn_t (*)(unsigned int);
+using DeviceGetUint2Fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, unsigned int*);
+using DeviceGetInt2Fn = nvmlReturn_t (*)(nvmlDevice_t, int*, int*);
+
+// The simulator's entry points, resolved once for the whole test binary.
+struct Nvml {
+  nvml::InitFn Init;
+  InitWithFlagsFn InitWithFlags;
+  nvml::ShutdownFn Shutdown;
+  nvml::ErrorStringFn ErrorString;
+  nvml::SystemGetStringFn SystemGetDriverVersion;
+  nvml::SystemGetStringFn SystemGetNVMLVersion;
+  nvml::SystemGetIntFn SystemGetCudaDriverVersion;
+  nvml::GetCountFn GetCount;
+  nvml::GetHandleByIndexFn GetHandleByIndex;
+  nvml::GetHandleByStringFn GetHandleByUUID;
+  nvml::GetHandleByStringFn GetHandleByPciBusId;
+  nvml::DeviceGetStringFn GetName;
+  nvml::DeviceGetStringFn GetUUID;
+  nvml::DeviceGetStringFn GetSerial;
+  nvml::DeviceGetUintFn GetIndex;
+  nvml::DeviceGetUintFn GetMinorNumber;
+  nvml::DeviceGetPciInfoFn GetPciInfo;
+  nvml::DeviceGetMemoryInfoFn GetMemoryInfo;
+  nvml::DeviceGetMemoryInfoV2Fn GetMemoryInfoV2;
+  nvml::DeviceGetUtilizationFn GetUtilizationRates;
+  nvml::DeviceGetTemperatureFn GetTemperature;
+  nvml::DeviceGetUintFn GetPowerUsage;
+  nvml::DeviceGetUllFn GetTotalEnergyConsumption;
+  nvml::DeviceGetUintFn GetFanSpeed;
+  nvml::DeviceGetUintFn GetArchitecture;
+  nvml::DeviceGetIntFn GetBrand;
+  nvml::DeviceGetCudaCapFn GetCudaComputeCapability;
+  nvml::DeviceGetProcessesFn GetComputeProcesses;
+  nvml::DeviceGetProcessesFn GetGraphicsProcesses;
+  nvml::DeviceGetRemappedRowsFn GetRemappedRows;
+  DeviceGetInt2Fn GetEccMode;
+  nvml::DeviceGetEccErrorsFn GetTotalEccErrors;
+  DeviceGetUint2Fn GetEncoderUtilization;
+  nvml::DeviceGetFieldValuesFn GetFieldValues;
+  nvml::DeviceGetUllFn GetSupportedEventTypes;
+  nvml::EventSetCreateFn EventSetCreate;
+  nvml::DeviceRegisterEventsFn RegisterEvents;
+  nvml::EventSetWaitFn EventSetWait;
+  nvml::EventSetFreeFn EventSetFree;
+};
+
+template <typename T>
+void Resolve(void* lib, const char* name, T* fn) {
+  *fn = reinterpret_cast<T>(dlsym(lib, name));
+  if (*fn == nullptr) ADD_FAILURE() << "missing symbol " << name;
+}
+
+const Nvml& Api() {
+  static const Nvml* api = [] {
+    void* lib = dlopen(GPULET_SIM_LIB, RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+      ADD_FAILURE() << "dlopen " << GPULET_SIM_LIB << ": " << dlerror();
+      std::abort();
+    }
+    auto* n = new Nvml();
+    Resolve(lib, "nvmlInit_v2", &n->Init);
+    Resolve(lib, "nvmlInitWithFlags", &n->InitWithFlags);
+    Resolve(lib, "nvmlShutdown", &n->Shutdown);
+    Resolve(lib, "nvmlErrorString", &n->ErrorString);
+    Resolve(lib, "nvmlSystemGetDriverVersion", &n->SystemGetDriverVersion);
+    Resolve(lib, "nvmlSystemGetNVMLVersion", &n->SystemGetNVMLVersion);
+    Resolve(lib, "nvmlSystemGetCudaDriverVersion_v2", &n->SystemGetCudaDriverVersion);
+    Resolve(lib, "nvmlDeviceGetCount_v2", &n->GetCount);
+    Resolve(lib, "nvmlDeviceGetHandleByIndex_v2", &n->GetHandleByIndex);
+    Resolve(lib, "nvmlDeviceGetHandleByUUID", &n->GetHandleByUUID);
+    Resolve(lib, "nvmlDeviceGetHandleByPciBusId_v2", &n->GetHandleByPciBusId);
+    Resolve(lib, "nvmlDeviceGetName", &n->GetName);
+    Resolve(lib, "nvmlDeviceGetUUID", &n->GetUUID);
+    Resolve(lib, "nvmlDeviceGetSerial", &n->GetSerial);
+    Resolve(lib, "nvmlDeviceGetIndex", &n->GetIndex);
+    Resolve(lib, "nvmlDeviceGetMinorNumber", &n->GetMinorNumber);
+    Resolve(lib, "nvmlDeviceGetPciInfo_v3", &n->GetPciInfo);
+    Resolve(lib, "nvmlDeviceGetMemoryInfo", &n->GetMemoryInfo);
+    Resolve(lib, "nvmlDeviceGetMemoryInfo_v2", &n->GetMemoryInfoV2);
+    Resolve(lib, "nvmlDeviceGetUtilizationRates", &n->GetUtilizationRates);
+    Resolve(lib, "nvmlDeviceGetTemperature", &n->GetTemperature);
+    Resolve(lib, "nvmlDeviceGetPowerUsage", &n->GetPowerUsage);
+    Resolve(lib, "nvmlDeviceGetTotalEnergyConsumption", &n->GetTotalEnergyConsumption);
+    Resolve(lib, "nvmlDeviceGetFanSpeed", &n->GetFanSpeed);
+    Resolve(lib, "nvmlDeviceGetArchitecture", &n->GetArchitecture);
+    Resolve(lib, "nvmlDeviceGetBrand", &n->GetBrand);
+    Resolve(lib, "nvmlDeviceGetCudaComputeCapability", &n->GetCudaComputeCapability);
+    Resolve(lib, "nvmlDeviceGetComputeRunningProcesses_v3", &n->GetComputeProcesses);
+    Resolve(lib, "nvmlDeviceGetGraphicsRunningProcesses_v3", &n->GetGraphicsProcesses);
+    Resolve(lib, "nvmlDeviceGetRemappedRows", &n->GetRemappedRows);
+    Resolve(lib, "nvmlDeviceGetEccMode", &n->GetEccMode);
+    Resolve(lib, "nvmlDeviceGetTotalEccErrors", &n->GetTotalEccErrors);
+    Resolve(lib, "nvmlDeviceGetEncoderUtilization", &n->GetEncoderUtilization);
+    Resolve(lib, "nvmlDeviceGetFieldValues", &n->GetFieldValues);
+    Resolve(lib, "nvmlDeviceGetSupportedEventTypes", &n->GetSupportedEventTypes);
+    Resolve(lib, "nvmlEventSetCreate", &n->EventSetCreate);
+    Resolve(lib, "nvmlDeviceRegisterEvents", &n->RegisterEvents);
+    Resolve(lib, "nvmlEventSetWait_v2", &n->EventSetWait);
+    Resolve(lib, "nvmlEventSetFree", &n->EventSetFree);
+    return n;
+  }();
+  return *api;
+}
+
+std::string FixturePath(const std::string& name) {
+  return std::string(GPULET_SOURCE_DIR) + "/sim/fixtures/" + name + ".yaml";
+}
+
+double SecondsSince(SteadyClock::time_point start) {
+  return std::chrono::duration<double>(SteadyClock::now() - start).count();
+}
+
+class NvmlSimTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gpulet-nvml-sim-test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    state_path_ = dir_ + "/state.json";
+    unsetenv("GPULET_SIM_STATE");
+    setenv("GPULET_SIM_FIXTURE", FixturePath("homelab").c_str(), 1);
+  }
+
+  void TearDown() override {
+    // Leave the process-wide simulator uninitialised for the next test.
+    for (int i = 0; i < 16 && Api().Shutdown() == NVML_SUCCESS; ++i) {
+    }
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+
+  void UseFixture(const std::string& name) {
+    setenv("GPULET_SIM_FIXTURE", FixturePath(name).c_str(), 1);
+  }
+  void UseState() { setenv("GPULET_SIM_STATE", state_path_.c_str(), 1); }
+
+  void Write(const SimState& state) {
+    std::string error;
+    ASSERT_TRUE(SaveStateAtomic(state_path_, state, &error)) << error;
+  }
+
+  nvmlDevice_t Handle(unsigned index) {
+    nvmlDevice_t device = nullptr;
+    EXPECT_EQ(Api().GetHandleByIndex(index, &device), NVML_SUCCESS) << "GPU " << index;
+    return device;
+  }
+
+  std::string dir_;
+  std::string state_path_;
+};
+
+TEST_F(NvmlSimTest, CallsBeforeInitAreUninitialized) {
+  unsigned count = 0;
+  EXPECT_EQ(Api().GetCount(&count), NVML_ERROR_UNINITIALIZED);
+  EXPECT_EQ(Api().Shutdown(), NVML_ERROR_UNINITIALIZED);
+  char buf[80];
+  EXPECT_EQ(Api().SystemGetDriverVersion(buf, sizeof(buf)), NVML_ERROR_UNINITIALIZED);
+  nvmlEventSet_t set = nullptr;
+  EXPECT_EQ(Api().EventSetCreate(&set), NVML_ERROR_UNINITIALIZED);
+  EXPECT_STREQ(Api().ErrorString(NVML_ERROR_GPU_IS_LOST), "GPU is lost");
+  EXPECT_STREQ(Api().ErrorString(12345), "Unknown Error");
+}
+
+TEST_F(NvmlSimTest, InitIsReferenceCounted) {
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  ASSERT_EQ(Api().InitWithFlags(0), NVML_SUCCESS);
+  unsigned count = 0;
+  EXPECT_EQ(Api().Shutdown(), NVML_SUCCESS);
+  EXPECT_EQ(Api().GetCount(&count), NVML_SUCCESS);  // one reference left
+  EXPECT_EQ(count, 2u);
+  EXPECT_EQ(Api().Shutdown(), NVML_SUCCESS);
+  EXPECT_EQ(Api().GetCount(&count), NVML_ERROR_UNINITIALIZED);
+  EXPECT_EQ(Api().Shutdown(), NVML_ERROR_UNINITIALIZED);
+}
+
+TEST_F(NvmlSimTest, SystemVersions) {
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  char buf[80];
+  ASSERT_EQ(Api().SystemGetDriverVersion(buf, sizeof(buf)), NVML_SUCCESS);
+  EXPECT_STREQ(buf, "570.133.20");
+  ASSERT_EQ(Api().SystemGetNVMLVersion(buf, sizeof(buf)), NVML_SUCCESS);
+  EXPECT_STREQ(buf, "12.570.133.20");
+  int cuda = 0;
+  ASSERT_EQ(Api().SystemGetCudaDriverVersion(&cuda), NVML_SUCCESS);
+  EXPECT_EQ(cuda, 12080);
+  EXPECT_EQ(Api().SystemGetDriverVersion(buf, 5), NVML_ERROR_INSUFFICIENT_SIZE);
+  EXPECT_EQ(Api().SystemGetDriverVersion(nullptr, 80), NVML_ERROR_INVALID_ARGUMENT);
+}
+
+// The identity table of sim/fixtures/README.md.
+struct Identity {
+  const char* fixture;
+  unsigned index;
+  const char* name;
+  const char* bus_id;  // as NVML prints it
+  unsigned device_id;
+  const char* uuid;
+  unsigned long long memory_mib;
+  unsigned arch;
+  int cc_major, cc_minor;
+};
+
+std::vector<Identity> IdentityTable() {
+  std::vector<Identity> table = {
+      {"homelab", 0, "NVIDIA GeForce RTX 3080", "00000000:01:00.0", 0x2206,
+       "GPU-3f9d6c2e-1b7a-4e0c-9d35-a1c2e3f43080", 10240, NVML_DEVICE_ARCH_AMPERE, 8, 6},
+      {"homelab", 1, "NVIDIA GeForce RTX 5090", "00000000:02:00.0", 0x2b85,
+       "GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090", 32607, NVML_DEVICE_ARCH_BLACKWELL, 12, 0},
+      {"h200", 0, "NVIDIA H200", "00000000:18:00.0", 0x2335,
+       "GPU-c1a7e0f2-9b34-4d58-8e61-2f0b7a3d0200", 143771, NVML_DEVICE_ARCH_HOPPER, 9, 0},
+  };
+  static const char* const kDgxBus[8] = {"00000000:1B:00.0", "00000000:43:00.0", "00000000:52:00.0",
+                                         "00000000:61:00.0", "00000000:9D:00.0", "00000000:C3:00.0",
+                                         "00000000:D1:00.0", "00000000:DF:00.0"};
+  static std::string dgx_uuids[8];
+  for (unsigned i = 0; i < 8; ++i) {
+    dgx_uuids[i] = "GPU-5e0c3b7a-6d21-4f8e-a9c4-1b2d3e4f0a0" + std::to_string(i);
+    table.push_back({"dgx8", i, "NVIDIA H100 80GB HBM3", kDgxBus[i], 0x2330, dgx_uuids[i].c_str(),
+                     81559, NVML_DEVICE_ARCH_HOPPER, 9, 0});
+  }
+  return table;
+}
+
+TEST_F(NvmlSimTest, FixturesMatchTheIdentityTable) {
+  const std::map<std::string, unsigned> counts = {{"homelab", 2}, {"h200", 1}, {"dgx8", 8}};
+  for (const auto& [fixture, expected_count] : counts) {
+    SCOPED_TRACE(fixture);
+    UseFixture(fixture);
+    ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+    unsigned count = 0;
+    ASSERT_EQ(Api().GetCount(&count), NVML_SUCCESS);
+    EXPECT_EQ(count, expected_count);
+    for (const Identity& id : IdentityTable()) {
+      if (fixture != id.fixture) continue;
+      SCOPED_TRACE(id.index);
+      nvmlDevice_t device = Handle(id.index);
+      char buf[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+      ASSERT_EQ(Api().GetName(device, buf, sizeof(buf)), NVML_SUCCESS);
+      EXPECT_STREQ(buf, id.name);
+      ASSERT_EQ(Api().GetUUID(device, buf, sizeof(buf)), NVML_SUCCESS);
+      EXPECT_STREQ(buf, id.uuid);
+      nvmlPciInfo_t pci;
+      ASSERT_EQ(Api().GetPciInfo(device, &pci), NVML_SUCCESS);
+      EXPECT_STREQ(pci.busId, id.bus_id);
+      EXPECT_STREQ(pci.busIdLegacy, std::string(id.bus_id).substr(4).c_str());
+      EXPECT_EQ(pci.pciDeviceId, (id.device_id << 16) | 0x10de);
+      unsigned value = 0;
+      ASSERT_EQ(Api().GetIndex(device, &value), NVML_SUCCESS);
+      EXPECT_EQ(value, id.index);
+      ASSERT_EQ(Api().GetMinorNumber(device, &value), NVML_SUCCESS);
+      EXPECT_EQ(value, id.index);
+      ASSERT_EQ(Api().GetArchitecture(device, &value), NVML_SUCCESS);
+      EXPECT_EQ(value, id.arch);
+      int major = 0, minor = 0;
+      ASSERT_EQ(Api().GetCudaComputeCapability(device, &major, &minor), NVML_SUCCESS);
+      EXPECT_EQ(major, id.cc_major);
+      EXPECT_EQ(minor, id.cc_minor);
+      nvmlMemory_t memory;
+      ASSERT_EQ(Api().GetMemoryInfo(device, &memory), NVML_SUCCESS);
+      EXPECT_EQ(memory.total, id.memory_mib * kMiB);
+      EXPECT_EQ(memory.free + memory.used, memory.total);
+
+      nvmlDevice_t by_uuid = nullptr, by_bus = nullptr, by_legacy = nullptr;
+      EXPECT_EQ(Api().GetHandleByUUID(id.uuid, &by_uuid), NVML_SUCCESS);
+      EXPECT_EQ(Api().GetHandleByPciBusId(id.bus_id, &by_bus), NVML_SUCCESS);
+      EXPECT_EQ(Api().GetHandleByPciBusId(pci.busIdLegacy, &by_legacy), NVML_SUCCESS);
+      EXPECT_EQ(by_uuid, device);
+      EXPECT_EQ(by_bus, device);
+      EXPECT_EQ(by_legacy, device);
+    }
+    ASSERT_EQ(Api().Shutdown(), NVML_SUCCESS);
+  }
+}
+
+TEST_F(NvmlSimTest, ArgumentErrors) {
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  nvmlDevice_t device = nullptr;
+  EXPECT_EQ(Api().GetHandleByIndex(2, &device), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(Api().GetHandleByIndex(0, nullptr), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(Api().GetHandleByUUID("GPU-00000000-0000-0000-0000-000000000000", &device),
+            NVML_ERROR_NOT_FOUND);
+  EXPECT_EQ(Api().GetHandleByPciBusId("0000:77:00.0", &device), NVML_ERROR_NOT_FOUND);
+  EXPECT_EQ(Api().GetHandleByPciBusId("not a bus id", &device), NVML_ERROR_INVALID_ARGUMENT);
+  unsigned count = 0;
+  EXPECT_EQ(Api().GetCount(nullptr), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(Api().GetCount(&count), NVML_SUCCESS);
+
+  int not_a_device = 0;
+  char buf[96];
+  EXPECT_EQ(Api().GetName(reinterpret_cast<nvmlDevice_t>(&not_a_device), buf, sizeof(buf)),
+            NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(Api().GetName(nullptr, buf, sizeof(buf)), NVML_ERROR_INVALID_ARGUMENT);
+
+  device = Handle(1);
+  EXPECT_EQ(Api().GetName(device, buf, 10), NVML_ERROR_INSUFFICIENT_SIZE);
+  EXPECT_EQ(Api().GetName(device, nullptr, 96), NVML_ERROR_INVALID_ARGUMENT);
+  unsigned temp = 0;
+  EXPECT_EQ(Api().GetTemperature(device, 7, &temp), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(Api().GetTemperature(device, NVML_TEMPERATURE_GPU, nullptr),
+            NVML_ERROR_INVALID_ARGUMENT);
+  nvmlMemory_v2_t memory{};
+  memory.version = 1;
+  EXPECT_EQ(Api().GetMemoryInfoV2(device, &memory), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+}
+
+TEST_F(NvmlSimTest, GeForceReportsUnsupportedFeatures) {
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  nvmlDevice_t device = Handle(1);
+  char serial[NVML_DEVICE_SERIAL_BUFFER_SIZE];
+  EXPECT_EQ(Api().GetSerial(device, serial, sizeof(serial)), NVML_ERROR_NOT_SUPPORTED);
+  int current = 0, pending = 0;
+  EXPECT_EQ(Api().GetEccMode(device, &current, &pending), NVML_ERROR_NOT_SUPPORTED);
+  unsigned long long ecc = 0;
+  EXPECT_EQ(
+      Api().GetTotalEccErrors(device, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &ecc),
+      NVML_ERROR_NOT_SUPPORTED);
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  EXPECT_EQ(Api().GetRemappedRows(device, &a, &b, &c, &d), NVML_ERROR_NOT_SUPPORTED);
+  unsigned fan = 0;
+  EXPECT_EQ(Api().GetFanSpeed(device, &fan), NVML_SUCCESS);
+  int brand = -1;
+  ASSERT_EQ(Api().GetBrand(device, &brand), NVML_SUCCESS);
+  EXPECT_EQ(brand, NVML_BRAND_GEFORCE);
+
+  nvmlFieldValue_t fields[4] = {};
+  fields[0].fieldId = NVML_FI_DEV_MEMORY_TEMP;
+  fields[1].fieldId = NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION;
+  fields[2].fieldId = NVML_FI_DEV_PCIE_REPLAY_COUNTER;
+  fields[3].fieldId = 9999;
+  ASSERT_EQ(Api().GetFieldValues(device, 4, fields), NVML_SUCCESS);
+  EXPECT_EQ(fields[0].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(fields[1].nvmlReturn, NVML_SUCCESS);
+  EXPECT_EQ(fields[1].valueType, NVML_VALUE_TYPE_UNSIGNED_LONG_LONG);
+  EXPECT_GT(fields[1].value.ullVal, 0u);
+  EXPECT_EQ(fields[2].nvmlReturn, NVML_SUCCESS);
+  EXPECT_EQ(fields[2].valueType, NVML_VALUE_TYPE_UNSIGNED_INT);
+  EXPECT_EQ(fields[3].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+}
+
+TEST_F(NvmlSimTest, DatacenterPartsHaveNoFanButEccAndRemapping) {
+  UseFixture("h200");
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  nvmlDevice_t device = Handle(0);
+  unsigned fan = 0;
+  EXPECT_EQ(Api().GetFanSpeed(device, &fan), NVML_ERROR_NOT_SUPPORTED);
+  int current = 0, pending = 0;
+  ASSERT_EQ(Api().GetEccMode(device, &current, &pending), NVML_SUCCESS);
+  EXPECT_EQ(current, NVML_FEATURE_ENABLED);
+  unsigned corr = 1, unc = 1, is_pending = 1, failure = 1;
+  ASSERT_EQ(Api().GetRemappedRows(device, &corr, &unc, &is_pending, &failure), NVML_SUCCESS);
+  EXPECT_EQ(corr + unc + is_pending + failure, 0u);
+  nvmlFieldValue_t field{};
+  field.fieldId = NVML_FI_DEV_MEMORY_TEMP;
+  ASSERT_EQ(Api().GetFieldValues(device, 1, &field), NVML_SUCCESS);
+  EXPECT_EQ(field.nvmlReturn, NVML_SUCCESS);
+  EXPECT_EQ(field.value.uiVal, 57u);
+  char serial[NVML_DEVICE_SERIAL_BUFFER_SIZE];
+  EXPECT_EQ(Api().GetSerial(device, serial, sizeof(serial)), NVML_SUCCESS);
+  unsigned long long events = 0;
+  ASSERT_EQ(Api().GetSupportedEventTypes(device, &events), NVML_SUCCESS);
+  EXPECT_NE(events & nvmlEventTypeDoubleBitEccError, 0u);
+  EXPECT_NE(events & nvmlEventTypeXidCriticalError, 0u);
+}
+
+TEST_F(NvmlSimTest, ProcessesAndMemory) {
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  nvmlDevice_t device = Handle(1);
+  unsigned count = 0;
+  ASSERT_EQ(Api().GetComputeProcesses(device, &count, nullptr), NVML_ERROR_INSUFFICIENT_SIZE);
+  ASSERT_EQ(count, 2u);
+  nvmlProcessInfo_t infos[4];
+  count = 4;
+  ASSERT_EQ(Api().GetComputeProcesses(device, &count, infos), NVML_SUCCESS);
+  ASSERT_EQ(count, 2u);
+  EXPECT_EQ(infos[0].pid, 4242u);
+  EXPECT_EQ(infos[0].usedGpuMemory, 9216 * kMiB);
+  EXPECT_EQ(infos[0].gpuInstanceId, 0xFFFFFFFFu);
+  count = 0;
+  EXPECT_EQ(Api().GetGraphicsProcesses(device, &count, nullptr), NVML_SUCCESS);
+  EXPECT_EQ(count, 0u);
+
+  nvmlMemory_v2_t v2{};
+  v2.version = nvmlMemory_v2;
+  ASSERT_EQ(Api().GetMemoryInfoV2(device, &v2), NVML_SUCCESS);
+  EXPECT_EQ(v2.total, 32607 * kMiB);
+  EXPECT_EQ(v2.used, 13364 * kMiB);
+  EXPECT_EQ(v2.reserved + v2.used + v2.free, v2.total);
+  nvmlMemory_t v1;
+  ASSERT_EQ(Api().GetMemoryInfo(device, &v1), NVML_SUCCESS);
+  EXPECT_EQ(v1.used, v2.used + v2.reserved);  // v1 "used" includes reserved memory
+}
+
+TEST_F(NvmlSimTest, EnergyCounterGrowsWithPower) {
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  nvmlDevice_t device = Handle(1);
+  unsigned long long first = 0, second = 0;
+  ASSERT_EQ(Api().GetTotalEnergyConsumption(device, &first), NVML_SUCCESS);
+  std::this_thread::sleep_for(milliseconds(50));
+  ASSERT_EQ(Api().GetTotalEnergyConsumption(device, &second), NVML_SUCCESS);
+  // 245.8 W for at least 50 ms is at least 12290 mJ.
+  EXPECT_GE(second - first, 12000u);
+}
+
+TEST_F(NvmlSimTest, StateOverridesLiveValues) {
+  UseState();
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  nvmlDevice_t device = Handle(1);
+
+  SimState state;
+  LoadOverride load;
+  load.temperature_c = 91;
+  load.power_w = 300.5;
+  load.utilization_gpu = 100;
+  load.memory_temperature_c = 95;  // GeForce has no such sensor: stays unsupported
+  ASSERT_TRUE(SetLoad(&state, "GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090", load));
+  ASSERT_TRUE(SetProcesses(&state, "1", {{777, "llama-server", 20000, ProcessType::kCompute}}));
+  Write(state);
+
+  unsigned temp = 0, power = 0;
+  ASSERT_EQ(Api().GetTemperature(device, NVML_TEMPERATURE_GPU, &temp), NVML_SUCCESS);
+  EXPECT_EQ(temp, 91u);
+  ASSERT_EQ(Api().GetPowerUsage(device, &power), NVML_SUCCESS);
+  EXPECT_EQ(power, 300500u);
+  nvmlUtilization_t util;
+  ASSERT_EQ(Api().GetUtilizationRates(device, &util), NVML_SUCCESS);
+  EXPECT_EQ(util.gpu, 100u);
+  EXPECT_EQ(util.memory, 27u);  // not overridden
+  nvmlFieldValue_t field{};
+  field.fieldId = NVML_FI_DEV_MEMORY_TEMP;
+  ASSERT_EQ(Api().GetFieldValues(device, 1, &field), NVML_SUCCESS);
+  EXPECT_EQ(field.nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+
+  unsigned count = 8;
+  nvmlProcessInfo_t infos[8];
+  ASSERT_EQ(Api().GetComputeProcesses(device, &count, infos), NVML_SUCCESS);
+  ASSERT_EQ(count, 1u);
+  EXPECT_EQ(infos[0].pid, 777u);
+  nvmlMemory_v2_t memory{};
+  memory.version = nvmlMemory_v2;
+  ASSERT_EQ(Api().GetMemoryInfoV2(device, &memory), NVML_SUCCESS);
+  // The fixture's 298 MiB not owned by processes stays; the processes' share follows the list.
+  EXPECT_EQ(memory.used, (298 + 20000) * kMiB);
+
+  // The other GPU is untouched.
+  ASSERT_EQ(Api().GetTemperature(Handle(0), NVML_TEMPERATURE_GPU, &temp), NVML_SUCCESS);
+  EXPECT_EQ(temp, 47u);
+}
+
+TEST_F(NvmlSimTest, LostGpuFailsEveryCallUntilCleared) {
+  UseState();
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  nvmlDevice_t device = Handle(1);
+  SimState state;
+  ASSERT_TRUE(SetLost(&state, "GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090", true));
+  Write(state);
+
+  unsigned count = 0;
+  ASSERT_EQ(Api().GetCount(&count), NVML_SUCCESS);
+  EXPECT_EQ(count, 2u);  // a lost GPU still counts
+  nvmlDevice_t again = nullptr;
+  EXPECT_EQ(Api().GetHandleByIndex(1, &again), NVML_ERROR_GPU_IS_LOST);
+  EXPECT_EQ(Api().GetHandleByUUID("GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090", &again),
+            NVML_ERROR_GPU_IS_LOST);
+  char name[96];
+  EXPECT_EQ(Api().GetName(device, name, sizeof(name)), NVML_ERROR_GPU_IS_LOST);
+  unsigned temp = 0;
+  EXPECT_EQ(Api().GetTemperature(device, NVML_TEMPERATURE_GPU, &temp), NVML_ERROR_GPU_IS_LOST);
+  EXPECT_EQ(Api().GetTemperature(Handle(0), NVML_TEMPERATURE_GPU, &temp), NVML_SUCCESS);
+
+  ASSERT_TRUE(SetLost(&state, "GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090", false));
+  ASSERT_TRUE(SetResetRequired(&state, "0", true));
+  Write(state);
+  EXPECT_EQ(Api().GetName(device, name, sizeof(name)), NVML_SUCCESS);
+  EXPECT_EQ(Api().GetTemperature(Handle(0), NVML_TEMPERATURE_GPU, &temp),
+            NVML_ERROR_RESET_REQUIRED);
+
+  // Deleting the state file clears every fault.
+  ASSERT_EQ(unlink(state_path_.c_str()), 0);
+  EXPECT_EQ(Api().GetTemperature(Handle(0), NVML_TEMPERATURE_GPU, &temp), NVML_SUCCESS);
+}
+
+TEST_F(NvmlSimTest, BrokenStateFileKeepsThePreviousState) {
+  UseState();
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  nvmlDevice_t device = Handle(0);
+  SimState state;
+  ASSERT_TRUE(SetLost(&state, "0", true));
+  Write(state);
+  char name[96];
+  EXPECT_EQ(Api().GetName(device, name, sizeof(name)), NVML_ERROR_GPU_IS_LOST);
+  {
+    std::ofstream out(state_path_ + ".new");
+    out << "{\"gpus\": {\"0\": {\"lsot\": false}}}";
+  }
+  ASSERT_EQ(rename((state_path_ + ".new").c_str(), state_path_.c_str()), 0);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(Api().GetName(device, name, sizeof(name)), NVML_ERROR_GPU_IS_LOST);
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("lsot"), std::string::npos) << log;
+}
+
+TEST_F(NvmlSimTest, HungGpuDoesNotBlockTheOthers) {
+  UseState();
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  nvmlDevice_t hung = Handle(0);
+  nvmlDevice_t healthy = Handle(1);
+  SimState state;
+  ASSERT_TRUE(SetHang(&state, "0", 1.0));
+  Write(state);
+
+  std::atomic<bool> started{false};
+  double hung_seconds = 0;
+  nvmlReturn_t hung_ret = NVML_ERROR_UNKNOWN;
+  std::thread caller([&] {
+    started = true;
+    const auto start = SteadyClock::now();
+    unsigned temp = 0;
+    hung_ret = Api().GetTemperature(hung, NVML_TEMPERATURE_GPU, &temp);
+    hung_seconds = SecondsSince(start);
+  });
+  while (!started) std::this_thread::yield();
+  std::this_thread::sleep_for(milliseconds(100));  // let the caller enter its hang
+  const auto start = SteadyClock::now();
+  unsigned temp = 0;
+  EXPECT_EQ(Api().GetTemperature(healthy, NVML_TEMPERATURE_GPU, &temp), NVML_SUCCESS);
+  EXPECT_LT(SecondsSince(start), 0.5);
+  caller.join();
+  EXPECT_EQ(hung_ret, NVML_SUCCESS);
+  EXPECT_GE(hung_seconds, 0.9);
+}
+
+TEST_F(NvmlSimTest, InjectedXidsReachEventSetsOnce) {
+  UseState();
+  SimState state;
+  ASSERT_TRUE(InjectXid(&state, "1", 13));  // before init: never delivered
+  Write(state);
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  nvmlDevice_t geforce = Handle(1);
+
+  nvmlEventSet_t set = nullptr;
+  ASSERT_EQ(Api().EventSetCreate(&set), NVML_SUCCESS);
+  unsigned long long supported = 0;
+  ASSERT_EQ(Api().GetSupportedEventTypes(geforce, &supported), NVML_SUCCESS);
+  EXPECT_EQ(supported & nvmlEventTypeDoubleBitEccError, 0u);  // no ECC on GeForce
+  EXPECT_EQ(Api().RegisterEvents(
+                geforce, nvmlEventTypeXidCriticalError | nvmlEventTypeDoubleBitEccError, set),
+            NVML_ERROR_NOT_SUPPORTED);
+  ASSERT_TRUE(InjectXid(&state, "1", 31));  // after init, before registration
+  Write(state);
+  ASSERT_EQ(Api().RegisterEvents(geforce, nvmlEventTypeXidCriticalError, set), NVML_SUCCESS);
+
+  nvmlEventData_t data;
+  EXPECT_EQ(Api().EventSetWait(set, &data, 50), NVML_ERROR_TIMEOUT);
+
+  // A waiter blocked in nvmlEventSetWait_v2 wakes soon after another writer injects an XID.
+  nvmlReturn_t wait_ret = NVML_ERROR_UNKNOWN;
+  double waited = 0;
+  std::thread waiter([&] {
+    const auto start = SteadyClock::now();
+    wait_ret = Api().EventSetWait(set, &data, 5000);
+    waited = SecondsSince(start);
+  });
+  std::this_thread::sleep_for(milliseconds(100));
+  ASSERT_TRUE(InjectXid(&state, "GPU-3f9d6c2e-1b7a-4e0c-9d35-a1c2e3f43080", 43));  // GPU 0
+  ASSERT_TRUE(InjectXid(&state, "GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090", 79));
+  const auto written = SteadyClock::now();
+  Write(state);
+  waiter.join();
+  ASSERT_EQ(wait_ret, NVML_SUCCESS);
+  EXPECT_LT(SecondsSince(written), 1.0);
+  EXPECT_LT(waited, 4.0);
+  EXPECT_EQ(data.device, geforce);
+  EXPECT_EQ(data.eventType, nvmlEventTypeXidCriticalError);
+  EXPECT_EQ(data.eventData, 79u);
+
+  // GPU 0 is not registered, and re-reading the file delivers nothing twice.
+  EXPECT_EQ(Api().EventSetWait(set, &data, 50), NVML_ERROR_TIMEOUT);
+  ASSERT_TRUE(InjectXid(&state, "1", 48));
+  Write(state);
+  ASSERT_EQ(Api().EventSetWait(set, &data, 2000), NVML_SUCCESS);
+  EXPECT_EQ(data.eventData, 48u);
+  EXPECT_EQ(Api().EventSetWait(set, &data, 50), NVML_ERROR_TIMEOUT);
+
+  EXPECT_EQ(Api().EventSetWait(set, nullptr, 0), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(Api().EventSetFree(set), NVML_SUCCESS);
+  EXPECT_EQ(Api().EventSetWait(set, &data, 0), NVML_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_F(NvmlSimTest, EventWaitReportsALostGpu) {
+  UseState();
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  nvmlEventSet_t set = nullptr;
+  ASSERT_EQ(Api().EventSetCreate(&set), NVML_SUCCESS);
+  ASSERT_EQ(Api().RegisterEvents(Handle(0), nvmlEventTypeXidCriticalError, set), NVML_SUCCESS);
+  SimState state;
+  ASSERT_TRUE(InjectXid(&state, "0", 79));
+  ASSERT_TRUE(SetLost(&state, "0", true));
+  Write(state);
+  nvmlEventData_t data;
+  // The XID that announced the loss comes first, then the wait itself fails.
+  ASSERT_EQ(Api().EventSetWait(set, &data, 1000), NVML_SUCCESS);
+  EXPECT_EQ(data.eventData, 79u);
+  EXPECT_EQ(Api().EventSetWait(set, &data, 1000), NVML_ERROR_GPU_IS_LOST);
+  EXPECT_EQ(Api().EventSetFree(set), NVML_SUCCESS);
+}
+
+TEST_F(NvmlSimTest, DriverNotLoaded) {
+  UseState();
+  SimState state;
+  SetDriverNotLoaded(&state, true);
+  Write(state);
+  EXPECT_EQ(Api().Init(), NVML_ERROR_DRIVER_NOT_LOADED);
+  unsigned count = 0;
+  EXPECT_EQ(Api().GetCount(&count), NVML_ERROR_UNINITIALIZED);
+  EXPECT_EQ(Api().Shutdown(), NVML_ERROR_UNINITIALIZED);
+
+  SetDriverNotLoaded(&state, false);
+  Write(state);
+  EXPECT_EQ(Api().Init(), NVML_SUCCESS);
+}
+
+TEST_F(NvmlSimTest, InitHang) {
+  UseState();
+  SimState state;
+  SetInitHang(&state, 0.3);
+  Write(state);
+  const auto start = SteadyClock::now();
+  EXPECT_EQ(Api().Init(), NVML_SUCCESS);
+  EXPECT_GE(SecondsSince(start), 0.29);
+}
+
+TEST_F(NvmlSimTest, BadFixtureFailsInitWithOneLine) {
+  const std::string bad = dir_ + "/bad.yaml";
+  {
+    std::ofstream out(bad);
+    out << "driver: {version: \"1\", nvml_version: \"1\", cuda_driver_version: 12080}\n"
+           "gpus:\n"
+           "  - name: x\n"
+           "    uuid: GPU-x\n"
+           "    colour: green\n";
+  }
+  setenv("GPULET_SIM_FIXTURE", bad.c_str(), 1);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(Api().Init(), NVML_ERROR_UNKNOWN);
+  std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find(bad), std::string::npos) << log;
+  EXPECT_NE(log.find("colour"), std::string::npos) << log;
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+
+  {
+    std::ofstream out(bad);
+    out << "gpus: [unterminated\n";
+  }
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(Api().Init(), NVML_ERROR_UNKNOWN);
+  log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find(bad), std::string::npos) << log;
+
+  setenv("GPULET_SIM_FIXTURE", (dir_ + "/missing.yaml").c_str(), 1);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(Api().Init(), NVML_ERROR_UNKNOWN);
+  log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("missing.yaml"), std::string::npos) << log;
+}
+
+}  // namespace
+}  // namespace gpulet::sim

@@ -1,0 +1,641 @@
+#include "sim/state.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+namespace gpulet::sim {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kFormatVersion = 1;
+// A state file is a few hundred bytes; anything this large is not ours.
+constexpr size_t kMaxStateFileBytes = 4 << 20;
+constexpr unsigned kMaxGpuIndex = 1024;
+
+// Field tables so the JSON reader, the writer and the merge cannot drift apart.
+struct UintField {
+  const char* name;
+  std::optional<unsigned> LoadOverride::*member;
+};
+struct Uint64Field {
+  const char* name;
+  std::optional<uint64_t> LoadOverride::*member;
+};
+constexpr UintField kLoadUintFields[] = {
+    {"utilization_gpu", &LoadOverride::utilization_gpu},
+    {"utilization_memory", &LoadOverride::utilization_memory},
+    {"temperature_c", &LoadOverride::temperature_c},
+    {"memory_temperature_c", &LoadOverride::memory_temperature_c},
+    {"fan_percent", &LoadOverride::fan_percent},
+    {"pstate", &LoadOverride::pstate},
+    {"pcie_replay", &LoadOverride::pcie_replay},
+    {"encoder_utilization", &LoadOverride::encoder_utilization},
+    {"decoder_utilization", &LoadOverride::decoder_utilization},
+    {"graphics_clock_mhz", &LoadOverride::graphics_clock_mhz},
+    {"sm_clock_mhz", &LoadOverride::sm_clock_mhz},
+    {"memory_clock_mhz", &LoadOverride::memory_clock_mhz},
+    {"video_clock_mhz", &LoadOverride::video_clock_mhz},
+};
+constexpr Uint64Field kLoadUint64Fields[] = {
+    {"memory_used_mib", &LoadOverride::memory_used_mib},
+    {"clocks_event_reasons", &LoadOverride::clocks_event_reasons},
+};
+constexpr const char* kPowerField = "power_w";
+
+void SetError(std::string* error, std::string message) {
+  if (error != nullptr) *error = std::move(message);
+}
+
+// --- strict JSON reading -------------------------------------------------------------------
+// Each reader leaves its output untouched when the key is absent and fails on a wrong type.
+
+bool CheckObject(const json& j, const std::string& where, std::string* error) {
+  if (j.is_object()) return true;
+  SetError(error, where + ": expected an object");
+  return false;
+}
+
+bool CheckKeys(const json& obj, std::initializer_list<std::string_view> allowed,
+               const std::string& where, std::string* error) {
+  for (const auto& item : obj.items()) {
+    if (std::find(allowed.begin(), allowed.end(), item.key()) == allowed.end()) {
+      SetError(error, where + ": unknown key \"" + item.key() + "\"");
+      return false;
+    }
+  }
+  return true;
+}
+
+bool ReadBool(const json& obj, const char* key, const std::string& where, bool* out,
+              std::string* error) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return true;
+  if (!it->is_boolean()) {
+    SetError(error, where + "." + key + ": expected true or false");
+    return false;
+  }
+  *out = it->get<bool>();
+  return true;
+}
+
+bool ReadUint64(const json& obj, const char* key, const std::string& where, uint64_t max,
+                uint64_t* out, std::string* error) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return true;
+  bool ok = false;
+  uint64_t value = 0;
+  if (it->is_number_unsigned()) {
+    value = it->get<uint64_t>();
+    ok = true;
+  } else if (it->is_number_integer() && it->get<int64_t>() >= 0) {
+    value = static_cast<uint64_t>(it->get<int64_t>());
+    ok = true;
+  }
+  if (!ok || value > max) {
+    SetError(error, where + "." + key + ": expected an integer from 0 to " + std::to_string(max));
+    return false;
+  }
+  *out = value;
+  return true;
+}
+
+template <typename T>
+bool ReadUint(const json& obj, const char* key, const std::string& where, T* out,
+              std::string* error) {
+  uint64_t value = *out;
+  if (!ReadUint64(obj, key, where, std::numeric_limits<T>::max(), &value, error)) return false;
+  *out = static_cast<T>(value);
+  return true;
+}
+
+template <typename T>
+bool ReadOptionalUint(const json& obj, const char* key, const std::string& where,
+                      std::optional<T>* out, std::string* error) {
+  if (!obj.contains(key)) return true;
+  T value = 0;
+  if (!ReadUint(obj, key, where, &value, error)) return false;
+  *out = value;
+  return true;
+}
+
+bool ReadSeconds(const json& obj, const char* key, const std::string& where, double* out,
+                 std::string* error) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return true;
+  if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0) {
+    SetError(error, where + "." + key + ": expected a number >= 0");
+    return false;
+  }
+  *out = it->get<double>();
+  return true;
+}
+
+bool ReadString(const json& obj, const char* key, const std::string& where, std::string* out,
+                std::string* error) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return true;
+  if (!it->is_string()) {
+    SetError(error, where + "." + key + ": expected a string");
+    return false;
+  }
+  *out = it->get<std::string>();
+  return true;
+}
+
+bool ReadLoad(const json& j, const std::string& where, LoadOverride* out, std::string* error) {
+  if (!CheckObject(j, where, error)) return false;
+  for (const auto& item : j.items()) {
+    const std::string& key = item.key();
+    bool known = key == kPowerField;
+    for (const auto& f : kLoadUintFields) known = known || key == f.name;
+    for (const auto& f : kLoadUint64Fields) known = known || key == f.name;
+    if (!known) {
+      SetError(error, where + ": unknown key \"" + key + "\"");
+      return false;
+    }
+  }
+  for (const auto& f : kLoadUintFields) {
+    if (!ReadOptionalUint(j, f.name, where, &(out->*f.member), error)) return false;
+  }
+  for (const auto& f : kLoadUint64Fields) {
+    if (!ReadOptionalUint(j, f.name, where, &(out->*f.member), error)) return false;
+  }
+  if (j.contains(kPowerField)) {
+    double watts = 0;
+    if (!ReadSeconds(j, kPowerField, where, &watts, error)) return false;
+    out->power_w = watts;
+  }
+  if (out->pstate.has_value() && *out->pstate > 15) {
+    SetError(error, where + ".pstate: expected 0 to 15");
+    return false;
+  }
+  return true;
+}
+
+bool ReadProcess(const json& j, const std::string& where, SimProcess* out, std::string* error) {
+  if (!CheckObject(j, where, error) ||
+      !CheckKeys(j, {"pid", "name", "used_mib", "type"}, where, error)) {
+    return false;
+  }
+  if (!j.contains("pid")) {
+    SetError(error, where + ": missing \"pid\"");
+    return false;
+  }
+  std::string type = "compute";
+  if (!ReadUint(j, "pid", where, &out->pid, error) ||
+      !ReadString(j, "name", where, &out->name, error) ||
+      !ReadUint(j, "used_mib", where, &out->used_mib, error) ||
+      !ReadString(j, "type", where, &type, error)) {
+    return false;
+  }
+  if (type == "compute") {
+    out->type = ProcessType::kCompute;
+  } else if (type == "graphics") {
+    out->type = ProcessType::kGraphics;
+  } else {
+    SetError(error, where + ".type: expected \"compute\" or \"graphics\"");
+    return false;
+  }
+  return true;
+}
+
+bool ReadGpu(const json& j, const std::string& where, GpuState* out, std::string* error) {
+  if (!CheckObject(j, where, error) ||
+      !CheckKeys(j,
+                 {"lost", "reset_required", "hang_seconds", "xids", "load", "processes",
+                  "remapped_rows", "ecc_errors"},
+                 where, error) ||
+      !ReadBool(j, "lost", where, &out->lost, error) ||
+      !ReadBool(j, "reset_required", where, &out->reset_required, error) ||
+      !ReadSeconds(j, "hang_seconds", where, &out->hang_seconds, error)) {
+    return false;
+  }
+  if (auto it = j.find("xids"); it != j.end()) {
+    if (!it->is_array()) {
+      SetError(error, where + ".xids: expected a list");
+      return false;
+    }
+    for (size_t i = 0; i < it->size(); ++i) {
+      const std::string w = where + ".xids[" + std::to_string(i) + "]";
+      const json& x = (*it)[i];
+      XidEvent event;
+      if (!CheckObject(x, w, error) || !CheckKeys(x, {"seq", "xid"}, w, error) ||
+          !ReadUint(x, "seq", w, &event.seq, error) || !ReadUint(x, "xid", w, &event.xid, error)) {
+        return false;
+      }
+      if (!x.contains("seq") || !x.contains("xid")) {
+        SetError(error, w + ": needs both \"seq\" and \"xid\"");
+        return false;
+      }
+      out->xids.push_back(event);
+    }
+  }
+  if (auto it = j.find("load"); it != j.end()) {
+    if (!ReadLoad(*it, where + ".load", &out->load, error)) return false;
+  }
+  if (auto it = j.find("processes"); it != j.end()) {
+    if (!it->is_array()) {
+      SetError(error, where + ".processes: expected a list");
+      return false;
+    }
+    std::vector<SimProcess> processes;
+    for (size_t i = 0; i < it->size(); ++i) {
+      SimProcess p;
+      if (!ReadProcess((*it)[i], where + ".processes[" + std::to_string(i) + "]", &p, error)) {
+        return false;
+      }
+      processes.push_back(std::move(p));
+    }
+    out->processes = std::move(processes);
+  }
+  if (auto it = j.find("remapped_rows"); it != j.end()) {
+    const std::string w = where + ".remapped_rows";
+    RemappedRows rows;
+    if (!CheckObject(*it, w, error) ||
+        !CheckKeys(*it, {"correctable", "uncorrectable", "pending", "failure"}, w, error) ||
+        !ReadUint(*it, "correctable", w, &rows.correctable, error) ||
+        !ReadUint(*it, "uncorrectable", w, &rows.uncorrectable, error) ||
+        !ReadBool(*it, "pending", w, &rows.pending, error) ||
+        !ReadBool(*it, "failure", w, &rows.failure, error)) {
+      return false;
+    }
+    out->remapped_rows = rows;
+  }
+  if (auto it = j.find("ecc_errors"); it != j.end()) {
+    const std::string w = where + ".ecc_errors";
+    EccErrors ecc;
+    if (!CheckObject(*it, w, error) ||
+        !CheckKeys(*it,
+                   {"volatile_corrected", "volatile_uncorrected", "aggregate_corrected",
+                    "aggregate_uncorrected"},
+                   w, error) ||
+        !ReadUint(*it, "volatile_corrected", w, &ecc.volatile_corrected, error) ||
+        !ReadUint(*it, "volatile_uncorrected", w, &ecc.volatile_uncorrected, error) ||
+        !ReadUint(*it, "aggregate_corrected", w, &ecc.aggregate_corrected, error) ||
+        !ReadUint(*it, "aggregate_uncorrected", w, &ecc.aggregate_uncorrected, error)) {
+      return false;
+    }
+    out->ecc_errors = ecc;
+  }
+  return true;
+}
+
+bool ReadState(const json& j, SimState* out, std::string* error) {
+  const std::string where = "state";
+  if (!CheckObject(j, where, error) || !CheckKeys(j,
+                                                  {"version", "driver_not_loaded", "init_crash",
+                                                   "init_hang_seconds", "next_xid_seq", "gpus"},
+                                                  where, error)) {
+    return false;
+  }
+  uint64_t version = kFormatVersion;
+  if (!ReadUint64(j, "version", where, std::numeric_limits<int>::max(), &version, error)) {
+    return false;
+  }
+  if (version != kFormatVersion) {
+    SetError(error, "state.version: " + std::to_string(version) + " is not supported (expected " +
+                        std::to_string(kFormatVersion) + ")");
+    return false;
+  }
+  if (!ReadBool(j, "driver_not_loaded", where, &out->driver_not_loaded, error) ||
+      !ReadBool(j, "init_crash", where, &out->init_crash, error) ||
+      !ReadSeconds(j, "init_hang_seconds", where, &out->init_hang_seconds, error) ||
+      !ReadUint(j, "next_xid_seq", where, &out->next_xid_seq, error)) {
+    return false;
+  }
+  if (auto it = j.find("gpus"); it != j.end()) {
+    if (!CheckObject(*it, where + ".gpus", error)) return false;
+    for (const auto& item : it->items()) {
+      const std::string w = where + ".gpus[\"" + item.key() + "\"]";
+      if (!IsValidGpuKey(item.key())) {
+        SetError(error, w + ": key must be a GPU UUID (GPU-...) or a decimal index");
+        return false;
+      }
+      GpuState gpu;
+      if (!ReadGpu(item.value(), w, &gpu, error)) return false;
+      out->gpus[item.key()] = std::move(gpu);
+    }
+  }
+  return true;
+}
+
+// --- JSON writing: only what differs from the default, so files stay short ---------------
+
+json LoadToJson(const LoadOverride& load) {
+  json j = json::object();
+  for (const auto& f : kLoadUintFields) {
+    if ((load.*f.member).has_value()) j[f.name] = *(load.*f.member);
+  }
+  for (const auto& f : kLoadUint64Fields) {
+    if ((load.*f.member).has_value()) j[f.name] = *(load.*f.member);
+  }
+  if (load.power_w.has_value()) j[kPowerField] = *load.power_w;
+  return j;
+}
+
+json GpuToJson(const GpuState& gpu) {
+  json j = json::object();
+  if (gpu.lost) j["lost"] = true;
+  if (gpu.reset_required) j["reset_required"] = true;
+  if (gpu.hang_seconds > 0) j["hang_seconds"] = gpu.hang_seconds;
+  if (!gpu.xids.empty()) {
+    json xids = json::array();
+    for (const XidEvent& x : gpu.xids) xids.push_back({{"seq", x.seq}, {"xid", x.xid}});
+    j["xids"] = std::move(xids);
+  }
+  if (json load = LoadToJson(gpu.load); !load.empty()) j["load"] = std::move(load);
+  if (gpu.processes.has_value()) {
+    json processes = json::array();
+    for (const SimProcess& p : *gpu.processes) {
+      processes.push_back({{"pid", p.pid},
+                           {"name", p.name},
+                           {"used_mib", p.used_mib},
+                           {"type", p.type == ProcessType::kGraphics ? "graphics" : "compute"}});
+    }
+    j["processes"] = std::move(processes);
+  }
+  if (gpu.remapped_rows.has_value()) {
+    const RemappedRows& r = *gpu.remapped_rows;
+    j["remapped_rows"] = {{"correctable", r.correctable},
+                          {"uncorrectable", r.uncorrectable},
+                          {"pending", r.pending},
+                          {"failure", r.failure}};
+  }
+  if (gpu.ecc_errors.has_value()) {
+    const EccErrors& e = *gpu.ecc_errors;
+    j["ecc_errors"] = {{"volatile_corrected", e.volatile_corrected},
+                       {"volatile_uncorrected", e.volatile_uncorrected},
+                       {"aggregate_corrected", e.aggregate_corrected},
+                       {"aggregate_uncorrected", e.aggregate_uncorrected}};
+  }
+  return j;
+}
+
+GpuState* Entry(SimState* state, const std::string& key) {
+  if (!IsValidGpuKey(key)) return nullptr;
+  return &state->gpus[key];
+}
+
+uint64_t MicrosSinceEpoch() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+template <typename T>
+void MergeOptional(const std::optional<T>& from, std::optional<T>* into) {
+  if (from.has_value()) *into = from;
+}
+
+// Adds `from` into `into`; `from`'s overrides win.
+void MergeInto(const GpuState& from, GpuState* into) {
+  into->lost = into->lost || from.lost;
+  into->reset_required = into->reset_required || from.reset_required;
+  into->hang_seconds = std::max(into->hang_seconds, from.hang_seconds);
+  into->xids.insert(into->xids.end(), from.xids.begin(), from.xids.end());
+  for (const auto& f : kLoadUintFields) MergeOptional(from.load.*f.member, &(into->load.*f.member));
+  for (const auto& f : kLoadUint64Fields) {
+    MergeOptional(from.load.*f.member, &(into->load.*f.member));
+  }
+  MergeOptional(from.load.power_w, &into->load.power_w);
+  MergeOptional(from.processes, &into->processes);
+  MergeOptional(from.remapped_rows, &into->remapped_rows);
+  MergeOptional(from.ecc_errors, &into->ecc_errors);
+}
+
+}  // namespace
+
+bool IsValidGpuKey(std::string_view key) {
+  if (key.size() > 4 && (key.substr(0, 4) == "GPU-" || key.substr(0, 4) == "MIG-")) return true;
+  if (key.empty() || key.size() > 4) return false;
+  unsigned value = 0;
+  for (char c : key) {
+    if (c < '0' || c > '9') return false;
+    value = value * 10 + static_cast<unsigned>(c - '0');
+  }
+  // "007" would never match the index the simulator formats, so only canonical numbers.
+  return value < kMaxGpuIndex && (key.size() == 1 || key[0] != '0');
+}
+
+bool StateFromJson(std::string_view text, SimState* out, std::string* error) {
+  try {
+    json j = json::parse(text.begin(), text.end());
+    SimState state;
+    if (!ReadState(j, &state, error)) return false;
+    *out = std::move(state);
+    return true;
+  } catch (const std::exception& e) {
+    // nlohmann reports syntax errors (and, defensively, anything else) by throwing.
+    SetError(error, e.what());
+    return false;
+  }
+}
+
+std::string StateToJson(const SimState& state) {
+  try {
+    json j = json::object();
+    j["version"] = kFormatVersion;
+    if (state.driver_not_loaded) j["driver_not_loaded"] = true;
+    if (state.init_crash) j["init_crash"] = true;
+    if (state.init_hang_seconds > 0) j["init_hang_seconds"] = state.init_hang_seconds;
+    j["next_xid_seq"] = state.next_xid_seq;
+    json gpus = json::object();
+    for (const auto& [key, gpu] : state.gpus) {
+      json g = GpuToJson(gpu);
+      if (!g.empty()) gpus[key] = std::move(g);
+    }
+    if (!gpus.empty()) j["gpus"] = std::move(gpus);
+    // Process names come from callers; replace invalid UTF-8 rather than throw.
+    return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  } catch (const std::exception&) {
+    return "{}\n";  // Only bad_alloc can get here.
+  }
+}
+
+bool LoadState(const std::string& path, SimState* out, std::string* error) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      *out = SimState();
+      return true;
+    }
+    SetError(error, path + ": " + std::strerror(errno));
+    return false;
+  }
+  std::string text;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      SetError(error, path + ": " + std::strerror(errno));
+      close(fd);
+      return false;
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kMaxStateFileBytes) {
+      SetError(error, path + ": larger than 4 MiB, not a simulator state file");
+      close(fd);
+      return false;
+    }
+  }
+  close(fd);
+  std::string parse_error;
+  if (!StateFromJson(text, out, &parse_error)) {
+    SetError(error, path + ": " + parse_error);
+    return false;
+  }
+  return true;
+}
+
+bool SaveStateAtomic(const std::string& path, const SimState& state, std::string* error) {
+  static std::atomic<unsigned> counter{0};
+  // Same directory as the target so rename(2) stays within one file system.
+  const std::string tmp =
+      path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter.fetch_add(1));
+  const std::string text = StateToJson(state);
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    SetError(error, tmp + ": " + std::strerror(errno));
+    return false;
+  }
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      SetError(error, tmp + ": " + std::strerror(errno));
+      close(fd);
+      unlink(tmp.c_str());
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  // No fsync: readers only need rename's atomicity, not durability across a power cut, and
+  // an fsync on a busy CI disk can take long enough to make fault-injection tests flaky.
+  if (close(fd) != 0 || rename(tmp.c_str(), path.c_str()) != 0) {
+    SetError(error, path + ": " + std::strerror(errno));
+    unlink(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+bool InjectXid(SimState* state, const std::string& gpu_key, unsigned xid) {
+  GpuState* gpu = Entry(state, gpu_key);
+  if (gpu == nullptr) return false;
+  const uint64_t seq = std::max(state->next_xid_seq, MicrosSinceEpoch());
+  gpu->xids.push_back({seq, xid});
+  state->next_xid_seq = seq + 1;
+  return true;
+}
+
+bool SetLost(SimState* state, const std::string& gpu_key, bool lost) {
+  GpuState* gpu = Entry(state, gpu_key);
+  if (gpu == nullptr) return false;
+  gpu->lost = lost;
+  return true;
+}
+
+bool SetResetRequired(SimState* state, const std::string& gpu_key, bool reset_required) {
+  GpuState* gpu = Entry(state, gpu_key);
+  if (gpu == nullptr) return false;
+  gpu->reset_required = reset_required;
+  return true;
+}
+
+bool SetHang(SimState* state, const std::string& gpu_key, double seconds) {
+  GpuState* gpu = Entry(state, gpu_key);
+  if (gpu == nullptr || !std::isfinite(seconds)) return false;
+  gpu->hang_seconds = std::max(0.0, seconds);
+  return true;
+}
+
+bool SetLoad(SimState* state, const std::string& gpu_key, const LoadOverride& load) {
+  GpuState* gpu = Entry(state, gpu_key);
+  if (gpu == nullptr) return false;
+  GpuState from;
+  from.load = load;
+  MergeInto(from, gpu);
+  return true;
+}
+
+bool AddProcess(SimState* state, const std::string& gpu_key, const SimProcess& process) {
+  GpuState* gpu = Entry(state, gpu_key);
+  if (gpu == nullptr) return false;
+  if (!gpu->processes.has_value()) gpu->processes.emplace();
+  auto& list = *gpu->processes;
+  auto it = std::find_if(list.begin(), list.end(),
+                         [&](const SimProcess& p) { return p.pid == process.pid; });
+  if (it != list.end()) {
+    *it = process;
+  } else {
+    list.push_back(process);
+  }
+  return true;
+}
+
+bool SetProcesses(SimState* state, const std::string& gpu_key,
+                  const std::vector<SimProcess>& processes) {
+  GpuState* gpu = Entry(state, gpu_key);
+  if (gpu == nullptr) return false;
+  gpu->processes = processes;
+  return true;
+}
+
+bool SetRemappedRows(SimState* state, const std::string& gpu_key, const RemappedRows& rows) {
+  GpuState* gpu = Entry(state, gpu_key);
+  if (gpu == nullptr) return false;
+  gpu->remapped_rows = rows;
+  return true;
+}
+
+bool SetEccErrors(SimState* state, const std::string& gpu_key, const EccErrors& errors) {
+  GpuState* gpu = Entry(state, gpu_key);
+  if (gpu == nullptr) return false;
+  gpu->ecc_errors = errors;
+  return true;
+}
+
+void SetDriverNotLoaded(SimState* state, bool not_loaded) { state->driver_not_loaded = not_loaded; }
+
+void SetInitCrash(SimState* state, bool crash) { state->init_crash = crash; }
+
+void SetInitHang(SimState* state, double seconds) {
+  state->init_hang_seconds = std::isfinite(seconds) ? std::max(0.0, seconds) : 0.0;
+}
+
+void Reset(SimState* state) {
+  const uint64_t next_seq = state->next_xid_seq;
+  *state = SimState();
+  state->next_xid_seq = next_seq;
+}
+
+GpuState MergedGpuState(const SimState& state, unsigned index, std::string_view uuid) {
+  GpuState merged;
+  if (auto it = state.gpus.find(std::to_string(index)); it != state.gpus.end()) {
+    MergeInto(it->second, &merged);
+  }
+  if (!uuid.empty()) {
+    if (auto it = state.gpus.find(std::string(uuid)); it != state.gpus.end()) {
+      MergeInto(it->second, &merged);
+    }
+  }
+  std::stable_sort(merged.xids.begin(), merged.xids.end(),
+                   [](const XidEvent& a, const XidEvent& b) { return a.seq < b.seq; });
+  return merged;
+}
+
+}  // namespace gpulet::sim

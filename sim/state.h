@@ -1,0 +1,153 @@
+// The NVML simulator's fault-injection state: the model, its JSON file format, and the
+// edits `gpulet sim ...` makes to it.
+//
+// The simulator (libgpulet-nvml-sim.so) answers from a fixture (static YAML, see
+// sim/fixtures/README.md) plus this state, which lives in a JSON file named by
+// $GPULET_SIM_STATE. Another process (a test, or `gpulet sim`) rewrites that file while
+// gpulet runs: LoadState() + the helpers below + SaveStateAtomic(). The simulator notices
+// the new file on its next call and, for example, reports a GPU as lost or delivers an
+// injected XID to event sets. The JSON format is documented in sim/fixtures/README.md.
+//
+// This file is compiled into both the simulator and gpulet_core, so it uses only the
+// standard library and nlohmann::json, and never lets an exception out.
+//
+// Thread-safety: the types are plain values with no synchronisation; the functions keep no
+// state and are safe to call concurrently on different objects. Writers of one state file
+// race each other (read-modify-write); serialise them if more than one process edits it.
+#ifndef GPULET_SIM_STATE_H_
+#define GPULET_SIM_STATE_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpulet::sim {
+
+// One injected XID. `seq` orders injections across the whole file; the simulator delivers
+// each (GPU, seq) to event sets once, so it must increase (InjectXid takes care of that).
+struct XidEvent {
+  uint64_t seq = 0;
+  unsigned xid = 0;
+};
+
+enum class ProcessType { kCompute, kGraphics };
+
+struct SimProcess {
+  unsigned pid = 0;
+  std::string name;
+  uint64_t used_mib = 0;
+  ProcessType type = ProcessType::kCompute;
+};
+
+// Live values that replace the fixture's. Unset fields keep the fixture value. An override
+// never makes an unsupported value supported: a fixture's `unsupported` wins.
+struct LoadOverride {
+  std::optional<unsigned> utilization_gpu;     // percent
+  std::optional<unsigned> utilization_memory;  // percent
+  std::optional<uint64_t> memory_used_mib;     // excluding reserved memory
+  std::optional<unsigned> temperature_c;
+  std::optional<unsigned> memory_temperature_c;
+  std::optional<double> power_w;
+  std::optional<unsigned> fan_percent;
+  std::optional<unsigned> pstate;  // 0..15
+  std::optional<uint64_t> clocks_event_reasons;
+  std::optional<unsigned> pcie_replay;
+  std::optional<unsigned> encoder_utilization;
+  std::optional<unsigned> decoder_utilization;
+  std::optional<unsigned> graphics_clock_mhz;
+  std::optional<unsigned> sm_clock_mhz;
+  std::optional<unsigned> memory_clock_mhz;
+  std::optional<unsigned> video_clock_mhz;
+};
+
+struct RemappedRows {
+  unsigned correctable = 0;
+  unsigned uncorrectable = 0;
+  bool pending = false;
+  bool failure = false;
+};
+
+struct EccErrors {
+  uint64_t volatile_corrected = 0;
+  uint64_t volatile_uncorrected = 0;
+  uint64_t aggregate_corrected = 0;
+  uint64_t aggregate_uncorrected = 0;
+};
+
+// Faults and overrides for one GPU.
+struct GpuState {
+  bool lost = false;            // every call on the GPU returns NVML_ERROR_GPU_IS_LOST
+  bool reset_required = false;  // every call on the GPU returns NVML_ERROR_RESET_REQUIRED
+  double hang_seconds = 0;      // every call on the GPU first sleeps this long
+  std::vector<XidEvent> xids;
+  LoadOverride load;
+  std::optional<std::vector<SimProcess>> processes;  // replaces the fixture's list
+  std::optional<RemappedRows> remapped_rows;
+  std::optional<EccErrors> ecc_errors;
+};
+
+struct SimState {
+  bool driver_not_loaded = false;  // nvmlInit_v2 returns NVML_ERROR_DRIVER_NOT_LOADED
+  bool init_crash = false;         // nvmlInit_v2 raises SIGSEGV
+  double init_hang_seconds = 0;    // nvmlInit_v2 sleeps this long first
+  uint64_t next_xid_seq = 1;       // lower bound for the next XidEvent::seq
+  // Key: a GPU UUID ("GPU-...") or a decimal index ("0"). When both name the same GPU the
+  // simulator merges them (see MergedGpuState).
+  std::map<std::string, GpuState> gpus;
+};
+
+// True for "GPU-..." / "MIG-..." UUIDs and decimal indices below 1024.
+bool IsValidGpuKey(std::string_view key);
+
+// Parses / prints the JSON form. Parsing is strict: unknown keys, wrong types and invalid
+// GPU keys are errors (a typo must not silently inject nothing). On failure `*out` is left
+// unchanged and `*error` (if not null) says what and where.
+bool StateFromJson(std::string_view text, SimState* out, std::string* error);
+std::string StateToJson(const SimState& state);
+
+// Reads `path`. A file that does not exist is the empty state (no faults) and succeeds, so a
+// writer can start from nothing and the simulator treats a deleted file as "all clear".
+bool LoadState(const std::string& path, SimState* out, std::string* error);
+
+// Writes `path` through a temporary file in the same directory and rename(2), so the
+// simulator never reads a half-written file.
+bool SaveStateAtomic(const std::string& path, const SimState& state, std::string* error);
+
+// Edits. The ones taking a GPU key return false (and change nothing) when the key is not
+// IsValidGpuKey; they never check that such a GPU exists (the state does not know the
+// fixture) - keys that match no GPU are ignored by the simulator.
+//
+// Appends an XID with a fresh sequence number: max(next_xid_seq, microseconds since the
+// epoch), so numbers keep increasing even when the file is deleted and written anew while
+// the simulator runs.
+bool InjectXid(SimState* state, const std::string& gpu_key, unsigned xid);
+bool SetLost(SimState* state, const std::string& gpu_key, bool lost);
+bool SetResetRequired(SimState* state, const std::string& gpu_key, bool reset_required);
+bool SetHang(SimState* state, const std::string& gpu_key, double seconds);
+// Merges the set fields of `load` into the GPU's overrides.
+bool SetLoad(SimState* state, const std::string& gpu_key, const LoadOverride& load);
+// Adds (or replaces, by pid) a process. The first call starts an override list, which hides
+// the fixture's processes on that GPU; SetProcesses(..., {}) shows an idle GPU.
+bool AddProcess(SimState* state, const std::string& gpu_key, const SimProcess& process);
+bool SetProcesses(SimState* state, const std::string& gpu_key,
+                  const std::vector<SimProcess>& processes);
+bool SetRemappedRows(SimState* state, const std::string& gpu_key, const RemappedRows& rows);
+bool SetEccErrors(SimState* state, const std::string& gpu_key, const EccErrors& errors);
+void SetDriverNotLoaded(SimState* state, bool not_loaded);
+void SetInitCrash(SimState* state, bool crash);
+void SetInitHang(SimState* state, double seconds);
+// Clears every fault and override but keeps next_xid_seq, so XIDs injected after a reset
+// are still new to a running simulator.
+void Reset(SimState* state);
+
+// The effective state of GPU `index` with UUID `uuid`: the entries keyed by index and by
+// UUID combined. Flags are OR-ed, the hang is the longer one, XIDs are concatenated (sorted
+// by seq), and for overrides the UUID entry wins field by field.
+GpuState MergedGpuState(const SimState& state, unsigned index, std::string_view uuid);
+
+}  // namespace gpulet::sim
+
+#endif  // GPULET_SIM_STATE_H_

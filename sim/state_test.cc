@@ -1,0 +1,182 @@
+// Tests for the simulator state model and its JSON file (sim/state.h).
+
+#include "sim/state.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace gpulet::sim {
+namespace {
+
+constexpr char kUuid[] = "GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090";
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/gpulet-sim-state-test.XXXXXX";
+    path_ = mkdtemp(tmpl) != nullptr ? tmpl : "";
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(SimStateTest, GpuKeys) {
+  EXPECT_TRUE(IsValidGpuKey(kUuid));
+  EXPECT_TRUE(IsValidGpuKey("0"));
+  EXPECT_TRUE(IsValidGpuKey("17"));
+  EXPECT_FALSE(IsValidGpuKey(""));
+  EXPECT_FALSE(IsValidGpuKey("07"));
+  EXPECT_FALSE(IsValidGpuKey("-1"));
+  EXPECT_FALSE(IsValidGpuKey("gpu0"));
+  EXPECT_FALSE(IsValidGpuKey("GPU-"));
+  EXPECT_FALSE(IsValidGpuKey("5000"));
+}
+
+TEST(SimStateTest, JsonRoundTrip) {
+  SimState state;
+  SetInitHang(&state, 2.5);
+  ASSERT_TRUE(SetLost(&state, kUuid, true));
+  ASSERT_TRUE(SetHang(&state, "1", 0.25));
+  ASSERT_TRUE(InjectXid(&state, "1", 79));
+  LoadOverride load;
+  load.power_w = 412.5;
+  load.memory_used_mib = 1234;
+  load.clocks_event_reasons = 0x44;
+  ASSERT_TRUE(SetLoad(&state, "1", load));
+  ASSERT_TRUE(AddProcess(&state, "1", {4242, "ollama", 9216, ProcessType::kCompute}));
+  ASSERT_TRUE(AddProcess(&state, "1", {1000, "Xorg", 20, ProcessType::kGraphics}));
+  ASSERT_TRUE(AddProcess(&state, "1", {4242, "ollama", 9300, ProcessType::kCompute}));
+  ASSERT_TRUE(SetRemappedRows(&state, "1", {1, 2, true, false}));
+  ASSERT_TRUE(SetEccErrors(&state, "1", {0, 3, 5, 7}));
+
+  const std::string text = StateToJson(state);
+  SimState back;
+  std::string error;
+  ASSERT_TRUE(StateFromJson(text, &back, &error)) << error << "\n" << text;
+  EXPECT_EQ(StateToJson(back), text);
+  EXPECT_DOUBLE_EQ(back.init_hang_seconds, 2.5);
+  EXPECT_TRUE(back.gpus.at(kUuid).lost);
+  const GpuState& gpu = back.gpus.at("1");
+  EXPECT_DOUBLE_EQ(gpu.hang_seconds, 0.25);
+  ASSERT_EQ(gpu.xids.size(), 1u);
+  EXPECT_EQ(gpu.xids[0].xid, 79u);
+  EXPECT_DOUBLE_EQ(*gpu.load.power_w, 412.5);
+  EXPECT_EQ(*gpu.load.memory_used_mib, 1234u);
+  EXPECT_EQ(*gpu.load.clocks_event_reasons, 0x44u);
+  EXPECT_FALSE(gpu.load.temperature_c.has_value());
+  ASSERT_EQ(gpu.processes->size(), 2u);  // pid 4242 replaced, not duplicated
+  EXPECT_EQ((*gpu.processes)[0].used_mib, 9300u);
+  EXPECT_EQ((*gpu.processes)[1].type, ProcessType::kGraphics);
+  EXPECT_TRUE(gpu.remapped_rows->pending);
+  EXPECT_EQ(gpu.ecc_errors->aggregate_uncorrected, 7u);
+}
+
+TEST(SimStateTest, ParsingIsStrict) {
+  SimState state;
+  std::string error;
+  EXPECT_FALSE(StateFromJson(R"({"gpus": {"0": {"lsot": true}}})", &state, &error));
+  EXPECT_NE(error.find("lsot"), std::string::npos) << error;
+  EXPECT_FALSE(StateFromJson(R"({"gpus": {"gpu0": {}}})", &state, &error));
+  EXPECT_NE(error.find("gpu0"), std::string::npos) << error;
+  EXPECT_FALSE(StateFromJson(R"({"gpus": {"0": {"hang_seconds": -1}}})", &state, &error));
+  EXPECT_FALSE(StateFromJson(R"({"gpus": {"0": {"load": {"pstate": 16}}}})", &state, &error));
+  EXPECT_FALSE(StateFromJson(R"({"gpus": {"0": {"xids": [{"xid": 79}]}}})", &state, &error));
+  EXPECT_FALSE(StateFromJson(R"({"version": 2})", &state, &error));
+  EXPECT_FALSE(StateFromJson(R"({"driver_not_loaded": 1})", &state, &error));
+  EXPECT_FALSE(StateFromJson("{", &state, &error));
+  EXPECT_FALSE(error.empty());
+  EXPECT_TRUE(StateFromJson(R"({"gpus": {"0": {"lost": true}}})", &state, &error)) << error;
+  EXPECT_TRUE(state.gpus.at("0").lost);
+}
+
+TEST(SimStateTest, HelpersRejectBadKeys) {
+  SimState state;
+  EXPECT_FALSE(InjectXid(&state, "gpu0", 79));
+  EXPECT_FALSE(SetLost(&state, "", true));
+  EXPECT_TRUE(state.gpus.empty());
+}
+
+TEST(SimStateTest, XidSequenceKeepsIncreasingAcrossReset) {
+  SimState state;
+  ASSERT_TRUE(InjectXid(&state, "0", 13));
+  ASSERT_TRUE(InjectXid(&state, "0", 31));
+  const uint64_t first = state.gpus.at("0").xids[0].seq;
+  const uint64_t second = state.gpus.at("0").xids[1].seq;
+  EXPECT_GT(second, first);
+  Reset(&state);
+  EXPECT_TRUE(state.gpus.empty());
+  ASSERT_TRUE(InjectXid(&state, "0", 79));
+  EXPECT_GT(state.gpus.at("0").xids[0].seq, second);
+  // A fresh state (file deleted) still numbers above the old ones: the clock is the floor.
+  SimState fresh;
+  ASSERT_TRUE(InjectXid(&fresh, "0", 79));
+  EXPECT_GT(fresh.gpus.at("0").xids[0].seq, second);
+}
+
+TEST(SimStateTest, MergesIndexAndUuidEntries) {
+  SimState state;
+  LoadOverride by_index;
+  by_index.temperature_c = 50;
+  by_index.power_w = 100;
+  LoadOverride by_uuid;
+  by_uuid.temperature_c = 90;
+  ASSERT_TRUE(SetLoad(&state, "1", by_index));
+  ASSERT_TRUE(SetLoad(&state, kUuid, by_uuid));
+  ASSERT_TRUE(SetHang(&state, "1", 3));
+  ASSERT_TRUE(SetHang(&state, kUuid, 1));
+  ASSERT_TRUE(SetLost(&state, "1", true));
+  ASSERT_TRUE(InjectXid(&state, kUuid, 79));
+  ASSERT_TRUE(InjectXid(&state, "1", 48));
+  ASSERT_TRUE(InjectXid(&state, "0", 13));  // another GPU
+
+  const GpuState merged = MergedGpuState(state, 1, kUuid);
+  EXPECT_TRUE(merged.lost);
+  EXPECT_DOUBLE_EQ(merged.hang_seconds, 3);
+  EXPECT_EQ(*merged.load.temperature_c, 90u);
+  EXPECT_DOUBLE_EQ(*merged.load.power_w, 100);
+  ASSERT_EQ(merged.xids.size(), 2u);
+  EXPECT_EQ(merged.xids[0].xid, 79u);  // sorted by seq
+  EXPECT_EQ(merged.xids[1].xid, 48u);
+  EXPECT_FALSE(MergedGpuState(state, 2, "GPU-other").lost);
+}
+
+TEST(SimStateTest, LoadAndSaveFiles) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string path = dir.path() + "/state.json";
+  SimState state;
+  std::string error;
+  SetDriverNotLoaded(&state, true);
+  ASSERT_TRUE(LoadState(path, &state, &error)) << error;  // missing file: empty state
+  EXPECT_FALSE(state.driver_not_loaded);
+
+  SetInitCrash(&state, true);
+  ASSERT_TRUE(SaveStateAtomic(path, state, &error)) << error;
+  SimState back;
+  ASSERT_TRUE(LoadState(path, &back, &error)) << error;
+  EXPECT_TRUE(back.init_crash);
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    (void)entry;
+    ++files;
+  }
+  EXPECT_EQ(files, 1);  // no temporary left behind
+
+  { std::ofstream(path) << "not json"; }
+  EXPECT_FALSE(LoadState(path, &back, &error));
+  EXPECT_NE(error.find(path), std::string::npos) << error;
+  EXPECT_FALSE(SaveStateAtomic(dir.path() + "/no/such/dir/state.json", state, &error));
+}
+
+}  // namespace
+}  // namespace gpulet::sim

@@ -1,0 +1,155 @@
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "cli/command.h"
+
+namespace gpulet {
+namespace {
+
+// Global options that take a value, so the command-name scan can skip their argument.
+constexpr const char* kValueOptions[] = {"--host-root",     "--nvml-lib",     "--simulate",
+                                         "--sim-state",     "--probe-timeout", "--call-timeout"};
+
+bool TakesValue(absl::string_view arg) {
+  for (const char* opt : kValueOptions) {
+    if (arg == opt) return true;
+  }
+  return false;
+}
+
+size_t EditDistance(absl::string_view a, absl::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+void PrintHelp(FILE* out) {
+  std::fprintf(out,
+               "gpulet %s: makes NVIDIA GPUs work on Kubernetes nodes.\n\n"
+               "usage: gpulet [global options] <command> [options]\n\ncommands:\n",
+               GPULET_VERSION);
+  for (const Command& c : Commands()) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+  std::fprintf(out,
+               "\nglobal options:\n"
+               "  --host-root DIR      the host's file system (default /; in a pod, where the "
+               "host is mounted)\n"
+               "  --nvml-lib PATH      use this libnvidia-ml instead of searching for one\n"
+               "  --simulate FIXTURE   use the bundled NVML simulator and fixture host root "
+               "(homelab, h200, dgx8)\n"
+               "  --sim-state PATH     the simulator's fault-injection state file\n"
+               "  --probe-timeout SEC  deadline for loading NVML in a child process (default "
+               "15)\n"
+               "  --call-timeout SEC   deadline for NVML calls about one GPU (default 10)\n"
+               "  -v, --verbose        more detail\n\n"
+               "Run 'gpulet <command> --help' for a command's options.\n");
+}
+
+}  // namespace
+
+void AddGlobalOptions(CLI::App& app, GlobalOptions& o) {
+  app.add_option("--host-root", o.host_root, "The host's file system root")
+      ->envname("GPULET_HOST_ROOT");
+  app.add_option("--nvml-lib", o.nvml_lib, "Path of libnvidia-ml.so.1 to use")
+      ->envname("GPULET_NVML_LIB");
+  app.add_option("--simulate", o.simulate, "Use the NVML simulator with this fixture")
+      ->envname("GPULET_SIMULATE");
+  app.add_option("--sim-state", o.sim_state, "Simulator state file")->envname("GPULET_SIM_STATE_FILE");
+  app.add_option("--probe-timeout", o.probe_timeout_s, "NVML probe deadline in seconds")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--call-timeout", o.call_timeout_s, "NVML call deadline in seconds")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("-v,--verbose", o.verbose, "More detail");
+}
+
+std::string SuggestCommand(absl::string_view name) {
+  std::string best;
+  size_t best_distance = 0;
+  for (const Command& c : Commands()) {
+    absl::string_view candidate = c.name;
+    if (!name.empty() && absl::StartsWith(candidate, name)) return std::string(candidate);
+    size_t d = EditDistance(name, candidate);
+    size_t limit = std::max<size_t>(1, candidate.size() / 3 + 1);
+    if (d <= limit && (best.empty() || d < best_distance)) {
+      best = std::string(candidate);
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
+int RunCli(int argc, char** argv) {
+  int command_at = -1;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (!arg.empty() && arg[0] == '-') {
+      if (TakesValue(arg)) ++i;
+      continue;
+    }
+    command_at = i;
+    break;
+  }
+  if (command_at < 0) {
+    bool asked = false;
+    for (int i = 1; i < argc; ++i) {
+      absl::string_view arg = argv[i];
+      if (arg == "-h" || arg == "--help") asked = true;
+      if (arg == "--version") {
+        std::printf("gpulet %s (%s)\n", GPULET_VERSION, GPULET_GIT_REV);
+        return kExitOk;
+      }
+    }
+    PrintHelp(asked ? stdout : stderr);
+    return asked ? kExitOk : kExitUsage;
+  }
+
+  absl::string_view name = argv[command_at];
+  const Command* command = nullptr;
+  for (const Command& c : Commands()) {
+    if (name == c.name) command = &c;
+  }
+  if (name == "help") {
+    PrintHelp(stdout);
+    return kExitOk;
+  }
+  if (command == nullptr) {
+    std::string suggestion = SuggestCommand(name);
+    std::fprintf(stderr, "gpulet: unknown command '%.*s'.%s Run 'gpulet help' for the list.\n",
+                 static_cast<int>(name.size()), name.data(),
+                 suggestion.empty() ? "" : absl::StrCat(" Did you mean '", suggestion, "'?").c_str());
+    return kExitUsage;
+  }
+
+  CommandContext ctx;
+  std::unique_ptr<CommandHandler> handler = command->make();
+  CLI::App app{command->summary, absl::StrCat("gpulet ", command->name)};
+  AddGlobalOptions(app, ctx.global);
+  handler->AddOptions(app);
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    if (i != command_at) args.emplace_back(argv[i]);
+  }
+  std::reverse(args.begin(), args.end());  // CLI11 consumes a reversed vector
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    // CLI11 reports through exceptions; they stop here, at the edge of the program.
+    int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+  return handler->Run(ctx);
+}
+
+}  // namespace gpulet

@@ -1,0 +1,25 @@
+// Factories for the commands in the table (command.h). Each lives in its own
+// <name>_command.cc beside this file.
+//
+// Thread-safety: factories are pure.
+#ifndef GPULET_CLI_COMMANDS_H_
+#define GPULET_CLI_COMMANDS_H_
+
+#include <memory>
+
+#include "cli/command.h"
+#include "gpu/discovery.h"
+
+namespace gpulet {
+
+std::unique_ptr<CommandHandler> MakeListCommand();
+std::unique_ptr<CommandHandler> MakeVersionCommand();
+std::unique_ptr<CommandHandler> MakeSimCommand();
+
+// Shared by commands that look at the node: applies --simulate, then discovers. Returns
+// false (after printing why) when the options are unusable.
+bool PrepareDiscovery(CommandContext& ctx, DiscoveryOptions* out, bool quiet_simulation);
+
+}  // namespace gpulet
+
+#endif  // GPULET_CLI_COMMANDS_H_

@@ -1,0 +1,210 @@
+// `gpulet --simulate FIXTURE sim <action> ...`: writes the simulator's fault-injection state
+// file, which a running simulator picks up on its next NVML call.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <functional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "cli/commands.h"
+#include "cli/simulate.h"
+#include "sim/state.h"
+
+namespace gpulet {
+namespace {
+
+class SimCommand final : public CommandHandler {
+ public:
+  void AddOptions(CLI::App& app) override {
+    app.require_subcommand(1, 1);
+    auto gpu_arg = [this](CLI::App* sub) {
+      sub->add_option("gpu", gpu_, "GPU index or UUID")->required();
+    };
+
+    CLI::App* xid = app.add_subcommand("xid", "Inject an XID error event on a GPU");
+    gpu_arg(xid);
+    xid->add_option("code", number_, "XID number (e.g. 79, 13, 48)")->required();
+    xid->callback([this] {
+      action_ = [this](sim::SimState* s) { return sim::InjectXid(s, gpu_, number_); };
+      what_ = absl::StrCat("injected XID ", number_, " on GPU ", gpu_);
+    });
+
+    CLI::App* lose = app.add_subcommand("lose", "Make a GPU fall off the bus (GPU_IS_LOST)");
+    gpu_arg(lose);
+    lose->callback([this] {
+      action_ = [this](sim::SimState* s) { return sim::SetLost(s, gpu_, true); };
+      what_ = absl::StrCat("GPU ", gpu_, " is now lost");
+    });
+
+    CLI::App* reset = app.add_subcommand("reset-required", "Make a GPU require a reset");
+    gpu_arg(reset);
+    reset->callback([this] {
+      action_ = [this](sim::SimState* s) { return sim::SetResetRequired(s, gpu_, true); };
+      what_ = absl::StrCat("GPU ", gpu_, " now requires a reset");
+    });
+
+    CLI::App* recover = app.add_subcommand("recover", "Clear lost, reset-required and hang");
+    gpu_arg(recover);
+    recover->callback([this] {
+      action_ = [this](sim::SimState* s) {
+        return sim::SetLost(s, gpu_, false) && sim::SetResetRequired(s, gpu_, false) &&
+               sim::SetHang(s, gpu_, 0);
+      };
+      what_ = absl::StrCat("GPU ", gpu_, " answers normally again");
+    });
+
+    CLI::App* hang = app.add_subcommand("hang", "Make every call on a GPU hang for SECONDS");
+    gpu_arg(hang);
+    hang->add_option("seconds", seconds_, "How long each call hangs (0 clears)")
+        ->required()
+        ->check(CLI::NonNegativeNumber);
+    hang->callback([this] {
+      action_ = [this](sim::SimState* s) { return sim::SetHang(s, gpu_, seconds_); };
+      what_ = absl::StrCat("calls on GPU ", gpu_, " now hang for ", seconds_, " s");
+    });
+
+    CLI::App* driver = app.add_subcommand("driver", "Unload or load the simulated kernel driver");
+    driver->add_option("state", word_, "unloaded or loaded")
+        ->required()
+        ->check(CLI::IsMember({"unloaded", "loaded"}));
+    driver->callback([this] {
+      action_ = [this](sim::SimState* s) {
+        sim::SetDriverNotLoaded(s, word_ == "unloaded");
+        return true;
+      };
+      what_ = absl::StrCat("driver is now ", word_);
+    });
+
+    CLI::App* crash = app.add_subcommand("init-crash", "Make nvmlInit_v2 crash (on|off)");
+    crash->add_option("state", word_, "on or off")->required()->check(CLI::IsMember({"on", "off"}));
+    crash->callback([this] {
+      action_ = [this](sim::SimState* s) {
+        sim::SetInitCrash(s, word_ == "on");
+        return true;
+      };
+      what_ = absl::StrCat("nvmlInit_v2 crash is ", word_);
+    });
+
+    CLI::App* init_hang = app.add_subcommand("init-hang", "Make nvmlInit_v2 hang for SECONDS");
+    init_hang->add_option("seconds", seconds_, "0 clears")->required()->check(
+        CLI::NonNegativeNumber);
+    init_hang->callback([this] {
+      action_ = [this](sim::SimState* s) {
+        sim::SetInitHang(s, seconds_);
+        return true;
+      };
+      what_ = absl::StrCat("nvmlInit_v2 now hangs for ", seconds_, " s");
+    });
+
+    CLI::App* load = app.add_subcommand("load", "Set live values on a GPU");
+    gpu_arg(load);
+    load->add_option("--util", util_, "GPU utilisation, percent")->check(CLI::Range(0, 100));
+    load->add_option("--mem-util", mem_util_, "Memory utilisation, percent")
+        ->check(CLI::Range(0, 100));
+    load->add_option("--mem-used", mem_used_mib_, "Memory used, MiB");
+    load->add_option("--temp", temp_c_, "GPU temperature, Celsius");
+    load->add_option("--power", power_w_, "Power draw, watts");
+    load->callback([this] {
+      action_ = [this](sim::SimState* s) {
+        sim::LoadOverride o;
+        if (util_ >= 0) o.utilization_gpu = static_cast<unsigned>(util_);
+        if (mem_util_ >= 0) o.utilization_memory = static_cast<unsigned>(mem_util_);
+        if (mem_used_mib_ >= 0) o.memory_used_mib = static_cast<uint64_t>(mem_used_mib_);
+        if (temp_c_ >= 0) o.temperature_c = static_cast<unsigned>(temp_c_);
+        if (power_w_ >= 0) o.power_w = power_w_;
+        return sim::SetLoad(s, gpu_, o);
+      };
+      what_ = absl::StrCat("load set on GPU ", gpu_);
+    });
+
+    CLI::App* process = app.add_subcommand("process", "Add a process using GPU memory");
+    gpu_arg(process);
+    process->add_option("pid", number_, "Process id")->required();
+    process->add_option("name", word_, "Process name")->required();
+    process->add_option("mib", mem_used_mib_, "GPU memory used, MiB")->required();
+    process->callback([this] {
+      action_ = [this](sim::SimState* s) {
+        sim::SimProcess p;
+        p.pid = number_;
+        p.name = word_;
+        p.used_mib = static_cast<uint64_t>(mem_used_mib_);
+        return sim::AddProcess(s, gpu_, p);
+      };
+      what_ = absl::StrCat("process ", number_, " (", word_, ") added on GPU ", gpu_);
+    });
+
+    app.add_subcommand("clear", "Remove every injected fault and override")->callback([this] {
+      action_ = [](sim::SimState* s) {
+        sim::Reset(s);
+        return true;
+      };
+      what_ = "simulator state cleared";
+    });
+    app.add_subcommand("show", "Print the current state file")->callback([this] {
+      show_ = true;
+    });
+  }
+
+  int Run(CommandContext& ctx) override {
+    if (ctx.global.simulate.empty()) {
+      std::fprintf(stderr,
+                   "gpulet sim: needs --simulate FIXTURE (e.g. `gpulet --simulate homelab sim "
+                   "xid 1 79`) to know which simulator to change\n");
+      return kExitUsage;
+    }
+    absl::StatusOr<Simulation> simulation = FindSimulation(ctx.global);
+    if (!simulation.ok()) {
+      std::fprintf(stderr, "gpulet sim: %s\n", std::string(simulation.status().message()).c_str());
+      return kExitUsage;
+    }
+    const std::string& path = simulation->state_file;
+    sim::SimState state;
+    std::string error;
+    if (!sim::LoadState(path, &state, &error)) {
+      std::fprintf(stderr, "gpulet sim: cannot read state file %s: %s\n", path.c_str(),
+                   error.c_str());
+      return kExitFailure;
+    }
+    if (show_) {
+      std::printf("%s\n", sim::StateToJson(state).c_str());
+      return kExitOk;
+    }
+    if (!gpu_.empty() && !sim::IsValidGpuKey(gpu_)) {
+      std::fprintf(stderr, "gpulet sim: '%s' is not a GPU index or UUID (e.g. 0, or GPU-...)\n",
+                   gpu_.c_str());
+      return kExitUsage;
+    }
+    if (!action_ || !action_(&state)) {
+      std::fprintf(stderr, "gpulet sim: could not apply the change to GPU '%s'\n", gpu_.c_str());
+      return kExitUsage;
+    }
+    std::string dir = path.substr(0, path.rfind('/'));
+    if (!dir.empty()) mkdir(dir.c_str(), 0700);
+    if (!sim::SaveStateAtomic(path, state, &error)) {
+      std::fprintf(stderr, "gpulet sim: cannot write state file %s: %s\n", path.c_str(),
+                   error.c_str());
+      return kExitFailure;
+    }
+    std::printf("%s: %s (state file %s)\n", simulation->fixture_name.c_str(), what_.c_str(),
+                path.c_str());
+    return kExitOk;
+  }
+
+ private:
+  std::string gpu_;
+  std::string word_;
+  unsigned number_ = 0;
+  double seconds_ = 0;
+  int util_ = -1, mem_util_ = -1, temp_c_ = -1;
+  double mem_used_mib_ = -1, power_w_ = -1;
+  bool show_ = false;
+  std::function<bool(sim::SimState*)> action_;
+  std::string what_;
+};
+
+}  // namespace
+
+std::unique_ptr<CommandHandler> MakeSimCommand() { return std::make_unique<SimCommand>(); }
+
+}  // namespace gpulet

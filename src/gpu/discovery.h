@@ -1,0 +1,38 @@
+// Node discovery: opens NVML (through the vetting loader), wraps it as a GpuLibrary, and
+// builds the merged inventory. Used by every command and by the daemon at start.
+//
+// NVML being unusable is not an error here but a fact recorded in the result: the PCI view
+// still lists the GPUs, and callers decide (list exits non-zero, serve advertises the GPUs
+// as unhealthy, doctor explains).
+//
+// Thread-safety: Discover() may run on any thread; a Node is owned by one caller.
+#ifndef GPULET_GPU_DISCOVERY_H_
+#define GPULET_GPU_DISCOVERY_H_
+
+#include <memory>
+#include <string>
+
+#include "common/host_fs.h"
+#include "gpu/gpu_library.h"
+#include "gpu/gpu_model.h"
+#include "gpu/nvml_loader.h"
+
+namespace gpulet {
+
+struct DiscoveryOptions {
+  std::string host_root = "/";
+  NvmlLoadOptions nvml;
+  absl::Duration call_timeout = absl::Seconds(10);
+};
+
+struct Node {
+  std::unique_ptr<HostFs> host;
+  std::unique_ptr<GpuLibrary> gpus;  // null when NVML could not be loaded
+  Inventory inventory;
+};
+
+Node DiscoverNode(const DiscoveryOptions& options);
+
+}  // namespace gpulet
+
+#endif  // GPULET_GPU_DISCOVERY_H_

@@ -1,0 +1,62 @@
+// GpuLibrary: the questions gpulet asks about the GPUs, independent of how they are answered.
+//
+// NvmlGpuLibrary (nvml_gpu_library.h) answers them through the dlopen()ed NVML (a real
+// driver or the simulator), each call under a deadline on a per-GPU lane; FakeGpuLibrary
+// (fake_gpu_library.h) answers from memory for unit tests of the layers above. Values are
+// plain structs in base units; "not supported" is an absent optional, never a sentinel.
+//
+// Thread-safety: implementations must allow concurrent calls for different GPUs.
+#ifndef GPULET_GPU_GPU_LIBRARY_H_
+#define GPULET_GPU_GPU_LIBRARY_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace gpulet {
+
+struct SystemInfo {
+  std::string driver_version;  // "570.133.20"
+  std::string nvml_version;    // "12.570.133.20"
+  int cuda_driver_version = 0;  // 12080 means CUDA 12.8
+  std::string library_path;    // the libnvidia-ml file in use
+
+  // "12.8", or "" when unknown.
+  std::string CudaVersionString() const;
+};
+
+// What identifies a GPU and does not change while the driver is loaded.
+struct DeviceIdentity {
+  unsigned index = 0;
+  std::string uuid;    // "GPU-…"
+  std::string name;    // "NVIDIA GeForce RTX 3080"
+  std::string bus_id;  // as NVML prints it: "00000000:01:00.0"
+  uint32_t pci_device_id = 0;     // (device << 16) | vendor
+  uint32_t pci_subsystem_id = 0;  // (subsystem << 16) | subsystem vendor
+  std::optional<unsigned> minor;  // /dev/nvidia<minor>
+  std::optional<uint64_t> memory_total_bytes;
+  std::optional<uint64_t> memory_reserved_bytes;
+  std::optional<int> cc_major, cc_minor;  // CUDA compute capability
+  std::optional<unsigned> nvml_architecture;  // NVML_DEVICE_ARCH_*
+  std::optional<int> brand;                   // NVML_BRAND_*
+  std::optional<std::string> serial;
+  std::optional<std::string> vbios_version;
+  std::optional<bool> persistence_mode;
+};
+
+class GpuLibrary {
+ public:
+  virtual ~GpuLibrary() = default;
+
+  virtual absl::StatusOr<SystemInfo> GetSystemInfo() = 0;
+  virtual absl::StatusOr<unsigned> GetDeviceCount() = 0;
+  // Fails (with the NVML cause and fix, naming the index) when the GPU cannot be opened or
+  // its UUID cannot be read; optional values that are unsupported are simply absent.
+  virtual absl::StatusOr<DeviceIdentity> GetDeviceIdentity(unsigned index) = 0;
+};
+
+}  // namespace gpulet
+
+#endif  // GPULET_GPU_GPU_LIBRARY_H_

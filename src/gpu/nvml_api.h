@@ -1,0 +1,248 @@
+// Hand-written declarations of the slice of the NVML C ABI that gpulet uses.
+//
+// gpulet never includes NVIDIA's nvml.h and never links libnvidia-ml: the library is
+// dlopen()ed at run time (see nvml_library.h) and every function is looked up by its exact
+// versioned symbol name. The types, enum values and struct layouts below were written from
+// the documented ABI (LP64, see ../shared/reference/nvml-metrics-health.md section 2); the
+// simulator in sim/ implements the same declarations, so both sides agree by construction.
+//
+// Thread-safety: plain declarations, no state.
+#ifndef GPULET_GPU_NVML_API_H_
+#define GPULET_GPU_NVML_API_H_
+
+#include <cstddef>
+#include <cstdint>
+
+extern "C" {
+
+typedef int nvmlReturn_t;
+typedef struct nvmlDevice_st* nvmlDevice_t;
+typedef struct nvmlEventSet_st* nvmlEventSet_t;
+
+// nvmlReturn_t values.
+enum : int {
+  NVML_SUCCESS = 0,
+  NVML_ERROR_UNINITIALIZED = 1,
+  NVML_ERROR_INVALID_ARGUMENT = 2,
+  NVML_ERROR_NOT_SUPPORTED = 3,
+  NVML_ERROR_NO_PERMISSION = 4,
+  NVML_ERROR_ALREADY_INITIALIZED = 5,
+  NVML_ERROR_NOT_FOUND = 6,
+  NVML_ERROR_INSUFFICIENT_SIZE = 7,
+  NVML_ERROR_INSUFFICIENT_POWER = 8,
+  NVML_ERROR_DRIVER_NOT_LOADED = 9,
+  NVML_ERROR_TIMEOUT = 10,
+  NVML_ERROR_IRQ_ISSUE = 11,
+  NVML_ERROR_LIBRARY_NOT_FOUND = 12,
+  NVML_ERROR_FUNCTION_NOT_FOUND = 13,
+  NVML_ERROR_CORRUPTED_INFOROM = 14,
+  NVML_ERROR_GPU_IS_LOST = 15,
+  NVML_ERROR_RESET_REQUIRED = 16,
+  NVML_ERROR_OPERATING_SYSTEM = 17,
+  NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18,
+  NVML_ERROR_IN_USE = 19,
+  NVML_ERROR_MEMORY = 20,
+  NVML_ERROR_NO_DATA = 21,
+  NVML_ERROR_VGPU_ECC_NOT_SUPPORTED = 22,
+  NVML_ERROR_INSUFFICIENT_RESOURCES = 23,
+  NVML_ERROR_FREQ_NOT_SUPPORTED = 24,
+  NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
+  NVML_ERROR_DEPRECATED = 26,
+  NVML_ERROR_NOT_READY = 27,
+  NVML_ERROR_GPU_NOT_FOUND = 28,
+  NVML_ERROR_INVALID_STATE = 29,
+  NVML_ERROR_RESET_TYPE_NOT_SUPPORTED = 30,
+  NVML_ERROR_UNKNOWN = 999,
+};
+
+// Buffer sizes (bytes, including the terminating NUL).
+enum : unsigned {
+  NVML_DEVICE_UUID_V2_BUFFER_SIZE = 96,
+  NVML_DEVICE_NAME_V2_BUFFER_SIZE = 96,
+  NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE = 80,
+  NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE = 80,
+  NVML_DEVICE_SERIAL_BUFFER_SIZE = 30,
+  NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE = 32,
+  NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE = 32,
+};
+
+// nvmlDeviceArchitecture_t.
+enum : unsigned {
+  NVML_DEVICE_ARCH_KEPLER = 2,
+  NVML_DEVICE_ARCH_MAXWELL = 3,
+  NVML_DEVICE_ARCH_PASCAL = 4,
+  NVML_DEVICE_ARCH_VOLTA = 5,
+  NVML_DEVICE_ARCH_TURING = 6,
+  NVML_DEVICE_ARCH_AMPERE = 7,
+  NVML_DEVICE_ARCH_ADA = 8,
+  NVML_DEVICE_ARCH_HOPPER = 9,
+  NVML_DEVICE_ARCH_BLACKWELL = 10,
+  NVML_DEVICE_ARCH_RUBIN = 13,
+  NVML_DEVICE_ARCH_UNKNOWN = 0xffffffffu,
+};
+
+// nvmlBrandType_t (subset).
+enum : int {
+  NVML_BRAND_UNKNOWN = 0,
+  NVML_BRAND_QUADRO = 1,
+  NVML_BRAND_TESLA = 2,
+  NVML_BRAND_NVS = 3,
+  NVML_BRAND_GRID = 4,
+  NVML_BRAND_GEFORCE = 5,
+  NVML_BRAND_TITAN = 6,
+};
+
+// nvmlTemperatureSensors_t, nvmlClockType_t, nvmlEnableState_t, nvmlMemoryErrorType_t,
+// nvmlEccCounterType_t.
+enum : int { NVML_TEMPERATURE_GPU = 0 };
+enum : int { NVML_CLOCK_GRAPHICS = 0, NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2, NVML_CLOCK_VIDEO = 3 };
+enum : int { NVML_FEATURE_DISABLED = 0, NVML_FEATURE_ENABLED = 1 };
+enum : int { NVML_MEMORY_ERROR_TYPE_CORRECTED = 0, NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1 };
+enum : int { NVML_VOLATILE_ECC = 0, NVML_AGGREGATE_ECC = 1 };
+
+// Event type bits.
+constexpr unsigned long long nvmlEventTypeSingleBitEccError = 0x1ULL;
+constexpr unsigned long long nvmlEventTypeDoubleBitEccError = 0x2ULL;
+constexpr unsigned long long nvmlEventTypePState = 0x4ULL;
+constexpr unsigned long long nvmlEventTypeXidCriticalError = 0x8ULL;
+constexpr unsigned long long nvmlEventTypeGpuUnavailableError = 0x4000ULL;
+
+// Clock event (throttle) reason bits.
+constexpr unsigned long long nvmlClocksEventReasonGpuIdle = 0x1ULL;
+constexpr unsigned long long nvmlClocksEventReasonApplicationsClocksSetting = 0x2ULL;
+constexpr unsigned long long nvmlClocksEventReasonSwPowerCap = 0x4ULL;
+constexpr unsigned long long nvmlClocksEventReasonHwSlowdown = 0x8ULL;
+constexpr unsigned long long nvmlClocksEventReasonSyncBoost = 0x10ULL;
+constexpr unsigned long long nvmlClocksEventReasonSwThermalSlowdown = 0x20ULL;
+constexpr unsigned long long nvmlClocksEventReasonHwThermalSlowdown = 0x40ULL;
+constexpr unsigned long long nvmlClocksEventReasonHwPowerBrakeSlowdown = 0x80ULL;
+constexpr unsigned long long nvmlClocksEventReasonDisplayClockSetting = 0x100ULL;
+
+// Field ids for nvmlDeviceGetFieldValues.
+enum : unsigned {
+  NVML_FI_DEV_MEMORY_TEMP = 82,
+  NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION = 83,
+  NVML_FI_DEV_PCIE_REPLAY_COUNTER = 94,
+};
+
+// nvmlValueType_t.
+enum : int {
+  NVML_VALUE_TYPE_DOUBLE = 0,
+  NVML_VALUE_TYPE_UNSIGNED_INT = 1,
+  NVML_VALUE_TYPE_UNSIGNED_LONG = 2,
+  NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3,
+  NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4,
+  NVML_VALUE_TYPE_SIGNED_INT = 5,
+};
+
+typedef struct nvmlPciInfo_st {
+  char busIdLegacy[16];
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pciDeviceId;     // (device id << 16) | vendor id
+  unsigned int pciSubSystemId;  // (subsystem id << 16) | subsystem vendor id
+  char busId[32];               // "%08X:%02X:%02X.0"
+} nvmlPciInfo_t;
+
+typedef struct nvmlMemory_st {
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;  // includes reserved memory in this (v1) struct
+} nvmlMemory_t;
+
+typedef struct nvmlMemory_v2_st {
+  unsigned int version;  // nvmlMemory_v2 below
+  unsigned long long total;
+  unsigned long long reserved;
+  unsigned long long free;
+  unsigned long long used;
+} nvmlMemory_v2_t;
+constexpr unsigned int nvmlMemory_v2 = static_cast<unsigned int>(sizeof(nvmlMemory_v2_t)) | (2u << 24);
+
+typedef struct nvmlUtilization_st {
+  unsigned int gpu;     // percent
+  unsigned int memory;  // percent of time memory was read or written
+} nvmlUtilization_t;
+
+// The layout used by the _v2 and _v3 process queries.
+typedef struct nvmlProcessInfo_st {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;  // bytes; NVML_VALUE_NOT_AVAILABLE when unknown
+  unsigned int gpuInstanceId;        // 0xFFFFFFFF when not MIG
+  unsigned int computeInstanceId;
+} nvmlProcessInfo_t;
+
+typedef struct nvmlEventData_st {
+  nvmlDevice_t device;
+  unsigned long long eventType;
+  unsigned long long eventData;  // the XID for XidCriticalError, 999 for an unknown XID
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+} nvmlEventData_t;
+
+typedef union nvmlValue_st {
+  double dVal;
+  int siVal;
+  unsigned int uiVal;
+  unsigned long ulVal;
+  unsigned long long ullVal;
+  signed long long sllVal;
+  unsigned short usVal;
+} nvmlValue_t;
+
+typedef struct nvmlFieldValue_st {
+  unsigned int fieldId;
+  unsigned int scopeId;
+  long long timestamp;
+  long long latencyUsec;
+  int valueType;
+  nvmlReturn_t nvmlReturn;
+  nvmlValue_t value;
+} nvmlFieldValue_t;
+
+}  // extern "C"
+
+static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t layout");
+static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t layout");
+static_assert(nvmlMemory_v2 == 0x02000028u, "nvmlMemory_v2 version word");
+static_assert(sizeof(nvmlProcessInfo_t) == 24, "nvmlProcessInfo_t layout");
+static_assert(sizeof(nvmlEventData_t) == 32, "nvmlEventData_t layout");
+static_assert(sizeof(nvmlFieldValue_t) == 40, "nvmlFieldValue_t layout");
+static_assert(offsetof(nvmlFieldValue_t, value) == 32, "nvmlFieldValue_t layout");
+
+// Function-pointer types, one per symbol gpulet resolves. The symbol names are in
+// nvml_library.cc's table.
+namespace gpulet::nvml {
+using InitFn = nvmlReturn_t (*)();
+using ShutdownFn = nvmlReturn_t (*)();
+using ErrorStringFn = const char* (*)(nvmlReturn_t);
+using SystemGetStringFn = nvmlReturn_t (*)(char*, unsigned int);
+using SystemGetIntFn = nvmlReturn_t (*)(int*);
+using GetCountFn = nvmlReturn_t (*)(unsigned int*);
+using GetHandleByIndexFn = nvmlReturn_t (*)(unsigned int, nvmlDevice_t*);
+using GetHandleByStringFn = nvmlReturn_t (*)(const char*, nvmlDevice_t*);
+using DeviceGetStringFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);
+using DeviceGetUintFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*);
+using DeviceGetUllFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
+using DeviceGetIntFn = nvmlReturn_t (*)(nvmlDevice_t, int*);
+using DeviceGetPciInfoFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlPciInfo_t*);
+using DeviceGetMemoryInfoFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*);
+using DeviceGetMemoryInfoV2Fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_v2_t*);
+using DeviceGetUtilizationFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlUtilization_t*);
+using DeviceGetTemperatureFn = nvmlReturn_t (*)(nvmlDevice_t, int, unsigned int*);
+using DeviceGetClockInfoFn = nvmlReturn_t (*)(nvmlDevice_t, int, unsigned int*);
+using DeviceGetCudaCapFn = nvmlReturn_t (*)(nvmlDevice_t, int*, int*);
+using DeviceGetCodecUtilFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, unsigned int*);
+using DeviceGetProcessesFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
+using DeviceGetRemappedRowsFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, unsigned int*,
+                                                 unsigned int*, unsigned int*);
+using DeviceGetEccErrorsFn = nvmlReturn_t (*)(nvmlDevice_t, int, int, unsigned long long*);
+using DeviceGetFieldValuesFn = nvmlReturn_t (*)(nvmlDevice_t, int, nvmlFieldValue_t*);
+using EventSetCreateFn = nvmlReturn_t (*)(nvmlEventSet_t*);
+using EventSetFreeFn = nvmlReturn_t (*)(nvmlEventSet_t);
+using DeviceRegisterEventsFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
+using EventSetWaitFn = nvmlReturn_t (*)(nvmlEventSet_t, nvmlEventData_t*, unsigned int);
+}  // namespace gpulet::nvml
+
+#endif  // GPULET_GPU_NVML_API_H_

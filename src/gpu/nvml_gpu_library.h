@@ -1,0 +1,56 @@
+// NvmlGpuLibrary: GpuLibrary answered by a loaded NVML (real driver or simulator).
+//
+// Every NVML call runs on a TimedLane: one lane for system-wide calls and one per GPU
+// index, so a GPU whose calls hang only stalls its own lane, and the caller gets
+// DeadlineExceeded after `call_timeout` instead of freezing. When a call is stuck the
+// library is marked so it is never unloaded under the stuck thread.
+//
+// Thread-safety: all methods may be called concurrently; lanes serialise calls per GPU.
+#ifndef GPULET_GPU_NVML_GPU_LIBRARY_H_
+#define GPULET_GPU_NVML_GPU_LIBRARY_H_
+
+#include <map>
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/timed_call.h"
+#include "gpu/gpu_library.h"
+#include "gpu/nvml_library.h"
+
+namespace gpulet {
+
+class NvmlGpuLibrary final : public GpuLibrary {
+ public:
+  struct Options {
+    // Deadline for one batch of NVML calls about one GPU. Opening a GPU's handle the first
+    // time can take seconds without persistence mode, hence the generous default.
+    absl::Duration call_timeout = absl::Seconds(10);
+  };
+
+  NvmlGpuLibrary(std::shared_ptr<NvmlLibrary> library, Options options);
+  ~NvmlGpuLibrary() override;
+
+  absl::StatusOr<SystemInfo> GetSystemInfo() override;
+  absl::StatusOr<unsigned> GetDeviceCount() override;
+  absl::StatusOr<DeviceIdentity> GetDeviceIdentity(unsigned index) override;
+
+  const NvmlLibrary& library() const { return *library_; }
+
+ private:
+  // The lane for GPU `index`, or the system lane for index < 0.
+  TimedLane& Lane(int index);
+  // Runs `work` on a lane; on a deadline overrun marks the library stuck.
+  absl::Status RunOnLane(int index, std::function<void()> work, absl::string_view what);
+
+  std::shared_ptr<NvmlLibrary> library_;
+  Options options_;
+  absl::Mutex mu_;
+  std::map<int, std::unique_ptr<TimedLane>> lanes_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gpulet
+
+#endif  // GPULET_GPU_NVML_GPU_LIBRARY_H_

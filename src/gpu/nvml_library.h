@@ -1,0 +1,123 @@
+// NvmlLibrary: the one owner of a dlopen()ed libnvidia-ml, its resolved function table and
+// its nvmlInit/nvmlShutdown reference.
+//
+// gpulet never links NVML. Open() loads a library file, resolves every symbol it knows by
+// its exact versioned name (nvmlInit_v2, nvmlDeviceGetCount_v2, ...) with a per-symbol
+// fallback to the older name where the ABI allows it, refuses a library that lacks the
+// required core, and calls nvmlInit. The destructor calls nvmlShutdown and dlclose()s,
+// unless a call into the library is still stuck (see TimedLane), in which case the library is
+// deliberately left loaded: unloading code a thread is executing would crash the process.
+//
+// Open() runs nvmlInit in the calling process; callers that cannot trust the library yet use
+// ProbeNvmlLibrary (nvml_probe.h) in a child process first.
+//
+// Thread-safety: the function table is immutable after Open(); NVML itself is thread-safe,
+// so fn() may be used from any thread. MarkStuck() may be called from any thread.
+#ifndef GPULET_GPU_NVML_LIBRARY_H_
+#define GPULET_GPU_NVML_LIBRARY_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gpu/nvml_api.h"
+
+namespace gpulet {
+
+// Resolved entry points. Required ones are never null after Open(); optional ones are null
+// when the library lacks them (older drivers), and callers treat that as NOT_SUPPORTED.
+struct NvmlFunctions {
+  // Required.
+  nvml::InitFn init = nullptr;  // nvmlInit_v2, falling back to nvmlInit
+  nvml::ShutdownFn shutdown = nullptr;
+  nvml::GetCountFn device_get_count = nullptr;                // _v2, else unversioned
+  nvml::GetHandleByIndexFn device_get_handle_by_index = nullptr;  // _v2, else unversioned
+  // Optional.
+  nvml::ErrorStringFn error_string = nullptr;
+  nvml::SystemGetStringFn system_get_driver_version = nullptr;
+  nvml::SystemGetStringFn system_get_nvml_version = nullptr;
+  nvml::SystemGetIntFn system_get_cuda_driver_version = nullptr;  // _v2, else unversioned
+  nvml::GetHandleByStringFn device_get_handle_by_uuid = nullptr;
+  nvml::GetHandleByStringFn device_get_handle_by_pci_bus_id = nullptr;
+  nvml::DeviceGetStringFn device_get_name = nullptr;
+  nvml::DeviceGetStringFn device_get_uuid = nullptr;
+  nvml::DeviceGetStringFn device_get_serial = nullptr;
+  nvml::DeviceGetStringFn device_get_vbios_version = nullptr;
+  nvml::DeviceGetUintFn device_get_index = nullptr;
+  nvml::DeviceGetUintFn device_get_minor_number = nullptr;
+  nvml::DeviceGetPciInfoFn device_get_pci_info = nullptr;  // _v3, else _v2
+  nvml::DeviceGetMemoryInfoFn device_get_memory_info = nullptr;
+  nvml::DeviceGetMemoryInfoV2Fn device_get_memory_info_v2 = nullptr;
+  nvml::DeviceGetUtilizationFn device_get_utilization_rates = nullptr;
+  nvml::DeviceGetTemperatureFn device_get_temperature = nullptr;
+  nvml::DeviceGetUintFn device_get_power_usage = nullptr;
+  nvml::DeviceGetUintFn device_get_enforced_power_limit = nullptr;
+  nvml::DeviceGetUllFn device_get_total_energy_consumption = nullptr;
+  nvml::DeviceGetClockInfoFn device_get_clock_info = nullptr;
+  nvml::DeviceGetClockInfoFn device_get_max_clock_info = nullptr;
+  nvml::DeviceGetUintFn device_get_fan_speed = nullptr;
+  nvml::DeviceGetIntFn device_get_performance_state = nullptr;
+  nvml::DeviceGetUllFn device_get_clocks_event_reasons = nullptr;  // else ThrottleReasons
+  nvml::DeviceGetCudaCapFn device_get_cuda_compute_capability = nullptr;
+  nvml::DeviceGetUintFn device_get_architecture = nullptr;
+  nvml::DeviceGetIntFn device_get_brand = nullptr;
+  nvml::DeviceGetIntFn device_get_persistence_mode = nullptr;
+  nvml::DeviceGetProcessesFn device_get_compute_processes = nullptr;   // _v3 only
+  nvml::DeviceGetProcessesFn device_get_graphics_processes = nullptr;  // _v3 only
+  nvml::DeviceGetRemappedRowsFn device_get_remapped_rows = nullptr;
+  nvml::DeviceGetEccErrorsFn device_get_total_ecc_errors = nullptr;
+  nvml::DeviceGetUintFn device_get_pcie_replay_counter = nullptr;
+  nvml::DeviceGetCodecUtilFn device_get_encoder_utilization = nullptr;
+  nvml::DeviceGetCodecUtilFn device_get_decoder_utilization = nullptr;
+  nvml::DeviceGetFieldValuesFn device_get_field_values = nullptr;
+  nvml::DeviceGetUllFn device_get_supported_event_types = nullptr;
+  nvml::EventSetCreateFn event_set_create = nullptr;
+  nvml::EventSetFreeFn event_set_free = nullptr;
+  nvml::DeviceRegisterEventsFn device_register_events = nullptr;
+  nvml::EventSetWaitFn event_set_wait = nullptr;  // _v2 only
+};
+
+class NvmlLibrary {
+ public:
+  // Loads `path` (a file path, or a bare soname for the loader's own search), resolves the
+  // symbols and calls nvmlInit. Failures name the path and say what to do:
+  //   NotFound            dlopen failed (the dlerror text is included);
+  //   FailedPrecondition  required symbols missing (listed), or nvmlInit failed (with the
+  //                       NVML return-code cause and fix; NvmlCodeOf() gives the code).
+  static absl::StatusOr<std::unique_ptr<NvmlLibrary>> Open(const std::string& path);
+
+  // Only resolves the symbols, without nvmlInit (used by the probe child and the tests).
+  // Returns the names of missing required symbols through `missing_required`.
+  static NvmlFunctions Resolve(void* handle, std::vector<std::string>* missing_required,
+                               std::vector<std::string>* missing_optional);
+
+  ~NvmlLibrary();
+  NvmlLibrary(const NvmlLibrary&) = delete;
+  NvmlLibrary& operator=(const NvmlLibrary&) = delete;
+
+  const NvmlFunctions& fn() const { return fn_; }
+  // The file actually loaded (resolved through the link map, so a soname becomes a path).
+  const std::string& path() const { return path_; }
+  // Optional symbols this library lacks (for `gpulet doctor` and debug logs).
+  const std::vector<std::string>& missing_optional() const { return missing_optional_; }
+
+  // Called when a call into the library is stuck: the destructor then neither shuts NVML
+  // down nor unloads it.
+  void MarkStuck() { stuck_.store(true); }
+
+ private:
+  NvmlLibrary() = default;
+
+  void* handle_ = nullptr;
+  std::string path_;
+  NvmlFunctions fn_;
+  std::vector<std::string> missing_optional_;
+  bool initialized_ = false;  // nvmlInit succeeded; the destructor owes an nvmlShutdown
+  std::atomic<bool> stuck_{false};
+};
+
+}  // namespace gpulet
+
+#endif  // GPULET_GPU_NVML_LIBRARY_H_

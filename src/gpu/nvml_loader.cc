@@ -1,0 +1,215 @@
+#include "gpu/nvml_loader.h"
+
+#include <sys/stat.h>
+
+#include "absl/strings/str_cat.h"
+#include "gpu/elf_check.h"
+#include "gpu/nvml_errors.h"
+#include "gpu/nvml_probe.h"
+
+namespace gpulet {
+namespace {
+
+constexpr char kSoname[] = "libnvidia-ml.so.1";
+
+// How telling a failure is, for choosing which one to report: a library that exists and
+// failed says more than a path where nothing was.
+int Weight(NvmlLoadAttempt::Result r) {
+  switch (r) {
+    case NvmlLoadAttempt::Result::kAbsent:
+      return 0;
+    case NvmlLoadAttempt::Result::kRejected:
+      return 2;
+    case NvmlLoadAttempt::Result::kProbeFailed:
+    case NvmlLoadAttempt::Result::kLoadFailed:
+      return 3;
+    case NvmlLoadAttempt::Result::kLoaded:
+      return 4;
+  }
+  return 0;
+}
+
+absl::string_view ResultWord(NvmlLoadAttempt::Result r) {
+  switch (r) {
+    case NvmlLoadAttempt::Result::kAbsent:
+      return "not found";
+    case NvmlLoadAttempt::Result::kRejected:
+      return "rejected";
+    case NvmlLoadAttempt::Result::kProbeFailed:
+      return "probe failed";
+    case NvmlLoadAttempt::Result::kLoadFailed:
+      return "load failed";
+    case NvmlLoadAttempt::Result::kLoaded:
+      return "loaded";
+  }
+  return "?";
+}
+
+// Vets and loads one library file; appends the attempt.
+std::unique_ptr<NvmlLibrary> TryCandidate(const std::string& local_path,
+                                          const std::string& shown, const std::string& note,
+                                          bool is_soname, const NvmlLoadOptions& options,
+                                          std::vector<NvmlLoadAttempt>* attempts,
+                                          int* nvml_code) {
+  NvmlLoadAttempt attempt{shown, note, NvmlLoadAttempt::Result::kAbsent, absl::OkStatus()};
+  std::string file = local_path;
+  if (!is_soname) {
+    // Only a proven incompatibility (class, machine, glibc) rejects a file here; an ELF
+    // reader complaint (stripped section headers, say) is left to the child probe, since
+    // the dynamic loader may still load it.
+    absl::Status elf = CheckLoadable(file);
+    if (absl::IsFailedPrecondition(elf)) {
+      attempt.result = NvmlLoadAttempt::Result::kRejected;
+      attempt.status = elf;
+      attempts->push_back(std::move(attempt));
+      return nullptr;
+    }
+  }
+  if (!options.skip_probe) {
+    NvmlProbeResult probe = ProbeNvmlLibrary(file, options.probe_timeout);
+    if (is_soname && probe.outcome == NvmlProbeResult::Outcome::kLoadFailed) {
+      attempt.status = absl::NotFoundError(
+          absl::StrCat("the dynamic loader found no ", kSoname, " (", probe.detail, ")"));
+      attempts->push_back(std::move(attempt));
+      return nullptr;
+    }
+    if (is_soname && !probe.loaded_path.empty()) {
+      // The loader picked a file: vet it like any other before loading it in-process.
+      attempt.candidate = absl::StrCat(probe.loaded_path, " (found by the dynamic loader)");
+      absl::Status elf = CheckLoadable(probe.loaded_path);
+      if (absl::IsFailedPrecondition(elf)) {
+        attempt.result = NvmlLoadAttempt::Result::kRejected;
+        attempt.status = elf;
+        attempts->push_back(std::move(attempt));
+        return nullptr;
+      }
+    }
+    absl::Status probed = ProbeStatus(probe, file, options.probe_timeout);
+    if (!probed.ok()) {
+      attempt.result = NvmlLoadAttempt::Result::kProbeFailed;
+      attempt.status = probed;
+      if (NvmlCodeOf(probed) >= 0) *nvml_code = NvmlCodeOf(probed);
+      attempts->push_back(std::move(attempt));
+      return nullptr;
+    }
+  }
+  absl::StatusOr<std::unique_ptr<NvmlLibrary>> lib = NvmlLibrary::Open(file);
+  if (!lib.ok()) {
+    if (is_soname && absl::IsNotFound(lib.status()) && options.skip_probe) {
+      attempt.status = lib.status();
+    } else {
+      attempt.result = NvmlLoadAttempt::Result::kLoadFailed;
+      attempt.status = lib.status();
+      if (NvmlCodeOf(lib.status()) >= 0) *nvml_code = NvmlCodeOf(lib.status());
+    }
+    attempts->push_back(std::move(attempt));
+    return nullptr;
+  }
+  attempt.result = NvmlLoadAttempt::Result::kLoaded;
+  attempt.candidate = (*lib)->path();
+  attempts->push_back(std::move(attempt));
+  return std::move(*lib);
+}
+
+}  // namespace
+
+const std::vector<NvmlSearchLocation>& NvmlSearchLocations() {
+  static const auto* kLocations = new std::vector<NvmlSearchLocation>{
+      {"", "the dynamic loader's search path (libraries injected by CDI or the nvidia runtime)"},
+      {"/run/nvidia/driver/usr/lib/x86_64-linux-gnu", "GPU operator driver container"},
+      {"/run/nvidia/driver/usr/lib64", "GPU operator driver container"},
+      {"/run/nvidia/driver/usr/lib/aarch64-linux-gnu", "GPU operator driver container"},
+      {"/usr/local/lib", "Talos up to 1.8 and from 1.13"},
+      {"/usr/local/glibc/usr/lib", "Talos 1.9 to 1.12"},
+      {"/usr/local/glibc/lib", "Talos 1.9 to 1.12"},
+      {"/usr/lib/x86_64-linux-gnu", "Debian and Ubuntu packages"},
+      {"/usr/lib64", "RHEL, Fedora and SUSE packages"},
+      {"/usr/lib/aarch64-linux-gnu", "Debian and Ubuntu on arm64"},
+      {"/usr/local/nvidia/lib64", "GKE-style driver installs"},
+      {"/nvidia-libs", "a hostPath mount of the driver libraries"},
+  };
+  return *kLocations;
+}
+
+std::string FormatAttempts(const std::vector<NvmlLoadAttempt>& attempts) {
+  std::string out;
+  for (const NvmlLoadAttempt& a : attempts) {
+    absl::StrAppend(&out, "\n  - ", a.candidate, a.note.empty() ? "" : " [", a.note,
+                    a.note.empty() ? "" : "]", ": ", ResultWord(a.result));
+    if (!a.status.ok() && a.result != NvmlLoadAttempt::Result::kAbsent) {
+      absl::StrAppend(&out, ": ", a.status.message());
+    }
+  }
+  return out;
+}
+
+NvmlLoadResult LoadNvml(const HostFs& host, const NvmlLoadOptions& options) {
+  NvmlLoadResult result;
+  int nvml_code = -1;
+  if (!options.explicit_path.empty()) {
+    const std::string& path = options.explicit_path;
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) {
+      result.attempts.push_back({path, "--nvml-lib", NvmlLoadAttempt::Result::kAbsent,
+                                 absl::NotFoundError("no such file")});
+    } else {
+      result.library =
+          TryCandidate(path, path, "--nvml-lib", false, options, &result.attempts, &nvml_code);
+    }
+  } else {
+    for (const NvmlSearchLocation& loc : NvmlSearchLocations()) {
+      if (loc.host_dir.empty()) {
+        result.library = TryCandidate(kSoname, absl::StrCat(kSoname, " via the dynamic loader"),
+                                      loc.note, true, options, &result.attempts, &nvml_code);
+      } else {
+        std::string host_path = JoinPath(loc.host_dir, kSoname);
+        absl::StatusOr<std::string> local = host.Resolve(host_path);
+        if (!local.ok() || !host.Exists(host_path)) {
+          result.attempts.push_back({host.Describe(host_path), loc.note,
+                                     NvmlLoadAttempt::Result::kAbsent,
+                                     absl::NotFoundError("no such file")});
+          continue;
+        }
+        result.library = TryCandidate(*local, host.Describe(host_path), loc.note, false,
+                                      options, &result.attempts, &nvml_code);
+      }
+      if (result.library) break;
+    }
+  }
+  result.nvml_code = nvml_code;
+  if (result.library) {
+    result.status = absl::OkStatus();
+    return result;
+  }
+
+  // Report the most telling failure first, then every attempt.
+  const NvmlLoadAttempt* best = nullptr;
+  for (const NvmlLoadAttempt& a : result.attempts) {
+    if (best == nullptr || Weight(a.result) > Weight(best->result)) best = &a;
+  }
+  std::string headline;
+  absl::StatusCode code = absl::StatusCode::kNotFound;
+  if (best != nullptr && best->result != NvmlLoadAttempt::Result::kAbsent) {
+    headline = absl::StrCat("NVML could not be used: ", best->status.message());
+    code = best->status.code();
+  } else if (!options.explicit_path.empty()) {
+    headline = absl::StrCat(
+        "the NVML library given with --nvml-lib does not exist: ", options.explicit_path,
+        ". Fix: point --nvml-lib at the driver's ", kSoname,
+        " (on Talos 1.9-1.12 under /usr/local/glibc/lib, otherwise usually /usr/local/lib or "
+        "/usr/lib/x86_64-linux-gnu), or leave --nvml-lib out so gpulet searches the usual "
+        "places");
+  } else {
+    headline = absl::StrCat(
+        "NVML library ", kSoname, " not found. Fix: install the NVIDIA driver's user-space "
+        "libraries on the node (on Talos: the nvidia-container-toolkit-production extension), "
+        "run gpulet with the nvidia runtime class or CDI so they are injected, mount the host "
+        "at --host-root, or pass --nvml-lib PATH");
+  }
+  result.status = absl::Status(
+      code, absl::StrCat(headline, "\nPaths tried (host root ", host.root(), "):",
+                         FormatAttempts(result.attempts)));
+  return result;
+}
+
+}  // namespace gpulet

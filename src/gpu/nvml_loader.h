@@ -1,0 +1,70 @@
+// NVML library discovery: finds, vets and loads libnvidia-ml for this node.
+//
+// Where the library lives depends on the distribution and, on Talos, on the Talos version
+// (it moved three times), so gpulet probes a list of places instead of trusting one. Each
+// candidate goes through three gates before gpulet loads it into its own process:
+//   1. it exists under --host-root;
+//   2. its ELF header and version needs fit this process (CheckLoadable: class, machine,
+//      GLIBC_x.y no newer than the running glibc);
+//   3. a child process can dlopen it, call nvmlInit_v2 and count GPUs (ProbeNvmlLibrary).
+// The first candidate that passes is loaded. Every attempt is recorded, so when none works
+// the error lists each path tried, what happened there, and what to do.
+//
+// Thread-safety: LoadNvml is safe to call from any thread; it forks for the probe.
+#ifndef GPULET_GPU_NVML_LOADER_H_
+#define GPULET_GPU_NVML_LOADER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/host_fs.h"
+#include "gpu/nvml_library.h"
+
+namespace gpulet {
+
+struct NvmlLoadOptions {
+  // --nvml-lib: when set, the only candidate (a path on this machine, not under host root).
+  std::string explicit_path;
+  // Time allowed to the probe child for dlopen + nvmlInit + count.
+  absl::Duration probe_timeout = absl::Seconds(15);
+  // Skip the child-process probe (tests of the gates themselves; never in production).
+  bool skip_probe = false;
+};
+
+// One place gpulet looks for libnvidia-ml.so.1.
+struct NvmlSearchLocation {
+  std::string host_dir;  // "" means the dynamic loader's own search (ld.so.cache, ...)
+  std::string note;      // who puts it there: "Talos 1.9-1.12", "GKE", ...
+};
+
+// The search order, loader first (it sees libraries a container runtime injected).
+const std::vector<NvmlSearchLocation>& NvmlSearchLocations();
+
+struct NvmlLoadAttempt {
+  std::string candidate;  // what was tried: a host path, or "libnvidia-ml.so.1 (loader)"
+  std::string note;
+  enum class Result { kAbsent, kRejected, kProbeFailed, kLoadFailed, kLoaded } result;
+  absl::Status status;  // why it was not used (OK when loaded)
+};
+
+struct NvmlLoadResult {
+  std::unique_ptr<NvmlLibrary> library;  // null when nothing loaded
+  std::vector<NvmlLoadAttempt> attempts;
+  // OK when loaded. Otherwise the most telling failure (a library that exists but failed
+  // beats "absent"), whose message lists every attempt and the fix.
+  absl::Status status;
+  // The NVML code of the deciding failure (e.g. DRIVER_NOT_LOADED), or -1.
+  int nvml_code = -1;
+};
+
+NvmlLoadResult LoadNvml(const HostFs& host, const NvmlLoadOptions& options);
+
+// Renders attempts as an indented list for error messages and `gpulet doctor`.
+std::string FormatAttempts(const std::vector<NvmlLoadAttempt>& attempts);
+
+}  // namespace gpulet
+
+#endif  // GPULET_GPU_NVML_LOADER_H_
