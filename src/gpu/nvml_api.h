@@ -90,6 +90,7 @@ enum : int {
   NVML_BRAND_GRID = 4,
   NVML_BRAND_GEFORCE = 5,
   NVML_BRAND_TITAN = 6,
+  NVML_BRAND_NVIDIA = 14,
 };
 
 // nvmlTemperatureSensors_t, nvmlClockType_t, nvmlEnableState_t, nvmlMemoryErrorType_t,
