@@ -8,7 +8,7 @@ JOBS ?= $(shell nproc)
 WERROR := $(if $(filter true 1 yes,$(CI)),ON,OFF)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test unit-test asan-test bench fuzz clean format help
+.PHONY: all deps build demo test unit-test asan-test fuzz-smoke bench fuzz clean format help
 
 all: build
 
@@ -30,6 +30,9 @@ build: deps $(BUILD)/build.ninja
 
 demo: build
 	$(BUILD)/gpulet --simulate homelab list
+	@echo
+	@echo "Next: the daemon against a kubelet directory of your choice (Ctrl-C stops it):"
+	@echo "  $(BUILD)/gpulet --simulate homelab serve --kubelet-dir /tmp/gpulet-demo-kubelet --metrics-address 127.0.0.1:9400"
 
 unit-test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -40,8 +43,17 @@ asan-test: deps
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest --output-on-failure -j $(JOBS)
 
-test: unit-test asan-test
+fuzz-smoke: deps
+	scripts/fuzz.sh 10
+
+test: unit-test asan-test fuzz-smoke
 	@echo "make test: all test suites passed"
+
+bench: build
+	$(BUILD)/bench/gpulet_bench
+
+fuzz: deps
+	scripts/fuzz.sh 300
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

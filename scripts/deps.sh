@@ -1,6 +1,6 @@
 #!/bin/sh
 # Installs (as root) or lists (otherwise) the Debian 12 packages a make target needs.
-# Usage: scripts/deps.sh GROUP...   groups: build test bench fuzz
+# Usage: scripts/deps.sh GROUP...   groups: build test bench fuzz podman
 # Exits 0 when everything is present, 1 when a non-root user must install something.
 set -eu
 
@@ -10,6 +10,9 @@ protobuf-compiler libcpp-httplib-dev libssl-dev"
 pkgs_test="libgtest-dev libgmock-dev"
 pkgs_bench="libbenchmark-dev"
 pkgs_fuzz="clang-14 libfuzzer-14-dev"
+# The real CDI consumer test (tests/podman_cdi_test.sh): podman 4.3 runs here only with runc
+# (crun fails on hybrid cgroups); busybox-static gives a registry-free local image.
+pkgs_podman="podman runc busybox-static"
 
 want=""
 for group in "$@"; do
@@ -18,7 +21,8 @@ for group in "$@"; do
     test) want="$want $pkgs_build $pkgs_test" ;;
     bench) want="$want $pkgs_build $pkgs_bench" ;;
     fuzz) want="$want $pkgs_fuzz" ;;
-    *) echo "deps.sh: unknown group '$group' (allowed: build test bench fuzz)" >&2; exit 2 ;;
+    podman) want="$want $pkgs_podman" ;;
+    *) echo "deps.sh: unknown group '$group' (allowed: build test bench fuzz podman)" >&2; exit 2 ;;
   esac
 done
 

@@ -8,7 +8,15 @@ namespace gpulet {
 
 std::span<const Command> Commands() {
   static const Command kCommands[] = {
+      {"cdi", "Write (cdi generate) or list (cdi list) CDI specs", &MakeCdiCommand},
+      {"doctor", "Check the node's GPU stack and say what to fix", &MakeDoctorCommand},
+      {"explain", "Explain an error message: its cause and the fix", &MakeExplainCommand},
+      {"labels", "Write GPU node labels (gpu-feature-discovery compatible) for NFD",
+       &MakeLabelsCommand},
       {"list", "List the node's NVIDIA GPUs (NVML and PCI views merged)", &MakeListCommand},
+      {"manifests", "Print the Kubernetes manifests that install gpulet, fitted to this node",
+       &MakeManifestsCommand},
+      {"serve", "Run the node daemon: device plugin, metrics, health", &MakeServeCommand},
       {"sim", "Inject faults and load into the NVML simulator (with --simulate)",
        &MakeSimCommand},
       {"version", "Print gpulet's version", &MakeVersionCommand},

@@ -12,8 +12,14 @@
 
 namespace gpulet {
 
+std::unique_ptr<CommandHandler> MakeCdiCommand();
+std::unique_ptr<CommandHandler> MakeDoctorCommand();
+std::unique_ptr<CommandHandler> MakeExplainCommand();
+std::unique_ptr<CommandHandler> MakeLabelsCommand();
 std::unique_ptr<CommandHandler> MakeListCommand();
+std::unique_ptr<CommandHandler> MakeManifestsCommand();
 std::unique_ptr<CommandHandler> MakeVersionCommand();
+std::unique_ptr<CommandHandler> MakeServeCommand();
 std::unique_ptr<CommandHandler> MakeSimCommand();
 
 // Shared by commands that look at the node: applies --simulate, then discovers. Returns

@@ -3,6 +3,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/time/clock.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace gpulet {
 
@@ -55,6 +56,11 @@ class GpuLibrary {
   // Fails (with the NVML cause and fix, naming the index) when the GPU cannot be opened or
   // its UUID cannot be read; optional values that are unsupported are simply absent.
   virtual absl::StatusOr<DeviceIdentity> GetDeviceIdentity(unsigned index) = 0;
+
+  // A cheap liveness check: opens the GPU's handle and reads its UUID within `timeout`.
+  // Returns the UUID. Unavailable (NVML GPU_IS_LOST / RESET_REQUIRED) for a lost GPU,
+  // DeadlineExceeded for one that does not answer.
+  virtual absl::StatusOr<std::string> Probe(unsigned index, absl::Duration timeout) = 0;
 };
 
 }  // namespace gpulet

@@ -43,8 +43,8 @@ TimedLane& NvmlGpuLibrary::Lane(int index) {
 }
 
 absl::Status NvmlGpuLibrary::RunOnLane(int index, std::function<void()> work,
-                                       absl::string_view what) {
-  absl::Status status = Lane(index).Run(std::move(work), options_.call_timeout, what);
+                                       absl::string_view what, absl::Duration timeout) {
+  absl::Status status = Lane(index).Run(std::move(work), timeout, what);
   if (absl::IsDeadlineExceeded(status)) library_->MarkStuck();
   return status;
 }
@@ -69,7 +69,7 @@ absl::StatusOr<SystemInfo> NvmlGpuLibrary::GetSystemInfo() {
           info->cuda_driver_version = cuda;
         }
       },
-      "nvmlSystemGetDriverVersion");
+      "nvmlSystemGetDriverVersion", options_.call_timeout);
   if (!status.ok()) return status;
   info->library_path = library_->path();
   return *info;
@@ -80,7 +80,7 @@ absl::StatusOr<unsigned> NvmlGpuLibrary::GetDeviceCount() {
   auto lib = library_;
   absl::Status status = RunOnLane(
       -1, [out, lib] { out->first = lib->fn().device_get_count(&out->second); },
-      "nvmlDeviceGetCount_v2");
+      "nvmlDeviceGetCount_v2", options_.call_timeout);
   if (!status.ok()) return status;
   if (out->first != NVML_SUCCESS) return NvmlError(out->first, "nvmlDeviceGetCount_v2");
   return out->second;
@@ -157,7 +157,7 @@ absl::StatusOr<DeviceIdentity> NvmlGpuLibrary::GetDeviceIdentity(unsigned index)
           id.vbios_version = FromBuffer(vbios, sizeof(vbios));
         }
       },
-      absl::StrCat("identity queries for GPU ", index));
+      absl::StrCat("identity queries for GPU ", index), options_.call_timeout);
   if (!status.ok()) return status;
   std::string ctx = absl::StrCat("GPU index ", index);
   if (job->handle_ret != NVML_SUCCESS) {
@@ -165,6 +165,34 @@ absl::StatusOr<DeviceIdentity> NvmlGpuLibrary::GetDeviceIdentity(unsigned index)
   }
   if (job->uuid_ret != NVML_SUCCESS) return NvmlError(job->uuid_ret, "nvmlDeviceGetUUID", ctx);
   return job->id;
+}
+
+absl::StatusOr<std::string> NvmlGpuLibrary::Probe(unsigned index, absl::Duration timeout) {
+  struct ProbeJob {
+    nvmlReturn_t handle_ret = NVML_ERROR_UNKNOWN;
+    nvmlReturn_t uuid_ret = NVML_ERROR_UNKNOWN;
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+  };
+  auto job = std::make_shared<ProbeJob>();
+  auto lib = library_;
+  absl::Status status = RunOnLane(
+      static_cast<int>(index),
+      [job, lib, index] {
+        const NvmlFunctions& f = lib->fn();
+        nvmlDevice_t dev = nullptr;
+        job->handle_ret = f.device_get_handle_by_index(index, &dev);
+        if (job->handle_ret != NVML_SUCCESS) return;
+        job->uuid_ret = f.device_get_uuid ? f.device_get_uuid(dev, job->uuid, sizeof(job->uuid))
+                                          : NVML_ERROR_FUNCTION_NOT_FOUND;
+      },
+      absl::StrCat("liveness probe of GPU ", index), timeout);
+  if (!status.ok()) return status;
+  std::string ctx = absl::StrCat("GPU index ", index);
+  if (job->handle_ret != NVML_SUCCESS) {
+    return NvmlError(job->handle_ret, "nvmlDeviceGetHandleByIndex_v2", ctx);
+  }
+  if (job->uuid_ret != NVML_SUCCESS) return NvmlError(job->uuid_ret, "nvmlDeviceGetUUID", ctx);
+  return FromBuffer(job->uuid, sizeof(job->uuid));
 }
 
 }  // namespace gpulet

@@ -36,6 +36,7 @@ class NvmlGpuLibrary final : public GpuLibrary {
   absl::StatusOr<SystemInfo> GetSystemInfo() override;
   absl::StatusOr<unsigned> GetDeviceCount() override;
   absl::StatusOr<DeviceIdentity> GetDeviceIdentity(unsigned index) override;
+  absl::StatusOr<std::string> Probe(unsigned index, absl::Duration timeout) override;
 
   const NvmlLibrary& library() const { return *library_; }
 
@@ -43,7 +44,8 @@ class NvmlGpuLibrary final : public GpuLibrary {
   // The lane for GPU `index`, or the system lane for index < 0.
   TimedLane& Lane(int index);
   // Runs `work` on a lane; on a deadline overrun marks the library stuck.
-  absl::Status RunOnLane(int index, std::function<void()> work, absl::string_view what);
+  absl::Status RunOnLane(int index, std::function<void()> work, absl::string_view what,
+                         absl::Duration timeout);
 
   std::shared_ptr<NvmlLibrary> library_;
   Options options_;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include "absl/time/clock.h"
 #include "absl/strings/string_view.h"
 #include <vector>
 

@@ -1,0 +1,154 @@
+// Device-plugin benchmarks: start-to-Register, re-register after a kubelet restart,
+// Allocate latency, and health-change-to-ListAndWatch latency. Prints a table.
+//
+// The daemon runs as a real process (`gpulet serve --simulate homelab`) against the kubelet
+// emulator over unix sockets, as in production; the health-change latency is measured in
+// process, from the DeviceStore write to the emulator receiving the update, so it isolates
+// the plugin path from the probe interval (which the health benchmarks cover).
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "plugin/plugin_server.h"
+#include "state/device_store.h"
+#include "testing/daemon_process.h"
+#include "testing/fake_kubelet.h"
+
+namespace gpulet {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::DaemonProcess;
+using testing::FakeKubelet;
+
+constexpr char kRtx5090[] = "GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090";
+
+void RunDaemonBenchmarks(BenchTable& table) {
+  fs::path dir = fs::temp_directory_path() / ("gpulet-bench-plugin-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "kubelet/device-plugins");
+  FakeKubelet kubelet((dir / "kubelet/device-plugins").string());
+  if (!kubelet.Start().ok()) return;
+
+  // Start to Register, over several daemon starts.
+  std::vector<double> start_ms;
+  for (int run = 0; run < 5; ++run) {
+    DaemonProcess daemon;
+    int before = kubelet.registrations();
+    absl::Time t0 = absl::Now();
+    daemon.Start({std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate", "homelab",
+                  "--sim-state", (dir / "state.json").string(), "serve", "--kubelet-dir",
+                  (dir / "kubelet").string(), "--metrics-address", ""},
+                 {}, (dir / "daemon.log").string());
+    if (!kubelet.WaitForRegistrations(before + 1, absl::Seconds(10))) {
+      std::fprintf(stderr, "daemon did not register:\n%s\n", daemon.Log().c_str());
+      return;
+    }
+    start_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
+    if (run < 4) daemon.Stop(SIGTERM, absl::Seconds(5));
+    if (run == 4) {
+      // Re-register after kubelet restarts.
+      std::vector<double> rereg_ms;
+      for (int i = 0; i < 20; ++i) {
+        int n = kubelet.registrations();
+        absl::Time r0 = absl::Now();
+        if (!kubelet.Restart().ok()) break;
+        if (!kubelet.WaitForRegistrations(n + 1, absl::Seconds(5))) break;
+        rereg_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - r0));
+      }
+      kubelet.WaitForDevices("nvidia.com/gpu", [](const auto& r) { return r.devices_size() == 2; },
+                             absl::Seconds(5));
+      // Allocate latency over the real socket.
+      std::vector<double> alloc_us;
+      for (int i = 0; i < 2000; ++i) {
+        absl::Time a0 = absl::Now();
+        auto r = kubelet.Allocate("nvidia.com/gpu", {kRtx5090});
+        if (!r.ok()) break;
+        alloc_us.push_back(absl::ToDoubleMicroseconds(absl::Now() - a0));
+      }
+      table.Add("plugin", "start to Register (gpulet serve)", Percentile(start_ms, 50), "ms",
+                "p50 of 5 starts; target < 100 ms");
+      table.Add("plugin", "re-register after kubelet restart", Percentile(rereg_ms, 50), "ms",
+                absl::StrCat("p50 of ", rereg_ms.size(), ", max ",
+                             absl::StrFormat("%.1f", Percentile(rereg_ms, 100)),
+                             " ms; target < 500 ms"));
+      table.Add("plugin", "Allocate p50", Percentile(alloc_us, 50) / 1000.0, "ms",
+                absl::StrCat(alloc_us.size(), " calls over the unix socket"));
+      table.Add("plugin", "Allocate p99", Percentile(alloc_us, 99) / 1000.0, "ms",
+                "target < 1 ms");
+      daemon.Stop(SIGTERM, absl::Seconds(5));
+    }
+  }
+  kubelet.Stop();
+  fs::remove_all(dir);
+}
+
+void RunHealthToStreamBenchmark(BenchTable& table) {
+  fs::path dir = fs::temp_directory_path() / ("gpulet-bench-store-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  DeviceStore store;
+  Inventory inv;
+  for (int i = 0; i < 2; ++i) {
+    Gpu g;
+    g.index = i;
+    g.uuid = absl::StrCat("GPU-bench-", i);
+    g.bus_id = absl::StrCat("0000:0", i + 1, ":00.0");
+    g.in_nvml = g.on_pci = true;
+    inv.gpus.push_back(g);
+  }
+  store.SetInventory(inv, absl::Now());
+  auto config = std::make_shared<const Config>();
+  DevicePluginServer server({"nvidia.com/gpu", "bench.sock", ResourceKind::kGpu}, config, &store,
+                            {}, dir.string());
+  FakeKubelet kubelet(dir.string());
+  if (!server.Start().ok() || !kubelet.Start().ok() ||
+      !server.Register((dir / "kubelet.sock").string(), absl::Seconds(5)).ok()) {
+    std::fprintf(stderr, "in-process plugin did not start\n");
+    return;
+  }
+  kubelet.WaitForDevices("nvidia.com/gpu", [](const auto& r) { return r.devices_size() == 2; },
+                         absl::Seconds(5));
+  std::vector<double> us;
+  for (int i = 0; i < 200; ++i) {
+    bool unhealthy = i % 2 == 0;
+    absl::Time t0 = absl::Now();
+    store.UpdateHealth("GPU-bench-1", [&](GpuHealth& h) {
+      if (unhealthy) {
+        h.Raise("bench", {HealthState::kUnhealthy, "bench", "", absl::InfinitePast()}, t0);
+      } else {
+        h.Clear("bench", t0);
+      }
+    });
+    const char* want = unhealthy ? "Unhealthy" : "Healthy";
+    if (!kubelet.WaitForDevices(
+            "nvidia.com/gpu",
+            [want](const auto& r) { return r.devices_size() == 2 && r.devices(1).health() == want; },
+            absl::Seconds(2))) {
+      break;
+    }
+    us.push_back(absl::ToDoubleMicroseconds(absl::Now() - t0));
+  }
+  table.Add("plugin", "health change to ListAndWatch update p50", Percentile(us, 50) / 1000.0,
+            "ms", absl::StrCat(us.size(), " flips"));
+  table.Add("plugin", "health change to ListAndWatch update p99", Percentile(us, 99) / 1000.0,
+            "ms", "target < 50 ms");
+  store.Shutdown();
+  kubelet.Stop();
+  server.Stop();
+  fs::remove_all(dir);
+}
+
+}  // namespace
+
+void RunPluginBenchmarks(BenchTable& table) {
+  RunDaemonBenchmarks(table);
+  RunHealthToStreamBenchmark(table);
+}
+
+}  // namespace gpulet

@@ -1,0 +1,209 @@
+#!/bin/bash
+# Builds every libFuzzer target (src/**/*_fuzz.cc) with clang++-14 and
+# -fsanitize=fuzzer,address,undefined into build-fuzz/, then runs each for SECONDS seconds.
+# Exits non-zero when a target crashes, leaks, hangs or fails to build.
+#
+# Usage: scripts/fuzz.sh SECONDS [NAME...]      (NAME: e.g. xid_fuzz; default: all targets)
+#
+# Each target is linked from its own file plus the .cc files it needs, found by following
+# `#include "..."` lines from the target to headers under src/ (or the repository root) and
+# taking the .cc beside each header, so nothing else is compiled. Objects are kept in
+# build-fuzz/obj and rebuilt when a source or header they depend on changes.
+#
+# Seeds: targets under src/health and src/doctor start from tests/fixtures/kmsg (each line
+# and each /dev/kmsg record as its own input); the ELF reader (src/gpu/elf_check_fuzz.cc)
+# from a few small system shared libraries. Inputs that grow coverage accumulate in
+# build-fuzz/corpus/NAME; a crashing input is saved in build-fuzz/artifacts/NAME/.
+# Reproduce one with: build-fuzz/bin/NAME build-fuzz/artifacts/NAME/crash-...
+set -euo pipefail
+
+usage() {
+  echo "usage: scripts/fuzz.sh SECONDS [NAME...]   (e.g. scripts/fuzz.sh 60 xid_fuzz)" >&2
+  exit 2
+}
+[ $# -ge 1 ] || usage
+seconds=$1
+shift
+case "$seconds" in '' | *[!0-9]*) usage ;; esac
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+out=build-fuzz
+mkdir -p "$out/obj" "$out/bin" "$out/seeds" "$out/corpus" "$out/artifacts" "$out/logs"
+
+# --- toolchain ---------------------------------------------------------------------------
+CXX=${FUZZ_CXX:-clang++-14}
+if ! scripts/deps.sh fuzz; then
+  echo "fuzz.sh: the fuzz packages (clang-14, libfuzzer-14-dev) are not all installed;" \
+    "trying the compiler anyway" >&2
+fi
+if ! command -v "$CXX" > /dev/null 2>&1; then
+  echo "fuzz.sh: $CXX not found. Install it with: scripts/deps.sh fuzz" \
+    "(Debian packages clang-14 and libfuzzer-14-dev)" >&2
+  exit 1
+fi
+probe="$out/obj/probe"
+if ! printf 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }\n' |
+  "$CXX" -x c++ -fsanitize=fuzzer,address,undefined - -o "$probe" 2> "$out/logs/probe.log"; then
+  echo "fuzz.sh: $CXX cannot build a libFuzzer binary (see $out/logs/probe.log)." \
+    "Install clang-14 and libfuzzer-14-dev: scripts/deps.sh fuzz" >&2
+  exit 1
+fi
+
+CXXFLAGS=(-std=c++20 -g -O1 -fno-omit-frame-pointer -Wall -Wextra
+  -fsanitize=address,undefined -fno-sanitize-recover=undefined
+  -I"$root/src" -I"$root" -DGPULET_VERSION='"fuzz"' -DGPULET_GIT_REV='"fuzz"')
+# Every library any target might need; --as-needed drops the ones a target does not use.
+# shellcheck disable=SC2207
+LIBS=(-Wl,--as-needed $(pkg-config --libs absl_status absl_statusor absl_strings \
+  absl_str_format absl_synchronization absl_time absl_cord libelf) -lpthread -ldl)
+
+# --- dependency closure ------------------------------------------------------------------
+# Prints the .cc files (repository-relative) that `$1` needs, itself included.
+sources_for() {
+  local -A seen=()
+  local -a todo=("$1") result=()
+  while [ ${#todo[@]} -gt 0 ]; do
+    local file=${todo[0]}
+    todo=("${todo[@]:1}")
+    [ -n "${seen[$file]:-}" ] && continue
+    seen[$file]=1
+    case "$file" in *.cc) result+=("$file") ;; esac
+    local inc
+    while IFS= read -r inc; do
+      local header=""
+      if [ -f "src/$inc" ]; then header="src/$inc"; elif [ -f "$inc" ]; then header="$inc"; fi
+      [ -n "$header" ] || continue
+      todo+=("$header")
+      local cc=${header%.h}.cc
+      case "$cc" in *_test.cc | *_fuzz.cc) continue ;; esac
+      [ -f "$cc" ] && todo+=("$cc")
+    done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$file")
+  done
+  printf '%s\n' "${result[@]}"
+}
+
+# True when object $1 is missing or older than a file its depfile $2 lists.
+stale() {
+  local obj=$1 dep=$2
+  [ -f "$obj" ] && [ -f "$dep" ] || return 0
+  local f
+  for f in $(sed -e 's/^[^:]*://' -e 's/\\$//' "$dep"); do
+    [ "$f" -nt "$obj" ] && return 0
+  done
+  return 1
+}
+
+compile() {
+  local src=$1 flags=$2
+  local obj="$out/obj/${src//\//_}.o"
+  if stale "$obj" "$obj.d"; then
+    echo "  compile $src" >&2
+    "$CXX" "${CXXFLAGS[@]}" "$flags" -MMD -MF "$obj.d" -c "$src" -o "$obj" >&2
+  fi
+  echo "$obj"
+}
+
+# --- seeds -------------------------------------------------------------------------------
+make_seeds() {
+  local name=$1 src=$2 dir="$out/seeds/$1"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  case "$src" in
+    src/health/* | src/doctor/*)
+      local f n=0 line
+      for f in tests/fixtures/kmsg/*.txt; do
+        cp "$f" "$dir/$(basename "$f")"
+        # One input per line, and one per /dev/kmsg record (record lines plus their
+        # space-indented dictionary lines).
+        while IFS= read -r line || [ -n "$line" ]; do
+          case "$line" in '' | '#'*) continue ;; esac
+          n=$((n + 1))
+          printf '%s\n' "$line" > "$dir/line-$n"
+        done < "$f"
+      done
+      awk -v dir="$dir" '
+        /^#/ || /^$/ { next }
+        /^ / { if (file) print >> file; next }
+        { if (file) close(file); file = dir "/record-" ++n; print > file }
+      ' tests/fixtures/kmsg/kmsg_records.txt
+      ;;
+    src/gpu/elf_check_fuzz.cc)
+      local lib
+      for lib in libdl.so.2 libpthread.so.0 librt.so.1 libutil.so.1; do
+        for d in /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /lib64 /usr/lib64; do
+          if [ -f "$d/$lib" ]; then cp "$d/$lib" "$dir/"; break; fi
+        done
+      done
+      ;;
+  esac
+}
+
+# --- build and run -----------------------------------------------------------------------
+mapfile -t targets < <(find src -name '*_fuzz.cc' | sort)
+if [ $# -gt 0 ]; then
+  selected=()
+  for want in "$@"; do
+    found=""
+    for t in "${targets[@]}"; do
+      [ "$(basename "$t" .cc)" = "$want" ] && selected+=("$t") && found=1
+    done
+    [ -n "$found" ] || { echo "fuzz.sh: no target named $want" >&2; exit 2; }
+  done
+  targets=("${selected[@]}")
+fi
+[ ${#targets[@]} -gt 0 ] || { echo "fuzz.sh: no *_fuzz.cc targets under src/" >&2; exit 1; }
+
+failed=()
+summary=()
+for target in "${targets[@]}"; do
+  name=$(basename "$target" .cc)
+  echo "== $name ($target)"
+  objs=()
+  build_ok=1
+  for src in $(sources_for "$target"); do
+    # Only the target itself gets libFuzzer's main; everything is instrumented for coverage.
+    if ! obj=$(compile "$src" -fsanitize=fuzzer-no-link); then
+      build_ok=""
+      break
+    fi
+    objs+=("$obj")
+  done
+  if [ -z "$build_ok" ] ||
+    ! "$CXX" -fsanitize=fuzzer,address,undefined "${objs[@]}" "${LIBS[@]}" -o "$out/bin/$name"; then
+    echo "fuzz.sh: building $name failed" >&2
+    failed+=("$name (build)")
+    summary+=("$name: BUILD FAILED")
+    continue
+  fi
+  make_seeds "$name" "$target"
+  mkdir -p "$out/corpus/$name" "$out/artifacts/$name"
+  log="$out/logs/$name.log"
+  echo "  run ${seconds}s, log $log"
+  set +e
+  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
+    "$out/bin/$name" "$out/corpus/$name" "$out/seeds/$name" \
+    -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$out/artifacts/$name/" > "$log" 2>&1
+  rc=$?
+  set -e
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  corpus=$(find "$out/corpus/$name" -type f | wc -l)
+  if [ $rc -ne 0 ]; then
+    echo "fuzz.sh: $name FAILED (exit $rc); the end of $log:" >&2
+    tail -n 40 "$log" >&2
+    ls "$out/artifacts/$name" >&2 || true
+    failed+=("$name")
+    summary+=("$name: FAILED (exit $rc), see $log and $out/artifacts/$name/")
+  else
+    summary+=("$name: ok, ${runs:-?} inputs in ${seconds}s, corpus $corpus files")
+  fi
+done
+
+echo
+echo "fuzz summary:"
+printf '  %s\n' "${summary[@]}"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "fuzz.sh: ${#failed[@]} target(s) failed: ${failed[*]}" >&2
+  exit 1
+fi

@@ -1,0 +1,400 @@
+#include "cdi/generator.h"
+
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gpu/pci_inventory.h"
+#include "gtest/gtest.h"
+#include "testing/subprocess.h"
+
+namespace gpulet::cdi {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr char kUuid0[] = "GPU-3f9d6c2e-1b7a-4e0c-9d35-a1c2e3f43080";
+constexpr char kUuid1[] = "GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090";
+
+std::string SimRoot(const std::string& name) {
+  return absl::StrCat(GPULET_SOURCE_DIR, "/sim/fixtures/", name, "/root");
+}
+std::string TestRoot(const std::string& name) {
+  return absl::StrCat(GPULET_SOURCE_DIR, "/tests/fixtures/hostroots/", name);
+}
+
+DeviceIdentity Identity(unsigned index, const std::string& uuid, const std::string& bus,
+                        unsigned minor) {
+  DeviceIdentity id;
+  id.index = index;
+  id.uuid = uuid;
+  id.name = absl::StrCat("GPU ", index);
+  id.bus_id = absl::StrCat("0000", bus);  // NVML's 8-digit domain
+  id.minor = minor;
+  return id;
+}
+
+// The inventory discovery would build for a fixture root if NVML reported `ids`.
+Inventory InventoryFor(const std::string& root, const std::vector<DeviceIdentity>& ids,
+                       const std::string& driver_version) {
+  HostFs host(root);
+  Inventory inv = BuildInventory(nullptr, host, absl::OkStatus());
+  std::vector<absl::StatusOr<DeviceIdentity>> nvml(ids.begin(), ids.end());
+  absl::StatusOr<std::vector<PciGpu>> pci = ScanPciGpus(host);
+  inv.gpus = MergeGpuViews(nvml, pci.ok() ? *pci : std::vector<PciGpu>{});
+  inv.system.driver_version = driver_version;
+  return inv;
+}
+
+Inventory Homelab() {
+  return InventoryFor(
+      SimRoot("homelab"),
+      {Identity(0, kUuid0, "0000:01:00.0", 0), Identity(1, kUuid1, "0000:02:00.0", 1)},
+      "570.133.20");
+}
+
+std::vector<std::string> Names(const Spec& s) {
+  std::vector<std::string> out;
+  for (const Device& d : s.devices) out.push_back(d.name);
+  return out;
+}
+
+std::vector<std::string> ContainerPaths(const ContainerEdits& e) {
+  std::vector<std::string> out;
+  for (const Mount& m : e.mounts) out.push_back(m.container_path);
+  return out;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/gpulet-cdigen-test-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const std::string& path() const { return path_; }
+  void Touch(const std::string& rel) const {
+    fs::path p = fs::path(path_) / rel;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << "";
+  }
+
+ private:
+  std::string path_;
+};
+
+TEST(CdiGeneratorTest, HomelabTalos113Layout) {
+  HostFs host(SimRoot("homelab"));
+  absl::StatusOr<GeneratedSpec> g = GenerateSpec(Homelab(), host, GeneratorOptions{});
+  ASSERT_TRUE(g.ok()) << g.status();
+  const Spec& s = g->spec;
+  EXPECT_TRUE(g->warnings.empty()) << g->warnings[0];
+  EXPECT_EQ(s.version, "0.5.0");
+  EXPECT_EQ(s.kind, "nvidia.com/gpu");
+  EXPECT_THAT(Names(s), ElementsAre("0", "1", kUuid0, kUuid1, "all"));
+  ASSERT_EQ(s.devices[0].edits.device_nodes.size(), 1u);
+  EXPECT_EQ(s.devices[0].edits.device_nodes[0].path, "/dev/nvidia0");
+  // Dev root = host root: the host path says nothing new and is left out.
+  EXPECT_EQ(s.devices[0].edits.device_nodes[0].host_path, "");
+  EXPECT_EQ(s.devices[3].edits.device_nodes[0].path, "/dev/nvidia1");
+  EXPECT_EQ(s.devices[4].edits.device_nodes.size(), 2u);
+
+  EXPECT_THAT(s.edits.env, ElementsAre("NVIDIA_VISIBLE_DEVICES=void"));
+  std::vector<std::string> nodes;
+  for (const DeviceNode& n : s.edits.device_nodes) nodes.push_back(n.path);
+  EXPECT_THAT(nodes, ElementsAre("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
+                                 "/dev/nvidia-modeset"));
+
+  std::vector<std::string> mounts = ContainerPaths(s.edits);
+  // Libraries: every lib*.so.<version>, but not Talos' own glibc beside them.
+  EXPECT_THAT(mounts, ::testing::Contains("/usr/local/lib/libnvidia-ml.so.570.133.20"));
+  EXPECT_THAT(mounts, ::testing::Contains("/usr/local/lib/libcuda.so.570.133.20"));
+  EXPECT_THAT(mounts, ::testing::Contains("/usr/local/lib/libnvidia-gpucomp.so.570.133.20"));
+  EXPECT_THAT(mounts, ::testing::Not(::testing::Contains("/usr/local/lib/libc.so.6")));
+  // Binaries once, at their real place (the /usr/bin links resolve to /usr/local/bin).
+  EXPECT_THAT(mounts, ::testing::Contains("/usr/local/bin/nvidia-smi"));
+  EXPECT_THAT(mounts, ::testing::Not(::testing::Contains("/usr/bin/nvidia-smi")));
+  EXPECT_THAT(mounts, ::testing::Contains("/usr/local/bin/nvidia-cuda-mps-server"));
+  EXPECT_THAT(mounts, ::testing::Not(::testing::Contains("/usr/local/bin/nvidia-ctk")));
+  EXPECT_THAT(mounts, ::testing::Contains("/usr/lib/firmware/nvidia/570.133.20/gsp_ga10x.bin"));
+  EXPECT_EQ(mounts.size(), 9u + 5u + 2u);
+  for (const Mount& m : s.edits.mounts) {
+    EXPECT_EQ(m.host_path, m.container_path);
+    EXPECT_THAT(m.options, ElementsAre("ro", "nosuid", "nodev", "rbind", "rprivate"));
+  }
+
+  EXPECT_EQ(g->hook_path, "/usr/local/bin/nvidia-cdi-hook");
+  ASSERT_EQ(s.edits.hooks.size(), 2u);
+  EXPECT_EQ(s.edits.hooks[0].hook_name, "createContainer");
+  EXPECT_EQ(s.edits.hooks[0].path, "/usr/local/bin/nvidia-cdi-hook");
+  EXPECT_THAT(s.edits.hooks[0].args, ElementsAre("nvidia-cdi-hook", "create-symlinks", "--link",
+                                                 "libcuda.so.1::/usr/local/lib/libcuda.so"));
+  EXPECT_THAT(s.edits.hooks[1].args,
+              ElementsAre("nvidia-cdi-hook", "update-ldcache", "--folder", "/usr/local/lib"));
+  EXPECT_TRUE(ValidateSpec(s).ok());
+}
+
+TEST(CdiGeneratorTest, OutputIsDeterministic) {
+  HostFs host(SimRoot("homelab"));
+  absl::StatusOr<GeneratedSpec> a = GenerateSpec(Homelab(), host, GeneratorOptions{});
+  absl::StatusOr<GeneratedSpec> b = GenerateSpec(Homelab(), host, GeneratorOptions{});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(ToYaml(a->spec), ToYaml(b->spec));
+  EXPECT_EQ(ToJson(a->spec), ToJson(b->spec));
+}
+
+TEST(CdiGeneratorTest, CheckedInHomelabSpecIsCurrent) {
+  // sim/fixtures/homelab/root/var/run/cdi/nvidia.yaml is what `gpulet --simulate homelab cdi
+  // generate` writes; the doctor's healthy-node test reads it.
+  std::ifstream in(SimRoot("homelab") + "/var/run/cdi/nvidia.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  absl::StatusOr<GeneratedSpec> g =
+      GenerateSpec(Homelab(), HostFs(SimRoot("homelab")), GeneratorOptions{});
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(text, ToYaml(g->spec)) << "regenerate with: gpulet --simulate homelab cdi generate -o "
+                                      "sim/fixtures/homelab/root/var/run/cdi/nvidia.yaml";
+}
+
+TEST(CdiGeneratorTest, Talos112GlibcLayoutIsMountedOnce) {
+  Inventory inv =
+      InventoryFor(TestRoot("talos-1.12"), {Identity(0, kUuid0, "0000:01:00.0", 0)}, "580.105.08");
+  absl::StatusOr<GeneratedSpec> g =
+      GenerateSpec(inv, HostFs(TestRoot("talos-1.12")), GeneratorOptions{});
+  ASSERT_TRUE(g.ok()) << g.status();
+  std::vector<std::string> mounts = ContainerPaths(g->spec.edits);
+  EXPECT_THAT(mounts, ::testing::Contains("/usr/local/glibc/usr/lib/libnvidia-ml.so.580.105.08"));
+  EXPECT_EQ(std::count_if(mounts.begin(), mounts.end(),
+                          [](const std::string& m) { return absl::StrContains(m, "libcuda."); }),
+            1);
+  EXPECT_THAT(mounts, ::testing::Not(::testing::Contains("/usr/local/glibc/usr/lib/libc.so.6")));
+  // Only /usr/local/bin has the hook program on Talos before 1.13.
+  EXPECT_EQ(g->hook_path, "/usr/local/bin/nvidia-cdi-hook");
+  EXPECT_THAT(g->spec.edits.hooks.back().args, ElementsAre("nvidia-cdi-hook", "update-ldcache",
+                                                           "--folder", "/usr/local/glibc/usr/lib"));
+  // nvidia_uvm is not loaded there: the generator says so.
+  ASSERT_FALSE(g->warnings.empty());
+  EXPECT_THAT(g->warnings[0], HasSubstr("/dev/nvidia-uvm"));
+}
+
+TEST(CdiGeneratorTest, Talos18AndDebianLayouts) {
+  Inventory t18 =
+      InventoryFor(TestRoot("talos-1.8"), {Identity(0, kUuid0, "0000:01:00.0", 0)}, "550.127.05");
+  absl::StatusOr<GeneratedSpec> g = GenerateSpec(t18, HostFs(TestRoot("talos-1.8")), {});
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_THAT(ContainerPaths(g->spec.edits),
+              ::testing::Contains("/usr/local/lib/libnvidia-ml.so.550.127.05"));
+
+  Inventory h200 =
+      InventoryFor(SimRoot("h200"), {Identity(0, kUuid0, "0000:18:00.0", 0)}, "570.133.20");
+  absl::StatusOr<GeneratedSpec> d = GenerateSpec(h200, HostFs(SimRoot("h200")), {});
+  ASSERT_TRUE(d.ok()) << d.status();
+  std::vector<std::string> mounts = ContainerPaths(d->spec.edits);
+  EXPECT_THAT(mounts, ::testing::Contains("/usr/lib/x86_64-linux-gnu/libcuda.so.570.133.20"));
+  EXPECT_THAT(mounts, ::testing::Contains("/usr/bin/nvidia-smi"));
+  // /lib -> usr/lib: the firmware is found twice but mounted once.
+  EXPECT_EQ(std::count_if(mounts.begin(), mounts.end(),
+                          [](const std::string& m) { return absl::StrContains(m, "gsp_"); }),
+            2);
+  EXPECT_EQ(d->hook_path, "/usr/bin/nvidia-cdi-hook");
+}
+
+TEST(CdiGeneratorTest, NameStrategiesAndForcedVersions) {
+  HostFs host(SimRoot("homelab"));
+  GeneratorOptions index;
+  index.names = NameStrategy::kIndex;
+  EXPECT_THAT(Names(GenerateSpec(Homelab(), host, index)->spec), ElementsAre("0", "1", "all"));
+
+  GeneratorOptions uuid;
+  uuid.names = NameStrategy::kUuid;
+  uuid.cdi_version = "0.3.0";  // no index names, no hostPath: 0.3.0 can express it
+  absl::StatusOr<GeneratedSpec> u = GenerateSpec(Homelab(), host, uuid);
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_THAT(Names(u->spec), ElementsAre(kUuid0, kUuid1, "all"));
+  EXPECT_EQ(u->spec.version, "0.3.0");
+
+  GeneratorOptions old;
+  old.cdi_version = "0.4.0";
+  absl::StatusOr<GeneratedSpec> o = GenerateSpec(Homelab(), host, old);
+  EXPECT_TRUE(absl::IsInvalidArgument(o.status())) << o.status();
+  EXPECT_THAT(std::string(o.status().message()), HasSubstr("starting with a digit"));
+
+  GeneratorOptions kind;
+  kind.kind = "example.com/gpu";
+  EXPECT_EQ(GenerateSpec(Homelab(), host, kind)->spec.kind, "example.com/gpu");
+  kind.kind = "gpu";
+  EXPECT_TRUE(absl::IsInvalidArgument(GenerateSpec(Homelab(), host, kind).status()));
+}
+
+TEST(CdiGeneratorTest, RootsOutsideTheHostRootAreHostPaths) {
+  // The podman test's arrangement: the fixture is the host root, but device nodes and
+  // driver files come from directories on this machine.
+  TempDir dev, driver;
+  dev.Touch("dev/nvidia0");
+  dev.Touch("dev/nvidia1");
+  dev.Touch("dev/nvidiactl");
+  driver.Touch("usr/local/lib/libcuda.so.570.133.20");
+  GeneratorOptions opt;
+  opt.dev_root = dev.path();
+  opt.driver_root = driver.path();
+  absl::StatusOr<GeneratedSpec> g = GenerateSpec(Homelab(), HostFs(SimRoot("homelab")), opt);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const DeviceNode& n = g->spec.devices[0].edits.device_nodes[0];
+  EXPECT_EQ(n.path, "/dev/nvidia0");
+  EXPECT_EQ(n.host_path, dev.path() + "/dev/nvidia0");
+  ASSERT_EQ(g->spec.edits.mounts.size(), 1u);
+  EXPECT_EQ(g->spec.edits.mounts[0].host_path,
+            driver.path() + "/usr/local/lib/libcuda.so.570.133.20");
+  EXPECT_EQ(g->spec.edits.mounts[0].container_path, "/usr/local/lib/libcuda.so.570.133.20");
+  // The hook program is probed on the host root (the fixture has it).
+  EXPECT_EQ(g->hook_path, "/usr/local/bin/nvidia-cdi-hook");
+  // nvidia-uvm is missing from the dev root: warned about.
+  EXPECT_THAT(absl::StrJoin(g->warnings, "\n"), HasSubstr("/dev/nvidia-uvm"));
+}
+
+TEST(CdiGeneratorTest, DriverRootInsideTheHostRootLosesThePrefix) {
+  // gpulet in a pod with the host at /host and the GPU operator's driver at
+  // /run/nvidia/driver: host paths must be /run/nvidia/driver/..., container paths /usr/...
+  TempDir host;
+  host.Touch("run/nvidia/driver/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.570.133.20");
+  host.Touch("dev/nvidia0");
+  host.Touch("usr/bin/nvidia-ctk");
+  Inventory inv = Homelab();
+  GeneratorOptions opt;
+  opt.driver_root = host.path() + "/run/nvidia/driver";
+  absl::StatusOr<GeneratedSpec> g = GenerateSpec(inv, HostFs(host.path()), opt);
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_EQ(g->spec.edits.mounts.size(), 1u);
+  EXPECT_EQ(g->spec.edits.mounts[0].host_path,
+            "/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.570.133.20");
+  EXPECT_EQ(g->spec.edits.mounts[0].container_path,
+            "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.570.133.20");
+  // Only GPU 0 has a node: GPU 1 is left out with a warning.
+  EXPECT_THAT(Names(g->spec), ElementsAre("0", kUuid0, "all"));
+  EXPECT_THAT(absl::StrJoin(g->warnings, "\n"), HasSubstr("/dev/nvidia1 is missing"));
+  // nvidia-ctk takes hooks as a subcommand; no libcuda, so no create-symlinks hook.
+  EXPECT_EQ(g->hook_path, "/usr/bin/nvidia-ctk");
+  ASSERT_EQ(g->spec.edits.hooks.size(), 1u);
+  EXPECT_THAT(g->spec.edits.hooks[0].args, ElementsAre("nvidia-ctk", "hook", "update-ldcache",
+                                                       "--folder", "/usr/lib/x86_64-linux-gnu"));
+}
+
+TEST(CdiGeneratorTest, NoHookProgramMeansNoHooks) {
+  TempDir host;
+  host.Touch("usr/lib64/libcuda.so.570.133.20");
+  host.Touch("dev/nvidia0");
+  host.Touch("dev/nvidia1");
+  absl::StatusOr<GeneratedSpec> g = GenerateSpec(Homelab(), HostFs(host.path()), {});
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(g->spec.edits.hooks.empty());
+  EXPECT_EQ(g->hook_path, "");
+  EXPECT_THAT(absl::StrJoin(g->warnings, "\n"),
+              HasSubstr("neither nvidia-cdi-hook nor nvidia-ctk"));
+  EXPECT_THAT(absl::StrJoin(g->warnings, "\n"), HasSubstr("LD_LIBRARY_PATH=/usr/lib64"));
+
+  GeneratorOptions explicit_hook;
+  explicit_hook.hook_path = "/opt/hook";
+  g = GenerateSpec(Homelab(), HostFs(host.path()), explicit_hook);
+  ASSERT_TRUE(g.ok());
+  ASSERT_FALSE(g->spec.edits.hooks.empty());
+  EXPECT_EQ(g->spec.edits.hooks[0].path, "/opt/hook");
+  EXPECT_EQ(g->spec.edits.hooks[0].args[0], "hook");
+  explicit_hook.hook_path = "relative/hook";
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      GenerateSpec(Homelab(), HostFs(host.path()), explicit_hook).status()));
+}
+
+TEST(CdiGeneratorTest, RefusesWithoutUsableGpus) {
+  HostFs host(SimRoot("homelab"));
+  Inventory broken = Homelab();
+  broken.nvml_status = absl::NotFoundError("libnvidia-ml.so.1 not found");
+  absl::StatusOr<GeneratedSpec> g = GenerateSpec(broken, host, {});
+  EXPECT_TRUE(absl::IsFailedPrecondition(g.status()));
+  EXPECT_THAT(std::string(g.status().message()), HasSubstr("libnvidia-ml.so.1 not found"));
+
+  // Driver unbound: PCI sees the GPUs, NVML none.
+  Inventory unbound = InventoryFor(TestRoot("driver-unbound"), {}, "570.133.20");
+  g = GenerateSpec(unbound, HostFs(TestRoot("driver-unbound")), {});
+  EXPECT_TRUE(absl::IsFailedPrecondition(g.status()));
+  EXPECT_THAT(std::string(g.status().message()), HasSubstr("no GPU"));
+
+  Inventory no_version = Homelab();
+  no_version.system.driver_version.clear();
+  no_version.driver.version.clear();
+  EXPECT_TRUE(absl::IsFailedPrecondition(GenerateSpec(no_version, host, {}).status()));
+}
+
+TEST(CdiGeneratorTest, ParseNameStrategy) {
+  EXPECT_EQ(*ParseNameStrategy("index"), NameStrategy::kIndex);
+  EXPECT_EQ(*ParseNameStrategy("uuid"), NameStrategy::kUuid);
+  EXPECT_EQ(*ParseNameStrategy("both"), NameStrategy::kBoth);
+  EXPECT_FALSE(ParseNameStrategy("type-index").ok());
+}
+
+// --- the command ------------------------------------------------------------------------
+
+std::string Gpulet() { return absl::StrCat(GPULET_BINARY_DIR, "/gpulet"); }
+
+TEST(CdiCommandTest, SimulatedGenerateWritesToStdoutByDefault) {
+  testing::RunResult r =
+      testing::RunProgram({Gpulet(), "--simulate", "homelab", "cdi", "generate"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  absl::StatusOr<Spec> spec = ParseSpec(r.out, "stdout");
+  ASSERT_TRUE(spec.ok()) << spec.status() << r.out;
+  EXPECT_THAT(Names(*spec), ElementsAre("0", "1", kUuid0, kUuid1, "all"));
+  EXPECT_THAT(r.err, HasSubstr("cdiVersion 0.5.0"));
+}
+
+TEST(CdiCommandTest, WritesAtomicallyToOutputAndListsIt) {
+  TempDir dir;
+  std::string out = dir.path() + "/etc/cdi/gpu.json";
+  testing::RunResult r = testing::RunProgram(
+      {Gpulet(), "--simulate", "homelab", "cdi", "generate", "--format", "json", "--output", out,
+       "--device-name-strategy", "index", "--kind", "example.com/gpu"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("wrote " + out));
+  struct stat st;
+  ASSERT_EQ(stat(out.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+
+  testing::RunResult list =
+      testing::RunProgram({Gpulet(), "--host-root", dir.path(), "cdi", "list"});
+  EXPECT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_EQ(list.out, "example.com/gpu=0\nexample.com/gpu=1\nexample.com/gpu=all\n");
+}
+
+TEST(CdiCommandTest, BadOptionsAreUsageErrors) {
+  testing::RunResult r = testing::RunProgram(
+      {Gpulet(), "--simulate", "homelab", "cdi", "generate", "--cdi-version", "0.4.0"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("cannot express"));
+  r = testing::RunProgram(
+      {Gpulet(), "--simulate", "homelab", "cdi", "generate", "--cdi-version", "9.9.9"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("not a CDI spec version"));
+  r = testing::RunProgram({Gpulet(), "cdi"});
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+TEST(CdiCommandTest, ListReportsBrokenSpecs) {
+  testing::RunResult r =
+      testing::RunProgram({Gpulet(), "--host-root", TestRoot("talos-1.12"), "cdi", "list"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "k8s.device-plugin.nvidia.com/gpu=GPU-1f6e2a43-9c0d-4b7e-8a15-3d2c1b0a3080\n");
+  TempDir dir;
+  fs::create_directories(dir.path() + "/etc/cdi");
+  std::ofstream(dir.path() + "/etc/cdi/bad.yaml") << "cdiVersion: 0.5.0\n";
+  r = testing::RunProgram({Gpulet(), "--host-root", dir.path(), "cdi", "list"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("/etc/cdi/bad.yaml"));
+}
+
+}  // namespace
+}  // namespace gpulet::cdi

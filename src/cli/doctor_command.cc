@@ -1,0 +1,50 @@
+// `gpulet doctor [--json]`: checks the node's GPU stack step by step and prints each check
+// as pass/warn/fail with its evidence and fix (see doctor/doctor.h). Exit code: 0 when all
+// pass, 1 with warnings, 2 with failures.
+#include <cstdio>
+#include <string>
+
+#include "cli/commands.h"
+#include "doctor/doctor.h"
+#include "nlohmann/json.hpp"
+
+namespace gpulet {
+namespace {
+
+class DoctorCommand final : public CommandHandler {
+ public:
+  void AddOptions(CLI::App& app) override {
+    app.add_flag("--json", json_, "Print the report as JSON");
+    app.add_option("--cdi-spec-dir", spec_dirs_,
+                   "CDI spec directory to check (host path, repeatable; default /etc/cdi and "
+                   "/var/run/cdi)");
+  }
+
+  int Run(CommandContext& ctx) override {
+    DiscoveryOptions options;
+    if (!PrepareDiscovery(ctx, &options, /*quiet_simulation=*/true)) return kExitUsage;
+    Node node = DiscoverNode(options);
+    doctor::DoctorInput input;
+    input.host = node.host.get();
+    input.inventory = &node.inventory;
+    input.cdi_spec_dirs = spec_dirs_;
+    // input.health stays null until the health module provides a HealthSource (doctor.h).
+    doctor::Report report = doctor::RunDoctor(input);
+    if (json_) {
+      std::printf("%s\n", nlohmann::json(report).dump(2).c_str());
+    } else {
+      std::fputs(doctor::FormatReport(report, ctx.global.verbose).c_str(), stdout);
+    }
+    return report.ExitCode();
+  }
+
+ private:
+  bool json_ = false;
+  std::vector<std::string> spec_dirs_;
+};
+
+}  // namespace
+
+std::unique_ptr<CommandHandler> MakeDoctorCommand() { return std::make_unique<DoctorCommand>(); }
+
+}  // namespace gpulet

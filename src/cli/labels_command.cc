@@ -1,0 +1,68 @@
+// `gpulet labels [--output FILE]`: writes the node's GPU labels (gpu/labels.h) as a
+// node-feature-discovery feature file, by default where gpu-feature-discovery would
+// (/etc/kubernetes/node-feature-discovery/features.d/gpulet); `--output -` prints them.
+//
+// The labels come from DiscoverNode(): NVML when it works, PCI sysfs and /proc otherwise
+// (then NVML-only values are left out and the command says so, but still succeeds: the
+// labels it can give are correct). A node without GPUs gets an empty file, so that labels
+// from an earlier run disappear.
+#include <cstdio>
+#include <string>
+
+#include "cli/commands.h"
+#include "gpu/labels.h"
+
+namespace gpulet {
+namespace {
+
+class LabelsCommand final : public CommandHandler {
+ public:
+  void AddOptions(CLI::App& app) override {
+    app.add_option("--output,-o", output_,
+                   "Feature file to write atomically, or - for stdout (default: " +
+                       std::string(kDefaultFeaturesFile) + ")");
+  }
+
+  int Run(CommandContext& ctx) override {
+    DiscoveryOptions options;
+    if (!PrepareDiscovery(ctx, &options, /*quiet_simulation=*/output_ == "-")) {
+      return kExitUsage;
+    }
+    Node node = DiscoverNode(options);
+    const Inventory& inv = node.inventory;
+    NodeLabels labels = ComputeGpuLabels(inv, ReadLabelExtras(*node.host, inv));
+    if (!inv.nvml_status.ok() && !inv.gpus.empty()) {
+      std::fprintf(stderr,
+                   "gpulet labels: NVML is not usable, so memory, compute capability and CUDA "
+                   "labels are left out (run `gpulet doctor`): %s\n",
+                   std::string(inv.nvml_status.message()).c_str());
+    }
+    std::string text = FormatFeatureFile(labels);
+    if (output_ == "-") {
+      std::fputs(text.c_str(), stdout);
+      return kExitOk;
+    }
+    absl::Status written = WriteFileAtomically(output_, text);
+    if (!written.ok()) {
+      std::fprintf(stderr, "gpulet labels: %s\n", std::string(written.message()).c_str());
+      return kExitFailure;
+    }
+    if (labels.empty()) {
+      std::fprintf(stderr, "gpulet labels: no NVIDIA GPU on this node; wrote an empty %s\n",
+                   output_.c_str());
+    } else {
+      std::fprintf(stderr, "gpulet labels: wrote %zu labels to %s\n", labels.size(),
+                   output_.c_str());
+    }
+    return kExitOk;
+  }
+
+ private:
+  std::string output_ = kDefaultFeaturesFile;
+};
+
+}  // namespace
+
+std::unique_ptr<CommandHandler> MakeLabelsCommand() { return std::make_unique<LabelsCommand>(); }
+
+}  // namespace gpulet

@@ -1,0 +1,225 @@
+// `gpulet manifests`: prints the Kubernetes manifests that install gpulet, fitted to a node.
+//
+//   gpulet manifests [--overlay talos|generic] [--talos-version V] [--image REF]
+//                    [--inspect|--no-inspect] [--driver-branch production|lts]
+//                    [--talos-machine-patch | --talos-schematic]
+//
+// The manifests are the files of deploy/ compiled into the binary (config/manifests.h), so
+// the output is what `kubectl kustomize deploy/overlays/<overlay>` gives, plus a header that
+// says what was chosen and why. With --inspect (the default) gpulet looks at the host root:
+// /etc/os-release decides Talos or not (and the Talos version), the PCI inventory decides the
+// kernel-module flavour (Blackwell: open modules only) and Fabric Manager (NVSwitches).
+// Inspection only reads files; it never loads NVML.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cli/commands.h"
+#include "config/manifests.h"
+
+namespace gpulet {
+namespace {
+
+std::string DescribeGpus(const NodeFacts& facts) {
+  if (!facts.pci_status.ok()) {
+    return absl::StrCat("PCI sysfs unreadable (", facts.pci_status.message(), ")");
+  }
+  if (facts.gpus.empty()) return "no NVIDIA GPU on the PCI bus";
+  // Identical cards are listed once with a count: an 8-GPU board is one line, not eight.
+  std::vector<std::pair<std::string, int>> kinds;
+  for (const PciGpu& g : facts.gpus) {
+    std::string kind = absl::StrCat(g.product.empty() ? "unknown NVIDIA GPU" : g.product, " (",
+                                    ArchitectureName(g.architecture), ")");
+    auto it = std::find_if(kinds.begin(), kinds.end(),
+                           [&](const auto& k) { return k.first == kind; });
+    if (it == kinds.end()) {
+      kinds.emplace_back(kind, 1);
+    } else {
+      ++it->second;
+    }
+  }
+  std::vector<std::string> parts;
+  for (const auto& [kind, count] : kinds) {
+    parts.push_back(count == 1 ? kind : absl::StrCat(count, " x ", kind));
+  }
+  return absl::StrCat(facts.gpus.size(), facts.gpus.size() == 1 ? " GPU: " : " GPUs: ",
+                      absl::StrJoin(parts, ", "));
+}
+
+std::string DescribeDriver(const DriverInfo& d) {
+  if (!d.version_file_present) return "NVIDIA kernel modules not loaded";
+  return absl::StrCat(DriverFlavorName(d.flavor), " kernel modules ",
+                      d.version.empty() ? "(version unknown)" : d.version);
+}
+
+class ManifestsCommand final : public CommandHandler {
+ public:
+  void AddOptions(CLI::App& app) override {
+    app.add_option("--overlay", overlay_,
+                   "talos or generic (default: talos when the host root is a Talos node)")
+        ->check(CLI::IsMember({"talos", "generic"}));
+    app.add_option("--talos-version", talos_version_,
+                   "Talos version the node runs, e.g. v1.12.6 (default: from /etc/os-release)");
+    app.add_option("--image", image_,
+                   "gpulet image reference, e.g. registry.example.com/gpulet:" GPULET_VERSION
+                   " (default: gpulet:" GPULET_VERSION ", as `make image` builds it)");
+    app.add_flag("--inspect,!--no-inspect", inspect_,
+                 "Look at the host root (Talos version, GPUs, driver) to choose (default: on)");
+    app.add_option("--driver-branch", branch_, "production or lts NVIDIA Talos extensions")
+        ->check(CLI::IsMember({"production", "lts"}));
+    CLI::Option* patch = app.add_flag(
+        "--talos-machine-patch", print_patch_,
+        "Print the Talos machine-config patch (kernel modules, GPU taint, GPU label) instead");
+    CLI::Option* schematic = app.add_flag(
+        "--talos-schematic", print_schematic_,
+        "Print the Talos Image Factory schematic (the NVIDIA system extensions) instead");
+    patch->excludes(schematic);
+  }
+
+  int Run(CommandContext& ctx) override {
+    std::optional<TalosVersion> version;
+    if (!talos_version_.empty()) {
+      absl::StatusOr<TalosVersion> v = ParseTalosVersion(talos_version_);
+      if (!v.ok()) {
+        std::fprintf(stderr, "gpulet manifests: --talos-version: %s\n",
+                     std::string(v.status().message()).c_str());
+        return kExitUsage;
+      }
+      version = *v;
+    }
+
+    NodeFacts facts;
+    std::string root;
+    if (inspect_) {
+      DiscoveryOptions options;
+      if (!PrepareDiscovery(ctx, &options, /*quiet_simulation=*/true)) return kExitUsage;
+      root = options.host_root;
+      HostFs host(root);
+      facts = InspectNode(host);
+      if (facts.talos_version) {
+        if (version && (version->major != facts.talos_version->major ||
+                        version->minor != facts.talos_version->minor)) {
+          std::fprintf(stderr,
+                       "gpulet manifests: note: --talos-version %s, but %s says this node "
+                       "runs Talos %s; using %s.\n",
+                       version->ToString().c_str(), host.Describe("/etc/os-release").c_str(),
+                       facts.talos_version->ToString().c_str(), version->ToString().c_str());
+        } else if (!version) {
+          version = facts.talos_version;
+        }
+      }
+    }
+
+    std::string overlay = overlay_;
+    if (overlay.empty()) overlay = (facts.IsTalos() || version) ? "talos" : "generic";
+    bool talos = overlay == "talos";
+
+    DriverBranch branch = branch_ == "lts" ? DriverBranch::kLts : DriverBranch::kProduction;
+    absl::StatusOr<TalosExtensions> extensions = ChooseTalosExtensions(facts, version, branch);
+    if (!extensions.ok()) {
+      std::fprintf(stderr, "gpulet manifests: %s\n",
+                   std::string(extensions.status().message()).c_str());
+      return kExitFailure;
+    }
+
+    ManifestFiles files = EmbeddedManifestFiles();
+    if (print_schematic_) {
+      std::fputs(RenderTalosSchematic(*extensions).c_str(), stdout);
+      return kExitOk;
+    }
+    if (print_patch_) {
+      absl::StatusOr<std::string> patch = RenderTalosMachinePatch(files, version, *extensions);
+      if (!patch.ok()) {
+        std::fprintf(stderr, "gpulet manifests: %s\n",
+                     std::string(patch.status().message()).c_str());
+        return kExitFailure;
+      }
+      std::fputs(patch->c_str(), stdout);
+      return kExitOk;
+    }
+
+    std::string dir = talos ? kTalosOverlayDir : kGenericOverlayDir;
+    RenderOptions render;
+    render.image = image_;
+    absl::StatusOr<std::vector<KubeObject>> objects = RenderKustomization(files, dir, render);
+    if (!objects.ok()) {
+      std::fprintf(stderr, "gpulet manifests: rendering %s: %s\n", dir.c_str(),
+                   std::string(objects.status().message()).c_str());
+      return kExitFailure;
+    }
+    std::fputs(Header(dir, facts, root, version, *extensions, talos).c_str(), stdout);
+    std::fputs(FormatObjects(*objects).c_str(), stdout);
+    return kExitOk;
+  }
+
+ private:
+  std::string Header(const std::string& dir, const NodeFacts& facts, const std::string& root,
+                     const std::optional<TalosVersion>& version,
+                     const TalosExtensions& extensions, bool talos) const {
+    std::string h = absl::StrCat("# gpulet ", GPULET_VERSION, " manifests: ", dir,
+                                 " (rendered by `gpulet manifests`).\n",
+                                 "#   gpulet manifests ... | kubectl apply -f -\n");
+    std::string image = image_.empty() ? DefaultGpuletImage() : image_;
+    absl::StrAppend(&h, "# Image: ", image, "\n");
+    if (image_.empty()) {
+      absl::StrAppend(&h,
+                      "#   `make image` builds it locally; nodes cannot pull that. Push it to a "
+                      "registry\n#   they can reach and pass --image registry.example.com/",
+                      image, "\n");
+    }
+    if (inspect_) {
+      absl::StrAppend(&h, "# Node (inspected under ", root, "): ",
+                      facts.os_pretty_name.empty() ? "OS unknown (no /etc/os-release)"
+                                                   : facts.os_pretty_name,
+                      "; ", DescribeGpus(facts), "; ", DescribeDriver(facts.driver), ".\n");
+      if (facts.gpus.empty()) {
+        absl::StrAppend(&h,
+                        "#   Not a GPU node? The choices below are then defaults: run this on "
+                        "the GPU node\n#   (or with --host-root), or pass --overlay and "
+                        "--talos-version.\n");
+      }
+    }
+    if (talos) {
+      absl::StrAppend(&h, "# Talos ",
+                      version ? version->ToString() : std::string("version unknown"),
+                      ". System extensions this node needs:\n");
+      for (const std::string& n : extensions.names) {
+        absl::StrAppend(&h, "#   siderolabs/", n, "\n");
+      }
+      for (const std::string& r : extensions.reasons) absl::StrAppend(&h, "#   ", r, "\n");
+      std::string version_flag =
+          version ? absl::StrCat(" --talos-version ", version->ToString()) : "";
+      absl::StrAppend(&h, "# Image Factory schematic:  gpulet manifests --talos-schematic",
+                      version_flag, "\n",
+                      "# Machine-config patch (kernel modules, GPU taint, GPU label):\n"
+                      "#   gpulet manifests --talos-machine-patch",
+                      version_flag, " > gpu-node-patch.yaml\n",
+                      "#   talosctl -n <node> patch machineconfig --patch @gpu-node-patch.yaml\n");
+    } else {
+      absl::StrAppend(&h,
+                      "# gpulet runs on nodes labelled nvidia.com/gpu.present=true:\n"
+                      "#   kubectl label node <node> nvidia.com/gpu.present=true\n");
+    }
+    return h;
+  }
+
+  std::string overlay_;
+  std::string talos_version_;
+  std::string image_;
+  std::string branch_ = "production";
+  bool inspect_ = true;
+  bool print_patch_ = false;
+  bool print_schematic_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<CommandHandler> MakeManifestsCommand() {
+  return std::make_unique<ManifestsCommand>();
+}
+
+}  // namespace gpulet

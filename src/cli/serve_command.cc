@@ -1,0 +1,182 @@
+// `gpulet serve`: the node daemon. Discovers the GPUs, fills the DeviceStore, serves the
+// kubelet device plugin, probes GPU liveness, and handles signals (SIGHUP reloads the
+// config, SIGTERM/SIGINT stop cleanly and remove the sockets).
+//
+// Threads: main (signals, config, lifecycle), plugin-watch (registration), gRPC's own,
+// health-liveness.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "cli/commands.h"
+#include "common/log.h"
+#include "config/config.h"
+#include "health/liveness.h"
+#include "plugin/plugin_manager.h"
+#include "state/device_store.h"
+
+namespace gpulet {
+namespace {
+
+// A daemon flag and the config key it sets (flag > env > file, applied in LoadConfig).
+struct FlagKey {
+  const char* flag;
+  const char* env;
+  const char* key;
+  const char* help;
+};
+
+constexpr FlagKey kFlagKeys[] = {
+    {"--kubelet-dir", "GPULET_KUBELET_DIR", "kubeletDir", "Kubelet state directory"},
+    {"--resource-name", "GPULET_RESOURCE_NAME", "resourceName", "Extended resource name"},
+    {"--device-list-strategy", "GPULET_DEVICE_LIST_STRATEGY", "plugin.deviceListStrategy",
+     "envvar, volume-mounts, cdi-annotations, cdi-cri (comma-separated)"},
+    {"--device-id-strategy", "GPULET_DEVICE_ID_STRATEGY", "plugin.deviceIdStrategy",
+     "uuid or index"},
+    {"--pass-device-specs", "GPULET_PASS_DEVICE_SPECS", "plugin.passDeviceSpecs",
+     "true or false"},
+    {"--cdi-kind", "GPULET_CDI_KIND", "plugin.cdiKind", "CDI kind for CDI strategies"},
+    {"--dev-root", "GPULET_DEV_ROOT", "plugin.devRoot", "Host directory holding dev/"},
+    {"--replicas", "GPULET_REPLICAS", "sharing.timeSlicing.replicas",
+     "Time-slicing replicas per GPU"},
+    {"--memory-slices", "GPULET_MEMORY_SLICES", "sharing.memorySlices.enabled",
+     "Advertise memory slices: true or false"},
+    {"--memory-slice-mib", "GPULET_MEMORY_SLICE_MIB", "sharing.memorySlices.sliceMiB",
+     "Size of one memory slice in MiB"},
+    {"--metrics-address", "GPULET_METRICS_ADDRESS", "metrics.address",
+     "Listen address for /metrics (empty disables)"},
+    {"--sample-interval", "GPULET_SAMPLE_INTERVAL", "metrics.sampleInterval",
+     "NVML sampling interval"},
+    {"--web-config-file", "GPULET_WEB_CONFIG_FILE", "metrics.webConfigFile",
+     "Prometheus web-config file for TLS and basic auth"},
+    {"--probe-interval", "GPULET_PROBE_INTERVAL", "health.probeInterval",
+     "GPU liveness probe interval"},
+    {"--quiet-period", "GPULET_QUIET_PERIOD", "health.quietPeriod",
+     "Quiet time before a recovered GPU is healthy again"},
+};
+
+class ServeCommand final : public CommandHandler {
+ public:
+  void AddOptions(CLI::App& app) override {
+    app.add_option("--config", config_file_, "Config file (YAML, version: v1)")
+        ->envname("GPULET_CONFIG");
+    app.add_flag("--print-config", print_config_, "Print the effective config and exit");
+    app.add_option("--log-level", log_level_, "debug, info, warn or error")
+        ->envname("GPULET_LOG_LEVEL");
+    for (const FlagKey& f : kFlagKeys) {
+      options_.push_back({app.add_option(f.flag, values_[f.key], f.help)->envname(f.env), f.key});
+    }
+  }
+
+  int Run(CommandContext& ctx) override {
+    if (!InitLogging(log_level_)) {
+      std::fprintf(stderr, "gpulet serve: --log-level '%s' is not one of debug, info, warn, error\n",
+                   log_level_.c_str());
+      return kExitUsage;
+    }
+    absl::StatusOr<Config> config = Load();
+    if (!config.ok()) {
+      std::fprintf(stderr, "gpulet serve: invalid configuration: %s\n",
+                   std::string(config.status().message()).c_str());
+      return kExitUsage;
+    }
+    if (print_config_) {
+      std::printf("%s", ConfigToYaml(*config).c_str());
+      return kExitOk;
+    }
+
+    // Signals are handled by the main thread only: block them before any thread starts.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    umask(077);  // sockets and files we create are ours alone
+
+    DiscoveryOptions discovery;
+    if (!PrepareDiscovery(ctx, &discovery, /*quiet_simulation=*/false)) return kExitUsage;
+    Node node = DiscoverNode(discovery);
+    DeviceStore store;
+    store.SetInventory(node.inventory, absl::Now());
+    if (!node.inventory.nvml_status.ok()) {
+      GPULET_LOG_ERROR("NVML is unavailable; every GPU is advertised Unhealthy: {}",
+                       node.inventory.nvml_status.message());
+    }
+    GPULET_LOG_INFO("found {} GPU(s)", node.inventory.gpus.size());
+
+    ControlNodes control;
+    const DriverInfo& drv = node.inventory.driver;
+    if (drv.dev_nvidiactl) control.paths.push_back("/dev/nvidiactl");
+    if (drv.dev_nvidia_uvm) control.paths.push_back("/dev/nvidia-uvm");
+    if (drv.dev_nvidia_uvm_tools) control.paths.push_back("/dev/nvidia-uvm-tools");
+    if (drv.dev_nvidia_modeset) control.paths.push_back("/dev/nvidia-modeset");
+
+    auto shared_config = std::make_shared<const Config>(*config);
+    PluginManager plugins(&store, control);
+    absl::Status started = plugins.Start(shared_config);
+    if (!started.ok()) {
+      GPULET_LOG_ERROR("{}", started.message());
+      return kExitFailure;
+    }
+    std::unique_ptr<LivenessMonitor> liveness;
+    if (node.gpus) {
+      LivenessMonitor::Options lo;
+      lo.interval = config->health.probe_interval;
+      lo.quiet_period = config->health.quiet_period;
+      liveness = std::make_unique<LivenessMonitor>(node.gpus.get(), &store, lo);
+      liveness->Start();
+    }
+    GPULET_LOG_INFO("gpulet {} serving {} on {}/device-plugins", GPULET_VERSION,
+                    config->AdvertisedResources()[0], config->kubelet_dir);
+
+    while (true) {
+      struct timespec wait = {1, 0};
+      int sig = sigtimedwait(&signals, nullptr, &wait);
+      if (sig == SIGHUP) {
+        absl::StatusOr<Config> next = Load();
+        if (!next.ok()) {
+          GPULET_LOG_ERROR("SIGHUP: keeping the running configuration; the new one is invalid: {}",
+                           next.status().message());
+          continue;
+        }
+        GPULET_LOG_INFO("SIGHUP: configuration reloaded");
+        plugins.Reconfigure(std::make_shared<const Config>(*next));
+      } else if (sig == SIGTERM || sig == SIGINT) {
+        GPULET_LOG_INFO("received {}: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        break;
+      }
+    }
+    store.Shutdown();
+    if (liveness) liveness->Stop();
+    plugins.Stop();
+    GPULET_LOG_INFO("stopped");
+    return kExitOk;
+  }
+
+ private:
+  absl::StatusOr<Config> Load() {
+    ConfigOverrides overrides;
+    for (const auto& [opt, key] : options_) {
+      if (opt->count() > 0) overrides[key] = values_[key];
+    }
+    return LoadConfig(config_file_, overrides);
+  }
+
+  std::string config_file_;
+  bool print_config_ = false;
+  std::string log_level_ = "info";
+  std::map<std::string, std::string> values_;
+  std::vector<std::pair<CLI::Option*, std::string>> options_;
+};
+
+}  // namespace
+
+std::unique_ptr<CommandHandler> MakeServeCommand() { return std::make_unique<ServeCommand>(); }
+
+}  // namespace gpulet

@@ -1,0 +1,114 @@
+// gpulet's daemon configuration (version v1): one options struct, loaded from a YAML file,
+// environment variables and flags with precedence flag > env > file, validated once.
+//
+// Every setting has a dotted key ("sharing.timeSlicing.replicas") used in the file, in
+// error messages and in --print-config; flags and env vars map onto the same keys, so there
+// is exactly one parser and one validator per setting (the field table in config.cc). Bad
+// input never half-applies: LoadConfig returns either a complete valid Config or an error
+// naming the key, the bad value and the allowed values.
+//
+// Thread-safety: Config is a plain value. Loading is done by the main thread.
+#ifndef GPULET_CONFIG_CONFIG_H_
+#define GPULET_CONFIG_CONFIG_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace gpulet {
+
+enum class DeviceListStrategy { kEnvvar, kVolumeMounts, kCdiAnnotations, kCdiCri };
+enum class DeviceIdStrategy { kUuid, kIndex };
+
+struct Config {
+  // Directory holding device-plugins/ and pod-resources/. Default: /var/lib/kubelet.
+  std::string kubelet_dir = "/var/lib/kubelet";
+  // Extended resource advertised for whole GPUs (or replicas). Default: nvidia.com/gpu.
+  std::string resource_name = "nvidia.com/gpu";
+
+  struct Plugin {
+    // How Allocate hands devices to the container runtime; several may be combined.
+    // Default: [envvar].
+    std::vector<DeviceListStrategy> device_list_strategy = {DeviceListStrategy::kEnvvar};
+    // Whether device IDs in responses are GPU UUIDs or NVML indexes. Default: uuid.
+    DeviceIdStrategy device_id_strategy = DeviceIdStrategy::kUuid;
+    // Also return DeviceSpecs for /dev/nvidiaN and the control nodes. Default: false.
+    bool pass_device_specs = false;
+    // CDI kind used in cdi-cri / cdi-annotations names. Default: nvidia.com/gpu (what
+    // `gpulet cdi generate` and Talos' nvidia-cdi-gen write).
+    std::string cdi_kind = "nvidia.com/gpu";
+    // Annotation key prefix for cdi-annotations. Default: cdi.k8s.io/.
+    std::string cdi_annotation_prefix = "cdi.k8s.io/";
+    // Host directory whose dev/ holds the device nodes, for DeviceSpec host paths. Default: /.
+    std::string dev_root = "/";
+  } plugin;
+
+  struct TimeSlicing {
+    // Replicas advertised per GPU (IDs <uuid>::<n>); 1 disables sharing. Default: 1.
+    int replicas = 1;
+    // Advertise <resourceName>.shared instead of <resourceName> when replicas > 1.
+    bool rename_by_default = false;
+    // Refuse a container asking for more than one replica. Default: false.
+    bool fail_requests_greater_than_one = false;
+  };
+  struct MemorySlices {
+    // Advertise one unit of `resource_name` per `slice_mib` of each GPU's memory.
+    // Accounting only, not isolation. Default: false.
+    bool enabled = false;
+    int slice_mib = 1024;
+    std::string resource_name = "nvidia.com/gpu-memory";
+  };
+  struct Sharing {
+    TimeSlicing time_slicing;
+    MemorySlices memory_slices;
+  } sharing;
+
+  struct Metrics {
+    // Listen address for /metrics, /healthz and /status. Default: :9400. Empty disables.
+    std::string address = ":9400";
+    // How often the sampler reads NVML. Default: 1s.
+    absl::Duration sample_interval = absl::Seconds(1);
+    // Prometheus web-config file (tls_server_config, basic_auth_users). Default: none.
+    std::string web_config_file;
+  } metrics;
+
+  struct Health {
+    // How often liveness probes each GPU. Default: 1s.
+    absl::Duration probe_interval = absl::Seconds(1);
+    // XIDs that are the application's fault and never take a GPU out. Default: 13, 31,
+    // 43, 45, 68, 94.
+    std::vector<int> application_xids = {13, 31, 43, 45, 68, 94};
+    // How long a GPU must stay quiet after a fatal condition clears before it is Healthy
+    // again. Default: 5m.
+    absl::Duration quiet_period = absl::Minutes(5);
+    // Whether to read the kernel log (/dev/kmsg under the host root). Default: true.
+    bool kmsg = true;
+  } health;
+
+  // The resource names this config advertises (one per plugin server).
+  std::vector<std::string> AdvertisedResources() const;
+};
+
+// Values from flags and environment variables, keyed by config key ("plugin.deviceIdStrategy").
+// The caller merges them flag-over-env before calling LoadConfig.
+using ConfigOverrides = std::map<std::string, std::string>;
+
+// Defaults, then `file` (if non-empty), then `overrides`; then validation.
+absl::StatusOr<Config> LoadConfig(const std::string& file, const ConfigOverrides& overrides);
+
+// Same, from YAML text (for tests); `origin` names the text in messages.
+absl::StatusOr<Config> ParseConfig(const std::string& yaml, const std::string& origin,
+                                   const ConfigOverrides& overrides);
+
+// The effective configuration as YAML, every key present.
+std::string ConfigToYaml(const Config& config);
+
+// Every config key, in file order (for docs, flags and error messages).
+std::vector<std::string> ConfigKeys();
+
+}  // namespace gpulet
+
+#endif  // GPULET_CONFIG_CONFIG_H_

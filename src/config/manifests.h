@@ -1,0 +1,164 @@
+// The deployment manifests of deploy/, compiled into the binary, and what `gpulet manifests`
+// makes of them: a kustomize-compatible rendering of an overlay, node inspection (is this
+// Talos, which version, which GPUs, which driver flavour) and the Talos pieces that are not
+// Kubernetes objects (the machine-config patch and the Image Factory schematic).
+//
+// The files are embedded at build time (cmake/EmbedDeploy.cmake), so the printed manifests
+// are the files in deploy/ and cannot drift from them. Rendering works on any ManifestFiles
+// map, so tests render the files on disk through the same code.
+//
+// Thread-safety: pure functions over values, except InspectNode, which only reads through
+// the const HostFs; all are safe to call concurrently.
+#ifndef GPULET_CONFIG_MANIFESTS_H_
+#define GPULET_CONFIG_MANIFESTS_H_
+
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/host_fs.h"
+#include "gpu/driver_info.h"
+#include "gpu/pci_inventory.h"
+#include "yaml-cpp/yaml.h"
+
+namespace gpulet {
+
+// One file of deploy/, as embedded.
+struct EmbeddedFile {
+  const char* path;     // relative to the source tree: "deploy/base/daemonset.yaml"
+  const char* content;  // the whole file
+};
+
+// Every deploy/**/*.yaml and *.yml file, sorted by path. Defined in the generated
+// embedded_deploy.cc.
+std::span<const EmbeddedFile> EmbeddedDeployFiles();
+
+// Manifest files by path relative to the source tree ("deploy/base/daemonset.yaml").
+using ManifestFiles = std::map<std::string, std::string>;
+
+// The embedded files as a map.
+ManifestFiles EmbeddedManifestFiles();
+
+// The YAML files under <source_dir>/deploy, read from disk (tests compare them with the
+// embedded ones and render them). NotFound when <source_dir>/deploy does not exist.
+absl::StatusOr<ManifestFiles> ReadManifestFiles(const std::string& source_dir);
+
+// The image reference the manifests use for gpulet: "gpulet:<project version>".
+std::string DefaultGpuletImage();
+
+// One Kubernetes object of a rendered overlay.
+struct KubeObject {
+  std::string file;    // where it came from: "deploy/base/daemonset.yaml"
+  int line = 1;        // first line of its document in `file`
+  YAML::Node node;     // the object after patches and image changes
+  std::string text;    // its source text (comments kept) when `modified` is false
+  bool modified = false;
+
+  std::string ApiVersion() const;
+  std::string Kind() const;
+  std::string Name() const;
+  std::string Namespace() const;  // "" for cluster-scoped objects
+};
+
+struct RenderOptions {
+  // When non-empty, the image of every gpulet container (one named "gpulet", or whose image
+  // name ends in "gpulet"), applied after the kustomizations' own `images:`.
+  std::string image;
+};
+
+// Renders the kustomization in directory `dir` ("deploy/overlays/talos") of `files` the way
+// `kubectl kustomize` would: its resources (files, and directories holding a
+// kustomization.yaml, recursively), then its `patches` (strategic merge, target taken from
+// the patch's kind and name), then its `images`. Objects come out in kustomize's order
+// (Namespace, ServiceAccount, ConfigMap, Service, ..., workloads; stable otherwise).
+// Errors name the file and key: a missing resource or patch, a patch whose target is not
+// rendered, a kustomization field gpulet does not implement, invalid YAML.
+absl::StatusOr<std::vector<KubeObject>> RenderKustomization(const ManifestFiles& files,
+                                                            const std::string& dir,
+                                                            const RenderOptions& options);
+
+// The objects as one multi-document YAML stream, each after a "---" line. Unmodified
+// objects keep their source text and comments; modified ones are emitted by EmitYaml after
+// a comment naming their source file.
+std::string FormatObjects(const std::vector<KubeObject>& objects);
+
+// --- Node inspection and Talos -------------------------------------------------------------
+
+struct TalosVersion {
+  int major = 1;
+  int minor = 0;
+  int patch = -1;  // -1 when not given
+
+  std::string ToString() const;  // "v1.12.6", or "v1.12"
+};
+
+// Parses "v1.12.6", "1.13", "v1.14.0-beta.1". InvalidArgument otherwise.
+absl::StatusOr<TalosVersion> ParseTalosVersion(absl::string_view text);
+
+// Compares major.minor only.
+bool TalosAtLeast(const TalosVersion& v, int major, int minor);
+
+// What `gpulet manifests --inspect` learns about a node from its host root.
+struct NodeFacts {
+  std::string os_id;           // /etc/os-release ID: "talos", "debian", ...; "" if unreadable
+  std::string os_pretty_name;  // PRETTY_NAME, for messages
+  std::optional<TalosVersion> talos_version;  // VERSION_ID, on Talos
+  std::vector<PciGpu> gpus;
+  absl::Status pci_status;  // why the PCI scan failed, if it did
+  // NVIDIA functions of PCI class 0x068000 ("bridge, other"): NVSwitches, which need Fabric
+  // Manager before the GPUs behind them can run CUDA work.
+  int nvswitch_count = 0;
+  DriverInfo driver;
+
+  bool IsTalos() const { return os_id == "talos"; }
+};
+
+// Reads /etc/os-release, PCI sysfs and the driver's /proc files. Never fails: what cannot
+// be read is left empty (and pci_status says why for PCI).
+NodeFacts InspectNode(const HostFs& host);
+
+// Which branch of the NVIDIA Talos extensions: -production or -lts. Do not mix them.
+enum class DriverBranch { kProduction, kLts };
+
+// The Talos system extensions a node needs, and why.
+struct TalosExtensions {
+  std::vector<std::string> names;    // "nvidia-open-gpu-kernel-modules-production", ...
+  std::vector<std::string> reasons;  // one line per decision, for comments
+};
+
+// Chooses the kernel-module extension from the GPUs (Blackwell and newer: open only;
+// Maxwell to Volta: proprietary only; otherwise the flavour already running, else open),
+// adds the container toolkit, and Fabric Manager when `facts` has NVSwitches. `version`
+// (when known) selects the extension naming: Talos before 1.9 had no -production/-lts
+// suffixes. FailedPrecondition when the node's GPUs need both flavours (no single driver
+// can drive them; the message names the GPUs).
+absl::StatusOr<TalosExtensions> ChooseTalosExtensions(const NodeFacts& facts,
+                                                      const std::optional<TalosVersion>& version,
+                                                      DriverBranch branch);
+
+// The Image Factory schematic listing `extensions`, with comments giving the reasons.
+std::string RenderTalosSchematic(const TalosExtensions& extensions);
+
+// The machine-config patch of deploy/overlays/talos/talos-machine-patch.yaml in the form
+// `version` takes: as written for Talos 1.13 (or when the version is unknown), with the
+// net.core.bpf_jit_harden sysctl for 1.12 and earlier (legacy runtime mode), and as
+// KernelModuleConfig / KubeletConfig / KubeNodeConfig documents for 1.14 and later.
+// A header comment lists `extensions`. Errors name the file when it lacks the expected keys.
+absl::StatusOr<std::string> RenderTalosMachinePatch(const ManifestFiles& files,
+                                                    const std::optional<TalosVersion>& version,
+                                                    const TalosExtensions& extensions);
+
+// Paths of the Talos files inside the embedded tree.
+inline constexpr char kTalosOverlayDir[] = "deploy/overlays/talos";
+inline constexpr char kGenericOverlayDir[] = "deploy/overlays/generic";
+inline constexpr char kTalosMachinePatchPath[] = "deploy/overlays/talos/talos-machine-patch.yaml";
+inline constexpr char kTalosSchematicPath[] = "deploy/overlays/talos/talos-schematic.yaml";
+
+}  // namespace gpulet
+
+#endif  // GPULET_CONFIG_MANIFESTS_H_

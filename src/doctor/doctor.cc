@@ -1,0 +1,1318 @@
+#include "doctor/doctor.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "cdi/generator.h"
+#include "cdi/spec_dirs.h"
+#include "gpu/nvml_api.h"
+#include "gpu/nvml_loader.h"
+#include "nlohmann/json.hpp"
+
+namespace gpulet::doctor {
+namespace {
+
+constexpr size_t kMaxListed = 8;  // evidence lines per kind before "... and N more"
+
+// The modules a Talos machine config must list (the kmod extensions blacklist them).
+constexpr const char* kTalosModulesYaml =
+    "machine:\n  kernel:\n    modules:\n      - name: nvidia\n      - name: nvidia_uvm\n"
+    "      - name: nvidia_drm\n      - name: nvidia_modeset";
+
+// Everything the checks share: the inputs, plus facts worked out once.
+struct Context {
+  const HostFs& host;
+  const Inventory& inv;
+  OsInfo os;
+  std::optional<TalosExpectations> talos;
+  std::vector<const Gpu*> pci_gpus;  // NVIDIA GPUs on the PCI bus
+  std::optional<cdi::SpecCatalog> catalog;
+};
+
+CheckResult Result(absl::string_view id, absl::string_view title) {
+  CheckResult r;
+  r.id = std::string(id);
+  r.title = std::string(title);
+  return r;
+}
+
+CheckResult NotChecked(absl::string_view id, absl::string_view title, absl::string_view why) {
+  CheckResult r = Result(id, title);
+  r.verdict = Verdict::kNotChecked;
+  r.summary = absl::StrCat("not checked: ", why);
+  return r;
+}
+
+void Worsen(CheckResult* r, Verdict v) {
+  auto rank = [](Verdict x) {
+    switch (x) {
+      case Verdict::kNotChecked:
+        return 0;
+      case Verdict::kPass:
+        return 1;
+      case Verdict::kWarn:
+        return 2;
+      case Verdict::kFail:
+        return 3;
+    }
+    return 0;
+  };
+  if (rank(v) > rank(r->verdict)) r->verdict = v;
+}
+
+void AddLimited(std::vector<std::string>* out, const std::vector<std::string>& lines) {
+  for (size_t i = 0; i < lines.size() && i < kMaxListed; ++i) out->push_back(lines[i]);
+  if (lines.size() > kMaxListed) {
+    out->push_back(absl::StrCat("... and ", lines.size() - kMaxListed, " more"));
+  }
+}
+
+std::string GpuLabel(const Gpu& gpu) {
+  std::string arch = gpu.architecture == Architecture::kUnknown
+                         ? ""
+                         : absl::StrCat(", ", ArchitectureName(gpu.architecture));
+  return absl::StrCat(gpu.bus_id.empty() ? gpu.uuid : gpu.bus_id, " (",
+                      gpu.name.empty() ? "unknown NVIDIA GPU" : gpu.name, arch, ")");
+}
+
+std::string TalosName(const Context& c) {
+  return absl::StrCat("Talos ", c.os.version_id.empty() ? "?" : c.os.version_id);
+}
+
+// Fix text for loading the modules, per OS.
+std::string ModulesFix(const Context& c) {
+  if (c.talos) {
+    if (c.talos->kernel_module_config_docs) {
+      return "Add one KernelModuleConfig document per module (name: nvidia, nvidia_uvm, "
+             "nvidia_drm, nvidia_modeset) to the machine config and apply it; the NVIDIA "
+             "kernel-module extension blacklists them until the config names them.";
+    }
+    return absl::StrCat(
+        "Add the modules to the machine config and apply it (talosctl patch mc -p @patch.yaml); "
+        "the NVIDIA kernel-module extension blacklists them until the config names them:\n",
+        kTalosModulesYaml);
+  }
+  return "Load them: `modprobe nvidia && modprobe nvidia_uvm && modprobe nvidia_modeset && "
+         "modprobe nvidia_drm`, and make it permanent in /etc/modules-load.d/nvidia.conf. If "
+         "modprobe fails, `dmesg | grep -i nvrm` says why (module not built for this kernel, "
+         "Secure Boot signature, unsupported GPU).";
+}
+
+// --- os -------------------------------------------------------------------------------------
+
+CheckResult CheckOs(const Context& c) {
+  CheckResult r = Result("os.release", "Operating system");
+  r.verdict = Verdict::kPass;
+  if (!c.os.readable) {
+    r.summary = "unknown: /etc/os-release is not readable; Talos-specific checks are skipped";
+    r.evidence.push_back(c.host.Describe("/etc/os-release") + ": not readable");
+    return r;
+  }
+  r.evidence.push_back(absl::StrCat(c.host.Describe("/etc/os-release"), ": ID=", c.os.id,
+                                    " VERSION_ID=", c.os.version_id));
+  if (!c.talos) {
+    r.summary = c.os.pretty_name.empty() ? c.os.id : c.os.pretty_name;
+    return r;
+  }
+  if (c.os.talos_major == 0) {
+    r.verdict = Verdict::kWarn;
+    r.summary = absl::StrCat("Talos, but its version \"", c.os.version_id,
+                             "\" is not vMAJOR.MINOR.PATCH; assuming the newest layout");
+    r.fix = "Check /etc/os-release on the node (talosctl read /etc/os-release).";
+    return r;
+  }
+  const TalosExpectations& t = *c.talos;
+  r.summary = absl::StrCat(TalosName(c), " (", t.label, "): NVIDIA libraries expected in ",
+                           t.library_dir, "; containers get GPUs through ",
+                           t.cdi_mode ? "CDI (specs in /run/cdi)"
+                                      : "the nvidia runtime in legacy mode (runtimeClassName: "
+                                        "nvidia) or CDI");
+  return r;
+}
+
+// --- PCI and kernel driver ------------------------------------------------------------------
+
+CheckResult CheckGpuPresent(const Context& c) {
+  CheckResult r = Result("gpu.present", "NVIDIA GPU on the PCI bus");
+  if (!c.inv.pci_status.ok()) {
+    r.verdict = Verdict::kFail;
+    r.summary = "cannot tell whether an NVIDIA GPU is present: PCI sysfs is unreadable";
+    r.evidence.push_back(std::string(c.inv.pci_status.message()));
+    r.fix =
+        "Give gpulet the host's /sys: run it on the host, or mount the host at --host-root "
+        "(in a pod: a hostPath volume of / mounted read-only, e.g. at /host).";
+    return r;
+  }
+  if (c.pci_gpus.empty()) {
+    r.verdict = Verdict::kFail;
+    r.summary = "no NVIDIA GPU is present on this node";
+    absl::StatusOr<std::vector<std::string>> all = c.host.ListDir("/sys/bus/pci/devices");
+    r.evidence.push_back(absl::StrCat(
+        c.host.Describe("/sys/bus/pci/devices"), ": ", all.ok() ? all->size() : 0,
+        " PCI functions, none an NVIDIA display controller (vendor 10de, class 0300/0302)"));
+    r.fix =
+        "If this node should have a GPU: check that the card is seated and powered, "
+        "enabled in the firmware (above-4G decoding for large cards), and, in a VM, passed "
+        "through to this guest. `lspci -nn | grep -i 10de` on the host must list it.";
+    return r;
+  }
+  r.verdict = Verdict::kPass;
+  r.summary = absl::StrCat(c.pci_gpus.size(), " NVIDIA GPU", c.pci_gpus.size() == 1 ? "" : "s",
+                           " on the PCI bus");
+  for (const Gpu* g : c.pci_gpus) r.evidence.push_back(GpuLabel(*g));
+  return r;
+}
+
+CheckResult CheckDriverBound(const Context& c) {
+  CheckResult r = Result("gpu.driver", "Kernel driver bound to each GPU");
+  r.verdict = Verdict::kPass;
+  std::vector<std::string> fixes;
+  for (const Gpu* g : c.pci_gpus) {
+    std::string where =
+        c.host.Describe(absl::StrCat("/sys/bus/pci/devices/", g->bus_id, "/driver"));
+    if (g->kernel_driver == "nvidia") {
+      r.evidence.push_back(absl::StrCat(GpuLabel(*g), ": nvidia (", where, ")"));
+      continue;
+    }
+    if (g->kernel_driver.empty()) {
+      Worsen(&r, Verdict::kFail);
+      r.evidence.push_back(absl::StrCat(GpuLabel(*g), ": no driver bound (", where, " missing)"));
+      fixes.push_back(
+          c.inv.driver.modules.nvidia
+              ? absl::StrCat("The nvidia module is loaded but did not take ", g->bus_id,
+                             ": `dmesg | grep NVRM` says why (e.g. the driver is too old "
+                             "for this GPU, or the GPU needs the other module flavour, see "
+                             "driver.flavor).")
+              : "Load the nvidia kernel modules (see driver.modules); the module "
+                "binds the GPUs when it loads.");
+    } else if (g->kernel_driver == "nouveau") {
+      Worsen(&r, Verdict::kFail);
+      r.evidence.push_back(absl::StrCat(GpuLabel(*g), ": bound to nouveau (", where, ")"));
+      fixes.push_back(
+          c.talos ? "Keep nouveau off the GPU: add the kernel argument module_blacklist=nouveau "
+                    "(machine.install.extraKernelArgs, then upgrade the node to apply it)."
+                  : "Blacklist nouveau (/etc/modprobe.d/blacklist-nouveau.conf: `blacklist "
+                    "nouveau` and `options nouveau modeset=0`), rebuild the initramfs "
+                    "(update-initramfs -u) and reboot.");
+    } else if (g->kernel_driver == "vfio-pci") {
+      Worsen(&r, Verdict::kWarn);
+      r.evidence.push_back(absl::StrCat(GpuLabel(*g), ": bound to vfio-pci (", where,
+                                        "), reserved for passthrough to a VM"));
+      fixes.push_back(absl::StrCat(
+          "If ", g->bus_id,
+          " is meant for containers on this node, remove its vfio-pci.ids= / "
+          "driver_override setting and reboot (or unbind it from vfio-pci and bind it to "
+          "nvidia); if it is meant for VMs (KubeVirt), ignore this."));
+    } else {
+      Worsen(&r, Verdict::kFail);
+      r.evidence.push_back(
+          absl::StrCat(GpuLabel(*g), ": bound to ", g->kernel_driver, " (", where, ")"));
+      fixes.push_back(absl::StrCat("Unbind ", g->bus_id, " from ", g->kernel_driver,
+                                   " and let the nvidia module take it."));
+    }
+  }
+  size_t bound = 0;
+  for (const Gpu* g : c.pci_gpus) bound += g->kernel_driver == "nvidia";
+  r.summary = r.verdict == Verdict::kPass ? "every GPU is bound to the nvidia driver"
+                                          : absl::StrCat(bound, " of ", c.pci_gpus.size(),
+                                                         " GPUs bound to the nvidia driver");
+  std::set<std::string> unique(fixes.begin(), fixes.end());
+  r.fix = absl::StrJoin(unique, "\n");
+  return r;
+}
+
+CheckResult CheckFlavor(const Context& c) {
+  CheckResult r = Result("driver.flavor", "Kernel module flavour fits each GPU");
+  const DriverInfo& d = c.inv.driver;
+  if (d.flavor == DriverFlavor::kUnknown) {
+    std::vector<std::string> needs;
+    for (const Gpu* g : c.pci_gpus) {
+      if (g->module_flavor == ModuleFlavor::kEither) continue;
+      needs.push_back(absl::StrCat(
+          GpuLabel(*g), " needs ", ModuleFlavorName(g->module_flavor),
+          c.talos ? absl::StrCat(" (Talos extension ", TalosExtensionFor(g->module_flavor), ")")
+                  : ""));
+    }
+    r = NotChecked(
+        r.id, r.title,
+        absl::StrCat("no nvidia module is loaded (", c.host.Describe("/proc/driver/nvidia/version"),
+                     " missing)",
+                     needs.empty() ? "" : "; when you install one: ", absl::StrJoin(needs, "; ")));
+    return r;
+  }
+  r.verdict = Verdict::kPass;
+  r.evidence.push_back(
+      absl::StrCat(c.host.Describe("/proc/driver/nvidia/version"), ": ", d.nvrm_line));
+  std::vector<std::string> bad;
+  ModuleFlavor wanted = ModuleFlavor::kEither;
+  for (const Gpu* g : c.pci_gpus) {
+    if (DriverFlavorSupports(d.flavor, g->module_flavor)) continue;
+    bad.push_back(GpuLabel(*g));
+    wanted = g->module_flavor;
+  }
+  if (bad.empty()) {
+    r.summary = absl::StrCat("the ", DriverFlavorName(d.flavor),
+                             " kernel modules are loaded, which every GPU here supports");
+    return r;
+  }
+  r.verdict = Verdict::kFail;
+  bool need_open = wanted == ModuleFlavor::kOpenRequired;
+  r.summary = absl::StrCat(absl::StrJoin(bad, ", "), bad.size() == 1 ? " needs" : " need", " the ",
+                           need_open ? "open" : "proprietary", " kernel modules, but the ",
+                           DriverFlavorName(d.flavor), " ones are loaded");
+  if (c.talos) {
+    r.fix = absl::StrCat(
+        "Replace the system extension ",
+        need_open ? "nonfree-kmod-nvidia-production" : "nvidia-open-gpu-kernel-modules-production",
+        " with ", TalosExtensionFor(wanted),
+        " (same driver version as nvidia-container-toolkit-production) in the node's "
+        "installer image (Image Factory schematic), then upgrade the node to that image.");
+  } else {
+    r.fix = need_open
+                ? "Install the open kernel modules of the same driver version (NVIDIA's "
+                  "nvidia-open / nvidia-kernel-open-dkms packages, or the .run installer with "
+                  "-m=kernel-open) and reboot. Blackwell and newer GPUs work only with them."
+                : "Install the proprietary kernel modules of the same driver version "
+                  "(nvidia-kernel-dkms, or the .run installer with -m=kernel) and reboot; "
+                  "GPUs older than Turing do not work with the open modules.";
+  }
+  return r;
+}
+
+CheckResult CheckModules(const Context& c) {
+  CheckResult r = Result("driver.modules", "NVIDIA kernel modules loaded");
+  const DriverInfo& d = c.inv.driver;
+  if (!d.proc_modules_readable) {
+    r.verdict = Verdict::kWarn;
+    r.summary = "cannot tell: /proc/modules is not readable";
+    r.evidence.push_back(c.host.Describe("/proc/modules") + ": not readable");
+    r.fix = "Run gpulet with the host's /proc visible (on the host, or with --host-root).";
+    return r;
+  }
+  std::vector<std::string> missing_required, missing_optional, loaded;
+  auto note = [&](bool present, const char* name, bool required) {
+    if (present) {
+      loaded.push_back(name);
+    } else {
+      (required ? missing_required : missing_optional).push_back(name);
+    }
+  };
+  note(d.modules.nvidia, "nvidia", true);
+  note(d.modules.nvidia_uvm, "nvidia_uvm", true);
+  note(d.modules.nvidia_modeset, "nvidia_modeset", false);
+  note(d.modules.nvidia_drm, "nvidia_drm", false);
+  r.evidence.push_back(absl::StrCat(c.host.Describe("/proc/modules"), ": loaded: ",
+                                    loaded.empty() ? "none of them" : absl::StrJoin(loaded, ", ")));
+  if (d.modules.nouveau) r.evidence.push_back("nouveau is loaded too");
+  if (c.talos) {
+    bool kmod_ext = c.host.Exists("/usr/local/lib/modprobe.d/nvidia.conf");
+    r.evidence.push_back(
+        absl::StrCat(c.host.Describe("/usr/local/lib/modprobe.d/nvidia.conf"),
+                     kmod_ext ? ": present (an NVIDIA kernel-module extension is installed)"
+                              : ": missing (no NVIDIA kernel-module extension seems installed)"));
+    if (!kmod_ext && !d.modules.nvidia) {
+      ModuleFlavor want = ModuleFlavor::kEither;
+      for (const Gpu* g : c.pci_gpus) {
+        if (g->module_flavor != ModuleFlavor::kEither) want = g->module_flavor;
+      }
+      r.verdict = Verdict::kFail;
+      r.summary =
+          "the nvidia modules are not loaded, and no NVIDIA kernel-module extension "
+          "is installed";
+      r.fix = absl::StrCat("Add the system extensions ", TalosExtensionFor(want),
+                           " and nvidia-container-toolkit-production (same driver version) to "
+                           "the node's installer image, upgrade the node, then list the "
+                           "modules in the machine config:\n",
+                           kTalosModulesYaml);
+      return r;
+    }
+  }
+  if (!missing_required.empty()) {
+    r.verdict = Verdict::kFail;
+    r.summary = absl::StrCat(
+        absl::StrJoin(missing_required, " and "), missing_required.size() == 1 ? " is" : " are",
+        " not loaded; CUDA needs ", missing_required.size() == 1 ? "it" : "them");
+    r.fix = ModulesFix(c);
+  } else if (!missing_optional.empty()) {
+    r.verdict = Verdict::kWarn;
+    r.summary = absl::StrCat(absl::StrJoin(missing_optional, " and "),
+                             " not loaded: CUDA works, display and DRM-based tools do not");
+    r.fix = ModulesFix(c);
+  } else {
+    r.verdict = Verdict::kPass;
+    r.summary = "nvidia, nvidia_uvm, nvidia_modeset and nvidia_drm are loaded";
+  }
+  if (!d.module_version.empty() && !d.version.empty() && d.module_version != d.version) {
+    Worsen(&r, Verdict::kWarn);
+    r.evidence.push_back(absl::StrCat("/sys/module/nvidia/version says ", d.module_version,
+                                      " but /proc/driver/nvidia/version says ", d.version));
+  }
+  return r;
+}
+
+CheckResult CheckDevNodes(const Context& c) {
+  CheckResult r = Result("dev.nodes", "/dev/nvidia* device nodes");
+  const DriverInfo& d = c.inv.driver;
+  std::vector<std::string> missing, present;
+  auto want = [&](bool exists, const std::string& path) {
+    (exists ? present : missing).push_back(path);
+  };
+  want(d.dev_nvidiactl, "/dev/nvidiactl");
+  want(d.dev_nvidia_uvm, "/dev/nvidia-uvm");
+  std::set<int> minors(d.dev_gpu_minors.begin(), d.dev_gpu_minors.end());
+  size_t known_minors = 0;
+  for (const Gpu& g : c.inv.gpus) {
+    if (!g.minor) continue;
+    ++known_minors;
+    want(minors.count(static_cast<int>(*g.minor)) > 0, g.DeviceNode());
+  }
+  if (known_minors == 0) {
+    // Without NVML the minor numbers are unknown; count nodes against bound GPUs instead.
+    size_t bound = 0;
+    for (const Gpu* g : c.pci_gpus) bound += g->kernel_driver == "nvidia";
+    if (d.dev_gpu_minors.size() < bound) {
+      missing.push_back(absl::StrCat(bound - d.dev_gpu_minors.size(), " of the ", bound,
+                                     " /dev/nvidiaN nodes for the bound GPUs"));
+    }
+    for (int m : d.dev_gpu_minors) present.push_back(absl::StrCat("/dev/nvidia", m));
+  }
+  if (!present.empty()) {
+    r.evidence.push_back(absl::StrCat("present: ", absl::StrJoin(present, ", ")));
+  }
+  if (missing.empty()) {
+    r.verdict = Verdict::kPass;
+    r.summary = "the control nodes and one node per GPU exist";
+    return r;
+  }
+  r.verdict = Verdict::kFail;
+  r.summary = absl::StrCat("missing: ", absl::StrJoin(missing, ", "));
+  r.evidence.push_back(absl::StrCat("looked under ", c.host.Describe("/dev")));
+  r.fix = c.talos ? "The nodes appear when the modules load: the toolkit extension's udev rule "
+                    "runs nvidia-modprobe when nvidia binds a GPU and when nvidia_uvm loads. "
+                    "Load nvidia and nvidia_uvm (see driver.modules) and make sure "
+                    "nvidia-container-toolkit-production is installed."
+                  : "Create them with `nvidia-modprobe -u -c 0` (one -c per GPU minor) once "
+                    "the modules are loaded, or run `nvidia-smi` once as root; install "
+                    "nvidia-modprobe so that it happens at boot.";
+  return r;
+}
+
+// --- NVML and the user-space libraries ------------------------------------------------------
+
+CheckResult CheckNvml(const Context& c) {
+  CheckResult r = Result("nvml.load", "NVML library loads");
+  const Inventory& inv = c.inv;
+  if (inv.nvml_status.ok()) {
+    r.verdict = Verdict::kPass;
+    size_t n = 0;
+    for (const Gpu& g : inv.gpus) n += g.in_nvml;
+    r.summary = absl::StrCat("NVML loaded from ", inv.system.library_path, ": driver ",
+                             inv.system.driver_version, ", CUDA ", inv.system.CudaVersionString(),
+                             ", ", n, " GPU", n == 1 ? "" : "s");
+    for (const Gpu& g : inv.gpus) {
+      if (g.on_pci && !g.in_nvml) {
+        Worsen(&r, Verdict::kWarn);
+        r.evidence.push_back(absl::StrCat(GpuLabel(g),
+                                          " is on the PCI bus but NVML does not "
+                                          "list it"));
+        r.fix = "See gpu.driver and driver.flavor: the driver did not initialise that GPU.";
+      } else if (!g.nvml_error.empty()) {
+        Worsen(&r, Verdict::kWarn);
+        r.evidence.push_back(absl::StrCat(GpuLabel(g), ": ", g.nvml_error));
+      }
+    }
+    return r;
+  }
+  r.verdict = Verdict::kFail;
+  bool glibc = false, crashed = false, hung = false, any_file = false;
+  for (const NvmlLoadAttempt& a : inv.nvml_attempts) {
+    std::string msg(a.status.message());
+    if (a.result != NvmlLoadAttempt::Result::kAbsent) any_file = true;
+    if (a.result == NvmlLoadAttempt::Result::kRejected && absl::StrContains(msg, "glibc")) {
+      glibc = true;
+    }
+    if (absl::StrContains(msg, "crashed")) crashed = true;
+    if (absl::IsDeadlineExceeded(a.status)) hung = true;
+    r.evidence.push_back(absl::StrCat(a.candidate, a.note.empty() ? "" : " [" + a.note + "]", ": ",
+                                      a.status.ok() ? "ok" : msg));
+  }
+  std::string where_talos =
+      c.talos ? absl::StrCat(" On ", TalosName(c), " the toolkit extension puts it in ",
+                             c.talos->library_dir, ".")
+              : "";
+  if (glibc) {
+    r.summary = "the NVML library needs a newer glibc than gpulet runs with";
+    r.fix = absl::StrCat(
+        "Do not load the host's libraries into gpulet's container through a hostPath mount. "
+        "Run gpulet with runtimeClassName: nvidia or request a CDI device "
+        "(nvidia.com/gpu=all) so the container toolkit injects the driver libraries, or use a "
+        "gpulet image whose glibc is at least the one the driver needs.",
+        where_talos);
+  } else if (crashed) {
+    r.summary = "loading NVML crashed (in a probe process): mixed glibc builds";
+    r.fix =
+        "Never hostPath-mount a driver library directory into a container (on Talos it "
+        "also holds Talos' own glibc); let CDI or runtimeClassName: nvidia inject the "
+        "individual library files. Remove --nvml-lib/LD_LIBRARY_PATH pointing at a host "
+        "library directory.";
+  } else if (hung) {
+    r.summary = "NVML did not answer in time: the driver is wedged";
+    r.fix =
+        "Check `dmesg | grep -E 'NVRM|Xid'` for a fallen-off GPU (XID 79) and reset the "
+        "GPU or reboot the node.";
+  } else if (inv.nvml_code == NVML_ERROR_DRIVER_NOT_LOADED) {
+    r.summary = "NVML loads but says the kernel driver is not loaded";
+    r.fix = "Load the nvidia kernel modules (see driver.modules).";
+  } else if (!any_file) {
+    r.summary = "libnvidia-ml.so.1 was not found anywhere gpulet looks";
+    r.fix = absl::StrCat(
+        c.talos ? "Install the nvidia-container-toolkit-production extension (same driver "
+                  "version as the kernel-module extension)."
+                : "Install the driver's user-space libraries (the libnvidia-ml/nvidia-utils "
+                  "package of the same version as the kernel module).",
+        " When gpulet runs in a pod, mount the host at --host-root, or give the pod "
+        "runtimeClassName: nvidia or a CDI device so the library is injected.",
+        where_talos);
+  } else {
+    r.summary = "NVML could not be used";
+    std::string msg(inv.nvml_status.message());
+    r.fix = msg.substr(0, msg.find("\nPaths tried"));
+  }
+  return r;
+}
+
+// "libnvidia-ml.so.570.133.20" -> "570.133.20"; "" for anything else (.so.1, .so).
+std::string LibraryVersion(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, "libnvidia-ml.so.")) return "";
+  if (std::count(name.begin(), name.end(), '.') < 1) return "";
+  for (char c : name) {
+    if (!absl::ascii_isdigit(static_cast<unsigned char>(c)) && c != '.') return "";
+  }
+  return std::string(name);
+}
+
+CheckResult CheckUserspace(const Context& c) {
+  CheckResult r = Result("driver.userspace", "Driver libraries where this OS keeps them");
+  struct Found {
+    std::string dir, version, real_dir;
+  };
+  std::vector<Found> found;
+  std::set<std::string> seen;
+  for (const NvmlSearchLocation& loc : NvmlSearchLocations()) {
+    if (loc.host_dir.empty()) continue;
+    absl::StatusOr<std::string> real = c.host.Resolve(loc.host_dir);
+    if (!real.ok() || !c.host.IsDirectory(loc.host_dir) || !seen.insert(*real).second) continue;
+    absl::StatusOr<std::vector<std::string>> names = c.host.ListDir(loc.host_dir);
+    if (!names.ok()) continue;
+    for (const std::string& n : *names) {
+      std::string v = LibraryVersion(n);
+      if (!v.empty()) found.push_back({loc.host_dir, v, *real});
+    }
+  }
+  for (const Found& f : found) {
+    r.evidence.push_back(
+        absl::StrCat(c.host.Describe(JoinPath(f.dir, "libnvidia-ml.so." + f.version))));
+  }
+  const std::string& kernel = c.inv.driver.version;
+  if (found.empty()) {
+    if (c.inv.nvml_status.ok()) {
+      r.verdict = Verdict::kPass;
+      r.summary = absl::StrCat("no driver libraries under the host root; NVML works through ",
+                               c.inv.system.library_path, " (injected into this container)");
+      return r;
+    }
+    r.verdict = Verdict::kFail;
+    r.summary =
+        "no NVIDIA user-space libraries (libnvidia-ml.so.<version>) in any known "
+        "directory";
+    r.evidence.push_back(
+        absl::StrCat("looked in the NVML loader's directories under ", c.host.root()));
+    r.fix = c.talos ? absl::StrCat(
+                          "Install the nvidia-container-toolkit-production extension "
+                          "(driver version ",
+                          kernel.empty() ? "matching the kernel modules" : kernel, "); on ",
+                          TalosName(c), " it puts them in ", c.talos->library_dir, ".")
+                    : "Install the NVIDIA driver's user-space libraries of the same version as "
+                      "the kernel module.";
+    return r;
+  }
+  r.verdict = Verdict::kPass;
+  std::set<std::string> versions;
+  for (const Found& f : found) versions.insert(f.version);
+  std::vector<std::string> fixes;
+  if (c.talos) {
+    absl::StatusOr<std::string> expected = c.host.Resolve(c.talos->library_dir);
+    bool in_place = false;
+    std::vector<std::string> elsewhere;
+    for (const Found& f : found) {
+      if (expected.ok() && f.real_dir == *expected) {
+        in_place = true;
+      } else {
+        elsewhere.push_back(f.dir);
+      }
+    }
+    if (!in_place) {
+      r.verdict = Verdict::kFail;
+      // Name the layout the files are in: it tells which Talos release they were built for.
+      std::string label = elsewhere.front() == "/usr/local/lib" ? "Talos up to 1.8 and from 1.13"
+                          : absl::StartsWith(elsewhere.front(), "/usr/local/glibc")
+                              ? "Talos 1.9 to 1.12"
+                              : "another distribution";
+      r.summary =
+          absl::StrCat("the libraries are in ", absl::StrJoin(elsewhere, ", "), " (the ", label,
+                       " layout), but ", TalosName(c), " keeps them in ", c.talos->library_dir);
+      fixes.push_back(absl::StrCat(
+          "Use the NVIDIA extensions built for ", TalosName(c),
+          " (the extension versions must match the Talos release). Workloads that "
+          "hostPath-mount a library directory break each time Talos moves it (1.9, 1.13): "
+          "use CDI or runtimeClassName: nvidia instead."));
+    }
+  }
+  if (!kernel.empty()) {
+    for (const std::string& v : versions) {
+      if (v == kernel) continue;
+      r.verdict = Verdict::kFail;
+      r.summary = absl::StrCat("user-space libraries ", v, " do not match kernel module ", kernel,
+                               ": NVML fails with \"Driver/library version mismatch\"");
+      fixes.push_back(
+          c.talos ? "The kernel-module extension and nvidia-container-toolkit-production must "
+                    "carry the same driver version: pick matching versions of both."
+                  : "Install user-space libraries and kernel module of one driver version "
+                    "(reboot if the module was upgraded but not reloaded).");
+      break;
+    }
+  }
+  if (versions.size() > 1 && r.verdict == Verdict::kPass) {
+    r.verdict = Verdict::kWarn;
+    r.summary = absl::StrCat("several driver versions installed: ", absl::StrJoin(versions, ", "));
+    fixes.push_back("Remove the libraries of the driver versions not in use.");
+  }
+  if (r.verdict == Verdict::kPass) {
+    r.summary = absl::StrCat("libnvidia-ml.so.", *versions.begin(), " in ", found.front().dir,
+                             kernel.empty() ? "" : ", matching the kernel module",
+                             c.talos ? absl::StrCat(", where ", TalosName(c), " keeps it") : "");
+  }
+  r.fix = absl::StrJoin(fixes, "\n");
+  return r;
+}
+
+CheckResult CheckTalosSysctl(const Context& c) {
+  CheckResult r = Result("talos.bpf", "BPF sysctl for the legacy nvidia runtime");
+  if (!c.talos) return NotChecked(r.id, r.title, "only needed on Talos up to 1.12");
+  if (!c.talos->needs_bpf_jit_harden_1) {
+    return NotChecked(r.id, r.title,
+                      absl::StrCat(TalosName(c),
+                                   " runs GPU containers in CDI mode, without "
+                                   "nvidia-container-cli"));
+  }
+  absl::StatusOr<std::string> value = c.host.ReadAttribute("/proc/sys/net/core/bpf_jit_harden");
+  if (!value.ok()) {
+    r.verdict = Verdict::kWarn;
+    r.summary = "cannot read net.core.bpf_jit_harden";
+    r.evidence.push_back(std::string(value.status().message()));
+    r.fix = "Check it with `talosctl read /proc/sys/net/core/bpf_jit_harden`; it must be 1.";
+    return r;
+  }
+  r.evidence.push_back(
+      absl::StrCat(c.host.Describe("/proc/sys/net/core/bpf_jit_harden"), ": ", *value));
+  if (*value == "2") {
+    r.verdict = Verdict::kFail;
+    r.summary =
+        "net.core.bpf_jit_harden is 2 (the Talos default): nvidia-container-cli "
+        "cannot load its device-filter BPF program, so GPU containers fail to start";
+    r.fix =
+        "Add to the machine config and apply it:\nmachine:\n  sysctls:\n    "
+        "net.core.bpf_jit_harden: 1";
+  } else {
+    r.verdict = Verdict::kPass;
+    r.summary = absl::StrCat("net.core.bpf_jit_harden is ", *value);
+  }
+  return r;
+}
+
+// --- CDI ------------------------------------------------------------------------------------
+
+CheckResult CheckCdiSpecs(const Context& c) {
+  CheckResult r = Result("cdi.specs", "CDI specs present and loadable");
+  const cdi::SpecCatalog& cat = *c.catalog;
+  for (const std::string& e : cat.dir_errors()) r.evidence.push_back(e);
+  std::vector<std::string> bad;
+  size_t good = 0;
+  for (const cdi::SpecFile& f : cat.files()) {
+    if (f.status.ok()) {
+      ++good;
+      r.evidence.push_back(absl::StrCat(f.path, ": cdiVersion ", f.spec.version, ", kind ",
+                                        f.spec.kind, ", ", f.spec.devices.size(), " devices"));
+    } else {
+      bad.push_back(std::string(f.status.message()));
+    }
+  }
+  AddLimited(&r.evidence, bad);
+  std::string dirs = absl::StrJoin(cat.dirs(), " and ");
+  if (!bad.empty()) {
+    r.verdict = Verdict::kFail;
+    r.summary = absl::StrCat(bad.size(), " spec file", bad.size() == 1 ? "" : "s", " in ", dirs,
+                             bad.size() == 1 ? " does" : " do",
+                             " not load; runtimes skip them (and podman refuses to start "
+                             "containers that request their devices)");
+    r.fix =
+        "Regenerate the spec with `gpulet cdi generate` (writes /var/run/cdi/nvidia.yaml), "
+        "or remove the broken file.";
+    return r;
+  }
+  if (good == 0) {
+    if (c.talos && c.talos->cdi_mode) {
+      r.verdict = Verdict::kFail;
+      r.summary = absl::StrCat("no CDI spec in ", dirs, ", but ", TalosName(c),
+                               " gives containers GPUs only through CDI");
+      r.fix =
+          "The ext-nvidia-cdi-gen service writes /run/cdi/nvidia.yaml at boot: check it with "
+          "`talosctl service ext-nvidia-cdi-gen` and `talosctl logs ext-nvidia-cdi-gen` (it "
+          "crash-loops when NVML reports no usable GPU). Or write the spec with `gpulet cdi "
+          "generate`.";
+    } else {
+      r.verdict = Verdict::kWarn;
+      r.summary = absl::StrCat("no CDI spec in ", dirs,
+                               ": containers can get GPUs only through the nvidia runtime "
+                               "(runtimeClassName: nvidia)");
+      r.fix = "Write one with `gpulet cdi generate` (to /var/run/cdi/nvidia.yaml).";
+    }
+    return r;
+  }
+  r.verdict = Verdict::kPass;
+  r.summary = absl::StrCat(good, " spec file", good == 1 ? "" : "s", " in ", dirs, " load");
+  return r;
+}
+
+CheckResult CheckCdiResolve(const Context& c) {
+  CheckResult r = Result("cdi.resolve", "nvidia.com/gpu=0 and =all resolve");
+  const cdi::SpecCatalog& cat = *c.catalog;
+  if (cat.DeviceNames().empty() && cat.conflicts().empty()) {
+    return NotChecked(r.id, r.title, "no loadable CDI spec (see cdi.specs)");
+  }
+  // Kinds present: nvidia.com/gpu is what nvidia-ctk, Talos and gpulet write and what pods
+  // and the device plugin's cdi strategies request; other NVIDIA kinds (the device plugin's
+  // own k8s.device-plugin.nvidia.com/gpu) do not answer those requests.
+  std::set<std::string> kinds;
+  for (const cdi::SpecFile& f : cat.files()) {
+    if (f.status.ok()) kinds.insert(f.spec.kind);
+  }
+  r.verdict = Verdict::kPass;
+  if (kinds.count("nvidia.com/gpu") == 0) {
+    r.verdict = kinds.empty() ? Verdict::kFail : Verdict::kWarn;
+    r.summary = absl::StrCat("no spec of kind nvidia.com/gpu (found: ", absl::StrJoin(kinds, ", "),
+                             "): requests for nvidia.com/gpu=0 or =all do not resolve");
+    r.fix =
+        "If pods request nvidia.com/gpu=... CDI devices (gpulet, nvidia-ctk and Talos name "
+        "them so), write the spec with `gpulet cdi generate`.";
+    return r;
+  }
+  std::vector<std::string> resolved;
+  for (const char* name : {"nvidia.com/gpu=0", "nvidia.com/gpu=all"}) {
+    absl::StatusOr<cdi::ResolvedDevice> d = cat.Resolve(name);
+    if (d.ok()) {
+      resolved.push_back(absl::StrCat(name, " -> ", d->file->path));
+    } else {
+      r.verdict = Verdict::kFail;
+      r.evidence.push_back(std::string(d.status().message()));
+    }
+  }
+  for (const std::string& line : resolved) r.evidence.push_back(line);
+  // Devices named by UUID must be GPUs of this node, or the spec was written elsewhere.
+  std::set<std::string> uuids;
+  for (const Gpu& g : c.inv.gpus) {
+    if (!g.uuid.empty()) uuids.insert(g.uuid);
+  }
+  std::vector<std::string> stale;
+  if (c.inv.nvml_status.ok()) {
+    for (const std::string& name : cat.DeviceNames()) {
+      size_t eq = name.find('=');
+      std::string dev = name.substr(eq + 1);
+      if (absl::StartsWith(name, "nvidia.com/gpu=") && absl::StartsWith(dev, "GPU-") &&
+          uuids.count(dev) == 0) {
+        stale.push_back(name);
+      }
+    }
+  }
+  std::string why = r.verdict == Verdict::kFail ? "a pod asking for them will not start" : "";
+  if (!stale.empty()) {
+    Worsen(&r, Verdict::kWarn);
+    std::vector<std::string> lines;
+    for (const std::string& s : stale) lines.push_back(absl::StrCat(s, ": no such GPU here"));
+    AddLimited(&r.evidence, lines);
+  }
+  if (r.verdict == Verdict::kPass) {
+    r.summary = "both resolve";
+  } else if (r.verdict == Verdict::kFail) {
+    r.summary = "nvidia.com/gpu=0 or =all does not resolve: a pod asking for it will not start";
+    r.fix = "Write a spec for this node's GPUs with `gpulet cdi generate`.";
+  } else {
+    r.summary = absl::StrCat(stale.size(),
+                             " device(s) name GPUs this node does not have: the "
+                             "spec is stale");
+    r.fix = "Regenerate the spec (`gpulet cdi generate`) after hardware or driver changes.";
+  }
+  return r;
+}
+
+// Every edit list of a spec, with where it is.
+std::vector<std::pair<std::string, const cdi::ContainerEdits*>> AllEdits(const cdi::Spec& s) {
+  std::vector<std::pair<std::string, const cdi::ContainerEdits*>> out;
+  out.emplace_back("containerEdits", &s.edits);
+  for (const cdi::Device& d : s.devices) {
+    out.emplace_back(absl::StrCat("device ", d.name), &d.edits);
+  }
+  return out;
+}
+
+CheckResult CheckCdiHooks(const Context& c) {
+  CheckResult r = Result("cdi.hooks", "CDI hook programs exist on the host");
+  const cdi::SpecCatalog& cat = *c.catalog;
+  std::map<std::string, std::set<std::string>> missing;  // program -> spec files
+  std::set<std::string> present;
+  size_t hooks = 0;
+  for (const cdi::SpecFile& f : cat.files()) {
+    if (!f.status.ok()) continue;
+    for (const auto& [where, edits] : AllEdits(f.spec)) {
+      for (const cdi::Hook& h : edits->hooks) {
+        ++hooks;
+        if (c.host.Exists(h.path)) {
+          present.insert(h.path);
+        } else {
+          missing[h.path].insert(f.path);
+        }
+      }
+    }
+  }
+  if (hooks == 0) return NotChecked(r.id, r.title, "no hooks in any loadable CDI spec");
+  for (const std::string& p : present) r.evidence.push_back(absl::StrCat(p, ": exists"));
+  if (missing.empty()) {
+    r.verdict = Verdict::kPass;
+    r.summary = absl::StrCat("all ", hooks,
+                             " hooks run programs that exist: ", absl::StrJoin(present, ", "));
+    return r;
+  }
+  r.verdict = Verdict::kFail;
+  std::vector<std::string> names;
+  for (const auto& [path, files] : missing) {
+    names.push_back(path);
+    r.evidence.push_back(absl::StrCat(path, ": missing on the host (", c.host.Describe(path),
+                                      "); used by ", absl::StrJoin(files, ", ")));
+  }
+  r.summary = absl::StrCat("hooks run ", absl::StrJoin(names, ", "),
+                           ", which does not exist on the host: every container requesting "
+                           "these devices fails with \"fork/exec ... no such file or "
+                           "directory\"");
+  std::string real;
+  for (const std::string& p : cdi::HookProgramCandidates()) {
+    if (c.host.Exists(p)) {
+      real = p;
+      break;
+    }
+  }
+  bool plugin_spec = false;
+  for (const auto& [path, files] : missing) {
+    for (const std::string& f : files) plugin_spec |= absl::StrContains(f, "device-plugin");
+  }
+  r.fix = absl::StrCat(
+      "Regenerate the spec with `gpulet cdi generate`, which only emits hooks whose program "
+      "exists",
+      real.empty() ? " (none exists here: install the NVIDIA container toolkit)"
+                   : absl::StrCat(" (here: ", real, ")"),
+      ".",
+      plugin_spec ? absl::StrCat(" The spec comes from the NVIDIA device plugin: set its "
+                                 "environment variable NVIDIA_CDI_HOOK_PATH=",
+                                 real.empty() ? "/usr/local/bin/nvidia-cdi-hook" : real, ".")
+                  : "",
+      c.talos && c.os.talos_minor < 13
+          ? absl::StrCat(" ", TalosName(c),
+                         " has nvidia-ctk and nvidia-cdi-hook only in "
+                         "/usr/local/bin (the /usr/bin links came with 1.13).")
+          : "");
+  return r;
+}
+
+CheckResult CheckCdiPaths(const Context& c) {
+  CheckResult r = Result("cdi.paths", "CDI mounts and device nodes exist on the host");
+  const cdi::SpecCatalog& cat = *c.catalog;
+  std::vector<std::string> missing;
+  size_t checked = 0;
+  for (const cdi::SpecFile& f : cat.files()) {
+    if (!f.status.ok()) continue;
+    for (const auto& [where, edits] : AllEdits(f.spec)) {
+      for (const cdi::Mount& m : edits->mounts) {
+        if (m.host_path.empty() || m.host_path[0] != '/') continue;
+        ++checked;
+        if (!c.host.Exists(m.host_path)) {
+          missing.push_back(absl::StrCat(f.path, " (", where, "): mount ", m.host_path));
+        }
+      }
+      for (const cdi::DeviceNode& d : edits->device_nodes) {
+        // With a type and a major number the runtime does not need the host node.
+        if (!d.type.empty() && d.major && *d.major != 0) continue;
+        const std::string& p = d.host_path.empty() ? d.path : d.host_path;
+        ++checked;
+        if (!c.host.Exists(p)) {
+          missing.push_back(absl::StrCat(f.path, " (", where, "): device node ", p));
+        }
+      }
+    }
+  }
+  if (checked == 0) return NotChecked(r.id, r.title, "no loadable CDI spec (see cdi.specs)");
+  if (missing.empty()) {
+    r.verdict = Verdict::kPass;
+    r.summary = absl::StrCat("all ", checked, " host paths exist");
+    return r;
+  }
+  r.verdict = Verdict::kFail;
+  r.summary = absl::StrCat(missing.size(), " of ", checked,
+                           " host paths named by CDI specs do not exist: the runtime refuses "
+                           "containers that request those devices");
+  AddLimited(&r.evidence, missing);
+  r.fix = absl::StrCat(
+      "Regenerate the spec with `gpulet cdi generate` after driver upgrades (the library file "
+      "names carry the driver version)",
+      c.talos ? absl::StrCat("; on ", TalosName(c), " the libraries are in ", c.talos->library_dir)
+              : "",
+      ".");
+  return r;
+}
+
+// --- containerd -----------------------------------------------------------------------------
+
+struct ContainerdFacts {
+  std::vector<std::string> files;
+  std::string nvidia_runtime;  // "file:line" where runtimes.nvidia is configured
+  std::optional<bool> enable_cdi;
+  std::string enable_cdi_where;
+  std::vector<std::string> cdi_spec_dirs;
+  std::string cdi_spec_dirs_where;
+  bool v3_config = false;  // plugins."io.containerd.cri.v1.runtime" (containerd 2)
+};
+
+void ScanContainerdConfig(absl::string_view path, absl::string_view text, ContainerdFacts* f) {
+  f->files.push_back(std::string(path));
+  int n = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++n;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    std::string where = absl::StrCat(path, ":", n);
+    if (absl::StrContains(line, "io.containerd.cri.v1.runtime") || line == "version = 3") {
+      f->v3_config = true;
+    }
+    if (f->nvidia_runtime.empty() && (absl::StrContains(line, "runtimes.nvidia]") ||
+                                      absl::StrContains(line, "runtimes.nvidia.") ||
+                                      absl::StrContains(line, "runtimes.\"nvidia\""))) {
+      f->nvidia_runtime = where;
+    }
+    absl::string_view rest = line;
+    if (absl::ConsumePrefix(&rest, "enable_cdi")) {
+      rest = absl::StripLeadingAsciiWhitespace(rest);
+      if (absl::ConsumePrefix(&rest, "=")) {
+        rest = absl::StripAsciiWhitespace(rest);
+        f->enable_cdi = absl::StartsWith(rest, "true");
+        f->enable_cdi_where = where;
+      }
+    }
+    rest = line;
+    if (absl::ConsumePrefix(&rest, "cdi_spec_dirs")) {
+      f->cdi_spec_dirs.clear();
+      f->cdi_spec_dirs_where = where;
+      for (absl::string_view part : absl::StrSplit(rest, '"')) {
+        if (absl::StartsWith(part, "/")) f->cdi_spec_dirs.emplace_back(part);
+      }
+    }
+  }
+}
+
+CheckResult CheckContainerd(const Context& c) {
+  CheckResult r = Result("containerd", "containerd: nvidia runtime and/or CDI");
+  ContainerdFacts f;
+  std::vector<std::string> files;
+  if (c.host.Exists("/etc/containerd/config.toml")) files.push_back("/etc/containerd/config.toml");
+  if (c.host.Exists("/etc/cri/containerd.toml")) files.push_back("/etc/cri/containerd.toml");
+  if (absl::StatusOr<std::vector<std::string>> parts = c.host.ListDir("/etc/cri/conf.d");
+      parts.ok()) {
+    for (const std::string& p : *parts) {
+      if (absl::EndsWith(p, ".part")) files.push_back(JoinPath("/etc/cri/conf.d", p));
+    }
+  }
+  for (const std::string& file : files) {
+    if (absl::StatusOr<std::string> text = c.host.ReadFile(file); text.ok()) {
+      ScanContainerdConfig(file, *text, &f);
+    }
+  }
+  if (f.files.empty()) {
+    r.verdict = c.talos ? Verdict::kFail : Verdict::kWarn;
+    r.summary = c.talos ? "no /etc/cri/conf.d/*.part: the NVIDIA container toolkit extension "
+                          "is not installed"
+                        : "no containerd configuration found (/etc/containerd/config.toml)";
+    r.evidence.push_back(absl::StrCat("looked at ", c.host.Describe("/etc/containerd/config.toml"),
+                                      " and ", c.host.Describe("/etc/cri/conf.d")));
+    r.fix = c.talos ? "Add the nvidia-container-toolkit-production system extension."
+                    : "If this node runs containerd with its configuration elsewhere, ignore "
+                      "this; otherwise run `nvidia-ctk runtime configure --runtime=containerd` "
+                      "and restart containerd.";
+    return r;
+  }
+  r.evidence.push_back(absl::StrCat("read ", absl::StrJoin(f.files, ", ")));
+  if (!f.nvidia_runtime.empty()) {
+    r.evidence.push_back(absl::StrCat("runtime handler nvidia at ", f.nvidia_runtime));
+  }
+  if (f.enable_cdi) {
+    r.evidence.push_back(absl::StrCat("enable_cdi = ", *f.enable_cdi ? "true" : "false", " at ",
+                                      f.enable_cdi_where));
+  }
+  if (!f.cdi_spec_dirs_where.empty()) {
+    r.evidence.push_back(absl::StrCat("cdi_spec_dirs = ", absl::StrJoin(f.cdi_spec_dirs, ", "),
+                                      " at ", f.cdi_spec_dirs_where));
+  }
+  // CDI is on when set so, and by default on containerd 2 configurations, except on Talos
+  // before 1.13, which turned it on by default only then.
+  bool cdi_default = f.v3_config && !(c.talos && !c.talos->cdi_mode);
+  bool cdi = f.enable_cdi.value_or(cdi_default);
+  bool cdi_dirs_ok = true;
+  if (cdi && !f.cdi_spec_dirs_where.empty()) {
+    cdi_dirs_ok =
+        std::any_of(f.cdi_spec_dirs.begin(), f.cdi_spec_dirs.end(),
+                    [](const std::string& d) { return d == "/var/run/cdi" || d == "/run/cdi"; });
+  }
+  bool runtime = !f.nvidia_runtime.empty();
+  std::vector<std::string> fixes;
+  r.verdict = Verdict::kPass;
+  if (c.talos && !c.talos->cdi_mode && !runtime) {
+    r.verdict = Verdict::kFail;
+    fixes.push_back(
+        "Add the nvidia-container-toolkit-production extension; it registers the "
+        "nvidia runtime in /etc/cri/conf.d/10-nvidia-container-runtime.part.");
+  }
+  if (c.talos && c.talos->cdi_mode && !cdi) {
+    r.verdict = Verdict::kFail;
+    fixes.push_back(absl::StrCat("Remove the `enable_cdi = false` at ", f.enable_cdi_where, ": ",
+                                 TalosName(c), " gives containers GPUs through CDI."));
+  }
+  if (!c.talos && !runtime && !cdi) {
+    r.verdict = Verdict::kFail;
+    fixes.push_back(
+        "Enable CDI (`enable_cdi = true` and `cdi_spec_dirs = [\"/etc/cdi\", \"/var/run/cdi\"]` "
+        "under [plugins.\"io.containerd.grpc.v1.cri\"] on containerd 1.7) or register the "
+        "nvidia runtime (`nvidia-ctk runtime configure --runtime=containerd`), then restart "
+        "containerd.");
+  }
+  if (cdi && !cdi_dirs_ok) {
+    Worsen(&r, Verdict::kWarn);
+    fixes.push_back(absl::StrCat("cdi_spec_dirs at ", f.cdi_spec_dirs_where,
+                                 " leaves out /var/run/cdi, where gpulet and Talos write specs: "
+                                 "add it."));
+  }
+  if (!cdi && c.catalog && !c.catalog->DeviceNames().empty() && r.verdict != Verdict::kFail) {
+    Worsen(&r, Verdict::kWarn);
+    fixes.push_back(
+        c.talos ? "CDI specs exist but containerd's CDI support is off: enable it with a "
+                  "machine.files entry /etc/cri/conf.d/20-customization.part containing "
+                  "[plugins.\"io.containerd.cri.v1.runtime\"] enable_cdi = true."
+                : "CDI specs exist but containerd's CDI support is off: set enable_cdi = true "
+                  "and restart containerd.");
+  }
+  r.summary = absl::StrCat(runtime ? "nvidia runtime handler registered"
+                                   : "no nvidia runtime "
+                                     "handler",
+                           "; CDI ", cdi ? "enabled" : "disabled",
+                           f.enable_cdi ? "" : (cdi ? " (default)" : " (not enabled)"));
+  r.fix = absl::StrJoin(fixes, "\n");
+  return r;
+}
+
+// --- kubelet --------------------------------------------------------------------------------
+
+CheckResult CheckKubelet(const Context& c) {
+  CheckResult r = Result("kubelet", "kubelet device-plugin and pod-resources sockets");
+  const char* kDir = "/var/lib/kubelet/device-plugins";
+  const char* kSock = "/var/lib/kubelet/device-plugins/kubelet.sock";
+  const char* kPodResources = "/var/lib/kubelet/pod-resources/kubelet.sock";
+  bool dir = c.host.IsDirectory(kDir);
+  bool sock = c.host.Exists(kSock);
+  bool pr = c.host.Exists(kPodResources);
+  r.evidence.push_back(absl::StrCat(c.host.Describe(kSock), sock ? ": present" : ": missing"));
+  r.evidence.push_back(
+      absl::StrCat(c.host.Describe(kPodResources), pr ? ": present" : ": missing"));
+  if (dir && sock && pr) {
+    r.verdict = Verdict::kPass;
+    r.summary = "both present";
+    return r;
+  }
+  r.verdict = Verdict::kWarn;
+  if (!dir) {
+    r.summary = absl::StrCat(kDir,
+                             " is missing: the kubelet is not running on this node or "
+                             "uses another --root-dir");
+    r.fix =
+        "Run the doctor on a Kubernetes node (or with --host-root at the node's root); if "
+        "the kubelet uses another --root-dir, mount that directory at "
+        "/var/lib/kubelet in gpulet's pod.";
+  } else if (!sock) {
+    r.summary =
+        "the device-plugin directory exists but kubelet.sock does not: the kubelet is "
+        "not running";
+    r.fix =
+        "Start the kubelet (Talos: `talosctl service kubelet`); device plugins register "
+        "through this socket.";
+  } else {
+    r.summary =
+        "the pod-resources socket is missing: GPU metrics cannot name the pods using "
+        "each GPU";
+    r.fix =
+        "Use a kubelet with the PodResources API (Kubernetes 1.20+, on by default) and "
+        "mount /var/lib/kubelet/pod-resources into gpulet's pod.";
+  }
+  return r;
+}
+
+// --- health hook point ----------------------------------------------------------------------
+
+std::vector<CheckResult> CheckHealth(const Context& c, const HealthSource* health) {
+  const char* kId = "gpu.health";
+  const char* kTitle = "GPU health (XIDs, ECC, fallen off the bus)";
+  if (health == nullptr) {
+    return {
+        NotChecked(kId, kTitle, "gpulet serve not running (GPU health is watched by the daemon)")};
+  }
+  absl::StatusOr<std::vector<GpuHealth>> states = health->GpuHealthStates();
+  if (!states.ok()) return {NotChecked(kId, kTitle, states.status().message())};
+  CheckResult r = Result(kId, kTitle);
+  r.verdict = Verdict::kPass;
+  std::vector<std::string> fixes;
+  for (const GpuHealth& h : *states) {
+    if (h.healthy) {
+      r.evidence.push_back(absl::StrCat(h.gpu, ": healthy"));
+      continue;
+    }
+    r.verdict = Verdict::kFail;
+    r.evidence.push_back(absl::StrCat(h.gpu, ": ", h.reason));
+    if (!h.fix.empty()) fixes.push_back(absl::StrCat(h.gpu, ": ", h.fix));
+  }
+  (void)c;
+  r.summary = r.verdict == Verdict::kPass ? "every GPU is healthy" : "a GPU is in a bad state";
+  r.fix = absl::StrJoin(fixes, "\n");
+  return {r};
+}
+
+}  // namespace
+
+absl::string_view VerdictName(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::kPass:
+      return "pass";
+    case Verdict::kWarn:
+      return "warn";
+    case Verdict::kFail:
+      return "fail";
+    case Verdict::kNotChecked:
+      break;
+  }
+  return "not checked";
+}
+
+OsInfo ParseOsRelease(absl::string_view text) {
+  OsInfo os;
+  os.readable = true;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    size_t eq = line.find('=');
+    if (line.empty() || line[0] == '#' || eq == absl::string_view::npos) continue;
+    absl::string_view key = line.substr(0, eq);
+    absl::string_view value = line.substr(eq + 1);
+    if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') &&
+        value.back() == value.front()) {
+      value = value.substr(1, value.size() - 2);
+    }
+    if (key == "ID") os.id = std::string(value);
+    if (key == "VERSION_ID") os.version_id = std::string(value);
+    if (key == "PRETTY_NAME") os.pretty_name = std::string(value);
+  }
+  os.talos = os.id == "talos";
+  if (os.talos) {
+    absl::string_view v = os.version_id;
+    absl::ConsumePrefix(&v, "v");
+    std::vector<absl::string_view> parts = absl::StrSplit(v, '.');
+    int major = 0, minor = 0;
+    if (parts.size() >= 2 && absl::SimpleAtoi(parts[0], &major) &&
+        absl::SimpleAtoi(parts[1], &minor)) {
+      os.talos_major = major;
+      os.talos_minor = minor;
+    }
+  }
+  return os;
+}
+
+TalosExpectations ExpectationsFor(int major, int minor) {
+  TalosExpectations t;
+  // An unparseable version (0.0) gets the newest layout: new releases keep it.
+  bool newest = major == 0 || major > 1 || (major == 1 && minor >= 13);
+  if (newest) {
+    t.label = "Talos 1.13 and later";
+    t.library_dir = "/usr/local/lib";
+    t.cdi_mode = true;
+    t.kernel_module_config_docs = major > 1 || minor >= 14;
+  } else if (minor >= 9) {
+    t.label = "Talos 1.9 to 1.12";
+    t.library_dir = "/usr/local/glibc/usr/lib";
+    t.needs_bpf_jit_harden_1 = true;
+  } else {
+    t.label = "Talos up to 1.8";
+    t.library_dir = "/usr/local/lib";
+    t.needs_bpf_jit_harden_1 = true;
+  }
+  return t;
+}
+
+int Report::ExitCode() const {
+  int code = 0;
+  for (const CheckResult& c : checks) {
+    if (c.verdict == Verdict::kFail) return 2;
+    if (c.verdict == Verdict::kWarn) code = 1;
+  }
+  return code;
+}
+
+const CheckResult* Report::Find(absl::string_view id) const {
+  for (const CheckResult& c : checks) {
+    if (c.id == id) return &c;
+  }
+  return nullptr;
+}
+
+Report RunDoctor(const DoctorInput& input) {
+  Context c{*input.host, *input.inventory, {}, std::nullopt, {}, std::nullopt};
+  if (absl::StatusOr<std::string> text = c.host.ReadFile("/etc/os-release", 64 * 1024); text.ok()) {
+    c.os = ParseOsRelease(*text);
+  }
+  if (c.os.talos) c.talos = ExpectationsFor(c.os.talos_major, c.os.talos_minor);
+  for (const Gpu& g : c.inv.gpus) {
+    if (g.on_pci) c.pci_gpus.push_back(&g);
+  }
+
+  Report report;
+  report.host_root = c.host.root();
+  report.os = c.os;
+  std::vector<CheckResult>& out = report.checks;
+  out.push_back(CheckOs(c));
+  out.push_back(CheckGpuPresent(c));
+  bool have_gpu = !c.pci_gpus.empty();
+  if (!c.inv.pci_status.ok()) {
+    // No PCI view: fall back on NVML's, so a pod without /sys still gets the other checks.
+    for (const Gpu& g : c.inv.gpus) have_gpu |= g.in_nvml;
+  }
+
+  using CheckFn = CheckResult (*)(const Context&);
+  struct Step {
+    const char* id;
+    const char* title;
+    CheckFn fn;
+    bool needs_catalog;
+  };
+  static const Step kSteps[] = {
+      {"gpu.driver", "Kernel driver bound to each GPU", &CheckDriverBound, false},
+      {"driver.flavor", "Kernel module flavour fits each GPU", &CheckFlavor, false},
+      {"driver.modules", "NVIDIA kernel modules loaded", &CheckModules, false},
+      {"dev.nodes", "/dev/nvidia* device nodes", &CheckDevNodes, false},
+      {"nvml.load", "NVML library loads", &CheckNvml, false},
+      {"driver.userspace", "Driver libraries where this OS keeps them", &CheckUserspace, false},
+      {"talos.bpf", "BPF sysctl for the legacy nvidia runtime", &CheckTalosSysctl, false},
+      {"cdi.specs", "CDI specs present and loadable", &CheckCdiSpecs, true},
+      {"cdi.resolve", "nvidia.com/gpu=0 and =all resolve", &CheckCdiResolve, true},
+      {"cdi.hooks", "CDI hook programs exist on the host", &CheckCdiHooks, true},
+      {"cdi.paths", "CDI mounts and device nodes exist on the host", &CheckCdiPaths, true},
+      {"containerd", "containerd: nvidia runtime and/or CDI", &CheckContainerd, false},
+      {"kubelet", "kubelet device-plugin and pod-resources sockets", &CheckKubelet, false},
+  };
+  if (have_gpu) {
+    c.catalog.emplace(cdi::SpecCatalog::Load(
+        c.host, input.cdi_spec_dirs.empty() ? cdi::DefaultSpecDirs() : input.cdi_spec_dirs));
+  }
+  for (const Step& s : kSteps) {
+    if (!have_gpu) {
+      out.push_back(NotChecked(s.id, s.title, "no NVIDIA GPU on this node"));
+    } else {
+      out.push_back(s.fn(c));
+    }
+  }
+  if (!have_gpu) {
+    out.push_back(NotChecked("gpu.health", "GPU health (XIDs, ECC, fallen off the bus)",
+                             "no NVIDIA GPU on this node"));
+  } else {
+    for (CheckResult& r : CheckHealth(c, input.health)) out.push_back(std::move(r));
+  }
+  return report;
+}
+
+std::string FormatReport(const Report& report, bool verbose) {
+  std::string out;
+  std::string os = report.os.pretty_name.empty()
+                       ? (report.os.readable ? report.os.id : "unknown OS")
+                       : report.os.pretty_name;
+  absl::StrAppend(&out, "gpulet doctor: host root ", report.host_root, ", ", os, "\n\n");
+  std::map<Verdict, int> counts;
+  for (const CheckResult& c : report.checks) {
+    ++counts[c.verdict];
+    absl::string_view tag = c.verdict == Verdict::kPass   ? "PASS"
+                            : c.verdict == Verdict::kWarn ? "WARN"
+                            : c.verdict == Verdict::kFail ? "FAIL"
+                                                          : "----";
+    absl::StrAppend(&out, tag, "  ", c.title, ": ", c.summary, "\n");
+    // Evidence is printed for problems, and for everything with -v.
+    bool detail = verbose || c.verdict == Verdict::kWarn || c.verdict == Verdict::kFail;
+    if (detail) {
+      for (const std::string& e : c.evidence) {
+        absl::StrAppend(
+            &out, "      evidence: ", absl::StrReplaceAll(e, {{"\n", "\n                "}}), "\n");
+      }
+    }
+    if (!c.fix.empty() && (c.verdict == Verdict::kWarn || c.verdict == Verdict::kFail)) {
+      absl::StrAppend(&out, "      fix: ", absl::StrReplaceAll(c.fix, {{"\n", "\n           "}}),
+                      "\n");
+    }
+  }
+  absl::StrAppend(&out, "\n", counts[Verdict::kFail], " failed, ", counts[Verdict::kWarn],
+                  " warnings, ", counts[Verdict::kPass], " passed, ", counts[Verdict::kNotChecked],
+                  " not checked.\n");
+  return out;
+}
+
+void to_json(nlohmann::json& out, const Report& report) {
+  nlohmann::json checks = nlohmann::json::array();
+  std::map<std::string, int> counts = {{"pass", 0}, {"warn", 0}, {"fail", 0}, {"not_checked", 0}};
+  for (const CheckResult& c : report.checks) {
+    std::string verdict(VerdictName(c.verdict));
+    ++counts[c.verdict == Verdict::kNotChecked ? "not_checked" : verdict];
+    nlohmann::json j = {{"id", c.id},
+                        {"title", c.title},
+                        {"verdict", verdict},
+                        {"summary", c.summary},
+                        {"evidence", c.evidence}};
+    if (!c.fix.empty()) j["fix"] = c.fix;
+    checks.push_back(std::move(j));
+  }
+  nlohmann::json os = {{"id", report.os.id},
+                       {"version_id", report.os.version_id},
+                       {"pretty_name", report.os.pretty_name},
+                       {"talos", report.os.talos}};
+  out = {{"host_root", report.host_root},
+         {"os", std::move(os)},
+         {"checks", std::move(checks)},
+         {"summary", counts},
+         {"exit_code", report.ExitCode()}};
+}
+
+}  // namespace gpulet::doctor

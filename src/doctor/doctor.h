@@ -1,0 +1,137 @@
+// gpulet doctor: checks, one by one, everything that has to be true on a node for a pod to
+// get an NVIDIA GPU, and says for each what it found (with the evidence: which file said
+// what) and the exact fix.
+//
+// The checks follow the chain a GPU container depends on, in order, and each failure mode
+// of the field report and of Talos' history has one: a GPU on the PCI bus; bound to the
+// nvidia driver (not unbound, nouveau or vfio-pci); the right kernel-module flavour for its
+// generation (Blackwell needs the open modules, pre-Turing the proprietary ones); the four
+// modules loaded (Talos loads nothing unless machine.kernel.modules lists it); the /dev
+// nodes; an NVML library that loads (found, right glibc, does not crash); driver libraries
+// where this OS (and this Talos version) keeps them, of the kernel module's version; the
+// BPF sysctl Talos' legacy runtime mode needs; CDI specs that load, resolve
+// nvidia.com/gpu=0 and =all, and whose hooks and mounts exist on the host (the Talos
+// `/usr/bin/nvidia-ctk` trap); containerd set up with the nvidia runtime and/or CDI; the
+// kubelet's device-plugin and pod-resources sockets. When no NVIDIA GPU is present at all,
+// that is said plainly and the checks that depend on one are reported as not checked.
+//
+// Everything is read through HostFs (so `--host-root` and the fixture roots work) and from
+// the Inventory that discovery built, which carries the NVML load attempts; the doctor
+// itself never loads NVML or changes anything.
+//
+// HOOK POINT for GPU health: a GPU can be present, bound and loadable yet unusable (fallen
+// off the bus, XID 79, uncorrectable ECC errors, pending row remapping). Those states are
+// observed over time by the health monitor inside `gpulet serve`, not by a one-shot
+// command. DoctorInput::health is where that module plugs in: implement HealthSource
+// (e.g. by asking the running daemon) and pass it; each GpuHealth it returns becomes a
+// "gpu.health" result. With no HealthSource the check is reported as not checked, with
+// the note "gpulet serve not running".
+//
+// Thread-safety: RunDoctor keeps no state; it reads through the const HostFs and inventory.
+#ifndef GPULET_DOCTOR_DOCTOR_H_
+#define GPULET_DOCTOR_DOCTOR_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/host_fs.h"
+#include "gpu/gpu_model.h"
+#include "nlohmann/json_fwd.hpp"
+
+namespace gpulet::doctor {
+
+enum class Verdict {
+  kPass,
+  kWarn,        // works, or may, but something is off; exit code 1
+  kFail,        // GPUs will not work in pods until fixed; exit code 2
+  kNotChecked,  // the check could not run or does not apply (the summary says why)
+};
+
+// "pass", "warn", "fail", "not checked".
+absl::string_view VerdictName(Verdict verdict);
+
+struct CheckResult {
+  std::string id;     // stable, for scripts: "gpu.present", "cdi.hooks", ...
+  std::string title;  // "NVIDIA GPU on the PCI bus"
+  Verdict verdict = Verdict::kNotChecked;
+  std::string summary;                // one sentence: what is true
+  std::vector<std::string> evidence;  // what was read, each naming its source
+  std::string fix;                    // what to do; empty on pass and not checked
+};
+
+// The host's /etc/os-release, with Talos' version split out.
+struct OsInfo {
+  bool readable = false;
+  std::string id;           // "talos", "debian", "ubuntu"
+  std::string version_id;   // "v1.12.6", "12"
+  std::string pretty_name;  // "Talos (v1.12.6)"
+  bool talos = false;
+  int talos_major = 0;  // 1 for v1.12.6; 0 when not Talos or unparseable
+  int talos_minor = 0;  // 12 for v1.12.6
+};
+
+// Parses the contents of /etc/os-release (KEY=value, values optionally quoted).
+OsInfo ParseOsRelease(absl::string_view text);
+
+// What a Talos version expects of the NVIDIA extensions (research notes, section 1.5):
+// the layout changed at 1.9 and again at 1.13.
+struct TalosExpectations {
+  std::string label;                    // "Talos 1.9 to 1.12"
+  std::string library_dir;              // where the toolkit extension puts libnvidia-ml & co.
+  bool cdi_mode = false;                // containers get GPUs through CDI (1.13+), not legacy mode
+  bool needs_bpf_jit_harden_1 = false;  // legacy nvidia-container-cli loads BPF programs
+  bool kernel_module_config_docs = false;  // 1.14+: KernelModuleConfig, not machine.kernel
+};
+TalosExpectations ExpectationsFor(int talos_major, int talos_minor);
+
+// One GPU's state as the health monitor sees it.
+struct GpuHealth {
+  std::string gpu;  // UUID or bus id
+  bool healthy = true;
+  std::string reason;  // "XID 79: GPU has fallen off the bus"
+  std::string fix;     // "reset the GPU or reboot the node"
+};
+
+// The hook point for GPU health (see the header comment). Implementations must be safe to
+// call from the thread running the doctor.
+class HealthSource {
+ public:
+  virtual ~HealthSource() = default;
+  // The health of each GPU, or an error saying why it is unknown (daemon unreachable...).
+  virtual absl::StatusOr<std::vector<GpuHealth>> GpuHealthStates() const = 0;
+};
+
+struct DoctorInput {
+  const HostFs* host = nullptr;          // REQUIRES: non-null
+  const Inventory* inventory = nullptr;  // REQUIRES: non-null; from DiscoverNode
+  const HealthSource* health = nullptr;  // null: health is "not checked"
+  // CDI spec directories (host paths), lowest priority first; empty = the defaults.
+  std::vector<std::string> cdi_spec_dirs;
+};
+
+struct Report {
+  std::string host_root;
+  OsInfo os;
+  std::vector<CheckResult> checks;
+
+  // 0 when nothing warned or failed, 1 with warnings only, 2 with any failure.
+  int ExitCode() const;
+  const CheckResult* Find(absl::string_view id) const;
+};
+
+Report RunDoctor(const DoctorInput& input);
+
+// Human-readable report: one block per check (verdict, title, summary, evidence, fix) and
+// a closing count.
+std::string FormatReport(const Report& report, bool verbose);
+
+// {"host_root", "os", "checks": [{id, title, verdict, summary, evidence, fix}],
+//  "summary": {pass, warn, fail, not_checked}, "exit_code"}.
+void to_json(nlohmann::json& out, const Report& report);
+
+}  // namespace gpulet::doctor
+
+#endif  // GPULET_DOCTOR_DOCTOR_H_

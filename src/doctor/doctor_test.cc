@@ -1,0 +1,385 @@
+#include "doctor/doctor.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
+#include "gpu/pci_inventory.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "testing/subprocess.h"
+
+namespace gpulet::doctor {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+std::string SimRoot(const std::string& name) {
+  return absl::StrCat(GPULET_SOURCE_DIR, "/sim/fixtures/", name, "/root");
+}
+std::string TestRoot(const std::string& name) {
+  return absl::StrCat(GPULET_SOURCE_DIR, "/tests/fixtures/hostroots/", name);
+}
+
+DeviceIdentity Identity(unsigned index, const std::string& uuid, const std::string& bus,
+                        unsigned minor) {
+  DeviceIdentity id;
+  id.index = index;
+  id.uuid = uuid;
+  id.bus_id = absl::StrCat("0000", bus);
+  id.minor = minor;
+  return id;
+}
+
+// What discovery would build for `root` with NVML reporting `ids` (OK status) or failing
+// with `nvml` (then `ids` must be empty). No real NVML is touched, so the verdicts do not
+// depend on the machine the test runs on.
+Inventory InventoryFor(const std::string& root, const std::vector<DeviceIdentity>& ids,
+                       absl::Status nvml, const std::string& driver = "") {
+  HostFs host(root);
+  Inventory inv = BuildInventory(nullptr, host, nvml);
+  std::vector<absl::StatusOr<DeviceIdentity>> identities(ids.begin(), ids.end());
+  absl::StatusOr<std::vector<PciGpu>> pci = ScanPciGpus(host);
+  inv.gpus = MergeGpuViews(identities, pci.ok() ? *pci : std::vector<PciGpu>{});
+  if (nvml.ok()) {
+    inv.system.driver_version = driver;
+    inv.system.library_path = "/usr/local/lib/libnvidia-ml.so.1";
+    inv.system.cuda_driver_version = 12080;
+  }
+  return inv;
+}
+
+Report Run(const std::string& root, const Inventory& inv, const HealthSource* health = nullptr) {
+  HostFs host(root);
+  DoctorInput in;
+  in.host = &host;
+  in.inventory = &inv;
+  in.health = health;
+  return RunDoctor(in);
+}
+
+Verdict VerdictOf(const Report& r, absl::string_view id) {
+  const CheckResult* c = r.Find(id);
+  EXPECT_NE(c, nullptr) << id;
+  return c == nullptr ? Verdict::kNotChecked : c->verdict;
+}
+
+std::string Text(const Report& r, absl::string_view id) {
+  const CheckResult* c = r.Find(id);
+  if (c == nullptr) return "";
+  return absl::StrCat(c->summary, "\n", absl::StrJoin(c->evidence, "\n"), "\n", c->fix);
+}
+
+absl::Status NotFound() { return absl::NotFoundError("libnvidia-ml.so.1 not found"); }
+
+TEST(OsReleaseTest, ParsesTalosVersions) {
+  OsInfo os = ParseOsRelease(
+      "NAME=\"Talos\"\nID=talos\nVERSION_ID=v1.12.6\n"
+      "PRETTY_NAME=\"Talos (v1.12.6)\"\n");
+  EXPECT_TRUE(os.talos);
+  EXPECT_EQ(os.talos_major, 1);
+  EXPECT_EQ(os.talos_minor, 12);
+  EXPECT_EQ(os.pretty_name, "Talos (v1.12.6)");
+  OsInfo debian = ParseOsRelease("ID=debian\nVERSION_ID=\"12\"\n");
+  EXPECT_FALSE(debian.talos);
+  EXPECT_EQ(debian.version_id, "12");
+}
+
+TEST(OsReleaseTest, TalosLayoutsBySection15) {
+  EXPECT_EQ(ExpectationsFor(1, 8).library_dir, "/usr/local/lib");
+  EXPECT_TRUE(ExpectationsFor(1, 8).needs_bpf_jit_harden_1);
+  EXPECT_EQ(ExpectationsFor(1, 9).library_dir, "/usr/local/glibc/usr/lib");
+  EXPECT_EQ(ExpectationsFor(1, 12).library_dir, "/usr/local/glibc/usr/lib");
+  EXPECT_FALSE(ExpectationsFor(1, 12).cdi_mode);
+  EXPECT_EQ(ExpectationsFor(1, 13).library_dir, "/usr/local/lib");
+  EXPECT_TRUE(ExpectationsFor(1, 13).cdi_mode);
+  EXPECT_FALSE(ExpectationsFor(1, 13).needs_bpf_jit_harden_1);
+  EXPECT_FALSE(ExpectationsFor(1, 13).kernel_module_config_docs);
+  EXPECT_TRUE(ExpectationsFor(1, 14).kernel_module_config_docs);
+}
+
+TEST(DoctorTest, NoGpuSaysSoPlainlyAndExitsTwo) {
+  Report r = Run(TestRoot("no-gpu"), InventoryFor(TestRoot("no-gpu"), {}, NotFound()));
+  EXPECT_EQ(r.ExitCode(), 2);
+  EXPECT_EQ(VerdictOf(r, "gpu.present"), Verdict::kFail);
+  EXPECT_EQ(r.Find("gpu.present")->summary, "no NVIDIA GPU is present on this node");
+  for (const CheckResult& c : r.checks) {
+    if (c.id == "gpu.present" || c.id == "os.release") continue;
+    EXPECT_EQ(c.verdict, Verdict::kNotChecked) << c.id;
+  }
+  std::string text = FormatReport(r, false);
+  EXPECT_THAT(text, HasSubstr("FAIL  NVIDIA GPU on the PCI bus: no NVIDIA GPU is present"));
+  EXPECT_THAT(text, HasSubstr("1 failed"));
+}
+
+TEST(DoctorTest, DriverUnbound) {
+  Report r =
+      Run(TestRoot("driver-unbound"), InventoryFor(TestRoot("driver-unbound"), {}, NotFound()));
+  EXPECT_EQ(r.ExitCode(), 2);
+  EXPECT_EQ(VerdictOf(r, "gpu.present"), Verdict::kPass);
+  EXPECT_EQ(VerdictOf(r, "gpu.driver"), Verdict::kFail);
+  EXPECT_THAT(Text(r, "gpu.driver"), HasSubstr("no driver bound"));
+  EXPECT_THAT(Text(r, "gpu.driver"), HasSubstr("0 of 2 GPUs"));
+  EXPECT_EQ(VerdictOf(r, "driver.modules"), Verdict::kFail);
+  EXPECT_THAT(Text(r, "driver.modules"), HasSubstr("modprobe nvidia"));
+  EXPECT_EQ(VerdictOf(r, "dev.nodes"), Verdict::kFail);
+  EXPECT_EQ(VerdictOf(r, "nvml.load"), Verdict::kFail);
+  // Not loaded yet: the flavour is not checked, but the RTX 5090's need is stated.
+  EXPECT_EQ(VerdictOf(r, "driver.flavor"), Verdict::kNotChecked);
+  EXPECT_THAT(Text(r, "driver.flavor"), HasSubstr("open required"));
+}
+
+TEST(DoctorTest, Nouveau) {
+  Report r = Run(TestRoot("nouveau"), InventoryFor(TestRoot("nouveau"), {}, NotFound()));
+  EXPECT_EQ(VerdictOf(r, "gpu.driver"), Verdict::kFail);
+  EXPECT_THAT(Text(r, "gpu.driver"), HasSubstr("bound to nouveau"));
+  EXPECT_THAT(Text(r, "gpu.driver"), HasSubstr("blacklist nouveau"));
+  EXPECT_THAT(Text(r, "driver.modules"), HasSubstr("nouveau is loaded too"));
+}
+
+TEST(DoctorTest, BlackwellWithProprietaryModules) {
+  Report r = Run(TestRoot("blackwell-proprietary"),
+                 InventoryFor(TestRoot("blackwell-proprietary"), {}, NotFound()));
+  EXPECT_EQ(r.ExitCode(), 2);
+  EXPECT_EQ(VerdictOf(r, "driver.flavor"), Verdict::kFail);
+  std::string t = Text(r, "driver.flavor");
+  EXPECT_THAT(t, HasSubstr("RTX 5090"));
+  EXPECT_THAT(t, HasSubstr("needs the open kernel modules, but the proprietary ones"));
+  // The root is a Talos node (as in the field report): the fix names the extensions.
+  EXPECT_THAT(t, HasSubstr("Replace the system extension nonfree-kmod-nvidia-production with "
+                           "nvidia-open-gpu-kernel-modules-production"));
+}
+
+TEST(DoctorTest, BlackwellFixWithoutTalos) {
+  // Same machine, not Talos: a copy without /etc/os-release.
+  fs::path tmp = fs::temp_directory_path() / absl::StrCat("gpulet-doctor-", getpid());
+  fs::copy(TestRoot("blackwell-proprietary"), tmp,
+           fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  fs::remove(tmp / "etc/os-release");
+  Report r = Run(tmp.string(), InventoryFor(tmp.string(), {}, NotFound()));
+  EXPECT_THAT(Text(r, "driver.flavor"), HasSubstr("nvidia-kernel-open-dkms"));
+  EXPECT_THAT(Text(r, "driver.modules"), Not(HasSubstr("machine.kernel")));
+  fs::remove_all(tmp);
+}
+
+TEST(DoctorTest, Talos18LegacyModeNeedsTheBpfSysctl) {
+  std::string root = TestRoot("talos-1.8");
+  Inventory inv =
+      InventoryFor(root, {Identity(0, "GPU-a", "0000:01:00.0", 0)}, absl::OkStatus(), "550.127.05");
+  Report r = Run(root, inv);
+  EXPECT_EQ(r.ExitCode(), 2);
+  EXPECT_TRUE(r.os.talos);
+  EXPECT_THAT(Text(r, "os.release"), HasSubstr("Talos up to 1.8"));
+  EXPECT_EQ(VerdictOf(r, "talos.bpf"), Verdict::kFail);
+  EXPECT_THAT(Text(r, "talos.bpf"), HasSubstr("net.core.bpf_jit_harden: 1"));
+  EXPECT_EQ(VerdictOf(r, "driver.userspace"), Verdict::kPass) << Text(r, "driver.userspace");
+  EXPECT_EQ(VerdictOf(r, "driver.modules"), Verdict::kPass);
+  EXPECT_EQ(VerdictOf(r, "driver.flavor"), Verdict::kPass);
+  EXPECT_EQ(VerdictOf(r, "dev.nodes"), Verdict::kPass);
+  EXPECT_EQ(VerdictOf(r, "containerd"), Verdict::kPass) << Text(r, "containerd");
+  EXPECT_EQ(VerdictOf(r, "kubelet"), Verdict::kPass);
+  // Legacy mode: no CDI spec is a warning, not a failure.
+  EXPECT_EQ(VerdictOf(r, "cdi.specs"), Verdict::kWarn);
+  EXPECT_EQ(VerdictOf(r, "cdi.resolve"), Verdict::kNotChecked);
+}
+
+TEST(DoctorTest, Talos112FieldReportFailures) {
+  std::string root = TestRoot("talos-1.12");
+  // NVML: the library exists where Talos 1.12 keeps it, but needs a newer glibc than gpulet's.
+  Inventory inv = InventoryFor(root, {}, absl::FailedPreconditionError("NVML could not be used"));
+  inv.nvml_attempts = {
+      {"libnvidia-ml.so.1 via the dynamic loader", "loader", NvmlLoadAttempt::Result::kAbsent,
+       absl::NotFoundError("the dynamic loader found no libnvidia-ml.so.1")},
+      {"/usr/local/glibc/usr/lib/libnvidia-ml.so.1", "Talos 1.9 to 1.12",
+       NvmlLoadAttempt::Result::kRejected,
+       absl::FailedPreconditionError("/usr/local/glibc/usr/lib/libnvidia-ml.so.1 needs "
+                                     "GLIBC_2.38 but gpulet runs with glibc 2.36")}};
+  Report r = Run(root, inv);
+  EXPECT_EQ(r.ExitCode(), 2);
+  EXPECT_EQ(VerdictOf(r, "nvml.load"), Verdict::kFail);
+  EXPECT_THAT(Text(r, "nvml.load"), HasSubstr("newer glibc"));
+  EXPECT_THAT(Text(r, "nvml.load"), HasSubstr("runtimeClassName: nvidia"));
+  // machine.kernel.modules forgot nvidia_uvm and nvidia_drm.
+  EXPECT_EQ(VerdictOf(r, "driver.modules"), Verdict::kFail);
+  EXPECT_THAT(Text(r, "driver.modules"), HasSubstr("nvidia_uvm is not loaded"));
+  EXPECT_THAT(Text(r, "driver.modules"), HasSubstr("- name: nvidia_uvm"));
+  EXPECT_EQ(VerdictOf(r, "dev.nodes"), Verdict::kFail);
+  EXPECT_THAT(Text(r, "dev.nodes"), HasSubstr("/dev/nvidia-uvm"));
+  // Libraries in the 1.9-1.12 place, of the kernel module's version.
+  EXPECT_EQ(VerdictOf(r, "driver.userspace"), Verdict::kPass) << Text(r, "driver.userspace");
+  EXPECT_EQ(VerdictOf(r, "talos.bpf"), Verdict::kPass);
+  // The device plugin's spec: hook at /usr/bin/nvidia-ctk (absent before Talos 1.13) and a
+  // library mount from the pre-1.9 place.
+  EXPECT_EQ(VerdictOf(r, "cdi.specs"), Verdict::kPass);
+  EXPECT_EQ(VerdictOf(r, "cdi.hooks"), Verdict::kFail);
+  std::string hooks = Text(r, "cdi.hooks");
+  EXPECT_THAT(hooks, HasSubstr("/usr/bin/nvidia-ctk"));
+  EXPECT_THAT(hooks, HasSubstr("NVIDIA_CDI_HOOK_PATH=/usr/local/bin/nvidia-cdi-hook"));
+  EXPECT_THAT(hooks, HasSubstr("only in /usr/local/bin"));
+  EXPECT_EQ(VerdictOf(r, "cdi.paths"), Verdict::kFail);
+  EXPECT_THAT(Text(r, "cdi.paths"), HasSubstr("/usr/local/lib/libnvidia-ml.so.580.105.08"));
+  EXPECT_THAT(Text(r, "cdi.paths"), HasSubstr("device node /dev/nvidia-uvm"));
+  EXPECT_EQ(VerdictOf(r, "cdi.resolve"), Verdict::kWarn);
+  EXPECT_THAT(Text(r, "cdi.resolve"), HasSubstr("k8s.device-plugin.nvidia.com/gpu"));
+  EXPECT_EQ(VerdictOf(r, "containerd"), Verdict::kWarn) << Text(r, "containerd");
+  EXPECT_THAT(Text(r, "containerd"), HasSubstr("20-customization.part"));
+}
+
+TEST(DoctorTest, Talos113CdiModeWithoutSpec) {
+  std::string root = TestRoot("talos-1.13");
+  Inventory inv =
+      InventoryFor(root, {Identity(0, "GPU-b", "0000:01:00.0", 0)}, absl::OkStatus(), "595.91.07");
+  Report r = Run(root, inv);
+  EXPECT_EQ(r.ExitCode(), 2);
+  EXPECT_EQ(VerdictOf(r, "driver.flavor"), Verdict::kPass);  // RTX 5090 on the open modules
+  EXPECT_EQ(VerdictOf(r, "driver.userspace"), Verdict::kPass) << Text(r, "driver.userspace");
+  EXPECT_EQ(VerdictOf(r, "talos.bpf"), Verdict::kNotChecked);
+  EXPECT_EQ(VerdictOf(r, "cdi.specs"), Verdict::kFail);
+  EXPECT_THAT(Text(r, "cdi.specs"), HasSubstr("ext-nvidia-cdi-gen"));
+  EXPECT_EQ(VerdictOf(r, "containerd"), Verdict::kPass) << Text(r, "containerd");
+  EXPECT_EQ(VerdictOf(r, "kubelet"), Verdict::kPass);
+  for (const CheckResult& c : r.checks) {
+    if (c.id != "cdi.specs" && c.id != "cdi.resolve" && c.id != "cdi.hooks" &&
+        c.id != "cdi.paths" && c.id != "talos.bpf" && c.id != "gpu.health") {
+      EXPECT_EQ(c.verdict, Verdict::kPass) << c.id << ": " << c.summary;
+    }
+  }
+}
+
+// Copies a fixture root so a test can change one fact.
+class RootCopy {
+ public:
+  explicit RootCopy(const std::string& from) {
+    path_ = fs::temp_directory_path() / absl::StrCat("gpulet-doctor-copy-", getpid(), "-", ++n_);
+    fs::copy(from, path_, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  }
+  ~RootCopy() { fs::remove_all(path_); }
+  std::string path() const { return path_.string(); }
+  void Write(const std::string& rel, const std::string& text) const {
+    fs::create_directories((path_ / rel).parent_path());
+    std::ofstream(path_ / rel) << text;
+  }
+
+ private:
+  static inline int n_ = 0;
+  fs::path path_;
+};
+
+TEST(DoctorTest, LibrariesInAnotherTalosVersionsPlace) {
+  // Talos 1.12 with an extension built for 1.8: the libraries sit in /usr/local/lib.
+  RootCopy root(TestRoot("talos-1.8"));
+  root.Write("etc/os-release", "ID=talos\nVERSION_ID=v1.12.0\n");
+  Inventory inv = InventoryFor(root.path(), {}, NotFound());
+  Report r = Run(root.path(), inv);
+  EXPECT_EQ(VerdictOf(r, "driver.userspace"), Verdict::kFail);
+  std::string t = Text(r, "driver.userspace");
+  EXPECT_THAT(t, HasSubstr("Talos up to 1.8 and from 1.13 layout"));
+  EXPECT_THAT(t, HasSubstr("/usr/local/glibc/usr/lib"));
+  EXPECT_THAT(Text(r, "nvml.load"), HasSubstr("/usr/local/glibc/usr/lib"));
+}
+
+TEST(DoctorTest, KernelAndUserspaceVersionsMustMatch) {
+  RootCopy root(TestRoot("talos-1.13"));
+  root.Write("proc/driver/nvidia/version",
+             "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build\n");
+  Inventory inv = InventoryFor(root.path(), {}, NotFound());
+  Report r = Run(root.path(), inv);
+  EXPECT_EQ(VerdictOf(r, "driver.userspace"), Verdict::kFail);
+  EXPECT_THAT(Text(r, "driver.userspace"), HasSubstr("595.91.07 do not match kernel module "
+                                                     "580.95.05"));
+}
+
+TEST(DoctorTest, TalosWithoutKmodExtension) {
+  RootCopy root(TestRoot("talos-1.13"));
+  fs::remove(fs::path(root.path()) / "usr/local/lib/modprobe.d/nvidia.conf");
+  root.Write("proc/modules", "");
+  Report r = Run(root.path(), InventoryFor(root.path(), {}, NotFound()));
+  EXPECT_EQ(VerdictOf(r, "driver.modules"), Verdict::kFail);
+  EXPECT_THAT(Text(r, "driver.modules"),
+              HasSubstr("Add the system extensions nvidia-open-gpu-kernel-modules-production"));
+}
+
+TEST(DoctorTest, ContainerdOnADebianHost) {
+  RootCopy root(SimRoot("h200"));
+  Inventory inv = InventoryFor(root.path(), {}, NotFound());
+  Report r = Run(root.path(), inv);
+  EXPECT_EQ(VerdictOf(r, "containerd"), Verdict::kPass) << Text(r, "containerd");
+  EXPECT_THAT(Text(r, "containerd"), HasSubstr("enable_cdi = true"));
+  root.Write("etc/containerd/config.toml", "version = 2\n");
+  r = Run(root.path(), inv);
+  EXPECT_EQ(VerdictOf(r, "containerd"), Verdict::kFail);
+  EXPECT_THAT(Text(r, "containerd"), HasSubstr("nvidia-ctk runtime configure"));
+}
+
+class FakeHealth final : public HealthSource {
+ public:
+  absl::StatusOr<std::vector<GpuHealth>> GpuHealthStates() const override {
+    return std::vector<GpuHealth>{
+        {"GPU-a", true, "", ""},
+        {"GPU-b", false, "XID 79: the GPU has fallen off the bus", "reboot the node"}};
+  }
+};
+
+TEST(DoctorTest, HealthHookPoint) {
+  std::string root = TestRoot("talos-1.13");
+  Inventory inv =
+      InventoryFor(root, {Identity(0, "GPU-b", "0000:01:00.0", 0)}, absl::OkStatus(), "595.91.07");
+  Report without = Run(root, inv);
+  EXPECT_EQ(VerdictOf(without, "gpu.health"), Verdict::kNotChecked);
+  EXPECT_THAT(without.Find("gpu.health")->summary, HasSubstr("gpulet serve not running"));
+  FakeHealth health;
+  Report with = Run(root, inv, &health);
+  EXPECT_EQ(VerdictOf(with, "gpu.health"), Verdict::kFail);
+  EXPECT_THAT(Text(with, "gpu.health"), HasSubstr("XID 79"));
+}
+
+TEST(DoctorTest, JsonShape) {
+  Report r = Run(TestRoot("no-gpu"), InventoryFor(TestRoot("no-gpu"), {}, NotFound()));
+  nlohmann::json j = r;
+  EXPECT_EQ(j["exit_code"], 2);
+  EXPECT_EQ(j["summary"]["fail"], 1);
+  EXPECT_EQ(j["checks"][1]["id"], "gpu.present");
+  EXPECT_EQ(j["checks"][1]["verdict"], "fail");
+  EXPECT_TRUE(j["checks"][1].contains("fix"));
+  EXPECT_EQ(j["checks"].back()["verdict"], "not checked");
+}
+
+// --- the command ------------------------------------------------------------------------
+
+std::string Gpulet() { return absl::StrCat(GPULET_BINARY_DIR, "/gpulet"); }
+
+TEST(DoctorCommandTest, HomelabSimulationIsHealthy) {
+  testing::RunResult r =
+      testing::RunProgram({Gpulet(), "--simulate", "homelab", "doctor", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  for (const auto& c : j["checks"]) {
+    EXPECT_TRUE(c["verdict"] == "pass" || c["verdict"] == "not checked") << c.dump(2);
+  }
+  EXPECT_EQ(j["os"]["version_id"], "v1.13.2");
+}
+
+TEST(DoctorCommandTest, NoGpuFixtureExitsTwo) {
+  testing::RunResult r =
+      testing::RunProgram({Gpulet(), "--host-root", TestRoot("no-gpu"), "doctor"});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("no NVIDIA GPU is present"));
+}
+
+// This machine has no NVIDIA GPU (the CI runners and the development box do not): the
+// doctor must say so plainly and exit 2.
+TEST(DoctorCommandTest, RealMachineWithoutGpu) {
+  HostFs real("/");
+  absl::StatusOr<std::vector<PciGpu>> gpus = ScanPciGpus(real);
+  if (gpus.ok() && !gpus->empty()) GTEST_SKIP() << "this machine has an NVIDIA GPU";
+  testing::RunResult r = testing::RunProgram({Gpulet(), "doctor"});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("no NVIDIA GPU is present on this node"));
+}
+
+}  // namespace
+}  // namespace gpulet::doctor

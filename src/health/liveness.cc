@@ -1,0 +1,117 @@
+#include "health/liveness.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/time/clock.h"
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "gpu/nvml_api.h"
+#include "gpu/nvml_errors.h"
+
+namespace gpulet {
+namespace {
+
+constexpr char kSource[] = "liveness";
+
+HealthCondition ConditionFor(const absl::Status& s, const std::string& gpu) {
+  int code = NvmlCodeOf(s);
+  if (code == NVML_ERROR_GPU_IS_LOST) {
+    return {HealthState::kUnhealthy,
+            absl::StrCat("GPU ", gpu, " has fallen off the bus (NVML GPU_IS_LOST)"),
+            "drain the node and reboot it; if it repeats, inspect the card, its power and slot",
+            absl::InfinitePast()};
+  }
+  if (code == NVML_ERROR_RESET_REQUIRED) {
+    return {HealthState::kUnhealthy, absl::StrCat("GPU ", gpu, " requires a reset"),
+            "stop its workloads and reset it (nvidia-smi -r) or reboot the node",
+            absl::InfinitePast()};
+  }
+  if (absl::IsDeadlineExceeded(s)) {
+    return {HealthState::kUnhealthy, absl::StrCat("GPU ", gpu, " is not answering: ", s.message()),
+            "check the kernel log for XIDs (gpulet doctor); reset the GPU or reboot the node",
+            absl::InfinitePast()};
+  }
+  return {HealthState::kUnhealthy, absl::StrCat("GPU ", gpu, " failed its liveness probe: ",
+                                                s.message()),
+          "run `gpulet doctor`; reset the GPU or reboot the node if it persists",
+          absl::InfinitePast()};
+}
+
+}  // namespace
+
+LivenessMonitor::LivenessMonitor(GpuLibrary* library, DeviceStore* store, Options options)
+    : library_(library), store_(store), options_(options) {}
+
+LivenessMonitor::~LivenessMonitor() { Stop(); }
+
+void LivenessMonitor::Start() {
+  thread_ = std::thread([this] {
+    while (!stop_.load()) {
+      absl::Time start = absl::Now();
+      ProbeOnce(start);
+      absl::Time until = start + options_.interval;
+      while (!stop_.load() && absl::Now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(
+            std::min<int64_t>(50, std::max<int64_t>(1, absl::ToInt64Milliseconds(until - absl::Now())))));
+      }
+    }
+  });
+}
+
+void LivenessMonitor::Stop() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+void LivenessMonitor::ProbeOnce(absl::Time now) {
+  std::shared_ptr<const Snapshot> snap = store_->Get();
+  for (const DeviceRecord& d : snap->devices) {
+    if (!d.gpu.in_nvml || !d.gpu.index) continue;
+    const std::string& uuid = d.gpu.uuid;
+    Track& t = tracks_[uuid];
+    absl::StatusOr<std::string> answer = library_->Probe(*d.gpu.index, options_.probe_timeout);
+    bool ok = answer.ok() && *answer == uuid;
+    if (answer.ok() && !ok) {
+      answer = absl::FailedPreconditionError(absl::StrCat(
+          "index ", *d.gpu.index, " now belongs to ", *answer, " (GPUs were renumbered)"));
+    }
+    if (!ok) {
+      t.last_failure = now;
+      if (!t.failing) {
+        t.failing = true;
+        t.failures.push_back(now);
+        GPULET_LOG_WARN("GPU {} ({}) failed its liveness probe: {}", *d.gpu.index, uuid,
+                        answer.status().message());
+      }
+      HealthCondition c = ConditionFor(answer.status(), d.gpu.bus_id);
+      store_->UpdateHealth(uuid, [&](GpuHealth& h) { h.Raise(kSource, c, now); });
+      continue;
+    }
+    if (!t.failing) continue;
+    // Answering again. Forget failures older than an hour for the flap limit.
+    t.failures.erase(std::remove_if(t.failures.begin(), t.failures.end(),
+                                    [now](absl::Time f) { return now - f > absl::Hours(1); }),
+                     t.failures.end());
+    if (static_cast<int>(t.failures.size()) >= kMaxFailures) {
+      store_->UpdateHealth(uuid, [&](GpuHealth& h) {
+        h.Raise(kSource,
+                {HealthState::kUnhealthy,
+                 absl::StrCat("GPU ", d.gpu.bus_id, " failed ", t.failures.size(),
+                              " times in the last hour; kept out of scheduling"),
+                 "inspect the card (power, seating, temperature) and reboot the node; restart "
+                 "gpulet to try it again",
+                 absl::InfinitePast()},
+                now);
+      });
+      continue;
+    }
+    if (now - t.last_failure >= options_.quiet_period) {
+      t.failing = false;
+      GPULET_LOG_INFO("GPU {} ({}) answers again: back to scheduling", *d.gpu.index, uuid);
+      store_->UpdateHealth(uuid, [&](GpuHealth& h) { h.Clear(kSource, now); });
+    }
+  }
+}
+
+}  // namespace gpulet

@@ -1,0 +1,325 @@
+// `gpulet serve --simulate homelab` driven by the kubelet emulator over real unix sockets.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "testing/daemon_process.h"
+#include "testing/fake_kubelet.h"
+#include "testing/subprocess.h"
+
+namespace gpulet {
+namespace {
+
+namespace fs = std::filesystem;
+using ::gpulet::testing::DaemonProcess;
+using ::gpulet::testing::FakeKubelet;
+using ::gpulet::testing::RunProgram;
+
+constexpr char kRtx3080[] = "GPU-3f9d6c2e-1b7a-4e0c-9d35-a1c2e3f43080";
+constexpr char kRtx5090[] = "GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090";
+
+std::string Gpulet() { return std::string(GPULET_BINARY_DIR) + "/gpulet"; }
+
+int CountHealthy(const v1beta1::ListAndWatchResponse& r) {
+  int n = 0;
+  for (const auto& d : r.devices()) n += d.health() == "Healthy";
+  return n;
+}
+
+class PluginIntegrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Short: unix socket paths are limited to 107 bytes.
+    static int counter = 0;
+    dir_ = fs::temp_directory_path() /
+           ("glt-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "kubelet/device-plugins");
+    kubelet_ = std::make_unique<FakeKubelet>((dir_ / "kubelet/device-plugins").string());
+    ASSERT_TRUE(kubelet_->Start().ok());
+  }
+  void TearDown() override {
+    if (daemon_.Running()) daemon_.Stop(SIGTERM, absl::Seconds(5));
+    kubelet_.reset();
+    fs::remove_all(dir_);
+  }
+
+  std::string State() const { return (dir_ / "sim-state.json").string(); }
+
+  // Starts the daemon with extra flags and waits for its registration(s).
+  void StartDaemon(const std::vector<std::string>& extra, int registrations = 1) {
+    std::vector<std::string> argv = {Gpulet(),          "--simulate", "homelab",
+                                     "--sim-state",     State(),      "serve",
+                                     "--kubelet-dir",   (dir_ / "kubelet").string(),
+                                     "--metrics-address", "",
+                                     "--probe-interval", "200ms", "--quiet-period", "1s"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    ASSERT_TRUE(daemon_.Start(argv, {}, (dir_ / "daemon.log").string()));
+    ASSERT_TRUE(kubelet_->WaitForRegistrations(registrations, absl::Seconds(10)))
+        << daemon_.Log();
+  }
+
+  void Sim(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {Gpulet(), "--simulate", "homelab", "--sim-state", State(),
+                                     "sim"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = RunProgram(argv);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+
+  fs::path dir_;
+  std::unique_ptr<FakeKubelet> kubelet_;
+  DaemonProcess daemon_;
+};
+
+TEST_F(PluginIntegrationTest, RegistersAndListsBothHomelabGpus) {
+  StartDaemon({});
+  auto reqs = kubelet_->requests();
+  ASSERT_EQ(reqs.size(), 1u);
+  EXPECT_EQ(reqs[0].version(), "v1beta1");
+  EXPECT_EQ(reqs[0].resource_name(), "nvidia.com/gpu");
+  EXPECT_EQ(reqs[0].endpoint(), "gpulet-gpu.sock");
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/gpu", [](const auto& r) { return r.devices_size() == 2 && CountHealthy(r) == 2; },
+      absl::Seconds(5)))
+      << daemon_.Log();
+  auto options = kubelet_->GetOptions("nvidia.com/gpu");
+  ASSERT_TRUE(options.ok());
+  EXPECT_TRUE(options->get_preferred_allocation_available());
+  struct stat st;
+  ASSERT_EQ(stat((dir_ / "kubelet/device-plugins/gpulet-gpu.sock").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST_F(PluginIntegrationTest, AllocateEnvvarByUuid) {
+  StartDaemon({});
+  auto r = kubelet_->Allocate("nvidia.com/gpu", {kRtx5090});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->container_responses_size(), 1);
+  const auto& c = r->container_responses(0);
+  EXPECT_EQ(c.envs().at("NVIDIA_VISIBLE_DEVICES"), kRtx5090);
+  EXPECT_EQ(c.envs_size(), 1);
+  EXPECT_EQ(c.mounts_size(), 0);
+  EXPECT_EQ(c.devices_size(), 0);
+  EXPECT_EQ(c.cdi_devices_size(), 0);
+}
+
+TEST_F(PluginIntegrationTest, AllocateAllStrategiesByIndexWithDeviceSpecs) {
+  StartDaemon({"--device-list-strategy", "envvar,volume-mounts,cdi-annotations,cdi-cri",
+               "--device-id-strategy", "index", "--pass-device-specs", "true"});
+  auto r = kubelet_->Allocate("nvidia.com/gpu", {kRtx3080, kRtx5090});
+  ASSERT_TRUE(r.ok()) << r.status();
+  const auto& c = r->container_responses(0);
+  // volume-mounts comes after envvar and wins NVIDIA_VISIBLE_DEVICES.
+  EXPECT_EQ(c.envs().at("NVIDIA_VISIBLE_DEVICES"), "/var/run/nvidia-container-devices");
+  ASSERT_EQ(c.mounts_size(), 2);
+  EXPECT_EQ(c.mounts(0).container_path(), "/var/run/nvidia-container-devices/0");
+  EXPECT_EQ(c.mounts(0).host_path(), "/dev/null");
+  EXPECT_EQ(c.mounts(1).container_path(), "/var/run/nvidia-container-devices/1");
+  EXPECT_EQ(c.annotations().at("cdi.k8s.io/gpulet"), "nvidia.com/gpu=0,nvidia.com/gpu=1");
+  ASSERT_EQ(c.cdi_devices_size(), 2);
+  EXPECT_EQ(c.cdi_devices(0).name(), "nvidia.com/gpu=0");
+  EXPECT_EQ(c.cdi_devices(1).name(), "nvidia.com/gpu=1");
+  std::vector<std::string> paths;
+  for (const auto& d : c.devices()) {
+    paths.push_back(d.container_path());
+    EXPECT_EQ(d.host_path(), d.container_path());
+    EXPECT_EQ(d.permissions(), "rw");
+  }
+  EXPECT_EQ(paths[0], "/dev/nvidia0");
+  EXPECT_EQ(paths[1], "/dev/nvidia1");
+  EXPECT_NE(std::find(paths.begin(), paths.end(), "/dev/nvidiactl"), paths.end());
+  EXPECT_NE(std::find(paths.begin(), paths.end(), "/dev/nvidia-uvm"), paths.end());
+}
+
+TEST_F(PluginIntegrationTest, AllocateCdiOnlyHasNoEnv) {
+  StartDaemon({"--device-list-strategy", "cdi-cri"});
+  auto r = kubelet_->Allocate("nvidia.com/gpu", {kRtx3080});
+  ASSERT_TRUE(r.ok()) << r.status();
+  const auto& c = r->container_responses(0);
+  EXPECT_EQ(c.envs_size(), 0);
+  ASSERT_EQ(c.cdi_devices_size(), 1);
+  EXPECT_EQ(c.cdi_devices(0).name(), std::string("nvidia.com/gpu=") + kRtx3080);
+}
+
+TEST_F(PluginIntegrationTest, UnknownIdIsRefusedByName) {
+  StartDaemon({});
+  auto r = kubelet_->Allocate("nvidia.com/gpu", {"GPU-does-not-exist"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("GPU-does-not-exist"), absl::string_view::npos);
+}
+
+TEST_F(PluginIntegrationTest, TimeSlicingReplicas) {
+  StartDaemon({"--replicas", "4"});
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/gpu", [](const auto& r) { return r.devices_size() == 8; }, absl::Seconds(5)));
+  auto r = kubelet_->Allocate("nvidia.com/gpu",
+                              {std::string(kRtx5090) + "::0", std::string(kRtx5090) + "::3"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Two replicas of one GPU are one GPU for the runtime.
+  EXPECT_EQ(r->container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES"), kRtx5090);
+  // Preferred allocation spreads replicas over distinct GPUs.
+  std::vector<std::string> all;
+  for (int i = 0; i < 4; ++i) {
+    all.push_back(std::string(kRtx3080) + "::" + std::to_string(i));
+    all.push_back(std::string(kRtx5090) + "::" + std::to_string(i));
+  }
+  auto pref = kubelet_->GetPreferredAllocation("nvidia.com/gpu", all, {}, 2);
+  ASSERT_TRUE(pref.ok());
+  ASSERT_EQ(pref->container_responses(0).deviceids_size(), 2);
+  EXPECT_NE(pref->container_responses(0).deviceids(0).substr(0, 40),
+            pref->container_responses(0).deviceids(1).substr(0, 40));
+}
+
+TEST_F(PluginIntegrationTest, RenameByDefaultAndFailRequestsGreaterThanOne) {
+  std::ofstream((dir_ / "config.yaml").string()) << "version: v1\n"
+                                                    "sharing:\n"
+                                                    "  timeSlicing:\n"
+                                                    "    replicas: 2\n"
+                                                    "    renameByDefault: true\n"
+                                                    "    failRequestsGreaterThanOne: true\n";
+  StartDaemon({"--config", (dir_ / "config.yaml").string()});
+  EXPECT_EQ(kubelet_->requests()[0].resource_name(), "nvidia.com/gpu.shared");
+  auto r = kubelet_->Allocate("nvidia.com/gpu.shared",
+                              {std::string(kRtx3080) + "::0", std::string(kRtx5090) + "::0"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("failRequestsGreaterThanOne"), absl::string_view::npos);
+}
+
+TEST_F(PluginIntegrationTest, MemorySlices) {
+  StartDaemon({"--memory-slices", "true"}, 2);
+  // 10240 MiB → 10 slices, 32607 MiB → 31 slices of 1 GiB.
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/gpu-memory", [](const auto& r) { return r.devices_size() == 41; },
+      absl::Seconds(5)));
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(std::string(kRtx5090) + "::mem" + std::to_string(i));
+  auto r = kubelet_->Allocate("nvidia.com/gpu-memory", ids);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES"), kRtx5090);
+  EXPECT_EQ(r->container_responses(0).envs().at("GPULET_MEMORY_LIMIT_MIB"), "4096");
+  // Slices from two GPUs are refused.
+  auto bad = kubelet_->Allocate("nvidia.com/gpu-memory",
+                                {std::string(kRtx3080) + "::mem0", std::string(kRtx5090) + "::mem0"});
+  EXPECT_FALSE(bad.ok());
+  // Preferred allocation packs a request onto the GPU that fits it most tightly.
+  std::vector<std::string> available;
+  for (int i = 0; i < 10; ++i) available.push_back(std::string(kRtx3080) + "::mem" + std::to_string(i));
+  for (int i = 0; i < 31; ++i) available.push_back(std::string(kRtx5090) + "::mem" + std::to_string(i));
+  auto pref = kubelet_->GetPreferredAllocation("nvidia.com/gpu-memory", available, {}, 8);
+  ASSERT_TRUE(pref.ok());
+  ASSERT_EQ(pref->container_responses(0).deviceids_size(), 8);
+  for (const auto& id : pref->container_responses(0).deviceids()) {
+    EXPECT_EQ(id.substr(0, 40), kRtx3080);
+  }
+  auto big = kubelet_->GetPreferredAllocation("nvidia.com/gpu-memory", available, {}, 24);
+  ASSERT_TRUE(big.ok());
+  for (const auto& id : big->container_responses(0).deviceids()) {
+    EXPECT_EQ(id.substr(0, 40), kRtx5090);
+  }
+}
+
+TEST_F(PluginIntegrationTest, LostGpuGoesUnhealthyAndComesBack) {
+  StartDaemon({});
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/gpu", [](const auto& r) { return CountHealthy(r) == 2; }, absl::Seconds(5)));
+  Sim({"lose", "1"});
+  auto only_5090_unhealthy = [](const v1beta1::ListAndWatchResponse& r) {
+    for (const auto& d : r.devices()) {
+      bool want_unhealthy = d.id() == kRtx5090;
+      if ((d.health() == "Unhealthy") != want_unhealthy) return false;
+    }
+    return r.devices_size() == 2;
+  };
+  ASSERT_TRUE(kubelet_->WaitForDevices("nvidia.com/gpu", only_5090_unhealthy, absl::Seconds(5)))
+      << daemon_.Log();
+  auto refused = kubelet_->Allocate("nvidia.com/gpu", {kRtx5090});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("fallen off the bus"), absl::string_view::npos);
+  Sim({"recover", "1"});
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/gpu", [](const auto& r) { return CountHealthy(r) == 2; }, absl::Seconds(10)))
+      << daemon_.Log();
+}
+
+TEST_F(PluginIntegrationTest, NvmlInitFailureAdvertisesEveryGpuUnhealthy) {
+  Sim({"driver", "unloaded"});
+  StartDaemon({});
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/gpu",
+      [](const auto& r) { return r.devices_size() == 2 && CountHealthy(r) == 0; },
+      absl::Seconds(5)))
+      << daemon_.Log();
+}
+
+TEST_F(PluginIntegrationTest, SurvivesTwentyKubeletRestartsWithoutLeaks) {
+  StartDaemon({});
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/gpu", [](const auto& r) { return r.devices_size() == 2; }, absl::Seconds(5)));
+  // Let start-up settle, then measure.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  int fds_before = daemon_.CountFds();
+  int threads_before = daemon_.CountThreads();
+  for (int i = 0; i < 20; ++i) {
+    absl::Time start = absl::Now();
+    ASSERT_TRUE(kubelet_->Restart().ok());
+    ASSERT_TRUE(kubelet_->WaitForRegistrations(2 + i, absl::Seconds(5)))
+        << "restart " << i << "\n" << daemon_.Log();
+    EXPECT_LT(absl::Now() - start, absl::Seconds(1)) << "restart " << i;
+    ASSERT_TRUE(kubelet_->WaitForDevices(
+        "nvidia.com/gpu", [](const auto& r) { return r.devices_size() == 2; }, absl::Seconds(5)));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_LE(daemon_.CountFds(), fds_before + 2);
+  EXPECT_LE(daemon_.CountThreads(), threads_before + 2);
+  // SIGTERM: clean exit, socket removed.
+  EXPECT_EQ(daemon_.Stop(SIGTERM, absl::Seconds(5)), 0);
+  EXPECT_FALSE(fs::exists(dir_ / "kubelet/device-plugins/gpulet-gpu.sock"));
+}
+
+TEST_F(PluginIntegrationTest, WaitsForKubeletThenRegisters) {
+  kubelet_->Stop();
+  fs::remove(dir_ / "kubelet/device-plugins/kubelet.sock");
+  std::vector<std::string> argv = {Gpulet(), "--simulate", "homelab", "--sim-state", State(),
+                                   "serve", "--kubelet-dir", (dir_ / "kubelet").string(),
+                                   "--metrics-address", ""};
+  ASSERT_TRUE(daemon_.Start(argv, {}, (dir_ / "daemon.log").string()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  EXPECT_TRUE(daemon_.Running()) << daemon_.Log();
+  ASSERT_TRUE(kubelet_->Start().ok());
+  EXPECT_TRUE(kubelet_->WaitForRegistrations(1, absl::Seconds(2))) << daemon_.Log();
+}
+
+TEST_F(PluginIntegrationTest, BadConfigNamesTheKey) {
+  std::ofstream((dir_ / "bad.yaml").string()) << "version: v1\nplugin:\n  deviceListStrateg: envvar\n";
+  auto r = RunProgram({Gpulet(), "--simulate", "homelab", "serve", "--config",
+                       (dir_ / "bad.yaml").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("plugin.deviceListStrateg"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("deviceListStrategy"), std::string::npos) << r.err;
+
+  std::ofstream((dir_ / "bad2.yaml").string()) << "version: v1\nplugin:\n  deviceIdStrategy: serial\n";
+  r = RunProgram({Gpulet(), "serve", "--config", (dir_ / "bad2.yaml").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("plugin.deviceIdStrategy (allowed: uuid or index)"), std::string::npos)
+      << r.err;
+}
+
+TEST_F(PluginIntegrationTest, PrintConfigShowsPrecedenceFlagOverEnvOverFile) {
+  std::ofstream((dir_ / "c.yaml").string())
+      << "version: v1\nresourceName: example.com/file\nsharing:\n  timeSlicing:\n    replicas: 3\n";
+  auto r = RunProgram({Gpulet(), "serve", "--config", (dir_ / "c.yaml").string(),
+                       "--resource-name", "example.com/flag", "--print-config"},
+                      {{"GPULET_RESOURCE_NAME", "example.com/env"}, {"GPULET_REPLICAS", "5"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("resourceName: example.com/flag"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("replicas: 5"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace gpulet

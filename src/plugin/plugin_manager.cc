@@ -1,0 +1,201 @@
+#include "plugin/plugin_manager.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/time/clock.h"
+#include "absl/strings/str_cat.h"
+#include "common/host_fs.h"
+#include "common/log.h"
+
+namespace gpulet {
+namespace {
+
+constexpr absl::Duration kMinBackoff = absl::Milliseconds(50);
+constexpr absl::Duration kMaxBackoff = absl::Seconds(5);
+constexpr absl::Duration kRegisterTimeout = absl::Seconds(5);
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+PluginManager::PluginManager(DeviceStore* store, ControlNodes control)
+    : store_(store), control_(std::move(control)) {}
+
+PluginManager::~PluginManager() { Stop(); }
+
+absl::Status PluginManager::Start(std::shared_ptr<const Config> config) {
+  config_ = std::move(config);
+  plugin_dir_ = JoinPath(config_->kubelet_dir, "device-plugins");
+  kubelet_socket_ = JoinPath(plugin_dir_, "kubelet.sock");
+  mkdir(config_->kubelet_dir.c_str(), 0755);
+  if (mkdir(plugin_dir_.c_str(), 0750) != 0 && errno != EEXIST) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot create the kubelet device-plugins directory ", plugin_dir_, ": ",
+        std::strerror(errno), ". Mount the host's ", plugin_dir_,
+        " into the gpulet pod (see deploy/) or pass --kubelet-dir"));
+  }
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  for (const ResourceSpec& r : ResourcesFor(*config_)) {
+    servers_.push_back(
+        std::make_unique<DevicePluginServer>(r, config_, store_, control_, plugin_dir_));
+    absl::Status s = servers_.back()->Start();
+    if (!s.ok()) return s;
+  }
+  thread_ = std::thread([this] { Run(); });
+  return absl::OkStatus();
+}
+
+void PluginManager::Reconfigure(std::shared_ptr<const Config> config) {
+  {
+    absl::MutexLock lock(&mu_);
+    pending_config_ = std::move(config);
+  }
+  Wake();
+}
+
+void PluginManager::Wake() {
+  if (wake_fd_ < 0) return;
+  uint64_t one = 1;
+  ssize_t n = write(wake_fd_, &one, sizeof(one));
+  (void)n;
+}
+
+void PluginManager::Stop() {
+  if (thread_.joinable()) {
+    stop_.store(true);
+    Wake();
+    thread_.join();
+  }
+  for (auto& s : servers_) s->Stop();
+  servers_.clear();
+  if (wake_fd_ >= 0) close(wake_fd_);
+  wake_fd_ = -1;
+}
+
+void PluginManager::Run() {
+  int inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  int watch = -1;
+  auto add_watch = [&] {
+    if (inotify_fd >= 0 && watch < 0) {
+      watch = inotify_add_watch(inotify_fd, plugin_dir_.c_str(),
+                                IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM |
+                                    IN_DELETE_SELF);
+    }
+  };
+  add_watch();
+  std::vector<bool> registered(servers_.size(), false);
+  absl::Duration backoff = kMinBackoff;
+  absl::Time next_attempt = absl::InfinitePast();
+  bool kubelet_seen = false;
+
+  while (!stop_.load()) {
+    // A new config: rebuild every server.
+    std::shared_ptr<const Config> next;
+    {
+      absl::MutexLock lock(&mu_);
+      next = std::move(pending_config_);
+    }
+    if (next) {
+      for (auto& s : servers_) s->Stop();
+      servers_.clear();
+      config_ = next;
+      for (const ResourceSpec& r : ResourcesFor(*config_)) {
+        servers_.push_back(
+            std::make_unique<DevicePluginServer>(r, config_, store_, control_, plugin_dir_));
+      }
+      registered.assign(servers_.size(), false);
+      GPULET_LOG_INFO("configuration changed: serving {} resource(s) again", servers_.size());
+    }
+    // Our socket gone (kubelet restart cleans the directory) or never started: serve again.
+    mkdir(plugin_dir_.c_str(), 0750);
+    add_watch();
+    for (size_t i = 0; i < servers_.size(); ++i) {
+      if (!servers_[i]->SocketIntact()) {
+        if (servers_[i]->running()) {
+          GPULET_LOG_INFO("socket {} was removed (kubelet restart?): serving again",
+                          servers_[i]->socket_path());
+        }
+        servers_[i]->Stop();
+        absl::Status s = servers_[i]->Start();
+        if (!s.ok()) GPULET_LOG_ERROR("{}", s.message());
+        registered[i] = false;
+      }
+    }
+    // Register whatever is not registered, once the kubelet is there.
+    bool kubelet_up = Exists(kubelet_socket_);
+    if (kubelet_up != kubelet_seen) {
+      if (!kubelet_up) GPULET_LOG_WARN("waiting for the kubelet: {} is absent", kubelet_socket_);
+      kubelet_seen = kubelet_up;
+    }
+    bool pending = false;
+    if (kubelet_up && absl::Now() >= next_attempt) {
+      for (size_t i = 0; i < servers_.size(); ++i) {
+        if (registered[i] || !servers_[i]->running()) continue;
+        absl::Status s = servers_[i]->Register(kubelet_socket_, kRegisterTimeout);
+        if (s.ok()) {
+          registered[i] = true;
+          registrations_.fetch_add(1);
+          GPULET_LOG_INFO("registered {} with the kubelet (endpoint {})",
+                          servers_[i]->resource().name, servers_[i]->resource().socket_name);
+        } else {
+          GPULET_LOG_WARN("{}; retrying in {}", s.message(), absl::FormatDuration(backoff));
+        }
+      }
+    }
+    for (size_t i = 0; i < servers_.size(); ++i) pending |= !registered[i];
+    if (pending && kubelet_up) {
+      if (absl::Now() >= next_attempt) {
+        next_attempt = absl::Now() + backoff;
+        backoff = std::min(backoff * 2, kMaxBackoff);
+      }
+    } else if (!pending) {
+      backoff = kMinBackoff;
+      next_attempt = absl::InfinitePast();
+    }
+
+    // Sleep until something happens in the directory, a wake-up, or the next retry.
+    absl::Duration wait = absl::Seconds(1);
+    if (pending && kubelet_up) wait = std::max(absl::ZeroDuration(), next_attempt - absl::Now());
+    struct pollfd fds[2] = {{inotify_fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    int ms = static_cast<int>(absl::ToInt64Milliseconds(wait));
+    int r = poll(fds, 2, std::max(ms, 1));
+    if (r > 0 && (fds[1].revents & POLLIN)) {
+      uint64_t v;
+      ssize_t n = read(wake_fd_, &v, sizeof(v));
+      (void)n;
+    }
+    if (r > 0 && (fds[0].revents & POLLIN)) {
+      alignas(struct inotify_event) char buf[4096];
+      ssize_t n;
+      while ((n = read(inotify_fd, buf, sizeof(buf))) > 0) {
+        for (char* p = buf; p < buf + n;) {
+          auto* ev = reinterpret_cast<struct inotify_event*>(p);
+          std::string name = ev->len > 0 ? ev->name : "";
+          if (name == "kubelet.sock" && (ev->mask & (IN_CREATE | IN_MOVED_TO))) {
+            // A (re)started kubelet has forgotten us: register again, right away.
+            GPULET_LOG_INFO("kubelet.sock created: registering again");
+            registered.assign(servers_.size(), false);
+            next_attempt = absl::InfinitePast();
+            backoff = kMinBackoff;
+          }
+          if (ev->mask & (IN_DELETE_SELF | IN_IGNORED)) watch = -1;
+          p += sizeof(struct inotify_event) + ev->len;
+        }
+      }
+    }
+  }
+  if (inotify_fd >= 0) close(inotify_fd);
+}
+
+}  // namespace gpulet

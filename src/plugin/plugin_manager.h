@@ -1,0 +1,69 @@
+// PluginManager: keeps gpulet registered with the kubelet, whatever the kubelet does.
+//
+// It owns one DevicePluginServer per advertised resource and one thread ("plugin-watch")
+// that: serves first, then registers once kubelet.sock exists (retrying with backoff while
+// it is absent or refuses); watches the device-plugins directory with inotify, and when
+// kubelet.sock is re-created or our own socket is deleted (a kubelet restart does both)
+// re-serves and re-registers at once. It never exits because the kubelet went away.
+//
+// Thread-safety: Start/Reconfigure/Stop are called from the main thread; the watch thread
+// owns the servers while running (Reconfigure hands it a new config through a mailbox).
+#ifndef GPULET_PLUGIN_PLUGIN_MANAGER_H_
+#define GPULET_PLUGIN_PLUGIN_MANAGER_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "config/config.h"
+#include "plugin/plugin_server.h"
+#include "state/device_store.h"
+
+namespace gpulet {
+
+class PluginManager {
+ public:
+  PluginManager(DeviceStore* store, ControlNodes control);
+  ~PluginManager();
+  PluginManager(const PluginManager&) = delete;
+  PluginManager& operator=(const PluginManager&) = delete;
+
+  // Creates <kubelet_dir>/device-plugins if needed, starts the servers and the watch
+  // thread. Fails only when the directory cannot be used at all.
+  absl::Status Start(std::shared_ptr<const Config> config);
+
+  // Replaces the config: servers are rebuilt and re-registered.
+  void Reconfigure(std::shared_ptr<const Config> config);
+
+  // Stops the thread and the servers; sockets are removed.
+  void Stop();
+
+  // Successful Register calls so far (for tests and benchmarks).
+  int registrations() const { return registrations_.load(); }
+
+ private:
+  void Run();
+  void Wake();
+
+  DeviceStore* store_;
+  ControlNodes control_;
+  std::string plugin_dir_;
+  std::string kubelet_socket_;
+  std::thread thread_;
+  int wake_fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> registrations_{0};
+  absl::Mutex mu_;
+  std::shared_ptr<const Config> pending_config_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const Config> config_;  // owned by the watch thread after Start
+  std::vector<std::unique_ptr<DevicePluginServer>> servers_;  // watch thread only
+};
+
+}  // namespace gpulet
+
+#endif  // GPULET_PLUGIN_PLUGIN_MANAGER_H_

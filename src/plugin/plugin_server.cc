@@ -1,0 +1,201 @@
+#include "plugin/plugin_server.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/host_fs.h"
+#include "common/log.h"
+#include "proto/deviceplugin/v1beta1/api.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+
+namespace gpulet {
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  grpc::StatusCode code = grpc::StatusCode::UNKNOWN;
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+      code = grpc::StatusCode::INVALID_ARGUMENT;
+      break;
+    case absl::StatusCode::kFailedPrecondition:
+      code = grpc::StatusCode::FAILED_PRECONDITION;
+      break;
+    case absl::StatusCode::kUnavailable:
+      code = grpc::StatusCode::UNAVAILABLE;
+      break;
+    default:
+      code = grpc::StatusCode::INTERNAL;
+  }
+  return grpc::Status(code, std::string(s.message()));
+}
+
+bool SameDevices(const v1beta1::ListAndWatchResponse& a, const v1beta1::ListAndWatchResponse& b) {
+  return a.SerializeAsString() == b.SerializeAsString();
+}
+
+}  // namespace
+
+class DevicePluginServer::Service final : public v1beta1::DevicePlugin::Service {
+ public:
+  explicit Service(DevicePluginServer* owner) : owner_(owner) {}
+
+  void BeginStop() { stopping_.store(true); }
+
+  grpc::Status GetDevicePluginOptions(grpc::ServerContext*, const v1beta1::Empty*,
+                                      v1beta1::DevicePluginOptions* out) override {
+    out->set_pre_start_required(false);
+    out->set_get_preferred_allocation_available(true);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ListAndWatch(grpc::ServerContext* ctx, const v1beta1::Empty*,
+                            grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) override {
+    const ResourceSpec& res = owner_->resource_;
+    std::shared_ptr<const Snapshot> snap = owner_->store_->Get();
+    v1beta1::ListAndWatchResponse last;
+    bool first = true;
+    while (!stopping_.load() && !ctx->IsCancelled()) {
+      v1beta1::ListAndWatchResponse now =
+          ToListAndWatch(AdvertisedDevices(res, *owner_->config_, *snap));
+      if (first || !SameDevices(now, last)) {
+        if (!writer->Write(now)) break;  // the kubelet went away
+        last = std::move(now);
+        first = false;
+      }
+      if (owner_->store_->shut_down()) break;
+      // Short waits so Stop() and cancelled streams end promptly.
+      snap = owner_->store_->WaitForChange(snap->version, absl::Milliseconds(200));
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetPreferredAllocation(grpc::ServerContext*,
+                                      const v1beta1::PreferredAllocationRequest* req,
+                                      v1beta1::PreferredAllocationResponse* out) override {
+    std::shared_ptr<const Snapshot> snap = owner_->store_->Get();
+    for (const auto& c : req->container_requests()) {
+      std::vector<std::string> available(c.available_deviceids().begin(),
+                                         c.available_deviceids().end());
+      std::vector<std::string> must(c.must_include_deviceids().begin(),
+                                    c.must_include_deviceids().end());
+      std::vector<std::string> chosen = PreferredAllocation(
+          owner_->resource_, *owner_->config_, *snap, available, must, c.allocation_size());
+      auto* r = out->add_container_responses();
+      for (const std::string& id : chosen) r->add_deviceids(id);
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Allocate(grpc::ServerContext*, const v1beta1::AllocateRequest* req,
+                        v1beta1::AllocateResponse* out) override {
+    std::shared_ptr<const Snapshot> snap = owner_->store_->Get();
+    for (const auto& c : req->container_requests()) {
+      std::vector<std::string> ids(c.devices_ids().begin(), c.devices_ids().end());
+      absl::StatusOr<v1beta1::ContainerAllocateResponse> r = AllocateContainer(
+          owner_->resource_, *owner_->config_, *snap, owner_->control_, ids);
+      if (!r.ok()) {
+        GPULET_LOG_WARN("Allocate {} refused: {}", owner_->resource_.name, r.status().message());
+        return ToGrpc(r.status());
+      }
+      *out->add_container_responses() = std::move(*r);
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status PreStartContainer(grpc::ServerContext*, const v1beta1::PreStartContainerRequest*,
+                                 v1beta1::PreStartContainerResponse*) override {
+    return grpc::Status::OK;
+  }
+
+ private:
+  DevicePluginServer* owner_;
+  std::atomic<bool> stopping_{false};
+};
+
+DevicePluginServer::DevicePluginServer(ResourceSpec resource,
+                                       std::shared_ptr<const Config> config, DeviceStore* store,
+                                       ControlNodes control, std::string plugin_dir)
+    : resource_(std::move(resource)),
+      config_(std::move(config)),
+      store_(store),
+      control_(std::move(control)),
+      plugin_dir_(std::move(plugin_dir)) {}
+
+DevicePluginServer::~DevicePluginServer() { Stop(); }
+
+std::string DevicePluginServer::socket_path() const {
+  return JoinPath(plugin_dir_, resource_.socket_name);
+}
+
+absl::Status DevicePluginServer::Start() {
+  if (server_) return absl::OkStatus();
+  std::string path = socket_path();
+  if (path.size() > 107) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the device plugin socket path ", path, " is ", path.size(),
+        " bytes; unix sockets allow at most 107. Use a shorter --kubelet-dir"));
+  }
+  unlink(path.c_str());  // a stale socket from an earlier run would make bind fail
+  service_ = std::make_unique<Service>(this);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(absl::StrCat("unix://", path), grpc::InsecureServerCredentials());
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (!server_) {
+    service_.reset();
+    return absl::UnavailableError(absl::StrCat(
+        "cannot serve the device plugin for ", resource_.name, " on ", path,
+        ": check that the directory exists and is writable (mount the kubelet's "
+        "device-plugins directory into the gpulet pod)"));
+  }
+  // Only root (the kubelet) talks to this socket.
+  chmod(path.c_str(), 0600);
+  struct stat st;
+  socket_inode_ = stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+  return absl::OkStatus();
+}
+
+void DevicePluginServer::Stop() {
+  if (!server_) return;
+  service_->BeginStop();
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  server_->Wait();
+  server_.reset();
+  service_.reset();
+  // Remove the socket only if it is still ours (the kubelet may have replaced the directory
+  // contents).
+  std::string path = socket_path();
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && st.st_ino == socket_inode_) unlink(path.c_str());
+  socket_inode_ = 0;
+}
+
+bool DevicePluginServer::SocketIntact() const {
+  struct stat st;
+  return server_ && stat(socket_path().c_str(), &st) == 0 && st.st_ino == socket_inode_;
+}
+
+absl::Status DevicePluginServer::Register(const std::string& kubelet_socket,
+                                          absl::Duration timeout) {
+  auto channel =
+      grpc::CreateChannel(absl::StrCat("unix://", kubelet_socket), grpc::InsecureChannelCredentials());
+  auto stub = v1beta1::Registration::NewStub(channel);
+  v1beta1::RegisterRequest req;
+  req.set_version("v1beta1");
+  req.set_endpoint(resource_.socket_name);
+  req.set_resource_name(resource_.name);
+  req.mutable_options()->set_get_preferred_allocation_available(true);
+  v1beta1::Empty resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
+  grpc::Status s = stub->Register(&ctx, req, &resp);
+  if (!s.ok()) {
+    return absl::UnavailableError(absl::StrCat("registering ", resource_.name, " with the kubelet at ",
+                                               kubelet_socket, " failed: ", s.error_message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gpulet

@@ -1,0 +1,70 @@
+// DevicePluginServer: the kubelet device-plugin API v1beta1 for one resource, served over
+// gRPC on a unix socket in the kubelet's device-plugins directory.
+//
+// It reads device state only from the DeviceStore: ListAndWatch sends the full list at once
+// and again whenever the store's snapshot changes what this resource advertises (health,
+// inventory); Allocate and GetPreferredAllocation are pure functions of the config and the
+// current snapshot (plugin/resources.h). Register() tells the kubelet about the socket.
+//
+// Thread-safety: Start/Stop/Register are called by the plugin manager's thread; RPCs run on
+// gRPC's threads and only read immutable config and store snapshots.
+#ifndef GPULET_PLUGIN_PLUGIN_SERVER_H_
+#define GPULET_PLUGIN_PLUGIN_SERVER_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "config/config.h"
+#include "plugin/resources.h"
+#include "state/device_store.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace gpulet {
+
+class DevicePluginServer {
+ public:
+  DevicePluginServer(ResourceSpec resource, std::shared_ptr<const Config> config,
+                     DeviceStore* store, ControlNodes control, std::string plugin_dir);
+  ~DevicePluginServer();
+  DevicePluginServer(const DevicePluginServer&) = delete;
+  DevicePluginServer& operator=(const DevicePluginServer&) = delete;
+
+  // Removes a stale socket, starts serving (socket mode 0600). Fails naming the path.
+  absl::Status Start();
+  // Ends open streams, stops serving and removes the socket. Idempotent.
+  void Stop();
+  bool running() const { return server_ != nullptr; }
+
+  // Calls the kubelet's Registration service on `kubelet_socket`.
+  absl::Status Register(const std::string& kubelet_socket, absl::Duration timeout);
+
+  // Whether our socket file still exists as the one we created (a kubelet restart deletes
+  // it).
+  bool SocketIntact() const;
+
+  const ResourceSpec& resource() const { return resource_; }
+  std::string socket_path() const;
+
+ private:
+  class Service;
+  ResourceSpec resource_;
+  std::shared_ptr<const Config> config_;
+  DeviceStore* store_;
+  ControlNodes control_;
+  std::string plugin_dir_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+  ino_t socket_inode_ = 0;
+};
+
+}  // namespace gpulet
+
+#endif  // GPULET_PLUGIN_PLUGIN_SERVER_H_

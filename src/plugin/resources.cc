@@ -1,0 +1,317 @@
+#include "plugin/resources.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace gpulet {
+namespace {
+
+constexpr char kVisibleDevices[] = "NVIDIA_VISIBLE_DEVICES";
+constexpr char kVolumeMountDir[] = "/var/run/nvidia-container-devices";
+
+// The ID a GPU is advertised under: its UUID, or its bus id when NVML never saw it (such a
+// GPU is always Unhealthy, but the kubelet should still count it in capacity).
+std::string BaseId(const DeviceRecord& d) {
+  return d.gpu.uuid.empty() ? absl::StrCat("pci-", d.gpu.bus_id) : d.gpu.uuid;
+}
+
+// The resource's "short" name for its socket: nvidia.com/gpu-memory → gpu-memory.
+std::string SocketFor(const std::string& resource) {
+  std::string tail = resource.substr(resource.rfind('/') + 1);
+  return absl::StrCat("gpulet-", tail, ".sock");
+}
+
+int SlicesOf(const DeviceRecord& d, const Config& config) {
+  if (!d.gpu.memory_total_bytes) return 0;
+  uint64_t mib = *d.gpu.memory_total_bytes / (1024 * 1024);
+  return static_cast<int>(mib / static_cast<uint64_t>(config.sharing.memory_slices.slice_mib));
+}
+
+const DeviceRecord* FindByBase(const Snapshot& snap, const std::string& base, size_t* pos) {
+  for (size_t i = 0; i < snap.devices.size(); ++i) {
+    if (BaseId(snap.devices[i]) == base) {
+      *pos = i;
+      return &snap.devices[i];
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::string PhysicalId(const std::string& advertised_id) {
+  size_t sep = advertised_id.find("::");
+  return sep == std::string::npos ? advertised_id : advertised_id.substr(0, sep);
+}
+
+std::vector<ResourceSpec> ResourcesFor(const Config& config) {
+  std::vector<ResourceSpec> out;
+  std::vector<std::string> names = config.AdvertisedResources();
+  out.push_back({names[0], SocketFor(names[0]), ResourceKind::kGpu});
+  if (config.sharing.memory_slices.enabled) {
+    const std::string& mem = config.sharing.memory_slices.resource_name;
+    out.push_back({mem, SocketFor(mem), ResourceKind::kMemorySlice});
+  }
+  return out;
+}
+
+std::vector<AdvertisedDevice> AdvertisedDevices(const ResourceSpec& resource,
+                                                const Config& config, const Snapshot& snap) {
+  std::vector<AdvertisedDevice> out;
+  for (size_t i = 0; i < snap.devices.size(); ++i) {
+    const DeviceRecord& d = snap.devices[i];
+    bool healthy = d.health.state != HealthState::kUnhealthy;
+    std::string base = BaseId(d);
+    int count = 1;
+    std::string infix;
+    if (resource.kind == ResourceKind::kMemorySlice) {
+      count = SlicesOf(d, config);
+      infix = "mem";
+    } else if (config.sharing.time_slicing.replicas > 1) {
+      count = config.sharing.time_slicing.replicas;
+    }
+    for (int k = 0; k < count; ++k) {
+      std::string id = (resource.kind == ResourceKind::kGpu &&
+                        config.sharing.time_slicing.replicas <= 1)
+                           ? base
+                           : absl::StrCat(base, "::", infix, k);
+      out.push_back({std::move(id), i, healthy, d.gpu.numa_node});
+    }
+  }
+  return out;
+}
+
+v1beta1::ListAndWatchResponse ToListAndWatch(const std::vector<AdvertisedDevice>& devices) {
+  v1beta1::ListAndWatchResponse response;
+  for (const AdvertisedDevice& a : devices) {
+    v1beta1::Device* d = response.add_devices();
+    d->set_id(a.id);
+    d->set_health(a.healthy ? "Healthy" : "Unhealthy");
+    if (a.numa_node >= 0) d->mutable_topology()->add_nodes()->set_id(a.numa_node);
+  }
+  return response;
+}
+
+absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
+    const ResourceSpec& resource, const Config& config, const Snapshot& snap,
+    const ControlNodes& control, const std::vector<std::string>& ids) {
+  if (ids.empty()) return absl::InvalidArgumentError("Allocate request names no devices");
+  if (resource.kind == ResourceKind::kGpu && config.sharing.time_slicing.replicas > 1 &&
+      config.sharing.time_slicing.fail_requests_greater_than_one && ids.size() > 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "request for ", ids.size(), " ", resource.name,
+        " replicas refused: sharing.timeSlicing.failRequestsGreaterThanOne is set, so a "
+        "container may ask for at most 1 (replicas give no more GPU, only a time share)"));
+  }
+  std::vector<AdvertisedDevice> advertised = AdvertisedDevices(resource, config, snap);
+  std::map<std::string, const AdvertisedDevice*> by_id;
+  for (const AdvertisedDevice& a : advertised) by_id[a.id] = &a;
+  std::vector<std::string> unknown, unhealthy;
+  std::vector<size_t> gpus;  // physical GPUs, first-use order, de-duplicated
+  for (const std::string& id : ids) {
+    auto it = by_id.find(id);
+    if (it == by_id.end()) {
+      unknown.push_back(id);
+      continue;
+    }
+    if (!it->second->healthy) unhealthy.push_back(id);
+    if (std::find(gpus.begin(), gpus.end(), it->second->gpu) == gpus.end()) {
+      gpus.push_back(it->second->gpu);
+    }
+  }
+  if (!unknown.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown ", resource.name, " device IDs: ", absl::StrJoin(unknown, ", "),
+        " (this node advertises ", advertised.size(), " devices; the GPU may have been "
+        "removed or the sharing config changed)"));
+  }
+  if (!unhealthy.empty()) {
+    std::vector<std::string> reasons;
+    for (const std::string& id : unhealthy) {
+      const DeviceRecord& d = snap.devices[by_id[id]->gpu];
+      reasons.push_back(absl::StrCat(id, " (", d.health.reason, ")"));
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "unhealthy ", resource.name, " devices requested: ", absl::StrJoin(reasons, "; ")));
+  }
+  if (resource.kind == ResourceKind::kMemorySlice && gpus.size() > 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the ", ids.size(), " ", resource.name,
+        " units requested span ", gpus.size(), " GPUs; a container's memory slices must come "
+        "from one GPU (the kubelet follows gpulet's preferred allocation, which packs them)"));
+  }
+
+  // The IDs the container runtime understands: UUIDs or NVML indexes.
+  std::vector<std::string> runtime_ids;
+  for (size_t g : gpus) {
+    const Gpu& gpu = snap.devices[g].gpu;
+    if (config.plugin.device_id_strategy == DeviceIdStrategy::kIndex && gpu.index) {
+      runtime_ids.push_back(absl::StrCat(*gpu.index));
+    } else {
+      runtime_ids.push_back(gpu.uuid);
+    }
+  }
+
+  v1beta1::ContainerAllocateResponse r;
+  for (DeviceListStrategy s : config.plugin.device_list_strategy) {
+    switch (s) {
+      case DeviceListStrategy::kEnvvar:
+        (*r.mutable_envs())[kVisibleDevices] = absl::StrJoin(runtime_ids, ",");
+        break;
+      case DeviceListStrategy::kVolumeMounts:
+        (*r.mutable_envs())[kVisibleDevices] = kVolumeMountDir;
+        for (const std::string& id : runtime_ids) {
+          v1beta1::Mount* m = r.add_mounts();
+          m->set_host_path("/dev/null");
+          m->set_container_path(absl::StrCat(kVolumeMountDir, "/", id));
+          m->set_read_only(true);
+        }
+        break;
+      case DeviceListStrategy::kCdiAnnotations: {
+        std::vector<std::string> names;
+        for (const std::string& id : runtime_ids) {
+          names.push_back(absl::StrCat(config.plugin.cdi_kind, "=", id));
+        }
+        (*r.mutable_annotations())[absl::StrCat(config.plugin.cdi_annotation_prefix,
+                                                "gpulet")] = absl::StrJoin(names, ",");
+        break;
+      }
+      case DeviceListStrategy::kCdiCri:
+        for (const std::string& id : runtime_ids) {
+          r.add_cdi_devices()->set_name(absl::StrCat(config.plugin.cdi_kind, "=", id));
+        }
+        break;
+    }
+  }
+  if (resource.kind == ResourceKind::kMemorySlice) {
+    // A hint for applications that can cap themselves (e.g. a framework's memory fraction);
+    // nothing enforces it.
+    (*r.mutable_envs())["GPULET_MEMORY_LIMIT_MIB"] =
+        absl::StrCat(static_cast<uint64_t>(ids.size()) *
+                     static_cast<uint64_t>(config.sharing.memory_slices.slice_mib));
+  }
+  if (config.plugin.pass_device_specs) {
+    std::string root = config.plugin.dev_root == "/" ? "" : config.plugin.dev_root;
+    auto add_spec = [&r, &root](const std::string& path) {
+      v1beta1::DeviceSpec* d = r.add_devices();
+      d->set_container_path(path);
+      d->set_host_path(root + path);
+      d->set_permissions("rw");
+    };
+    for (size_t g : gpus) {
+      const Gpu& gpu = snap.devices[g].gpu;
+      if (gpu.minor) add_spec(gpu.DeviceNode());
+    }
+    for (const std::string& path : control.paths) add_spec(path);
+  }
+  return r;
+}
+
+std::vector<std::string> PreferredAllocation(const ResourceSpec& resource,
+                                             const Config& config, const Snapshot& snap,
+                                             const std::vector<std::string>& available,
+                                             const std::vector<std::string>& must_include,
+                                             int size) {
+  std::vector<std::string> chosen = must_include;
+  std::set<std::string> taken(must_include.begin(), must_include.end());
+  if (static_cast<int>(chosen.size()) >= size) {
+    chosen.resize(static_cast<size_t>(size));
+    return chosen;
+  }
+  // Group the free IDs by physical GPU, keeping the kubelet's order within a GPU.
+  std::map<std::string, std::vector<std::string>> free_by_gpu;
+  std::vector<std::string> gpu_order;
+  for (const std::string& id : available) {
+    if (taken.count(id)) continue;
+    std::string phys = PhysicalId(id);
+    if (!free_by_gpu.count(phys)) gpu_order.push_back(phys);
+    free_by_gpu[phys].push_back(id);
+  }
+  auto numa_of = [&snap](const std::string& phys) {
+    size_t pos = 0;
+    const DeviceRecord* d = FindByBase(snap, phys, &pos);
+    return d != nullptr ? d->gpu.numa_node : -1;
+  };
+  int need = size - static_cast<int>(chosen.size());
+
+  if (resource.kind == ResourceKind::kMemorySlice) {
+    // Pack: all units from the GPU whose free units fit most tightly (best fit), so large
+    // requests later still find room. Must-include units fix the GPU.
+    std::string fixed = must_include.empty() ? "" : PhysicalId(must_include.front());
+    std::string best;
+    size_t best_free = SIZE_MAX;
+    for (const std::string& phys : gpu_order) {
+      size_t free = free_by_gpu[phys].size();
+      if (!fixed.empty() && phys != fixed) continue;
+      if (static_cast<int>(free) >= need && free < best_free) {
+        best = phys;
+        best_free = free;
+      }
+    }
+    if (best.empty() && !gpu_order.empty()) best = fixed.empty() ? gpu_order.front() : fixed;
+    for (const std::string& id : free_by_gpu[best]) {
+      if (need-- <= 0) break;
+      chosen.push_back(id);
+    }
+  } else if (config.sharing.time_slicing.replicas > 1) {
+    // Spread: one replica per GPU per round, least-used GPU (most free replicas) first.
+    std::vector<std::string> order = gpu_order;
+    std::stable_sort(order.begin(), order.end(), [&](const std::string& a, const std::string& b) {
+      return free_by_gpu[a].size() > free_by_gpu[b].size();
+    });
+    std::map<std::string, size_t> next;
+    while (need > 0) {
+      bool progressed = false;
+      for (const std::string& phys : order) {
+        if (need <= 0) break;
+        size_t& n = next[phys];
+        if (n < free_by_gpu[phys].size()) {
+          chosen.push_back(free_by_gpu[phys][n++]);
+          --need;
+          progressed = true;
+        }
+      }
+      if (!progressed) break;
+    }
+  } else {
+    // Whole GPUs: prefer a NUMA node that can satisfy the whole request (the one with the
+    // most free GPUs, or the must-include's node), then fill from the rest.
+    std::map<int, std::vector<std::string>> by_numa;
+    for (const std::string& phys : gpu_order) by_numa[numa_of(phys)].push_back(phys);
+    int preferred = 0;
+    if (!must_include.empty()) {
+      preferred = numa_of(PhysicalId(must_include.front()));
+    } else {
+      // The smallest node that fits the whole request keeps bigger nodes free for bigger
+      // requests; when none fits, the node with the most free GPUs.
+      size_t best = 0;
+      bool best_fits = false;
+      for (const auto& [node, list] : by_numa) {
+        bool fits = static_cast<int>(list.size()) >= need;
+        bool better = best == 0 || (fits && !best_fits) ||
+                      (fits && best_fits && list.size() < best) ||
+                      (!fits && !best_fits && list.size() > best);
+        if (better) {
+          preferred = node;
+          best = list.size();
+          best_fits = fits;
+        }
+      }
+    }
+    std::vector<std::string> order = by_numa[preferred];
+    for (const std::string& phys : gpu_order) {
+      if (std::find(order.begin(), order.end(), phys) == order.end()) order.push_back(phys);
+    }
+    for (const std::string& phys : order) {
+      if (need <= 0) break;
+      chosen.push_back(free_by_gpu[phys].front());
+      --need;
+    }
+  }
+  return chosen;
+}
+
+}  // namespace gpulet

@@ -1,0 +1,74 @@
+// What the device plugin advertises and hands out, as pure functions of the config and a
+// DeviceStore snapshot (no gRPC, no I/O), so every rule is unit-testable.
+//
+// A *resource* is one extended resource with its own plugin socket: whole GPUs (optionally
+// time-sliced into replicas with IDs "<uuid>::<n>") or memory slices (one unit per
+// configured MiB of a GPU, IDs "<uuid>::mem<k>"). Each advertised ID maps back to one
+// physical GPU, whose health every ID of it shares.
+//
+// Thread-safety: pure functions over values.
+#ifndef GPULET_PLUGIN_RESOURCES_H_
+#define GPULET_PLUGIN_RESOURCES_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "config/config.h"
+#include "proto/deviceplugin/v1beta1/api.pb.h"
+#include "state/device_store.h"
+
+namespace gpulet {
+
+enum class ResourceKind { kGpu, kMemorySlice };
+
+struct ResourceSpec {
+  std::string name;         // "nvidia.com/gpu"
+  std::string socket_name;  // "gpulet-gpu.sock", relative to the device-plugins dir
+  ResourceKind kind = ResourceKind::kGpu;
+};
+
+// The resources `config` asks for, in a stable order.
+std::vector<ResourceSpec> ResourcesFor(const Config& config);
+
+struct AdvertisedDevice {
+  std::string id;
+  size_t gpu = 0;  // index into Snapshot::devices
+  bool healthy = true;
+  int numa_node = -1;
+};
+
+// The devices a resource advertises for a snapshot.
+std::vector<AdvertisedDevice> AdvertisedDevices(const ResourceSpec& resource,
+                                                const Config& config, const Snapshot& snap);
+
+// The ListAndWatch message for a device list.
+v1beta1::ListAndWatchResponse ToListAndWatch(const std::vector<AdvertisedDevice>& devices);
+
+// Control device nodes (/dev/nvidiactl, ...) that exist on the host, for DeviceSpecs.
+struct ControlNodes {
+  std::vector<std::string> paths;  // container paths, e.g. "/dev/nvidiactl"
+};
+
+// Builds the response for one container. Fails with InvalidArgument naming unknown IDs,
+// FailedPrecondition naming unhealthy ones or a sharing rule that forbids the request.
+absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
+    const ResourceSpec& resource, const Config& config, const Snapshot& snap,
+    const ControlNodes& control, const std::vector<std::string>& ids);
+
+// Chooses `size` IDs from `available` (keeping `must_include`): whole GPUs on one NUMA node
+// where possible; replicas spread over distinct GPUs, least used first; memory slices packed
+// onto the GPU that fits them most tightly.
+std::vector<std::string> PreferredAllocation(const ResourceSpec& resource,
+                                             const Config& config, const Snapshot& snap,
+                                             const std::vector<std::string>& available,
+                                             const std::vector<std::string>& must_include,
+                                             int size);
+
+// The physical GPU's UUID for an advertised ID ("GPU-x::3" → "GPU-x").
+std::string PhysicalId(const std::string& advertised_id);
+
+}  // namespace gpulet
+
+#endif  // GPULET_PLUGIN_RESOURCES_H_

@@ -1,0 +1,115 @@
+// DeviceStore: the one piece of shared mutable state in `gpulet serve`.
+//
+// Per GPU it holds the identity (from discovery), the health verdict (from the health
+// policy) and the latest sample (from the metrics sampler), plus node-wide facts (is NVML
+// usable). Writers replace parts; every change publishes a new immutable Snapshot with a
+// higher version. Readers (the device plugin's ListAndWatch streams, the metrics exporter,
+// /status) never call NVML: they take the current snapshot, or block in WaitForChange until
+// a newer one exists. Copy-on-write snapshots keep readers lock-free once they hold one.
+//
+// Thread-safety: all methods are thread-safe. One absl::Mutex guards the current snapshot
+// pointer; waiters use absl::Mutex conditions, so any number of streams can wait at once.
+#ifndef GPULET_STATE_DEVICE_STORE_H_
+#define GPULET_STATE_DEVICE_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "gpu/gpu_model.h"
+
+namespace gpulet {
+
+enum class HealthState { kHealthy, kDegraded, kUnhealthy };
+
+const char* HealthStateName(HealthState state);
+
+// One reason a GPU is not fully healthy, raised by one source ("nvml", "liveness",
+// "xid", ...). Sources raise and clear their own conditions; the GPU's state is the worst.
+struct HealthCondition {
+  HealthState severity = HealthState::kUnhealthy;
+  std::string reason;  // in words: "XID 79: GPU has fallen off the bus"
+  std::string action;  // what to do: "reboot the node"
+  absl::Time since = absl::InfinitePast();
+};
+
+struct GpuHealth {
+  HealthState state = HealthState::kHealthy;
+  std::string reason;  // of the worst condition; "" when healthy
+  std::string action;
+  absl::Time since = absl::InfinitePast();  // when `state` began
+  std::map<std::string, HealthCondition> conditions;  // by source
+  int last_xid = 0;                    // most recent XID seen (0 = none)
+  std::map<int, uint64_t> xid_counts;  // every XID seen, by code
+
+  // Raises (or replaces) the condition of `source`; keeps its original `since` when the
+  // severity is unchanged.
+  void Raise(const std::string& source, HealthCondition condition, absl::Time now);
+  // Clears the condition of `source`, if any.
+  void Clear(const std::string& source, absl::Time now);
+  bool Has(const std::string& source) const { return conditions.count(source) > 0; }
+
+ private:
+  void Recompute(absl::Time now);
+};
+
+// One GPU as the store knows it.
+struct DeviceRecord {
+  Gpu gpu;
+  GpuHealth health;
+};
+
+struct Snapshot {
+  uint64_t version = 0;
+  bool nvml_ok = false;         // NVML loaded and counted GPUs
+  std::string nvml_error;       // why not, when !nvml_ok
+  std::vector<DeviceRecord> devices;  // in inventory order
+
+  const DeviceRecord* FindByUuid(const std::string& uuid) const;
+};
+
+class DeviceStore {
+ public:
+  DeviceStore();
+  DeviceStore(const DeviceStore&) = delete;
+  DeviceStore& operator=(const DeviceStore&) = delete;
+
+  // Replaces the inventory. Health of GPUs that remain (same UUID, or same bus id for
+  // GPUs without one) is kept; new GPUs start Healthy, unless NVML is unusable, in which case
+  // every GPU is Unhealthy with the NVML error as reason.
+  void SetInventory(const Inventory& inventory, absl::Time now);
+
+  // Sets one GPU's health (matched by UUID, else bus id). Returns false if unknown.
+  bool SetHealth(const std::string& uuid_or_bus_id, const GpuHealth& health);
+
+  // Applies `update` to one GPU's health under the lock (read-modify-write for policy).
+  bool UpdateHealth(const std::string& uuid_or_bus_id,
+                    const std::function<void(GpuHealth&)>& update);
+
+  std::shared_ptr<const Snapshot> Get() const;
+
+  // Blocks until the version is greater than `seen`, the timeout passes, or Shutdown().
+  // Returns the current snapshot either way.
+  std::shared_ptr<const Snapshot> WaitForChange(uint64_t seen, absl::Duration timeout) const;
+
+  // Wakes every waiter; later WaitForChange calls return at once.
+  void Shutdown();
+  bool shut_down() const;
+
+ private:
+  void PublishLocked(std::shared_ptr<Snapshot> next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const Snapshot> current_ ABSL_GUARDED_BY(mu_);
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace gpulet
+
+#endif  // GPULET_STATE_DEVICE_STORE_H_
