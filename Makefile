@@ -50,6 +50,7 @@ test: unit-test asan-test fuzz-smoke
 	@echo "make test: all test suites passed"
 
 bench: build
+	@scripts/deps.sh bench
 	$(BUILD)/bench/gpulet_bench
 
 fuzz: deps

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Installs (as root) or lists (otherwise) the Debian 12 packages a make target needs.
-# Usage: scripts/deps.sh GROUP...   groups: build test bench fuzz podman
+# Usage: scripts/deps.sh GROUP...   groups: build test bench fuzz podman prometheus
 # Exits 0 when everything is present, 1 when a non-root user must install something.
 set -eu
 
@@ -13,16 +13,20 @@ pkgs_fuzz="clang-14 libfuzzer-14-dev"
 # The real CDI consumer test (tests/podman_cdi_test.sh): podman 4.3 runs here only with runc
 # (crun fails on hybrid cgroups); busybox-static gives a registry-free local image.
 pkgs_podman="podman runc busybox-static"
+# The real-Prometheus test and the metrics benchmark's peer and load generator.
+pkgs_prometheus="prometheus curl python3"
+pkgs_bench_peers="prometheus-node-exporter wrk curl"
 
 want=""
 for group in "$@"; do
   case "$group" in
     build) want="$want $pkgs_build" ;;
-    test) want="$want $pkgs_build $pkgs_test" ;;
-    bench) want="$want $pkgs_build $pkgs_bench" ;;
+    test) want="$want $pkgs_build $pkgs_test $pkgs_prometheus $pkgs_podman" ;;
+    bench) want="$want $pkgs_build $pkgs_bench $pkgs_bench_peers" ;;
     fuzz) want="$want $pkgs_fuzz" ;;
     podman) want="$want $pkgs_podman" ;;
-    *) echo "deps.sh: unknown group '$group' (allowed: build test bench fuzz podman)" >&2; exit 2 ;;
+    prometheus) want="$want $pkgs_prometheus" ;;
+    *) echo "deps.sh: unknown group '$group' (allowed: build test bench fuzz podman prometheus)" >&2; exit 2 ;;
   esac
 done
 

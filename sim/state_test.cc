@@ -2,6 +2,9 @@
 
 #include "sim/state.h"
 
+#include <chrono>
+#include <thread>
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -117,7 +120,9 @@ TEST(SimStateTest, XidSequenceKeepsIncreasingAcrossReset) {
   EXPECT_TRUE(state.gpus.empty());
   ASSERT_TRUE(InjectXid(&state, "0", 79));
   EXPECT_GT(state.gpus.at("0").xids[0].seq, second);
-  // A fresh state (file deleted) still numbers above the old ones: the clock is the floor.
+  // A fresh state (file deleted) still numbers above the old ones: the clock (in
+  // microseconds) is the floor, so let it tick once.
+  std::this_thread::sleep_for(std::chrono::microseconds(5));
   SimState fresh;
   ASSERT_TRUE(InjectXid(&fresh, "0", 79));
   EXPECT_GT(fresh.gpus.at("0").xids[0].seq, second);

@@ -93,8 +93,15 @@ absl::Status ValidateKindPart(absl::string_view part, absl::string_view what,
 
 // --- encoding helpers -----------------------------------------------------------------------
 
+// What the writer quotes: everything a reader might not take for a string, including YAML
+// 1.1's base-60 integers ("0:1" is a MIG device name), which some readers still resolve.
+bool NeedsQuotes(absl::string_view s) {
+  if (PlainScalarIsNotString(s)) return true;
+  return IsDigit(s[0]) && absl::StrContains(s, ":") && AllOf(s, "0123456789:_.");
+}
+
 void EmitString(YAML::Emitter& out, const std::string& s) {
-  if (PlainScalarIsNotString(s)) {
+  if (NeedsQuotes(s)) {
     out << YAML::DoubleQuoted << s;
   } else {
     out << s;

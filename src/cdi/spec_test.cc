@@ -17,6 +17,13 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+DeviceNode Node(const std::string& path, const std::string& host_path = "") {
+  DeviceNode n;
+  n.path = path;
+  n.host_path = host_path;
+  return n;
+}
+
 // A spec with one device of each name style and spec-wide edits, like the generator's.
 Spec SampleSpec() {
   Spec s;
@@ -24,13 +31,13 @@ Spec SampleSpec() {
   s.kind = "nvidia.com/gpu";
   Device d0;
   d0.name = "0";
-  d0.edits.device_nodes.push_back({.path = "/dev/nvidia0", .host_path = "/tmp/dev/nvidia0"});
+  d0.edits.device_nodes.push_back(Node("/dev/nvidia0", "/tmp/dev/nvidia0"));
   Device uuid;
   uuid.name = "GPU-3f9d6c2e-1b7a-4e0c-9d35-a1c2e3f43080";
-  uuid.edits.device_nodes.push_back({.path = "/dev/nvidia0"});
+  uuid.edits.device_nodes.push_back(Node("/dev/nvidia0"));
   s.devices = {d0, uuid};
   s.edits.env = {"NVIDIA_VISIBLE_DEVICES=void"};
-  s.edits.device_nodes.push_back({.path = "/dev/nvidiactl"});
+  s.edits.device_nodes.push_back(Node("/dev/nvidiactl"));
   s.edits.mounts.push_back({"/usr/local/lib/libcuda.so.570.133.20",
                             "/usr/local/lib/libcuda.so.570.133.20",
                             "",
@@ -50,7 +57,7 @@ Spec PlainSpec() {
   s.kind = "nvidia.com/gpu";
   Device d;
   d.name = "GPU-abc";
-  d.edits.device_nodes.push_back({.path = "/dev/nvidia0"});
+  d.edits.device_nodes.push_back(Node("/dev/nvidia0"));
   s.devices.push_back(d);
   return s;
 }
@@ -100,7 +107,8 @@ TEST(CdiVersionTest, EachFeatureRaisesTheMinimum) {
   gids.devices[0].edits.additional_gids = {44};
   EXPECT_EQ(RequiredVersion(gids).version, (Version{0, 7, 0}));
   Spec rdt = PlainSpec();
-  rdt.edits.intel_rdt = IntelRdt{.clos_id = "clos1"};
+  rdt.edits.intel_rdt.emplace();
+  rdt.edits.intel_rdt->clos_id = "clos1";
   EXPECT_EQ(RequiredVersion(rdt).version, (Version{0, 7, 0}));
   rdt.edits.intel_rdt->schemata = {"L3:0=ff"};
   EXPECT_EQ(RequiredVersion(rdt).version, (Version{1, 1, 0}));
@@ -248,15 +256,16 @@ TEST(CdiEncodeTest, AmbiguousStringsAreQuoted) {
   Spec s = PlainSpec();
   s.version = "0.5.0";
   s.edits.env = {"A=1"};
-  for (const char* tricky :
-       {"true", "on", "null", "~", "1e3", "0x1f", "1.5", ".5", "0", "-1", "yes", "N", ".inf"}) {
+  for (const char* tricky : {"true", "on", "null", "~", "1e3", "0x1f", "1.5", ".5", "0", "-1",
+                             "yes", "N", ".inf", "0:1"}) {
     s.edits.hooks.push_back({"poststop", "/bin/true", {tricky}, {}, std::nullopt});
   }
   absl::StatusOr<Spec> back = ParseSpec(ToYaml(s), "t");
   ASSERT_TRUE(back.ok()) << back.status() << "\n" << ToYaml(s);
   EXPECT_EQ(*back, s);
   // Ordinary strings stay plain.
-  EXPECT_THAT(ToYaml(s), HasSubstr("- /bin/true"));
+  EXPECT_THAT(ToYaml(s), HasSubstr("path: /bin/true"));
+  EXPECT_THAT(ToYaml(s), HasSubstr("- \"0:1\""));
 }
 
 TEST(CdiEncodeTest, AllFieldsRoundTrip) {

@@ -21,6 +21,7 @@ std::unique_ptr<CommandHandler> MakeManifestsCommand();
 std::unique_ptr<CommandHandler> MakeVersionCommand();
 std::unique_ptr<CommandHandler> MakeServeCommand();
 std::unique_ptr<CommandHandler> MakeSimCommand();
+std::unique_ptr<CommandHandler> MakeStatusCommand();
 
 // Shared by commands that look at the node: applies --simulate, then discovers. Returns
 // false (after printing why) when the options are unusable.

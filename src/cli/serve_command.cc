@@ -6,6 +6,9 @@
 // health-liveness.
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include <cstdio>
 #include <memory>
@@ -17,6 +20,8 @@
 #include "common/log.h"
 #include "config/config.h"
 #include "health/liveness.h"
+#include "metrics/http_server.h"
+#include "metrics/sampler.h"
 #include "plugin/plugin_manager.h"
 #include "state/device_store.h"
 
@@ -132,6 +137,33 @@ class ServeCommand final : public CommandHandler {
       liveness = std::make_unique<LivenessMonitor>(node.gpus.get(), &store, lo);
       liveness->Start();
     }
+    // Metrics: the sampler renders, the HTTP server copies.
+    char hostname[256] = {};
+    gethostname(hostname, sizeof(hostname) - 1);
+    Sampler::Options so;
+    so.interval = config->metrics.sample_interval;
+    so.timeout = std::min(config->metrics.sample_interval, absl::Seconds(1));
+    Sampler sampler(node.gpus.get(), &store, node.host.get(), so,
+                    {hostname, node.inventory.system.driver_version});
+    std::unique_ptr<MetricsServer> http;
+    if (!config->metrics.address.empty()) {
+      absl::StatusOr<WebConfig> web = LoadWebConfig(config->metrics.web_config_file);
+      if (!web.ok()) {
+        GPULET_LOG_ERROR("metrics.webConfigFile: {}", web.status().message());
+        plugins.Stop();
+        return kExitUsage;
+      }
+      sampler.Start();
+      http = std::make_unique<MetricsServer>(&sampler, &store, *web);
+      absl::Status listening = http->Start(config->metrics.address);
+      if (!listening.ok()) {
+        GPULET_LOG_ERROR("{}", listening.message());
+        sampler.Stop();
+        plugins.Stop();
+        return kExitFailure;
+      }
+      GPULET_LOG_INFO("metrics on {} (/metrics, /healthz, /status)", config->metrics.address);
+    }
     GPULET_LOG_INFO("gpulet {} serving {} on {}/device-plugins", GPULET_VERSION,
                     config->AdvertisedResources()[0], config->kubelet_dir);
 
@@ -153,6 +185,8 @@ class ServeCommand final : public CommandHandler {
       }
     }
     store.Shutdown();
+    if (http) http->Stop();
+    sampler.Stop();
     if (liveness) liveness->Stop();
     plugins.Stop();
     GPULET_LOG_INFO("stopped");

@@ -110,7 +110,7 @@ absl::StatusOr<Simulation> ApplySimulation(GlobalOptions& options, bool quiet) {
   if (!sim.ok()) return sim.status();
   std::string dir = sim->state_file.substr(0, sim->state_file.rfind('/'));
   if (!dir.empty()) mkdir(dir.c_str(), 0700);  // may exist; the simulator tolerates no file
-  options.nvml_lib = sim->library;
+  if (options.nvml_lib.empty()) options.nvml_lib = sim->library;
   if (options.host_root.empty() || options.host_root == "/") options.host_root = sim->host_root;
   setenv("GPULET_SIM_FIXTURE", sim->fixture_yaml.c_str(), 1);
   setenv("GPULET_SIM_STATE", sim->state_file.c_str(), 1);

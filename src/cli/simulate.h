@@ -30,7 +30,7 @@ struct Simulation {
 // .yaml). Does not change anything. NotFound names every place looked at.
 absl::StatusOr<Simulation> FindSimulation(const GlobalOptions& options);
 
-// FindSimulation, then rewrites `options` (nvml_lib, and host_root unless the user set one)
+// FindSimulation, then rewrites `options` (nvml_lib and host_root, unless the user set them)
 // and exports GPULET_SIM_FIXTURE / GPULET_SIM_STATE for the simulator. Prints one line to
 // stderr saying what is simulated and where the state file is, unless `quiet`.
 absl::StatusOr<Simulation> ApplySimulation(GlobalOptions& options, bool quiet);

@@ -576,14 +576,23 @@ CheckResult CheckUserspace(const Context& c) {
           " (the extension versions must match the Talos release). Workloads that "
           "hostPath-mount a library directory break each time Talos moves it (1.9, 1.13): "
           "use CDI or runtimeClassName: nvidia instead."));
+    } else if (!elsewhere.empty()) {
+      r.verdict = Verdict::kWarn;
+      r.summary = absl::StrCat("driver libraries also in ", absl::StrJoin(elsewhere, ", "),
+                               ", besides ", c.talos->library_dir);
+      fixes.push_back(
+          "Remove the stray copies (a leftover hostPath or an extension for another Talos "
+          "release): a loader that finds them first mixes driver versions.");
     }
   }
   if (!kernel.empty()) {
     for (const std::string& v : versions) {
       if (v == kernel) continue;
       r.verdict = Verdict::kFail;
-      r.summary = absl::StrCat("user-space libraries ", v, " do not match kernel module ", kernel,
-                               ": NVML fails with \"Driver/library version mismatch\"");
+      std::string mismatch =
+          absl::StrCat("user-space libraries ", v, " do not match kernel module ", kernel,
+                       ": NVML fails with \"Driver/library version mismatch\"");
+      r.summary = r.summary.empty() ? mismatch : absl::StrCat(r.summary, "; ", mismatch);
       fixes.push_back(
           c.talos ? "The kernel-module extension and nvidia-container-toolkit-production must "
                     "carry the same driver version: pick matching versions of both."

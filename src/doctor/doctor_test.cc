@@ -53,7 +53,8 @@ Inventory InventoryFor(const std::string& root, const std::vector<DeviceIdentity
   return inv;
 }
 
-Report Run(const std::string& root, const Inventory& inv, const HealthSource* health = nullptr) {
+Report Diagnose(const std::string& root, const Inventory& inv,
+                const HealthSource* health = nullptr) {
   HostFs host(root);
   DoctorInput in;
   in.host = &host;
@@ -103,7 +104,7 @@ TEST(OsReleaseTest, TalosLayoutsBySection15) {
 }
 
 TEST(DoctorTest, NoGpuSaysSoPlainlyAndExitsTwo) {
-  Report r = Run(TestRoot("no-gpu"), InventoryFor(TestRoot("no-gpu"), {}, NotFound()));
+  Report r = Diagnose(TestRoot("no-gpu"), InventoryFor(TestRoot("no-gpu"), {}, NotFound()));
   EXPECT_EQ(r.ExitCode(), 2);
   EXPECT_EQ(VerdictOf(r, "gpu.present"), Verdict::kFail);
   EXPECT_EQ(r.Find("gpu.present")->summary, "no NVIDIA GPU is present on this node");
@@ -117,8 +118,8 @@ TEST(DoctorTest, NoGpuSaysSoPlainlyAndExitsTwo) {
 }
 
 TEST(DoctorTest, DriverUnbound) {
-  Report r =
-      Run(TestRoot("driver-unbound"), InventoryFor(TestRoot("driver-unbound"), {}, NotFound()));
+  Report r = Diagnose(TestRoot("driver-unbound"),
+                      InventoryFor(TestRoot("driver-unbound"), {}, NotFound()));
   EXPECT_EQ(r.ExitCode(), 2);
   EXPECT_EQ(VerdictOf(r, "gpu.present"), Verdict::kPass);
   EXPECT_EQ(VerdictOf(r, "gpu.driver"), Verdict::kFail);
@@ -134,7 +135,7 @@ TEST(DoctorTest, DriverUnbound) {
 }
 
 TEST(DoctorTest, Nouveau) {
-  Report r = Run(TestRoot("nouveau"), InventoryFor(TestRoot("nouveau"), {}, NotFound()));
+  Report r = Diagnose(TestRoot("nouveau"), InventoryFor(TestRoot("nouveau"), {}, NotFound()));
   EXPECT_EQ(VerdictOf(r, "gpu.driver"), Verdict::kFail);
   EXPECT_THAT(Text(r, "gpu.driver"), HasSubstr("bound to nouveau"));
   EXPECT_THAT(Text(r, "gpu.driver"), HasSubstr("blacklist nouveau"));
@@ -142,8 +143,8 @@ TEST(DoctorTest, Nouveau) {
 }
 
 TEST(DoctorTest, BlackwellWithProprietaryModules) {
-  Report r = Run(TestRoot("blackwell-proprietary"),
-                 InventoryFor(TestRoot("blackwell-proprietary"), {}, NotFound()));
+  Report r = Diagnose(TestRoot("blackwell-proprietary"),
+                      InventoryFor(TestRoot("blackwell-proprietary"), {}, NotFound()));
   EXPECT_EQ(r.ExitCode(), 2);
   EXPECT_EQ(VerdictOf(r, "driver.flavor"), Verdict::kFail);
   std::string t = Text(r, "driver.flavor");
@@ -160,7 +161,7 @@ TEST(DoctorTest, BlackwellFixWithoutTalos) {
   fs::copy(TestRoot("blackwell-proprietary"), tmp,
            fs::copy_options::recursive | fs::copy_options::copy_symlinks);
   fs::remove(tmp / "etc/os-release");
-  Report r = Run(tmp.string(), InventoryFor(tmp.string(), {}, NotFound()));
+  Report r = Diagnose(tmp.string(), InventoryFor(tmp.string(), {}, NotFound()));
   EXPECT_THAT(Text(r, "driver.flavor"), HasSubstr("nvidia-kernel-open-dkms"));
   EXPECT_THAT(Text(r, "driver.modules"), Not(HasSubstr("machine.kernel")));
   fs::remove_all(tmp);
@@ -170,7 +171,7 @@ TEST(DoctorTest, Talos18LegacyModeNeedsTheBpfSysctl) {
   std::string root = TestRoot("talos-1.8");
   Inventory inv =
       InventoryFor(root, {Identity(0, "GPU-a", "0000:01:00.0", 0)}, absl::OkStatus(), "550.127.05");
-  Report r = Run(root, inv);
+  Report r = Diagnose(root, inv);
   EXPECT_EQ(r.ExitCode(), 2);
   EXPECT_TRUE(r.os.talos);
   EXPECT_THAT(Text(r, "os.release"), HasSubstr("Talos up to 1.8"));
@@ -198,7 +199,7 @@ TEST(DoctorTest, Talos112FieldReportFailures) {
        NvmlLoadAttempt::Result::kRejected,
        absl::FailedPreconditionError("/usr/local/glibc/usr/lib/libnvidia-ml.so.1 needs "
                                      "GLIBC_2.38 but gpulet runs with glibc 2.36")}};
-  Report r = Run(root, inv);
+  Report r = Diagnose(root, inv);
   EXPECT_EQ(r.ExitCode(), 2);
   EXPECT_EQ(VerdictOf(r, "nvml.load"), Verdict::kFail);
   EXPECT_THAT(Text(r, "nvml.load"), HasSubstr("newer glibc"));
@@ -233,7 +234,7 @@ TEST(DoctorTest, Talos113CdiModeWithoutSpec) {
   std::string root = TestRoot("talos-1.13");
   Inventory inv =
       InventoryFor(root, {Identity(0, "GPU-b", "0000:01:00.0", 0)}, absl::OkStatus(), "595.91.07");
-  Report r = Run(root, inv);
+  Report r = Diagnose(root, inv);
   EXPECT_EQ(r.ExitCode(), 2);
   EXPECT_EQ(VerdictOf(r, "driver.flavor"), Verdict::kPass);  // RTX 5090 on the open modules
   EXPECT_EQ(VerdictOf(r, "driver.userspace"), Verdict::kPass) << Text(r, "driver.userspace");
@@ -274,7 +275,7 @@ TEST(DoctorTest, LibrariesInAnotherTalosVersionsPlace) {
   RootCopy root(TestRoot("talos-1.8"));
   root.Write("etc/os-release", "ID=talos\nVERSION_ID=v1.12.0\n");
   Inventory inv = InventoryFor(root.path(), {}, NotFound());
-  Report r = Run(root.path(), inv);
+  Report r = Diagnose(root.path(), inv);
   EXPECT_EQ(VerdictOf(r, "driver.userspace"), Verdict::kFail);
   std::string t = Text(r, "driver.userspace");
   EXPECT_THAT(t, HasSubstr("Talos up to 1.8 and from 1.13 layout"));
@@ -287,17 +288,31 @@ TEST(DoctorTest, KernelAndUserspaceVersionsMustMatch) {
   root.Write("proc/driver/nvidia/version",
              "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build\n");
   Inventory inv = InventoryFor(root.path(), {}, NotFound());
-  Report r = Run(root.path(), inv);
+  Report r = Diagnose(root.path(), inv);
   EXPECT_EQ(VerdictOf(r, "driver.userspace"), Verdict::kFail);
   EXPECT_THAT(Text(r, "driver.userspace"), HasSubstr("595.91.07 do not match kernel module "
                                                      "580.95.05"));
+}
+
+TEST(DoctorTest, PascalWithOpenModules) {
+  // A Tesla P100 (Pascal) on the open modules, which need Turing's GSP.
+  RootCopy root(TestRoot("blackwell-proprietary"));
+  root.Write("sys/devices/pci0000:00/0000:01:00.0/device", "0x15f8\n");
+  root.Write("proc/driver/nvidia/version",
+             "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.133.20  Release Build\n");
+  Report r = Diagnose(root.path(), InventoryFor(root.path(), {}, NotFound()));
+  EXPECT_EQ(VerdictOf(r, "driver.flavor"), Verdict::kFail);
+  std::string t = Text(r, "driver.flavor");
+  EXPECT_THAT(t, HasSubstr("Tesla P100-PCIE-16GB"));
+  EXPECT_THAT(t, HasSubstr("needs the proprietary kernel modules, but the open ones"));
+  EXPECT_THAT(t, HasSubstr("with nonfree-kmod-nvidia-production"));
 }
 
 TEST(DoctorTest, TalosWithoutKmodExtension) {
   RootCopy root(TestRoot("talos-1.13"));
   fs::remove(fs::path(root.path()) / "usr/local/lib/modprobe.d/nvidia.conf");
   root.Write("proc/modules", "");
-  Report r = Run(root.path(), InventoryFor(root.path(), {}, NotFound()));
+  Report r = Diagnose(root.path(), InventoryFor(root.path(), {}, NotFound()));
   EXPECT_EQ(VerdictOf(r, "driver.modules"), Verdict::kFail);
   EXPECT_THAT(Text(r, "driver.modules"),
               HasSubstr("Add the system extensions nvidia-open-gpu-kernel-modules-production"));
@@ -306,11 +321,11 @@ TEST(DoctorTest, TalosWithoutKmodExtension) {
 TEST(DoctorTest, ContainerdOnADebianHost) {
   RootCopy root(SimRoot("h200"));
   Inventory inv = InventoryFor(root.path(), {}, NotFound());
-  Report r = Run(root.path(), inv);
+  Report r = Diagnose(root.path(), inv);
   EXPECT_EQ(VerdictOf(r, "containerd"), Verdict::kPass) << Text(r, "containerd");
   EXPECT_THAT(Text(r, "containerd"), HasSubstr("enable_cdi = true"));
   root.Write("etc/containerd/config.toml", "version = 2\n");
-  r = Run(root.path(), inv);
+  r = Diagnose(root.path(), inv);
   EXPECT_EQ(VerdictOf(r, "containerd"), Verdict::kFail);
   EXPECT_THAT(Text(r, "containerd"), HasSubstr("nvidia-ctk runtime configure"));
 }
@@ -328,17 +343,17 @@ TEST(DoctorTest, HealthHookPoint) {
   std::string root = TestRoot("talos-1.13");
   Inventory inv =
       InventoryFor(root, {Identity(0, "GPU-b", "0000:01:00.0", 0)}, absl::OkStatus(), "595.91.07");
-  Report without = Run(root, inv);
+  Report without = Diagnose(root, inv);
   EXPECT_EQ(VerdictOf(without, "gpu.health"), Verdict::kNotChecked);
   EXPECT_THAT(without.Find("gpu.health")->summary, HasSubstr("gpulet serve not running"));
   FakeHealth health;
-  Report with = Run(root, inv, &health);
+  Report with = Diagnose(root, inv, &health);
   EXPECT_EQ(VerdictOf(with, "gpu.health"), Verdict::kFail);
   EXPECT_THAT(Text(with, "gpu.health"), HasSubstr("XID 79"));
 }
 
 TEST(DoctorTest, JsonShape) {
-  Report r = Run(TestRoot("no-gpu"), InventoryFor(TestRoot("no-gpu"), {}, NotFound()));
+  Report r = Diagnose(TestRoot("no-gpu"), InventoryFor(TestRoot("no-gpu"), {}, NotFound()));
   nlohmann::json j = r;
   EXPECT_EQ(j["exit_code"], 2);
   EXPECT_EQ(j["summary"]["fail"], 1);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gpu/nvml_errors.h"
+#include "health/kmsg.h"
 #include "health/xid.h"
 #include "health/xid_catalog.h"
 
@@ -52,6 +53,9 @@ constexpr P kRuntimeHandlerMissing[] = {"no runtime for \"nvidia\" is configured
                                         "no runtime for nvidia is configured"};
 constexpr P kBpfDeviceRules[] = {"failed to add device rules*load program: invalid argument"};
 constexpr P kEmptyDeviceEdits[] = {"empty device edits"};
+constexpr P kProbeFailed[] = {"probe with driver nvidia failed", "RmInitAdapter failed",
+                              "NVIDIA probe routine failed", "No devices were found"};
+constexpr P kUnsupportedGpu[] = {"installed in this system is not supported by the"};
 
 constexpr ExplainEntry kEntries[] = {
     {"nvml-library-missing", kNvmlMissing,
@@ -235,6 +239,28 @@ constexpr ExplainEntry kEntries[] = {
      "Find out why NVML sees no GPU: `gpulet doctor`, the kernel log (XIDs), and on NVSwitch "
      "systems the nvidia-fabricmanager-production extension and its service.",
      "siderolabs/talos #14015"},
+    {"gpu-probe-failed", kProbeFailed,
+     "The NVIDIA driver could not initialise the GPU",
+     "The kernel module is loaded but the GPU did not come up: on Blackwell cards (RTX 50xx, "
+     "RTX PRO 6000 Blackwell, B200) the proprietary modules are loaded where only the open "
+     "modules work; on consumer boards Resizable BAR or Above 4G Decoding is disabled in the "
+     "firmware setup; or the GPU is not answering on PCIe (look for XID 79 or \"fallen off the "
+     "bus\" in the kernel log).",
+     "Use the open kernel modules for Turing and newer GPUs (on Talos the "
+     "nvidia-open-gpu-kernel-modules-production extension instead of "
+     "nonfree-kmod-nvidia-production). Enable Resizable BAR and Above 4G Decoding in the "
+     "BIOS/UEFI setup. Then check the kernel log (`dmesg | gpulet explain -`) for the "
+     "driver's own reason.",
+     "NVIDIA/open-gpu-kernel-modules #862, #872; NVIDIA driver README (open modules)"},
+    {"gpu-not-supported-by-driver", kUnsupportedGpu,
+     "The loaded driver does not support this GPU",
+     "The GPU is newer than the driver release (or needs the open kernel modules), so the "
+     "driver refuses to attach to it.",
+     "Install a driver release that supports the GPU; for Blackwell use the open kernel "
+     "modules. On Talos pick the -production extensions (nvidia-open-gpu-kernel-modules-"
+     "production and nvidia-container-toolkit-production) for a Talos release that ships a "
+     "recent enough driver.",
+     "NVIDIA driver README (supported GPUs); siderolabs/extensions"},
 };
 
 // nvmlErrorString() phrases people see ("Failed to initialize NVML: Driver Not Loaded"),
@@ -272,6 +298,20 @@ bool IsIdentifierChar(char c) {
   return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_';
 }
 
+// The catalogue's phrases as a sentence: capitalised when the first word is a plain
+// lower-case word (not "libnvidia-ml.so.1" or a command), with a full stop.
+std::string Sentence(absl::string_view phrase) {
+  std::string out(phrase);
+  size_t word_end = std::min(out.find(' '), out.size());
+  bool plain = word_end > 0;
+  for (size_t i = 0; i < word_end; ++i) {
+    if (!absl::ascii_islower(static_cast<unsigned char>(out[i]))) plain = false;
+  }
+  if (plain) out[0] = absl::ascii_toupper(static_cast<unsigned char>(out[0]));
+  if (!out.empty() && out.back() != '.') out += '.';
+  return out;
+}
+
 Explanation FromNvml(const NvmlReturnInfo& info, absl::string_view matched) {
   Explanation e;
   absl::string_view short_name = info.name;
@@ -279,9 +319,8 @@ Explanation FromNvml(const NvmlReturnInfo& info, absl::string_view matched) {
   e.id = absl::StrCat("nvml-", absl::AsciiStrToLower(short_name));
   std::replace(e.id.begin(), e.id.end(), '_', '-');
   e.title = absl::StrCat(info.name, " (NVML return code ", info.code, ")");
-  e.cause = absl::StrCat(absl::AsciiStrToUpper(info.cause.substr(0, 1)), info.cause.substr(1),
-                         ".");
-  e.fix = absl::StrCat(absl::AsciiStrToUpper(info.fix.substr(0, 1)), info.fix.substr(1), ".");
+  e.cause = Sentence(info.cause);
+  e.fix = Sentence(info.fix);
   e.source = "NVML return codes (nvml.h), gpulet's NVML error catalogue";
   e.matched = std::string(matched);
   e.details = {{"nvml_return", std::string(info.name)}, {"code", absl::StrCat(info.code)}};
@@ -361,7 +400,9 @@ Explanation FromXid(const XidEvent& x, absl::string_view uuid) {
                          a.adjustment.empty() ? "" : absl::StrCat("; ", a.adjustment), ".");
   e.fix = std::string(GpuActionDescription(a.action));
   if (a.if_repeated != a.action && a.if_repeated != GpuAction::kNone) {
-    absl::StrAppend(&e.fix, " If it keeps happening: ", GpuActionDescription(a.if_repeated));
+    std::string then(GpuActionDescription(a.if_repeated));
+    then[0] = absl::ascii_tolower(static_cast<unsigned char>(then[0]));
+    absl::StrAppend(&e.fix, " If it keeps happening: ", then);
   }
   e.source = a.info.documented
                  ? "NVIDIA Xid catalogue resolution buckets; gpud and device-plugin practice"
@@ -394,7 +435,15 @@ void ExplainXids(absl::string_view text, std::vector<Explanation>* out) {
   std::map<std::string, std::string> uuids;  // bus id -> UUID, from the mapping lines
   KernelLogScanner scanner;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    for (KernelLogFinding& f : scanner.Scan(line)) {
+    // Raw /dev/kmsg records (`cat /dev/kmsg | gpulet explain -`) carry escaped text, in which
+    // a multi-line message is one line with "\x0a" in it: scan the unescaped text instead.
+    std::string unescaped;
+    if (!line.empty() && absl::ascii_isdigit(static_cast<unsigned char>(line[0]))) {
+      if (absl::StatusOr<KmsgRecord> record = ParseKmsgRecord(line); record.ok()) {
+        unescaped = std::move(record->text);
+      }
+    }
+    for (KernelLogFinding& f : scanner.Scan(unescaped.empty() ? line : unescaped)) {
       if (GpuUuidMapping* m = std::get_if<GpuUuidMapping>(&f)) {
         uuids[m->bus_id] = m->uuid;
         continue;

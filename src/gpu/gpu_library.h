@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -47,6 +48,30 @@ struct DeviceIdentity {
   std::optional<bool> persistence_mode;
 };
 
+// A process holding memory on a GPU.
+struct GpuProcess {
+  unsigned pid = 0;
+  std::optional<uint64_t> used_bytes;  // absent when the driver does not say
+};
+
+// Live values of one GPU at one moment. Absent means the GPU or driver does not provide it.
+struct DeviceSample {
+  absl::Time taken = absl::InfinitePast();
+  std::optional<unsigned> sm_clock_mhz, mem_clock_mhz;
+  std::optional<unsigned> gpu_temp_c, mem_temp_c;
+  std::optional<double> power_w, power_limit_w;
+  std::optional<uint64_t> energy_mj;  // since the driver loaded
+  std::optional<unsigned> pcie_replays;
+  std::optional<unsigned> gpu_util, mem_util, enc_util, dec_util;  // percent
+  std::optional<uint64_t> fb_total_bytes, fb_used_bytes, fb_free_bytes, fb_reserved_bytes;
+  std::optional<unsigned> remapped_correctable, remapped_uncorrectable;
+  std::optional<bool> remap_pending, remap_failure;
+  std::optional<uint64_t> clocks_event_reasons;  // throttle reason bits
+  std::optional<unsigned> fan_percent;
+  std::optional<int> pstate;
+  std::vector<GpuProcess> processes;  // compute and graphics, merged by pid
+};
+
 class GpuLibrary {
  public:
   virtual ~GpuLibrary() = default;
@@ -61,6 +86,9 @@ class GpuLibrary {
   // Returns the UUID. Unavailable (NVML GPU_IS_LOST / RESET_REQUIRED) for a lost GPU,
   // DeadlineExceeded for one that does not answer.
   virtual absl::StatusOr<std::string> Probe(unsigned index, absl::Duration timeout) = 0;
+
+  // Reads every live value within `timeout`. Fails like Probe for a lost or hung GPU.
+  virtual absl::StatusOr<DeviceSample> Sample(unsigned index, absl::Duration timeout) = 0;
 };
 
 }  // namespace gpulet

@@ -1,6 +1,9 @@
 #include "gpu/nvml_gpu_library.h"
 
+#include <algorithm>
 #include <cstring>
+
+#include "absl/time/clock.h"
 
 #include "absl/strings/str_cat.h"
 #include "gpu/nvml_errors.h"
@@ -193,6 +196,157 @@ absl::StatusOr<std::string> NvmlGpuLibrary::Probe(unsigned index, absl::Duration
   }
   if (job->uuid_ret != NVML_SUCCESS) return NvmlError(job->uuid_ret, "nvmlDeviceGetUUID", ctx);
   return FromBuffer(job->uuid, sizeof(job->uuid));
+}
+
+namespace {
+
+// Calls `fn(dev, &value)` and stores the value only on success.
+template <typename T, typename Out>
+void ReadInto(nvmlReturn_t (*fn)(nvmlDevice_t, T*), nvmlDevice_t dev, std::optional<Out>* out) {
+  if (fn == nullptr) return;
+  T value{};
+  if (fn(dev, &value) == NVML_SUCCESS) *out = static_cast<Out>(value);
+}
+
+// Appends a process list (compute or graphics), merging by pid.
+void ReadProcesses(nvml::DeviceGetProcessesFn fn, nvmlDevice_t dev,
+                   std::vector<GpuProcess>* out) {
+  if (fn == nullptr) return;
+  // The list can grow between the size query and the read: retry a few times.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    unsigned count = 0;
+    nvmlReturn_t ret = fn(dev, &count, nullptr);
+    if (ret == NVML_SUCCESS) return;  // none
+    if (ret != NVML_ERROR_INSUFFICIENT_SIZE) return;
+    count += 4;
+    std::vector<nvmlProcessInfo_t> infos(count);
+    ret = fn(dev, &count, infos.data());
+    if (ret == NVML_ERROR_INSUFFICIENT_SIZE) continue;
+    if (ret != NVML_SUCCESS) return;
+    for (unsigned i = 0; i < count && i < infos.size(); ++i) {
+      const nvmlProcessInfo_t& p = infos[i];
+      auto it = std::find_if(out->begin(), out->end(),
+                             [&p](const GpuProcess& g) { return g.pid == p.pid; });
+      GpuProcess& proc = it != out->end() ? *it : out->emplace_back();
+      proc.pid = p.pid;
+      // NVML_VALUE_NOT_AVAILABLE (all ones) means unknown (e.g. no permission).
+      if (p.usedGpuMemory != ~0ULL) proc.used_bytes = p.usedGpuMemory;
+    }
+    return;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<DeviceSample> NvmlGpuLibrary::Sample(unsigned index, absl::Duration timeout) {
+  struct SampleJob {
+    nvmlReturn_t handle_ret = NVML_ERROR_UNKNOWN;
+    nvmlReturn_t probe_ret = NVML_ERROR_UNKNOWN;  // first call: tells lost from working
+    DeviceSample s;
+  };
+  auto job = std::make_shared<SampleJob>();
+  auto lib = library_;
+  absl::Status status = RunOnLane(
+      static_cast<int>(index),
+      [job, lib, index] {
+        const NvmlFunctions& f = lib->fn();
+        nvmlDevice_t dev = nullptr;
+        job->handle_ret = f.device_get_handle_by_index(index, &dev);
+        if (job->handle_ret != NVML_SUCCESS) return;
+        DeviceSample& s = job->s;
+        nvmlUtilization_t util;
+        job->probe_ret = f.device_get_utilization_rates
+                             ? f.device_get_utilization_rates(dev, &util)
+                             : NVML_ERROR_FUNCTION_NOT_FOUND;
+        if (job->probe_ret == NVML_ERROR_GPU_IS_LOST ||
+            job->probe_ret == NVML_ERROR_RESET_REQUIRED) {
+          return;
+        }
+        if (job->probe_ret == NVML_SUCCESS) {
+          s.gpu_util = util.gpu;
+          s.mem_util = util.memory;
+        }
+        unsigned u = 0;
+        if (f.device_get_clock_info && f.device_get_clock_info(dev, NVML_CLOCK_SM, &u) == 0) {
+          s.sm_clock_mhz = u;
+        }
+        if (f.device_get_clock_info && f.device_get_clock_info(dev, NVML_CLOCK_MEM, &u) == 0) {
+          s.mem_clock_mhz = u;
+        }
+        if (f.device_get_temperature &&
+            f.device_get_temperature(dev, NVML_TEMPERATURE_GPU, &u) == 0) {
+          s.gpu_temp_c = u;
+        }
+        if (f.device_get_power_usage && f.device_get_power_usage(dev, &u) == 0) {
+          s.power_w = u / 1000.0;
+        }
+        if (f.device_get_enforced_power_limit && f.device_get_enforced_power_limit(dev, &u) == 0) {
+          s.power_limit_w = u / 1000.0;
+        }
+        ReadInto(f.device_get_total_energy_consumption, dev, &s.energy_mj);
+        ReadInto(f.device_get_pcie_replay_counter, dev, &s.pcie_replays);
+        ReadInto(f.device_get_fan_speed, dev, &s.fan_percent);
+        ReadInto(f.device_get_performance_state, dev, &s.pstate);
+        ReadInto(f.device_get_clocks_event_reasons, dev, &s.clocks_event_reasons);
+        unsigned period = 0;
+        if (f.device_get_encoder_utilization &&
+            f.device_get_encoder_utilization(dev, &u, &period) == 0) {
+          s.enc_util = u;
+        }
+        if (f.device_get_decoder_utilization &&
+            f.device_get_decoder_utilization(dev, &u, &period) == 0) {
+          s.dec_util = u;
+        }
+        nvmlMemory_v2_t mem2;
+        std::memset(&mem2, 0, sizeof(mem2));
+        mem2.version = nvmlMemory_v2;
+        nvmlMemory_t mem1;
+        if (f.device_get_memory_info_v2 && f.device_get_memory_info_v2(dev, &mem2) == 0) {
+          s.fb_total_bytes = mem2.total;
+          s.fb_used_bytes = mem2.used;
+          s.fb_free_bytes = mem2.free;
+          s.fb_reserved_bytes = mem2.reserved;
+        } else if (f.device_get_memory_info && f.device_get_memory_info(dev, &mem1) == 0) {
+          s.fb_total_bytes = mem1.total;
+          s.fb_used_bytes = mem1.used;
+          s.fb_free_bytes = mem1.free;
+        }
+        unsigned cor = 0, unc = 0, pending = 0, failure = 0;
+        if (f.device_get_remapped_rows &&
+            f.device_get_remapped_rows(dev, &cor, &unc, &pending, &failure) == 0) {
+          s.remapped_correctable = cor;
+          s.remapped_uncorrectable = unc;
+          s.remap_pending = pending != 0;
+          s.remap_failure = failure != 0;
+        }
+        if (f.device_get_field_values) {
+          nvmlFieldValue_t fv;
+          std::memset(&fv, 0, sizeof(fv));
+          fv.fieldId = NVML_FI_DEV_MEMORY_TEMP;
+          if (f.device_get_field_values(dev, 1, &fv) == 0 && fv.nvmlReturn == NVML_SUCCESS) {
+            if (fv.valueType == NVML_VALUE_TYPE_UNSIGNED_INT) s.mem_temp_c = fv.value.uiVal;
+            if (fv.valueType == NVML_VALUE_TYPE_SIGNED_INT && fv.value.siVal >= 0) {
+              s.mem_temp_c = static_cast<unsigned>(fv.value.siVal);
+            }
+            if (fv.valueType == NVML_VALUE_TYPE_UNSIGNED_LONG_LONG) {
+              s.mem_temp_c = static_cast<unsigned>(fv.value.ullVal);
+            }
+          }
+        }
+        ReadProcesses(f.device_get_compute_processes, dev, &s.processes);
+        ReadProcesses(f.device_get_graphics_processes, dev, &s.processes);
+      },
+      absl::StrCat("sampling GPU ", index), timeout);
+  if (!status.ok()) return status;
+  std::string ctx = absl::StrCat("GPU index ", index);
+  if (job->handle_ret != NVML_SUCCESS) {
+    return NvmlError(job->handle_ret, "nvmlDeviceGetHandleByIndex_v2", ctx);
+  }
+  if (job->probe_ret == NVML_ERROR_GPU_IS_LOST || job->probe_ret == NVML_ERROR_RESET_REQUIRED) {
+    return NvmlError(job->probe_ret, "nvmlDeviceGetUtilizationRates", ctx);
+  }
+  job->s.taken = absl::Now();
+  return job->s;
 }
 
 }  // namespace gpulet

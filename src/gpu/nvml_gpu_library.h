@@ -37,6 +37,7 @@ class NvmlGpuLibrary final : public GpuLibrary {
   absl::StatusOr<unsigned> GetDeviceCount() override;
   absl::StatusOr<DeviceIdentity> GetDeviceIdentity(unsigned index) override;
   absl::StatusOr<std::string> Probe(unsigned index, absl::Duration timeout) override;
+  absl::StatusOr<DeviceSample> Sample(unsigned index, absl::Duration timeout) override;
 
   const NvmlLibrary& library() const { return *library_; }
 

@@ -226,7 +226,7 @@ constexpr std::array kActions = {
                "Drain the node and reboot it; the GPU cannot recover without a reboot."},
     ActionText{A::kInspectHardware, "inspect-hardware",
                "Take the GPU out of service and have the card, its power cabling and its PCIe "
-               "slot inspected; request an RMA if it keeps happening."},
+               "slot inspected (RMA the card if it is faulty)."},
     ActionText{A::kContactSupport, "contact-support",
                "Collect `nvidia-bug-report.sh` output and the kernel log and escalate to NVIDIA "
                "or the hardware vendor."},

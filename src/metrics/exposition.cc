@@ -1,0 +1,226 @@
+#include "metrics/exposition.h"
+
+#include <functional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+#include "gpu/nvml_api.h"
+
+namespace gpulet {
+namespace {
+
+// One metric family: its header once, then every sample line.
+class Family {
+ public:
+  Family(std::string name, std::string type, std::string help)
+      : name_(std::move(name)), type_(std::move(type)), help_(std::move(help)) {}
+
+  void Add(const std::string& labels, double value) {
+    absl::StrAppend(&lines_, name_, "{", labels, "} ", FormatValue(value), "\n");
+  }
+  bool empty() const { return lines_.empty(); }
+
+  void AppendTo(std::string* out, bool openmetrics) const {
+    if (lines_.empty()) return;
+    std::string type = type_;
+    // OpenMetrics counters must end in _total; DCGM's names do not, so they stay untyped.
+    if (openmetrics && type == "counter" && !absl::EndsWith(name_, "_total")) type = "unknown";
+    std::string family = name_;
+    if (openmetrics && type == "counter") family = name_.substr(0, name_.size() - 6);
+    absl::StrAppend(out, "# HELP ", family, " ", help_, "\n# TYPE ", family, " ", type, "\n",
+                    lines_);
+  }
+
+ private:
+  static std::string FormatValue(double v) {
+    if (v == static_cast<double>(static_cast<int64_t>(v)) && v < 9e15 && v > -9e15) {
+      return absl::StrCat(static_cast<int64_t>(v));
+    }
+    return absl::StrFormat("%.17g", v);
+  }
+  std::string name_, type_, help_;
+  std::string lines_;
+};
+
+
+struct ThrottleReason {
+  unsigned long long bit;
+  const char* name;
+};
+constexpr ThrottleReason kThrottleReasons[] = {
+    {nvmlClocksEventReasonGpuIdle, "gpu_idle"},
+    {nvmlClocksEventReasonApplicationsClocksSetting, "applications_clocks_setting"},
+    {nvmlClocksEventReasonSwPowerCap, "sw_power_cap"},
+    {nvmlClocksEventReasonHwSlowdown, "hw_slowdown"},
+    {nvmlClocksEventReasonSyncBoost, "sync_boost"},
+    {nvmlClocksEventReasonSwThermalSlowdown, "sw_thermal_slowdown"},
+    {nvmlClocksEventReasonHwThermalSlowdown, "hw_thermal_slowdown"},
+    {nvmlClocksEventReasonHwPowerBrakeSlowdown, "hw_power_brake_slowdown"},
+    {nvmlClocksEventReasonDisplayClockSetting, "display_clock_setting"},
+};
+
+}  // namespace
+
+std::string EscapeLabel(absl::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const RenderInfo& info,
+                          bool openmetrics, absl::Time now) {
+  // DCGM-compatible families, in dcgm-exporter's default order.
+  Family sm_clock("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).");
+  Family mem_clock("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).");
+  Family mem_temp("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C).");
+  Family gpu_temp("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).");
+  Family power("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).");
+  Family energy("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter",
+                "Total energy consumption since boot (in mJ).");
+  Family replay("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.");
+  Family gpu_util("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).");
+  Family copy_util("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).");
+  Family enc("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).");
+  Family dec("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).");
+  Family xid("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.");
+  Family fb_free("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).");
+  Family fb_used("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).");
+  Family fb_res("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB).");
+  Family unc_rows("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter",
+                  "Number of remapped rows for uncorrectable errors");
+  Family cor_rows("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter",
+                  "Number of remapped rows for correctable errors");
+  Family remap_fail("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge",
+                    "Whether remapping of rows has failed");
+  // gpulet's own.
+  Family up("gpulet_gpu_up", "gauge",
+            "1 when the GPU answered its latest NVML sample, 0 when it stopped answering.");
+  Family age("gpulet_gpu_sample_age_seconds", "gauge",
+             "Seconds since the GPU's values were last read successfully.");
+  Family health("gpulet_gpu_health_state", "gauge",
+                "1 for the GPU's current health state (Healthy, Degraded, Unhealthy), 0 for "
+                "the others.");
+  Family health_info("gpulet_gpu_health_info", "gauge",
+                     "Always 1; labels carry the health reason and the suggested action.");
+  Family xid_total("gpulet_gpu_xid_errors_total", "counter",
+                   "XID errors seen on the GPU since gpulet started, by XID code.");
+  Family throttle("gpulet_gpu_throttle_reason", "gauge",
+                  "1 when the clock-event (throttle) reason is active.");
+  Family power_limit("gpulet_gpu_power_limit_watts", "gauge", "Enforced power limit.");
+  Family mem_total("gpulet_gpu_memory_total_bytes", "gauge", "GPU memory size.");
+  Family proc_mem("gpulet_gpu_process_memory_bytes", "gauge",
+                  "GPU memory used by a process.");
+  Family sampler_seconds("gpulet_sampler_duration_seconds", "gauge",
+                         "Duration of the latest NVML sampling round.");
+  Family nvml_errors("gpulet_nvml_errors_total", "counter",
+                     "NVML sampling calls that failed or timed out.");
+  Family nvml_up("gpulet_nvml_up", "gauge", "1 when NVML is loaded and usable.");
+  Family build("gpulet_build_info", "gauge", "Always 1; labels carry gpulet's version.");
+
+  for (const DeviceRecord& d : snap.devices) {
+    const Gpu& g = d.gpu;
+    std::string index = g.index ? absl::StrCat(*g.index) : "";
+    std::string nvml_bus =
+        g.bus_id.empty() ? "" : absl::StrFormat("0000%s", absl::AsciiStrToUpper(g.bus_id));
+    // DCGM series keep dcgm-exporter's label names (UUID, modelName, Hostname, ...) so
+    // dashboards and alerts keep working; gpulet's own series use snake_case names.
+    std::string dcgm = absl::StrCat(
+        "gpu=\"", index, "\",UUID=\"", EscapeLabel(g.uuid), "\",pci_bus_id=\"", nvml_bus,
+        "\",device=\"nvidia", index, "\",modelName=\"", EscapeLabel(g.name), "\",Hostname=\"",
+        EscapeLabel(info.hostname), "\",DCGM_FI_DRIVER_VERSION=\"",
+        EscapeLabel(info.driver_version), "\"");
+    std::string labels = absl::StrCat(
+        "gpu=\"", index, "\",uuid=\"", EscapeLabel(g.uuid), "\",pci_bus_id=\"", nvml_bus,
+        "\",device=\"nvidia", index, "\",model_name=\"", EscapeLabel(g.name), "\",hostname=\"",
+        EscapeLabel(info.hostname), "\"");
+
+    for (HealthState st : {HealthState::kHealthy, HealthState::kDegraded, HealthState::kUnhealthy}) {
+      health.Add(absl::StrCat(labels, ",state=\"", HealthStateName(st), "\""),
+                 d.health.state == st ? 1 : 0);
+    }
+    health_info.Add(absl::StrCat(labels, ",state=\"", HealthStateName(d.health.state),
+                                 "\",reason=\"", EscapeLabel(d.health.reason), "\",action=\"",
+                                 EscapeLabel(d.health.action), "\""),
+                    1);
+    xid.Add(dcgm, d.health.last_xid);
+    for (const auto& [code, count] : d.health.xid_counts) {
+      xid_total.Add(absl::StrCat(labels, ",xid=\"", code, "\""), static_cast<double>(count));
+    }
+    if (g.memory_total_bytes) mem_total.Add(labels, static_cast<double>(*g.memory_total_bytes));
+
+    auto it = samples.by_uuid.find(g.uuid);
+    const GpuSampleState* st = it == samples.by_uuid.end() ? nullptr : &it->second;
+    up.Add(labels, st != nullptr && st->answering ? 1 : 0);
+    if (st == nullptr || !st->last) continue;
+    age.Add(labels, absl::ToDoubleSeconds(now - st->last->taken));
+    // A GPU that stopped answering exports no frozen values.
+    if (!st->answering) continue;
+    const DeviceSample& s = *st->last;
+    if (s.sm_clock_mhz) sm_clock.Add(dcgm, *s.sm_clock_mhz);
+    if (s.mem_clock_mhz) mem_clock.Add(dcgm, *s.mem_clock_mhz);
+    if (s.mem_temp_c) mem_temp.Add(dcgm, *s.mem_temp_c);
+    if (s.gpu_temp_c) gpu_temp.Add(dcgm, *s.gpu_temp_c);
+    if (s.power_w) power.Add(dcgm, *s.power_w);
+    if (s.energy_mj) energy.Add(dcgm, static_cast<double>(*s.energy_mj));
+    if (s.pcie_replays) replay.Add(dcgm, *s.pcie_replays);
+    if (s.gpu_util) gpu_util.Add(dcgm, *s.gpu_util);
+    if (s.mem_util) copy_util.Add(dcgm, *s.mem_util);
+    if (s.enc_util) enc.Add(dcgm, *s.enc_util);
+    if (s.dec_util) dec.Add(dcgm, *s.dec_util);
+    if (s.fb_free_bytes) fb_free.Add(dcgm, static_cast<double>(*s.fb_free_bytes / (1 << 20)));
+    if (s.fb_used_bytes) fb_used.Add(dcgm, static_cast<double>(*s.fb_used_bytes / (1 << 20)));
+    if (s.fb_reserved_bytes) {
+      fb_res.Add(dcgm, static_cast<double>(*s.fb_reserved_bytes / (1 << 20)));
+    }
+    if (s.remapped_uncorrectable) unc_rows.Add(dcgm, *s.remapped_uncorrectable);
+    if (s.remapped_correctable) cor_rows.Add(dcgm, *s.remapped_correctable);
+    if (s.remap_failure) remap_fail.Add(dcgm, *s.remap_failure ? 1 : 0);
+    if (s.power_limit_w) power_limit.Add(labels, *s.power_limit_w);
+    if (s.clocks_event_reasons) {
+      for (const ThrottleReason& r : kThrottleReasons) {
+        throttle.Add(absl::StrCat(labels, ",reason=\"", r.name, "\""),
+                     (*s.clocks_event_reasons & r.bit) ? 1 : 0);
+      }
+    }
+    for (const GpuProcess& p : s.processes) {
+      if (!p.used_bytes) continue;
+      auto name = st->process_names.find(p.pid);
+      proc_mem.Add(absl::StrCat(labels, ",pid=\"", p.pid, "\",process=\"",
+                                EscapeLabel(name == st->process_names.end() ? "" : name->second),
+                                "\""),
+                   static_cast<double>(*p.used_bytes));
+    }
+  }
+  sampler_seconds.Add("", samples.last_round_seconds);
+  nvml_errors.Add("", static_cast<double>(samples.nvml_errors));
+  nvml_up.Add("", snap.nvml_ok ? 1 : 0);
+  build.Add(absl::StrCat("version=\"", GPULET_VERSION, "\",revision=\"", GPULET_GIT_REV, "\""), 1);
+
+  std::string out;
+  out.reserve(16384);
+  for (const Family* f : {&sm_clock, &mem_clock, &mem_temp, &gpu_temp, &power, &energy, &replay,
+                          &gpu_util, &copy_util, &enc, &dec, &xid, &fb_free, &fb_used, &fb_res,
+                          &unc_rows, &cor_rows, &remap_fail, &up, &age, &health, &health_info,
+                          &xid_total, &throttle, &power_limit, &mem_total, &proc_mem,
+                          &sampler_seconds, &nvml_errors, &nvml_up, &build}) {
+    f->AppendTo(&out, openmetrics);
+  }
+  if (openmetrics) out += "# EOF\n";
+  return out;
+}
+
+}  // namespace gpulet

@@ -1,0 +1,196 @@
+// The exposition, the web config and the HTTP server (in process), and `gpulet serve`'s
+// metrics under an injected GPU hang (as a real process against the simulator).
+#include <crypt.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "metrics/exposition.h"
+#include "metrics/http_server.h"
+#include "metrics/sampler.h"
+#include "testing/daemon_process.h"
+#include "testing/subprocess.h"
+
+namespace gpulet {
+namespace {
+
+namespace fs = std::filesystem;
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+Snapshot TwoGpus() {
+  Snapshot snap;
+  snap.nvml_ok = true;
+  for (int i = 0; i < 2; ++i) {
+    DeviceRecord d;
+    d.gpu.index = i;
+    d.gpu.uuid = absl::StrCat("GPU-test-", i);
+    d.gpu.name = i == 0 ? "Card \"A\"" : "Card B";
+    d.gpu.bus_id = absl::StrCat("0000:0", i + 1, ":00.0");
+    d.gpu.in_nvml = true;
+    snap.devices.push_back(d);
+  }
+  snap.devices[1].health.xid_counts[79] = 2;
+  snap.devices[1].health.last_xid = 79;
+  return snap;
+}
+
+TEST(ExpositionTest, DcgmNamesLabelsAndOmittedValues) {
+  Snapshot snap = TwoGpus();
+  SampleSet set;
+  GpuSampleState st;
+  st.answering = true;
+  DeviceSample s;
+  s.taken = absl::Now();
+  s.gpu_temp_c = 47;
+  s.sm_clock_mhz = 1410;
+  s.fb_used_bytes = 530ull << 20;
+  s.clocks_event_reasons = 0x4;  // sw power cap
+  st.last = s;
+  set.by_uuid["GPU-test-0"] = st;
+  std::string text = RenderMetrics(snap, set, {"node1", "570.1"}, false, absl::Now());
+  EXPECT_NE(text.find("# TYPE DCGM_FI_DEV_GPU_TEMP gauge\n"), std::string::npos);
+  EXPECT_NE(text.find("DCGM_FI_DEV_GPU_TEMP{gpu=\"0\",UUID=\"GPU-test-0\",pci_bus_id=\"00000000:01:"
+                      "00.0\",device=\"nvidia0\",modelName=\"Card \\\"A\\\"\",Hostname=\"node1\","
+                      "DCGM_FI_DRIVER_VERSION=\"570.1\"} 47\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("DCGM_FI_DEV_FB_USED{"), std::string::npos);
+  // Not supported (absent) values are omitted, not written as sentinels.
+  EXPECT_EQ(text.find("DCGM_FI_DEV_MEMORY_TEMP{"), std::string::npos);
+  // GPU 1 has no sample: it is not answering, and has no DCGM value series.
+  EXPECT_NE(text.find("gpulet_gpu_up{gpu=\"1\""), std::string::npos);
+  EXPECT_EQ(text.find("DCGM_FI_DEV_GPU_TEMP{gpu=\"1\""), std::string::npos);
+  EXPECT_NE(text.find("gpulet_gpu_xid_errors_total{gpu=\"1\",uuid=\"GPU-test-1\""),
+            std::string::npos);
+  EXPECT_NE(text.find("reason=\"sw_power_cap\"} 1"), std::string::npos);
+  EXPECT_NE(text.find("DCGM_FI_DEV_XID_ERRORS{gpu=\"1\""), std::string::npos);
+  std::string om = RenderMetrics(snap, set, {"node1", "570.1"}, true, absl::Now());
+  EXPECT_NE(om.find("# TYPE gpulet_gpu_xid_errors counter\n"), std::string::npos);
+  EXPECT_EQ(om.substr(om.size() - 6), "# EOF\n");
+}
+
+TEST(WebConfigTest, ParsesAndChecksBcrypt) {
+  char salt[64];
+  ASSERT_NE(crypt_gensalt_rn("$2b$", 5, nullptr, 0, salt, sizeof(salt)), nullptr);
+  struct crypt_data data {};
+  std::string hash = crypt_r("s3cret", salt, &data);
+  EXPECT_TRUE(CheckPassword("s3cret", hash));
+  EXPECT_FALSE(CheckPassword("wrong", hash));
+  fs::path f = fs::temp_directory_path() / ("gpulet-web-" + std::to_string(getpid()) + ".yml");
+  std::ofstream(f) << "basic_auth_users:\n  prom: " << hash << "\n";
+  auto web = LoadWebConfig(f.string());
+  ASSERT_TRUE(web.ok()) << web.status();
+  EXPECT_EQ(web->users.at("prom"), hash);
+  std::ofstream(f) << "tls_server_config:\n  cert_file: /x.pem\n";
+  EXPECT_FALSE(LoadWebConfig(f.string()).ok());
+  std::ofstream(f) << "nonsense: 1\n";
+  auto bad = LoadWebConfig(f.string());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("nonsense"), absl::string_view::npos);
+
+  // The server enforces it; /healthz stays open for probes.
+  DeviceStore store;
+  Sampler sampler(nullptr, &store, nullptr, {}, {"h", ""});
+  WebConfig wc;
+  wc.users["prom"] = hash;
+  MetricsServer server(&sampler, &store, wc);
+  ASSERT_TRUE(server.Start("127.0.0.1:0").ok());
+  httplib::Client c("127.0.0.1", server.port());
+  EXPECT_EQ(c.Get("/metrics")->status, 401);
+  EXPECT_EQ(c.Get("/healthz")->status, 200);
+  c.set_basic_auth("prom", "s3cret");
+  auto ok = c.Get("/metrics");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_NE(ok->body.find("gpulet_build_info"), std::string::npos);
+  server.Stop();
+  fs::remove(f);
+}
+
+TEST(MetricsDaemonTest, HungGpuLeavesMetricsFastAndOtherGpuFresh) {
+  fs::path dir = fs::temp_directory_path() / ("gmt-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  int port = FreePort();
+  std::string gpulet = std::string(GPULET_BINARY_DIR) + "/gpulet";
+  std::string state = (dir / "state.json").string();
+  testing::DaemonProcess daemon;
+  ASSERT_TRUE(daemon.Start({gpulet, "--simulate", "homelab", "--sim-state", state, "serve",
+                            "--kubelet-dir", (dir / "k").string(), "--metrics-address",
+                            absl::StrCat("127.0.0.1:", port), "--probe-interval", "200ms"},
+                           {}, (dir / "log").string()));
+  httplib::Client c("127.0.0.1", port);
+  c.set_connection_timeout(1, 0);
+  bool up = false;
+  for (int i = 0; i < 100 && !up; ++i) {
+    auto r = c.Get("/metrics");
+    up = r && r->body.find("DCGM_FI_DEV_GPU_TEMP{gpu=\"1\"") != std::string::npos;
+    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(up) << daemon.Log();
+
+  auto sim = testing::RunProgram({gpulet, "--simulate", "homelab", "--sim-state", state, "sim",
+                                  "hang", "1", "60"});
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  // Within a few sampling rounds GPU 1 is reported as not answering...
+  bool marked = false;
+  std::vector<double> ms;
+  for (int i = 0; i < 100 && !marked; ++i) {
+    absl::Time t0 = absl::Now();
+    auto r = c.Get("/metrics");
+    ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
+    ASSERT_TRUE(r);
+    marked = r->body.find("gpulet_gpu_up{gpu=\"1\"") != std::string::npos &&
+             r->body.find("DCGM_FI_DEV_GPU_TEMP{gpu=\"1\"") == std::string::npos;
+    if (!marked) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(marked) << daemon.Log();
+  // ...while /metrics keeps answering fast and GPU 0's series stay fresh.
+  for (int i = 0; i < 50; ++i) {
+    absl::Time t0 = absl::Now();
+    auto r = c.Get("/metrics");
+    ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
+    ASSERT_TRUE(r);
+    EXPECT_NE(r->body.find("DCGM_FI_DEV_GPU_TEMP{gpu=\"0\""), std::string::npos);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::sort(ms.begin(), ms.end());
+  EXPECT_LT(ms[ms.size() * 99 / 100], 10.0) << "p99 scrape latency during the hang";
+  auto status = c.Get("/status");
+  ASSERT_TRUE(status);
+  EXPECT_NE(status->body.find("\"answering\": false"), std::string::npos) << status->body;
+  // `gpulet status` shows both GPUs and the fault.
+  auto table = testing::RunProgram({gpulet, "status", "--address",
+                                    absl::StrCat("127.0.0.1:", port)});
+  EXPECT_NE(table.out.find("NVIDIA GeForce RTX 3080"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("NVIDIA GeForce RTX 5090"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("Unhealthy"), std::string::npos) << table.out << daemon.Log();
+  EXPECT_NE(table.out.find("not answering"), std::string::npos) << table.out;
+  EXPECT_EQ(table.exit_code, 1);
+  testing::RunProgram({gpulet, "--simulate", "homelab", "--sim-state", state, "sim", "hang", "1",
+                       "0"});
+  EXPECT_EQ(daemon.Stop(SIGTERM, absl::Seconds(10)), 0) << daemon.Log();
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gpulet

@@ -1,0 +1,99 @@
+#include "metrics/sampler.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "metrics/exposition.h"
+
+namespace gpulet {
+
+Sampler::Sampler(GpuLibrary* library, const DeviceStore* store, const HostFs* host,
+                 Options options, RenderInfo info)
+    : library_(library), store_(store), host_(host), options_(options), info_(std::move(info)) {
+  Render(working_);
+}
+
+Sampler::~Sampler() { Stop(); }
+
+void Sampler::Start() {
+  thread_ = std::thread([this] {
+    while (!stop_.load()) {
+      absl::Time start = absl::Now();
+      SampleOnce();
+      absl::Time until = start + options_.interval;
+      while (!stop_.load() && absl::Now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::clamp<int64_t>(
+            absl::ToInt64Milliseconds(until - absl::Now()), 1, 50)));
+      }
+    }
+  });
+}
+
+void Sampler::Stop() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+void Sampler::SampleOnce() {
+  absl::Time start = absl::Now();
+  std::shared_ptr<const Snapshot> snap = store_->Get();
+  if (library_ != nullptr) {
+    for (const DeviceRecord& d : snap->devices) {
+      if (!d.gpu.in_nvml || !d.gpu.index) continue;
+      GpuSampleState& st = working_.by_uuid[d.gpu.uuid];
+      st.last_attempt = absl::Now();
+      absl::StatusOr<DeviceSample> s = library_->Sample(*d.gpu.index, options_.timeout);
+      if (!s.ok()) {
+        st.answering = false;
+        st.error = std::string(s.status().message());
+        ++working_.nvml_errors;
+        continue;
+      }
+      st.answering = true;
+      st.error.clear();
+      // Process names come from /proc under the host root; keep only live pids.
+      std::map<unsigned, std::string> names;
+      for (const GpuProcess& p : s->processes) {
+        auto known = st.process_names.find(p.pid);
+        if (known != st.process_names.end()) {
+          names[p.pid] = known->second;
+          continue;
+        }
+        absl::StatusOr<std::string> comm =
+            host_ != nullptr ? host_->ReadAttribute(absl::StrCat("/proc/", p.pid, "/comm"))
+                             : absl::NotFoundError("no host");
+        names[p.pid] = comm.ok() ? *comm : "";
+      }
+      st.process_names = std::move(names);
+      st.last = std::move(*s);
+    }
+  }
+  working_.last_round_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  ++working_.rounds;
+  Render(working_);
+}
+
+void Sampler::Render(const SampleSet& set) {
+  std::shared_ptr<const Snapshot> snap = store_->Get();
+  absl::Time now = absl::Now();
+  auto text = std::make_shared<const std::string>(RenderMetrics(*snap, set, info_, false, now));
+  auto om = std::make_shared<const std::string>(RenderMetrics(*snap, set, info_, true, now));
+  auto copy = std::make_shared<const SampleSet>(set);
+  absl::MutexLock lock(&mu_);
+  text_ = std::move(text);
+  openmetrics_ = std::move(om);
+  samples_ = std::move(copy);
+}
+
+std::shared_ptr<const std::string> Sampler::Exposition(bool openmetrics) const {
+  absl::MutexLock lock(&mu_);
+  return openmetrics ? openmetrics_ : text_;
+}
+
+std::shared_ptr<const SampleSet> Sampler::Samples() const {
+  absl::MutexLock lock(&mu_);
+  return samples_;
+}
+
+}  // namespace gpulet

@@ -1,0 +1,89 @@
+// Sampler: reads every GPU's live values from NVML on its own interval and publishes a
+// prebuilt Prometheus exposition, so a scrape only copies a string.
+//
+// NVML can be slow or hang; scrapes must not. The sampler is the only metrics code that
+// calls NVML, each GPU under a deadline (a hung GPU costs one deadline, then its lane fails
+// fast), and each round ends by rendering the text for both formats and swapping it in.
+// Each GPU's values carry the time they were taken; a GPU that stopped answering keeps no
+// stale values: it is reported as not answering (gpulet_gpu_up 0) with its sample age.
+//
+// Thread-safety: Start/Stop from one thread; the sampler runs on "metrics-sampler";
+// Exposition() and Samples() may be called from any thread.
+#ifndef GPULET_METRICS_SAMPLER_H_
+#define GPULET_METRICS_SAMPLER_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/host_fs.h"
+#include "gpu/gpu_library.h"
+#include "state/device_store.h"
+
+namespace gpulet {
+
+struct GpuSampleState {
+  std::optional<DeviceSample> last;  // the latest successful sample
+  bool answering = false;            // the latest attempt succeeded
+  std::string error;                 // why the latest attempt failed
+  absl::Time last_attempt = absl::InfinitePast();
+  std::map<unsigned, std::string> process_names;  // pid → comm, from /proc
+};
+
+struct SampleSet {
+  std::map<std::string, GpuSampleState> by_uuid;
+  double last_round_seconds = 0;
+  uint64_t rounds = 0;
+  uint64_t nvml_errors = 0;
+};
+
+struct RenderInfo {
+  std::string hostname;
+  std::string driver_version;
+};
+
+class Sampler {
+ public:
+  struct Options {
+    absl::Duration interval = absl::Seconds(1);
+    absl::Duration timeout = absl::Seconds(1);
+  };
+
+  // `library` may be null (NVML unavailable): only health and self series are exported.
+  Sampler(GpuLibrary* library, const DeviceStore* store, const HostFs* host, Options options,
+          RenderInfo info);
+  ~Sampler();
+
+  void Start();
+  void Stop();
+  void SampleOnce();  // one round + render (tests)
+
+  // The latest exposition text; `openmetrics` selects the OpenMetrics variant.
+  std::shared_ptr<const std::string> Exposition(bool openmetrics) const;
+  std::shared_ptr<const SampleSet> Samples() const;
+
+ private:
+  void Render(const SampleSet& set);
+
+  GpuLibrary* library_;
+  const DeviceStore* store_;
+  const HostFs* host_;
+  Options options_;
+  RenderInfo info_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  SampleSet working_;  // sampler thread only
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const std::string> text_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const std::string> openmetrics_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const SampleSet> samples_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gpulet
+
+#endif  // GPULET_METRICS_SAMPLER_H_
