@@ -24,9 +24,10 @@ namespace {
 
 // --- scalar typing --------------------------------------------------------------------------
 
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-bool IsAlpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-bool IsAlnum(char c) { return IsDigit(c) || IsAlpha(c); }
+// absl's ASCII classifiers take unsigned char; these take the chars strings hold.
+bool IsDigit(char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); }
+bool IsAlpha(char c) { return absl::ascii_isalpha(static_cast<unsigned char>(c)); }
+bool IsAlnum(char c) { return absl::ascii_isalnum(static_cast<unsigned char>(c)); }
 
 bool AllOf(absl::string_view s, absl::string_view allowed) {
   return !s.empty() && s.find_first_not_of(allowed) == absl::string_view::npos;
@@ -637,7 +638,8 @@ absl::Status ValidateEdits(const ContainerEdits& e, const std::string& path) {
     if (!d.permissions.empty() && d.permissions != "none" &&
         d.permissions.find_first_not_of("rwm") != std::string::npos) {
       return absl::InvalidArgumentError(
-          absl::StrCat(p, ".permissions: \"", d.permissions, "\" must be made of r, w and m"));
+          absl::StrCat(p, ".permissions: \"", d.permissions,
+                       "\" must be letters of \"rwm\" (read, write, mknod)"));
     }
   }
   for (size_t i = 0; i < e.mounts.size(); ++i) {

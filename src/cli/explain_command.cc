@@ -27,8 +27,8 @@ void PrintWrapped(absl::string_view label, absl::string_view text) {
   size_t line_start_len = line.size();
   for (size_t i = 0; i < text.size();) {
     size_t space = text.find(' ', i);
-    absl::string_view word = text.substr(i, space == absl::string_view::npos ? text.size() - i
-                                                                              : space - i);
+    absl::string_view word =
+        text.substr(i, space == absl::string_view::npos ? text.size() - i : space - i);
     i = space == absl::string_view::npos ? text.size() : space + 1;
     if (word.empty()) continue;
     if (line.size() > line_start_len && line.size() + 1 + word.size() > kWidth) {

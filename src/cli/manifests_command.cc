@@ -34,8 +34,8 @@ std::string DescribeGpus(const NodeFacts& facts) {
   for (const PciGpu& g : facts.gpus) {
     std::string kind = absl::StrCat(g.product.empty() ? "unknown NVIDIA GPU" : g.product, " (",
                                     ArchitectureName(g.architecture), ")");
-    auto it = std::find_if(kinds.begin(), kinds.end(),
-                           [&](const auto& k) { return k.first == kind; });
+    auto it =
+        std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == kind; });
     if (it == kinds.end()) {
       kinds.emplace_back(kind, 1);
     } else {
@@ -46,8 +46,8 @@ std::string DescribeGpus(const NodeFacts& facts) {
   for (const auto& [kind, count] : kinds) {
     parts.push_back(count == 1 ? kind : absl::StrCat(count, " x ", kind));
   }
-  return absl::StrCat(facts.gpus.size(), facts.gpus.size() == 1 ? " GPU: " : " GPUs: ",
-                      absl::StrJoin(parts, ", "));
+  return absl::StrCat(facts.gpus.size(),
+                      facts.gpus.size() == 1 ? " GPU: " : " GPUs: ", absl::StrJoin(parts, ", "));
 }
 
 std::string DescribeDriver(const DriverInfo& d) {
@@ -158,8 +158,8 @@ class ManifestsCommand final : public CommandHandler {
 
  private:
   std::string Header(const std::string& dir, const NodeFacts& facts, const std::string& root,
-                     const std::optional<TalosVersion>& version,
-                     const TalosExtensions& extensions, bool talos) const {
+                     const std::optional<TalosVersion>& version, const TalosExtensions& extensions,
+                     bool talos) const {
     std::string h = absl::StrCat("# gpulet ", GPULET_VERSION, " manifests: ", dir,
                                  " (rendered by `gpulet manifests`).\n",
                                  "#   gpulet manifests ... | kubectl apply -f -\n");
@@ -172,10 +172,10 @@ class ManifestsCommand final : public CommandHandler {
                       image, "\n");
     }
     if (inspect_) {
-      absl::StrAppend(&h, "# Node (inspected under ", root, "): ",
-                      facts.os_pretty_name.empty() ? "OS unknown (no /etc/os-release)"
-                                                   : facts.os_pretty_name,
-                      "; ", DescribeGpus(facts), "; ", DescribeDriver(facts.driver), ".\n");
+      absl::StrAppend(
+          &h, "# Node (inspected under ", root, "): ",
+          facts.os_pretty_name.empty() ? "OS unknown (no /etc/os-release)" : facts.os_pretty_name,
+          "; ", DescribeGpus(facts), "; ", DescribeDriver(facts.driver), ".\n");
       if (facts.gpus.empty()) {
         absl::StrAppend(&h,
                         "#   Not a GPU node? The choices below are then defaults: run this on "

@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,10 @@
 #include "cli/commands.h"
 #include "common/log.h"
 #include "config/config.h"
+#include "health/event_monitor.h"
+#include "health/kmsg_source.h"
 #include "health/liveness.h"
+#include "health/xid_policy.h"
 #include "metrics/http_server.h"
 #include "metrics/sampler.h"
 #include "plugin/plugin_manager.h"
@@ -63,6 +67,9 @@ constexpr FlagKey kFlagKeys[] = {
      "GPU liveness probe interval"},
     {"--quiet-period", "GPULET_QUIET_PERIOD", "health.quietPeriod",
      "Quiet time before a recovered GPU is healthy again"},
+    {"--application-xids", "GPULET_APPLICATION_XIDS", "health.applicationXids",
+     "XIDs that never take a GPU out (comma-separated)"},
+    {"--kmsg", "GPULET_KMSG", "health.kmsg", "Read the kernel log for XIDs: true or false"},
 };
 
 class ServeCommand final : public CommandHandler {
@@ -164,6 +171,21 @@ class ServeCommand final : public CommandHandler {
       }
       GPULET_LOG_INFO("metrics on {} (/metrics, /healthz, /status)", config->metrics.address);
     }
+    // XIDs from NVML events and the kernel log, through one policy.
+    XidPolicy xid_policy(&store,
+                         std::set<int>(config->health.application_xids.begin(),
+                                       config->health.application_xids.end()),
+                         config->health.quiet_period);
+    std::unique_ptr<KernelLogSource> kmsg;
+    if (config->health.kmsg) {
+      DevKmsgOptions ko;
+      ko.host_root = node.host->root();
+      kmsg = std::make_unique<DevKmsgSource>(ko);
+    }
+    unsigned gpu_count = 0;
+    for (const Gpu& g : node.inventory.gpus) gpu_count += g.in_nvml ? 1 : 0;
+    EventMonitor events(node.gpus.get(), gpu_count, std::move(kmsg), &xid_policy);
+    events.Start();
     GPULET_LOG_INFO("gpulet {} serving {} on {}/device-plugins", GPULET_VERSION,
                     config->AdvertisedResources()[0], config->kubelet_dir);
 
@@ -186,6 +208,7 @@ class ServeCommand final : public CommandHandler {
     }
     store.Shutdown();
     if (http) http->Stop();
+    events.Stop();
     sampler.Stop();
     if (liveness) liveness->Stop();
     plugins.Stop();

@@ -60,24 +60,33 @@ const KnownKind* FindKind(const std::string& api_version, const std::string& kin
 
 // The Talos extension packages that exist (siderolabs/extensions, nvidia-gpu/).
 const std::set<std::string> kTalosExtensions = {
-    "nonfree-kmod-nvidia-production",          "nonfree-kmod-nvidia-lts",
-    "nvidia-open-gpu-kernel-modules-production", "nvidia-open-gpu-kernel-modules-lts",
-    "nvidia-container-toolkit-production",     "nvidia-container-toolkit-lts",
-    "nvidia-fabricmanager-production",         "nvidia-fabricmanager-lts",
+    "nonfree-kmod-nvidia-production",
+    "nonfree-kmod-nvidia-lts",
+    "nvidia-open-gpu-kernel-modules-production",
+    "nvidia-open-gpu-kernel-modules-lts",
+    "nvidia-container-toolkit-production",
+    "nvidia-container-toolkit-lts",
+    "nvidia-fabricmanager-production",
+    "nvidia-fabricmanager-lts",
 };
 
 // Talos machine-config documents of the multi-document (1.12+) kinds.
-const std::set<std::string> kTalosDocumentKinds = {
-    "KernelModuleConfig", "KubeletConfig", "KubeNodeConfig", "SysctlConfig"};
+const std::set<std::string> kTalosDocumentKinds = {"KernelModuleConfig", "KubeletConfig",
+                                                   "KubeNodeConfig", "SysctlConfig"};
 
 // Flags the DaemonSet may pass to gpulet: the global ones and `serve`'s. When `serve` exists
 // in this build, its --help is checked too (ServeHelp below).
-const std::set<std::string> kGpuletFlags = {
-    "--host-root",   "--nvml-lib",        "--probe-timeout", "--call-timeout", "--verbose",
-    "--kubelet-dir", "--metrics-address", "--config",        "--log-level"};
+const std::set<std::string> kGpuletFlags = {"--host-root",       "--nvml-lib", "--probe-timeout",
+                                            "--call-timeout",    "--verbose",  "--kubelet-dir",
+                                            "--metrics-address", "--config",   "--log-level"};
 
-enum class DocType { kKubernetes, kTalosMachinePatch, kTalosSchematic, kPrometheusRules,
-                     kGrafanaProvisioning };
+enum class DocType {
+  kKubernetes,
+  kTalosMachinePatch,
+  kTalosSchematic,
+  kPrometheusRules,
+  kGrafanaProvisioning
+};
 
 // The node at `path` under `root`, or an undefined node. Unlike chained operator[], never
 // throws on a missing intermediate key and never adds keys.
@@ -167,11 +176,10 @@ TEST_F(DeployManifestsTest, TreeHasTheExpectedFiles) {
   for (const char* path :
        {"deploy/base/kustomization.yaml", "deploy/base/namespace.yaml",
         "deploy/base/serviceaccount.yaml", "deploy/base/configmap.yaml",
-        "deploy/base/daemonset.yaml", "deploy/base/service.yaml",
-        "deploy/base/servicemonitor.yaml", "deploy/overlays/talos/kustomization.yaml",
-        "deploy/overlays/talos/runtimeclass.yaml", kTalosMachinePatchPath, kTalosSchematicPath,
-        "deploy/overlays/generic/kustomization.yaml",
-        "deploy/examples/ollama/kustomization.yaml"}) {
+        "deploy/base/daemonset.yaml", "deploy/base/service.yaml", "deploy/base/servicemonitor.yaml",
+        "deploy/overlays/talos/kustomization.yaml", "deploy/overlays/talos/runtimeclass.yaml",
+        kTalosMachinePatchPath, kTalosSchematicPath, "deploy/overlays/generic/kustomization.yaml",
+        "deploy/examples/ollama/whole-card/kustomization.yaml"}) {
     EXPECT_EQ(files_->count(path), 1u) << path;
   }
 }
@@ -231,8 +239,8 @@ TEST_F(DeployManifestsTest, GpuletContainersUseTheImageAndKnownFlags) {
   bool have_serve = false;
   for (const Command& c : Commands()) have_serve |= std::string(c.name) == "serve";
   if (have_serve) {
-    testing::RunResult help = testing::RunProgram(
-        {std::string(GPULET_BINARY_DIR) + "/gpulet", "serve", "--help"});
+    testing::RunResult help =
+        testing::RunProgram({std::string(GPULET_BINARY_DIR) + "/gpulet", "serve", "--help"});
     ASSERT_EQ(help.exit_code, 0) << help.err;
     for (const std::string& flag : flags_used) {
       EXPECT_THAT(help.out, HasSubstr(flag)) << "`gpulet serve --help` does not list " << flag;
@@ -242,8 +250,7 @@ TEST_F(DeployManifestsTest, GpuletContainersUseTheImageAndKnownFlags) {
 
 // The gpulet DaemonSet's wiring: flags, mounts, probes, tolerations and node selection agree.
 TEST_F(DeployManifestsTest, DaemonSetWiring) {
-  absl::StatusOr<std::vector<KubeObject>> objs =
-      RenderKustomization(*files_, "deploy/base", {});
+  absl::StatusOr<std::vector<KubeObject>> objs = RenderKustomization(*files_, "deploy/base", {});
   ASSERT_TRUE(objs.ok()) << objs.status();
   const KubeObject* ds = nullptr;
   const KubeObject* ns = nullptr;
@@ -331,15 +338,14 @@ TEST_F(DeployManifestsTest, KustomizationsReferenceExistingFilesAndRender) {
     std::string dir = path.substr(0, path.rfind('/'));
     YAML::Node k = YAML::Load(text);
     for (const auto& r : k["resources"]) {
-      std::filesystem::path p =
-          std::filesystem::path(GPULET_SOURCE_DIR) / dir / r.Scalar();
+      std::filesystem::path p = std::filesystem::path(GPULET_SOURCE_DIR) / dir / r.Scalar();
       EXPECT_TRUE(std::filesystem::is_regular_file(p) ||
                   std::filesystem::is_regular_file(p / "kustomization.yaml"))
           << path << ": resource " << r.Scalar() << " does not exist";
     }
     for (const auto& p : k["patches"]) {
-      EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::path(GPULET_SOURCE_DIR) /
-                                                   dir / p["path"].Scalar()))
+      EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::path(GPULET_SOURCE_DIR) / dir /
+                                                   p["path"].Scalar()))
           << path << ": patch " << p["path"].Scalar() << " does not exist";
     }
     absl::StatusOr<std::vector<KubeObject>> objs = RenderKustomization(*files_, dir, {});
@@ -397,8 +403,7 @@ TEST_F(DeployManifestsTest, TalosMachinePatch) {
   EXPECT_EQ(patch["machine"]["nodeLabels"]["nvidia.com/gpu.present"].Scalar(), "true");
   EXPECT_EQ(patch["machine"]["nodeLabels"]["nvidia.com/gpu.present"].Tag(), "!");
 
-  absl::StatusOr<std::vector<KubeObject>> objs =
-      RenderKustomization(*files_, kTalosOverlayDir, {});
+  absl::StatusOr<std::vector<KubeObject>> objs = RenderKustomization(*files_, kTalosOverlayDir, {});
   ASSERT_TRUE(objs.ok()) << objs.status();
   bool runtime_class = false;
   for (const KubeObject& o : *objs) {
@@ -409,7 +414,9 @@ TEST_F(DeployManifestsTest, TalosMachinePatch) {
       YAML::Node pod = o.node["spec"]["template"]["spec"];
       EXPECT_EQ(pod["runtimeClassName"].Scalar(), "nvidia");
       std::map<std::string, std::string> env;
-      for (const auto& e : pod["containers"][0]["env"]) env[e["name"].Scalar()] = e["value"].Scalar();
+      for (const auto& e : pod["containers"][0]["env"]) {
+        if (e["value"]) env[e["name"].Scalar()] = e["value"].Scalar();
+      }
       EXPECT_EQ(env["NVIDIA_VISIBLE_DEVICES"], "all");
       EXPECT_EQ(env["NVIDIA_DRIVER_CAPABILITIES"], "utility");
       EXPECT_EQ(pod["containers"][0]["image"].Scalar(), DefaultGpuletImage());
@@ -453,7 +460,7 @@ YAML::Node Limits(const std::vector<KubeObject>& objs, const std::string& deploy
 
 TEST_F(DeployManifestsTest, OllamaExample) {
   absl::StatusOr<std::vector<KubeObject>> whole =
-      RenderKustomization(*files_, "deploy/examples/ollama", {});
+      RenderKustomization(*files_, "deploy/examples/ollama/whole-card", {});
   ASSERT_TRUE(whole.ok()) << whole.status();
   EXPECT_EQ(Limits(*whole, "ollama")["nvidia.com/gpu"].Scalar(), "1");
   const KubeObject* pv = nullptr;
@@ -464,7 +471,7 @@ TEST_F(DeployManifestsTest, OllamaExample) {
     if (o.Kind() == "Deployment") {
       std::map<std::string, std::string> env;
       for (const auto& e : o.node["spec"]["template"]["spec"]["containers"][0]["env"]) {
-        env[e["name"].Scalar()] = e["value"].Scalar();
+        if (e["value"]) env[e["name"].Scalar()] = e["value"].Scalar();
       }
       EXPECT_EQ(env["OLLAMA_KEEP_ALIVE"], "-1");
       EXPECT_FALSE(o.node["spec"]["template"]["spec"]["runtimeClassName"]);

@@ -6,6 +6,7 @@
 #include <functional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -15,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "config/manifests_yaml.h"
+#include "doctor/doctor.h"
 #include "gpu/architecture.h"
 #include "gpu/pci_ids.h"
 
@@ -166,8 +168,9 @@ bool RewriteImageText(std::string* text, const std::string& from, const std::str
 }
 
 // Sets the image of matching containers of `obj`; keeps its text when it can.
-void SetImages(KubeObject& obj, const std::function<std::string(const std::string& container,
-                                                                 const std::string& image)>& map) {
+void SetImages(
+    KubeObject& obj,
+    const std::function<std::string(const std::string& container, const std::string& image)>& map) {
   std::vector<std::pair<std::string, std::string>> changes;
   ForEachContainer(obj.node, [&](YAML::Node c) {
     std::string image = ScalarAt(c, {"image"});
@@ -192,15 +195,30 @@ void SetImages(KubeObject& obj, const std::function<std::string(const std::strin
 // --- kustomization rendering ----------------------------------------------------------------
 
 // kustomize's "legacy" order: these kinds first, in this order, the webhook configurations
-// last, everything else in between in input order.
+// last, everything else in between.
 int KindRank(const std::string& kind) {
-  static const char* const kFirst[] = {
-      "Namespace",          "ResourceQuota",         "StorageClass", "CustomResourceDefinition",
-      "ServiceAccount",     "PodSecurityPolicy",     "Role",         "ClusterRole",
-      "RoleBinding",        "ClusterRoleBinding",    "ConfigMap",    "Secret",
-      "Endpoints",          "Service",               "LimitRange",   "PriorityClass",
-      "PersistentVolume",   "PersistentVolumeClaim", "Deployment",   "StatefulSet",
-      "CronJob",            "PodDisruptionBudget"};
+  static const char* const kFirst[] = {"Namespace",
+                                       "ResourceQuota",
+                                       "StorageClass",
+                                       "CustomResourceDefinition",
+                                       "ServiceAccount",
+                                       "PodSecurityPolicy",
+                                       "Role",
+                                       "ClusterRole",
+                                       "RoleBinding",
+                                       "ClusterRoleBinding",
+                                       "ConfigMap",
+                                       "Secret",
+                                       "Endpoints",
+                                       "Service",
+                                       "LimitRange",
+                                       "PriorityClass",
+                                       "PersistentVolume",
+                                       "PersistentVolumeClaim",
+                                       "Deployment",
+                                       "StatefulSet",
+                                       "CronJob",
+                                       "PodDisruptionBudget"};
   static const char* const kLast[] = {"MutatingWebhookConfiguration",
                                       "ValidatingWebhookConfiguration"};
   int rank = 0;
@@ -217,7 +235,7 @@ int KindRank(const std::string& kind) {
 }
 
 absl::StatusOr<std::vector<KubeObject>> LoadObjects(const std::string& path,
-                                                   const std::string& text) {
+                                                    const std::string& text) {
   absl::StatusOr<std::vector<YamlDocument>> docs = SplitYamlDocuments(text, path);
   if (!docs.ok()) return docs.status();
   std::vector<KubeObject> out;
@@ -262,8 +280,8 @@ absl::Status ApplyPatchFile(std::vector<KubeObject>& objects, const std::string&
 }
 
 absl::StatusOr<std::vector<KubeObject>> RenderDir(const ManifestFiles& files,
-                                                 const std::string& dir,
-                                                 std::vector<std::string>& stack) {
+                                                  const std::string& dir,
+                                                  std::vector<std::string>& stack) {
   std::string kpath;
   const std::string* ktext = FindKustomization(files, dir, &kpath);
   if (ktext == nullptr) {
@@ -281,14 +299,14 @@ absl::StatusOr<std::vector<KubeObject>> RenderDir(const ManifestFiles& files,
         absl::StrCat(kpath, ": a kustomization must be exactly one YAML mapping"));
   }
   const YAML::Node& k = (*docs)[0].node;
-  static const std::set<std::string> kSupported = {"apiVersion", "kind", "resources", "patches",
-                                                   "patchesStrategicMerge", "images"};
+  static const std::set<std::string> kSupported = {
+      "apiVersion", "kind", "resources", "patches", "patchesStrategicMerge", "images"};
   for (const auto& kv : k) {
     if (kSupported.count(kv.first.Scalar()) == 0) {
       return absl::UnimplementedError(absl::StrCat(
           kpath, ": the kustomization field '", kv.first.Scalar(),
-          "' is not supported by gpulet manifests (it handles: ",
-          absl::StrJoin(kSupported, ", "), "); render this overlay with kubectl kustomize"));
+          "' is not supported by gpulet manifests (it handles: ", absl::StrJoin(kSupported, ", "),
+          "); render this overlay with kubectl kustomize"));
     }
   }
 
@@ -304,6 +322,17 @@ absl::StatusOr<std::vector<KubeObject>> RenderDir(const ManifestFiles& files,
     }
     std::string sub_kpath;
     if (!path.empty() && FindKustomization(files, path, &sub_kpath) != nullptr) {
+      // kustomize refuses a directory that contains one it is already rendering (a parent
+      // directory, typically): do the same, so what renders here renders with kubectl.
+      for (const std::string& visiting : stack) {
+        if (absl::StartsWith(visiting, path + "/")) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(kpath, ": resource '", rel, "' is the directory ", path,
+                           ", which contains ", visiting,
+                           " being rendered; kustomize rejects this as a cycle. Move the shared "
+                           "resources into a sibling directory"));
+        }
+      }
       absl::StatusOr<std::vector<KubeObject>> sub = RenderDir(files, path, stack);
       if (!sub.ok()) return sub.status();
       for (KubeObject& o : *sub) objects.push_back(std::move(o));
@@ -343,7 +372,8 @@ absl::StatusOr<std::vector<KubeObject>> RenderDir(const ManifestFiles& files,
   for (const auto& img : k["images"]) {
     std::string name = img["name"] ? img["name"].Scalar() : "";
     if (name.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(kpath, ": every entry of images needs a name"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(kpath, ": every entry of images needs a name"));
     }
     std::string new_name = img["newName"] ? img["newName"].Scalar() : "";
     std::string new_tag = img["newTag"] ? img["newTag"].Scalar() : "";
@@ -368,30 +398,13 @@ absl::StatusOr<std::vector<KubeObject>> RenderDir(const ManifestFiles& files,
 
 // --- os-release and Talos --------------------------------------------------------------------
 
-std::map<std::string, std::string> ParseOsRelease(absl::string_view text) {
-  std::map<std::string, std::string> out;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    line = absl::StripAsciiWhitespace(line);
-    if (line.empty() || line[0] == '#') continue;
-    size_t eq = line.find('=');
-    if (eq == absl::string_view::npos) continue;
-    std::string value(line.substr(eq + 1));
-    if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') &&
-        value.back() == value.front()) {
-      value = value.substr(1, value.size() - 2);
-    }
-    out[std::string(line.substr(0, eq))] = value;
-  }
-  return out;
-}
-
 std::string BranchSuffix(DriverBranch branch) {
   return branch == DriverBranch::kLts ? "-lts" : "-production";
 }
 
 std::string GpuWords(const PciGpu& g) {
-  std::string name = g.product.empty() ? absl::StrCat("GPU 10de:", absl::Hex(g.device_id))
-                                       : g.product;
+  std::string name =
+      g.product.empty() ? absl::StrCat("GPU 10de:", absl::Hex(g.device_id)) : g.product;
   return absl::StrCat(name, " (", ArchitectureName(g.architecture),
                       g.architecture_guessed ? ", probably" : "", ") at ", g.bus_id);
 }
@@ -404,8 +417,7 @@ struct MachinePatchParts {
 };
 
 absl::StatusOr<MachinePatchParts> ReadMachinePatch(const std::string& text) {
-  absl::StatusOr<std::vector<YamlDocument>> docs =
-      SplitYamlDocuments(text, kTalosMachinePatchPath);
+  absl::StatusOr<std::vector<YamlDocument>> docs = SplitYamlDocuments(text, kTalosMachinePatchPath);
   if (!docs.ok()) return docs.status();
   if (docs->size() != 1) {
     return absl::InvalidArgumentError(
@@ -433,8 +445,9 @@ absl::StatusOr<MachinePatchParts> ReadMachinePatch(const std::string& text) {
 }
 
 std::string ExtensionComment(const TalosExtensions& ext) {
-  std::string out = "# System extensions this node needs (in its Image Factory schematic:\n"
-                    "# `gpulet manifests --talos-schematic`):\n";
+  std::string out =
+      "# System extensions this node needs (in its Image Factory schematic:\n"
+      "# `gpulet manifests --talos-schematic`):\n";
   for (const std::string& n : ext.names) absl::StrAppend(&out, "#   siderolabs/", n, "\n");
   for (const std::string& r : ext.reasons) absl::StrAppend(&out, "# ", r, "\n");
   return out;
@@ -480,6 +493,16 @@ absl::StatusOr<ManifestFiles> ReadManifestFiles(const std::string& source_dir) {
 
 std::string DefaultGpuletImage() { return absl::StrCat("gpulet:", GPULET_VERSION); }
 
+KubeObject& KubeObject::operator=(const KubeObject& other) {
+  if (this == &other) return *this;
+  file = other.file;
+  line = other.line;
+  node.reset(other.node);
+  text = other.text;
+  modified = other.modified;
+  return *this;
+}
+
 std::string KubeObject::ApiVersion() const { return ScalarAt(node, {"apiVersion"}); }
 std::string KubeObject::Kind() const { return ScalarAt(node, {"kind"}); }
 std::string KubeObject::Name() const { return ScalarAt(node, {"metadata", "name"}); }
@@ -492,10 +515,13 @@ absl::StatusOr<std::vector<KubeObject>> RenderKustomization(const ManifestFiles&
   std::string clean = JoinRelative("", dir);
   absl::StatusOr<std::vector<KubeObject>> objects = RenderDir(files, clean, stack);
   if (!objects.ok()) return objects.status();
-  std::stable_sort(objects->begin(), objects->end(),
-                   [](const KubeObject& a, const KubeObject& b) {
-                     return KindRank(a.Kind()) < KindRank(b.Kind());
-                   });
+  // kustomize's legacy order: kind rank, then kind, name and namespace.
+  std::stable_sort(objects->begin(), objects->end(), [](const KubeObject& a, const KubeObject& b) {
+    int ra = KindRank(a.Kind()), rb = KindRank(b.Kind());
+    if (ra != rb) return ra < rb;
+    return std::make_tuple(a.Kind(), a.Name(), a.Namespace()) <
+           std::make_tuple(b.Kind(), b.Name(), b.Namespace());
+  });
   if (!options.image.empty()) {
     for (KubeObject& obj : *objects) {
       SetImages(obj, [&](const std::string& container, const std::string& image) {
@@ -538,11 +564,11 @@ absl::StatusOr<TalosVersion> ParseTalosVersion(absl::string_view text) {
   TalosVersion v;
   if (parts.size() < 2 || parts.size() > 3 || !absl::SimpleAtoi(parts[0], &v.major) ||
       !absl::SimpleAtoi(parts[1], &v.minor) ||
-      (parts.size() == 3 && !absl::SimpleAtoi(parts[2], &v.patch)) || v.major < 0 ||
-      v.minor < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", text, "' is not a Talos version; write it as v1.13 or v1.12.6 "
-        "(`talosctl version` prints it under Server)"));
+      (parts.size() == 3 && !absl::SimpleAtoi(parts[2], &v.patch)) || v.major < 0 || v.minor < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text,
+                     "' is not a Talos version; write it as v1.13 or v1.12.6 "
+                     "(`talosctl version` prints it under Server)"));
   }
   return v;
 }
@@ -556,11 +582,11 @@ NodeFacts InspectNode(const HostFs& host) {
   for (const char* path : {"/etc/os-release", "/usr/lib/os-release"}) {
     absl::StatusOr<std::string> text = host.ReadFile(path, 64 << 10);
     if (!text.ok()) continue;
-    std::map<std::string, std::string> os = ParseOsRelease(*text);
-    facts.os_id = absl::AsciiStrToLower(os["ID"]);
-    facts.os_pretty_name = os["PRETTY_NAME"];
+    doctor::OsInfo os = doctor::ParseOsRelease(*text);
+    facts.os_id = os.id;
+    facts.os_pretty_name = os.pretty_name;
     if (facts.IsTalos()) {
-      absl::StatusOr<TalosVersion> v = ParseTalosVersion(os["VERSION_ID"]);
+      absl::StatusOr<TalosVersion> v = ParseTalosVersion(os.version_id);
       if (v.ok()) facts.talos_version = *v;
     }
     break;
@@ -618,8 +644,8 @@ absl::StatusOr<TalosExtensions> ChooseTalosExtensions(const NodeFacts& facts,
   }
   bool open = true;
   if (needs_open != nullptr) {
-    ext.reasons.push_back(absl::StrCat(GpuWords(*needs_open),
-                                       ": only the open kernel modules support it."));
+    ext.reasons.push_back(
+        absl::StrCat(GpuWords(*needs_open), ": only the open kernel modules support it."));
   } else if (needs_proprietary != nullptr) {
     open = false;
     ext.reasons.push_back(absl::StrCat(GpuWords(*needs_proprietary),
@@ -643,17 +669,18 @@ absl::StatusOr<TalosExtensions> ChooseTalosExtensions(const NodeFacts& facts,
   ext.names.push_back(absl::StrCat("nvidia-container-toolkit", suffix));
   if (facts.nvswitch_count > 0) {
     ext.names.push_back(absl::StrCat("nvidia-fabricmanager", suffix));
-    ext.reasons.push_back(absl::StrCat(
-        facts.nvswitch_count, " NVSwitch(es) on the PCI bus: Fabric Manager must run before "
-        "the GPUs can take CUDA work."));
+    ext.reasons.push_back(
+        absl::StrCat(facts.nvswitch_count,
+                     " NVSwitch(es) on the PCI bus: Fabric Manager must run before "
+                     "the GPUs can take CUDA work."));
   }
   if (!suffixed) {
     ext.reasons.push_back(absl::StrCat("Talos ", version->ToString(),
                                        " predates the -production/-lts extension names."));
   } else {
-    ext.reasons.push_back(absl::StrCat(
-        "All from the ", branch == DriverBranch::kLts ? "lts" : "production",
-        " branch: the modules' and the toolkit's driver versions must match."));
+    ext.reasons.push_back(
+        absl::StrCat("All from the ", branch == DriverBranch::kLts ? "lts" : "production",
+                     " branch: the modules' and the toolkit's driver versions must match."));
   }
   return ext;
 }
@@ -702,8 +729,8 @@ absl::StatusOr<std::string> RenderTalosMachinePatch(const ManifestFiles& files,
       kc["apiVersion"] = "v1alpha1";
       kc["kind"] = "KubeletConfig";
       for (const auto& [k, v] : parts->kubelet_args) kc["extraArgs"][k] = QuotedScalar(v);
-      doc(absl::StrCat("# The GPU taint, set at registration (see ", kTalosMachinePatchPath,
-                       ").\n", EmitYaml(kc)));
+      doc(absl::StrCat("# The GPU taint, set at registration (see ", kTalosMachinePatchPath, ").\n",
+                       EmitYaml(kc)));
     }
     if (!parts->node_labels.empty()) {
       YAML::Node nc;
@@ -718,8 +745,7 @@ absl::StatusOr<std::string> RenderTalosMachinePatch(const ManifestFiles& files,
   std::string body = *text;
   if (version && !TalosAtLeast(*version, 1, 13)) {
     // Legacy runtime mode: uncomment the sysctl the file carries for exactly this case.
-    static constexpr char kCommented[] =
-        "  # sysctls:\n  #   net.core.bpf_jit_harden: \"1\"\n";
+    static constexpr char kCommented[] = "  # sysctls:\n  #   net.core.bpf_jit_harden: \"1\"\n";
     static constexpr char kActive[] = "  sysctls:\n    net.core.bpf_jit_harden: \"1\"\n";
     size_t at = body.find(kCommented);
     if (at == std::string::npos) {
@@ -729,11 +755,11 @@ absl::StatusOr<std::string> RenderTalosMachinePatch(const ManifestFiles& files,
     }
     body.replace(at, sizeof(kCommented) - 1, kActive);
   }
-  std::string note =
-      version ? absl::StrCat("# Rendered by gpulet manifests for Talos ", version->ToString(),
-                             ".\n")
-              : std::string("# Rendered by gpulet manifests; Talos version unknown (pass "
-                            "--talos-version): the 1.10-1.13 form.\n");
+  std::string note = version ? absl::StrCat("# Rendered by gpulet manifests for Talos ",
+                                            version->ToString(), ".\n")
+                             : std::string(
+                                   "# Rendered by gpulet manifests; Talos version unknown (pass "
+                                   "--talos-version): the 1.10-1.13 form.\n");
   return absl::StrCat(note, header, body);
 }
 

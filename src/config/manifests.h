@@ -52,11 +52,22 @@ absl::StatusOr<ManifestFiles> ReadManifestFiles(const std::string& source_dir);
 std::string DefaultGpuletImage();
 
 // One Kubernetes object of a rendered overlay.
+//
+// Copying or assigning a KubeObject rebinds `node` to the other object's tree. (Plain
+// YAML::Node assignment would instead overwrite the tree `node` refers to, which corrupts
+// objects when a container of them is sorted.)
 struct KubeObject {
-  std::string file;    // where it came from: "deploy/base/daemonset.yaml"
-  int line = 1;        // first line of its document in `file`
-  YAML::Node node;     // the object after patches and image changes
-  std::string text;    // its source text (comments kept) when `modified` is false
+  KubeObject() = default;
+  KubeObject(const KubeObject& other) = default;
+  KubeObject& operator=(const KubeObject& other);
+  KubeObject& operator=(KubeObject&& other) {
+    return *this = static_cast<const KubeObject&>(other);
+  }
+
+  std::string file;  // where it came from: "deploy/base/daemonset.yaml"
+  int line = 1;      // first line of its document in `file`
+  YAML::Node node;   // the object after patches and image changes
+  std::string text;  // its source text (comments kept) when `modified` is false
   bool modified = false;
 
   std::string ApiVersion() const;
@@ -75,7 +86,7 @@ struct RenderOptions {
 // `kubectl kustomize` would: its resources (files, and directories holding a
 // kustomization.yaml, recursively), then its `patches` (strategic merge, target taken from
 // the patch's kind and name), then its `images`. Objects come out in kustomize's order
-// (Namespace, ServiceAccount, ConfigMap, Service, ..., workloads; stable otherwise).
+// (Namespace, ServiceAccount, ConfigMap, Service, ..., workloads; by name within a kind).
 // Errors name the file and key: a missing resource or patch, a patch whose target is not
 // rendered, a kustomization field gpulet does not implement, invalid YAML.
 absl::StatusOr<std::vector<KubeObject>> RenderKustomization(const ManifestFiles& files,

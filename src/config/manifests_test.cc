@@ -41,7 +41,8 @@ ManifestFiles SmallTree() {
       {"deploy/overlays/o/kustomization.yaml",
        "resources: [../../base, rc.yaml]\npatches:\n  - path: ds-patch.yaml\n"},
       {"deploy/overlays/o/rc.yaml",
-       "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata: {name: nvidia}\nhandler: nvidia\n"},
+       "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata: {name: nvidia}\nhandler: "
+       "nvidia\n"},
       {"deploy/overlays/o/ds-patch.yaml",
        "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: gpulet, namespace: x}\n"
        "spec:\n  template:\n    spec:\n      runtimeClassName: nvidia\n"},
@@ -124,7 +125,8 @@ TEST(ManifestsRenderTest, ErrorsNameTheKustomizationAndTheProblem) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("namePrefix"));
 
-  files["deploy/overlays/bad/kustomization.yaml"] = "resources: [../../base]\npatches: [{path: p.yaml}]\n";
+  files["deploy/overlays/bad/kustomization.yaml"] =
+      "resources: [../../base]\npatches: [{path: p.yaml}]\n";
   files["deploy/overlays/bad/p.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: nope}\n";
   r = RenderKustomization(files, "deploy/overlays/bad", {});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
@@ -133,6 +135,10 @@ TEST(ManifestsRenderTest, ErrorsNameTheKustomizationAndTheProblem) {
   files["deploy/overlays/loop/kustomization.yaml"] = "resources: [../loop]\n";
   r = RenderKustomization(files, "deploy/overlays/loop", {});
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("cycle"));
+
+  files["deploy/base/sub/kustomization.yaml"] = "resources: [..]\n";
+  r = RenderKustomization(files, "deploy/base/sub", {});
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("kustomize rejects this"));
 
   EXPECT_EQ(RenderKustomization(files, "deploy/nowhere", {}).status().code(),
             absl::StatusCode::kNotFound);
@@ -157,8 +163,8 @@ TEST(ManifestsTalosVersionTest, Parses) {
 class HostRootCopy {
  public:
   HostRootCopy(const std::string& fixture_root, const std::string& os_release) {
-    dir_ = fs::temp_directory_path() / absl::StrCat("gpulet-manifests-test-", getpid(), "-",
-                                                    counter_++);
+    dir_ = fs::temp_directory_path() /
+           absl::StrCat("gpulet-manifests-test-", getpid(), "-", counter_++);
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     fs::copy(fixture_root, dir_, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
@@ -210,9 +216,8 @@ TEST(ManifestsInspectTest, Dgx8HasNvswitch) {
   absl::StatusOr<TalosExtensions> ext =
       ChooseTalosExtensions(facts, std::nullopt, DriverBranch::kLts);
   ASSERT_TRUE(ext.ok()) << ext.status();
-  EXPECT_THAT(ext->names,
-              ElementsAre("nvidia-open-gpu-kernel-modules-lts", "nvidia-container-toolkit-lts",
-                          "nvidia-fabricmanager-lts"));
+  EXPECT_THAT(ext->names, ElementsAre("nvidia-open-gpu-kernel-modules-lts",
+                                      "nvidia-container-toolkit-lts", "nvidia-fabricmanager-lts"));
 }
 
 PciGpu MakeGpu(const std::string& bus, const std::string& product, Architecture arch) {
@@ -233,7 +238,8 @@ TEST(ManifestsExtensionsTest, FlavourRules) {
   EXPECT_EQ(ext->names[0], "nonfree-kmod-nvidia-production");
 
   NodeFacts mixed = pascal;
-  mixed.gpus.push_back(MakeGpu("0000:02:00.0", "NVIDIA GeForce RTX 5090", Architecture::kBlackwell));
+  mixed.gpus.push_back(
+      MakeGpu("0000:02:00.0", "NVIDIA GeForce RTX 5090", Architecture::kBlackwell));
   ext = ChooseTalosExtensions(mixed, std::nullopt, DriverBranch::kProduction);
   ASSERT_FALSE(ext.ok());
   EXPECT_EQ(ext.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -241,7 +247,8 @@ TEST(ManifestsExtensionsTest, FlavourRules) {
   EXPECT_THAT(std::string(ext.status().message()), HasSubstr("RTX 5090"));
 
   NodeFacts ampere_proprietary;
-  ampere_proprietary.gpus = {MakeGpu("0000:01:00.0", "NVIDIA GeForce RTX 3080", Architecture::kAmpere)};
+  ampere_proprietary.gpus = {
+      MakeGpu("0000:01:00.0", "NVIDIA GeForce RTX 3080", Architecture::kAmpere)};
   ampere_proprietary.driver.flavor = DriverFlavor::kProprietary;
   ext = ChooseTalosExtensions(ampere_proprietary, ParseTalosVersion("v1.8.3").value(),
                               DriverBranch::kProduction);
@@ -297,7 +304,7 @@ TEST(ManifestsTalosPatchTest, FormsByVersion) {
   EXPECT_THAT(kinds, ::testing::Contains("KubeletConfig"));
   EXPECT_THAT(kinds, ::testing::Contains("KubeNodeConfig"));
   EXPECT_THAT(*v114, HasSubstr("nvidia.com/gpu.present: \"true\""));
-  EXPECT_THAT(*v114, HasSubstr("register-with-taints: nvidia.com/gpu=present:NoSchedule"));
+  EXPECT_THAT(*v114, HasSubstr("register-with-taints: \"nvidia.com/gpu=present:NoSchedule\""));
 
   absl::StatusOr<std::string> unknown =
       RenderTalosMachinePatch(files, std::nullopt, DefaultExtensions());
@@ -339,8 +346,7 @@ TEST(ManifestsCommandTest, TalosNodeGetsTalosOverlayAndOpenModules) {
   EXPECT_THAT(r.out, HasSubstr("net.core.bpf_jit_harden: \"1\""));
   EXPECT_THAT(r.out, Not(HasSubstr("# sysctls:")));
 
-  r = testing::RunProgram(
-      {Gpulet(), "--host-root", root.path(), "manifests", "--talos-schematic"});
+  r = testing::RunProgram({Gpulet(), "--host-root", root.path(), "manifests", "--talos-schematic"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("- siderolabs/nvidia-container-toolkit-production"));
 }
@@ -364,15 +370,14 @@ TEST(ManifestsCommandTest, BadOptionsAreUsageErrors) {
   EXPECT_THAT(r.err, HasSubstr("v1.12.6"));
   r = testing::RunProgram({Gpulet(), "manifests", "--overlay", "k3s"});
   EXPECT_EQ(r.exit_code, 2);
-  r = testing::RunProgram(
-      {Gpulet(), "manifests", "--talos-machine-patch", "--talos-schematic"});
+  r = testing::RunProgram({Gpulet(), "manifests", "--talos-machine-patch", "--talos-schematic"});
   EXPECT_EQ(r.exit_code, 2);
 }
 
 TEST(ManifestsCommandTest, NoInspectWithTalosVersionPicksTalos) {
-  testing::RunResult r = testing::RunProgram(
-      {Gpulet(), "manifests", "--no-inspect", "--talos-version", "v1.14.1",
-       "--talos-machine-patch"});
+  testing::RunResult r =
+      testing::RunProgram({Gpulet(), "manifests", "--no-inspect", "--talos-version", "v1.14.1",
+                           "--talos-machine-patch"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("kind: KernelModuleConfig"));
 }

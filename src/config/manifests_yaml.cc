@@ -1,6 +1,7 @@
 #include "config/manifests_yaml.h"
 
 #include <cctype>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -205,6 +206,11 @@ absl::Status MergeMap(YAML::Node target, const YAML::Node& patch, const std::str
 absl::Status MergeList(YAML::Node target, const YAML::Node& patch, absl::string_view field,
                        const std::string& path, absl::string_view origin) {
   std::string key = MergeKeyFor(field, patch);
+  // As Kubernetes orders a merged list: the patch's items first, in the patch's order (each
+  // merged into the original item with the same key, if any), then the original items the
+  // patch did not name, in their original order.
+  YAML::Node result(YAML::NodeType::Sequence);
+  std::vector<bool> used(target.size(), false);
   for (const auto& item : patch) {
     YAML::Node id = FindKey(item, key);
     if (!item.IsMap() || !id.IsDefined() || !id.IsScalar()) {
@@ -215,17 +221,25 @@ absl::Status MergeList(YAML::Node target, const YAML::Node& patch, absl::string_
     for (size_t i = 0; i < target.size(); ++i) {
       YAML::Node existing = target[i];
       YAML::Node existing_id = FindKey(existing, key);
-      if (existing_id.IsDefined() && existing_id.IsScalar() &&
+      if (!used[i] && existing_id.IsDefined() && existing_id.IsScalar() &&
           existing_id.Scalar() == id.Scalar()) {
         absl::Status s =
             MergeMap(existing, item, absl::StrCat(path, "[", key, "=", id.Scalar(), "]"), origin);
         if (!s.ok()) return s;
+        result.push_back(existing);
+        used[i] = true;
         merged = true;
         break;
       }
     }
-    if (!merged) target.push_back(YAML::Clone(item));
+    if (!merged) result.push_back(YAML::Clone(item));
   }
+  for (size_t i = 0; i < target.size(); ++i) {
+    if (!used[i]) result.push_back(target[i]);
+  }
+  // `target` is a handle on the list inside its parent: assigning through it replaces the
+  // list there.
+  target = result;
   return absl::OkStatus();
 }
 
@@ -235,9 +249,9 @@ absl::Status MergeMap(YAML::Node target, const YAML::Node& patch, const std::str
     const std::string& key = kv.first.Scalar();
     std::string child_path = path.empty() ? key : absl::StrCat(path, ".", key);
     if (absl::StartsWith(key, "$")) {
-      return absl::UnimplementedError(absl::StrCat(
-          origin, ": the patch directive ", child_path,
-          " is not supported by gpulet manifests; write the patch as plain fields"));
+      return absl::UnimplementedError(
+          absl::StrCat(origin, ": the patch directive ", child_path,
+                       " is not supported by gpulet manifests; write the patch as plain fields"));
     }
     const YAML::Node& value = kv.second;
     if (value.IsNull()) {
@@ -252,8 +266,7 @@ absl::Status MergeMap(YAML::Node target, const YAML::Node& patch, const std::str
     if (value.IsMap() && existing.IsMap()) {
       absl::Status s = MergeMap(existing, value, child_path, origin);
       if (!s.ok()) return s;
-    } else if (value.IsSequence() && existing.IsSequence() &&
-               !MergeKeyFor(key, value).empty()) {
+    } else if (value.IsSequence() && existing.IsSequence() && !MergeKeyFor(key, value).empty()) {
       absl::Status s = MergeList(existing, value, key, child_path, origin);
       if (!s.ok()) return s;
     } else {
@@ -287,9 +300,8 @@ absl::StatusOr<std::vector<YamlDocument>> SplitYamlDocuments(absl::string_view t
       try {
         doc.node = YAML::Load(current);
       } catch (const YAML::Exception& e) {
-        return absl::InvalidArgumentError(absl::StrCat(origin, ":",
-                                                       current_first_line + e.mark.line,
-                                                       ": not valid YAML: ", e.msg));
+        return absl::InvalidArgumentError(absl::StrCat(
+            origin, ":", current_first_line + e.mark.line, ": not valid YAML: ", e.msg));
       }
       if (!doc.node.IsNull()) docs.push_back(std::move(doc));
     }
@@ -305,9 +317,10 @@ absl::StatusOr<std::vector<YamlDocument>> SplitYamlDocuments(absl::string_view t
     if (separator || end_marker) {
       absl::string_view rest = absl::StripAsciiWhitespace(line.substr(3));
       if (!rest.empty() && rest[0] != '#') {
-        return absl::InvalidArgumentError(absl::StrCat(
-            origin, ":", line_no, ": content on a document separator line is not supported; "
-            "start the document on the next line"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(origin, ":", line_no,
+                         ": content on a document separator line is not supported; "
+                         "start the document on the next line"));
       }
       absl::Status s = finish();
       if (!s.ok()) return s;
@@ -370,8 +383,7 @@ bool YamlEqual(const YAML::Node& a, const YAML::Node& b) {
   }
 }
 
-absl::Status StrategicMerge(YAML::Node target, const YAML::Node& patch,
-                            absl::string_view origin) {
+absl::Status StrategicMerge(YAML::Node target, const YAML::Node& patch, absl::string_view origin) {
   if (!target.IsMap() || !patch.IsMap()) {
     return absl::InvalidArgumentError(
         absl::StrCat(origin, ": a strategic-merge patch and its target must both be mappings"));

@@ -56,7 +56,9 @@ bool YamlEqual(const YAML::Node& a, const YAML::Node& b);
 //   - maps merge key by key; a null value deletes the key;
 //   - lists with a merge key are merged element by element: containers, initContainers,
 //     env, volumes, imagePullSecrets by `name`, volumeMounts by `mountPath`, ports by
-//     `containerPort` (or `port`), volumeDevices by `devicePath`; other lists are replaced.
+//     `containerPort` (or `port`), volumeDevices by `devicePath`, with the patch's items
+//     first (as Kubernetes orders them), then the original items it did not name; other
+//     lists are replaced.
 // `$patch` and other directives are refused (Unimplemented, naming `origin`).
 absl::Status StrategicMerge(YAML::Node target, const YAML::Node& patch, absl::string_view origin);
 

@@ -35,8 +35,8 @@ TEST(ManifestsYamlSplitTest, ErrorNamesFileAndLine) {
 }
 
 TEST(ManifestsYamlEmitTest, QuotedScalarsStayStrings) {
-  YAML::Node n = YAML::Load(
-      "labels:\n  present: \"true\"\n  count: 2\nvalue: \"-1\"\nplain: yes-it-is\n");
+  YAML::Node n =
+      YAML::Load("labels:\n  present: \"true\"\n  count: 2\nvalue: \"-1\"\nplain: yes-it-is\n");
   std::string out = EmitYaml(n);
   EXPECT_THAT(out, HasSubstr("present: \"true\"\n"));
   EXPECT_THAT(out, HasSubstr("count: 2\n"));
@@ -100,9 +100,17 @@ TEST(ManifestsYamlMergeTest, MergesContainersByNameAndEnvByName) {
   EXPECT_EQ(spec["containers"][1]["name"].Scalar(), "other");
 }
 
+TEST(ManifestsYamlMergeTest, NewListItemsComeFirstAsKubernetesOrdersThem) {
+  YAML::Node target = YAML::Load("env: [{name: X, value: x}, {name: Y, value: y}]\n");
+  YAML::Node patch = YAML::Load("env: [{name: Z, value: z}, {name: Y, value: y2}]\n");
+  ASSERT_TRUE(StrategicMerge(target, patch, "p.yaml").ok());
+  std::vector<std::string> order;
+  for (const auto& e : target["env"]) order.push_back(e["name"].Scalar() + e["value"].Scalar());
+  EXPECT_THAT(order, ::testing::ElementsAre("Zz", "Yy2", "Xx"));
+}
+
 TEST(ManifestsYamlMergeTest, NullDeletesAndPlainListsAreReplaced) {
-  YAML::Node target =
-      YAML::Load("limits: {nvidia.com/gpu: 1, memory: 1Gi}\nargs: [a, b]\n");
+  YAML::Node target = YAML::Load("limits: {nvidia.com/gpu: 1, memory: 1Gi}\nargs: [a, b]\n");
   YAML::Node patch =
       YAML::Load("limits: {nvidia.com/gpu: null, nvidia.com/gpu-memory: 24}\nargs: [c]\n");
   ASSERT_TRUE(StrategicMerge(target, patch, "p.yaml").ok());

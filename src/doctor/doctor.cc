@@ -435,6 +435,7 @@ CheckResult CheckNvml(const Context& c) {
   }
   r.verdict = Verdict::kFail;
   bool glibc = false, crashed = false, hung = false, any_file = false;
+  std::vector<std::string> absent;
   for (const NvmlLoadAttempt& a : inv.nvml_attempts) {
     std::string msg(a.status.message());
     if (a.result != NvmlLoadAttempt::Result::kAbsent) any_file = true;
@@ -443,8 +444,16 @@ CheckResult CheckNvml(const Context& c) {
     }
     if (absl::StrContains(msg, "crashed")) crashed = true;
     if (absl::IsDeadlineExceeded(a.status)) hung = true;
+    if (a.result == NvmlLoadAttempt::Result::kAbsent) {
+      // One line for all the empty places; each file that was there gets its own.
+      absent.push_back(a.candidate.substr(0, a.candidate.find(" (read as ")));
+      continue;
+    }
     r.evidence.push_back(absl::StrCat(a.candidate, a.note.empty() ? "" : " [" + a.note + "]", ": ",
                                       a.status.ok() ? "ok" : msg));
+  }
+  if (!absent.empty()) {
+    r.evidence.push_back(absl::StrCat("not found: ", absl::StrJoin(absent, ", ")));
   }
   std::string where_talos =
       c.talos ? absl::StrCat(" On ", TalosName(c), " the toolkit extension puts it in ",
@@ -484,9 +493,13 @@ CheckResult CheckNvml(const Context& c) {
         "runtimeClassName: nvidia or a CDI device so the library is injected.",
         where_talos);
   } else {
-    r.summary = "NVML could not be used";
+    r.summary = "a libnvidia-ml.so.1 exists but could not be used (see the evidence)";
     std::string msg(inv.nvml_status.message());
-    r.fix = msg.substr(0, msg.find("\nPaths tried"));
+    r.fix = absl::StrCat(
+        msg.substr(0, msg.find("\nPaths tried")),
+        ".\nIf the message above names no fix: reinstall the driver's user-space libraries (the "
+        "file may be truncated or not a library), or point --nvml-lib at a working "
+        "libnvidia-ml.so.1.");
   }
   return r;
 }

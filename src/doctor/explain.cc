@@ -35,7 +35,7 @@ constexpr P kUnresolvableCdi[] = {"unresolvable CDI devices"};
 constexpr P kNvmlUnknownInContainer[] = {"Failed to initialize NVML: Unknown Error"};
 constexpr P kEnvvarUnprivileged[] = {
     "insufficient privileges to read device list from NVIDIA_VISIBLE_DEVICES"};
-constexpr P kGlibc[] = {"GLIBC_2.* not found", "GLIBC_2.*' not found"};
+constexpr P kGlibc[] = {"GLIBC_2.* not found"};
 constexpr P kVersionMismatch[] = {"Driver/library version mismatch",
                                   "API mismatch: the NVIDIA kernel module"};
 constexpr P kSmiNoDriver[] = {
@@ -45,17 +45,17 @@ constexpr P kNoGpuResource[] = {"Insufficient nvidia.com/gpu", "nvidia.com/gpu: 
                                 "nvidia.com/gpu\": \"0\"", "nvidia.com/gpu\":\"0\""};
 constexpr P kUntoleratedTaint[] = {"nodes are available*untolerated taint",
                                    "had untolerated taint"};
-constexpr P kRuntimeClassMissing[] = {"RuntimeClass \"nvidia\" not found",
-                                      "runtimeclass.node.k8s.io \"nvidia\" not found",
-                                      "runtimeClassName nvidia not found",
-                                      "runtimeClassName: nvidia not found"};
+constexpr P kRuntimeClassMissing[] = {
+    "RuntimeClass \"nvidia\" not found", "runtimeclass.node.k8s.io \"nvidia\" not found",
+    "runtimeClassName nvidia not found", "runtimeClassName: nvidia not found"};
 constexpr P kRuntimeHandlerMissing[] = {"no runtime for \"nvidia\" is configured",
                                         "no runtime for nvidia is configured"};
 constexpr P kBpfDeviceRules[] = {"failed to add device rules*load program: invalid argument"};
 constexpr P kEmptyDeviceEdits[] = {"empty device edits"};
 constexpr P kProbeFailed[] = {"probe with driver nvidia failed", "RmInitAdapter failed",
                               "NVIDIA probe routine failed", "No devices were found"};
-constexpr P kUnsupportedGpu[] = {"installed in this system is not supported by the"};
+// The driver prints this over several lines, each starting with "NVRM: ".
+constexpr P kUnsupportedGpu[] = {"installed in this system is*not supported by the NVIDIA"};
 
 constexpr ExplainEntry kEntries[] = {
     {"nvml-library-missing", kNvmlMissing,
@@ -134,8 +134,7 @@ constexpr ExplainEntry kEntries[] = {
      "Trusting the variable again (accept-nvidia-visible-devices-envvar-when-unprivileged = "
      "true) silences the error but lets any pod take every GPU.",
      "NVIDIA/k8s-device-plugin #203, #87, #61"},
-    {"glibc-too-old", kGlibc,
-     "A program or library needs a newer glibc than the one it runs with",
+    {"glibc-too-old", kGlibc, "A program or library needs a newer glibc than the one it runs with",
      "A binary was built against a newer glibc than the process loading it has: typically host "
      "NVIDIA libraries hostPath-mounted into an image with an older glibc, or a library from a "
      "newer distribution. On Talos the base system is musl; glibc and the NVIDIA user space "
@@ -157,8 +156,7 @@ constexpr ExplainEntry kEntries[] = {
      "driver version and upgrade them together. Compare /proc/driver/nvidia/version with the "
      "library version; `gpulet doctor` does.",
      "NVML return codes; siderolabs/extensions (nvidia-gpu README)"},
-    {"nvidia-smi-no-driver", kSmiNoDriver,
-     "nvidia-smi cannot reach the NVIDIA kernel driver",
+    {"nvidia-smi-no-driver", kSmiNoDriver, "nvidia-smi cannot reach the NVIDIA kernel driver",
      "The nvidia kernel module is not loaded (or failed to load), or /dev/nvidiactl and "
      "/dev/nvidia* are not present where nvidia-smi runs (a container without the NVIDIA "
      "runtime).",
@@ -194,8 +192,7 @@ constexpr ExplainEntry kEntries[] = {
      "explain` on them. If the count drops to 0 after working, restart the plugin (a lost "
      "kubelet registration). `kubectl describe node` shows capacity and allocatable.",
      "siderolabs/talos #12103; NVIDIA/k8s-device-plugin #1228, #1698; the field report"},
-    {"untolerated-taint", kUntoleratedTaint,
-     "The pod does not tolerate the GPU node's taint",
+    {"untolerated-taint", kUntoleratedTaint, "The pod does not tolerate the GPU node's taint",
      "GPU nodes are usually tainted (for example nvidia.com/gpu=present:NoSchedule) so that "
      "only GPU workloads land on them; the scheduler found no node whose taints the pod "
      "tolerates.",
@@ -205,8 +202,7 @@ constexpr ExplainEntry kEntries[] = {
      "NoSchedule\"}`; machine.nodeTaints cannot change an already-registered worker (use "
      "`kubectl taint` for those).",
      "Talos docs (taints); siderolabs/talos #10935; NVIDIA/k8s-device-plugin #1934"},
-    {"runtimeclass-missing", kRuntimeClassMissing,
-     "The cluster has no RuntimeClass named nvidia",
+    {"runtimeclass-missing", kRuntimeClassMissing, "The cluster has no RuntimeClass named nvidia",
      "The pod sets `runtimeClassName: nvidia`, but no RuntimeClass object of that name exists, "
      "so the pod is rejected.",
      "Create it: `apiVersion: node.k8s.io/v1`, `kind: RuntimeClass`, `metadata: {name: "
@@ -239,8 +235,7 @@ constexpr ExplainEntry kEntries[] = {
      "Find out why NVML sees no GPU: `gpulet doctor`, the kernel log (XIDs), and on NVSwitch "
      "systems the nvidia-fabricmanager-production extension and its service.",
      "siderolabs/talos #14015"},
-    {"gpu-probe-failed", kProbeFailed,
-     "The NVIDIA driver could not initialise the GPU",
+    {"gpu-probe-failed", kProbeFailed, "The NVIDIA driver could not initialise the GPU",
      "The kernel module is loaded but the GPU did not come up: on Blackwell cards (RTX 50xx, "
      "RTX PRO 6000 Blackwell, B200) the proprietary modules are loaded where only the open "
      "modules work; on consumer boards Resizable BAR or Above 4G Decoding is disabled in the "
@@ -252,8 +247,7 @@ constexpr ExplainEntry kEntries[] = {
      "BIOS/UEFI setup. Then check the kernel log (`dmesg | gpulet explain -`) for the "
      "driver's own reason.",
      "NVIDIA/open-gpu-kernel-modules #862, #872; NVIDIA driver README (open modules)"},
-    {"gpu-not-supported-by-driver", kUnsupportedGpu,
-     "The loaded driver does not support this GPU",
+    {"gpu-not-supported-by-driver", kUnsupportedGpu, "The loaded driver does not support this GPU",
      "The GPU is newer than the driver release (or needs the open kernel modules), so the "
      "driver refuses to attach to it.",
      "Install a driver release that supports the GPU; for Blackwell use the open kernel "

@@ -28,7 +28,7 @@ namespace gpulet {
 
 // One known message.
 struct ExplainEntry {
-  absl::string_view id;                      // stable, for scripts: "nvml-library-missing"
+  absl::string_view id;                         // stable, for scripts: "nvml-library-missing"
   std::span<const absl::string_view> patterns;  // any one matching selects the entry
   absl::string_view title;
   absl::string_view cause;

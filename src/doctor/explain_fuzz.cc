@@ -8,10 +8,10 @@
 // seeds are the lines in tests/fixtures/kmsg.
 //
 // Thread-safety: libFuzzer calls LLVMFuzzerTestOneInput from one thread.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <algorithm>
 #include <string>
 #include <vector>
 

@@ -15,6 +15,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "gpu/nvml_errors.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -73,12 +74,11 @@ TEST(WildcardSearchTest, Table) {
       {"a?c", "ac", false},
       {"*", "", true},
       {"**", "x", true},
-      {"GLIBC_2.* not found", "version `GLIBC_2.34' not found (required by x)", false},
-      {"GLIBC_2.*' not found", "version `GLIBC_2.34' not found (required by x)", true},
+      {"GLIBC_2.* not found", "version `GLIBC_2.34' not found (required by x)", true},
+      {"GLIBC_2.* not found", "GLIBC_2.34 is fine", false},
       {"GLIBC_2.* not found", "GLIBC_2.38 not found", true},
       {"nodes are available*untolerated taint",
-       "0/3 nodes are available: 3 node(s) had untolerated taint {nvidia.com/gpu: present}.",
-       true},
+       "0/3 nodes are available: 3 node(s) had untolerated taint {nvidia.com/gpu: present}.", true},
       {"a*b*c*d", "aXbXcXd", true},
       {"a*b*c*d", "aXbXcX", false},
       {"aaa*b", std::string(1000, 'a').c_str(), false},
@@ -119,51 +119,68 @@ TEST(ExplainTest, MessagesPeopleMeet) {
   const MessageCase cases[] = {
       {"Failed to initialize NVML: could not load NVML library: libnvidia-ml.so.1: cannot open "
        "shared object file: No such file or directory",
-       "nvml-library-missing", {"runtimeClassName: nvidia"}},
+       "nvml-library-missing",
+       {"runtimeClassName: nvidia"}},
       {"E0611 12:00:00.000000 1 main.go:132] error starting plugins: error creating plugin "
        "manager: unable to create plugin manager: invalid device discovery strategy",
-       nullptr, {}},
-      {"Incompatible strategy detected auto", "device-plugin-incompatible-strategy",
+       nullptr,
+       {}},
+      {"Incompatible strategy detected auto",
+       "device-plugin-incompatible-strategy",
        {"runtimeClassName=nvidia"}},
       {"nvidia-container-cli: initialization error: ERROR: init 250 result=11",
-       "talos-ldcache-init-250", {"v1.13", "CDI"}},
+       "talos-ldcache-init-250",
+       {"v1.13", "CDI"}},
       {"Error: failed to create containerd task: failed to create shim task: OCI runtime create "
        "failed: error running createContainer hook #0: fork/exec /usr/bin/nvidia-ctk: no such "
        "file or directory: unknown",
-       "cdi-hook-path", {"/usr/local/bin/nvidia-cdi-hook", "NVIDIA_CDI_HOOK_PATH"}},
+       "cdi-hook-path",
+       {"/usr/local/bin/nvidia-cdi-hook", "NVIDIA_CDI_HOOK_PATH"}},
       {"failed to create containerd container: CDI device injection failed: unresolvable CDI "
        "devices nvidia.com/gpu=all",
-       "cdi-unresolvable", {"nvidia-ctk cdi generate", "/var/run/cdi"}},
+       "cdi-unresolvable",
+       {"nvidia-ctk cdi generate", "/var/run/cdi"}},
       {"Failed to initialize NVML: Unknown Error", "nvml-unknown-error-in-container", {"CDI"}},
       {"nvidia-container-cli: insufficient privileges to read device list from "
        "NVIDIA_VISIBLE_DEVICES envvar",
-       "visible-devices-unprivileged", {"nvidia.com/gpu"}},
+       "visible-devices-unprivileged",
+       {"nvidia.com/gpu"}},
       {"/usr/bin/nvidia-smi: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.34' not found "
        "(required by /usr/bin/nvidia-smi)",
-       "glibc-too-old", {"runtimeClassName: nvidia"}},
-      {"Failed to initialize NVML: Driver/library version mismatch", "driver-library-mismatch",
+       "glibc-too-old",
+       {"runtimeClassName: nvidia"}},
+      {"Failed to initialize NVML: Driver/library version mismatch",
+       "driver-library-mismatch",
        {"Reboot", "same driver version"}},
       {"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure "
        "that the latest NVIDIA driver is installed and running.",
-       "nvidia-smi-no-driver", {"machine.kernel.modules", "nvidia_uvm", "talosctl"}},
+       "nvidia-smi-no-driver",
+       {"machine.kernel.modules", "nvidia_uvm", "talosctl"}},
       {"modprobe: ERROR: could not insert 'nvidia': Key was rejected by service",
-       "talos-module-signature", {"nvidia-open-gpu-kernel-modules-production"}},
-      {"Capacity:\n  cpu:                16\n  nvidia.com/gpu:     0\n", "no-gpu-resource",
+       "talos-module-signature",
+       {"nvidia-open-gpu-kernel-modules-production"}},
+      {"Capacity:\n  cpu:                16\n  nvidia.com/gpu:     0\n",
+       "no-gpu-resource",
        {"nvidia.com/gpu.present=true"}},
       {"0/3 nodes are available: 3 Insufficient nvidia.com/gpu.", "no-gpu-resource", {}},
       {"0/4 nodes are available: 1 node(s) had untolerated taint {nvidia.com/gpu: present}, 3 "
        "node(s) didn't match Pod's node affinity/selector.",
-       "untolerated-taint", {"register-with-taints", "operator: Exists"}},
+       "untolerated-taint",
+       {"register-with-taints", "operator: Exists"}},
       {"pods \"ollama-0\" is forbidden: pod rejected: RuntimeClass \"nvidia\" not found",
-       "runtimeclass-missing", {"handler: nvidia"}},
+       "runtimeclass-missing",
+       {"handler: nvidia"}},
       {"Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get sandbox "
        "runtime: no runtime for \"nvidia\" is configured",
-       "containerd-nvidia-runtime-missing", {"nvidia-container-toolkit-production"}},
+       "containerd-nvidia-runtime-missing",
+       {"nvidia-container-toolkit-production"}},
       {"nvidia-container-cli: mount error: failed to add device rules: unable to generate new "
        "device filter program from existing programs: unable to create new device filters "
        "program: load program: invalid argument: unknown",
-       "talos-bpf-jit-harden", {"net.core.bpf_jit_harden: 1"}},
-      {"nvidia 0000:02:00.0: probe with driver nvidia failed with error -1", "gpu-probe-failed",
+       "talos-bpf-jit-harden",
+       {"net.core.bpf_jit_harden: 1"}},
+      {"nvidia 0000:02:00.0: probe with driver nvidia failed with error -1",
+       "gpu-probe-failed",
        {"Resizable BAR", "nvidia-open-gpu-kernel-modules-production"}},
   };
   for (const MessageCase& c : cases) {
@@ -186,9 +203,9 @@ TEST(ExplainTest, TalosFactsAreQuotedExactly) {
   const Explanation* glibc = Find(Explain("GLIBC_2.38 not found"), "glibc-too-old");
   ASSERT_NE(glibc, nullptr);
   EXPECT_TRUE(absl::StrContains(glibc->cause, "/usr/local/glibc/lib"));
-  const Explanation* smi = Find(
-      Explain("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"),
-      "nvidia-smi-no-driver");
+  const Explanation* smi =
+      Find(Explain("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"),
+           "nvidia-smi-no-driver");
   ASSERT_NE(smi, nullptr);
   EXPECT_TRUE(absl::StrContains(smi->fix,
                                 "machine.kernel.modules: [{name: nvidia}, {name: nvidia_uvm}, "
@@ -205,11 +222,10 @@ TEST(ExplainTest, EveryNvmlReturnName) {
     absl::string_view short_name = info.name;
     ASSERT_TRUE(absl::ConsumePrefix(&short_name, "NVML_ERROR_"));
     // As printed by C tools, by Go tools (go-nvml's ERROR_ names), in lower case, and alone.
-    for (const std::string& text :
-         {absl::StrCat("nvmlInit failed: ", info.name),
-          absl::StrCat("nvml init failed: ERROR_", short_name),
-          absl::StrCat("error: ", absl::AsciiStrToLower(info.name), "."),
-          std::string(short_name)}) {
+    for (const std::string& text : {absl::StrCat("nvmlInit failed: ", info.name),
+                                    absl::StrCat("nvml init failed: ERROR_", short_name),
+                                    absl::StrCat("error: ", absl::AsciiStrToLower(info.name), "."),
+                                    std::string(short_name)}) {
       std::vector<Explanation> found = Explain(text);
       const Explanation* nvml = nullptr;
       for (const Explanation& e : found) {
@@ -225,16 +241,16 @@ TEST(ExplainTest, EveryNvmlReturnName) {
 }
 
 TEST(ExplainTest, NvmlErrorStringPhrasesAndNoFalseFriends) {
-  const Explanation* e = Find(Explain("Failed to initialize NVML: Driver Not Loaded"),
-                              "nvml-driver-not-loaded");
+  const Explanation* e =
+      Find(Explain("Failed to initialize NVML: Driver Not Loaded"), "nvml-driver-not-loaded");
   ASSERT_NE(e, nullptr);
   EXPECT_NE(Find(Explain("Unable to determine the device handle for GPU0000:01:00.0: GPU is "
                          "lost. Reboot the system to recover this GPU"),
                  "nvml-gpu-is-lost"),
             nullptr);
-  EXPECT_NE(Find(Explain("Failed to initialize NVML: Insufficient Permissions"),
-                 "nvml-no-permission"),
-            nullptr);
+  EXPECT_NE(
+      Find(Explain("Failed to initialize NVML: Insufficient Permissions"), "nvml-no-permission"),
+      nullptr);
   // Plain words that happen to be NVML names are not NVML errors inside other text.
   EXPECT_TRUE(Explain("request timeout while the memory was unknown").empty());
   // The same code named twice gives one explanation.
@@ -259,14 +275,14 @@ TEST(ExplainTest, XidLineNamesGpuSeverityAndAction) {
 }
 
 TEST(ExplainTest, ApplicationXidWithMigAndProcess) {
-  std::vector<Explanation> found =
-      Explain("NVRM: GPU at PCI:0000:c3:00: GPU-5e0c3b7a-6d21-4f8e-a9c4-1b2d3e4f0a05\n"
-              "NVRM: Xid (PCI:0000:c3:00 GPU-I:01 GPU-CI:02): 31, pid=7788, name=python3, Ch "
-              "0000000a\n"
-              "NVRM: Xid (PCI:0000:c3:00 GPU-I:01 GPU-CI:02): 31, pid=7788, name=python3, Ch "
-              "0000000b\n"
-              "NVRM: Xid (PCI:0000:c3:00 GPU-I:01 GPU-CI:02): 31, pid=7788, name=python3, Ch "
-              "0000000c\n");
+  std::vector<Explanation> found = Explain(
+      "NVRM: GPU at PCI:0000:c3:00: GPU-5e0c3b7a-6d21-4f8e-a9c4-1b2d3e4f0a05\n"
+      "NVRM: Xid (PCI:0000:c3:00 GPU-I:01 GPU-CI:02): 31, pid=7788, name=python3, Ch "
+      "0000000a\n"
+      "NVRM: Xid (PCI:0000:c3:00 GPU-I:01 GPU-CI:02): 31, pid=7788, name=python3, Ch "
+      "0000000b\n"
+      "NVRM: Xid (PCI:0000:c3:00 GPU-I:01 GPU-CI:02): 31, pid=7788, name=python3, Ch "
+      "0000000c\n");
   ASSERT_EQ(found.size(), 1u);
   const Explanation& e = found[0];
   EXPECT_EQ(Detail(e, "uuid"), "GPU-5e0c3b7a-6d21-4f8e-a9c4-1b2d3e4f0a05");
@@ -313,8 +329,7 @@ TEST(ExplainTest, UnknownTextGivesNothing) {
 std::string Gpulet() { return std::string(GPULET_BINARY_DIR) + "/gpulet"; }
 
 // Runs gpulet with standard input read from `input` (no shell involved).
-int RunWithStdin(const std::vector<std::string>& args, const std::string& input,
-                 std::string* out) {
+int RunWithStdin(const std::vector<std::string>& args, const std::string& input, std::string* out) {
   std::filesystem::path dir = std::filesystem::temp_directory_path();
   std::string in_path = (dir / absl::StrCat("gpulet-explain-in-", getpid())).string();
   std::string out_path = (dir / absl::StrCat("gpulet-explain-out-", getpid())).string();
@@ -345,17 +360,16 @@ int RunWithStdin(const std::vector<std::string>& args, const std::string& input,
 }
 
 TEST(ExplainCommandTest, JoinsArgumentsAndExitsZeroOnMatch) {
-  testing::RunResult r = testing::RunProgram(
-      {Gpulet(), "explain", "Failed", "to", "initialize", "NVML:", "Driver/library", "version",
-       "mismatch"});
+  testing::RunResult r = testing::RunProgram({Gpulet(), "explain", "Failed", "to", "initialize",
+                                              "NVML:", "Driver/library", "version", "mismatch"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "different driver versions")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "Fix:")) << r.out;
 }
 
 TEST(ExplainCommandTest, UnknownTextExitsOneAndSuggestsDoctor) {
-  testing::RunResult r = testing::RunProgram({Gpulet(), "explain", "the", "printer", "is", "on",
-                                              "fire"});
+  testing::RunResult r =
+      testing::RunProgram({Gpulet(), "explain", "the", "printer", "is", "on", "fire"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(r.out, "does not recognise")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "gpulet doctor")) << r.out;
@@ -368,8 +382,9 @@ TEST(ExplainCommandTest, NoTextIsAUsageError) {
 }
 
 TEST(ExplainCommandTest, JsonOutput) {
-  testing::RunResult r = testing::RunProgram(
-      {Gpulet(), "explain", "--json", "NVRM: Xid (PCI:0000:01:00): 79, GPU has fallen off the bus."});
+  testing::RunResult r =
+      testing::RunProgram({Gpulet(), "explain", "--json",
+                           "NVRM: Xid (PCI:0000:01:00): 79, GPU has fallen off the bus."});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
   ASSERT_FALSE(j.is_discarded()) << r.out;

@@ -72,6 +72,13 @@ struct DeviceSample {
   std::vector<GpuProcess> processes;  // compute and graphics, merged by pid
 };
 
+// One NVML event (an XID, or an ECC error) on one GPU.
+struct GpuEvent {
+  unsigned index = 0;
+  unsigned long long type = 0;  // nvmlEventType* bit
+  unsigned long long data = 0;  // the XID for XidCriticalError
+};
+
 class GpuLibrary {
  public:
   virtual ~GpuLibrary() = default;
@@ -89,6 +96,13 @@ class GpuLibrary {
 
   // Reads every live value within `timeout`. Fails like Probe for a lost or hung GPU.
   virtual absl::StatusOr<DeviceSample> Sample(unsigned index, absl::Duration timeout) = 0;
+
+  // Registers for XID and ECC events on every GPU (only the types each GPU supports).
+  // Returns the indexes that could not be registered, with why, for logging.
+  virtual absl::Status RegisterEvents(unsigned count) = 0;
+  // Waits up to `timeout` for the next event; nullopt on timeout. Blocks the calling thread
+  // (the event thread owns this call). Unavailable when a registered GPU is lost.
+  virtual absl::StatusOr<std::optional<GpuEvent>> WaitEvent(absl::Duration timeout) = 0;
 };
 
 }  // namespace gpulet

@@ -223,7 +223,8 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
   std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
   std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
   if (base.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot write '", path, "': it names a directory"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot write '", path, "': it names a directory"));
   }
   struct stat st;
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -244,8 +245,8 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
     int err = errno;
     close(fd);
     unlink(tmp.c_str());
-    return absl::InternalError(absl::StrCat("cannot write ", path, ": ", what, " ", tmp,
-                                            " failed: ", ErrnoText(err)));
+    return absl::InternalError(
+        absl::StrCat("cannot write ", path, ": ", what, " ", tmp, " failed: ", ErrnoText(err)));
   };
   size_t done = 0;
   while (done < content.size()) {
@@ -267,8 +268,7 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
   if (rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     unlink(tmp.c_str());
-    return absl::PermissionDeniedError(absl::StrCat("cannot replace ", path, ": ",
-                                                    ErrnoText(err)));
+    return absl::PermissionDeniedError(absl::StrCat("cannot replace ", path, ": ", ErrnoText(err)));
   }
   return absl::OkStatus();
 }

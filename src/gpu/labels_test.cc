@@ -65,19 +65,19 @@ TEST(LabelsTest, PciOnlyInventoryLeavesOutNvmlValues) {
   LabelExtras extras;
   extras.first_gpu_pci_class = 0x030000;
   NodeLabels labels = ComputeGpuLabels(inv, extras);
-  EXPECT_THAT(labels, UnorderedElementsAre(
-                          Pair("nvidia.com/gpu.present", "true"), Pair("nvidia.com/gpu.count", "1"),
-                          Pair("nvidia.com/gpu.product", "NVIDIA-GeForce-RTX-5090"),
-                          Pair("nvidia.com/gpu.family", "blackwell"),
-                          Pair("nvidia.com/gpu.mode", "graphics"),
-                          Pair("nvidia.com/cuda.driver-version.full", "570.133.20"),
-                          Pair("nvidia.com/cuda.driver-version.major", "570"),
-                          Pair("nvidia.com/cuda.driver-version.minor", "133"),
-                          Pair("nvidia.com/cuda.driver-version.revision", "20"),
-                          Pair("nvidia.com/cuda.driver.major", "570"),
-                          Pair("nvidia.com/cuda.driver.minor", "133"),
-                          Pair("nvidia.com/cuda.driver.rev", "20"),
-                          Pair("gpulet.dev/kernel-module-flavor", "proprietary")));
+  EXPECT_THAT(
+      labels,
+      UnorderedElementsAre(
+          Pair("nvidia.com/gpu.present", "true"), Pair("nvidia.com/gpu.count", "1"),
+          Pair("nvidia.com/gpu.product", "NVIDIA-GeForce-RTX-5090"),
+          Pair("nvidia.com/gpu.family", "blackwell"), Pair("nvidia.com/gpu.mode", "graphics"),
+          Pair("nvidia.com/cuda.driver-version.full", "570.133.20"),
+          Pair("nvidia.com/cuda.driver-version.major", "570"),
+          Pair("nvidia.com/cuda.driver-version.minor", "133"),
+          Pair("nvidia.com/cuda.driver-version.revision", "20"),
+          Pair("nvidia.com/cuda.driver.major", "570"), Pair("nvidia.com/cuda.driver.minor", "133"),
+          Pair("nvidia.com/cuda.driver.rev", "20"),
+          Pair("gpulet.dev/kernel-module-flavor", "proprietary")));
   EXPECT_THAT(FormatFeatureFile(labels), HasSubstr("nvidia.com/gpu.count=1\n"));
 }
 
@@ -88,8 +88,8 @@ std::string Gpulet() { return std::string(GPULET_BINARY_DIR) + "/gpulet"; }
 class TempDir {
  public:
   TempDir() {
-    path_ = fs::temp_directory_path() / absl::StrCat("gpulet-labels-test-", getpid(), "-",
-                                                     counter_++);
+    path_ =
+        fs::temp_directory_path() / absl::StrCat("gpulet-labels-test-", getpid(), "-", counter_++);
     fs::remove_all(path_);
     fs::create_directories(path_);
   }

@@ -29,6 +29,9 @@ NvmlGpuLibrary::NvmlGpuLibrary(std::shared_ptr<NvmlLibrary> library, Options opt
     : library_(std::move(library)), options_(options) {}
 
 NvmlGpuLibrary::~NvmlGpuLibrary() {
+  if (event_set_ != nullptr && library_->fn().event_set_free != nullptr) {
+    library_->fn().event_set_free(event_set_);
+  }
   absl::MutexLock lock(&mu_);
   for (auto& [index, lane] : lanes_) {
     if (lane->wedged()) library_->MarkStuck();
@@ -347,6 +350,60 @@ absl::StatusOr<DeviceSample> NvmlGpuLibrary::Sample(unsigned index, absl::Durati
   }
   job->s.taken = absl::Now();
   return job->s;
+}
+
+absl::Status NvmlGpuLibrary::RegisterEvents(unsigned count) {
+  const NvmlFunctions& f = library_->fn();
+  if (!f.event_set_create || !f.device_register_events || !f.event_set_wait) {
+    return absl::UnimplementedError(absl::StrCat(
+        library_->path(), " has no NVML event API; XIDs come from the kernel log only"));
+  }
+  if (event_set_ == nullptr) {
+    nvmlReturn_t ret = f.event_set_create(&event_set_);
+    if (ret != NVML_SUCCESS) return NvmlError(ret, "nvmlEventSetCreate");
+  }
+  constexpr unsigned long long kWanted = nvmlEventTypeXidCriticalError |
+                                         nvmlEventTypeDoubleBitEccError |
+                                         nvmlEventTypeSingleBitEccError;
+  std::string problems;
+  for (unsigned i = 0; i < count; ++i) {
+    nvmlDevice_t dev = nullptr;
+    nvmlReturn_t ret = f.device_get_handle_by_index(i, &dev);
+    if (ret != NVML_SUCCESS) {
+      absl::StrAppend(&problems, " GPU ", i, ": ", DescribeNvmlReturn(ret).name, ";");
+      continue;
+    }
+    unsigned long long supported = kWanted;
+    if (f.device_get_supported_event_types) {
+      f.device_get_supported_event_types(dev, &supported);
+    }
+    // Registering an unsupported bit fails the whole call, so only ask for supported ones.
+    unsigned long long mask = kWanted & supported;
+    if (mask == 0) continue;
+    ret = f.device_register_events(dev, mask, event_set_);
+    if (ret != NVML_SUCCESS) {
+      absl::StrAppend(&problems, " GPU ", i, ": ", DescribeNvmlReturn(ret).name, ";");
+      continue;
+    }
+    event_devices_[dev] = i;
+  }
+  if (!problems.empty()) {
+    return absl::UnavailableError(absl::StrCat("NVML events not registered for", problems));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<GpuEvent>> NvmlGpuLibrary::WaitEvent(absl::Duration timeout) {
+  if (event_set_ == nullptr) return absl::FailedPreconditionError("events not registered");
+  nvmlEventData_t data;
+  std::memset(&data, 0, sizeof(data));
+  nvmlReturn_t ret = library_->fn().event_set_wait(
+      event_set_, &data, static_cast<unsigned>(absl::ToInt64Milliseconds(timeout)));
+  if (ret == NVML_ERROR_TIMEOUT) return std::optional<GpuEvent>();
+  if (ret != NVML_SUCCESS) return NvmlError(ret, "nvmlEventSetWait_v2");
+  auto it = event_devices_.find(data.device);
+  if (it == event_devices_.end()) return std::optional<GpuEvent>();
+  return std::optional<GpuEvent>(GpuEvent{it->second, data.eventType, data.eventData});
 }
 
 }  // namespace gpulet

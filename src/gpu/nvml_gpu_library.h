@@ -38,6 +38,8 @@ class NvmlGpuLibrary final : public GpuLibrary {
   absl::StatusOr<DeviceIdentity> GetDeviceIdentity(unsigned index) override;
   absl::StatusOr<std::string> Probe(unsigned index, absl::Duration timeout) override;
   absl::StatusOr<DeviceSample> Sample(unsigned index, absl::Duration timeout) override;
+  absl::Status RegisterEvents(unsigned count) override;
+  absl::StatusOr<std::optional<GpuEvent>> WaitEvent(absl::Duration timeout) override;
 
   const NvmlLibrary& library() const { return *library_; }
 
@@ -52,6 +54,9 @@ class NvmlGpuLibrary final : public GpuLibrary {
   Options options_;
   absl::Mutex mu_;
   std::map<int, std::unique_ptr<TimedLane>> lanes_ ABSL_GUARDED_BY(mu_);
+  // Event set and the handle → index map; used by the event thread only.
+  nvmlEventSet_t event_set_ = nullptr;
+  std::map<nvmlDevice_t, unsigned> event_devices_;
 };
 
 }  // namespace gpulet

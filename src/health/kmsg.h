@@ -28,12 +28,12 @@
 namespace gpulet {
 
 struct KmsgRecord {
-  int facility = 0;   // 0 = kernel; user-space writes to /dev/kmsg cannot use 0
-  int level = 0;      // 0 (emerg) .. 7 (debug)
+  int facility = 0;  // 0 = kernel; user-space writes to /dev/kmsg cannot use 0
+  int level = 0;     // 0 (emerg) .. 7 (debug)
   uint64_t seq = 0;
-  uint64_t timestamp_us = 0;  // since boot (CLOCK_MONOTONIC-like)
-  bool continuation = false;  // flag 'c' or '+': a fragment of a longer message
-  std::string text;           // unescaped; may contain '\n'
+  uint64_t timestamp_us = 0;                // since boot (CLOCK_MONOTONIC-like)
+  bool continuation = false;                // flag 'c' or '+': a fragment of a longer message
+  std::string text;                         // unescaped; may contain '\n'
   std::map<std::string, std::string> dict;  // KEY=VALUE dictionary lines, values unescaped
 
   bool from_kernel() const { return facility == 0; }

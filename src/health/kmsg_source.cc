@@ -37,8 +37,8 @@ int PollTimeoutMs(absl::Duration timeout) {
 }  // namespace
 
 absl::StatusOr<std::optional<KmsgRecord>> KernelLogSource::Read(absl::Duration timeout) {
-  absl::Time deadline = timeout == absl::InfiniteDuration() ? absl::InfiniteFuture()
-                                                            : absl::Now() + timeout;
+  absl::Time deadline =
+      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
   for (;;) {
     absl::StatusOr<std::optional<KmsgRecord>> record = ReadNext();
     if (!record.ok() || record->has_value()) return record;
@@ -87,8 +87,8 @@ absl::Status DevKmsgSource::Open() {
   int fd = open(local->c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     int err = errno;
-    std::string what = absl::StrCat("cannot open the kernel log ", description_, ": ",
-                                    std::strerror(err), ". ");
+    std::string what =
+        absl::StrCat("cannot open the kernel log ", description_, ": ", std::strerror(err), ". ");
     if (err == EPERM || err == EACCES) {
       return absl::PermissionDeniedError(absl::StrCat(
           what,
@@ -127,10 +127,9 @@ absl::Status DevKmsgSource::Open() {
 
 absl::Status DevKmsgSource::ReadError(int err) const {
   if (err == EINVAL && record_mode_) {
-    return absl::InternalError(
-        absl::StrCat("reading the kernel log ", description_,
-                     " failed: a record is larger than the ", kReadBufferSize,
-                     "-byte buffer (EINVAL); this kernel is not supported, please report it"));
+    return absl::InternalError(absl::StrCat(
+        "reading the kernel log ", description_, " failed: a record is larger than the ",
+        kReadBufferSize, "-byte buffer (EINVAL); this kernel is not supported, please report it"));
   }
   return absl::InternalError(
       absl::StrCat("reading the kernel log ", description_, " failed: ", std::strerror(err)));
@@ -149,8 +148,7 @@ absl::StatusOr<std::optional<KmsgRecord>> DevKmsgSource::ReadRecordMode() {
   for (;;) {
     ssize_t n = read(fd_, buffer, sizeof(buffer));
     if (n > 0) {
-      std::optional<KmsgRecord> record =
-          Accept(absl::string_view(buffer, static_cast<size_t>(n)));
+      std::optional<KmsgRecord> record = Accept(absl::string_view(buffer, static_cast<size_t>(n)));
       if (record) return record;
       continue;  // malformed: counted, try the next one
     }
@@ -253,8 +251,8 @@ absl::StatusOr<bool> DevKmsgSource::Wait(absl::Duration timeout) {
     if (rc == 0) return false;
     int err = errno;
     if (err == EINTR) continue;
-    return absl::InternalError(absl::StrCat("waiting for the kernel log ", description_,
-                                            " failed: ", std::strerror(err)));
+    return absl::InternalError(
+        absl::StrCat("waiting for the kernel log ", description_, " failed: ", std::strerror(err)));
   }
 }
 

@@ -59,10 +59,10 @@ struct NvlinkXidDetail {
 struct XidEvent {
   std::string bus_id;  // normalised, e.g. "0000:3b:00.0" (the log omits the function: .0)
   int xid = 0;
-  std::optional<int64_t> pid;        // absent for "'<unknown>'" or in older formats
-  std::string process_name;          // "" when "<unknown>" or absent
-  std::string message;               // the free text after the code (and pid/name)
-  std::optional<int> gpu_instance;   // MIG "GPU-I:NN"
+  std::optional<int64_t> pid;           // absent for "'<unknown>'" or in older formats
+  std::string process_name;             // "" when "<unknown>" or absent
+  std::string message;                  // the free text after the code (and pid/name)
+  std::optional<int> gpu_instance;      // MIG "GPU-I:NN"
   std::optional<int> compute_instance;  // MIG "GPU-CI:NN"
   XidSource source = XidSource::kXidLine;
   std::optional<NvlinkXidDetail> nvlink;  // XIDs 144-150 in the extended form
@@ -112,9 +112,9 @@ class KernelLogScanner {
   void ScanLine(absl::string_view line, std::vector<KernelLogFinding>* out);
 
   // The multi-line fallen-off-bus message being assembled.
-  std::string pending_bus_id_;      // "" when none
-  std::string pending_message_;     // its lines so far, without the "NVRM: " prefixes
-  int pending_lines_ = 0;           // lines seen since it started
+  std::string pending_bus_id_;   // "" when none
+  std::string pending_message_;  // its lines so far, without the "NVRM: " prefixes
+  int pending_lines_ = 0;        // lines seen since it started
 };
 
 // Convenience: a fresh scanner over all of `text`.

@@ -44,9 +44,9 @@ struct XidInfo {
   absl::string_view mnemonic;  // NVIDIA's name without the ROBUST_CHANNEL_ prefix
   absl::string_view meaning;   // one line, plain English
   XidSeverity severity = XidSeverity::kWarning;
-  GpuAction action = GpuAction::kNone;         // what to do now
-  GpuAction if_repeated = GpuAction::kNone;    // what to do when it keeps coming back
-  bool documented = true;  // false: NVIDIA documents no meaning for current GPUs
+  GpuAction action = GpuAction::kNone;       // what to do now
+  GpuAction if_repeated = GpuAction::kNone;  // what to do when it keeps coming back
+  bool documented = true;                    // false: NVIDIA documents no meaning for current GPUs
 };
 
 // The entry for `code`. Codes not in the table get a generic entry (mnemonic "UNKNOWN_XID",

@@ -20,9 +20,8 @@ TEST(XidCatalogTest, TableIsSortedAndUnique) {
 TEST(XidCatalogTest, CoversTheReferenceTableAndGpudFatalList) {
   const int kRequired[] = {
       // NVIDIA catalogue rows used in the field.
-      8, 13, 31, 32, 38, 43, 44, 45, 46, 48, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95, 109,
-      119, 120, 121, 140, 143, 144, 145, 146, 147, 148, 149, 150, 154, 155, 156, 158, 167, 171,
-      172,
+      8, 13, 31, 32, 38, 43, 44, 45, 46, 48, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95, 109, 119,
+      120, 121, 140, 143, 144, 145, 146, 147, 148, 149, 150, 154, 155, 156, 158, 167, 171, 172,
       // gpud's fatal list.
       9, 12, 16, 18, 19, 26, 27, 28, 29, 30, 33, 34, 35, 36, 42, 47, 59, 60, 65, 78, 110, 123};
   for (int code : kRequired) {
@@ -85,9 +84,9 @@ TEST(XidCatalogTest, UnknownCodeGetsGenericEntryCarryingTheCode) {
 }
 
 TEST(XidCatalogTest, ActionNamesRoundTripAndDescriptionsAreSentences) {
-  for (GpuAction action : {GpuAction::kNone, GpuAction::kRestartApp, GpuAction::kResetGpu,
-                           GpuAction::kRebootNode, GpuAction::kInspectHardware,
-                           GpuAction::kContactSupport}) {
+  for (GpuAction action :
+       {GpuAction::kNone, GpuAction::kRestartApp, GpuAction::kResetGpu, GpuAction::kRebootNode,
+        GpuAction::kInspectHardware, GpuAction::kContactSupport}) {
     absl::string_view name = GpuActionName(action);
     EXPECT_NE(name, "unknown");
     EXPECT_EQ(ParseGpuAction(name), action) << name;
@@ -119,8 +118,7 @@ TEST(XidCatalogTest, Xid154RecoveryActions) {
       {"GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)",
        GpuAction::kRebootNode},
       {"GPU recovery action changed from 0x0 (None) to 0x2 (OS Reboot)", GpuAction::kRebootNode},
-      {"GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)",
-       GpuAction::kNone},
+      {"GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)", GpuAction::kNone},
       {"GPU recovery action changed from 0x0 (None) to 0x3 (Drain P2P)", GpuAction::kRestartApp},
       {"GPU recovery action changed from 0x0 (None) to 0x4 (Drain and Reset)",
        GpuAction::kResetGpu},

@@ -64,8 +64,7 @@ TEST(ParseXidLineTest, EveryFormat) {
       {"NVRM: Xid (PCI:0018:01:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 08 (0x004505c6 "
        "0x00000000)",
        "0018:01:00.0", 149, std::nullopt, "",
-       "NETIR_LINK_EVT Fatal XC0 i0 Link 08 (0x004505c6 0x00000000)", std::nullopt,
-       std::nullopt},
+       "NETIR_LINK_EVT Fatal XC0 i0 Link 08 (0x004505c6 0x00000000)", std::nullopt, std::nullopt},
       // Prefixes from dmesg and syslog, trailing whitespace and CR.
       {"[ 8123.456789] NVRM: Xid (PCI:0000:3b:00): 43, pid=3112, name=python, Ch 00000009  \r",
        "0000:3b:00.0", 43, 3112, "python", "Ch 00000009", std::nullopt, std::nullopt},
@@ -86,8 +85,8 @@ TEST(ParseXidLineTest, EveryFormat) {
       {"NVRM: Xid (PCI:0000:3b:00): 13, pid=<unknown>, name=<unknown>, x", "0000:3b:00.0", 13,
        std::nullopt, "", "x", std::nullopt, std::nullopt},
       // Unknown attributes inside the parentheses are ignored.
-      {"NVRM: Xid (PCI:0000:3b:00 FUTURE:7 GPU-CI:03): 31, pid=1, name=a, m", "0000:3b:00.0", 31,
-       1, "a", "m", std::nullopt, 3},
+      {"NVRM: Xid (PCI:0000:3b:00 FUTURE:7 GPU-CI:03): 31, pid=1, name=a, m", "0000:3b:00.0", 31, 1,
+       "a", "m", std::nullopt, 3},
   };
   for (const XidCase& c : cases) {
     SCOPED_TRACE(c.line);
@@ -105,13 +104,12 @@ TEST(ParseXidLineTest, EveryFormat) {
 }
 
 TEST(ParseXidLineTest, RejectsNonXidText) {
-  for (const char* line : {"", "NVRM:", "NVRM: Xid", "NVRM: Xid (", "NVRM: Xid ()",
-                           "NVRM: Xid (PCI:0000:3b:00", "NVRM: Xid (PCI:0000:3b:00):",
-                           "NVRM: Xid (PCI:0000:3b:00): x", "NVRM: Xid (PCI:0000:3b:00) 13,",
-                           "NVRM: Xid (PCI:0000:3b:00): 13x, y",
-                           "NVRM: Xid (PCI:0000:3b:00): 1234567, too many digits",
-                           "NVRM: Xid (nonsense): 13, x", "Xid (PCI:0000:3b:00): 13, no NVRM",
-                           "NVRM: Xid PCI:0000:3b:00: 13, no parentheses"}) {
+  for (const char* line :
+       {"", "NVRM:", "NVRM: Xid", "NVRM: Xid (", "NVRM: Xid ()", "NVRM: Xid (PCI:0000:3b:00",
+        "NVRM: Xid (PCI:0000:3b:00):", "NVRM: Xid (PCI:0000:3b:00): x",
+        "NVRM: Xid (PCI:0000:3b:00) 13,", "NVRM: Xid (PCI:0000:3b:00): 13x, y",
+        "NVRM: Xid (PCI:0000:3b:00): 1234567, too many digits", "NVRM: Xid (nonsense): 13, x",
+        "Xid (PCI:0000:3b:00): 13, no NVRM", "NVRM: Xid PCI:0000:3b:00: 13, no parentheses"}) {
     EXPECT_FALSE(ParseXidLine(line).has_value()) << "'" << line << "'";
   }
 }
@@ -128,9 +126,9 @@ TEST(ParseXidLineTest, NvlinkExtendedForm) {
   EXPECT_EQ(e->nvlink->intrinfo, 0x004505c6u);
   EXPECT_EQ(e->nvlink->sub_code, (0x004505c6 >> 20) & 0x3f);
 
-  std::optional<XidEvent> nonfatal =
-      ParseXidLine("NVRM: Xid (PCI:0018:01:00): 145, RLW_REMAP Nonfatal XC1 i0 Link 17 "
-                   "(0x00288002 0x00000004)");
+  std::optional<XidEvent> nonfatal = ParseXidLine(
+      "NVRM: Xid (PCI:0018:01:00): 145, RLW_REMAP Nonfatal XC1 i0 Link 17 "
+      "(0x00288002 0x00000004)");
   ASSERT_TRUE(nonfatal.has_value() && nonfatal->nvlink.has_value());
   EXPECT_EQ(nonfatal->nvlink->fatal, false);
   EXPECT_EQ(nonfatal->nvlink->link, 17);
@@ -143,8 +141,8 @@ TEST(ParseXidLineTest, NvlinkExtendedForm) {
 }
 
 TEST(ParseGpuUuidLineTest, MapsBusIdToUuid) {
-  std::optional<GpuUuidMapping> m =
-      ParseGpuUuidLine("[  3.1] NVRM: GPU at PCI:0000:3b:00: GPU-c1a7e0f2-9b34-4d58-8e61-2f0b7a3d0200");
+  std::optional<GpuUuidMapping> m = ParseGpuUuidLine(
+      "[  3.1] NVRM: GPU at PCI:0000:3b:00: GPU-c1a7e0f2-9b34-4d58-8e61-2f0b7a3d0200");
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->bus_id, "0000:3b:00.0");
   EXPECT_EQ(m->uuid, "GPU-c1a7e0f2-9b34-4d58-8e61-2f0b7a3d0200");
@@ -155,7 +153,8 @@ TEST(ParseGpuUuidLineTest, MapsBusIdToUuid) {
 }
 
 TEST(ParseFallenOffBusLineTest, SingleLineForm) {
-  std::optional<XidEvent> e = ParseFallenOffBusLine("NVRM: GPU 0000:18:00.0: GPU has fallen off the bus.");
+  std::optional<XidEvent> e =
+      ParseFallenOffBusLine("NVRM: GPU 0000:18:00.0: GPU has fallen off the bus.");
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->bus_id, "0000:18:00.0");
   EXPECT_EQ(e->xid, 79);

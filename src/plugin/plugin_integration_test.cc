@@ -323,3 +323,33 @@ TEST_F(PluginIntegrationTest, PrintConfigShowsPrecedenceFlagOverEnvOverFile) {
 
 }  // namespace
 }  // namespace gpulet
+
+namespace gpulet {
+namespace {
+
+TEST_F(PluginIntegrationTest, FatalXidTakesGpuOutApplicationXidDoesNot) {
+  StartDaemon({});
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/gpu", [](const auto& r) { return CountHealthy(r) == 2; }, absl::Seconds(5)));
+  Sim({"xid", "0", "13"});  // application error: counted, GPU stays in
+  Sim({"xid", "1", "79"});  // fallen off the bus: out
+  auto only_5090_unhealthy = [](const v1beta1::ListAndWatchResponse& r) {
+    for (const auto& d : r.devices()) {
+      if ((d.health() == "Unhealthy") != (d.id() == kRtx5090)) return false;
+    }
+    return r.devices_size() == 2;
+  };
+  ASSERT_TRUE(kubelet_->WaitForDevices("nvidia.com/gpu", only_5090_unhealthy, absl::Seconds(5)))
+      << daemon_.Log();
+  auto refused = kubelet_->Allocate("nvidia.com/gpu", {kRtx5090});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("XID 79"), absl::string_view::npos)
+      << refused.status();
+  // After the quiet period with no new fatal XID, it comes back.
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/gpu", [](const auto& r) { return CountHealthy(r) == 2; }, absl::Seconds(10)))
+      << daemon_.Log();
+}
+
+}  // namespace
+}  // namespace gpulet
