@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cli/command.h"
+#include "common/build_info.h"
 
 namespace gpulet {
 namespace {
@@ -107,7 +108,7 @@ int RunCli(int argc, char** argv) {
       absl::string_view arg = argv[i];
       if (arg == "-h" || arg == "--help") asked = true;
       if (arg == "--version") {
-        std::printf("gpulet %s (%s)\n", GPULET_VERSION, GPULET_GIT_REV);
+        std::printf("gpulet %s (%s)\n", GPULET_VERSION, GitRevision());
         return kExitOk;
       }
     }

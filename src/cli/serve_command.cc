@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-
 #include <cstdio>
 #include <memory>
 #include <set>
@@ -18,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/commands.h"
+#include "common/host_fs.h"
 #include "common/log.h"
 #include "config/config.h"
 #include "health/event_monitor.h"
@@ -25,8 +25,10 @@
 #include "health/liveness.h"
 #include "health/xid_policy.h"
 #include "metrics/http_server.h"
+#include "metrics/pod_attribution.h"
 #include "metrics/sampler.h"
 #include "plugin/plugin_manager.h"
+#include "plugin/resources.h"
 #include "state/device_store.h"
 
 namespace gpulet {
@@ -47,8 +49,7 @@ constexpr FlagKey kFlagKeys[] = {
      "envvar, volume-mounts, cdi-annotations, cdi-cri (comma-separated)"},
     {"--device-id-strategy", "GPULET_DEVICE_ID_STRATEGY", "plugin.deviceIdStrategy",
      "uuid or index"},
-    {"--pass-device-specs", "GPULET_PASS_DEVICE_SPECS", "plugin.passDeviceSpecs",
-     "true or false"},
+    {"--pass-device-specs", "GPULET_PASS_DEVICE_SPECS", "plugin.passDeviceSpecs", "true or false"},
     {"--cdi-kind", "GPULET_CDI_KIND", "plugin.cdiKind", "CDI kind for CDI strategies"},
     {"--dev-root", "GPULET_DEV_ROOT", "plugin.devRoot", "Host directory holding dev/"},
     {"--replicas", "GPULET_REPLICAS", "sharing.timeSlicing.replicas",
@@ -63,6 +64,10 @@ constexpr FlagKey kFlagKeys[] = {
      "NVML sampling interval"},
     {"--web-config-file", "GPULET_WEB_CONFIG_FILE", "metrics.webConfigFile",
      "Prometheus web-config file for TLS and basic auth"},
+    {"--pod-attribution", "GPULET_POD_ATTRIBUTION", "metrics.podAttribution",
+     "Label GPUs and processes with their pods: true or false"},
+    {"--pod-resources-interval", "GPULET_POD_RESOURCES_INTERVAL", "metrics.podResourcesInterval",
+     "How often to ask the kubelet which pods hold which GPUs"},
     {"--probe-interval", "GPULET_PROBE_INTERVAL", "health.probeInterval",
      "GPU liveness probe interval"},
     {"--quiet-period", "GPULET_QUIET_PERIOD", "health.quietPeriod",
@@ -87,7 +92,8 @@ class ServeCommand final : public CommandHandler {
 
   int Run(CommandContext& ctx) override {
     if (!InitLogging(log_level_)) {
-      std::fprintf(stderr, "gpulet serve: --log-level '%s' is not one of debug, info, warn, error\n",
+      std::fprintf(stderr,
+                   "gpulet serve: --log-level '%s' is not one of debug, info, warn, error\n",
                    log_level_.c_str());
       return kExitUsage;
     }
@@ -152,6 +158,18 @@ class ServeCommand final : public CommandHandler {
     so.timeout = std::min(config->metrics.sample_interval, absl::Seconds(1));
     Sampler sampler(node.gpus.get(), &store, node.host.get(), so,
                     {hostname, node.inventory.system.driver_version});
+    // Pod labels: from the kubelet's PodResources API, on their own thread.
+    std::unique_ptr<PodAttributor> pods;
+    if (config->metrics.pod_attribution) {
+      PodAttributor::Options po;
+      po.socket_dir = JoinPath(config->kubelet_dir, "pod-resources");
+      po.interval = config->metrics.pod_resources_interval;
+      for (const ResourceSpec& r : ResourcesFor(*config)) po.resources.insert(r.name);
+      pods = std::make_unique<PodAttributor>(
+          MakeKubeletPodResourcesClient(JoinPath(po.socket_dir, "kubelet.sock")), &store,
+          node.host.get(), po);
+      sampler.AttributePodsWith(pods.get());
+    }
     std::unique_ptr<MetricsServer> http;
     if (!config->metrics.address.empty()) {
       absl::StatusOr<WebConfig> web = LoadWebConfig(config->metrics.web_config_file);
@@ -160,6 +178,7 @@ class ServeCommand final : public CommandHandler {
         plugins.Stop();
         return kExitUsage;
       }
+      if (pods) pods->Start();
       sampler.Start();
       http = std::make_unique<MetricsServer>(&sampler, &store, *web);
       absl::Status listening = http->Start(config->metrics.address);
@@ -210,6 +229,7 @@ class ServeCommand final : public CommandHandler {
     if (http) http->Stop();
     events.Stop();
     sampler.Stop();
+    if (pods) pods->Stop();
     if (liveness) liveness->Stop();
     plugins.Stop();
     GPULET_LOG_INFO("stopped");

@@ -1,5 +1,5 @@
 // `gpulet status`: asks the running daemon (its HTTP port) for per-GPU health and use, and
-// prints a table: health and why, since when, utilisation, VRAM used and by which process.
+// prints a table: health and why, since when, utilisation, VRAM used and by which process and pod.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -29,8 +29,7 @@ class StatusCommand final : public CommandHandler {
     if (colon != std::string::npos) {
       if (colon > 0) host = address_.substr(0, colon);
       if (!absl::SimpleAtoi(address_.substr(colon + 1), &port)) {
-        std::fprintf(stderr, "gpulet status: --address '%s' has no valid port\n",
-                     address_.c_str());
+        std::fprintf(stderr, "gpulet status: --address '%s' has no valid port\n", address_.c_str());
         return kExitUsage;
       }
     }
@@ -57,8 +56,8 @@ class StatusCommand final : public CommandHandler {
       return kExitFailure;
     }
     int worst = 0;
-    std::printf("%-4s %-26s %-10s %-22s %-6s %-22s %s\n", "GPU", "NAME", "HEALTH", "SINCE",
-                "UTIL", "MEMORY USED", "PROCESSES");
+    std::printf("%-4s %-26s %-10s %-22s %-6s %-22s %s\n", "GPU", "NAME", "HEALTH", "SINCE", "UTIL",
+                "MEMORY USED", "PROCESSES");
     for (const auto& g : doc["gpus"]) {
       std::string health = g.value("health", "?");
       if (health != "Healthy") worst = 1;
@@ -79,8 +78,13 @@ class StatusCommand final : public CommandHandler {
           absl::StrAppend(&procs, procs.empty() ? "" : ", ", p.value("name", "?"), "[",
                           p.value("pid", 0), "]");
           if (p.contains("used_bytes")) {
-            absl::StrAppend(&procs, absl::StrFormat(" %.1f GiB",
-                                                    p["used_bytes"].get<double>() / (1 << 30)));
+            absl::StrAppend(
+                &procs, absl::StrFormat(" %.1f GiB", p["used_bytes"].get<double>() / (1 << 30)));
+          }
+          if (p.contains("pod")) {
+            absl::StrAppend(&procs, " pod ", p.value("namespace", ""), "/", p.value("pod", ""));
+            std::string container = p.value("container", "");
+            if (!container.empty()) absl::StrAppend(&procs, "/", container);
           }
         }
       }
@@ -89,6 +93,15 @@ class StatusCommand final : public CommandHandler {
                   g.contains("index") ? absl::StrCat(g["index"].get<int>()).c_str() : "-",
                   g.value("name", "").c_str(), health.c_str(), g.value("since", "").c_str(),
                   util.c_str(), mem.c_str(), procs.empty() ? "-" : procs.c_str());
+      if (g.contains("allocations") && !g["allocations"].empty()) {
+        std::string held;
+        for (const auto& a : g["allocations"]) {
+          absl::StrAppend(&held, held.empty() ? "" : ", ", a.value("namespace", ""), "/",
+                          a.value("pod", ""), "/", a.value("container", ""), " (",
+                          a.value("device_id", ""), ")");
+        }
+        std::printf("     allocated to: %s\n", held.c_str());
+      }
       if (g.contains("reason")) {
         std::printf("     why: %s\n", g["reason"].get<std::string>().c_str());
       }

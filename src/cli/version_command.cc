@@ -1,5 +1,6 @@
 #include <cstdio>
 
+#include "common/build_info.h"
 #include "cli/commands.h"
 
 namespace gpulet {
@@ -8,7 +9,7 @@ namespace {
 class VersionCommand final : public CommandHandler {
  public:
   int Run(CommandContext&) override {
-    std::printf("gpulet %s (%s)\n", GPULET_VERSION, GPULET_GIT_REV);
+    std::printf("gpulet %s (%s)\n", GPULET_VERSION, GitRevision());
     return kExitOk;
   }
 };

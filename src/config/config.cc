@@ -240,6 +240,19 @@ const std::vector<Field>& Fields() {
          return absl::OkStatus();
        },
        [](const Config& c) { return Str(c.metrics.web_config_file); }},
+      {"metrics.podAttribution", "true or false",
+       [](Config& c, const std::string& v) {
+         return ParseBool("metrics.podAttribution", v, &c.metrics.pod_attribution);
+       },
+       [](const Config& c) { return YAML::Node(c.metrics.pod_attribution); }},
+      {"metrics.podResourcesInterval", "a duration of at least 1s",
+       [](Config& c, const std::string& v) {
+         return ParseDur("metrics.podResourcesInterval", v, absl::Seconds(1),
+                         &c.metrics.pod_resources_interval);
+       },
+       [](const Config& c) {
+         return Str(absl::FormatDuration(c.metrics.pod_resources_interval));
+       }},
       {"health.probeInterval", "a duration of at least 100ms",
        [](Config& c, const std::string& v) {
          return ParseDur("health.probeInterval", v, absl::Milliseconds(100),

@@ -73,6 +73,10 @@ struct Config {
     absl::Duration sample_interval = absl::Seconds(1);
     // Prometheus web-config file (tls_server_config, basic_auth_users). Default: none.
     std::string web_config_file;
+    // Label GPUs and processes with their pods (kubelet PodResources API). Default: true.
+    bool pod_attribution = true;
+    // How often the PodResources list is refreshed. Default: 10s.
+    absl::Duration pod_resources_interval = absl::Seconds(10);
   } metrics;
 
   struct Health {

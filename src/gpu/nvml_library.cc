@@ -109,7 +109,11 @@ absl::StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open(const std::string
   // RTLD_LOCAL keeps NVML's symbols out of the global namespace (the simulator and a real
   // library must never resolve against each other); RTLD_NOW surfaces missing dependencies
   // here rather than at the first call.
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // RTLD_NODELETE: dlclose must never unmap NVML. Drivers start helper threads and keep
+  // process-wide state that can outlive nvmlShutdown; unmapping the code under them would
+  // turn a clean shutdown into a crash. It also keeps the library's own allocations
+  // reachable, so leak checkers do not blame us for them.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (handle == nullptr) {
     const char* err = dlerror();
     return absl::NotFoundError(absl::StrCat("cannot load ", path, ": ",

@@ -1,12 +1,14 @@
 #include "metrics/exposition.h"
 
 #include <functional>
+#include <set>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/build_info.h"
 #include "gpu/nvml_api.h"
 
 namespace gpulet {
@@ -45,7 +47,6 @@ class Family {
   std::string lines_;
 };
 
-
 struct ThrottleReason {
   unsigned long long bit;
   const char* name;
@@ -79,6 +80,18 @@ std::string EscapeLabel(absl::string_view value) {
     }
   }
   return out;
+}
+
+std::string PodLabels(const PodContainer& who) {
+  return absl::StrCat(",pod=\"", EscapeLabel(who.pod), "\",namespace=\"",
+                      EscapeLabel(who.namespace_name), "\",container=\"",
+                      EscapeLabel(who.container), "\"");
+}
+
+std::optional<PodContainer> ProcessPod(const SampleSet& samples, const std::string& gpu_uuid,
+                                       const GpuSampleState::Process& process) {
+  if (samples.pods == nullptr || !process.cgroup) return std::nullopt;
+  return AttributeProcess(*samples.pods, gpu_uuid, *process.cgroup);
 }
 
 std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const RenderInfo& info,
@@ -122,8 +135,12 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
                   "1 when the clock-event (throttle) reason is active.");
   Family power_limit("gpulet_gpu_power_limit_watts", "gauge", "Enforced power limit.");
   Family mem_total("gpulet_gpu_memory_total_bytes", "gauge", "GPU memory size.");
-  Family proc_mem("gpulet_gpu_process_memory_bytes", "gauge",
-                  "GPU memory used by a process.");
+  Family proc_mem("gpulet_gpu_process_memory_bytes", "gauge", "GPU memory used by a process.");
+  Family allocation("gpulet_gpu_allocation_info", "gauge",
+                    "Always 1; one series per advertised device of the GPU that the kubelet "
+                    "allocated to a container (from the PodResources API).");
+  Family pods_up("gpulet_pod_resources_up", "gauge",
+                 "1 when the latest kubelet PodResources List succeeded.");
   Family sampler_seconds("gpulet_sampler_duration_seconds", "gauge",
                          "Duration of the latest NVML sampling round.");
   Family nvml_errors("gpulet_nvml_errors_total", "counter",
@@ -138,17 +155,39 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
         g.bus_id.empty() ? "" : absl::StrFormat("0000%s", absl::AsciiStrToUpper(g.bus_id));
     // DCGM series keep dcgm-exporter's label names (UUID, modelName, Hostname, ...) so
     // dashboards and alerts keep working; gpulet's own series use snake_case names.
-    std::string dcgm = absl::StrCat(
-        "gpu=\"", index, "\",UUID=\"", EscapeLabel(g.uuid), "\",pci_bus_id=\"", nvml_bus,
-        "\",device=\"nvidia", index, "\",modelName=\"", EscapeLabel(g.name), "\",Hostname=\"",
-        EscapeLabel(info.hostname), "\",DCGM_FI_DRIVER_VERSION=\"",
-        EscapeLabel(info.driver_version), "\"");
-    std::string labels = absl::StrCat(
-        "gpu=\"", index, "\",uuid=\"", EscapeLabel(g.uuid), "\",pci_bus_id=\"", nvml_bus,
-        "\",device=\"nvidia", index, "\",model_name=\"", EscapeLabel(g.name), "\",hostname=\"",
-        EscapeLabel(info.hostname), "\"");
+    std::string dcgm =
+        absl::StrCat("gpu=\"", index, "\",UUID=\"", EscapeLabel(g.uuid), "\",pci_bus_id=\"",
+                     nvml_bus, "\",device=\"nvidia", index, "\",modelName=\"", EscapeLabel(g.name),
+                     "\",Hostname=\"", EscapeLabel(info.hostname), "\",DCGM_FI_DRIVER_VERSION=\"",
+                     EscapeLabel(info.driver_version), "\"");
+    std::string labels =
+        absl::StrCat("gpu=\"", index, "\",uuid=\"", EscapeLabel(g.uuid), "\",pci_bus_id=\"",
+                     nvml_bus, "\",device=\"nvidia", index, "\",model_name=\"", EscapeLabel(g.name),
+                     "\",hostname=\"", EscapeLabel(info.hostname), "\"");
 
-    for (HealthState st : {HealthState::kHealthy, HealthState::kDegraded, HealthState::kUnhealthy}) {
+    // A GPU held by pods carries their pod/namespace/container labels on its DCGM series,
+    // as dcgm-exporter's Kubernetes mode does: one series per holder of a shared GPU.
+    std::vector<std::string> holders;
+    if (samples.pods != nullptr) {
+      auto held = samples.pods->by_gpu.find(g.uuid);
+      if (held != samples.pods->by_gpu.end()) {
+        std::set<PodContainer> seen;
+        for (const GpuAssignment& a : held->second) {
+          std::string who = PodLabels(a.holder);
+          allocation.Add(absl::StrCat(labels, ",resource=\"", EscapeLabel(a.resource),
+                                      "\",device_id=\"", EscapeLabel(a.device_id), "\"", who),
+                         1);
+          if (seen.insert(a.holder).second) holders.push_back(std::move(who));
+        }
+      }
+    }
+    if (holders.empty()) holders.push_back("");
+    auto add_dcgm = [&](Family& f, double value) {
+      for (const std::string& who : holders) f.Add(dcgm + who, value);
+    };
+
+    for (HealthState st :
+         {HealthState::kHealthy, HealthState::kDegraded, HealthState::kUnhealthy}) {
       health.Add(absl::StrCat(labels, ",state=\"", HealthStateName(st), "\""),
                  d.health.state == st ? 1 : 0);
     }
@@ -156,7 +195,7 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
                                  "\",reason=\"", EscapeLabel(d.health.reason), "\",action=\"",
                                  EscapeLabel(d.health.action), "\""),
                     1);
-    xid.Add(dcgm, d.health.last_xid);
+    add_dcgm(xid, d.health.last_xid);
     for (const auto& [code, count] : d.health.xid_counts) {
       xid_total.Add(absl::StrCat(labels, ",xid=\"", code, "\""), static_cast<double>(count));
     }
@@ -170,25 +209,25 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
     // A GPU that stopped answering exports no frozen values.
     if (!st->answering) continue;
     const DeviceSample& s = *st->last;
-    if (s.sm_clock_mhz) sm_clock.Add(dcgm, *s.sm_clock_mhz);
-    if (s.mem_clock_mhz) mem_clock.Add(dcgm, *s.mem_clock_mhz);
-    if (s.mem_temp_c) mem_temp.Add(dcgm, *s.mem_temp_c);
-    if (s.gpu_temp_c) gpu_temp.Add(dcgm, *s.gpu_temp_c);
-    if (s.power_w) power.Add(dcgm, *s.power_w);
-    if (s.energy_mj) energy.Add(dcgm, static_cast<double>(*s.energy_mj));
-    if (s.pcie_replays) replay.Add(dcgm, *s.pcie_replays);
-    if (s.gpu_util) gpu_util.Add(dcgm, *s.gpu_util);
-    if (s.mem_util) copy_util.Add(dcgm, *s.mem_util);
-    if (s.enc_util) enc.Add(dcgm, *s.enc_util);
-    if (s.dec_util) dec.Add(dcgm, *s.dec_util);
-    if (s.fb_free_bytes) fb_free.Add(dcgm, static_cast<double>(*s.fb_free_bytes / (1 << 20)));
-    if (s.fb_used_bytes) fb_used.Add(dcgm, static_cast<double>(*s.fb_used_bytes / (1 << 20)));
+    if (s.sm_clock_mhz) add_dcgm(sm_clock, *s.sm_clock_mhz);
+    if (s.mem_clock_mhz) add_dcgm(mem_clock, *s.mem_clock_mhz);
+    if (s.mem_temp_c) add_dcgm(mem_temp, *s.mem_temp_c);
+    if (s.gpu_temp_c) add_dcgm(gpu_temp, *s.gpu_temp_c);
+    if (s.power_w) add_dcgm(power, *s.power_w);
+    if (s.energy_mj) add_dcgm(energy, static_cast<double>(*s.energy_mj));
+    if (s.pcie_replays) add_dcgm(replay, *s.pcie_replays);
+    if (s.gpu_util) add_dcgm(gpu_util, *s.gpu_util);
+    if (s.mem_util) add_dcgm(copy_util, *s.mem_util);
+    if (s.enc_util) add_dcgm(enc, *s.enc_util);
+    if (s.dec_util) add_dcgm(dec, *s.dec_util);
+    if (s.fb_free_bytes) add_dcgm(fb_free, static_cast<double>(*s.fb_free_bytes / (1 << 20)));
+    if (s.fb_used_bytes) add_dcgm(fb_used, static_cast<double>(*s.fb_used_bytes / (1 << 20)));
     if (s.fb_reserved_bytes) {
-      fb_res.Add(dcgm, static_cast<double>(*s.fb_reserved_bytes / (1 << 20)));
+      add_dcgm(fb_res, static_cast<double>(*s.fb_reserved_bytes / (1 << 20)));
     }
-    if (s.remapped_uncorrectable) unc_rows.Add(dcgm, *s.remapped_uncorrectable);
-    if (s.remapped_correctable) cor_rows.Add(dcgm, *s.remapped_correctable);
-    if (s.remap_failure) remap_fail.Add(dcgm, *s.remap_failure ? 1 : 0);
+    if (s.remapped_uncorrectable) add_dcgm(unc_rows, *s.remapped_uncorrectable);
+    if (s.remapped_correctable) add_dcgm(cor_rows, *s.remapped_correctable);
+    if (s.remap_failure) add_dcgm(remap_fail, *s.remap_failure ? 1 : 0);
     if (s.power_limit_w) power_limit.Add(labels, *s.power_limit_w);
     if (s.clocks_event_reasons) {
       for (const ThrottleReason& r : kThrottleReasons) {
@@ -198,25 +237,33 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
     }
     for (const GpuProcess& p : s.processes) {
       if (!p.used_bytes) continue;
-      auto name = st->process_names.find(p.pid);
-      proc_mem.Add(absl::StrCat(labels, ",pid=\"", p.pid, "\",process=\"",
-                                EscapeLabel(name == st->process_names.end() ? "" : name->second),
-                                "\""),
-                   static_cast<double>(*p.used_bytes));
+      auto proc = st->processes.find(p.pid);
+      std::string name, who;
+      if (proc != st->processes.end()) {
+        name = proc->second.name;
+        std::optional<PodContainer> pod = ProcessPod(samples, g.uuid, proc->second);
+        if (pod) who = PodLabels(*pod);
+      }
+      proc_mem.Add(
+          absl::StrCat(labels, ",pid=\"", p.pid, "\",process=\"", EscapeLabel(name), "\"", who),
+          static_cast<double>(*p.used_bytes));
     }
   }
   sampler_seconds.Add("", samples.last_round_seconds);
   nvml_errors.Add("", static_cast<double>(samples.nvml_errors));
   nvml_up.Add("", snap.nvml_ok ? 1 : 0);
-  build.Add(absl::StrCat("version=\"", GPULET_VERSION, "\",revision=\"", GPULET_GIT_REV, "\""), 1);
+  if (samples.pods != nullptr) pods_up.Add("", samples.pods->ok ? 1 : 0);
+  build.Add(absl::StrCat("version=\"", GPULET_VERSION, "\",revision=\"", GitRevision(), "\""), 1);
 
   std::string out;
   out.reserve(16384);
-  for (const Family* f : {&sm_clock, &mem_clock, &mem_temp, &gpu_temp, &power, &energy, &replay,
-                          &gpu_util, &copy_util, &enc, &dec, &xid, &fb_free, &fb_used, &fb_res,
-                          &unc_rows, &cor_rows, &remap_fail, &up, &age, &health, &health_info,
-                          &xid_total, &throttle, &power_limit, &mem_total, &proc_mem,
-                          &sampler_seconds, &nvml_errors, &nvml_up, &build}) {
+  for (const Family* f :
+       {&sm_clock,    &mem_clock, &mem_temp,  &gpu_temp,    &power,     &energy,
+        &replay,      &gpu_util,  &copy_util, &enc,         &dec,       &xid,
+        &fb_free,     &fb_used,   &fb_res,    &unc_rows,    &cor_rows,  &remap_fail,
+        &up,          &age,       &health,    &health_info, &xid_total, &throttle,
+        &power_limit, &mem_total, &proc_mem,  &allocation,  &pods_up,   &sampler_seconds,
+        &nvml_errors, &nvml_up,   &build}) {
     f->AppendTo(&out, openmetrics);
   }
   if (openmetrics) out += "# EOF\n";

@@ -17,8 +17,15 @@
 
 namespace gpulet {
 
-std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples,
-                          const RenderInfo& info, bool openmetrics, absl::Time now);
+std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const RenderInfo& info,
+                          bool openmetrics, absl::Time now);
+
+// `,pod="…",namespace="…",container="…"`, dcgm-exporter's label names.
+std::string PodLabels(const PodContainer& who);
+
+// The pod of a GPU process, when pod attribution is on and its pod is known.
+std::optional<PodContainer> ProcessPod(const SampleSet& samples, const std::string& gpu_uuid,
+                                       const GpuSampleState::Process& process);
 
 // Escapes a label value (backslash, double quote, newline).
 std::string EscapeLabel(absl::string_view value);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "httplib.h"
+#include "metrics/exposition.h"
 #include "nlohmann/json.hpp"
 #include "yaml-cpp/yaml.h"
 
@@ -30,9 +31,9 @@ absl::StatusOr<WebConfig> LoadWebConfig(const std::string& path) {
           } else if (k == "key_file") {
             web.key_file = t.second.as<std::string>();
           } else {
-            return absl::InvalidArgumentError(absl::StrCat(
-                path, ": tls_server_config.", k,
-                " is not supported by gpulet (supported: cert_file, key_file)"));
+            return absl::InvalidArgumentError(
+                absl::StrCat(path, ": tls_server_config.", k,
+                             " is not supported by gpulet (supported: cert_file, key_file)"));
           }
         }
       } else if (key == "basic_auth_users") {
@@ -42,9 +43,9 @@ absl::StatusOr<WebConfig> LoadWebConfig(const std::string& path) {
       } else if (key == "http_server_config") {
         continue;  // HTTP/2 and header settings do not apply to gpulet's server
       } else {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, ": unknown key '", key,
-            "' (allowed: tls_server_config, basic_auth_users, http_server_config)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": unknown key '", key,
+                         "' (allowed: tls_server_config, basic_auth_users, http_server_config)"));
       }
     }
   } catch (const YAML::Exception& e) {
@@ -52,8 +53,8 @@ absl::StatusOr<WebConfig> LoadWebConfig(const std::string& path) {
         absl::StrCat("cannot read web config ", path, ": ", e.what()));
   }
   if (web.cert_file.empty() != web.key_file.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": tls_server_config needs both cert_file and key_file"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": tls_server_config needs both cert_file and key_file"));
   }
   return web;
 }
@@ -99,6 +100,20 @@ std::string MetricsServer::StatusJson(const Snapshot& snap, const SampleSet& sam
       g["xid_counts"][absl::StrCat(code)] = count;
     }
     if (d.gpu.memory_total_bytes) g["memory_total_bytes"] = *d.gpu.memory_total_bytes;
+    if (samples.pods != nullptr) {
+      nlohmann::json holders = nlohmann::json::array();
+      auto held = samples.pods->by_gpu.find(d.gpu.uuid);
+      if (held != samples.pods->by_gpu.end()) {
+        for (const GpuAssignment& a : held->second) {
+          holders.push_back({{"namespace", a.holder.namespace_name},
+                             {"pod", a.holder.pod},
+                             {"container", a.holder.container},
+                             {"resource", a.resource},
+                             {"device_id", a.device_id}});
+        }
+      }
+      g["allocations"] = holders;
+    }
     auto it = samples.by_uuid.find(d.gpu.uuid);
     if (it != samples.by_uuid.end()) {
       const GpuSampleState& st = it->second;
@@ -116,8 +131,16 @@ std::string MetricsServer::StatusJson(const Snapshot& snap, const SampleSet& sam
           for (const GpuProcess& p : s.processes) {
             nlohmann::json pj;
             pj["pid"] = p.pid;
-            auto name = st.process_names.find(p.pid);
-            if (name != st.process_names.end()) pj["name"] = name->second;
+            auto proc = st.processes.find(p.pid);
+            if (proc != st.processes.end()) {
+              pj["name"] = proc->second.name;
+              std::optional<PodContainer> pod = ProcessPod(samples, d.gpu.uuid, proc->second);
+              if (pod) {
+                pj["namespace"] = pod->namespace_name;
+                pj["pod"] = pod->pod;
+                pj["container"] = pod->container;
+              }
+            }
             if (p.used_bytes) pj["used_bytes"] = *p.used_bytes;
             procs.push_back(pj);
           }
@@ -139,8 +162,8 @@ absl::Status MetricsServer::Start(const std::string& address) {
   std::string host = address.substr(0, colon);
   int port = 0;
   if (!absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("metrics address '", address,
-                                                   "' has an invalid port"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics address '", address, "' has an invalid port"));
   }
   if (host.empty()) host = "0.0.0.0";
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
@@ -149,9 +172,9 @@ absl::Status MetricsServer::Start(const std::string& address) {
   if (!web_.cert_file.empty()) {
     server_ = std::make_unique<httplib::SSLServer>(web_.cert_file.c_str(), web_.key_file.c_str());
     if (!server_->is_valid()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cannot start HTTPS with cert ", web_.cert_file, " and key ", web_.key_file,
-          ": check that both exist, are readable and match"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot start HTTPS with cert ", web_.cert_file, " and key ", web_.key_file,
+                       ": check that both exist, are readable and match"));
     }
   } else {
     server_ = std::make_unique<httplib::Server>();

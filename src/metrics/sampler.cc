@@ -8,8 +8,8 @@
 
 namespace gpulet {
 
-Sampler::Sampler(GpuLibrary* library, const DeviceStore* store, const HostFs* host,
-                 Options options, RenderInfo info)
+Sampler::Sampler(GpuLibrary* library, const DeviceStore* store, const HostFs* host, Options options,
+                 RenderInfo info)
     : library_(library), store_(store), host_(host), options_(options), info_(std::move(info)) {
   Render(working_);
 }
@@ -23,8 +23,8 @@ void Sampler::Start() {
       SampleOnce();
       absl::Time until = start + options_.interval;
       while (!stop_.load() && absl::Now() < until) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(std::clamp<int64_t>(
-            absl::ToInt64Milliseconds(until - absl::Now()), 1, 50)));
+        std::this_thread::sleep_for(std::chrono::milliseconds(
+            std::clamp<int64_t>(absl::ToInt64Milliseconds(until - absl::Now()), 1, 50)));
       }
     }
   });
@@ -52,26 +52,32 @@ void Sampler::SampleOnce() {
       }
       st.answering = true;
       st.error.clear();
-      // Process names come from /proc under the host root; keep only live pids.
-      std::map<unsigned, std::string> names;
+      // Names and pods come from /proc under the host root, once per pid; dead pids go.
+      std::map<unsigned, GpuSampleState::Process> processes;
       for (const GpuProcess& p : s->processes) {
-        auto known = st.process_names.find(p.pid);
-        if (known != st.process_names.end()) {
-          names[p.pid] = known->second;
-          continue;
-        }
-        absl::StatusOr<std::string> comm =
-            host_ != nullptr ? host_->ReadAttribute(absl::StrCat("/proc/", p.pid, "/comm"))
-                             : absl::NotFoundError("no host");
-        names[p.pid] = comm.ok() ? *comm : "";
+        auto known = st.processes.find(p.pid);
+        processes[p.pid] =
+            known != st.processes.end() ? std::move(known->second) : ReadProcess(p.pid);
       }
-      st.process_names = std::move(names);
+      st.processes = std::move(processes);
       st.last = std::move(*s);
     }
   }
+  if (pods_ != nullptr) working_.pods = pods_->Current();
   working_.last_round_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   ++working_.rounds;
   Render(working_);
+}
+
+GpuSampleState::Process Sampler::ReadProcess(unsigned pid) const {
+  GpuSampleState::Process out;
+  if (host_ == nullptr) return out;
+  std::string proc = absl::StrCat("/proc/", pid);
+  absl::StatusOr<std::string> comm = host_->ReadAttribute(proc + "/comm");
+  if (comm.ok()) out.name = *comm;
+  absl::StatusOr<std::string> cgroup = host_->ReadFile(proc + "/cgroup");
+  if (cgroup.ok()) out.cgroup = ParseCgroupPod(*cgroup);
+  return out;
 }
 
 void Sampler::Render(const SampleSet& set) {

@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "common/host_fs.h"
 #include "gpu/gpu_library.h"
+#include "metrics/pod_attribution.h"
 #include "state/device_store.h"
 
 namespace gpulet {
@@ -32,7 +33,11 @@ struct GpuSampleState {
   bool answering = false;            // the latest attempt succeeded
   std::string error;                 // why the latest attempt failed
   absl::Time last_attempt = absl::InfinitePast();
-  std::map<unsigned, std::string> process_names;  // pid → comm, from /proc
+  struct Process {
+    std::string name;                 // comm, from /proc/<pid>/comm
+    std::optional<CgroupPod> cgroup;  // its pod, from /proc/<pid>/cgroup
+  };
+  std::map<unsigned, Process> processes;  // by pid; read once per pid
 };
 
 struct SampleSet {
@@ -40,6 +45,7 @@ struct SampleSet {
   double last_round_seconds = 0;
   uint64_t rounds = 0;
   uint64_t nvml_errors = 0;
+  std::shared_ptr<const PodMap> pods;  // null when pod attribution is off
 };
 
 struct RenderInfo {
@@ -59,6 +65,9 @@ class Sampler {
           RenderInfo info);
   ~Sampler();
 
+  // Labels GPUs and processes with their pods from `pods` (may be null). Before Start.
+  void AttributePodsWith(const PodAttributor* pods) { pods_ = pods; }
+
   void Start();
   void Stop();
   void SampleOnce();  // one round + render (tests)
@@ -69,12 +78,14 @@ class Sampler {
 
  private:
   void Render(const SampleSet& set);
+  GpuSampleState::Process ReadProcess(unsigned pid) const;
 
   GpuLibrary* library_;
   const DeviceStore* store_;
   const HostFs* host_;
   Options options_;
   RenderInfo info_;
+  const PodAttributor* pods_ = nullptr;
   std::thread thread_;
   std::atomic<bool> stop_{false};
   SampleSet working_;  // sampler thread only

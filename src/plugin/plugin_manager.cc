@@ -1,8 +1,5 @@
 #include "plugin/plugin_manager.h"
 
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,8 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "absl/time/clock.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/host_fs.h"
 #include "common/log.h"
 
@@ -40,12 +37,12 @@ absl::Status PluginManager::Start(std::shared_ptr<const Config> config) {
   kubelet_socket_ = JoinPath(plugin_dir_, "kubelet.sock");
   mkdir(config_->kubelet_dir.c_str(), 0755);
   if (mkdir(plugin_dir_.c_str(), 0750) != 0 && errno != EEXIST) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot create the kubelet device-plugins directory ", plugin_dir_, ": ",
-        std::strerror(errno), ". Mount the host's ", plugin_dir_,
-        " into the gpulet pod (see deploy/) or pass --kubelet-dir"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create the kubelet device-plugins directory ", plugin_dir_, ": ",
+                     std::strerror(errno), ". Mount the host's ", plugin_dir_,
+                     " into the gpulet pod (see deploy/) or pass --kubelet-dir"));
   }
-  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  watcher_ = std::make_unique<DirWatcher>(plugin_dir_);
   for (const ResourceSpec& r : ResourcesFor(*config_)) {
     servers_.push_back(
         std::make_unique<DevicePluginServer>(r, config_, store_, control_, plugin_dir_));
@@ -65,10 +62,7 @@ void PluginManager::Reconfigure(std::shared_ptr<const Config> config) {
 }
 
 void PluginManager::Wake() {
-  if (wake_fd_ < 0) return;
-  uint64_t one = 1;
-  ssize_t n = write(wake_fd_, &one, sizeof(one));
-  (void)n;
+  if (watcher_) watcher_->Wake();
 }
 
 void PluginManager::Stop() {
@@ -79,21 +73,10 @@ void PluginManager::Stop() {
   }
   for (auto& s : servers_) s->Stop();
   servers_.clear();
-  if (wake_fd_ >= 0) close(wake_fd_);
-  wake_fd_ = -1;
+  watcher_.reset();
 }
 
 void PluginManager::Run() {
-  int inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  int watch = -1;
-  auto add_watch = [&] {
-    if (inotify_fd >= 0 && watch < 0) {
-      watch = inotify_add_watch(inotify_fd, plugin_dir_.c_str(),
-                                IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM |
-                                    IN_DELETE_SELF);
-    }
-  };
-  add_watch();
   std::vector<bool> registered(servers_.size(), false);
   absl::Duration backoff = kMinBackoff;
   absl::Time next_attempt = absl::InfinitePast();
@@ -119,7 +102,6 @@ void PluginManager::Run() {
     }
     // Our socket gone (kubelet restart cleans the directory) or never started: serve again.
     mkdir(plugin_dir_.c_str(), 0750);
-    add_watch();
     for (size_t i = 0; i < servers_.size(); ++i) {
       if (!servers_[i]->SocketIntact()) {
         if (servers_[i]->running()) {
@@ -167,35 +149,17 @@ void PluginManager::Run() {
     // Sleep until something happens in the directory, a wake-up, or the next retry.
     absl::Duration wait = absl::Seconds(1);
     if (pending && kubelet_up) wait = std::max(absl::ZeroDuration(), next_attempt - absl::Now());
-    struct pollfd fds[2] = {{inotify_fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    int ms = static_cast<int>(absl::ToInt64Milliseconds(wait));
-    int r = poll(fds, 2, std::max(ms, 1));
-    if (r > 0 && (fds[1].revents & POLLIN)) {
-      uint64_t v;
-      ssize_t n = read(wake_fd_, &v, sizeof(v));
-      (void)n;
-    }
-    if (r > 0 && (fds[0].revents & POLLIN)) {
-      alignas(struct inotify_event) char buf[4096];
-      ssize_t n;
-      while ((n = read(inotify_fd, buf, sizeof(buf))) > 0) {
-        for (char* p = buf; p < buf + n;) {
-          auto* ev = reinterpret_cast<struct inotify_event*>(p);
-          std::string name = ev->len > 0 ? ev->name : "";
-          if (name == "kubelet.sock" && (ev->mask & (IN_CREATE | IN_MOVED_TO))) {
-            // A (re)started kubelet has forgotten us: register again, right away.
-            GPULET_LOG_INFO("kubelet.sock created: registering again");
-            registered.assign(servers_.size(), false);
-            next_attempt = absl::InfinitePast();
-            backoff = kMinBackoff;
-          }
-          if (ev->mask & (IN_DELETE_SELF | IN_IGNORED)) watch = -1;
-          p += sizeof(struct inotify_event) + ev->len;
-        }
+    DirWatcher::Changes changes = watcher_->Wait(std::max(wait, absl::Milliseconds(1)));
+    for (const std::string& name : changes.created) {
+      if (name == "kubelet.sock") {
+        // A (re)started kubelet has forgotten us: register again, right away.
+        GPULET_LOG_INFO("kubelet.sock created: registering again");
+        registered.assign(servers_.size(), false);
+        next_attempt = absl::InfinitePast();
+        backoff = kMinBackoff;
       }
     }
   }
-  if (inotify_fd >= 0) close(inotify_fd);
 }
 
 }  // namespace gpulet

@@ -20,6 +20,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/dir_watcher.h"
 #include "config/config.h"
 #include "plugin/plugin_server.h"
 #include "state/device_store.h"
@@ -55,7 +56,7 @@ class PluginManager {
   std::string plugin_dir_;
   std::string kubelet_socket_;
   std::thread thread_;
-  int wake_fd_ = -1;
+  std::unique_ptr<DirWatcher> watcher_;  // created by Start
   std::atomic<bool> stop_{false};
   std::atomic<int> registrations_{0};
   absl::Mutex mu_;

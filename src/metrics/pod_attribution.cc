@@ -1,0 +1,187 @@
+#include "metrics/pod_attribution.h"
+
+#include <chrono>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/dir_watcher.h"
+#include "common/log.h"
+#include "grpcpp/grpcpp.h"
+#include "plugin/resources.h"
+#include "proto/podresources/v1/api.grpc.pb.h"
+
+namespace gpulet {
+namespace {
+
+// The kubelet allows 100 qps with a burst of 10; one call a second leaves it all to others.
+constexpr absl::Duration kMinGap = absl::Seconds(1);
+
+class KubeletPodResourcesClient final : public PodResourcesClient {
+ public:
+  explicit KubeletPodResourcesClient(std::string socket_path)
+      : socket_path_(std::move(socket_path)) {}
+
+  absl::StatusOr<v1::ListPodResourcesResponse> List(absl::Duration timeout) override {
+    auto channel = grpc::CreateChannel(absl::StrCat("unix://", socket_path_),
+                                       grpc::InsecureChannelCredentials());
+    auto stub = v1::PodResourcesLister::NewStub(channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
+    v1::ListPodResourcesRequest req;
+    v1::ListPodResourcesResponse resp;
+    grpc::Status s = stub->List(&ctx, req, &resp);
+    if (!s.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("PodResources List on ", socket_path_, " failed: ", s.error_message(),
+                       ". Pod labels need the kubelet's pod-resources socket: mount the host's ",
+                       "<kubelet-dir>/pod-resources into the gpulet pod (deploy/ does)"));
+    }
+    return resp;
+  }
+
+ private:
+  std::string socket_path_;
+};
+
+// The GPU UUID an advertised device ID names: "<uuid>[::…]" or "<index>[::…]".
+const Gpu* GpuOfDeviceId(const Snapshot& snap, const std::string& id) {
+  std::string phys = PhysicalId(id);
+  unsigned index = 0;
+  bool numeric = absl::SimpleAtoi(phys, &index);
+  for (const DeviceRecord& d : snap.devices) {
+    if (d.gpu.uuid == phys) return &d.gpu;
+    if (numeric && d.gpu.index && *d.gpu.index == index) return &d.gpu;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::map<std::string, std::vector<GpuAssignment>> MapAssignments(
+    const v1::ListPodResourcesResponse& list, const Snapshot& snap,
+    const std::set<std::string>& resources) {
+  std::map<std::string, std::vector<GpuAssignment>> out;
+  for (const v1::PodResources& pod : list.pod_resources()) {
+    for (const v1::ContainerResources& c : pod.containers()) {
+      for (const v1::ContainerDevices& devs : c.devices()) {
+        if (!resources.count(devs.resource_name())) continue;
+        for (const std::string& id : devs.device_ids()) {
+          const Gpu* gpu = GpuOfDeviceId(snap, id);
+          if (gpu == nullptr) continue;
+          out[gpu->uuid].push_back(
+              {{pod.namespace_(), pod.name(), c.name()}, devs.resource_name(), id});
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::optional<PodContainer> AttributeProcess(const PodMap& map, const std::string& gpu_uuid,
+                                             const CgroupPod& cgroup) {
+  auto pod = map.pods_by_uid.find(cgroup.pod_uid);
+  if (pod == map.pods_by_uid.end()) return std::nullopt;
+  PodContainer out{pod->second.namespace_name, pod->second.pod, ""};
+  std::set<std::string> holders;
+  auto gpu = map.by_gpu.find(gpu_uuid);
+  if (gpu != map.by_gpu.end()) {
+    for (const GpuAssignment& a : gpu->second) {
+      if (a.holder.namespace_name == out.namespace_name && a.holder.pod == out.pod) {
+        holders.insert(a.holder.container);
+      }
+    }
+  }
+  if (holders.size() == 1) {
+    out.container = *holders.begin();
+  } else if (holders.empty() && pod->second.containers.size() == 1) {
+    out.container = pod->second.containers[0];
+  }
+  return out;
+}
+
+std::unique_ptr<PodResourcesClient> MakeKubeletPodResourcesClient(std::string socket_path) {
+  return std::make_unique<KubeletPodResourcesClient>(std::move(socket_path));
+}
+
+PodAttributor::PodAttributor(std::unique_ptr<PodResourcesClient> client, const DeviceStore* store,
+                             const HostFs* host, Options options)
+    : client_(std::move(client)), store_(store), host_(host), options_(std::move(options)) {
+  absl::MutexLock lock(&mu_);
+  current_ = std::make_shared<const PodMap>();
+}
+
+PodAttributor::~PodAttributor() { Stop(); }
+
+void PodAttributor::Start() {
+  watcher_ = std::make_unique<DirWatcher>(options_.socket_dir);
+  thread_ = std::thread([this] { Run(); });
+}
+
+void PodAttributor::Stop() {
+  if (!thread_.joinable()) return;
+  stop_.store(true);
+  watcher_->Wake();
+  thread_.join();
+  watcher_.reset();
+}
+
+void PodAttributor::Run() {
+  absl::Time last = absl::InfinitePast();
+  absl::Time next = absl::InfinitePast();
+  while (!stop_.load()) {
+    absl::Time now = absl::Now();
+    if (now >= next && now - last >= kMinGap) {
+      RefreshOnce();
+      last = absl::Now();
+      next = last + options_.interval;
+    }
+    absl::Duration wait = std::max(next, last + kMinGap) - absl::Now();
+    DirWatcher::Changes changes = watcher_->Wait(std::max(wait, absl::Milliseconds(1)));
+    for (const std::string& name : changes.created) {
+      // A restarted kubelet: its pods may have changed while it was away.
+      if (name == "kubelet.sock") next = absl::InfinitePast();
+    }
+  }
+}
+
+void PodAttributor::RefreshOnce() {
+  auto map = std::make_shared<PodMap>();
+  map->refreshed = absl::Now();
+  absl::StatusOr<v1::ListPodResourcesResponse> list = client_->List(options_.timeout);
+  std::shared_ptr<const PodMap> previous = Current();
+  if (list.ok()) {
+    map->ok = true;
+    map->by_gpu = MapAssignments(*list, *store_->Get(), options_.resources);
+  } else {
+    map->error = std::string(list.status().message());
+    // Keep the last known holders: a kubelet restart should not blank every pod label.
+    map->by_gpu = previous->by_gpu;
+    if (previous->ok) GPULET_LOG_WARN("{}", map->error);
+  }
+  if (host_ != nullptr) {
+    absl::StatusOr<std::vector<std::string>> dirs = host_->ListDir("/var/log/pods");
+    if (dirs.ok()) {
+      for (const std::string& name : *dirs) {
+        std::optional<PodLogDir> pod = ParsePodLogDir(name);
+        if (!pod) continue;
+        PodMap::PodInfo& info = map->pods_by_uid[pod->uid];
+        info.namespace_name = pod->namespace_name;
+        info.pod = pod->pod;
+        absl::StatusOr<std::vector<std::string>> containers =
+            host_->ListDir(absl::StrCat("/var/log/pods/", name));
+        if (containers.ok()) info.containers = *containers;
+      }
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  current_ = std::move(map);
+}
+
+std::shared_ptr<const PodMap> PodAttributor::Current() const {
+  absl::MutexLock lock(&mu_);
+  return current_;
+}
+
+}  // namespace gpulet

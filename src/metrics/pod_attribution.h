@@ -1,0 +1,123 @@
+// Pod attribution: which pod and container holds each GPU, and which pod a GPU process
+// belongs to, for the exporter's labels.
+//
+// The kubelet's PodResources API v1 (`List` over <kubelet-dir>/pod-resources/kubelet.sock)
+// says which device IDs of our resources each container was given; advertised IDs
+// ("<uuid>", "<uuid>::<n>" replicas, "<uuid>::mem<k>" slices, or index forms) map back to a
+// GPU. The list is refreshed on its own thread ("pod-resources") on a timer and when the
+// kubelet re-creates its socket (inotify on the directory), never inside a scrape, and at
+// most once a second, well under the kubelet's server-side limit (100 qps, burst 10).
+// Pod UIDs come from /var/log/pods under the host root, so a process's cgroup (see
+// pod_identity.h) can be joined to a pod name.
+//
+// Thread-safety: Start/Stop from one thread; Current() from any thread.
+#ifndef GPULET_METRICS_POD_ATTRIBUTION_H_
+#define GPULET_METRICS_POD_ATTRIBUTION_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/dir_watcher.h"
+#include "common/host_fs.h"
+#include "metrics/pod_identity.h"
+#include "proto/podresources/v1/api.pb.h"
+#include "state/device_store.h"
+
+namespace gpulet {
+
+struct PodContainer {
+  std::string namespace_name;
+  std::string pod;
+  std::string container;  // "" when it cannot be told apart
+  auto operator<=>(const PodContainer&) const = default;
+};
+
+// One advertised device of ours held by one container.
+struct GpuAssignment {
+  PodContainer holder;
+  std::string resource;   // "nvidia.com/gpu"
+  std::string device_id;  // as advertised: "GPU-…::2"
+};
+
+struct PodMap {
+  bool ok = false;    // the latest List succeeded
+  std::string error;  // why not
+  absl::Time refreshed = absl::InfinitePast();
+  std::map<std::string, std::vector<GpuAssignment>> by_gpu;  // GPU UUID → assignments
+  struct PodInfo {
+    std::string namespace_name;
+    std::string pod;
+    std::vector<std::string> containers;  // container directories under /var/log/pods
+  };
+  std::map<std::string, PodInfo> pods_by_uid;
+};
+
+// Which pod and container a process on `gpu_uuid` belongs to, or nullopt when its pod is
+// unknown. The container is the one of that pod holding this GPU when exactly one does,
+// else the pod's only container, else "".
+std::optional<PodContainer> AttributeProcess(const PodMap& map, const std::string& gpu_uuid,
+                                             const CgroupPod& cgroup);
+
+// GPU UUID → assignments, from a List response. Only `resources` count; device IDs that name
+// no GPU of `snap` are skipped.
+std::map<std::string, std::vector<GpuAssignment>> MapAssignments(
+    const v1::ListPodResourcesResponse& list, const Snapshot& snap,
+    const std::set<std::string>& resources);
+
+// The kubelet's PodResources List, behind an interface so tests can fake the kubelet.
+class PodResourcesClient {
+ public:
+  virtual ~PodResourcesClient() = default;
+  virtual absl::StatusOr<v1::ListPodResourcesResponse> List(absl::Duration timeout) = 0;
+};
+
+// Dials `socket_path` (a unix socket) afresh for every call: the kubelet re-creates the
+// socket when it restarts, and a call every few seconds does not need a kept channel.
+std::unique_ptr<PodResourcesClient> MakeKubeletPodResourcesClient(std::string socket_path);
+
+class PodAttributor {
+ public:
+  struct Options {
+    std::string socket_dir;  // <kubelet-dir>/pod-resources, watched for kubelet.sock
+    absl::Duration interval = absl::Seconds(10);
+    absl::Duration timeout = absl::Seconds(2);
+    std::set<std::string> resources;  // our advertised resource names
+  };
+
+  PodAttributor(std::unique_ptr<PodResourcesClient> client, const DeviceStore* store,
+                const HostFs* host, Options options);
+  ~PodAttributor();
+
+  void Start();
+  void Stop();
+  void RefreshOnce();  // one List + /var/log/pods scan (tests, and the thread)
+
+  std::shared_ptr<const PodMap> Current() const;
+
+ private:
+  void Run();
+
+  std::unique_ptr<PodResourcesClient> client_;
+  const DeviceStore* store_;
+  const HostFs* host_;
+  Options options_;
+  std::thread thread_;
+  std::unique_ptr<DirWatcher> watcher_;  // created by Start
+  std::atomic<bool> stop_{false};
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const PodMap> current_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gpulet
+
+#endif  // GPULET_METRICS_POD_ATTRIBUTION_H_

@@ -1,0 +1,278 @@
+// Pod attribution: cgroup and log-directory parsing, device-ID mapping, the attributor
+// against a fake kubelet PodResources server on a real unix socket, and `gpulet serve`'s
+// metrics labelled with the pod that holds a simulated GPU.
+#include "metrics/pod_attribution.h"
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "metrics/pod_identity.h"
+#include "testing/daemon_process.h"
+#include "testing/fake_pod_resources.h"
+
+namespace gpulet {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::FakePodResources;
+
+constexpr char kUid[] = "5b0e3c1a-9f7d-4d2e-8a61-0c3b7e9d4242";
+constexpr char kCid[] = "7c1e0f3a9b8d2c4e6f1a3b5c7d9e0f2a4b6c8d0e1f3a5b7c9d1e3f5a7b9c0d2e";
+
+TEST(CgroupPodTest, EveryKubeletLayout) {
+  struct Case {
+    std::string cgroup;
+    std::string uid;  // "" = not in a pod
+    std::string cid;
+  } cases[] = {
+      // cgroup v2, systemd driver, containerd.
+      {absl::StrCat("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod",
+                    "5b0e3c1a_9f7d_4d2e_8a61_0c3b7e9d4242.slice/cri-containerd-", kCid, ".scope\n"),
+       kUid, kCid},
+      // Guaranteed QoS has no QoS slice; CRI-O names its scope crio-<id>.
+      {absl::StrCat("0::/kubepods.slice/kubepods-pod5b0e3c1a_9f7d_4d2e_8a61_0c3b7e9d4242.slice/"
+                    "crio-",
+                    kCid, ".scope"),
+       kUid, kCid},
+      // CRI-O's monitor process is in the pod but is not the container.
+      {absl::StrCat("0::/kubepods.slice/kubepods-pod5b0e3c1a_9f7d_4d2e_8a61_0c3b7e9d4242.slice/"
+                    "crio-conmon-",
+                    kCid, ".scope"),
+       kUid, ""},
+      // cgroup v1, cgroupfs driver: every hierarchy on its own line.
+      {absl::StrCat("12:pids:/kubepods/besteffort/pod", kUid, "/", kCid, "\n11:memory:/kubepods/",
+                    "besteffort/pod", kUid, "/", kCid, "\n"),
+       kUid, kCid},
+      // Docker (cri-dockerd) scopes.
+      {absl::StrCat("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod",
+                    "5b0e3c1a_9f7d_4d2e_8a61_0c3b7e9d4242.slice/docker-", kCid, ".scope"),
+       kUid, kCid},
+      // Seen from inside gpulet's own cgroup namespace: a relative path.
+      {absl::StrCat("0::/../../kubepods-besteffort-pod5b0e3c1a_9f7d_4d2e_8a61_0c3b7e9d4242.slice/"
+                    "cri-containerd-",
+                    kCid, ".scope"),
+       kUid, kCid},
+      // Static pods have a 32-hex hash as UID.
+      {absl::StrCat("0::/kubepods/burstable/pod0123456789abcdef0123456789abcdef/", kCid),
+       "0123456789abcdef0123456789abcdef", kCid},
+      // Host processes and nonsense.
+      {"0::/system.slice/ollama.service\n", "", ""},
+      {"0::/\n", "", ""},
+      {"", "", ""},
+      {"garbage without colons", "", ""},
+      {"0::/kubepods.slice/kubepods-podnot-a-uid.slice/x", "", ""},
+      {"0::/kubepods/podZZZ/abc", "", ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.cgroup);
+    std::optional<CgroupPod> got = ParseCgroupPod(c.cgroup);
+    if (c.uid.empty()) {
+      EXPECT_FALSE(got.has_value());
+      continue;
+    }
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(got->pod_uid, c.uid);
+    EXPECT_EQ(got->container_id, c.cid);
+  }
+}
+
+TEST(PodLogDirTest, NamespaceNameUid) {
+  std::optional<PodLogDir> d = ParsePodLogDir(absl::StrCat("ai_ollama-0_", kUid));
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->namespace_name, "ai");
+  EXPECT_EQ(d->pod, "ollama-0");
+  EXPECT_EQ(d->uid, kUid);
+  EXPECT_FALSE(ParsePodLogDir("ai_ollama-0").has_value());
+  EXPECT_FALSE(ParsePodLogDir(absl::StrCat("_ollama_", kUid)).has_value());
+  EXPECT_FALSE(ParsePodLogDir("a_b_c_d").has_value());
+  EXPECT_FALSE(ParsePodLogDir("ai_ollama_not-a-uid").has_value());
+}
+
+Snapshot TwoGpus() {
+  Snapshot snap;
+  for (unsigned i = 0; i < 2; ++i) {
+    DeviceRecord d;
+    d.gpu.index = i;
+    d.gpu.uuid = absl::StrCat("GPU-", i);
+    snap.devices.push_back(d);
+  }
+  return snap;
+}
+
+TEST(MapAssignmentsTest, EveryIdFormOfOurResourcesOnly) {
+  v1::ListPodResourcesResponse list;
+  FakePodResources::AddContainer(&list, "ai", "ollama-0", "ollama", "nvidia.com/gpu", {"GPU-1"});
+  FakePodResources::AddContainer(&list, "cv", "anpr", "detector", "nvidia.com/gpu.shared",
+                                 {"GPU-0::3"});
+  FakePodResources::AddContainer(&list, "cv", "anpr", "ocr", "nvidia.com/gpu-memory",
+                                 {"0::mem2", "0::mem3"});
+  FakePodResources::AddContainer(&list, "x", "other", "c", "example.com/fpga", {"GPU-0"});
+  FakePodResources::AddContainer(&list, "x", "gone", "c", "nvidia.com/gpu", {"GPU-9"});
+  auto got = MapAssignments(list, TwoGpus(),
+                            {"nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/gpu-memory"});
+  ASSERT_EQ(got.size(), 2u);
+  ASSERT_EQ(got["GPU-1"].size(), 1u);
+  EXPECT_EQ(got["GPU-1"][0].holder, (PodContainer{"ai", "ollama-0", "ollama"}));
+  ASSERT_EQ(got["GPU-0"].size(), 3u);
+  EXPECT_EQ(got["GPU-0"][0].device_id, "GPU-0::3");
+  EXPECT_EQ(got["GPU-0"][1].holder.container, "ocr");
+  EXPECT_EQ(got["GPU-0"][2].device_id, "0::mem3");
+}
+
+TEST(AttributeProcessTest, ContainerWhenItCanBeToldApart) {
+  PodMap map;
+  map.pods_by_uid[kUid] = {"ai", "ollama-0", {"ollama", "sidecar"}};
+  map.by_gpu["GPU-1"] = {{{"ai", "ollama-0", "ollama"}, "nvidia.com/gpu", "GPU-1"}};
+  CgroupPod cg{kUid, kCid};
+  EXPECT_EQ(AttributeProcess(map, "GPU-1", cg), (PodContainer{"ai", "ollama-0", "ollama"}));
+  // On a GPU the pod does not hold (by the list), two containers: the container is unknown.
+  EXPECT_EQ(AttributeProcess(map, "GPU-0", cg), (PodContainer{"ai", "ollama-0", ""}));
+  // A one-container pod needs no list.
+  map.pods_by_uid[kUid].containers = {"ollama"};
+  EXPECT_EQ(AttributeProcess(map, "GPU-0", cg), (PodContainer{"ai", "ollama-0", "ollama"}));
+  EXPECT_FALSE(AttributeProcess(map, "GPU-1", CgroupPod{"0123456789abcdef0123456789abcdef", ""}));
+}
+
+std::string ShortTempDir(const char* tag) {
+  // Unix socket paths are limited to 107 bytes: keep them short.
+  static int n = 0;
+  fs::path dir = absl::StrCat("/tmp/", tag, "-", getpid(), "-", n++);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+TEST(PodAttributorTest, FollowsTheKubeletThroughARestart) {
+  std::string dir = ShortTempDir("gpa");
+  std::string sock = dir + "/kubelet.sock";
+  FakePodResources kubelet(sock);
+  v1::ListPodResourcesResponse list;
+  FakePodResources::AddContainer(&list, "ai", "ollama-0", "ollama", "nvidia.com/gpu", {"GPU-1"});
+  kubelet.SetResponse(list);
+  ASSERT_TRUE(kubelet.Start().ok());
+
+  DeviceStore store;
+  Inventory inv;
+  inv.nvml_status = absl::OkStatus();
+  for (unsigned i = 0; i < 2; ++i) {
+    Gpu g;
+    g.index = i;
+    g.uuid = absl::StrCat("GPU-", i);
+    g.in_nvml = true;
+    inv.gpus.push_back(g);
+  }
+  store.SetInventory(inv, absl::Now());
+  PodAttributor::Options o;
+  o.socket_dir = dir;
+  o.interval = absl::Seconds(60);  // only the watch can explain a quick refresh
+  o.resources = {"nvidia.com/gpu"};
+  PodAttributor pods(MakeKubeletPodResourcesClient(sock), &store, nullptr, o);
+  pods.RefreshOnce();
+  std::shared_ptr<const PodMap> m = pods.Current();
+  ASSERT_TRUE(m->ok) << m->error;
+  ASSERT_EQ(m->by_gpu.count("GPU-1"), 1u);
+
+  pods.Start();
+  // The kubelet goes away: the last holders are kept, the error says where to look.
+  kubelet.Stop();
+  pods.RefreshOnce();
+  m = pods.Current();
+  EXPECT_FALSE(m->ok);
+  EXPECT_NE(m->error.find(sock), std::string::npos) << m->error;
+  EXPECT_EQ(m->by_gpu.count("GPU-1"), 1u);
+  // It comes back with a different answer: the watch refreshes within about a second.
+  v1::ListPodResourcesResponse moved;
+  FakePodResources::AddContainer(&moved, "cv", "anpr", "detector", "nvidia.com/gpu", {"GPU-0"});
+  kubelet.SetResponse(moved);
+  ASSERT_TRUE(kubelet.Start().ok());
+  absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (absl::Now() < deadline && !(pods.Current()->ok && pods.Current()->by_gpu.count("GPU-0"))) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  m = pods.Current();
+  EXPECT_TRUE(m->ok) << m->error;
+  EXPECT_EQ(m->by_gpu.count("GPU-0"), 1u);
+  EXPECT_EQ(m->by_gpu.count("GPU-1"), 0u);
+  pods.Stop();
+  fs::remove_all(dir);
+}
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// The homelab fixture's RTX 5090 runs ollama (pid 4242) whose cgroup names pod
+// ai/ollama-0; the fake kubelet says that pod holds the GPU.
+TEST(PodAttributionDaemonTest, AllocatedGpuSeriesCarryThePod) {
+  std::string dir = ShortTempDir("gpd");
+  fs::create_directories(dir + "/k/pod-resources");
+  FakePodResources kubelet(dir + "/k/pod-resources/kubelet.sock");
+  v1::ListPodResourcesResponse list;
+  FakePodResources::AddContainer(&list, "ai", "ollama-0", "ollama", "nvidia.com/gpu",
+                                 {"GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090"});
+  kubelet.SetResponse(list);
+  ASSERT_TRUE(kubelet.Start().ok());
+
+  int port = FreePort();
+  std::string gpulet = std::string(GPULET_BINARY_DIR) + "/gpulet";
+  testing::DaemonProcess daemon;
+  ASSERT_TRUE(daemon.Start(
+      {gpulet, "--simulate", "homelab", "--sim-state", dir + "/state.json", "serve",
+       "--kubelet-dir", dir + "/k", "--metrics-address", absl::StrCat("127.0.0.1:", port)},
+      {}, dir + "/log"));
+  httplib::Client c("127.0.0.1", port);
+  c.set_connection_timeout(1, 0);
+  const std::string pod = "pod=\"ollama-0\",namespace=\"ai\",container=\"ollama\"";
+  std::string body;
+  for (int i = 0; i < 100; ++i) {
+    auto r = c.Get("/metrics");
+    if (r) body = r->body;
+    if (body.find(pod) != std::string::npos &&
+        body.find("DCGM_FI_DEV_GPU_TEMP{gpu=\"1\"") != std::string::npos) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  auto line_of = [&](const std::string& prefix) {
+    size_t at = body.find(prefix);
+    return at == std::string::npos ? std::string() : body.substr(at, body.find('\n', at) - at);
+  };
+  std::string temp1 = line_of("DCGM_FI_DEV_GPU_TEMP{gpu=\"1\"");
+  EXPECT_NE(temp1.find(pod), std::string::npos) << temp1 << "\n" << daemon.Log();
+  // The unallocated GPU carries no pod.
+  std::string temp0 = line_of("DCGM_FI_DEV_GPU_TEMP{gpu=\"0\"");
+  EXPECT_FALSE(temp0.empty()) << body;
+  EXPECT_EQ(temp0.find("pod="), std::string::npos) << temp0;
+  EXPECT_NE(line_of("gpulet_gpu_allocation_info{gpu=\"1\"").find(pod), std::string::npos) << body;
+  // The ollama process is in the pod by its cgroup; ComfyUI (no cgroup file) is not.
+  std::string ollama = line_of("gpulet_gpu_process_memory_bytes{gpu=\"1\"");
+  EXPECT_NE(ollama.find("pid=\"4242\",process=\"ollama\"," + pod), std::string::npos) << body;
+  EXPECT_NE(body.find("pid=\"5120\",process=\"python3\"} "), std::string::npos) << body;
+  EXPECT_NE(body.find("gpulet_pod_resources_up 1"), std::string::npos) << body;
+  // /status says the same.
+  auto status = c.Get("/status");
+  ASSERT_TRUE(status);
+  EXPECT_NE(status->body.find("\"pod\": \"ollama-0\""), std::string::npos) << status->body;
+  EXPECT_EQ(daemon.Stop(SIGTERM, absl::Seconds(5)), 0) << daemon.Log();
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gpulet
