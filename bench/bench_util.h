@@ -24,8 +24,7 @@ inline double Percentile(std::vector<double> v, double p) {
 
 class BenchTable {
  public:
-  void Add(std::string group, std::string what, double value, std::string unit,
-           std::string note) {
+  void Add(std::string group, std::string what, double value, std::string unit, std::string note) {
     rows_.push_back({std::move(group), std::move(what), value, std::move(unit), std::move(note)});
   }
   void Print() const {
@@ -46,6 +45,8 @@ class BenchTable {
 };
 
 void RunPluginBenchmarks(BenchTable& table);
+void RunHealthBenchmarks(BenchTable& table);
+void RunMetricsBenchmarks(BenchTable& table);
 
 }  // namespace gpulet
 

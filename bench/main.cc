@@ -4,6 +4,8 @@
 int main() {
   gpulet::BenchTable table;
   gpulet::RunPluginBenchmarks(table);
+  gpulet::RunHealthBenchmarks(table);
+  gpulet::RunMetricsBenchmarks(table);
   table.Print();
   return 0;
 }

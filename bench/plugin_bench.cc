@@ -61,8 +61,8 @@ void RunDaemonBenchmarks(BenchTable& table) {
         if (!kubelet.WaitForRegistrations(n + 1, absl::Seconds(5))) break;
         rereg_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - r0));
       }
-      kubelet.WaitForDevices("nvidia.com/gpu", [](const auto& r) { return r.devices_size() == 2; },
-                             absl::Seconds(5));
+      kubelet.WaitForDevices(
+          "nvidia.com/gpu", [](const auto& r) { return r.devices_size() == 2; }, absl::Seconds(5));
       // Allocate latency over the real socket.
       std::vector<double> alloc_us;
       for (int i = 0; i < 2000; ++i) {
@@ -73,14 +73,13 @@ void RunDaemonBenchmarks(BenchTable& table) {
       }
       table.Add("plugin", "start to Register (gpulet serve)", Percentile(start_ms, 50), "ms",
                 "p50 of 5 starts; target < 100 ms");
-      table.Add("plugin", "re-register after kubelet restart", Percentile(rereg_ms, 50), "ms",
-                absl::StrCat("p50 of ", rereg_ms.size(), ", max ",
-                             absl::StrFormat("%.1f", Percentile(rereg_ms, 100)),
-                             " ms; target < 500 ms"));
+      table.Add(
+          "plugin", "re-register after kubelet restart", Percentile(rereg_ms, 50), "ms",
+          absl::StrCat("p50 of ", rereg_ms.size(), ", max ",
+                       absl::StrFormat("%.1f", Percentile(rereg_ms, 100)), " ms; target < 500 ms"));
       table.Add("plugin", "Allocate p50", Percentile(alloc_us, 50) / 1000.0, "ms",
                 absl::StrCat(alloc_us.size(), " calls over the unix socket"));
-      table.Add("plugin", "Allocate p99", Percentile(alloc_us, 99) / 1000.0, "ms",
-                "target < 1 ms");
+      table.Add("plugin", "Allocate p99", Percentile(alloc_us, 99) / 1000.0, "ms", "target < 1 ms");
       daemon.Stop(SIGTERM, absl::Seconds(5));
     }
   }
@@ -112,8 +111,8 @@ void RunHealthToStreamBenchmark(BenchTable& table) {
     std::fprintf(stderr, "in-process plugin did not start\n");
     return;
   }
-  kubelet.WaitForDevices("nvidia.com/gpu", [](const auto& r) { return r.devices_size() == 2; },
-                         absl::Seconds(5));
+  kubelet.WaitForDevices(
+      "nvidia.com/gpu", [](const auto& r) { return r.devices_size() == 2; }, absl::Seconds(5));
   std::vector<double> us;
   for (int i = 0; i < 200; ++i) {
     bool unhealthy = i % 2 == 0;
@@ -128,16 +127,18 @@ void RunHealthToStreamBenchmark(BenchTable& table) {
     const char* want = unhealthy ? "Unhealthy" : "Healthy";
     if (!kubelet.WaitForDevices(
             "nvidia.com/gpu",
-            [want](const auto& r) { return r.devices_size() == 2 && r.devices(1).health() == want; },
+            [want](const auto& r) {
+              return r.devices_size() == 2 && r.devices(1).health() == want;
+            },
             absl::Seconds(2))) {
       break;
     }
     us.push_back(absl::ToDoubleMicroseconds(absl::Now() - t0));
   }
-  table.Add("plugin", "health change to ListAndWatch update p50", Percentile(us, 50) / 1000.0,
-            "ms", absl::StrCat(us.size(), " flips"));
-  table.Add("plugin", "health change to ListAndWatch update p99", Percentile(us, 99) / 1000.0,
-            "ms", "target < 50 ms");
+  table.Add("plugin", "health change to ListAndWatch update p50", Percentile(us, 50) / 1000.0, "ms",
+            absl::StrCat(us.size(), " flips"));
+  table.Add("plugin", "health change to ListAndWatch update p99", Percentile(us, 99) / 1000.0, "ms",
+            "target < 50 ms");
   store.Shutdown();
   kubelet.Stop();
   server.Stop();

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <set>
 #include <string>
@@ -70,6 +71,8 @@ constexpr FlagKey kFlagKeys[] = {
      "How often to ask the kubelet which pods hold which GPUs"},
     {"--probe-interval", "GPULET_PROBE_INTERVAL", "health.probeInterval",
      "GPU liveness probe interval"},
+    {"--hang-timeout", "GPULET_HANG_TIMEOUT", "health.hangTimeout",
+     "How long a liveness probe may take before the GPU counts as hung"},
     {"--quiet-period", "GPULET_QUIET_PERIOD", "health.quietPeriod",
      "Quiet time before a recovered GPU is healthy again"},
     {"--application-xids", "GPULET_APPLICATION_XIDS", "health.applicationXids",
@@ -147,12 +150,18 @@ class ServeCommand final : public CommandHandler {
       LivenessMonitor::Options lo;
       lo.interval = config->health.probe_interval;
       lo.quiet_period = config->health.quiet_period;
+      lo.probe_timeout = config->health.hang_timeout;
       liveness = std::make_unique<LivenessMonitor>(node.gpus.get(), &store, lo);
       liveness->Start();
     }
     // Metrics: the sampler renders, the HTTP server copies.
+    // In a pod, gethostname() is the pod's name, which changes on every rollout; the
+    // DaemonSet passes the node's name (downward API) in NODE_NAME, as dcgm-exporter's does.
     char hostname[256] = {};
     gethostname(hostname, sizeof(hostname) - 1);
+    if (const char* node_name = std::getenv("NODE_NAME"); node_name != nullptr && *node_name) {
+      std::snprintf(hostname, sizeof(hostname), "%s", node_name);
+    }
     Sampler::Options so;
     so.interval = config->metrics.sample_interval;
     so.timeout = std::min(config->metrics.sample_interval, absl::Seconds(1));

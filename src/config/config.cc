@@ -57,9 +57,9 @@ absl::Status ParseDur(const std::string& key, const std::string& v, absl::Durati
                       absl::Duration* out) {
   absl::Duration d;
   if (!absl::ParseDuration(v, &d) || d < lo) {
-    return Bad(key, v, absl::StrCat("a duration such as 1s or 500ms, at least ",
-                                    absl::FormatDuration(lo))
-                           .c_str());
+    return Bad(key, v,
+               absl::StrCat("a duration such as 1s or 500ms, at least ", absl::FormatDuration(lo))
+                   .c_str());
   }
   *out = d;
   return absl::OkStatus();
@@ -79,8 +79,7 @@ bool ValidResourceName(const std::string& name) {
   return absl::ascii_isalnum(parts.second.front()) && absl::ascii_isalnum(parts.second.back());
 }
 
-constexpr const char* kStrategyNames[] = {"envvar", "volume-mounts", "cdi-annotations",
-                                          "cdi-cri"};
+constexpr const char* kStrategyNames[] = {"envvar", "volume-mounts", "cdi-annotations", "cdi-cri"};
 
 YAML::Node Str(const std::string& s) { return YAML::Node(s); }
 
@@ -102,7 +101,8 @@ const std::vector<Field>& Fields() {
          return absl::OkStatus();
        },
        [](const Config& c) { return Str(c.resource_name); }},
-      {"plugin.deviceListStrategy", "one or more of envvar, volume-mounts, cdi-annotations, cdi-cri",
+      {"plugin.deviceListStrategy",
+       "one or more of envvar, volume-mounts, cdi-annotations, cdi-cri",
        [](Config& c, const std::string& v) {
          std::vector<DeviceListStrategy> out;
          for (absl::string_view part : absl::StrSplit(v, ',', absl::SkipWhitespace())) {
@@ -250,15 +250,23 @@ const std::vector<Field>& Fields() {
          return ParseDur("metrics.podResourcesInterval", v, absl::Seconds(1),
                          &c.metrics.pod_resources_interval);
        },
-       [](const Config& c) {
-         return Str(absl::FormatDuration(c.metrics.pod_resources_interval));
-       }},
+       [](const Config& c) { return Str(absl::FormatDuration(c.metrics.pod_resources_interval)); }},
       {"health.probeInterval", "a duration of at least 100ms",
        [](Config& c, const std::string& v) {
          return ParseDur("health.probeInterval", v, absl::Milliseconds(100),
                          &c.health.probe_interval);
        },
        [](const Config& c) { return Str(absl::FormatDuration(c.health.probe_interval)); }},
+      {"health.hangTimeout", "a duration from 100ms to 10s",
+       [](Config& c, const std::string& v) {
+         absl::Status st =
+             ParseDur("health.hangTimeout", v, absl::Milliseconds(100), &c.health.hang_timeout);
+         if (st.ok() && c.health.hang_timeout > absl::Seconds(10)) {
+           return Bad("health.hangTimeout", v, "a duration from 100ms to 10s");
+         }
+         return st;
+       },
+       [](const Config& c) { return Str(absl::FormatDuration(c.health.hang_timeout)); }},
       {"health.applicationXids", "a list of XID numbers",
        [](Config& c, const std::string& v) {
          std::vector<int> out;
@@ -283,9 +291,7 @@ const std::vector<Field>& Fields() {
        },
        [](const Config& c) { return Str(absl::FormatDuration(c.health.quiet_period)); }},
       {"health.kmsg", "true or false",
-       [](Config& c, const std::string& v) {
-         return ParseBool("health.kmsg", v, &c.health.kmsg);
-       },
+       [](Config& c, const std::string& v) { return ParseBool("health.kmsg", v, &c.health.kmsg); },
        [](const Config& c) { return YAML::Node(c.health.kmsg); }},
   };
   return *kFields;
@@ -330,8 +336,8 @@ absl::Status ApplyNode(Config& c, const YAML::Node& node, const std::string& pre
         continue;
       }
       return absl::InvalidArgumentError(
-          absl::StrCat(mark, ": unknown key '", key, "'. Allowed here: ",
-                       AllowedUnder(prefix), ". Run `gpulet serve --print-config` to see every key"));
+          absl::StrCat(mark, ": unknown key '", key, "'. Allowed here: ", AllowedUnder(prefix),
+                       ". Run `gpulet serve --print-config` to see every key"));
     }
     std::string text;
     if (value.IsSequence()) {
@@ -343,8 +349,8 @@ absl::Status ApplyNode(Config& c, const YAML::Node& node, const std::string& pre
     } else if (value.IsNull()) {
       text = "";
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(mark, ": ", key, " must be ",
-                                                     field->allowed, ", not a mapping"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(mark, ": ", key, " must be ", field->allowed, ", not a mapping"));
     }
     absl::Status s = field->set(c, text);
     if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(mark, ": ", s.message()));
@@ -353,11 +359,10 @@ absl::Status ApplyNode(Config& c, const YAML::Node& node, const std::string& pre
 }
 
 absl::Status Validate(const Config& c) {
-  if (c.sharing.memory_slices.enabled &&
-      c.sharing.memory_slices.resource_name == c.resource_name) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sharing.memorySlices.resourceName must differ from resourceName (both are ",
-        c.resource_name, ")"));
+  if (c.sharing.memory_slices.enabled && c.sharing.memory_slices.resource_name == c.resource_name) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sharing.memorySlices.resourceName must differ from resourceName (both are ",
+                     c.resource_name, ")"));
   }
   std::set<DeviceListStrategy> seen(c.plugin.device_list_strategy.begin(),
                                     c.plugin.device_list_strategy.end());
@@ -402,16 +407,15 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml, const std::string& o
         return absl::InvalidArgumentError(absl::StrCat(origin, ": must be a YAML mapping"));
       }
       if (!root["version"] || root["version"].as<std::string>() != "v1") {
-        return absl::InvalidArgumentError(absl::StrCat(
-            origin, ": 'version' must be v1 (found '",
-            root["version"] ? root["version"].as<std::string>() : "", "')"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(origin, ": 'version' must be v1 (found '",
+                         root["version"] ? root["version"].as<std::string>() : "", "')"));
       }
       try {
         absl::Status s = ApplyNode(c, root, "", origin);
         if (!s.ok()) return s;
       } catch (const YAML::Exception& e) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(origin, ":", e.mark.line + 1, ": ", e.msg));
+        return absl::InvalidArgumentError(absl::StrCat(origin, ":", e.mark.line + 1, ": ", e.msg));
       }
     }
   }
@@ -433,8 +437,8 @@ absl::StatusOr<Config> LoadConfig(const std::string& file, const ConfigOverrides
   if (!file.empty()) {
     std::ifstream in(file);
     if (!in) {
-      return absl::NotFoundError(absl::StrCat("cannot read config file ", file,
-                                              ": it does not exist or is not readable"));
+      return absl::NotFoundError(
+          absl::StrCat("cannot read config file ", file, ": it does not exist or is not readable"));
     }
     std::stringstream ss;
     ss << in.rdbuf();

@@ -82,6 +82,10 @@ struct Config {
   struct Health {
     // How often liveness probes each GPU. Default: 1s.
     absl::Duration probe_interval = absl::Seconds(1);
+    // How long a liveness probe may take before the GPU counts as hung. A healthy GPU
+    // answers in well under a millisecond; probe interval + this bounds detection.
+    // Default: 750ms.
+    absl::Duration hang_timeout = absl::Milliseconds(750);
     // XIDs that are the application's fault and never take a GPU out. Default: 13, 31,
     // 43, 45, 68, 94.
     std::vector<int> application_xids = {13, 31, 43, 45, 68, 94};

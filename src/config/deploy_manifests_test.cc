@@ -85,6 +85,8 @@ enum class DocType {
   kTalosMachinePatch,
   kTalosSchematic,
   kPrometheusRules,
+  kPrometheusRuleTests,  // `promtool test rules` input
+  kAlertmanagerConfig,   // an example alertmanager.yml
   kGrafanaProvisioning
 };
 
@@ -153,6 +155,12 @@ class DeployManifestsTest : public ::testing::Test {
         } else if (absl::StartsWith(path, "deploy/prometheus/") && d.node.IsMap() &&
                    d.node["groups"]) {
           doc.type = DocType::kPrometheusRules;
+        } else if (absl::StartsWith(path, "deploy/prometheus/") && d.node.IsMap() &&
+                   d.node["rule_files"] && d.node["tests"]) {
+          doc.type = DocType::kPrometheusRuleTests;
+        } else if (absl::StartsWith(path, "deploy/prometheus/") && d.node.IsMap() &&
+                   d.node["route"] && d.node["receivers"]) {
+          doc.type = DocType::kAlertmanagerConfig;
         } else if (absl::StartsWith(path, "deploy/grafana/") && d.node.IsMap() &&
                    (d.node["providers"] || d.node["datasources"])) {
           doc.type = DocType::kGrafanaProvisioning;

@@ -16,6 +16,10 @@
 
 namespace gpulet {
 
+namespace {
+constexpr size_t kHttpWorkers = 8;
+}  // namespace
+
 absl::StatusOr<WebConfig> LoadWebConfig(const std::string& path) {
   WebConfig web;
   if (path.empty()) return web;
@@ -183,9 +187,14 @@ absl::Status MetricsServer::Start(const std::string& address) {
   s.set_tcp_nodelay(true);
   s.set_read_timeout(5, 0);
   s.set_write_timeout(5, 0);
-  s.set_keep_alive_max_count(1000);
-  // A bounded pool caps concurrent connections; extra ones queue in the kernel backlog.
-  s.new_task_queue = [] { return new httplib::ThreadPool(4); };
+  // cpp-httplib serves a connection on one worker until it closes, so a kept-alive
+  // connection holds its worker between requests. Eight workers serve eight concurrent
+  // scrapers without queueing (a node sees one or two); a connection is closed after 100
+  // requests or 2 s idle, so extra connections wait at most that long for a worker instead
+  // of behind a connection that never ends. Idle workers cost only untouched stack.
+  s.set_keep_alive_max_count(100);
+  s.set_keep_alive_timeout(2);
+  s.new_task_queue = [] { return new httplib::ThreadPool(kHttpWorkers); };
   if (!web_.users.empty()) {
     s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (req.path == "/healthz") return httplib::Server::HandlerResponse::Unhandled;

@@ -18,6 +18,7 @@
 #include "metrics/pod_identity.h"
 #include "testing/daemon_process.h"
 #include "testing/fake_pod_resources.h"
+#include "testing/free_port.h"
 
 namespace gpulet {
 namespace {
@@ -206,18 +207,6 @@ TEST(PodAttributorTest, FollowsTheKubeletThroughARestart) {
   fs::remove_all(dir);
 }
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // The homelab fixture's RTX 5090 runs ollama (pid 4242) whose cgroup names pod
 // ai/ollama-0; the fake kubelet says that pod holds the GPU.
 TEST(PodAttributionDaemonTest, AllocatedGpuSeriesCarryThePod) {
@@ -230,7 +219,7 @@ TEST(PodAttributionDaemonTest, AllocatedGpuSeriesCarryThePod) {
   kubelet.SetResponse(list);
   ASSERT_TRUE(kubelet.Start().ok());
 
-  int port = FreePort();
+  int port = testing::FreeLoopbackPort();
   std::string gpulet = std::string(GPULET_BINARY_DIR) + "/gpulet";
   testing::DaemonProcess daemon;
   ASSERT_TRUE(daemon.Start(
