@@ -8,7 +8,7 @@ JOBS ?= $(shell nproc)
 WERROR := $(if $(filter true 1 yes,$(CI)),ON,OFF)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test unit-test asan-test fuzz-smoke bench fuzz clean format help
+.PHONY: all deps build demo test unit-test asan-test fuzz-smoke bench fuzz image image-test clean format help
 
 all: build
 
@@ -17,6 +17,8 @@ help:
 	@echo "make test   - build and run all tests (plus the unit tests under ASan+UBSan)"
 	@echo "make bench  - run the benchmarks"
 	@echo "make fuzz   - run the parser fuzzers for longer"
+	@echo "make image  - build the gpulet container image with podman (as root, no registry)"
+	@echo "make image-test - run the image and check it"
 	@echo "make clean  - remove build directories"
 
 deps:
@@ -55,6 +57,24 @@ bench: build
 
 fuzz: deps
 	scripts/fuzz.sh 300
+
+# The container image: gpulet:<version>, built from a local debootstrap base.
+VERSION := $(shell sed -n '/^project/s/.* VERSION \([0-9.]*\) .*/\1/p' CMakeLists.txt)
+IMAGE ?= gpulet:$(VERSION)
+BASE_IMAGE ?= localhost/gpulet-debian:bookworm
+PODMAN_BUILD := podman --runtime runc --cgroup-manager cgroupfs build --network host
+
+image:
+	@scripts/deps.sh image
+	scripts/image-base.sh $(BASE_IMAGE)
+	$(PODMAN_BUILD) --build-arg BASE_IMAGE=$(BASE_IMAGE) \
+		--build-arg GPULET_GIT_REV=$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown) \
+		-f Containerfile -t $(IMAGE) .
+	@podman image inspect --format '$(IMAGE): {{.Size}} bytes' $(IMAGE) | \
+		awk '{ printf "%s %.1f MB\n", $$1, $$2 / 1000000 }'
+
+image-test: build
+	scripts/image-test.sh $(IMAGE) $(BUILD)/gpulet
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

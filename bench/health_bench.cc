@@ -14,6 +14,7 @@
 #include <filesystem>
 
 #include "bench/bench_util.h"
+#include "bench/plugin_rig.h"
 #include "health/event_monitor.h"
 #include "health/kmsg_source.h"
 #include "health/xid_policy.h"
@@ -98,33 +99,14 @@ void RunDaemonDetection(BenchTable& table) {
 }
 
 void RunKmsgDetection(BenchTable& table) {
-  fs::path dir = fs::temp_directory_path() / ("gpulet-bench-kmsg-" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  DeviceStore store;
-  Inventory inv;
-  for (int i = 0; i < 2; ++i) {
-    Gpu g;
-    g.index = i;
-    g.uuid = absl::StrCat("GPU-bench-", i);
-    g.bus_id = absl::StrCat("0000:0", i + 1, ":00.0");
-    g.in_nvml = g.on_pci = true;
-    inv.gpus.push_back(g);
-  }
-  store.SetInventory(inv, absl::Now());
+  PluginRig rig("kmsg");
+  if (!rig.Start()) return;
+  DeviceStore& store = rig.store();
+  FakeKubelet& kubelet = rig.kubelet();
   XidPolicy policy(&store, {13, 31, 43, 45, 68, 94}, absl::Milliseconds(200));
   auto source = std::make_unique<FakeKernelLogSource>();
   FakeKernelLogSource* kmsg = source.get();
   EventMonitor monitor(nullptr, 2, std::move(source), &policy);
-  auto config = std::make_shared<const Config>();
-  DevicePluginServer server({"nvidia.com/gpu", "bench.sock", ResourceKind::kGpu}, config, &store,
-                            {}, dir.string());
-  FakeKubelet kubelet(dir.string());
-  if (!server.Start().ok() || !kubelet.Start().ok() ||
-      !server.Register((dir / "kubelet.sock").string(), absl::Seconds(5)).ok()) {
-    std::fprintf(stderr, "health bench: in-process plugin did not start\n");
-    return;
-  }
   monitor.Start();
   std::vector<double> ms;
   for (int i = 0; i < 20; ++i) {
@@ -141,10 +123,6 @@ void RunKmsgDetection(BenchTable& table) {
   table.Add("health", "kernel-log XID 79 to ListAndWatch Unhealthy max", Percentile(ms, 100), "ms",
             "target < 100 ms");
   monitor.Stop();
-  store.Shutdown();
-  kubelet.Stop();
-  server.Stop();
-  fs::remove_all(dir);
 }
 
 }  // namespace

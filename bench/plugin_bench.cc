@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "bench/plugin_rig.h"
 #include "plugin/plugin_server.h"
 #include "state/device_store.h"
 #include "testing/daemon_process.h"
@@ -88,31 +89,10 @@ void RunDaemonBenchmarks(BenchTable& table) {
 }
 
 void RunHealthToStreamBenchmark(BenchTable& table) {
-  fs::path dir = fs::temp_directory_path() / ("gpulet-bench-store-" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  DeviceStore store;
-  Inventory inv;
-  for (int i = 0; i < 2; ++i) {
-    Gpu g;
-    g.index = i;
-    g.uuid = absl::StrCat("GPU-bench-", i);
-    g.bus_id = absl::StrCat("0000:0", i + 1, ":00.0");
-    g.in_nvml = g.on_pci = true;
-    inv.gpus.push_back(g);
-  }
-  store.SetInventory(inv, absl::Now());
-  auto config = std::make_shared<const Config>();
-  DevicePluginServer server({"nvidia.com/gpu", "bench.sock", ResourceKind::kGpu}, config, &store,
-                            {}, dir.string());
-  FakeKubelet kubelet(dir.string());
-  if (!server.Start().ok() || !kubelet.Start().ok() ||
-      !server.Register((dir / "kubelet.sock").string(), absl::Seconds(5)).ok()) {
-    std::fprintf(stderr, "in-process plugin did not start\n");
-    return;
-  }
-  kubelet.WaitForDevices(
-      "nvidia.com/gpu", [](const auto& r) { return r.devices_size() == 2; }, absl::Seconds(5));
+  PluginRig rig("store");
+  if (!rig.Start()) return;
+  DeviceStore& store = rig.store();
+  FakeKubelet& kubelet = rig.kubelet();
   std::vector<double> us;
   for (int i = 0; i < 200; ++i) {
     bool unhealthy = i % 2 == 0;
@@ -139,10 +119,6 @@ void RunHealthToStreamBenchmark(BenchTable& table) {
             absl::StrCat(us.size(), " flips"));
   table.Add("plugin", "health change to ListAndWatch update p99", Percentile(us, 99) / 1000.0, "ms",
             "target < 50 ms");
-  store.Shutdown();
-  kubelet.Stop();
-  server.Stop();
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Installs (as root) or lists (otherwise) the Debian 12 packages a make target needs.
-# Usage: scripts/deps.sh GROUP...   groups: build test bench fuzz podman prometheus
+# Usage: scripts/deps.sh GROUP...   groups: build test bench fuzz podman prometheus image
 # Exits 0 when everything is present, 1 when a non-root user must install something.
 set -eu
 
@@ -16,6 +16,8 @@ pkgs_podman="podman runc busybox-static"
 # The real-Prometheus test and the metrics benchmark's peer and load generator.
 pkgs_prometheus="prometheus curl python3"
 pkgs_bench_peers="prometheus-node-exporter wrk curl"
+# `make image`: podman builds, debootstrap makes the Debian 12 base without a registry.
+pkgs_image="podman runc debootstrap debian-archive-keyring"
 
 want=""
 for group in "$@"; do
@@ -26,7 +28,8 @@ for group in "$@"; do
     fuzz) want="$want $pkgs_fuzz" ;;
     podman) want="$want $pkgs_podman" ;;
     prometheus) want="$want $pkgs_prometheus" ;;
-    *) echo "deps.sh: unknown group '$group' (allowed: build test bench fuzz podman prometheus)" >&2; exit 2 ;;
+    image) want="$want $pkgs_image" ;;
+    *) echo "deps.sh: unknown group '$group' (allowed: build test bench fuzz podman prometheus image)" >&2; exit 2 ;;
   esac
 done
 

@@ -76,7 +76,12 @@ class Parser {
     error_ = file_;
     const YAML::Mark mark = at.Mark();
     if (!mark.is_null()) {
-      error_ += ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+      // Appended piece by piece: `":" + std::to_string(...)` trips GCC 12's -Wrestrict
+      // false positive at -O3.
+      error_ += ':';
+      error_ += std::to_string(mark.line + 1);
+      error_ += ':';
+      error_ += std::to_string(mark.column + 1);
     }
     error_ += ": " + what;
   }

@@ -64,6 +64,23 @@ class SimCommand final : public CommandHandler {
       what_ = absl::StrCat("calls on GPU ", gpu_, " now hang for ", seconds_, " s");
     });
 
+    CLI::App* remap =
+        app.add_subcommand("remap", "Set a GPU's row-remapping state (GPUs with HBM only)");
+    gpu_arg(remap);
+    remap->add_option("state", word_, "pending, failed or clear")
+        ->required()
+        ->check(CLI::IsMember({"pending", "failed", "clear"}));
+    remap->callback([this] {
+      action_ = [this](sim::SimState* s) {
+        sim::RemappedRows rows;
+        rows.uncorrectable = word_ == "clear" ? 0 : 1;
+        rows.pending = word_ == "pending";
+        rows.failure = word_ == "failed";
+        return sim::SetRemappedRows(s, gpu_, rows);
+      };
+      what_ = absl::StrCat("GPU ", gpu_, " row remapping: ", word_);
+    });
+
     CLI::App* driver = app.add_subcommand("driver", "Unload or load the simulated kernel driver");
     driver->add_option("state", word_, "unloaded or loaded")
         ->required()
@@ -87,8 +104,9 @@ class SimCommand final : public CommandHandler {
     });
 
     CLI::App* init_hang = app.add_subcommand("init-hang", "Make nvmlInit_v2 hang for SECONDS");
-    init_hang->add_option("seconds", seconds_, "0 clears")->required()->check(
-        CLI::NonNegativeNumber);
+    init_hang->add_option("seconds", seconds_, "0 clears")
+        ->required()
+        ->check(CLI::NonNegativeNumber);
     init_hang->callback([this] {
       action_ = [this](sim::SimState* s) {
         sim::SetInitHang(s, seconds_);
@@ -141,9 +159,7 @@ class SimCommand final : public CommandHandler {
       };
       what_ = "simulator state cleared";
     });
-    app.add_subcommand("show", "Print the current state file")->callback([this] {
-      show_ = true;
-    });
+    app.add_subcommand("show", "Print the current state file")->callback([this] { show_ = true; });
   }
 
   int Run(CommandContext& ctx) override {

@@ -2,6 +2,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -298,8 +301,9 @@ TEST(DoctorTest, PascalWithOpenModules) {
   // A Tesla P100 (Pascal) on the open modules, which need Turing's GSP.
   RootCopy root(TestRoot("blackwell-proprietary"));
   root.Write("sys/devices/pci0000:00/0000:01:00.0/device", "0x15f8\n");
-  root.Write("proc/driver/nvidia/version",
-             "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.133.20  Release Build\n");
+  root.Write(
+      "proc/driver/nvidia/version",
+      "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.133.20  Release Build\n");
   Report r = Diagnose(root.path(), InventoryFor(root.path(), {}, NotFound()));
   EXPECT_EQ(VerdictOf(r, "driver.flavor"), Verdict::kFail);
   std::string t = Text(r, "driver.flavor");
@@ -394,6 +398,40 @@ TEST(DoctorCommandTest, RealMachineWithoutGpu) {
   testing::RunResult r = testing::RunProgram({Gpulet(), "doctor"});
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("no NVIDIA GPU is present on this node"));
+}
+
+}  // namespace
+}  // namespace gpulet::doctor
+
+namespace gpulet::doctor {
+namespace {
+
+std::set<std::string> Matches(const std::string& text, const std::regex& re) {
+  std::set<std::string> out;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator();
+       ++it) {
+    out.insert((*it)[1].str());
+  }
+  return out;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The check ids users script against (`doctor --json`) are the ones the troubleshooting
+// guide lists, no more and no fewer.
+TEST(DoctorDocsTest, TroubleshootingListsEveryCheckId) {
+  std::string src = Slurp(std::string(GPULET_SOURCE_DIR) + "/src/doctor/doctor.cc");
+  std::string doc = Slurp(std::string(GPULET_SOURCE_DIR) + "/docs/troubleshooting.md");
+  std::set<std::string> ids = Matches(src, std::regex(R"re(Result\("([a-z.]+)")re"));
+  std::set<std::string> documented =
+      Matches(doc, std::regex(R"re(\n  \| `([a-z.]+)` \| [^\n]*)re"));
+  EXPECT_GE(ids.size(), 15u);
+  EXPECT_EQ(documented, ids);
 }
 
 }  // namespace

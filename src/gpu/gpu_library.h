@@ -20,10 +20,10 @@
 namespace gpulet {
 
 struct SystemInfo {
-  std::string driver_version;  // "570.133.20"
-  std::string nvml_version;    // "12.570.133.20"
+  std::string driver_version;   // "570.133.20"
+  std::string nvml_version;     // "12.570.133.20"
   int cuda_driver_version = 0;  // 12080 means CUDA 12.8
-  std::string library_path;    // the libnvidia-ml file in use
+  std::string library_path;     // the libnvidia-ml file in use
 
   // "12.8", or "" when unknown.
   std::string CudaVersionString() const;
@@ -32,15 +32,15 @@ struct SystemInfo {
 // What identifies a GPU and does not change while the driver is loaded.
 struct DeviceIdentity {
   unsigned index = 0;
-  std::string uuid;    // "GPU-…"
-  std::string name;    // "NVIDIA GeForce RTX 3080"
-  std::string bus_id;  // as NVML prints it: "00000000:01:00.0"
+  std::string uuid;               // "GPU-…"
+  std::string name;               // "NVIDIA GeForce RTX 3080"
+  std::string bus_id;             // as NVML prints it: "00000000:01:00.0"
   uint32_t pci_device_id = 0;     // (device << 16) | vendor
   uint32_t pci_subsystem_id = 0;  // (subsystem << 16) | subsystem vendor
   std::optional<unsigned> minor;  // /dev/nvidia<minor>
   std::optional<uint64_t> memory_total_bytes;
   std::optional<uint64_t> memory_reserved_bytes;
-  std::optional<int> cc_major, cc_minor;  // CUDA compute capability
+  std::optional<int> cc_major, cc_minor;      // CUDA compute capability
   std::optional<unsigned> nvml_architecture;  // NVML_DEVICE_ARCH_*
   std::optional<int> brand;                   // NVML_BRAND_*
   std::optional<std::string> serial;
@@ -79,6 +79,14 @@ struct GpuEvent {
   unsigned long long data = 0;  // the XID for XidCriticalError
 };
 
+// What a liveness probe learns: who answered, and the GPU's row-remapping state where the
+// GPU has row remapping (HBM datacenter GPUs; absent elsewhere).
+struct ProbeAnswer {
+  std::string uuid;
+  std::optional<bool> remap_pending;  // a remapped row waits for a GPU reset to take effect
+  std::optional<bool> remap_failure;  // a row could not be remapped: the memory is failing
+};
+
 class GpuLibrary {
  public:
   virtual ~GpuLibrary() = default;
@@ -89,10 +97,10 @@ class GpuLibrary {
   // its UUID cannot be read; optional values that are unsupported are simply absent.
   virtual absl::StatusOr<DeviceIdentity> GetDeviceIdentity(unsigned index) = 0;
 
-  // A cheap liveness check: opens the GPU's handle and reads its UUID within `timeout`.
-  // Returns the UUID. Unavailable (NVML GPU_IS_LOST / RESET_REQUIRED) for a lost GPU,
+  // A cheap liveness check: opens the GPU's handle, reads its UUID and its row-remapping
+  // state within `timeout`. Unavailable (NVML GPU_IS_LOST / RESET_REQUIRED) for a lost GPU,
   // DeadlineExceeded for one that does not answer.
-  virtual absl::StatusOr<std::string> Probe(unsigned index, absl::Duration timeout) = 0;
+  virtual absl::StatusOr<ProbeAnswer> Probe(unsigned index, absl::Duration timeout) = 0;
 
   // Reads every live value within `timeout`. Fails like Probe for a lost or hung GPU.
   virtual absl::StatusOr<DeviceSample> Sample(unsigned index, absl::Duration timeout) = 0;

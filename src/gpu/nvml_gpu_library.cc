@@ -3,16 +3,17 @@
 #include <algorithm>
 #include <cstring>
 
-#include "absl/time/clock.h"
-
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gpu/nvml_errors.h"
 
 namespace gpulet {
 namespace {
 
 // NVML string out-parameters are NUL-terminated on success; never trust that blindly.
-std::string FromBuffer(const char* buf, size_t size) { return std::string(buf, strnlen(buf, size)); }
+std::string FromBuffer(const char* buf, size_t size) {
+  return std::string(buf, strnlen(buf, size));
+}
 
 // Everything one identity query reads, owned jointly by the caller and the lane job so a
 // job that overruns its deadline writes into memory that is still alive.
@@ -42,8 +43,8 @@ TimedLane& NvmlGpuLibrary::Lane(int index) {
   absl::MutexLock lock(&mu_);
   std::unique_ptr<TimedLane>& lane = lanes_[index];
   if (!lane) {
-    lane = std::make_unique<TimedLane>(index < 0 ? std::string("NVML")
-                                                 : absl::StrCat("GPU ", index));
+    lane =
+        std::make_unique<TimedLane>(index < 0 ? std::string("NVML") : absl::StrCat("GPU ", index));
   }
   return *lane;
 }
@@ -173,11 +174,13 @@ absl::StatusOr<DeviceIdentity> NvmlGpuLibrary::GetDeviceIdentity(unsigned index)
   return job->id;
 }
 
-absl::StatusOr<std::string> NvmlGpuLibrary::Probe(unsigned index, absl::Duration timeout) {
+absl::StatusOr<ProbeAnswer> NvmlGpuLibrary::Probe(unsigned index, absl::Duration timeout) {
   struct ProbeJob {
     nvmlReturn_t handle_ret = NVML_ERROR_UNKNOWN;
     nvmlReturn_t uuid_ret = NVML_ERROR_UNKNOWN;
     char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+    nvmlReturn_t remap_ret = NVML_ERROR_NOT_SUPPORTED;
+    unsigned remap_pending = 0, remap_failure = 0;
   };
   auto job = std::make_shared<ProbeJob>();
   auto lib = library_;
@@ -190,6 +193,10 @@ absl::StatusOr<std::string> NvmlGpuLibrary::Probe(unsigned index, absl::Duration
         if (job->handle_ret != NVML_SUCCESS) return;
         job->uuid_ret = f.device_get_uuid ? f.device_get_uuid(dev, job->uuid, sizeof(job->uuid))
                                           : NVML_ERROR_FUNCTION_NOT_FOUND;
+        if (job->uuid_ret != NVML_SUCCESS || !f.device_get_remapped_rows) return;
+        unsigned correctable = 0, uncorrectable = 0;
+        job->remap_ret = f.device_get_remapped_rows(dev, &correctable, &uncorrectable,
+                                                    &job->remap_pending, &job->remap_failure);
       },
       absl::StrCat("liveness probe of GPU ", index), timeout);
   if (!status.ok()) return status;
@@ -198,7 +205,14 @@ absl::StatusOr<std::string> NvmlGpuLibrary::Probe(unsigned index, absl::Duration
     return NvmlError(job->handle_ret, "nvmlDeviceGetHandleByIndex_v2", ctx);
   }
   if (job->uuid_ret != NVML_SUCCESS) return NvmlError(job->uuid_ret, "nvmlDeviceGetUUID", ctx);
-  return FromBuffer(job->uuid, sizeof(job->uuid));
+  ProbeAnswer answer;
+  answer.uuid = FromBuffer(job->uuid, sizeof(job->uuid));
+  // Not supported (no HBM) or not answering: unknown, which is not a fault.
+  if (job->remap_ret == NVML_SUCCESS) {
+    answer.remap_pending = job->remap_pending != 0;
+    answer.remap_failure = job->remap_failure != 0;
+  }
+  return answer;
 }
 
 namespace {
@@ -212,8 +226,7 @@ void ReadInto(nvmlReturn_t (*fn)(nvmlDevice_t, T*), nvmlDevice_t dev, std::optio
 }
 
 // Appends a process list (compute or graphics), merging by pid.
-void ReadProcesses(nvml::DeviceGetProcessesFn fn, nvmlDevice_t dev,
-                   std::vector<GpuProcess>* out) {
+void ReadProcesses(nvml::DeviceGetProcessesFn fn, nvmlDevice_t dev, std::vector<GpuProcess>* out) {
   if (fn == nullptr) return;
   // The list can grow between the size query and the read: retry a few times.
   for (int attempt = 0; attempt < 3; ++attempt) {
@@ -258,9 +271,8 @@ absl::StatusOr<DeviceSample> NvmlGpuLibrary::Sample(unsigned index, absl::Durati
         if (job->handle_ret != NVML_SUCCESS) return;
         DeviceSample& s = job->s;
         nvmlUtilization_t util;
-        job->probe_ret = f.device_get_utilization_rates
-                             ? f.device_get_utilization_rates(dev, &util)
-                             : NVML_ERROR_FUNCTION_NOT_FOUND;
+        job->probe_ret = f.device_get_utilization_rates ? f.device_get_utilization_rates(dev, &util)
+                                                        : NVML_ERROR_FUNCTION_NOT_FOUND;
         if (job->probe_ret == NVML_ERROR_GPU_IS_LOST ||
             job->probe_ret == NVML_ERROR_RESET_REQUIRED) {
           return;

@@ -36,7 +36,7 @@ class NvmlGpuLibrary final : public GpuLibrary {
   absl::StatusOr<SystemInfo> GetSystemInfo() override;
   absl::StatusOr<unsigned> GetDeviceCount() override;
   absl::StatusOr<DeviceIdentity> GetDeviceIdentity(unsigned index) override;
-  absl::StatusOr<std::string> Probe(unsigned index, absl::Duration timeout) override;
+  absl::StatusOr<ProbeAnswer> Probe(unsigned index, absl::Duration timeout) override;
   absl::StatusOr<DeviceSample> Sample(unsigned index, absl::Duration timeout) override;
   absl::Status RegisterEvents(unsigned count) override;
   absl::StatusOr<std::optional<GpuEvent>> WaitEvent(absl::Duration timeout) override;

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "absl/time/clock.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/log.h"
 #include "gpu/nvml_api.h"
 #include "gpu/nvml_errors.h"
@@ -13,6 +13,7 @@ namespace gpulet {
 namespace {
 
 constexpr char kSource[] = "liveness";
+constexpr char kRowRemapSource[] = "row-remap";
 
 HealthCondition ConditionFor(const absl::Status& s, const std::string& gpu) {
   int code = NvmlCodeOf(s);
@@ -32,8 +33,8 @@ HealthCondition ConditionFor(const absl::Status& s, const std::string& gpu) {
             "check the kernel log for XIDs (gpulet doctor); reset the GPU or reboot the node",
             absl::InfinitePast()};
   }
-  return {HealthState::kUnhealthy, absl::StrCat("GPU ", gpu, " failed its liveness probe: ",
-                                                s.message()),
+  return {HealthState::kUnhealthy,
+          absl::StrCat("GPU ", gpu, " failed its liveness probe: ", s.message()),
           "run `gpulet doctor`; reset the GPU or reboot the node if it persists",
           absl::InfinitePast()};
 }
@@ -52,8 +53,8 @@ void LivenessMonitor::Start() {
       ProbeOnce(start);
       absl::Time until = start + options_.interval;
       while (!stop_.load() && absl::Now() < until) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(
-            std::min<int64_t>(50, std::max<int64_t>(1, absl::ToInt64Milliseconds(until - absl::Now())))));
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(
+            50, std::max<int64_t>(1, absl::ToInt64Milliseconds(until - absl::Now())))));
       }
     }
   });
@@ -64,18 +65,58 @@ void LivenessMonitor::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+// Row remapping (HBM GPUs): a failed remap means memory the GPU can no longer repair, so
+// the GPU goes out; a pending one is applied by the next GPU reset, so the GPU stays in,
+// Degraded, until then. Each clears as soon as the GPU stops reporting it.
+void LivenessMonitor::CheckRowRemapping(const Gpu& gpu, const ProbeAnswer& answer, absl::Time now) {
+  std::optional<HealthCondition> c;
+  if (answer.remap_failure.value_or(false)) {
+    c = HealthCondition{HealthState::kUnhealthy,
+                        absl::StrCat("row remapping failed on GPU ", gpu.bus_id,
+                                     ": uncorrectable memory errors could not be remapped"),
+                        "drain the node and have the GPU serviced or replaced (RMA); `gpulet "
+                        "explain xid 64` has the details",
+                        absl::InfinitePast()};
+  } else if (answer.remap_pending.value_or(false)) {
+    c = HealthCondition{HealthState::kDegraded,
+                        absl::StrCat("row remapping pending on GPU ", gpu.bus_id,
+                                     ": a remapped memory row takes effect at the next GPU reset"),
+                        "drain the GPU's pods, then reset the GPU (nvidia-smi -r) or reboot",
+                        absl::InfinitePast()};
+  }
+  // Publish only changes: this runs every probe interval for every GPU.
+  std::shared_ptr<const Snapshot> snap = store_->Get();
+  const DeviceRecord* rec = snap->FindByUuid(gpu.uuid);
+  if (rec == nullptr) return;
+  auto known = rec->health.conditions.find(kRowRemapSource);
+  bool has = known != rec->health.conditions.end();
+  if (!c && !has) return;
+  if (c && has && known->second.severity == c->severity && known->second.reason == c->reason) {
+    return;
+  }
+  if (c) GPULET_LOG_WARN("GPU {}: {}", gpu.bus_id, c->reason);
+  store_->UpdateHealth(gpu.uuid, [&](GpuHealth& h) {
+    if (c) {
+      h.Raise(kRowRemapSource, *c, now);
+    } else {
+      h.Clear(kRowRemapSource, now);
+    }
+  });
+}
+
 void LivenessMonitor::ProbeOnce(absl::Time now) {
   std::shared_ptr<const Snapshot> snap = store_->Get();
   for (const DeviceRecord& d : snap->devices) {
     if (!d.gpu.in_nvml || !d.gpu.index) continue;
     const std::string& uuid = d.gpu.uuid;
     Track& t = tracks_[uuid];
-    absl::StatusOr<std::string> answer = library_->Probe(*d.gpu.index, options_.probe_timeout);
-    bool ok = answer.ok() && *answer == uuid;
+    absl::StatusOr<ProbeAnswer> answer = library_->Probe(*d.gpu.index, options_.probe_timeout);
+    bool ok = answer.ok() && answer->uuid == uuid;
     if (answer.ok() && !ok) {
       answer = absl::FailedPreconditionError(absl::StrCat(
-          "index ", *d.gpu.index, " now belongs to ", *answer, " (GPUs were renumbered)"));
+          "index ", *d.gpu.index, " now belongs to ", answer->uuid, " (GPUs were renumbered)"));
     }
+    if (ok) CheckRowRemapping(d.gpu, *answer, now);
     if (!ok) {
       t.last_failure = now;
       if (!t.failing) {

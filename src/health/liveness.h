@@ -5,7 +5,9 @@
 // short deadline. A GPU that returns GPU_IS_LOST or RESET_REQUIRED, whose handle cannot be
 // opened, or that does not answer in time (a hung GPU) gets an Unhealthy "liveness"
 // condition in the DeviceStore at once, with the reason and the action. When it answers
-// again and has stayed answering for the quiet period, the condition is cleared. A GPU that
+// again and has stayed answering for the quiet period, the condition is cleared. The same
+// probe reads row remapping on GPUs that have it: a failed remap takes the GPU out, a pending
+// one marks it Degraded until a reset applies it (condition source "row-remap"). A GPU that
 // fails again and again (kMaxFailures within an hour) stays out until gpulet restarts: a
 // card that flaps would otherwise keep killing the pods scheduled onto it.
 //
@@ -48,6 +50,8 @@ class LivenessMonitor {
   void ProbeOnce(absl::Time now);
 
  private:
+  void CheckRowRemapping(const Gpu& gpu, const ProbeAnswer& answer, absl::Time now);
+
   struct Track {
     absl::Time last_failure = absl::InfinitePast();
     std::vector<absl::Time> failures;  // transitions into failure, for the flap limit

@@ -53,25 +53,34 @@ class PluginIntegrationTest : public ::testing::Test {
 
   // Starts the daemon with extra flags and waits for its registration(s).
   void StartDaemon(const std::vector<std::string>& extra, int registrations = 1) {
-    std::vector<std::string> argv = {Gpulet(),          "--simulate", "homelab",
-                                     "--sim-state",     State(),      "serve",
-                                     "--kubelet-dir",   (dir_ / "kubelet").string(),
-                                     "--metrics-address", "",
-                                     "--probe-interval", "200ms", "--quiet-period", "1s"};
+    std::vector<std::string> argv = {Gpulet(),
+                                     "--simulate",
+                                     fixture_,
+                                     "--sim-state",
+                                     State(),
+                                     "serve",
+                                     "--kubelet-dir",
+                                     (dir_ / "kubelet").string(),
+                                     "--metrics-address",
+                                     "",
+                                     "--probe-interval",
+                                     "200ms",
+                                     "--quiet-period",
+                                     "1s"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     ASSERT_TRUE(daemon_.Start(argv, {}, (dir_ / "daemon.log").string()));
-    ASSERT_TRUE(kubelet_->WaitForRegistrations(registrations, absl::Seconds(10)))
-        << daemon_.Log();
+    ASSERT_TRUE(kubelet_->WaitForRegistrations(registrations, absl::Seconds(10))) << daemon_.Log();
   }
 
   void Sim(const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {Gpulet(), "--simulate", "homelab", "--sim-state", State(),
-                                     "sim"};
+    std::vector<std::string> argv = {Gpulet(),      "--simulate", fixture_,
+                                     "--sim-state", State(),      "sim"};
     argv.insert(argv.end(), args.begin(), args.end());
     auto r = RunProgram(argv);
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
 
+  std::string fixture_ = "homelab";
   fs::path dir_;
   std::unique_ptr<FakeKubelet> kubelet_;
   DaemonProcess daemon_;
@@ -204,13 +213,15 @@ TEST_F(PluginIntegrationTest, MemorySlices) {
   EXPECT_EQ(r->container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES"), kRtx5090);
   EXPECT_EQ(r->container_responses(0).envs().at("GPULET_MEMORY_LIMIT_MIB"), "4096");
   // Slices from two GPUs are refused.
-  auto bad = kubelet_->Allocate("nvidia.com/gpu-memory",
-                                {std::string(kRtx3080) + "::mem0", std::string(kRtx5090) + "::mem0"});
+  auto bad = kubelet_->Allocate("nvidia.com/gpu-memory", {std::string(kRtx3080) + "::mem0",
+                                                          std::string(kRtx5090) + "::mem0"});
   EXPECT_FALSE(bad.ok());
   // Preferred allocation packs a request onto the GPU that fits it most tightly.
   std::vector<std::string> available;
-  for (int i = 0; i < 10; ++i) available.push_back(std::string(kRtx3080) + "::mem" + std::to_string(i));
-  for (int i = 0; i < 31; ++i) available.push_back(std::string(kRtx5090) + "::mem" + std::to_string(i));
+  for (int i = 0; i < 10; ++i)
+    available.push_back(std::string(kRtx3080) + "::mem" + std::to_string(i));
+  for (int i = 0; i < 31; ++i)
+    available.push_back(std::string(kRtx5090) + "::mem" + std::to_string(i));
   auto pref = kubelet_->GetPreferredAllocation("nvidia.com/gpu-memory", available, {}, 8);
   ASSERT_TRUE(pref.ok());
   ASSERT_EQ(pref->container_responses(0).deviceids_size(), 8);
@@ -251,8 +262,7 @@ TEST_F(PluginIntegrationTest, NvmlInitFailureAdvertisesEveryGpuUnhealthy) {
   Sim({"driver", "unloaded"});
   StartDaemon({});
   ASSERT_TRUE(kubelet_->WaitForDevices(
-      "nvidia.com/gpu",
-      [](const auto& r) { return r.devices_size() == 2 && CountHealthy(r) == 0; },
+      "nvidia.com/gpu", [](const auto& r) { return r.devices_size() == 2 && CountHealthy(r) == 0; },
       absl::Seconds(5)))
       << daemon_.Log();
 }
@@ -268,8 +278,8 @@ TEST_F(PluginIntegrationTest, SurvivesTwentyKubeletRestartsWithoutLeaks) {
   for (int i = 0; i < 20; ++i) {
     absl::Time start = absl::Now();
     ASSERT_TRUE(kubelet_->Restart().ok());
-    ASSERT_TRUE(kubelet_->WaitForRegistrations(2 + i, absl::Seconds(5)))
-        << "restart " << i << "\n" << daemon_.Log();
+    ASSERT_TRUE(kubelet_->WaitForRegistrations(2 + i, absl::Seconds(5))) << "restart " << i << "\n"
+                                                                         << daemon_.Log();
     EXPECT_LT(absl::Now() - start, absl::Seconds(1)) << "restart " << i;
     ASSERT_TRUE(kubelet_->WaitForDevices(
         "nvidia.com/gpu", [](const auto& r) { return r.devices_size() == 2; }, absl::Seconds(5)));
@@ -285,9 +295,16 @@ TEST_F(PluginIntegrationTest, SurvivesTwentyKubeletRestartsWithoutLeaks) {
 TEST_F(PluginIntegrationTest, WaitsForKubeletThenRegisters) {
   kubelet_->Stop();
   fs::remove(dir_ / "kubelet/device-plugins/kubelet.sock");
-  std::vector<std::string> argv = {Gpulet(), "--simulate", "homelab", "--sim-state", State(),
-                                   "serve", "--kubelet-dir", (dir_ / "kubelet").string(),
-                                   "--metrics-address", ""};
+  std::vector<std::string> argv = {Gpulet(),
+                                   "--simulate",
+                                   "homelab",
+                                   "--sim-state",
+                                   State(),
+                                   "serve",
+                                   "--kubelet-dir",
+                                   (dir_ / "kubelet").string(),
+                                   "--metrics-address",
+                                   ""};
   ASSERT_TRUE(daemon_.Start(argv, {}, (dir_ / "daemon.log").string()));
   std::this_thread::sleep_for(std::chrono::milliseconds(700));
   EXPECT_TRUE(daemon_.Running()) << daemon_.Log();
@@ -296,14 +313,16 @@ TEST_F(PluginIntegrationTest, WaitsForKubeletThenRegisters) {
 }
 
 TEST_F(PluginIntegrationTest, BadConfigNamesTheKey) {
-  std::ofstream((dir_ / "bad.yaml").string()) << "version: v1\nplugin:\n  deviceListStrateg: envvar\n";
-  auto r = RunProgram({Gpulet(), "--simulate", "homelab", "serve", "--config",
-                       (dir_ / "bad.yaml").string()});
+  std::ofstream((dir_ / "bad.yaml").string())
+      << "version: v1\nplugin:\n  deviceListStrateg: envvar\n";
+  auto r = RunProgram(
+      {Gpulet(), "--simulate", "homelab", "serve", "--config", (dir_ / "bad.yaml").string()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("plugin.deviceListStrateg"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("deviceListStrategy"), std::string::npos) << r.err;
 
-  std::ofstream((dir_ / "bad2.yaml").string()) << "version: v1\nplugin:\n  deviceIdStrategy: serial\n";
+  std::ofstream((dir_ / "bad2.yaml").string())
+      << "version: v1\nplugin:\n  deviceIdStrategy: serial\n";
   r = RunProgram({Gpulet(), "serve", "--config", (dir_ / "bad2.yaml").string()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("plugin.deviceIdStrategy (allowed: uuid or index)"), std::string::npos)
@@ -313,8 +332,8 @@ TEST_F(PluginIntegrationTest, BadConfigNamesTheKey) {
 TEST_F(PluginIntegrationTest, PrintConfigShowsPrecedenceFlagOverEnvOverFile) {
   std::ofstream((dir_ / "c.yaml").string())
       << "version: v1\nresourceName: example.com/file\nsharing:\n  timeSlicing:\n    replicas: 3\n";
-  auto r = RunProgram({Gpulet(), "serve", "--config", (dir_ / "c.yaml").string(),
-                       "--resource-name", "example.com/flag", "--print-config"},
+  auto r = RunProgram({Gpulet(), "serve", "--config", (dir_ / "c.yaml").string(), "--resource-name",
+                       "example.com/flag", "--print-config"},
                       {{"GPULET_RESOURCE_NAME", "example.com/env"}, {"GPULET_REPLICAS", "5"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("resourceName: example.com/flag"), std::string::npos) << r.out;
@@ -343,12 +362,35 @@ TEST_F(PluginIntegrationTest, FatalXidTakesGpuOutApplicationXidDoesNot) {
       << daemon_.Log();
   auto refused = kubelet_->Allocate("nvidia.com/gpu", {kRtx5090});
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("XID 79"), absl::string_view::npos)
-      << refused.status();
+  EXPECT_NE(refused.status().message().find("XID 79"), absl::string_view::npos) << refused.status();
   // After the quiet period with no new fatal XID, it comes back.
   ASSERT_TRUE(kubelet_->WaitForDevices(
       "nvidia.com/gpu", [](const auto& r) { return CountHealthy(r) == 2; }, absl::Seconds(10)))
       << daemon_.Log();
+}
+
+// Row remapping on an H200: a failed remap takes the GPU out with the RMA action, a pending
+// one keeps it schedulable (Degraded is advertised Healthy) until a reset.
+TEST_F(PluginIntegrationTest, RowRemapFailureTakesGpuOutPendingDoesNot) {
+  fixture_ = "h200";
+  StartDaemon({});
+  auto health_of_only_gpu = [](const char* want) {
+    return [want](const v1beta1::ListAndWatchResponse& r) {
+      return r.devices_size() == 1 && r.devices(0).health() == want;
+    };
+  };
+  ASSERT_TRUE(
+      kubelet_->WaitForDevices("nvidia.com/gpu", health_of_only_gpu("Healthy"), absl::Seconds(5)));
+  Sim({"remap", "0", "failed"});
+  ASSERT_TRUE(
+      kubelet_->WaitForDevices("nvidia.com/gpu", health_of_only_gpu("Unhealthy"), absl::Seconds(5)))
+      << daemon_.Log();
+  EXPECT_NE(daemon_.Log().find("row remapping failed"), std::string::npos) << daemon_.Log();
+  Sim({"remap", "0", "pending"});
+  ASSERT_TRUE(
+      kubelet_->WaitForDevices("nvidia.com/gpu", health_of_only_gpu("Healthy"), absl::Seconds(5)))
+      << daemon_.Log();
+  EXPECT_NE(daemon_.Log().find("row remapping pending"), std::string::npos) << daemon_.Log();
 }
 
 }  // namespace
