@@ -51,22 +51,27 @@ class PluginIntegrationTest : public ::testing::Test {
 
   std::string State() const { return (dir_ / "sim-state.json").string(); }
 
-  // Starts the daemon with extra flags and waits for its registration(s).
+  // `gpulet --simulate <fixture> serve` against this test's kubelet directory, no metrics.
+  std::vector<std::string> ServeArgv() const {
+    return {Gpulet(),
+            "--simulate",
+            fixture_,
+            "--sim-state",
+            State(),
+            "serve",
+            "--kubelet-dir",
+            (dir_ / "kubelet").string(),
+            "--metrics-address",
+            ""};
+  }
+
+  // Starts the daemon with fast health timings and extra flags, and waits for its
+  // registration(s).
   void StartDaemon(const std::vector<std::string>& extra, int registrations = 1) {
-    std::vector<std::string> argv = {Gpulet(),
-                                     "--simulate",
-                                     fixture_,
-                                     "--sim-state",
-                                     State(),
-                                     "serve",
-                                     "--kubelet-dir",
-                                     (dir_ / "kubelet").string(),
-                                     "--metrics-address",
-                                     "",
-                                     "--probe-interval",
-                                     "200ms",
-                                     "--quiet-period",
-                                     "1s"};
+    std::vector<std::string> argv = ServeArgv();
+    for (const char* flag : {"--probe-interval", "200ms", "--quiet-period", "1s"}) {
+      argv.push_back(flag);
+    }
     argv.insert(argv.end(), extra.begin(), extra.end());
     ASSERT_TRUE(daemon_.Start(argv, {}, (dir_ / "daemon.log").string()));
     ASSERT_TRUE(kubelet_->WaitForRegistrations(registrations, absl::Seconds(10))) << daemon_.Log();
@@ -295,16 +300,7 @@ TEST_F(PluginIntegrationTest, SurvivesTwentyKubeletRestartsWithoutLeaks) {
 TEST_F(PluginIntegrationTest, WaitsForKubeletThenRegisters) {
   kubelet_->Stop();
   fs::remove(dir_ / "kubelet/device-plugins/kubelet.sock");
-  std::vector<std::string> argv = {Gpulet(),
-                                   "--simulate",
-                                   "homelab",
-                                   "--sim-state",
-                                   State(),
-                                   "serve",
-                                   "--kubelet-dir",
-                                   (dir_ / "kubelet").string(),
-                                   "--metrics-address",
-                                   ""};
+  std::vector<std::string> argv = ServeArgv();
   ASSERT_TRUE(daemon_.Start(argv, {}, (dir_ / "daemon.log").string()));
   std::this_thread::sleep_for(std::chrono::milliseconds(700));
   EXPECT_TRUE(daemon_.Running()) << daemon_.Log();
