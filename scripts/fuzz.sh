@@ -12,7 +12,8 @@
 #
 # Seeds: targets under src/health and src/doctor start from tests/fixtures/kmsg (each line
 # and each /dev/kmsg record as its own input); the ELF reader (src/gpu/elf_check_fuzz.cc)
-# from a few small system shared libraries. Inputs that grow coverage accumulate in
+# from a few small system shared libraries; the pod-identity parsers from the simulator
+# fixtures' /proc/<pid>/cgroup files and /var/log/pods names. Inputs that grow coverage accumulate in
 # build-fuzz/corpus/NAME; a crashing input is saved in build-fuzz/artifacts/NAME/.
 # Reproduce one with: build-fuzz/bin/NAME build-fuzz/artifacts/NAME/crash-...
 set -euo pipefail
@@ -127,6 +128,16 @@ make_seeds() {
         /^ / { if (file) print >> file; next }
         { if (file) close(file); file = dir "/record-" ++n; print > file }
       ' tests/fixtures/kmsg/kmsg_records.txt
+      ;;
+    src/metrics/pod_identity_fuzz.cc)
+      # The simulator fixtures' process cgroups and pod log directory names.
+      local c i=0
+      for c in sim/fixtures/*/root/proc/*/cgroup; do
+        [ -f "$c" ] && cp "$c" "$dir/cgroup-$((i += 1))"
+      done
+      for c in sim/fixtures/*/root/var/log/pods/*; do
+        [ -d "$c" ] && basename "$c" | tr -d '\n' > "$dir/logdir-$((i += 1))"
+      done
       ;;
     src/gpu/elf_check_fuzz.cc)
       local lib
