@@ -55,7 +55,8 @@ std::string JoinPath(absl::string_view a, absl::string_view b) {
 }
 
 HostFs::HostFs(std::string root) {
-  if (root.empty()) root = "/";
+  // assign(1, '/'), not = "/": GCC 12 warns falsely (-Wrestrict) on the latter at -O3.
+  if (root.empty()) root.assign(1, '/');
   if (root.front() != '/') {
     char cwd[4096];
     if (getcwd(cwd, sizeof(cwd)) != nullptr) root = JoinPath(cwd, root);
