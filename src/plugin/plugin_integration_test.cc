@@ -7,9 +7,12 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "testing/daemon_process.h"
 #include "testing/fake_kubelet.h"
+#include "testing/free_port.h"
 #include "testing/subprocess.h"
 
 namespace gpulet {
@@ -387,6 +390,79 @@ TEST_F(PluginIntegrationTest, RowRemapFailureTakesGpuOutPendingDoesNot) {
       kubelet_->WaitForDevices("nvidia.com/gpu", health_of_only_gpu("Healthy"), absl::Seconds(5)))
       << daemon_.Log();
   EXPECT_NE(daemon_.Log().find("row remapping pending"), std::string::npos) << daemon_.Log();
+}
+
+// The health outputs together, as one daemon shows them: XID 79 takes the RTX 5090 out in
+// ListAndWatch and in the metrics with the reboot action; XID 13 on the RTX 3080 is counted
+// but leaves it Healthy; then a hung RTX 3080 goes Unhealthy while Allocate and /metrics
+// keep answering at once.
+TEST_F(PluginIntegrationTest, HealthReachesPluginAndMetricsAndHangBlocksNeither) {
+  int port = testing::FreeLoopbackPort();
+  std::vector<std::string> argv = ServeArgv();
+  argv.back() = absl::StrCat("127.0.0.1:", port);  // --metrics-address
+  for (const char* flag : {"--probe-interval", "200ms", "--quiet-period", "60s"}) {
+    argv.push_back(flag);
+  }
+  ASSERT_TRUE(daemon_.Start(argv, {}, (dir_ / "daemon.log").string()));
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/gpu", [](const auto& r) { return CountHealthy(r) == 2; }, absl::Seconds(10)))
+      << daemon_.Log();
+  Sim({"xid", "0", "13"});
+  Sim({"xid", "1", "79"});
+  auto only_5090_unhealthy = [](const v1beta1::ListAndWatchResponse& r) {
+    for (const auto& d : r.devices()) {
+      if ((d.health() == "Unhealthy") != (d.id() == kRtx5090)) return false;
+    }
+    return r.devices_size() == 2;
+  };
+  ASSERT_TRUE(kubelet_->WaitForDevices("nvidia.com/gpu", only_5090_unhealthy, absl::Seconds(5)))
+      << daemon_.Log();
+
+  httplib::Client http("127.0.0.1", port);
+  http.set_connection_timeout(1, 0);
+  auto line_of = [](const std::string& body, const std::string& prefix) {
+    size_t at = body.find(prefix);
+    return at == std::string::npos ? std::string() : body.substr(at, body.find('\n', at) - at);
+  };
+  std::string body;
+  for (int i = 0; i < 100; ++i) {
+    auto r = http.Get("/metrics");
+    if (r) body = r->body;
+    if (!line_of(body, "gpulet_gpu_xid_errors_total{gpu=\"1\"").empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::string info1 = line_of(body, "gpulet_gpu_health_info{gpu=\"1\"");
+  EXPECT_NE(info1.find("state=\"Unhealthy\""), std::string::npos) << info1;
+  EXPECT_NE(info1.find("reason=\"XID 79"), std::string::npos) << info1;
+  size_t action = info1.find("action=\"");
+  ASSERT_NE(action, std::string::npos) << info1;
+  EXPECT_NE(info1.find("reboot", action), std::string::npos) << info1;
+  EXPECT_NE(body.find("xid=\"79\"} 1\n"), std::string::npos) << body;
+  std::string xid13 = line_of(body, "gpulet_gpu_xid_errors_total{gpu=\"0\"");
+  EXPECT_NE(xid13.find("xid=\"13\"} 1"), std::string::npos) << xid13;
+  EXPECT_NE(line_of(body, "gpulet_gpu_health_info{gpu=\"0\"").find("state=\"Healthy\""),
+            std::string::npos)
+      << body;
+
+  // A hung RTX 3080: out of scheduling within about a probe interval plus the hang timeout,
+  // and neither the plugin nor the exporter waits for it.
+  Sim({"hang", "0", "60"});
+  auto both_unhealthy = [](const v1beta1::ListAndWatchResponse& r) {
+    return r.devices_size() == 2 && CountHealthy(r) == 0;
+  };
+  ASSERT_TRUE(kubelet_->WaitForDevices("nvidia.com/gpu", both_unhealthy, absl::Seconds(5)))
+      << daemon_.Log();
+  for (int i = 0; i < 20; ++i) {
+    absl::Time t0 = absl::Now();
+    auto refused = kubelet_->Allocate("nvidia.com/gpu", {kRtx5090});
+    EXPECT_FALSE(refused.ok());  // Unhealthy: refused, by name, at once
+    EXPECT_LT(absl::Now() - t0, absl::Milliseconds(250)) << "Allocate during the hang";
+    t0 = absl::Now();
+    auto r = http.Get("/metrics");
+    ASSERT_TRUE(r);
+    EXPECT_LT(absl::Now() - t0, absl::Milliseconds(250)) << "/metrics during the hang";
+  }
+  Sim({"hang", "0", "0"});
 }
 
 }  // namespace
