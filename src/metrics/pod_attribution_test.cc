@@ -19,6 +19,7 @@
 #include "testing/daemon_process.h"
 #include "testing/fake_pod_resources.h"
 #include "testing/free_port.h"
+#include "testing/text_lines.h"
 
 namespace gpulet {
 namespace {
@@ -239,19 +240,17 @@ TEST(PodAttributionDaemonTest, AllocatedGpuSeriesCarryThePod) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  auto line_of = [&](const std::string& prefix) {
-    size_t at = body.find(prefix);
-    return at == std::string::npos ? std::string() : body.substr(at, body.find('\n', at) - at);
-  };
-  std::string temp1 = line_of("DCGM_FI_DEV_GPU_TEMP{gpu=\"1\"");
+  std::string temp1 = testing::LineStartingWith(body, "DCGM_FI_DEV_GPU_TEMP{gpu=\"1\"");
   EXPECT_NE(temp1.find(pod), std::string::npos) << temp1 << "\n" << daemon.Log();
   // The unallocated GPU carries no pod.
-  std::string temp0 = line_of("DCGM_FI_DEV_GPU_TEMP{gpu=\"0\"");
+  std::string temp0 = testing::LineStartingWith(body, "DCGM_FI_DEV_GPU_TEMP{gpu=\"0\"");
   EXPECT_FALSE(temp0.empty()) << body;
   EXPECT_EQ(temp0.find("pod="), std::string::npos) << temp0;
-  EXPECT_NE(line_of("gpulet_gpu_allocation_info{gpu=\"1\"").find(pod), std::string::npos) << body;
+  EXPECT_NE(testing::LineStartingWith(body, "gpulet_gpu_allocation_info{gpu=\"1\"").find(pod),
+            std::string::npos)
+      << body;
   // The ollama process is in the pod by its cgroup; ComfyUI (no cgroup file) is not.
-  std::string ollama = line_of("gpulet_gpu_process_memory_bytes{gpu=\"1\"");
+  std::string ollama = testing::LineStartingWith(body, "gpulet_gpu_process_memory_bytes{gpu=\"1\"");
   EXPECT_NE(ollama.find("pid=\"4242\",process=\"ollama\"," + pod), std::string::npos) << body;
   EXPECT_NE(body.find("pid=\"5120\",process=\"python3\"} "), std::string::npos) << body;
   EXPECT_NE(body.find("gpulet_pod_resources_up 1"), std::string::npos) << body;

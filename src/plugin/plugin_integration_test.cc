@@ -14,6 +14,7 @@
 #include "testing/fake_kubelet.h"
 #include "testing/free_port.h"
 #include "testing/subprocess.h"
+#include "testing/text_lines.h"
 
 namespace gpulet {
 namespace {
@@ -32,6 +33,14 @@ int CountHealthy(const v1beta1::ListAndWatchResponse& r) {
   int n = 0;
   for (const auto& d : r.devices()) n += d.health() == "Healthy";
   return n;
+}
+
+// Both homelab GPUs listed, the RTX 5090 alone Unhealthy.
+bool OnlyRtx5090Unhealthy(const v1beta1::ListAndWatchResponse& r) {
+  for (const auto& d : r.devices()) {
+    if ((d.health() == "Unhealthy") != (d.id() == kRtx5090)) return false;
+  }
+  return r.devices_size() == 2;
 }
 
 class PluginIntegrationTest : public ::testing::Test {
@@ -248,14 +257,14 @@ TEST_F(PluginIntegrationTest, LostGpuGoesUnhealthyAndComesBack) {
   ASSERT_TRUE(kubelet_->WaitForDevices(
       "nvidia.com/gpu", [](const auto& r) { return CountHealthy(r) == 2; }, absl::Seconds(5)));
   Sim({"lose", "1"});
-  auto only_5090_unhealthy = [](const v1beta1::ListAndWatchResponse& r) {
+  auto OnlyRtx5090Unhealthy = [](const v1beta1::ListAndWatchResponse& r) {
     for (const auto& d : r.devices()) {
       bool want_unhealthy = d.id() == kRtx5090;
       if ((d.health() == "Unhealthy") != want_unhealthy) return false;
     }
     return r.devices_size() == 2;
   };
-  ASSERT_TRUE(kubelet_->WaitForDevices("nvidia.com/gpu", only_5090_unhealthy, absl::Seconds(5)))
+  ASSERT_TRUE(kubelet_->WaitForDevices("nvidia.com/gpu", OnlyRtx5090Unhealthy, absl::Seconds(5)))
       << daemon_.Log();
   auto refused = kubelet_->Allocate("nvidia.com/gpu", {kRtx5090});
   ASSERT_FALSE(refused.ok());
@@ -351,13 +360,7 @@ TEST_F(PluginIntegrationTest, FatalXidTakesGpuOutApplicationXidDoesNot) {
       "nvidia.com/gpu", [](const auto& r) { return CountHealthy(r) == 2; }, absl::Seconds(5)));
   Sim({"xid", "0", "13"});  // application error: counted, GPU stays in
   Sim({"xid", "1", "79"});  // fallen off the bus: out
-  auto only_5090_unhealthy = [](const v1beta1::ListAndWatchResponse& r) {
-    for (const auto& d : r.devices()) {
-      if ((d.health() == "Unhealthy") != (d.id() == kRtx5090)) return false;
-    }
-    return r.devices_size() == 2;
-  };
-  ASSERT_TRUE(kubelet_->WaitForDevices("nvidia.com/gpu", only_5090_unhealthy, absl::Seconds(5)))
+  ASSERT_TRUE(kubelet_->WaitForDevices("nvidia.com/gpu", OnlyRtx5090Unhealthy, absl::Seconds(5)))
       << daemon_.Log();
   auto refused = kubelet_->Allocate("nvidia.com/gpu", {kRtx5090});
   ASSERT_FALSE(refused.ok());
@@ -409,39 +412,30 @@ TEST_F(PluginIntegrationTest, HealthReachesPluginAndMetricsAndHangBlocksNeither)
       << daemon_.Log();
   Sim({"xid", "0", "13"});
   Sim({"xid", "1", "79"});
-  auto only_5090_unhealthy = [](const v1beta1::ListAndWatchResponse& r) {
-    for (const auto& d : r.devices()) {
-      if ((d.health() == "Unhealthy") != (d.id() == kRtx5090)) return false;
-    }
-    return r.devices_size() == 2;
-  };
-  ASSERT_TRUE(kubelet_->WaitForDevices("nvidia.com/gpu", only_5090_unhealthy, absl::Seconds(5)))
+  ASSERT_TRUE(kubelet_->WaitForDevices("nvidia.com/gpu", OnlyRtx5090Unhealthy, absl::Seconds(5)))
       << daemon_.Log();
 
   httplib::Client http("127.0.0.1", port);
   http.set_connection_timeout(1, 0);
-  auto line_of = [](const std::string& body, const std::string& prefix) {
-    size_t at = body.find(prefix);
-    return at == std::string::npos ? std::string() : body.substr(at, body.find('\n', at) - at);
-  };
   std::string body;
   for (int i = 0; i < 100; ++i) {
     auto r = http.Get("/metrics");
     if (r) body = r->body;
-    if (!line_of(body, "gpulet_gpu_xid_errors_total{gpu=\"1\"").empty()) break;
+    if (!testing::LineStartingWith(body, "gpulet_gpu_xid_errors_total{gpu=\"1\"").empty()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  std::string info1 = line_of(body, "gpulet_gpu_health_info{gpu=\"1\"");
+  std::string info1 = testing::LineStartingWith(body, "gpulet_gpu_health_info{gpu=\"1\"");
   EXPECT_NE(info1.find("state=\"Unhealthy\""), std::string::npos) << info1;
   EXPECT_NE(info1.find("reason=\"XID 79"), std::string::npos) << info1;
   size_t action = info1.find("action=\"");
   ASSERT_NE(action, std::string::npos) << info1;
   EXPECT_NE(info1.find("reboot", action), std::string::npos) << info1;
   EXPECT_NE(body.find("xid=\"79\"} 1\n"), std::string::npos) << body;
-  std::string xid13 = line_of(body, "gpulet_gpu_xid_errors_total{gpu=\"0\"");
+  std::string xid13 = testing::LineStartingWith(body, "gpulet_gpu_xid_errors_total{gpu=\"0\"");
   EXPECT_NE(xid13.find("xid=\"13\"} 1"), std::string::npos) << xid13;
-  EXPECT_NE(line_of(body, "gpulet_gpu_health_info{gpu=\"0\"").find("state=\"Healthy\""),
-            std::string::npos)
+  EXPECT_NE(
+      testing::LineStartingWith(body, "gpulet_gpu_health_info{gpu=\"0\"").find("state=\"Healthy\""),
+      std::string::npos)
       << body;
 
   // A hung RTX 3080: out of scheduling within about a probe interval plus the hang timeout,
