@@ -13,8 +13,9 @@ pkgs_fuzz="clang-14 libfuzzer-14-dev"
 # The real CDI consumer test (tests/podman_cdi_test.sh): podman 4.3 runs here only with runc
 # (crun fails on hybrid cgroups); busybox-static gives a registry-free local image.
 pkgs_podman="podman runc busybox-static"
-# The real-Prometheus test and the metrics benchmark's peer and load generator.
-pkgs_prometheus="prometheus curl python3"
+# The real-Prometheus test and the metrics benchmark's peer and load generator;
+# prometheus-alertmanager (amtool and Alertmanager) for tests/amtool_routes_test.sh.
+pkgs_prometheus="prometheus prometheus-alertmanager curl python3"
 pkgs_bench_peers="prometheus-node-exporter wrk curl"
 # `make image`: podman builds, debootstrap makes the Debian 12 base without a registry.
 pkgs_image="podman runc debootstrap debian-archive-keyring"

@@ -17,24 +17,11 @@ set -u
 gpulet=${1:?usage: podman_cdi_test.sh GPULET_BINARY SOURCE_DIR}
 src=${2:?usage: podman_cdi_test.sh GPULET_BINARY SOURCE_DIR}
 
-skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
-step() { echo "--- $*"; }
-
-[ "$(id -u)" -eq 0 ] || skip "needs root: rootful podman, mknod and writing /etc/cdi"
-if ! command -v podman >/dev/null || ! command -v runc >/dev/null || [ ! -x /bin/busybox ]; then
-  step "installing podman, runc and busybox-static"
-  "$src/scripts/deps.sh" podman || skip "podman, runc or busybox-static missing and not installable"
-fi
-command -v podman >/dev/null || skip "podman is not installed"
+# shellcheck source=tests/podman_lib.sh
+. "$(dirname "$0")/podman_lib.sh"
+podman_require
 podman --help 2>/dev/null | grep -q -- '--cdi-spec-dir' && has_spec_dir_flag=1 || has_spec_dir_flag=0
-
-# crun fails on this kind of host ("cgroups in hybrid mode not supported"); runc and
-# cgroupfs work, with explicit ulimits (the defaults exceed what the sandbox allows).
-podman_run() {
-  podman --runtime runc --cgroup-manager cgroupfs run --rm --network none \
-    --ulimit nofile=20000:20000 --ulimit nproc=1000:1000 "$@"
-}
 
 work=$(mktemp -d /tmp/gpulet-podman-cdi.XXXXXX)
 class="gpu$$"
@@ -55,23 +42,8 @@ trap cleanup EXIT
 cdi_flags=()
 [ "$has_spec_dir_flag" = 1 ] && cdi_flags=(--cdi-spec-dir "$spec_dir")
 
-step "building a busybox image without a registry"
-mkdir -p "$work/rootfs/bin"
-cp /bin/busybox "$work/rootfs/bin/busybox"
-for applet in sh ls test cat env stat grep echo true; do ln -s busybox "$work/rootfs/bin/$applet"; done
-tar -C "$work/rootfs" -cf "$work/rootfs.tar" . || fail "tar of the image root failed"
-out=$(podman import "$work/rootfs.tar" "$image" 2>&1) || skip "podman import failed: $out"
-if ! out=$(podman_run "$image" true 2>&1); then
-  skip "podman cannot run a plain container here: $out"
-fi
-
-step "making a dev root of character devices with /dev/null's numbers"
-major=$((16#$(stat -c %t /dev/null)))
-minor=$((16#$(stat -c %T /dev/null)))
-mkdir -p "$work/devroot/dev"
-for node in nvidia0 nvidia1 nvidiactl nvidia-uvm nvidia-uvm-tools nvidia-modeset; do
-  mknod "$work/devroot/dev/$node" c "$major" "$minor" || skip "mknod is not allowed here"
-done
+podman_busybox_image "$image"
+podman_fake_dev_root
 
 step "copying the homelab fixture's driver files to a driver root"
 mkdir -p "$work/driver"

@@ -132,6 +132,38 @@ void FindLibraries(const Tree& driver, const std::string& version, std::vector<s
   }
 }
 
+// Symlinks beside the driver's libraries that name one of them and look like a soname
+// (lib*.so.<number>), as (link path, target file name) pairs, sorted.
+std::vector<std::pair<std::string, std::string>> SonameLinks(const Tree& driver,
+                                                             const std::vector<std::string>& libs) {
+  std::set<std::string> lib_set(libs.begin(), libs.end());
+  std::set<std::string> dirs;
+  for (const std::string& lib : libs) dirs.insert(Dirname(lib));
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& dir : dirs) {
+    absl::StatusOr<std::vector<std::string>> names = driver.fs().ListDir(dir);
+    if (!names.ok()) continue;
+    for (const std::string& name : *names) {
+      size_t so = name.rfind(".so.");
+      if (!absl::StartsWith(name, "lib") || so == std::string::npos) continue;
+      absl::string_view number = absl::string_view(name).substr(so + 4);
+      if (number.empty() || !std::all_of(number.begin(), number.end(), ::isdigit)) continue;
+      std::string path = JoinPath(dir, name);
+      absl::StatusOr<std::string> target = driver.fs().ReadLink(path);
+      if (!target.ok() || Dirname(*target) != dir || !lib_set.count(*target)) continue;
+      out.emplace_back(path, target->substr(dir.size() + 1));
+    }
+  }
+  return out;
+}
+
+// Whether the hook program at `host_path` knows the hook `name`: its subcommand names are
+// strings in the program file. An unreadable program knows nothing beyond the basics.
+bool HookProgramKnows(const HostFs& host, const std::string& host_path, absl::string_view name) {
+  absl::StatusOr<std::string> program = host.ReadFile(host_path, size_t{256} << 20);
+  return program.ok() && absl::StrContains(*program, name);
+}
+
 }  // namespace
 
 absl::StatusOr<NameStrategy> ParseNameStrategy(absl::string_view text) {
@@ -213,6 +245,21 @@ absl::StatusOr<GeneratedSpec> GenerateSpec(const Inventory& inventory, const Hos
       continue;
     }
     usable.emplace_back(gpu, *node);
+  }
+  // Two GPUs with one minor would share /dev/nvidiaN: a container asking for one would get
+  // the other. The driver never does this; a broken sysfs or NVML answer does.
+  for (size_t i = 0; i < usable.size(); ++i) {
+    for (size_t j = i + 1; j < usable.size(); ++j) {
+      if (*usable[i].first->minor == *usable[j].first->minor) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "cannot generate a CDI spec: GPU ", *usable[i].first->index, " ",
+            ShortName(*usable[i].first), " and GPU ", *usable[j].first->index, " ",
+            ShortName(*usable[j].first), " both report device minor ", *usable[i].first->minor,
+            " (/dev/nvidia", *usable[i].first->minor,
+            "), so neither can be given to a container alone. Reload the nvidia module or "
+            "reboot the node, then check `gpulet list`."));
+      }
+    }
   }
   if (usable.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -330,10 +377,26 @@ absl::StatusOr<GeneratedSpec> GenerateSpec(const Inventory& inventory, const Hos
       h.args.insert(h.args.end(), args.begin(), args.end());
       edits.hooks.push_back(std::move(h));
     };
+    std::vector<std::string> links = {"create-symlinks"};
     if (!libcuda_dir.empty()) {
       // Programs linked against -lcuda look for libcuda.so, which the driver does not ship.
-      hook({"create-symlinks", "--link",
-            absl::StrCat("libcuda.so.1::", JoinPath(libcuda_dir, "libcuda.so"))});
+      links.push_back("--link");
+      links.push_back(absl::StrCat("libcuda.so.1::", JoinPath(libcuda_dir, "libcuda.so")));
+    }
+    // The soname links (libnvidia-ml.so.1 -> libnvidia-ml.so.<version>) the driver's
+    // installer made on the host: programs dlopen the soname, and only the versioned files
+    // are mounted. update-ldcache makes them too, but only where ldconfig finds the files
+    // it expects; recreating the host's own links does not depend on that.
+    for (const auto& [link, target] : SonameLinks(driver, libs)) {
+      links.push_back("--link");
+      links.push_back(absl::StrCat(target, "::", link));
+    }
+    if (links.size() > 1) hook(std::move(links));
+    // Newer hook programs know more hooks (nvidia-ctk adds them in this order). A hook the
+    // program does not know stops every container at start, so each is emitted only when
+    // the program on the host names it.
+    if (HookProgramKnows(host, out.hook_path, "enable-cuda-compat")) {
+      hook({"enable-cuda-compat", absl::StrCat("--host-driver-version=", out.driver_version)});
     }
     std::vector<std::string> args = {"update-ldcache"};
     for (const std::string& dir : lib_dirs) {
@@ -341,6 +404,9 @@ absl::StatusOr<GeneratedSpec> GenerateSpec(const Inventory& inventory, const Hos
       args.push_back(dir);
     }
     hook(std::move(args));
+    if (HookProgramKnows(host, out.hook_path, "disable-device-node-modification")) {
+      hook({"disable-device-node-modification"});
+    }
   }
 
   absl::StatusOr<Version> version = ChooseVersion(spec, options.cdi_version);

@@ -191,7 +191,7 @@ TEST(CdiGeneratorTest, Talos18AndDebianLayouts) {
   absl::StatusOr<GeneratedSpec> g = GenerateSpec(t18, HostFs(TestRoot("talos-1.8")), {});
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_THAT(ContainerPaths(g->spec.edits),
-              ::testing::Contains("/usr/local/lib/libnvidia-ml.so.550.127.05"));
+              ::testing::Contains("/usr/local/glibc/lib/libnvidia-ml.so.550.127.05"));
 
   Inventory h200 =
       InventoryFor(SimRoot("h200"), {Identity(0, kUuid0, "0000:18:00.0", 0)}, "570.133.20");
@@ -310,6 +310,57 @@ TEST(CdiGeneratorTest, NoHookProgramMeansNoHooks) {
   explicit_hook.hook_path = "relative/hook";
   EXPECT_TRUE(absl::IsInvalidArgument(
       GenerateSpec(Homelab(), HostFs(host.path()), explicit_hook).status()));
+}
+
+TEST(CdiGeneratorTest, SonameLinksAndTheHooksTheProgramKnows) {
+  TempDir host;
+  host.Touch("usr/lib64/libnvidia-ml.so.570.133.20");
+  host.Touch("usr/lib64/libcuda.so.570.133.20");
+  host.Touch("dev/nvidia0");
+  host.Touch("dev/nvidia1");
+  fs::path lib = fs::path(host.path()) / "usr/lib64";
+  fs::create_symlink("libnvidia-ml.so.570.133.20", lib / "libnvidia-ml.so.1");
+  fs::create_symlink("libcuda.so.570.133.20", lib / "libcuda.so.1");
+  fs::create_symlink("libnvidia-ml.so.1", lib / "libnvidia-ml.so");    // a dev link: not a soname
+  fs::create_symlink("/usr/lib/libother.so.3", lib / "libnvidia-x.so.2");  // not the driver's
+  // A hook program that names both newer hooks, as nvidia-cdi-hook >= 1.17 does.
+  fs::create_directories(fs::path(host.path()) / "usr/local/bin");
+  std::ofstream(fs::path(host.path()) / "usr/local/bin/nvidia-cdi-hook")
+      << std::string("\x7f" "ELF...create-symlinks\0enable-cuda-compat\0update-ldcache\0"
+                     "disable-device-node-modification\0", 90);
+  absl::StatusOr<GeneratedSpec> g = GenerateSpec(Homelab(), HostFs(host.path()), {});
+  ASSERT_TRUE(g.ok()) << g.status();
+  const std::vector<Hook>& hooks = g->spec.edits.hooks;
+  ASSERT_EQ(hooks.size(), 4u);
+  EXPECT_THAT(hooks[0].args,
+              ElementsAre("nvidia-cdi-hook", "create-symlinks", "--link",
+                          "libcuda.so.1::/usr/lib64/libcuda.so", "--link",
+                          "libcuda.so.570.133.20::/usr/lib64/libcuda.so.1", "--link",
+                          "libnvidia-ml.so.570.133.20::/usr/lib64/libnvidia-ml.so.1"));
+  EXPECT_THAT(hooks[1].args, ElementsAre("nvidia-cdi-hook", "enable-cuda-compat",
+                                         "--host-driver-version=570.133.20"));
+  EXPECT_THAT(hooks[2].args,
+              ElementsAre("nvidia-cdi-hook", "update-ldcache", "--folder", "/usr/lib64"));
+  EXPECT_THAT(hooks[3].args, ElementsAre("nvidia-cdi-hook", "disable-device-node-modification"));
+
+  // An older program (no such names in it) gets only the hooks every version has.
+  std::ofstream(fs::path(host.path()) / "usr/local/bin/nvidia-cdi-hook") << "create-symlinks";
+  g = GenerateSpec(Homelab(), HostFs(host.path()), {});
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_EQ(g->spec.edits.hooks.size(), 2u);
+  EXPECT_EQ(g->spec.edits.hooks[1].args[1], "update-ldcache");
+}
+
+TEST(CdiGeneratorTest, TwoGpusWithOneMinorAreRefusedByName) {
+  Inventory inv = InventoryFor(
+      SimRoot("homelab"),
+      {Identity(0, kUuid0, "0000:01:00.0", 0), Identity(1, kUuid1, "0000:02:00.0", 0)},
+      "570.133.20");
+  absl::StatusOr<GeneratedSpec> g = GenerateSpec(inv, HostFs(SimRoot("homelab")), {});
+  ASSERT_TRUE(absl::IsFailedPrecondition(g.status())) << g.status();
+  EXPECT_THAT(std::string(g.status().message()), HasSubstr("0000:01:00.0"));
+  EXPECT_THAT(std::string(g.status().message()), HasSubstr("0000:02:00.0"));
+  EXPECT_THAT(std::string(g.status().message()), HasSubstr("both report device minor 0"));
 }
 
 TEST(CdiGeneratorTest, RefusesWithoutUsableGpus) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "cdi/spec_keeper.h"
 #include "cli/commands.h"
 #include "common/host_fs.h"
 #include "common/log.h"
@@ -53,6 +54,14 @@ constexpr FlagKey kFlagKeys[] = {
     {"--pass-device-specs", "GPULET_PASS_DEVICE_SPECS", "plugin.passDeviceSpecs", "true or false"},
     {"--cdi-kind", "GPULET_CDI_KIND", "plugin.cdiKind", "CDI kind for CDI strategies"},
     {"--dev-root", "GPULET_DEV_ROOT", "plugin.devRoot", "Host directory holding dev/"},
+    {"--cdi-spec-dir", "GPULET_CDI_SPEC_DIR", "cdi.specDir",
+     "Host directory for the CDI spec gpulet keeps (empty: write none)"},
+    {"--cdi-driver-root", "GPULET_CDI_DRIVER_ROOT", "cdi.driverRoot",
+     "Directory holding the driver's files, for the CDI spec (default: the host root)"},
+    {"--cdi-dev-root", "GPULET_CDI_DEV_ROOT", "cdi.devRoot",
+     "Directory holding dev/, for the CDI spec (default: the host root)"},
+    {"--cdi-hook-path", "GPULET_CDI_HOOK_PATH", "cdi.hookPath",
+     "Host path of nvidia-cdi-hook for the CDI spec (default: found on the host)"},
     {"--replicas", "GPULET_REPLICAS", "sharing.timeSlicing.replicas",
      "Time-slicing replicas per GPU"},
     {"--memory-slices", "GPULET_MEMORY_SLICES", "sharing.memorySlices.enabled",
@@ -79,6 +88,34 @@ constexpr FlagKey kFlagKeys[] = {
      "XIDs that never take a GPU out (comma-separated)"},
     {"--kmsg", "GPULET_KMSG", "health.kmsg", "Read the kernel log for XIDs: true or false"},
 };
+
+// How often the daemon checks that its CDI spec is still on disk as written.
+constexpr absl::Duration kCdiCheckInterval = absl::Seconds(10);
+
+// Writes the CDI spec for `config`. A failure is logged, never fatal: the daemon keeps
+// serving (envvar answers and metrics work without a spec) and `gpulet doctor` reports it.
+void KeepCdiSpec(cdi::SpecKeeper& keeper, const Inventory& inventory, const Config& config) {
+  if (config.cdi.spec_dir.empty()) {
+    GPULET_LOG_INFO("cdi.specDir is empty: no CDI spec written; CDI names in answers ({}=…) "
+                    "must resolve in a spec written by someone else",
+                    config.plugin.cdi_kind);
+    return;
+  }
+  cdi::SpecKeeperOptions options;
+  options.spec_dir = config.cdi.spec_dir;
+  options.generator.kind = config.plugin.cdi_kind;
+  options.generator.driver_root = config.cdi.driver_root;
+  options.generator.dev_root = config.cdi.dev_root;
+  options.generator.hook_path = config.cdi.hook_path;
+  absl::StatusOr<cdi::KeepResult> kept = keeper.Reconcile(inventory, options);
+  if (!kept.ok()) {
+    GPULET_LOG_ERROR("CDI spec: {}", kept.status().message());
+    return;
+  }
+  for (const std::string& warning : kept->warnings) GPULET_LOG_WARN("CDI spec: {}", warning);
+  GPULET_LOG_INFO("CDI spec for {} {} {}", config.plugin.cdi_kind,
+                  kept->written ? "written to" : "up to date in", kept->host_path);
+}
 
 class ServeCommand final : public CommandHandler {
  public:
@@ -120,6 +157,10 @@ class ServeCommand final : public CommandHandler {
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     umask(077);  // sockets and files we create are ours alone
 
+    // A simulation without --host-root reads the bundled fixture root, which is data, not a
+    // node: no CDI spec is written into it.
+    const bool bundled_root = !ctx.global.simulate.empty() &&
+                              (ctx.global.host_root.empty() || ctx.global.host_root == "/");
     DiscoveryOptions discovery;
     if (!PrepareDiscovery(ctx, &discovery, /*quiet_simulation=*/false)) return kExitUsage;
     Node node = DiscoverNode(discovery);
@@ -130,6 +171,16 @@ class ServeCommand final : public CommandHandler {
                        node.inventory.nvml_status.message());
     }
     GPULET_LOG_INFO("found {} GPU(s)", node.inventory.gpus.size());
+    // The CDI spec that the names in Allocate answers resolve in; before the plugin serves,
+    // so that no answer names a device no spec defines.
+    cdi::SpecKeeper cdi_spec(node.host.get());
+    if (bundled_root) {
+      GPULET_LOG_INFO("simulation on the bundled fixture root: no CDI spec written (pass "
+                      "--host-root with a writable copy of {} to have one)",
+                      node.host->root());
+    } else {
+      KeepCdiSpec(cdi_spec, node.inventory, *config);
+    }
 
     ControlNodes control;
     const DriverInfo& drv = node.inventory.driver;
@@ -217,9 +268,27 @@ class ServeCommand final : public CommandHandler {
     GPULET_LOG_INFO("gpulet {} serving {} on {}/device-plugins", GPULET_VERSION,
                     config->AdvertisedResources()[0], config->kubelet_dir);
 
+    absl::Time next_cdi_check = absl::Now() + kCdiCheckInterval;
+    std::string last_cdi_error;
     while (true) {
       struct timespec wait = {1, 0};
       int sig = sigtimedwait(&signals, nullptr, &wait);
+      if (absl::Now() >= next_cdi_check) {
+        next_cdi_check = absl::Now() + kCdiCheckInterval;
+        absl::StatusOr<bool> rewritten = cdi_spec.Verify();
+        if (!rewritten.ok()) {
+          if (std::string(rewritten.status().message()) != last_cdi_error) {
+            last_cdi_error = std::string(rewritten.status().message());
+            GPULET_LOG_ERROR("CDI spec: {}", last_cdi_error);
+          }
+        } else {
+          last_cdi_error.clear();
+          if (*rewritten) {
+            GPULET_LOG_WARN("CDI spec {} was missing or changed on disk; written again",
+                            cdi_spec.host_path());
+          }
+        }
+      }
       if (sig == SIGHUP) {
         absl::StatusOr<Config> next = Load();
         if (!next.ok()) {
@@ -228,6 +297,7 @@ class ServeCommand final : public CommandHandler {
           continue;
         }
         GPULET_LOG_INFO("SIGHUP: configuration reloaded");
+        if (!bundled_root) KeepCdiSpec(cdi_spec, node.inventory, *next);
         plugins.Reconfigure(std::make_shared<const Config>(*next));
       } else if (sig == SIGTERM || sig == SIGINT) {
         GPULET_LOG_INFO("received {}: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");

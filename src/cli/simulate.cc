@@ -118,7 +118,7 @@ absl::StatusOr<Simulation> ApplySimulation(GlobalOptions& options, bool quiet) {
     std::fprintf(stderr,
                  "gpulet: simulating '%s' (fixture %s, host root %s); fault-injection state: %s "
                  "(change it with `gpulet --simulate %s sim ...`)\n",
-                 sim->fixture_name.c_str(), sim->fixture_yaml.c_str(), sim->host_root.c_str(),
+                 sim->fixture_name.c_str(), sim->fixture_yaml.c_str(), options.host_root.c_str(),
                  sim->state_file.c_str(), sim->fixture_name.c_str());
   }
   return sim;

@@ -178,6 +178,42 @@ const std::vector<Field>& Fields() {
          return absl::OkStatus();
        },
        [](const Config& c) { return Str(c.plugin.dev_root); }},
+      {"cdi.specDir", "an absolute host path, or empty to write no spec",
+       [](Config& c, const std::string& v) {
+         if (!v.empty() && v[0] != '/') {
+           return Bad("cdi.specDir", v, "an absolute host path (e.g. /var/run/cdi), or empty");
+         }
+         c.cdi.spec_dir = v;
+         return absl::OkStatus();
+       },
+       [](const Config& c) { return Str(c.cdi.spec_dir); }},
+      {"cdi.driverRoot", "an absolute path, or empty for the host root",
+       [](Config& c, const std::string& v) {
+         if (!v.empty() && v[0] != '/') {
+           return Bad("cdi.driverRoot", v, "an absolute path, or empty for the host root");
+         }
+         c.cdi.driver_root = v;
+         return absl::OkStatus();
+       },
+       [](const Config& c) { return Str(c.cdi.driver_root); }},
+      {"cdi.devRoot", "an absolute path, or empty for the host root",
+       [](Config& c, const std::string& v) {
+         if (!v.empty() && v[0] != '/') {
+           return Bad("cdi.devRoot", v, "an absolute path, or empty for the host root");
+         }
+         c.cdi.dev_root = v;
+         return absl::OkStatus();
+       },
+       [](const Config& c) { return Str(c.cdi.dev_root); }},
+      {"cdi.hookPath", "an absolute host path, or empty to find nvidia-cdi-hook",
+       [](Config& c, const std::string& v) {
+         if (!v.empty() && v[0] != '/') {
+           return Bad("cdi.hookPath", v, "an absolute host path, or empty to probe");
+         }
+         c.cdi.hook_path = v;
+         return absl::OkStatus();
+       },
+       [](const Config& c) { return Str(c.cdi.hook_path); }},
       {"sharing.timeSlicing.replicas", "an integer from 1 to 64",
        [](Config& c, const std::string& v) {
          return ParseInt("sharing.timeSlicing.replicas", v, 1, 64,

@@ -37,14 +37,29 @@ struct Config {
     DeviceIdStrategy device_id_strategy = DeviceIdStrategy::kUuid;
     // Also return DeviceSpecs for /dev/nvidiaN and the control nodes. Default: false.
     bool pass_device_specs = false;
-    // CDI kind used in cdi-cri / cdi-annotations names. Default: nvidia.com/gpu (what
-    // `gpulet cdi generate` and Talos' nvidia-cdi-gen write).
-    std::string cdi_kind = "nvidia.com/gpu";
+    // CDI kind used in cdi-cri / cdi-annotations names, and of the spec `gpulet serve`
+    // writes (see Cdi). A kind of gpulet's own, so that the spec never collides with a
+    // node-wide nvidia.com/gpu spec from nvidia-ctk or Talos. Default: gpulet.dev/gpu.
+    std::string cdi_kind = "gpulet.dev/gpu";
     // Annotation key prefix for cdi-annotations. Default: cdi.k8s.io/.
     std::string cdi_annotation_prefix = "cdi.k8s.io/";
     // Host directory whose dev/ holds the device nodes, for DeviceSpec host paths. Default: /.
     std::string dev_root = "/";
   } plugin;
+
+  // The CDI spec `gpulet serve` keeps for the devices it advertises: every CDI name in an
+  // Allocate answer resolves in it.
+  struct Cdi {
+    // Host directory the spec is written to (under --host-root); empty writes none.
+    // Default: /var/run/cdi (scanned by containerd, CRI-O and podman; writable on Talos).
+    std::string spec_dir = "/var/run/cdi";
+    // Directories (on this machine) holding the driver's files and /dev; "" = the host
+    // root. As `gpulet cdi generate --driver-root/--dev-root`.
+    std::string driver_root;
+    std::string dev_root;
+    // Host path of nvidia-cdi-hook or nvidia-ctk; "" = the first that exists on the host.
+    std::string hook_path;
+  } cdi;
 
   struct TimeSlicing {
     // Replicas advertised per GPU (IDs <uuid>::<n>); 1 disables sharing. Default: 1.

@@ -144,10 +144,11 @@ struct TalosExtensions {
 
 // Chooses the kernel-module extension from the GPUs (Blackwell and newer: open only;
 // Maxwell to Volta: proprietary only; otherwise the flavour already running, else open),
-// adds the container toolkit, and Fabric Manager when `facts` has NVSwitches. `version`
-// (when known) selects the extension naming: Talos before 1.9 had no -production/-lts
-// suffixes. FailedPrecondition when the node's GPUs need both flavours (no single driver
-// can drive them; the message names the GPUs).
+// adds the container toolkit, and Fabric Manager when `facts` has NVSwitches. Names follow
+// `version`'s row of the Talos release table (src/talos/releases.h; the newest row when
+// unknown). FailedPrecondition when the node's GPUs need both flavours (no single driver
+// can drive them; the message names the GPUs) or when `version` is older than Talos 1.8.
+// A version newer than the table adds a "Warning:" reason.
 absl::StatusOr<TalosExtensions> ChooseTalosExtensions(const NodeFacts& facts,
                                                       const std::optional<TalosVersion>& version,
                                                       DriverBranch branch);
@@ -156,10 +157,13 @@ absl::StatusOr<TalosExtensions> ChooseTalosExtensions(const NodeFacts& facts,
 std::string RenderTalosSchematic(const TalosExtensions& extensions);
 
 // The machine-config patch of deploy/overlays/talos/talos-machine-patch.yaml in the form
-// `version` takes: as written for Talos 1.13 (or when the version is unknown), with the
-// net.core.bpf_jit_harden sysctl for 1.12 and earlier (legacy runtime mode), and as
-// KernelModuleConfig / KubeletConfig / KubeNodeConfig documents for 1.14 and later.
-// A header comment lists `extensions`. Errors name the file when it lacks the expected keys.
+// `version`'s row of the Talos release table takes: the file's v1alpha1 form, with the
+// net.core.bpf_jit_harden sysctl where the release runs the legacy NVIDIA runtime (1.8 to
+// 1.12); KernelModuleConfig and KubeNodeConfig documents where the release has them (1.14),
+// because 1.14 refuses those documents next to .machine.nodeLabels/.machine.kubelet. With
+// no version: the file as written (the 1.13 form). A header comment lists `extensions` with
+// their reasons (which carry the warning for a version newer than the table). Errors name
+// the file when it lacks the expected keys, and refuse versions older than 1.8.
 absl::StatusOr<std::string> RenderTalosMachinePatch(const ManifestFiles& files,
                                                     const std::optional<TalosVersion>& version,
                                                     const TalosExtensions& extensions);

@@ -4,12 +4,15 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "config/manifests_yaml.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "talos/releases.h"
 #include "testing/subprocess.h"
 
 namespace gpulet {
@@ -253,7 +256,19 @@ TEST(ManifestsExtensionsTest, FlavourRules) {
   ext = ChooseTalosExtensions(ampere_proprietary, ParseTalosVersion("v1.8.3").value(),
                               DriverBranch::kProduction);
   ASSERT_TRUE(ext.ok());
-  EXPECT_THAT(ext->names, ElementsAre("nonfree-kmod-nvidia", "nvidia-container-toolkit"));
+  // Talos 1.8 already has the -production/-lts names (extensions v1.8.0).
+  EXPECT_THAT(ext->names,
+              ElementsAre("nonfree-kmod-nvidia-production", "nvidia-container-toolkit-production"));
+  ext = ChooseTalosExtensions(ampere_proprietary, ParseTalosVersion("v1.7.7").value(),
+                              DriverBranch::kProduction);
+  ASSERT_FALSE(ext.ok());
+  EXPECT_EQ(ext.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(ext.status().message(), HasSubstr("Talos 1.7 is not supported"));
+  ext =
+      ChooseTalosExtensions(NodeFacts{}, ParseTalosVersion("v1.15.0").value(), DriverBranch::kLts);
+  ASSERT_TRUE(ext.ok());
+  EXPECT_EQ(ext->names[1], "nvidia-container-toolkit-lts");
+  EXPECT_THAT(RenderTalosSchematic(*ext), HasSubstr("# Warning: Talos 1.15 is newer than"));
 
   ext = ChooseTalosExtensions(NodeFacts{}, std::nullopt, DriverBranch::kProduction);
   ASSERT_TRUE(ext.ok());
@@ -301,10 +316,16 @@ TEST(ManifestsTalosPatchTest, FormsByVersion) {
     EXPECT_FALSE(d.node["machine"]);
   }
   EXPECT_THAT(modules, ElementsAre("nvidia", "nvidia_uvm", "nvidia_drm", "nvidia_modeset"));
-  EXPECT_THAT(kinds, ::testing::Contains("KubeletConfig"));
+  // No KubeletConfig: 1.14 refuses one next to .machine.kubelet (upgraded nodes have it), and
+  // a new one would need the kubelet image. The taint goes into KubeNodeConfig.
+  EXPECT_THAT(kinds, Not(::testing::Contains("KubeletConfig")));
   EXPECT_THAT(kinds, ::testing::Contains("KubeNodeConfig"));
   EXPECT_THAT(*v114, HasSubstr("nvidia.com/gpu.present: \"true\""));
-  EXPECT_THAT(*v114, HasSubstr("register-with-taints: \"nvidia.com/gpu=present:NoSchedule\""));
+  EXPECT_THAT(*v114, HasSubstr("nvidia.com/gpu: \"present:NoSchedule\""));
+
+  EXPECT_FALSE(
+      RenderTalosMachinePatch(files, ParseTalosVersion("v1.7.7").value(), DefaultExtensions())
+          .ok());
 
   absl::StatusOr<std::string> unknown =
       RenderTalosMachinePatch(files, std::nullopt, DefaultExtensions());
@@ -312,9 +333,129 @@ TEST(ManifestsTalosPatchTest, FormsByVersion) {
   EXPECT_THAT(*unknown, HasSubstr("Talos version unknown"));
 }
 
+// --- golden patches, checked against Talos' own rules -----------------------------------------
+
+std::string PatchGolden(int minor) {
+  return absl::StrCat(GPULET_SOURCE_DIR, "/tests/fixtures/talos-patches/talos-1.", minor, ".yaml");
+}
+
+std::string Gpulet();
+
+// Every key path of a YAML map, dotted: {"machine", "machine.kernel", ...}. Sequences end a
+// path (the rules name fields, not list items).
+void CollectFields(const YAML::Node& node, const std::string& prefix, std::set<std::string>* out) {
+  if (!node.IsMap()) return;
+  for (const auto& kv : node) {
+    std::string path = prefix.empty() ? kv.first.Scalar() : prefix + "." + kv.first.Scalar();
+    out->insert(path);
+    CollectFields(kv.second, path, out);
+  }
+}
+
+std::vector<talos::DocumentShape> Shapes(const std::string& text) {
+  absl::StatusOr<std::vector<YamlDocument>> docs = SplitYamlDocuments(text, "patch");
+  EXPECT_TRUE(docs.ok()) << docs.status();
+  std::vector<talos::DocumentShape> out;
+  if (!docs.ok()) return out;
+  for (const YamlDocument& d : *docs) {
+    talos::DocumentShape shape;
+    if (d.node["kind"]) shape.kind = d.node["kind"].Scalar();
+    CollectFields(d.node, "", &shape.fields);
+    shape.fields.erase("apiVersion");
+    shape.fields.erase("kind");
+    out.push_back(std::move(shape));
+  }
+  return out;
+}
+
+TEST(TalosGoldenPatchTest, CommandOutputMatchesGoldenFiles) {
+  for (const talos::Release& release : talos::KnownReleases()) {
+    std::string version = absl::StrCat("v", release.major, ".", release.minor);
+    testing::RunResult r =
+        testing::RunProgram({Gpulet(), "manifests", "--no-inspect", "--talos-machine-patch",
+                             "--talos-version", version});
+    ASSERT_EQ(r.exit_code, 0) << version << ": " << r.err;
+    std::ifstream in(PatchGolden(release.minor));
+    ASSERT_TRUE(in) << PatchGolden(release.minor);
+    std::stringstream golden;
+    golden << in.rdbuf();
+    EXPECT_EQ(r.out, golden.str())
+        << version << " differs; regenerate with: gpulet manifests --no-inspect "
+        << "--talos-machine-patch --talos-version " << version << " > "
+        << "tests/fixtures/talos-patches/talos-1." << release.minor << ".yaml";
+  }
+}
+
+TEST(TalosGoldenPatchTest, EachPatchKeepsItsReleasesRules) {
+  for (const talos::Release& release : talos::KnownReleases()) {
+    std::ifstream in(PatchGolden(release.minor));
+    ASSERT_TRUE(in) << PatchGolden(release.minor);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::vector<talos::DocumentShape> patch = Shapes(text.str());
+    ASSERT_FALSE(patch.empty()) << release.Name();
+    for (const talos::Violation& v : talos::CheckPatch(release, patch)) {
+      ADD_FAILURE() << release.Name() << ": " << v.message << " [" << v.source << "]";
+    }
+    for (const talos::BaseConfig& base : talos::BaseConfigs(release)) {
+      for (const talos::Violation& v : talos::CheckMerged(release, base.documents, patch)) {
+        ADD_FAILURE() << release.Name() << " (" << base.description << "): " << v.message << " ["
+                      << v.source << "]";
+      }
+    }
+    // What each release needs is in its patch: the modules (as documents where the release
+    // has them), the label, the taint, and the BPF sysctl exactly where legacy mode needs it.
+    std::set<std::string> kinds, fields;
+    for (const talos::DocumentShape& d : patch) {
+      kinds.insert(d.kind);
+      for (const std::string& f : d.fields) fields.insert(d.kind + ":" + f);
+    }
+    if (release.KernelModuleDocuments()) {
+      EXPECT_THAT(kinds, ElementsAre("KernelModuleConfig", "KubeNodeConfig")) << release.Name();
+      EXPECT_TRUE(fields.count("KubeNodeConfig:labels.nvidia.com/gpu.present")) << release.Name();
+      EXPECT_TRUE(fields.count("KubeNodeConfig:taints.nvidia.com/gpu")) << release.Name();
+    } else {
+      EXPECT_THAT(kinds, ElementsAre("")) << release.Name();
+      EXPECT_TRUE(fields.count(":machine.kernel.modules")) << release.Name();
+      EXPECT_TRUE(fields.count(":machine.nodeLabels.nvidia.com/gpu.present")) << release.Name();
+      EXPECT_TRUE(fields.count(":machine.kubelet.extraArgs.register-with-taints"))
+          << release.Name();
+    }
+    EXPECT_EQ(fields.count(":machine.sysctls.net.core.bpf_jit_harden") == 1,
+              release.needs_bpf_jit_harden_1.value)
+        << release.Name() << " [" << release.needs_bpf_jit_harden_1.source << "]";
+  }
+}
+
+TEST(TalosGoldenPatchTest, TheOneThirteenFormIsRefusedByOneFourteen) {
+  // The field bug: the v1alpha1 form on a node whose config 1.14 generated.
+  std::ifstream in(PatchGolden(13));
+  std::stringstream text;
+  text << in.rdbuf();
+  const talos::Release& r14 = talos::NewestRelease();
+  ASSERT_EQ(r14.minor, 14);
+  std::vector<talos::Violation> v =
+      talos::CheckMerged(r14, talos::BaseConfigs(r14)[0].documents, Shapes(text.str()));
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_THAT(v[0].message, HasSubstr("machine.kubelet"));
+  EXPECT_THAT(v[1].message, HasSubstr("machine.nodeLabels"));
+}
+
 // --- the command ------------------------------------------------------------------------------
 
 std::string Gpulet() { return std::string(GPULET_BINARY_DIR) + "/gpulet"; }
+
+TEST(ManifestsCommandTest, TalosVersionsOutsideTheTable) {
+  testing::RunResult r = testing::RunProgram(
+      {Gpulet(), "manifests", "--no-inspect", "--talos-version", "v1.7.7", "--talos-schematic"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("Talos 1.7 is not supported"));
+  r = testing::RunProgram({Gpulet(), "manifests", "--no-inspect", "--talos-version", "v1.15.0",
+                           "--talos-machine-patch"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("# Warning: Talos 1.15 is newer than the newest release"));
+  EXPECT_THAT(r.out, HasSubstr("kind: KernelModuleConfig"));
+}
 
 TEST(ManifestsCommandTest, TalosNodeGetsTalosOverlayAndOpenModules) {
   HostRootCopy root(Fixture("homelab"), kTalosOsRelease);

@@ -34,8 +34,9 @@ struct Context {
   const HostFs& host;
   const Inventory& inv;
   OsInfo os;
-  std::optional<TalosExpectations> talos;
-  std::vector<const Gpu*> pci_gpus;  // NVIDIA GPUs on the PCI bus
+  std::optional<TalosExpectations> talos;  // unset off Talos and on unsupported releases
+  std::string talos_unsupported;           // why a Talos release has no row (older than 1.8)
+  std::vector<const Gpu*> pci_gpus;        // NVIDIA GPUs on the PCI bus
   std::optional<cdi::SpecCatalog> catalog;
 };
 
@@ -120,23 +121,42 @@ CheckResult CheckOs(const Context& c) {
   }
   r.evidence.push_back(absl::StrCat(c.host.Describe("/etc/os-release"), ": ID=", c.os.id,
                                     " VERSION_ID=", c.os.version_id));
-  if (!c.talos) {
+  if (!c.os.talos) {
     r.summary = c.os.pretty_name.empty() ? c.os.id : c.os.pretty_name;
     return r;
   }
-  if (c.os.talos_major == 0) {
-    r.verdict = Verdict::kWarn;
-    r.summary = absl::StrCat("Talos, but its version \"", c.os.version_id,
-                             "\" is not vMAJOR.MINOR.PATCH; assuming the newest layout");
-    r.fix = "Check /etc/os-release on the node (talosctl read /etc/os-release).";
+  if (!c.talos) {
+    r.verdict = Verdict::kFail;
+    r.summary = c.talos_unsupported;
+    r.fix =
+        "Upgrade the node to a Talos release gpulet knows (talosctl upgrade), with the "
+        "NVIDIA extensions built for it.";
     return r;
   }
   const TalosExpectations& t = *c.talos;
+  const talos::Release& row = *t.release;
   r.summary = absl::StrCat(TalosName(c), " (", t.label, "): NVIDIA libraries expected in ",
                            t.library_dir, "; containers get GPUs through ",
-                           t.cdi_mode ? "CDI (specs in /run/cdi)"
-                                      : "the nvidia runtime in legacy mode (runtimeClassName: "
-                                        "nvidia) or CDI");
+                           t.cdi_mode ? absl::StrCat("CDI (", row.cdi_spec_writer.value, " writes ",
+                                                     row.cdi_spec_path.value, ")")
+                                      : std::string("the nvidia runtime in legacy mode or CDI"));
+  // The facts the other checks use, each with where it comes from.
+  const talos::LibraryLayout& l = row.layout.value;
+  r.evidence.push_back(absl::StrCat("libraries in ", l.library_dir, ", glibc ", l.libc,
+                                    ", ld.so.cache ", l.ld_so_cache, " [", row.layout.source, "]"));
+  r.evidence.push_back(absl::StrCat("runtime mode ", talos::RuntimeModeName(row.runtime_mode.value),
+                                    " [", row.runtime_mode.source, "]"));
+  r.evidence.push_back(absl::StrCat("containerd ", row.containerd_major.value, ", CDI ",
+                                    row.containerd_cdi_enabled.value ? "enabled" : "disabled", " [",
+                                    row.containerd_cdi_enabled.source, "]"));
+  if (!t.warning.empty()) {
+    r.verdict = Verdict::kWarn;
+    r.summary = absl::StrCat(t.warning, ". ", r.summary);
+    r.fix = c.os.talos_major == 0
+                ? "Check /etc/os-release on the node (talosctl read /etc/os-release)."
+                : "Check the Talos release notes for changes to the NVIDIA extensions, and use "
+                  "a gpulet release that knows this Talos release.";
+  }
   return r;
 }
 
@@ -514,6 +534,19 @@ std::string LibraryVersion(absl::string_view name) {
   return std::string(name);
 }
 
+// The releases where the NVIDIA library directory changed: "1.9, 1.13".
+std::string LibraryMoves() {
+  std::vector<std::string> moves;
+  const talos::Release* prev = nullptr;
+  for (const talos::Release& r : talos::KnownReleases()) {
+    if (prev != nullptr && prev->layout.value.library_dir != r.layout.value.library_dir) {
+      moves.push_back(absl::StrCat(r.major, ".", r.minor));
+    }
+    prev = &r;
+  }
+  return absl::StrJoin(moves, ", ");
+}
+
 CheckResult CheckUserspace(const Context& c) {
   CheckResult r = Result("driver.userspace", "Driver libraries where this OS keeps them");
   struct Found {
@@ -577,18 +610,18 @@ CheckResult CheckUserspace(const Context& c) {
     if (!in_place) {
       r.verdict = Verdict::kFail;
       // Name the layout the files are in: it tells which Talos release they were built for.
-      std::string label = elsewhere.front() == "/usr/local/lib" ? "Talos up to 1.8 and from 1.13"
-                          : absl::StartsWith(elsewhere.front(), "/usr/local/glibc")
-                              ? "Talos 1.9 to 1.12"
-                              : "another distribution";
+      std::string label = talos::ReleasesWithLibraryDir(elsewhere.front());
+      if (label.empty()) label = "another distribution";
       r.summary =
           absl::StrCat("the libraries are in ", absl::StrJoin(elsewhere, ", "), " (the ", label,
                        " layout), but ", TalosName(c), " keeps them in ", c.talos->library_dir);
-      fixes.push_back(absl::StrCat(
-          "Use the NVIDIA extensions built for ", TalosName(c),
-          " (the extension versions must match the Talos release). Workloads that "
-          "hostPath-mount a library directory break each time Talos moves it (1.9, 1.13): "
-          "use CDI or runtimeClassName: nvidia instead."));
+      r.evidence.push_back(
+          absl::StrCat(c.talos->label, " layout: ", c.talos->release->layout.source));
+      fixes.push_back(
+          absl::StrCat("Use the NVIDIA extensions built for ", TalosName(c),
+                       " (the extension versions must match the Talos release). Workloads that "
+                       "hostPath-mount a library directory break each time Talos moves it (",
+                       LibraryMoves(), "): use CDI instead."));
     } else if (!elsewhere.empty()) {
       r.verdict = Verdict::kWarn;
       r.summary = absl::StrCat("driver libraries also in ", absl::StrJoin(elsewhere, ", "),
@@ -630,13 +663,18 @@ CheckResult CheckUserspace(const Context& c) {
 
 CheckResult CheckTalosSysctl(const Context& c) {
   CheckResult r = Result("talos.bpf", "BPF sysctl for the legacy nvidia runtime");
-  if (!c.talos) return NotChecked(r.id, r.title, "only needed on Talos up to 1.12");
+  if (!c.talos) return NotChecked(r.id, r.title, "only needed on Talos in legacy runtime mode");
+  const talos::Release& row = *c.talos->release;
   if (!c.talos->needs_bpf_jit_harden_1) {
     return NotChecked(r.id, r.title,
                       absl::StrCat(TalosName(c),
                                    " runs GPU containers in CDI mode, without "
                                    "nvidia-container-cli"));
   }
+  r.evidence.push_back(absl::StrCat(c.talos->label, " needs net.core.bpf_jit_harden: 1 [",
+                                    row.needs_bpf_jit_harden_1.source, "]; Talos' default is ",
+                                    row.bpf_jit_harden_default.value, " [",
+                                    row.bpf_jit_harden_default.source, "]"));
   absl::StatusOr<std::string> value = c.host.ReadAttribute("/proc/sys/net/core/bpf_jit_harden");
   if (!value.ok()) {
     r.verdict = Verdict::kWarn;
@@ -647,11 +685,13 @@ CheckResult CheckTalosSysctl(const Context& c) {
   }
   r.evidence.push_back(
       absl::StrCat(c.host.Describe("/proc/sys/net/core/bpf_jit_harden"), ": ", *value));
-  if (*value == "2") {
+  if (*value != "0" && *value != "1") {
     r.verdict = Verdict::kFail;
     r.summary =
-        "net.core.bpf_jit_harden is 2 (the Talos default): nvidia-container-cli "
-        "cannot load its device-filter BPF program, so GPU containers fail to start";
+        absl::StrCat("net.core.bpf_jit_harden is ", *value, " (Talos' default is ",
+                     row.bpf_jit_harden_default.value,
+                     "): nvidia-container-cli "
+                     "cannot load its device-filter BPF program, so GPU containers fail to start");
     r.fix =
         "Add to the machine config and apply it:\nmachine:\n  sysctls:\n    "
         "net.core.bpf_jit_harden: 1";
@@ -697,11 +737,16 @@ CheckResult CheckCdiSpecs(const Context& c) {
       r.verdict = Verdict::kFail;
       r.summary = absl::StrCat("no CDI spec in ", dirs, ", but ", TalosName(c),
                                " gives containers GPUs only through CDI");
-      r.fix =
-          "The ext-nvidia-cdi-gen service writes /run/cdi/nvidia.yaml at boot: check it with "
-          "`talosctl service ext-nvidia-cdi-gen` and `talosctl logs ext-nvidia-cdi-gen` (it "
-          "crash-loops when NVML reports no usable GPU). Or write the spec with `gpulet cdi "
-          "generate`.";
+      const talos::Release& row = *c.talos->release;
+      r.evidence.push_back(absl::StrCat(c.talos->label, ": ", row.cdi_spec_writer.value, " writes ",
+                                        row.cdi_spec_path.value, " [", row.cdi_spec_writer.source,
+                                        "]"));
+      r.fix = absl::StrCat(
+          "The ", row.cdi_spec_writer.value, " service writes ", row.cdi_spec_path.value,
+          " at boot: check it with `talosctl service ", row.cdi_spec_writer.value,
+          "` and `talosctl logs ", row.cdi_spec_writer.value,
+          "` (it crash-loops when NVML reports no usable GPU). Or write the spec with `gpulet "
+          "cdi generate`.");
     } else {
       r.verdict = Verdict::kWarn;
       r.summary = absl::StrCat("no CDI spec in ", dirs,
@@ -797,6 +842,14 @@ std::vector<std::pair<std::string, const cdi::ContainerEdits*>> AllEdits(const c
   return out;
 }
 
+// "1.13": the first release whose rootfs may carry /usr/bin/nvidia-cdi-hook.
+std::string FirstReleaseWithHookLinks() {
+  for (const talos::Release& r : talos::KnownReleases()) {
+    if (r.hook_links_in_usr_bin.value) return absl::StrCat(r.major, ".", r.minor);
+  }
+  return "no known release";
+}
+
 CheckResult CheckCdiHooks(const Context& c) {
   CheckResult r = Result("cdi.hooks", "CDI hook programs exist on the host");
   const cdi::SpecCatalog& cat = *c.catalog;
@@ -856,10 +909,11 @@ CheckResult CheckCdiHooks(const Context& c) {
                                  "environment variable NVIDIA_CDI_HOOK_PATH=",
                                  real.empty() ? "/usr/local/bin/nvidia-cdi-hook" : real, ".")
                   : "",
-      c.talos && c.os.talos_minor < 13
+      c.talos && !c.talos->release->hook_links_in_usr_bin.value
           ? absl::StrCat(" ", TalosName(c),
                          " has nvidia-ctk and nvidia-cdi-hook only in "
-                         "/usr/local/bin (the /usr/bin links came with 1.13).")
+                         "/usr/local/bin (the /usr/bin links came with ",
+                         FirstReleaseWithHookLinks(), ").")
           : "");
   return r;
 }
@@ -1000,9 +1054,16 @@ CheckResult CheckContainerd(const Context& c) {
     r.evidence.push_back(absl::StrCat("cdi_spec_dirs = ", absl::StrJoin(f.cdi_spec_dirs, ", "),
                                       " at ", f.cdi_spec_dirs_where));
   }
-  // CDI is on when set so, and by default on containerd 2 configurations, except on Talos
-  // before 1.13, which turned it on by default only then.
-  bool cdi_default = f.v3_config && !(c.talos && !c.talos->cdi_mode);
+  // CDI is on when set so, and otherwise by containerd's default: on for containerd 2
+  // (config version 3). On Talos the release table says which containerd the release ships
+  // and whether CDI is on (containerd 2 from 1.8, so on everywhere; 1.13 also sets it).
+  bool cdi_default = c.talos ? c.talos->release->containerd_cdi_enabled.value : f.v3_config;
+  if (c.talos) {
+    r.evidence.push_back(absl::StrCat(c.talos->label, ": containerd ",
+                                      c.talos->release->containerd_major.value, ", CDI ",
+                                      cdi_default ? "enabled" : "disabled", " by default [",
+                                      c.talos->release->containerd_cdi_enabled.source, "]"));
+  }
   bool cdi = f.enable_cdi.value_or(cdi_default);
   bool cdi_dirs_ok = true;
   if (cdi && !f.cdi_spec_dirs_where.empty()) {
@@ -1180,22 +1241,24 @@ OsInfo ParseOsRelease(absl::string_view text) {
 
 TalosExpectations ExpectationsFor(int major, int minor) {
   TalosExpectations t;
-  // An unparseable version (0.0) gets the newest layout: new releases keep it.
-  bool newest = major == 0 || major > 1 || (major == 1 && minor >= 13);
-  if (newest) {
-    t.label = "Talos 1.13 and later";
-    t.library_dir = "/usr/local/lib";
-    t.cdi_mode = true;
-    t.kernel_module_config_docs = major > 1 || minor >= 14;
-  } else if (minor >= 9) {
-    t.label = "Talos 1.9 to 1.12";
-    t.library_dir = "/usr/local/glibc/usr/lib";
-    t.needs_bpf_jit_harden_1 = true;
+  const talos::Release* row = nullptr;
+  if (major == 0) {
+    row = &talos::NewestRelease();
+    t.warning = absl::StrCat("the Talos version is unknown; assuming ", row->Name());
+  } else if (absl::StatusOr<talos::Match> m = talos::FindRelease(major, minor); m.ok()) {
+    row = m->release;
+    t.warning = m->warning;
   } else {
-    t.label = "Talos up to 1.8";
-    t.library_dir = "/usr/local/lib";
-    t.needs_bpf_jit_harden_1 = true;
+    t.warning = std::string(m.status().message());
+    t.label = absl::StrCat("Talos ", major, ".", minor);
+    return t;
   }
+  t.release = row;
+  t.label = row->Name();
+  t.library_dir = row->layout.value.library_dir;
+  t.cdi_mode = row->runtime_mode.value == talos::RuntimeMode::kCdi;
+  t.needs_bpf_jit_harden_1 = row->needs_bpf_jit_harden_1.value;
+  t.kernel_module_config_docs = row->KernelModuleDocuments();
   return t;
 }
 
@@ -1216,11 +1279,18 @@ const CheckResult* Report::Find(absl::string_view id) const {
 }
 
 Report RunDoctor(const DoctorInput& input) {
-  Context c{*input.host, *input.inventory, {}, std::nullopt, {}, std::nullopt};
+  Context c{*input.host, *input.inventory, {}, std::nullopt, "", {}, std::nullopt};
   if (absl::StatusOr<std::string> text = c.host.ReadFile("/etc/os-release", 64 * 1024); text.ok()) {
     c.os = ParseOsRelease(*text);
   }
-  if (c.os.talos) c.talos = ExpectationsFor(c.os.talos_major, c.os.talos_minor);
+  if (c.os.talos) {
+    TalosExpectations t = ExpectationsFor(c.os.talos_major, c.os.talos_minor);
+    if (t.release != nullptr) {
+      c.talos = std::move(t);
+    } else {
+      c.talos_unsupported = t.warning;
+    }
+  }
   for (const Gpu& g : c.inv.gpus) {
     if (g.on_pci) c.pci_gpus.push_back(&g);
   }

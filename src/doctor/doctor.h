@@ -40,6 +40,7 @@
 #include "common/host_fs.h"
 #include "gpu/gpu_model.h"
 #include "nlohmann/json_fwd.hpp"
+#include "talos/releases.h"
 
 namespace gpulet::doctor {
 
@@ -76,15 +77,18 @@ struct OsInfo {
 // Parses the contents of /etc/os-release (KEY=value, values optionally quoted).
 OsInfo ParseOsRelease(absl::string_view text);
 
-// What a Talos version expects of the NVIDIA extensions (research notes, section 1.5):
-// the layout changed at 1.9 and again at 1.13.
+// What a Talos version expects of the NVIDIA extensions: a view of its row in the release
+// table (src/talos/releases.h), which holds each fact with its source.
 struct TalosExpectations {
-  std::string label;                    // "Talos 1.9 to 1.12"
+  std::string label;                    // the row: "Talos 1.12"
   std::string library_dir;              // where the toolkit extension puts libnvidia-ml & co.
   bool cdi_mode = false;                // containers get GPUs through CDI (1.13+), not legacy mode
   bool needs_bpf_jit_harden_1 = false;  // legacy nvidia-container-cli loads BPF programs
-  bool kernel_module_config_docs = false;  // 1.14+: KernelModuleConfig, not machine.kernel
+  bool kernel_module_config_docs = false;   // 1.14+: KernelModuleConfig, not machine.kernel
+  const talos::Release* release = nullptr;  // the row; null when unsupported (older than 1.8)
+  std::string warning;  // newer than the table (row = newest), or why it is unsupported
 };
+// major 0 (an unparseable version) gets the newest row, with a warning.
 TalosExpectations ExpectationsFor(int talos_major, int talos_minor);
 
 // One GPU's state as the health monitor sees it.

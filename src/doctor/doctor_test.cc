@@ -93,8 +93,8 @@ TEST(OsReleaseTest, ParsesTalosVersions) {
   EXPECT_EQ(debian.version_id, "12");
 }
 
-TEST(OsReleaseTest, TalosLayoutsBySection15) {
-  EXPECT_EQ(ExpectationsFor(1, 8).library_dir, "/usr/local/lib");
+TEST(OsReleaseTest, TalosExpectationsComeFromTheReleaseTable) {
+  EXPECT_EQ(ExpectationsFor(1, 8).library_dir, "/usr/local/glibc/lib");
   EXPECT_TRUE(ExpectationsFor(1, 8).needs_bpf_jit_harden_1);
   EXPECT_EQ(ExpectationsFor(1, 9).library_dir, "/usr/local/glibc/usr/lib");
   EXPECT_EQ(ExpectationsFor(1, 12).library_dir, "/usr/local/glibc/usr/lib");
@@ -104,6 +104,20 @@ TEST(OsReleaseTest, TalosLayoutsBySection15) {
   EXPECT_FALSE(ExpectationsFor(1, 13).needs_bpf_jit_harden_1);
   EXPECT_FALSE(ExpectationsFor(1, 13).kernel_module_config_docs);
   EXPECT_TRUE(ExpectationsFor(1, 14).kernel_module_config_docs);
+  for (int minor = 8; minor <= 14; ++minor) {
+    TalosExpectations t = ExpectationsFor(1, minor);
+    ASSERT_NE(t.release, nullptr) << minor;
+    EXPECT_EQ(t.release->minor, minor);
+    EXPECT_EQ(t.library_dir, t.release->layout.value.library_dir);
+    EXPECT_TRUE(t.warning.empty()) << t.warning;
+  }
+  TalosExpectations newer = ExpectationsFor(1, 15);
+  EXPECT_EQ(newer.label, "Talos 1.14");
+  EXPECT_THAT(newer.warning, HasSubstr("newer than the newest release"));
+  EXPECT_THAT(ExpectationsFor(0, 0).warning, HasSubstr("version is unknown"));
+  TalosExpectations old = ExpectationsFor(1, 7);
+  EXPECT_EQ(old.release, nullptr);
+  EXPECT_THAT(old.warning, HasSubstr("Talos 1.7 is not supported"));
 }
 
 TEST(DoctorTest, NoGpuSaysSoPlainlyAndExitsTwo) {
@@ -177,7 +191,9 @@ TEST(DoctorTest, Talos18LegacyModeNeedsTheBpfSysctl) {
   Report r = Diagnose(root, inv);
   EXPECT_EQ(r.ExitCode(), 2);
   EXPECT_TRUE(r.os.talos);
-  EXPECT_THAT(Text(r, "os.release"), HasSubstr("Talos up to 1.8"));
+  EXPECT_THAT(Text(r, "os.release"), HasSubstr("(Talos 1.8): NVIDIA libraries expected in "
+                                               "/usr/local/glibc/lib"));
+  EXPECT_THAT(Text(r, "os.release"), HasSubstr("siderolabs/extensions@v1.8.0:"));
   EXPECT_EQ(VerdictOf(r, "talos.bpf"), Verdict::kFail);
   EXPECT_THAT(Text(r, "talos.bpf"), HasSubstr("net.core.bpf_jit_harden: 1"));
   EXPECT_EQ(VerdictOf(r, "driver.userspace"), Verdict::kPass) << Text(r, "driver.userspace");
@@ -229,8 +245,10 @@ TEST(DoctorTest, Talos112FieldReportFailures) {
   EXPECT_THAT(Text(r, "cdi.paths"), HasSubstr("device node /dev/nvidia-uvm"));
   EXPECT_EQ(VerdictOf(r, "cdi.resolve"), Verdict::kWarn);
   EXPECT_THAT(Text(r, "cdi.resolve"), HasSubstr("k8s.device-plugin.nvidia.com/gpu"));
-  EXPECT_EQ(VerdictOf(r, "containerd"), Verdict::kWarn) << Text(r, "containerd");
-  EXPECT_THAT(Text(r, "containerd"), HasSubstr("20-customization.part"));
+  // containerd 2 (Talos 1.8 and later) has CDI on by default: no customization needed.
+  EXPECT_EQ(VerdictOf(r, "containerd"), Verdict::kPass) << Text(r, "containerd");
+  EXPECT_THAT(Text(r, "containerd"), HasSubstr("CDI enabled (default)"));
+  EXPECT_THAT(Text(r, "containerd"), HasSubstr("containerd 2, CDI enabled by default"));
 }
 
 TEST(DoctorTest, Talos113CdiModeWithoutSpec) {
@@ -274,16 +292,172 @@ class RootCopy {
 };
 
 TEST(DoctorTest, LibrariesInAnotherTalosVersionsPlace) {
-  // Talos 1.12 with an extension built for 1.8: the libraries sit in /usr/local/lib.
-  RootCopy root(TestRoot("talos-1.8"));
+  // Talos 1.12 with an extension built for 1.13: the libraries sit in /usr/local/lib.
+  RootCopy root(TestRoot("talos-1.13"));
   root.Write("etc/os-release", "ID=talos\nVERSION_ID=v1.12.0\n");
   Inventory inv = InventoryFor(root.path(), {}, NotFound());
   Report r = Diagnose(root.path(), inv);
   EXPECT_EQ(VerdictOf(r, "driver.userspace"), Verdict::kFail);
   std::string t = Text(r, "driver.userspace");
-  EXPECT_THAT(t, HasSubstr("Talos up to 1.8 and from 1.13 layout"));
+  EXPECT_THAT(t, HasSubstr("(the Talos 1.13 to 1.14 (and later) layout)"));
   EXPECT_THAT(t, HasSubstr("/usr/local/glibc/usr/lib"));
+  EXPECT_THAT(t, HasSubstr("moves it (1.9, 1.13)"));
   EXPECT_THAT(Text(r, "nvml.load"), HasSubstr("/usr/local/glibc/usr/lib"));
+}
+
+// A fixture root: a directory, or an overlay (a directory with overlay.txt: "base <root>",
+// "remove <path>" lines, and the files that differ) composed onto a copy of its base.
+class FixtureRoot {
+ public:
+  explicit FixtureRoot(const std::string& name) {
+    fs::path dir = TestRoot(name);
+    std::ifstream overlay(dir / "overlay.txt");
+    if (!overlay) {
+      path_ = dir.string();
+      return;
+    }
+    copy_ = fs::temp_directory_path() / absl::StrCat("gpulet-doctor-", name, "-", getpid());
+    fs::remove_all(copy_);
+    std::string line, base;
+    std::vector<std::string> removed;
+    while (std::getline(overlay, line)) {
+      if (absl::StartsWith(line, "base ")) base = line.substr(5);
+      if (absl::StartsWith(line, "remove ")) removed.push_back(line.substr(7));
+    }
+    EXPECT_FALSE(base.empty()) << name << "/overlay.txt names no base";
+    fs::copy(TestRoot(base), copy_, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+    for (const std::string& r : removed) {
+      EXPECT_TRUE(fs::exists(copy_ / r) || fs::is_symlink(copy_ / r)) << name << ": " << r;
+      fs::remove_all(copy_ / r);
+    }
+    for (const auto& e : fs::recursive_directory_iterator(dir)) {
+      fs::path rel = fs::relative(e.path(), dir);
+      if (rel == "overlay.txt" || e.is_directory()) continue;
+      fs::create_directories((copy_ / rel).parent_path());
+      fs::remove(copy_ / rel);
+      fs::copy(e.path(), copy_ / rel, fs::copy_options::copy_symlinks);
+    }
+    path_ = copy_.string();
+  }
+  ~FixtureRoot() {
+    if (!copy_.empty()) fs::remove_all(copy_);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  fs::path copy_;
+  std::string path_;
+};
+
+struct TalosCase {
+  int minor;
+  std::string healthy;  // fixture root with no FAIL
+  std::string broken;   // the field report's failure on this release
+  std::string driver;   // kernel module version ("" when the modules are not loaded there)
+  bool broken_nvml;     // NVML works on the broken root
+  std::string check;    // the check that must FAIL on the broken root
+  std::vector<std::string> says;  // in that check's summary, evidence or fix
+};
+
+const std::vector<TalosCase>& TalosCases() {
+  static const auto* kCases = new std::vector<TalosCase>{
+      {8,
+       "talos-1.8-fixed",
+       "talos-1.8",
+       "550.127.05",
+       true,
+       "talos.bpf",
+       {"net.core.bpf_jit_harden is 2", "net.core.bpf_jit_harden: 1",
+        "siderolabs/talos@v1.8.0:hack/test/tfvars/nvidia.yaml"}},
+      {9,
+       "talos-1.9",
+       "talos-1.9-no-extensions",
+       "550.144.03",
+       false,
+       "driver.modules",
+       {"no NVIDIA kernel-module extension is installed",
+        "nvidia-open-gpu-kernel-modules-production and nvidia-container-toolkit-production"}},
+      {10,
+       "talos-1.10",
+       "talos-1.10-blackwell-proprietary",
+       "570.124.06",
+       true,
+       "driver.flavor",
+       {"RTX 5090", "needs the open kernel modules, but the proprietary ones",
+        "with nvidia-open-gpu-kernel-modules-production"}},
+      {12,
+       "talos-1.12-fixed",
+       "talos-1.12",
+       "580.105.08",
+       true,
+       "driver.modules",
+       {"nvidia_uvm is not loaded", "- name: nvidia_uvm"}},
+      {13,
+       "talos-1.13-fixed",
+       "talos-1.13",
+       "595.91.07",
+       true,
+       "cdi.specs",
+       {"gives containers GPUs only through CDI", "talosctl logs ext-nvidia-cdi-gen",
+        "siderolabs/extensions@v1.13.0:"}},
+      {14,
+       "talos-1.14",
+       "talos-1.14-modules-not-loaded",
+       "595.91.07",
+       false,
+       "driver.modules",
+       {"nvidia and nvidia_uvm are not loaded", "one KernelModuleConfig document per module"}},
+  };
+  return *kCases;
+}
+
+Inventory TalosInventory(const std::string& root, const std::string& driver, bool nvml) {
+  if (!nvml) return InventoryFor(root, {}, NotFound());
+  return InventoryFor(root, {Identity(0, "GPU-b", "0000:01:00.0", 0)}, absl::OkStatus(), driver);
+}
+
+TEST(DoctorTalosReleasesTest, HealthyRootsHaveNoFailure) {
+  for (const TalosCase& tc : TalosCases()) {
+    FixtureRoot root(tc.healthy);
+    Report r = Diagnose(root.path(), TalosInventory(root.path(), tc.driver, true));
+    EXPECT_EQ(r.os.talos_minor, tc.minor) << tc.healthy;
+    EXPECT_LE(r.ExitCode(), 1) << tc.healthy << ":\n" << FormatReport(r, true);
+    EXPECT_EQ(VerdictOf(r, "os.release"), Verdict::kPass) << tc.healthy;
+    EXPECT_EQ(VerdictOf(r, "driver.userspace"), Verdict::kPass) << tc.healthy;
+    EXPECT_EQ(VerdictOf(r, "containerd"), Verdict::kPass) << tc.healthy;
+  }
+}
+
+TEST(DoctorTalosReleasesTest, BrokenVariantsAreFoundWithTheirFix) {
+  for (const TalosCase& tc : TalosCases()) {
+    FixtureRoot root(tc.broken);
+    Report r = Diagnose(root.path(), TalosInventory(root.path(), tc.driver, tc.broken_nvml));
+    EXPECT_EQ(r.ExitCode(), 2) << tc.broken;
+    EXPECT_EQ(VerdictOf(r, tc.check), Verdict::kFail) << tc.broken << ":\n"
+                                                      << FormatReport(r, true);
+    const CheckResult* c = r.Find(tc.check);
+    ASSERT_NE(c, nullptr);
+    EXPECT_FALSE(c->fix.empty()) << tc.broken;
+    for (const std::string& s : tc.says) {
+      EXPECT_THAT(Text(r, tc.check), HasSubstr(s)) << tc.broken;
+    }
+  }
+}
+
+TEST(DoctorTalosReleasesTest, UnsupportedAndNewerReleases) {
+  RootCopy old(TestRoot("talos-1.8"));
+  old.Write("etc/os-release", "ID=talos\nVERSION_ID=v1.7.6\n");
+  Report r = Diagnose(old.path(), InventoryFor(old.path(), {}, NotFound()));
+  EXPECT_EQ(VerdictOf(r, "os.release"), Verdict::kFail);
+  EXPECT_THAT(Text(r, "os.release"), HasSubstr("Talos 1.7 is not supported"));
+  EXPECT_THAT(Text(r, "os.release"), HasSubstr("Upgrade the node"));
+
+  RootCopy newer(TestRoot("talos-1.14"));
+  newer.Write("etc/os-release", "ID=talos\nVERSION_ID=v1.15.1\n");
+  r = Diagnose(newer.path(), TalosInventory(newer.path(), "595.91.07", true));
+  EXPECT_EQ(VerdictOf(r, "os.release"), Verdict::kWarn);
+  EXPECT_THAT(Text(r, "os.release"), HasSubstr("assuming it behaves like Talos 1.14"));
+  EXPECT_EQ(VerdictOf(r, "driver.userspace"), Verdict::kPass);
 }
 
 TEST(DoctorTest, KernelAndUserspaceVersionsMustMatch) {

@@ -67,7 +67,7 @@ constexpr ExplainEntry kEntries[] = {
      "Run the pod with `runtimeClassName: nvidia` (Helm: `--set runtimeClassName=nvidia`; "
      "create the RuntimeClass if it is missing) or make nvidia containerd's default runtime. "
      "`nvidiaDriverRoot` must be a root such as `/`, not `/usr/lib/x86_64-linux-gnu`. Do not "
-     "hostPath-mount the host's library directory (on Talos `/usr/local/glibc/lib` on 1.9-1.12, "
+     "hostPath-mount the host's library directory (on Talos `/usr/local/glibc/lib` on 1.8-1.12, "
      "`/usr/local/lib` on 1.13+): let the runtime inject the files. `gpulet doctor` shows where "
      "the library is on this node.",
      "NVIDIA/k8s-device-plugin #444, #478, #1743; siderolabs/extensions #544"},
@@ -82,8 +82,8 @@ constexpr ExplainEntry kEntries[] = {
      "runtime first.",
      "NVIDIA/k8s-device-plugin #1134, #1220, #1574 (RTX 5090)"},
     {"talos-ldcache-init-250", kInit250,
-     "GPU containers crash at start with \"ERROR: init 250 result=11\" (Talos 1.9-1.12)",
-     "Talos keeps the NVIDIA user space under /usr/local/glibc/usr/lib on a read-only file "
+     "GPU containers crash at start with \"ERROR: init 250 result=11\" (Talos 1.8-1.12)",
+     "Talos 1.8-1.12 keep the NVIDIA user space under /usr/local/glibc/lib on a read-only file "
      "system, and the glibc ld.so.cache there has no NVIDIA entries. The legacy NVIDIA "
      "container hook looks the libraries up in that cache and crashes (SIGSEGV, exit 139) in "
      "libnvsandboxutils.",
@@ -138,7 +138,7 @@ constexpr ExplainEntry kEntries[] = {
      "A binary was built against a newer glibc than the process loading it has: typically host "
      "NVIDIA libraries hostPath-mounted into an image with an older glibc, or a library from a "
      "newer distribution. On Talos the base system is musl; glibc and the NVIDIA user space "
-     "come from extensions under /usr/local/glibc/lib (Talos 1.9-1.12) or /usr/local/lib "
+     "come from extensions under /usr/local/glibc/lib (Talos 1.8-1.12) or /usr/local/lib "
      "(1.13+), and mixing them with a container's own glibc fails to load or even segfaults.",
      "Do not hostPath-mount host library directories; let the NVIDIA runtime or CDI inject the "
      "driver files (`runtimeClassName: nvidia`). Build images on a base at least as new as the "
@@ -222,9 +222,9 @@ constexpr ExplainEntry kEntries[] = {
      "siderolabs/extensions (nvidia-container-toolkit); NVIDIA Container Toolkit docs"},
     {"talos-bpf-jit-harden", kBpfDeviceRules,
      "nvidia-container-cli could not load its device-cgroup BPF program",
-     "The legacy NVIDIA hook (Talos 1.12 and older) loads BPF programs to allow GPU devices on "
+     "The legacy NVIDIA hook (Talos 1.8 to 1.12) loads BPF programs to allow GPU devices on "
      "cgroup v2; Talos' default net.core.bpf_jit_harden=2 makes that fail.",
-     "On Talos 1.12 and older set `machine.sysctls: {net.core.bpf_jit_harden: 1}`; Talos 1.13+ "
+     "On Talos 1.8 to 1.12 set `machine.sysctls: {net.core.bpf_jit_harden: 1}`; Talos 1.13+ "
      "uses CDI and does not need it.",
      "siderolabs/extensions #101; Talos NVIDIA GPU docs"},
     {"talos-cdi-gen-empty-edits", kEmptyDeviceEdits,

@@ -7,8 +7,12 @@ namespace gpulet {
 Node DiscoverNode(const DiscoveryOptions& options) {
   Node node;
   node.host = std::make_unique<HostFs>(options.host_root);
-  NvmlLoadResult load = LoadNvml(*node.host, options.nvml);
-  if (load.library) {
+  NvmlLoadOptions nvml = options.nvml;
+  nvml.worker.call_timeout = options.call_timeout;
+  NvmlLoadResult load = LoadNvml(*node.host, nvml);
+  if (load.worker) {
+    node.gpus = std::move(load.worker);
+  } else if (load.library) {
     NvmlGpuLibrary::Options lib_options;
     lib_options.call_timeout = options.call_timeout;
     node.gpus = std::make_unique<NvmlGpuLibrary>(

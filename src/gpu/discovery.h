@@ -1,5 +1,7 @@
-// Node discovery: opens NVML (through the vetting loader), wraps it as a GpuLibrary, and
-// builds the merged inventory. Used by every command and by the daemon at start.
+// Node discovery: opens NVML (through the vetting loader), wraps it as a GpuLibrary (in
+// process, NvmlGpuLibrary, or in gpulet-nvml-worker under the driver's own glibc,
+// NvmlWorkerGpuLibrary), and builds the merged inventory. Used by every command and by the
+// daemon at start.
 //
 // NVML being unusable is not an error here but a fact recorded in the result: the PCI view
 // still lists the GPUs, and callers decide (list exits non-zero, serve advertises the GPUs

@@ -177,6 +177,44 @@ absl::Status ReadVersionNeeds(const std::string& path, Elf* elf, Elf_Scn* scn,
   return absl::OkStatus();
 }
 
+// Walks .gnu.version_d (Verdef records, each with its Verdaux names) with the same
+// defences as ReadVersionNeeds: bounds-checked relative links and a record cap. Only the
+// first Verdaux of each definition is its name; the others name the versions it inherits.
+absl::Status ReadVersionDefinitions(const std::string& path, Elf* elf, Elf_Scn* scn,
+                                    const GElf_Shdr& shdr, ElfInfo& info) {
+  Elf_Data* data = elf_getdata(scn, nullptr);
+  if (data == nullptr) return Corrupt(path, "unreadable .gnu.version_d section");
+  const size_t size = data->d_size;
+  if (size > INT_MAX) return Corrupt(path, ".gnu.version_d is implausibly large");
+  const size_t max_records = size / sizeof(Elf32_Verdaux);  // the smallest record: 8 bytes
+  size_t offset = 0;
+  size_t records = 0;
+  while (size > 0) {
+    if (++records > max_records) {
+      return Corrupt(path, ".gnu.version_d has more records than fit in it");
+    }
+    GElf_Verdef def;
+    if (gelf_getverdef(data, static_cast<int>(offset), &def) == nullptr) {
+      return Corrupt(path, ".gnu.version_d entry out of bounds");
+    }
+    if (def.vd_cnt > 0) {
+      const size_t aux_offset = offset + def.vd_aux;
+      GElf_Verdaux aux;
+      if (aux_offset > size ||
+          gelf_getverdaux(data, static_cast<int>(aux_offset), &aux) == nullptr) {
+        return Corrupt(path, ".gnu.version_d name entry out of bounds");
+      }
+      const char* name = StringAt(elf, shdr.sh_link, aux.vda_name);
+      if (name == nullptr) return Corrupt(path, "a .gnu.version_d name is out of bounds");
+      info.version_definitions.emplace_back(name);
+    }
+    if (def.vd_next == 0) break;
+    offset += def.vd_next;
+    if (offset > size) return Corrupt(path, ".gnu.version_d entry out of bounds");
+  }
+  return absl::OkStatus();
+}
+
 bool HasDynamicSegment(Elf* elf) {
   size_t phnum = 0;
   if (elf_getphdrnum(elf, &phnum) != 0) return false;
@@ -300,6 +338,7 @@ absl::StatusOr<ElfInfo> ReadElfInfo(const std::string& path) {
   }
   bool have_dynamic = false;
   bool have_verneed = false;
+  bool have_verdef = false;
   for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
     GElf_Shdr shdr;
     if (gelf_getshdr(scn, &shdr) == nullptr) return Corrupt(path, "unreadable section header");
@@ -309,6 +348,11 @@ absl::StatusOr<ElfInfo> ReadElfInfo(const std::string& path) {
     } else if (shdr.sh_type == SHT_GNU_verneed && !have_verneed) {
       have_verneed = true;
       if (absl::Status s = ReadVersionNeeds(path, elf, scn, shdr, info); !s.ok()) return s;
+    } else if (shdr.sh_type == SHT_GNU_verdef && !have_verdef) {
+      have_verdef = true;
+      if (absl::Status s = ReadVersionDefinitions(path, elf, scn, shdr, info); !s.ok()) {
+        return s;
+      }
     }
   }
   if (!have_dynamic) {
@@ -391,6 +435,16 @@ std::optional<GlibcVersion> MaxGlibcNeeded(const ElfInfo& info) {
   std::optional<GlibcNeed> need = MaxGlibcNeed(info);
   if (!need.has_value()) return std::nullopt;
   return need->version;
+}
+
+std::optional<GlibcVersion> MaxGlibcProvided(const ElfInfo& info) {
+  std::optional<GlibcVersion> best;
+  for (const std::string& name : info.version_definitions) {
+    if (!absl::StartsWith(name, "GLIBC_")) continue;
+    std::optional<GlibcVersion> v = GlibcVersion::Parse(name);
+    if (v.has_value() && (!best.has_value() || *v > *best)) best = v;
+  }
+  return best;
 }
 
 LoaderTarget ThisProcessTarget() {

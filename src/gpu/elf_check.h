@@ -48,6 +48,10 @@ struct ElfInfo {
   std::string soname;               // DT_SONAME; empty when absent
   std::vector<std::string> needed;  // DT_NEEDED, in order
   std::vector<VersionNeed> version_needs;
+  // .gnu.version_d: the versions this file defines, in file order (for libc.so.6:
+  // "libc.so.6", "GLIBC_2.2.5", ..., "GLIBC_2.36", "GLIBC_PRIVATE"). Empty when it defines
+  // none. Read so gpulet can tell which glibc a host's libc.so.6 provides without loading it.
+  std::vector<std::string> version_definitions;
 };
 
 // Reads `path`'s ELF header, dynamic section and version needs. Errors:
@@ -85,6 +89,10 @@ GlibcVersion RunningGlibcVersion();
 // libpthread.so.0, ld-linux..., any file whose versions are named GLIBC_*), ignoring
 // weak needs, GLIBC_PRIVATE and GLIBC_ABI_*. nullopt when it needs none.
 std::optional<GlibcVersion> MaxGlibcNeeded(const ElfInfo& info);
+
+// The highest GLIBC_X.Y version `info` defines (a libc.so.6 defines one per release it is
+// compatible with, so this is the glibc release it provides). nullopt when it defines none.
+std::optional<GlibcVersion> MaxGlibcProvided(const ElfInfo& info);
 
 // The ELF class, machine and glibc of a process that wants to load a library.
 struct LoaderTarget {

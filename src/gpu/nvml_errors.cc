@@ -195,6 +195,13 @@ absl::Status NvmlError(int code, absl::string_view call, absl::string_view conte
   return status;
 }
 
+absl::Status WithNvmlCode(absl::Status status, int code) {
+  if (!status.ok() && code >= 0) {
+    status.SetPayload(kNvmlCodePayload, absl::Cord(absl::StrCat(code)));
+  }
+  return status;
+}
+
 int NvmlCodeOf(const absl::Status& status) {
   auto payload = status.GetPayload(kNvmlCodePayload);
   if (!payload) return -1;

@@ -43,6 +43,11 @@ const NvmlReturnInfo* FindNvmlReturnByName(absl::string_view name);
 // REQUIRES: code != NVML_SUCCESS.
 absl::Status NvmlError(int code, absl::string_view call, absl::string_view context = {});
 
+// `status` carrying NVML code `code` the way NvmlError's statuses do (so NvmlCodeOf finds
+// it); used where a status crosses a process boundary (the NVML worker). Unchanged when
+// `status` is OK or `code` < 0.
+absl::Status WithNvmlCode(absl::Status status, int code);
+
 // The NVML code carried by a Status made by NvmlError, or -1.
 int NvmlCodeOf(const absl::Status& status);
 

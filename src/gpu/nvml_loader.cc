@@ -6,6 +6,7 @@
 #include "gpu/elf_check.h"
 #include "gpu/nvml_errors.h"
 #include "gpu/nvml_probe.h"
+#include "talos/releases.h"
 
 namespace gpulet {
 namespace {
@@ -45,12 +46,86 @@ absl::string_view ResultWord(NvmlLoadAttempt::Result r) {
   return "?";
 }
 
-// Vets and loads one library file; appends the attempt.
-std::unique_ptr<NvmlLibrary> TryCandidate(const std::string& local_path,
-                                          const std::string& shown, const std::string& note,
-                                          bool is_soname, const NvmlLoadOptions& options,
-                                          std::vector<NvmlLoadAttempt>* attempts,
-                                          int* nvml_code) {
+// Where a driver's own glibc may be, besides the driver library's own directory: the
+// layouts Talos has used for the glibc it ships with the NVIDIA extension.
+constexpr const char* kDriverGlibcDirs[] = {
+    "/usr/local/glibc/lib", "/usr/local/glibc/usr/lib", "/usr/local/glibc/lib64",
+    "/usr/local/lib",       "/usr/local/lib64",
+};
+
+// `first` (the library's own directory), then each of kDriverGlibcDirs under the host root.
+std::vector<GlibcDirCandidate> GlibcDirs(const HostFs& host, GlibcDirCandidate first) {
+  std::vector<GlibcDirCandidate> dirs = {std::move(first)};
+  for (const char* dir : kDriverGlibcDirs) {
+    absl::StatusOr<std::string> local = host.Resolve(dir);
+    if (!local.ok() || !host.IsDirectory(dir)) continue;
+    bool seen = false;
+    for (const GlibcDirCandidate& d : dirs) seen = seen || d.local == *local;
+    if (!seen) dirs.push_back({*local, host.Describe(dir), dir});
+  }
+  return dirs;
+}
+
+std::string DirOf(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
+}
+
+// A library refused at gate 2: when its glibc need is the only obstacle and the host has
+// that glibc, loads it in gpulet-nvml-worker. Appends an attempt unless the worker does not
+// apply at all (another incompatibility).
+std::unique_ptr<NvmlWorkerGpuLibrary> TryWorker(const std::string& file, const std::string& shown,
+                                                const std::string& note,
+                                                const std::vector<GlibcDirCandidate>& glibc_dirs,
+                                                const HostFs* host, const NvmlLoadOptions& options,
+                                                std::vector<NvmlLoadAttempt>* attempts,
+                                                int* nvml_code) {
+  absl::StatusOr<ElfInfo> info = ReadElfInfo(file);
+  if (!info.ok()) return nullptr;
+  LoaderTarget any_glibc = ThisProcessTarget();
+  any_glibc.glibc = GlibcVersion{};  // {0, 0}: not compared
+  std::optional<GlibcVersion> needed = MaxGlibcNeeded(*info);
+  if (!needed.has_value() || !CheckCompatible(*info, file, any_glibc).ok()) return nullptr;
+  const std::string worker_shown = absl::StrCat(shown, " in gpulet-nvml-worker");
+  absl::StatusOr<DriverGlibc> glibc = FindDriverGlibc(glibc_dirs, *needed, host);
+  if (!glibc.ok()) {
+    attempts->push_back({worker_shown, note, NvmlLoadAttempt::Result::kRejected, glibc.status()});
+    return nullptr;
+  }
+  NvmlWorkerCommand command;
+  command.loader = glibc->loader;
+  command.library_path = {glibc->dir};
+  if (DirOf(file) != glibc->dir) command.library_path.push_back(DirOf(file));
+  command.worker = options.worker_path.empty() ? DefaultNvmlWorkerPath() : options.worker_path;
+  command.nvml = file;
+  command.env = WorkerEnvironment();
+  const std::string how = absl::StrCat("gpulet-nvml-worker, with the driver's own glibc ",
+                                       glibc->version.ToString(), " at ", glibc->shown);
+  command.description = absl::StrCat(shown, " (in ", how, ")");
+  NvmlWorkerGpuLibrary::Options worker_options = options.worker;
+  worker_options.start_timeout = options.probe_timeout;
+  absl::StatusOr<std::unique_ptr<NvmlWorkerGpuLibrary>> worker =
+      NvmlWorkerGpuLibrary::Start(std::move(command), worker_options);
+  if (!worker.ok()) {
+    if (NvmlCodeOf(worker.status()) >= 0) *nvml_code = NvmlCodeOf(worker.status());
+    attempts->push_back(
+        {worker_shown, note, NvmlLoadAttempt::Result::kProbeFailed, worker.status()});
+    return nullptr;
+  }
+  attempts->push_back({shown, absl::StrCat(note, "; loaded in ", how),
+                       NvmlLoadAttempt::Result::kLoaded, absl::OkStatus()});
+  return std::move(*worker);
+}
+
+// Vets and loads one library file; appends the attempt. A file that needs a newer glibc may
+// instead be loaded in the worker (`*worker`), looking for that glibc in `glibc_dirs`.
+std::unique_ptr<NvmlLibrary> TryCandidate(const std::string& local_path, const std::string& shown,
+                                          const std::string& note, bool is_soname,
+                                          const NvmlLoadOptions& options,
+                                          const std::vector<GlibcDirCandidate>& glibc_dirs,
+                                          const HostFs* host,
+                                          std::unique_ptr<NvmlWorkerGpuLibrary>* worker,
+                                          std::vector<NvmlLoadAttempt>* attempts, int* nvml_code) {
   NvmlLoadAttempt attempt{shown, note, NvmlLoadAttempt::Result::kAbsent, absl::OkStatus()};
   std::string file = local_path;
   if (!is_soname) {
@@ -62,6 +137,9 @@ std::unique_ptr<NvmlLibrary> TryCandidate(const std::string& local_path,
       attempt.result = NvmlLoadAttempt::Result::kRejected;
       attempt.status = elf;
       attempts->push_back(std::move(attempt));
+      if (options.allow_worker && worker != nullptr) {
+        *worker = TryWorker(file, shown, note, glibc_dirs, host, options, attempts, nvml_code);
+      }
       return nullptr;
     }
   }
@@ -119,9 +197,10 @@ const std::vector<NvmlSearchLocation>& NvmlSearchLocations() {
       {"/run/nvidia/driver/usr/lib/x86_64-linux-gnu", "GPU operator driver container"},
       {"/run/nvidia/driver/usr/lib64", "GPU operator driver container"},
       {"/run/nvidia/driver/usr/lib/aarch64-linux-gnu", "GPU operator driver container"},
-      {"/usr/local/lib", "Talos up to 1.8 and from 1.13"},
-      {"/usr/local/glibc/usr/lib", "Talos 1.9 to 1.12"},
-      {"/usr/local/glibc/lib", "Talos 1.9 to 1.12"},
+      // Which Talos releases keep the driver there: from the release table.
+      {"/usr/local/lib", talos::ReleasesWithLibraryDir("/usr/local/lib")},
+      {"/usr/local/glibc/usr/lib", talos::ReleasesWithLibraryDir("/usr/local/glibc/usr/lib")},
+      {"/usr/local/glibc/lib", talos::ReleasesWithLibraryDir("/usr/local/glibc/lib")},
       {"/usr/lib/x86_64-linux-gnu", "Debian and Ubuntu packages"},
       {"/usr/lib64", "RHEL, Fedora and SUSE packages"},
       {"/usr/lib/aarch64-linux-gnu", "Debian and Ubuntu on arm64"},
@@ -153,14 +232,16 @@ NvmlLoadResult LoadNvml(const HostFs& host, const NvmlLoadOptions& options) {
       result.attempts.push_back({path, "--nvml-lib", NvmlLoadAttempt::Result::kAbsent,
                                  absl::NotFoundError("no such file")});
     } else {
-      result.library =
-          TryCandidate(path, path, "--nvml-lib", false, options, &result.attempts, &nvml_code);
+      result.library = TryCandidate(path, path, "--nvml-lib", false, options,
+                                    GlibcDirs(host, {DirOf(path), DirOf(path), ""}), &host,
+                                    &result.worker, &result.attempts, &nvml_code);
     }
   } else {
     for (const NvmlSearchLocation& loc : NvmlSearchLocations()) {
       if (loc.host_dir.empty()) {
-        result.library = TryCandidate(kSoname, absl::StrCat(kSoname, " via the dynamic loader"),
-                                      loc.note, true, options, &result.attempts, &nvml_code);
+        result.library =
+            TryCandidate(kSoname, absl::StrCat(kSoname, " via the dynamic loader"), loc.note, true,
+                         options, {}, nullptr, nullptr, &result.attempts, &nvml_code);
       } else {
         std::string host_path = JoinPath(loc.host_dir, kSoname);
         absl::StatusOr<std::string> local = host.Resolve(host_path);
@@ -170,14 +251,16 @@ NvmlLoadResult LoadNvml(const HostFs& host, const NvmlLoadOptions& options) {
                                      absl::NotFoundError("no such file")});
           continue;
         }
-        result.library = TryCandidate(*local, host.Describe(host_path), loc.note, false,
-                                      options, &result.attempts, &nvml_code);
+        result.library = TryCandidate(
+            *local, host.Describe(host_path), loc.note, false, options,
+            GlibcDirs(host, {DirOf(*local), host.Describe(loc.host_dir), loc.host_dir}), &host,
+            &result.worker, &result.attempts, &nvml_code);
       }
-      if (result.library) break;
+      if (result.library || result.worker) break;
     }
   }
   result.nvml_code = nvml_code;
-  if (result.library) {
+  if (result.library || result.worker) {
     result.status = absl::OkStatus();
     return result;
   }
@@ -195,20 +278,22 @@ NvmlLoadResult LoadNvml(const HostFs& host, const NvmlLoadOptions& options) {
   } else if (!options.explicit_path.empty()) {
     headline = absl::StrCat(
         "the NVML library given with --nvml-lib does not exist: ", options.explicit_path,
-        ". Fix: point --nvml-lib at the driver's ", kSoname,
-        " (on Talos 1.9-1.12 under /usr/local/glibc/lib, otherwise usually /usr/local/lib or "
-        "/usr/lib/x86_64-linux-gnu), or leave --nvml-lib out so gpulet searches the usual "
-        "places");
+        ". Fix: point --nvml-lib at the driver's ", kSoname, " (on ",
+        talos::ReleasesWithLibraryDir("/usr/local/glibc/lib"), " under /usr/local/glibc/lib, on ",
+        talos::ReleasesWithLibraryDir("/usr/local/lib"),
+        " under /usr/local/lib, elsewhere usually /usr/lib/x86_64-linux-gnu), or leave "
+        "--nvml-lib out so gpulet searches the usual places");
   } else {
     headline = absl::StrCat(
-        "NVML library ", kSoname, " not found. Fix: install the NVIDIA driver's user-space "
+        "NVML library ", kSoname,
+        " not found. Fix: install the NVIDIA driver's user-space "
         "libraries on the node (on Talos: the nvidia-container-toolkit-production extension), "
         "run gpulet with the nvidia runtime class or CDI so they are injected, mount the host "
         "at --host-root, or pass --nvml-lib PATH");
   }
-  result.status = absl::Status(
-      code, absl::StrCat(headline, "\nPaths tried (host root ", host.root(), "):",
-                         FormatAttempts(result.attempts)));
+  result.status =
+      absl::Status(code, absl::StrCat(headline, "\nPaths tried (host root ", host.root(),
+                                      "):", FormatAttempts(result.attempts)));
   return result;
 }
 

@@ -7,7 +7,11 @@
 //   2. its ELF header and version needs fit this process (CheckLoadable: class, machine,
 //      GLIBC_x.y no newer than the running glibc);
 //   3. a child process can dlopen it, call nvmlInit_v2 and count GPUs (ProbeNvmlLibrary).
-// The first candidate that passes is loaded. Every attempt is recorded, so when none works
+// The first candidate that passes is loaded. When gate 2 refuses a file only because it needs
+// a newer glibc than gpulet's, and the host has that glibc's loader and libc.so.6 beside the
+// driver (Talos ships the driver with a private glibc), the file is loaded instead in
+// gpulet-nvml-worker, a process started through that loader (nvml_worker_library.h); the
+// worker's start is that candidate's probe. Every attempt is recorded, so when none works
 // the error lists each path tried, what happened there, and what to do.
 //
 // Thread-safety: LoadNvml is safe to call from any thread; it forks for the probe.
@@ -22,6 +26,7 @@
 #include "absl/time/time.h"
 #include "common/host_fs.h"
 #include "gpu/nvml_library.h"
+#include "gpu/nvml_worker_library.h"
 
 namespace gpulet {
 
@@ -32,6 +37,12 @@ struct NvmlLoadOptions {
   absl::Duration probe_timeout = absl::Seconds(15);
   // Skip the child-process probe (tests of the gates themselves; never in production).
   bool skip_probe = false;
+  // Load a library that needs a newer glibc in gpulet-nvml-worker when the host provides
+  // that glibc. Tests of the plain gates turn it off.
+  bool allow_worker = true;
+  // The worker executable; empty means gpulet-nvml-worker beside gpulet's own executable.
+  std::string worker_path;
+  NvmlWorkerGpuLibrary::Options worker;
 };
 
 // One place gpulet looks for libnvidia-ml.so.1.
@@ -51,7 +62,9 @@ struct NvmlLoadAttempt {
 };
 
 struct NvmlLoadResult {
-  std::unique_ptr<NvmlLibrary> library;  // null when nothing loaded
+  std::unique_ptr<NvmlLibrary> library;  // loaded in this process; null otherwise
+  // Loaded in gpulet-nvml-worker instead (then `library` is null).
+  std::unique_ptr<NvmlWorkerGpuLibrary> worker;
   std::vector<NvmlLoadAttempt> attempts;
   // OK when loaded. Otherwise the most telling failure (a library that exists but failed
   // beats "absent"), whose message lists every attempt and the fix.

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
+#include "plugin/resources.h"
 #include "testing/daemon_process.h"
 #include "testing/fake_kubelet.h"
 #include "testing/free_port.h"
@@ -147,10 +148,13 @@ TEST_F(PluginIntegrationTest, AllocateAllStrategiesByIndexWithDeviceSpecs) {
   EXPECT_EQ(c.mounts(0).container_path(), "/var/run/nvidia-container-devices/0");
   EXPECT_EQ(c.mounts(0).host_path(), "/dev/null");
   EXPECT_EQ(c.mounts(1).container_path(), "/var/run/nvidia-container-devices/1");
-  EXPECT_EQ(c.annotations().at("cdi.k8s.io/gpulet"), "nvidia.com/gpu=0,nvidia.com/gpu=1");
+  ASSERT_EQ(c.annotations_size(), 1);
+  EXPECT_EQ(c.annotations().begin()->first,
+            CdiAnnotationKey("cdi.k8s.io/", "nvidia.com/gpu", {kRtx3080, kRtx5090}));
+  EXPECT_EQ(c.annotations().begin()->second, "gpulet.dev/gpu=0,gpulet.dev/gpu=1");
   ASSERT_EQ(c.cdi_devices_size(), 2);
-  EXPECT_EQ(c.cdi_devices(0).name(), "nvidia.com/gpu=0");
-  EXPECT_EQ(c.cdi_devices(1).name(), "nvidia.com/gpu=1");
+  EXPECT_EQ(c.cdi_devices(0).name(), "gpulet.dev/gpu=0");
+  EXPECT_EQ(c.cdi_devices(1).name(), "gpulet.dev/gpu=1");
   std::vector<std::string> paths;
   for (const auto& d : c.devices()) {
     paths.push_back(d.container_path());
@@ -170,7 +174,7 @@ TEST_F(PluginIntegrationTest, AllocateCdiOnlyHasNoEnv) {
   const auto& c = r->container_responses(0);
   EXPECT_EQ(c.envs_size(), 0);
   ASSERT_EQ(c.cdi_devices_size(), 1);
-  EXPECT_EQ(c.cdi_devices(0).name(), std::string("nvidia.com/gpu=") + kRtx3080);
+  EXPECT_EQ(c.cdi_devices(0).name(), std::string("gpulet.dev/gpu=") + kRtx3080);
 }
 
 TEST_F(PluginIntegrationTest, UnknownIdIsRefusedByName) {

@@ -1,6 +1,8 @@
 #include "plugin/resources.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdint>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -41,6 +43,25 @@ const DeviceRecord* FindByBase(const Snapshot& snap, const std::string& base, si
 }
 
 }  // namespace
+
+std::string CdiAnnotationKey(const std::string& prefix, const std::string& resource,
+                             const std::vector<std::string>& ids) {
+  // FNV-1a over the IDs: stable across restarts, so the same answer has the same key.
+  uint64_t hash = 1469598103934665603ull;
+  for (const std::string& id : ids) {
+    for (unsigned char c : id + ",") {
+      hash ^= c;
+      hash *= 1099511628211ull;
+    }
+  }
+  std::string name = "gpulet_";
+  for (char c : resource.substr(0, 32)) {
+    name.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c
+                                                                                         : '_');
+  }
+  absl::StrAppend(&name, "_", absl::Hex(hash, absl::kZeroPad16));
+  return absl::StrCat(prefix, name);
+}
 
 std::string PhysicalId(const std::string& advertised_id) {
   size_t sep = advertised_id.find("::");
@@ -175,8 +196,9 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
         for (const std::string& id : runtime_ids) {
           names.push_back(absl::StrCat(config.plugin.cdi_kind, "=", id));
         }
-        (*r.mutable_annotations())[absl::StrCat(config.plugin.cdi_annotation_prefix,
-                                                "gpulet")] = absl::StrJoin(names, ",");
+        (*r.mutable_annotations())[CdiAnnotationKey(config.plugin.cdi_annotation_prefix,
+                                                    resource.name, ids)] =
+            absl::StrJoin(names, ",");
         break;
       }
       case DeviceListStrategy::kCdiCri:

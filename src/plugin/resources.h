@@ -66,6 +66,14 @@ std::vector<std::string> PreferredAllocation(const ResourceSpec& resource,
                                              const std::vector<std::string>& must_include,
                                              int size);
 
+// The annotation key of a cdi-annotations answer: "<prefix>gpulet_<resource>_<hash of the
+// IDs>" (e.g. "cdi.k8s.io/gpulet_nvidia.com_gpu_3f2a…"). The kubelet merges the
+// annotations of every answer a container gets and drops one whose key already exists, so
+// a container holding both nvidia.com/gpu and nvidia.com/gpu-memory needs two keys. The
+// name part stays within the 63 characters and [A-Za-z0-9._-] a key name allows.
+std::string CdiAnnotationKey(const std::string& prefix, const std::string& resource,
+                             const std::vector<std::string>& ids);
+
 // The physical GPU's UUID for an advertised ID ("GPU-x::3" → "GPU-x").
 std::string PhysicalId(const std::string& advertised_id);
 

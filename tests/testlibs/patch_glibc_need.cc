@@ -13,8 +13,13 @@
 // libelf only locates the bytes (read-only, ELF_C_READ); the edit is made on a copy of the
 // file in memory, so nothing else in the file is rewritten.
 //
-// Usage: patch_glibc_need INPUT.so OUTPUT.so. Exits 1 with a message when nothing could be
-// patched. Single-threaded command-line tool.
+// Usage: patch_glibc_need INPUT.so OUTPUT.so [OLD NEW]. With OLD and NEW (same length, e.g.
+// GLIBC_2.33 GLIBC_9.99) the need named OLD becomes NEW, and the library's references to
+// symbols of that version become unversioned (.gnu.version entries set to 1), so the copy
+// still loads where a libc defines version NEW and has those symbols under their real
+// versions: the NVML worker test's host root pairs it with such a libc
+// (rename_glibc_verdef.cc). Exits 1 with a message when nothing could be patched.
+// Single-threaded command-line tool.
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -30,12 +35,14 @@
 #include <iterator>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace {
 
 struct Patch {
-  size_t name_offset;  // file offset of the version name in .dynstr
-  size_t hash_offset;  // file offset of the Vernaux's vna_hash
+  size_t name_offset;          // file offset of the version name in .dynstr
+  size_t hash_offset;          // file offset of the Vernaux's vna_hash
+  unsigned version_index = 0;  // vna_other: the index .gnu.version entries use for it
   std::string old_name;
   std::string new_name;
 };
@@ -59,7 +66,8 @@ bool IsNumericGlibcVersion(const char* name) {
 }
 
 // Finds the first numeric GLIBC_* need in .gnu.version_r and where its bytes live.
-std::optional<Patch> FindPatch(Elf* elf, std::string* error) {
+std::optional<Patch> FindPatch(Elf* elf, const std::string& want_old, const std::string& want_new,
+                               std::string* error) {
   for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
     GElf_Shdr shdr;
     if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type != SHT_GNU_verneed) continue;
@@ -81,12 +89,14 @@ std::optional<Patch> FindPatch(Elf* elf, std::string* error) {
         GElf_Vernaux aux;
         if (gelf_getvernaux(data, static_cast<int>(aux_offset), &aux) == nullptr) break;
         const char* name = elf_strptr(elf, shdr.sh_link, aux.vna_name);
-        if (name != nullptr && IsNumericGlibcVersion(name)) {
+        if (name != nullptr && IsNumericGlibcVersion(name) &&
+            (want_old.empty() || want_old == name)) {
           Patch patch;
           patch.name_offset = strshdr.sh_offset + aux.vna_name;
           patch.hash_offset = shdr.sh_offset + aux_offset;  // vna_hash is the first field
+          patch.version_index = aux.vna_other;
           patch.old_name = name;
-          patch.new_name = Bump(patch.old_name);
+          patch.new_name = want_new.empty() ? Bump(patch.old_name) : want_new;
           return patch;
         }
         if (aux.vna_next == 0) break;
@@ -96,16 +106,38 @@ std::optional<Patch> FindPatch(Elf* elf, std::string* error) {
       offset += need.vn_next;
     }
   }
-  *error = "no GLIBC_<number> version need found in .gnu.version_r";
+  *error = want_old.empty() ? "no GLIBC_<number> version need found in .gnu.version_r"
+                            : "no version need " + want_old + " in .gnu.version_r";
   return std::nullopt;
+}
+
+// File offsets of the .gnu.version entries equal to `index` (hidden bit ignored).
+std::vector<size_t> VersymEntries(Elf* elf, const std::string& bytes, unsigned index,
+                                  bool big_endian) {
+  std::vector<size_t> out;
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type != SHT_GNU_versym) continue;
+    for (size_t off = shdr.sh_offset;
+         off + 2 <= shdr.sh_offset + shdr.sh_size && off + 2 <= bytes.size(); off += 2) {
+      const unsigned char b0 = static_cast<unsigned char>(bytes[off]);
+      const unsigned char b1 = static_cast<unsigned char>(bytes[off + 1]);
+      const unsigned v = big_endian ? (b0 << 8 | b1) : (b1 << 8 | b0);
+      if ((v & 0x7fff) == index) out.push_back(off);
+    }
+  }
+  return out;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) return Fail("usage: patch_glibc_need INPUT.so OUTPUT.so");
+  if (argc != 3 && argc != 5) return Fail("usage: patch_glibc_need INPUT.so OUTPUT.so [OLD NEW]");
   const std::string input = argv[1];
   const std::string output = argv[2];
+  const std::string want_old = argc == 5 ? argv[3] : "";
+  const std::string want_new = argc == 5 ? argv[4] : "";
+  if (want_old.size() != want_new.size()) return Fail("OLD and NEW must have the same length");
 
   std::string bytes;
   {
@@ -127,7 +159,11 @@ int main(int argc, char** argv) {
   const bool big_endian =
       gelf_getehdr(elf, &ehdr) != nullptr && ehdr.e_ident[EI_DATA] == ELFDATA2MSB;
   std::string error;
-  std::optional<Patch> patch = FindPatch(elf, &error);
+  std::optional<Patch> patch = FindPatch(elf, want_old, want_new, &error);
+  std::vector<size_t> versyms;
+  if (patch.has_value() && !want_old.empty()) {
+    versyms = VersymEntries(elf, bytes, patch->version_index, big_endian);
+  }
   elf_end(elf);
   close(fd);
   if (!patch.has_value()) return Fail(input + ": " + error);
@@ -138,6 +174,10 @@ int main(int argc, char** argv) {
     return Fail(input + ": version need " + p.old_name + " is not where the headers say");
   }
   bytes.replace(p.name_offset, p.new_name.size(), p.new_name);
+  for (size_t off : versyms) {  // VER_NDX_GLOBAL: an unversioned reference
+    bytes[off] = big_endian ? 0 : 1;
+    bytes[off + 1] = big_endian ? 1 : 0;
+  }
   const uint32_t hash = static_cast<uint32_t>(elf_hash(p.new_name.c_str()));
   for (int i = 0; i < 4; ++i) {
     const int shift = big_endian ? 24 - 8 * i : 8 * i;

@@ -1,0 +1,467 @@
+#include "gpu/nvml_worker_protocol.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "gpu/nvml_errors.h"
+
+namespace gpulet::nvml_worker {
+namespace {
+
+using nlohmann::json;
+
+// A field that is missing or of the wrong kind. Thrown only inside this file and turned into
+// a DataLoss status at each public entry point, so it never crosses the module boundary.
+struct FieldError {
+  std::string message;
+};
+
+[[noreturn]] void Bad(const char* key, const char* wanted) {
+  throw FieldError{absl::StrCat("field \"", key, "\" is not ", wanted)};
+}
+
+void RequireObject(const json& j, const char* what) {
+  if (!j.is_object()) throw FieldError{absl::StrCat(what, " is not a JSON object")};
+}
+
+const json* Find(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+template <typename T>
+std::optional<T> OptUnsigned(const json& j, const char* key) {
+  const json* v = Find(j, key);
+  if (v == nullptr) return std::nullopt;
+  // A JSON parser stores 5 as unsigned; a value built in memory may hold it as signed.
+  if (!v->is_number_integer() || (!v->is_number_unsigned() && v->get<int64_t>() < 0)) {
+    Bad(key, "an unsigned integer");
+  }
+  const uint64_t u = v->get<uint64_t>();
+  if (u > std::numeric_limits<T>::max()) Bad(key, "in range");
+  return static_cast<T>(u);
+}
+
+template <typename T>
+std::optional<T> OptSigned(const json& j, const char* key) {
+  const json* v = Find(j, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number_integer()) Bad(key, "an integer");
+  if (v->is_number_unsigned()) {
+    const uint64_t u = v->get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<T>::max())) Bad(key, "in range");
+    return static_cast<T>(u);
+  }
+  const int64_t i = v->get<int64_t>();
+  if (i < std::numeric_limits<T>::min() || i > std::numeric_limits<T>::max()) Bad(key, "in range");
+  return static_cast<T>(i);
+}
+
+std::optional<double> OptDouble(const json& j, const char* key) {
+  const json* v = Find(j, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) Bad(key, "a number");
+  const double d = v->get<double>();
+  if (!std::isfinite(d)) Bad(key, "finite");
+  return d;
+}
+
+std::optional<bool> OptBool(const json& j, const char* key) {
+  const json* v = Find(j, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_boolean()) Bad(key, "a boolean");
+  return v->get<bool>();
+}
+
+std::optional<std::string> OptString(const json& j, const char* key) {
+  const json* v = Find(j, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_string()) Bad(key, "a string");
+  return v->get<std::string>();
+}
+
+template <typename T>
+T Required(std::optional<T> v, const char* key) {
+  if (!v.has_value()) throw FieldError{absl::StrCat("field \"", key, "\" is missing")};
+  return *std::move(v);
+}
+
+template <typename T>
+void Put(json& j, const char* key, const std::optional<T>& v) {
+  if (v.has_value()) j[key] = *v;
+}
+
+absl::Status Loss(absl::string_view what, const FieldError& e) {
+  return absl::DataLossError(
+      absl::StrCat("gpulet-nvml-worker sent a malformed ", what, ": ", e.message,
+                   ". Fix: the worker beside gpulet must come from the same gpulet build; "
+                   "reinstall gpulet"));
+}
+
+// Runs `parse` and turns a FieldError or a JSON exception into DataLoss.
+template <typename T, typename F>
+absl::StatusOr<T> Guard(absl::string_view what, F parse) {
+  try {
+    return parse();
+  } catch (const FieldError& e) {
+    return Loss(what, e);
+  } catch (const json::exception& e) {
+    return Loss(what, FieldError{e.what()});
+  }
+}
+
+constexpr struct {
+  Op op;
+  std::string_view name;
+} kOps[] = {
+    {Op::kPing, "ping"},
+    {Op::kSystemInfo, "system_info"},
+    {Op::kDeviceCount, "device_count"},
+    {Op::kIdentity, "identity"},
+    {Op::kProbe, "probe"},
+    {Op::kSample, "sample"},
+    {Op::kRegisterEvents, "register_events"},
+    {Op::kWaitEvent, "wait_event"},
+};
+
+}  // namespace
+
+std::string EncodeFrame(const json& message) {
+  std::string body = message.dump(-1, ' ', false, json::error_handler_t::replace);
+  const uint32_t n = static_cast<uint32_t>(body.size());
+  std::string out;
+  out.reserve(kFrameHeaderBytes + body.size());
+  out.push_back(static_cast<char>((n >> 24) & 0xff));
+  out.push_back(static_cast<char>((n >> 16) & 0xff));
+  out.push_back(static_cast<char>((n >> 8) & 0xff));
+  out.push_back(static_cast<char>(n & 0xff));
+  out += body;
+  return out;
+}
+
+void FrameDecoder::Append(std::string_view bytes) {
+  if (!failed_.ok()) return;
+  // Drop what was consumed before growing, so a long-lived stream does not grow forever.
+  if (pos_ > 0 && pos_ == buffer_.size()) {
+    buffer_.clear();
+    pos_ = 0;
+  } else if (pos_ > 64 * 1024) {
+    buffer_.erase(0, pos_);
+    pos_ = 0;
+  }
+  buffer_.append(bytes.data(), bytes.size());
+}
+
+absl::StatusOr<std::optional<json>> FrameDecoder::Next() {
+  if (!failed_.ok()) return failed_;
+  if (buffered() < kFrameHeaderBytes) return std::optional<json>();
+  const auto* p = reinterpret_cast<const unsigned char*>(buffer_.data() + pos_);
+  const uint32_t n =
+      (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+  if (n > kMaxFrameBytes) {
+    failed_ =
+        absl::DataLossError(absl::StrCat("NVML worker frame of ", n, " bytes is over the limit of ",
+                                         kMaxFrameBytes, ": the stream is corrupt"));
+    return failed_;
+  }
+  if (buffered() < kFrameHeaderBytes + n) return std::optional<json>();
+  std::string_view body(buffer_.data() + pos_ + kFrameHeaderBytes, n);
+  pos_ += kFrameHeaderBytes + n;
+  json message = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (message.is_discarded() || !message.is_object()) {
+    failed_ = absl::DataLossError("NVML worker frame is not a JSON object: the stream is corrupt");
+    return failed_;
+  }
+  auto v = message.find("v");
+  if (v == message.end() || !v->is_number_integer() || v->get<int64_t>() != kProtocolVersion) {
+    failed_ = absl::DataLossError(absl::StrCat(
+        "NVML worker frame has protocol version ", v == message.end() ? "none" : v->dump(),
+        ", gpulet speaks ", kProtocolVersion,
+        ". Fix: install the gpulet-nvml-worker from the same gpulet build beside gpulet"));
+    return failed_;
+  }
+  return std::optional<json>(std::move(message));
+}
+
+std::string_view OpName(Op op) {
+  for (const auto& o : kOps) {
+    if (o.op == op) return o.name;
+  }
+  return "?";
+}
+
+json EncodeRequest(const Request& r) {
+  json j = {{"v", kProtocolVersion}, {"id", r.id}, {"op", std::string(OpName(r.op))}};
+  if (r.op == Op::kIdentity || r.op == Op::kProbe || r.op == Op::kSample ||
+      r.op == Op::kRegisterEvents) {
+    j["index"] = r.index;
+  }
+  if (r.op == Op::kProbe || r.op == Op::kSample || r.op == Op::kWaitEvent) {
+    j["timeout_ms"] = absl::ToInt64Milliseconds(r.timeout);
+  }
+  return j;
+}
+
+absl::StatusOr<Request> DecodeRequest(const json& message) {
+  return Guard<Request>("request", [&] {
+    RequireObject(message, "the request");
+    Request r;
+    r.id = Required(OptUnsigned<uint64_t>(message, "id"), "id");
+    const std::string op = Required(OptString(message, "op"), "op");
+    bool known = false;
+    for (const auto& o : kOps) {
+      if (o.name == op) {
+        r.op = o.op;
+        known = true;
+      }
+    }
+    if (!known) throw FieldError{absl::StrCat("unknown op \"", op, "\"")};
+    r.index = OptUnsigned<unsigned>(message, "index").value_or(0);
+    // A day at most: a longer deadline is a corrupt request, not a patient caller.
+    const int64_t ms = OptSigned<int64_t>(message, "timeout_ms").value_or(0);
+    if (ms < 0 || ms > 86'400'000) Bad("timeout_ms", "between 0 and 86400000");
+    r.timeout = absl::Milliseconds(ms);
+    return r;
+  });
+}
+
+json EncodeResult(uint64_t id, json result) {
+  return {{"v", kProtocolVersion}, {"id", id}, {"result", std::move(result)}};
+}
+
+json EncodeError(uint64_t id, const absl::Status& status) {
+  return {{"v", kProtocolVersion},
+          {"id", id},
+          {"error",
+           {{"code", static_cast<int>(status.code())},
+            {"message", std::string(status.message())},
+            {"nvml", NvmlCodeOf(status)}}}};
+}
+
+absl::StatusOr<Response> DecodeResponse(const json& message) {
+  return Guard<Response>("response", [&] {
+    RequireObject(message, "the response");
+    Response r;
+    r.id = Required(OptUnsigned<uint64_t>(message, "id"), "id");
+    const json* error = Find(message, "error");
+    // A null result is an answer ("no event"), so presence is what counts here.
+    auto result_it = message.find("result");
+    const json* result = result_it == message.end() ? nullptr : &*result_it;
+    if ((error == nullptr) == (result == nullptr)) {
+      throw FieldError{"a response needs exactly one of \"result\" and \"error\""};
+    }
+    if (result != nullptr) {
+      r.result = *result;
+      return r;
+    }
+    RequireObject(*error, "\"error\"");
+    const int code = Required(OptSigned<int>(*error, "code"), "code");
+    if (code <= 0 || code > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
+      Bad("code", "an error status code (1-16)");
+    }
+    const int nvml = OptSigned<int>(*error, "nvml").value_or(-1);
+    r.status = WithNvmlCode(absl::Status(static_cast<absl::StatusCode>(code),
+                                         OptString(*error, "message").value_or("")),
+                            nvml);
+    return r;
+  });
+}
+
+json ToJson(const SystemInfo& v) {
+  return {{"driver_version", v.driver_version},
+          {"nvml_version", v.nvml_version},
+          {"cuda_driver_version", v.cuda_driver_version},
+          {"library_path", v.library_path}};
+}
+
+absl::StatusOr<SystemInfo> SystemInfoFromJson(const json& j) {
+  return Guard<SystemInfo>("system info", [&] {
+    RequireObject(j, "the system info");
+    SystemInfo v;
+    v.driver_version = OptString(j, "driver_version").value_or("");
+    v.nvml_version = OptString(j, "nvml_version").value_or("");
+    v.cuda_driver_version = OptSigned<int>(j, "cuda_driver_version").value_or(0);
+    v.library_path = OptString(j, "library_path").value_or("");
+    return v;
+  });
+}
+
+absl::StatusOr<unsigned> CountFromJson(const json& j) {
+  return Guard<unsigned>("device count", [&] {
+    RequireObject(j, "the device count");
+    return Required(OptUnsigned<unsigned>(j, "count"), "count");
+  });
+}
+
+json ToJson(const DeviceIdentity& v) {
+  json j = {{"index", v.index},
+            {"uuid", v.uuid},
+            {"name", v.name},
+            {"bus_id", v.bus_id},
+            {"pci_device_id", v.pci_device_id},
+            {"pci_subsystem_id", v.pci_subsystem_id}};
+  Put(j, "minor", v.minor);
+  Put(j, "memory_total_bytes", v.memory_total_bytes);
+  Put(j, "memory_reserved_bytes", v.memory_reserved_bytes);
+  Put(j, "cc_major", v.cc_major);
+  Put(j, "cc_minor", v.cc_minor);
+  Put(j, "nvml_architecture", v.nvml_architecture);
+  Put(j, "brand", v.brand);
+  Put(j, "serial", v.serial);
+  Put(j, "vbios_version", v.vbios_version);
+  Put(j, "persistence_mode", v.persistence_mode);
+  return j;
+}
+
+absl::StatusOr<DeviceIdentity> IdentityFromJson(const json& j) {
+  return Guard<DeviceIdentity>("device identity", [&] {
+    RequireObject(j, "the device identity");
+    DeviceIdentity v;
+    v.index = Required(OptUnsigned<unsigned>(j, "index"), "index");
+    v.uuid = Required(OptString(j, "uuid"), "uuid");
+    v.name = OptString(j, "name").value_or("");
+    v.bus_id = OptString(j, "bus_id").value_or("");
+    v.pci_device_id = OptUnsigned<uint32_t>(j, "pci_device_id").value_or(0);
+    v.pci_subsystem_id = OptUnsigned<uint32_t>(j, "pci_subsystem_id").value_or(0);
+    v.minor = OptUnsigned<unsigned>(j, "minor");
+    v.memory_total_bytes = OptUnsigned<uint64_t>(j, "memory_total_bytes");
+    v.memory_reserved_bytes = OptUnsigned<uint64_t>(j, "memory_reserved_bytes");
+    v.cc_major = OptSigned<int>(j, "cc_major");
+    v.cc_minor = OptSigned<int>(j, "cc_minor");
+    v.nvml_architecture = OptUnsigned<unsigned>(j, "nvml_architecture");
+    v.brand = OptSigned<int>(j, "brand");
+    v.serial = OptString(j, "serial");
+    v.vbios_version = OptString(j, "vbios_version");
+    v.persistence_mode = OptBool(j, "persistence_mode");
+    return v;
+  });
+}
+
+json ToJson(const ProbeAnswer& v) {
+  json j = {{"uuid", v.uuid}};
+  Put(j, "remap_pending", v.remap_pending);
+  Put(j, "remap_failure", v.remap_failure);
+  return j;
+}
+
+absl::StatusOr<ProbeAnswer> ProbeAnswerFromJson(const json& j) {
+  return Guard<ProbeAnswer>("probe answer", [&] {
+    RequireObject(j, "the probe answer");
+    ProbeAnswer v;
+    v.uuid = Required(OptString(j, "uuid"), "uuid");
+    v.remap_pending = OptBool(j, "remap_pending");
+    v.remap_failure = OptBool(j, "remap_failure");
+    return v;
+  });
+}
+
+json ToJson(const DeviceSample& v) {
+  json j = json::object();
+  Put(j, "sm_clock_mhz", v.sm_clock_mhz);
+  Put(j, "mem_clock_mhz", v.mem_clock_mhz);
+  Put(j, "gpu_temp_c", v.gpu_temp_c);
+  Put(j, "mem_temp_c", v.mem_temp_c);
+  Put(j, "power_w", v.power_w);
+  Put(j, "power_limit_w", v.power_limit_w);
+  Put(j, "energy_mj", v.energy_mj);
+  Put(j, "pcie_replays", v.pcie_replays);
+  Put(j, "gpu_util", v.gpu_util);
+  Put(j, "mem_util", v.mem_util);
+  Put(j, "enc_util", v.enc_util);
+  Put(j, "dec_util", v.dec_util);
+  Put(j, "fb_total_bytes", v.fb_total_bytes);
+  Put(j, "fb_used_bytes", v.fb_used_bytes);
+  Put(j, "fb_free_bytes", v.fb_free_bytes);
+  Put(j, "fb_reserved_bytes", v.fb_reserved_bytes);
+  Put(j, "remapped_correctable", v.remapped_correctable);
+  Put(j, "remapped_uncorrectable", v.remapped_uncorrectable);
+  Put(j, "remap_pending", v.remap_pending);
+  Put(j, "remap_failure", v.remap_failure);
+  Put(j, "clocks_event_reasons", v.clocks_event_reasons);
+  Put(j, "fan_percent", v.fan_percent);
+  Put(j, "pstate", v.pstate);
+  json procs = json::array();
+  for (const GpuProcess& p : v.processes) {
+    json pj = {{"pid", p.pid}};
+    Put(pj, "used_bytes", p.used_bytes);
+    procs.push_back(std::move(pj));
+  }
+  j["processes"] = std::move(procs);
+  return j;
+}
+
+absl::StatusOr<DeviceSample> SampleFromJson(const json& j) {
+  return Guard<DeviceSample>("sample", [&] {
+    RequireObject(j, "the sample");
+    DeviceSample v;
+    v.sm_clock_mhz = OptUnsigned<unsigned>(j, "sm_clock_mhz");
+    v.mem_clock_mhz = OptUnsigned<unsigned>(j, "mem_clock_mhz");
+    v.gpu_temp_c = OptUnsigned<unsigned>(j, "gpu_temp_c");
+    v.mem_temp_c = OptUnsigned<unsigned>(j, "mem_temp_c");
+    v.power_w = OptDouble(j, "power_w");
+    v.power_limit_w = OptDouble(j, "power_limit_w");
+    v.energy_mj = OptUnsigned<uint64_t>(j, "energy_mj");
+    v.pcie_replays = OptUnsigned<unsigned>(j, "pcie_replays");
+    v.gpu_util = OptUnsigned<unsigned>(j, "gpu_util");
+    v.mem_util = OptUnsigned<unsigned>(j, "mem_util");
+    v.enc_util = OptUnsigned<unsigned>(j, "enc_util");
+    v.dec_util = OptUnsigned<unsigned>(j, "dec_util");
+    v.fb_total_bytes = OptUnsigned<uint64_t>(j, "fb_total_bytes");
+    v.fb_used_bytes = OptUnsigned<uint64_t>(j, "fb_used_bytes");
+    v.fb_free_bytes = OptUnsigned<uint64_t>(j, "fb_free_bytes");
+    v.fb_reserved_bytes = OptUnsigned<uint64_t>(j, "fb_reserved_bytes");
+    v.remapped_correctable = OptUnsigned<unsigned>(j, "remapped_correctable");
+    v.remapped_uncorrectable = OptUnsigned<unsigned>(j, "remapped_uncorrectable");
+    v.remap_pending = OptBool(j, "remap_pending");
+    v.remap_failure = OptBool(j, "remap_failure");
+    v.clocks_event_reasons = OptUnsigned<uint64_t>(j, "clocks_event_reasons");
+    v.fan_percent = OptUnsigned<unsigned>(j, "fan_percent");
+    v.pstate = OptSigned<int>(j, "pstate");
+    if (const json* procs = Find(j, "processes"); procs != nullptr) {
+      if (!procs->is_array()) Bad("processes", "an array");
+      for (const json& pj : *procs) {
+        RequireObject(pj, "a process");
+        GpuProcess p;
+        p.pid = Required(OptUnsigned<unsigned>(pj, "pid"), "pid");
+        p.used_bytes = OptUnsigned<uint64_t>(pj, "used_bytes");
+        v.processes.push_back(p);
+      }
+    }
+    return v;
+  });
+}
+
+json ToJson(const std::optional<GpuEvent>& v) {
+  if (!v.has_value()) return nullptr;
+  return {{"index", v->index}, {"type", v->type}, {"data", v->data}};
+}
+
+absl::StatusOr<std::optional<GpuEvent>> EventFromJson(const json& j) {
+  return Guard<std::optional<GpuEvent>>("event", [&]() -> std::optional<GpuEvent> {
+    if (j.is_null()) return std::nullopt;
+    RequireObject(j, "the event");
+    GpuEvent e;
+    e.index = Required(OptUnsigned<unsigned>(j, "index"), "index");
+    e.type = Required(OptUnsigned<unsigned long long>(j, "type"), "type");
+    e.data = Required(OptUnsigned<unsigned long long>(j, "data"), "data");
+    return e;
+  });
+}
+
+json ToJson(const Hello& v) { return {{"pid", v.pid}, {"glibc", v.glibc}, {"library", v.library}}; }
+
+absl::StatusOr<Hello> HelloFromJson(const json& j) {
+  return Guard<Hello>("hello", [&] {
+    RequireObject(j, "the hello");
+    Hello h;
+    h.pid = Required(OptSigned<int64_t>(j, "pid"), "pid");
+    if (h.pid <= 0) Bad("pid", "a process id");
+    h.glibc = OptString(j, "glibc").value_or("");
+    h.library = OptString(j, "library").value_or("");
+    return h;
+  });
+}
+
+}  // namespace gpulet::nvml_worker
