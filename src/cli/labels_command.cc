@@ -1,6 +1,7 @@
 // `gpulet labels [--output FILE]`: writes the node's GPU labels (gpu/labels.h) as a
 // node-feature-discovery feature file, by default where gpu-feature-discovery would
-// (/etc/kubernetes/node-feature-discovery/features.d/gpulet); `--output -` prints them.
+// (/etc/kubernetes/node-feature-discovery/features.d/gpulet under --host-root); `--output -`
+// prints them.
 //
 // The labels come from DiscoverNode(): NVML when it works, PCI sysfs and /proc otherwise
 // (then NVML-only values are left out and the command says so, but still succeeds: the
@@ -20,7 +21,7 @@ class LabelsCommand final : public CommandHandler {
   void AddOptions(CLI::App& app) override {
     app.add_option("--output,-o", output_,
                    "Feature file to write atomically, or - for stdout (default: " +
-                       std::string(kDefaultFeaturesFile) + ")");
+                       std::string(kDefaultFeaturesFile) + " under --host-root)");
   }
 
   int Run(CommandContext& ctx) override {
@@ -38,6 +39,15 @@ class LabelsCommand final : public CommandHandler {
                    std::string(inv.nvml_status.message()).c_str());
     }
     std::string text = FormatFeatureFile(labels);
+    if (output_.empty()) {
+      // The default is a path on the node: under --host-root when run in gpulet's pod.
+      absl::StatusOr<std::string> local = node.host->Resolve(kDefaultFeaturesFile);
+      if (!local.ok()) {
+        std::fprintf(stderr, "gpulet labels: %s\n", std::string(local.status().message()).c_str());
+        return kExitFailure;
+      }
+      output_ = *local;
+    }
     if (output_ == "-") {
       std::fputs(text.c_str(), stdout);
       return kExitOk;
@@ -58,7 +68,7 @@ class LabelsCommand final : public CommandHandler {
   }
 
  private:
-  std::string output_ = kDefaultFeaturesFile;
+  std::string output_;  // "" = kDefaultFeaturesFile under the host root
 };
 
 }  // namespace

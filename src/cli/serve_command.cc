@@ -22,6 +22,7 @@
 #include "common/host_fs.h"
 #include "common/log.h"
 #include "config/config.h"
+#include "gpu/labels.h"
 #include "health/event_monitor.h"
 #include "health/kmsg_source.h"
 #include "health/liveness.h"
@@ -89,8 +90,8 @@ constexpr FlagKey kFlagKeys[] = {
     {"--kmsg", "GPULET_KMSG", "health.kmsg", "Read the kernel log for XIDs: true or false"},
 };
 
-// How often the daemon checks that its CDI spec is still on disk as written.
-constexpr absl::Duration kCdiCheckInterval = absl::Seconds(10);
+// How often the daemon checks that its CDI spec and labels file are still as written.
+constexpr absl::Duration kFileCheckInterval = absl::Seconds(10);
 
 // Writes the CDI spec for `config`. A failure is logged, never fatal: the daemon keeps
 // serving (envvar answers and metrics work without a spec) and `gpulet doctor` reports it.
@@ -116,6 +117,38 @@ void KeepCdiSpec(cdi::SpecKeeper& keeper, const Inventory& inventory, const Conf
   GPULET_LOG_INFO("CDI spec for {} {} {}", config.plugin.cdi_kind,
                   kept->written ? "written to" : "up to date in", kept->host_path);
 }
+
+// Keeps the node-feature-discovery feature file holding this node's GPU labels, so that
+// the node's labels follow what gpulet found (NFD's worker reads the file). Writes only when
+// the file is missing or differs; errors are logged once each, never fatal.
+class LabelsFile {
+ public:
+  LabelsFile(const HostFs* host, const Inventory& inventory)
+      : host_(host), text_(FormatFeatureFile(ComputeGpuLabels(
+                         inventory, ReadLabelExtras(*host, inventory)))) {}
+
+  void Keep(const std::string& host_path) {
+    if (host_path.empty()) return;
+    absl::StatusOr<std::string> existing = host_->ReadFile(host_path);
+    if (existing.ok() && *existing == text_) return;
+    absl::StatusOr<std::string> local = host_->Resolve(host_path);
+    absl::Status st = local.ok() ? WriteFileAtomically(*local, text_) : local.status();
+    if (!st.ok()) {
+      std::string error = absl::StrCat("labels.featuresFile: ", st.message(),
+                                       " (the DaemonSet mounts the host's features.d)");
+      if (error != last_error_) GPULET_LOG_ERROR("{}", error);
+      last_error_ = error;
+      return;
+    }
+    last_error_.clear();
+    GPULET_LOG_INFO("GPU labels written to {}", host_path);
+  }
+
+ private:
+  const HostFs* host_;
+  const std::string text_;
+  std::string last_error_;
+};
 
 class ServeCommand final : public CommandHandler {
  public:
@@ -181,6 +214,9 @@ class ServeCommand final : public CommandHandler {
     } else {
       KeepCdiSpec(cdi_spec, node.inventory, *config);
     }
+    LabelsFile labels(node.host.get(), node.inventory);
+    std::string labels_path = bundled_root ? "" : config->labels.features_file;
+    labels.Keep(labels_path);
 
     ControlNodes control;
     const DriverInfo& drv = node.inventory.driver;
@@ -268,13 +304,14 @@ class ServeCommand final : public CommandHandler {
     GPULET_LOG_INFO("gpulet {} serving {} on {}/device-plugins", GPULET_VERSION,
                     config->AdvertisedResources()[0], config->kubelet_dir);
 
-    absl::Time next_cdi_check = absl::Now() + kCdiCheckInterval;
+    absl::Time next_file_check = absl::Now() + kFileCheckInterval;
     std::string last_cdi_error;
     while (true) {
       struct timespec wait = {1, 0};
       int sig = sigtimedwait(&signals, nullptr, &wait);
-      if (absl::Now() >= next_cdi_check) {
-        next_cdi_check = absl::Now() + kCdiCheckInterval;
+      if (absl::Now() >= next_file_check) {
+        next_file_check = absl::Now() + kFileCheckInterval;
+        labels.Keep(labels_path);
         absl::StatusOr<bool> rewritten = cdi_spec.Verify();
         if (!rewritten.ok()) {
           if (std::string(rewritten.status().message()) != last_cdi_error) {
@@ -297,7 +334,11 @@ class ServeCommand final : public CommandHandler {
           continue;
         }
         GPULET_LOG_INFO("SIGHUP: configuration reloaded");
-        if (!bundled_root) KeepCdiSpec(cdi_spec, node.inventory, *next);
+        if (!bundled_root) {
+          KeepCdiSpec(cdi_spec, node.inventory, *next);
+          labels_path = next->labels.features_file;
+          labels.Keep(labels_path);
+        }
         plugins.Reconfigure(std::make_shared<const Config>(*next));
       } else if (sig == SIGTERM || sig == SIGINT) {
         GPULET_LOG_INFO("received {}: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");

@@ -255,6 +255,15 @@ const std::vector<Field>& Fields() {
          return absl::OkStatus();
        },
        [](const Config& c) { return Str(c.sharing.memory_slices.resource_name); }},
+      {"labels.featuresFile", "an absolute host path, or empty to write no labels",
+       [](Config& c, const std::string& v) {
+         if (!v.empty() && (v[0] != '/' || v.back() == '/')) {
+           return Bad("labels.featuresFile", v, "an absolute host path of a file, or empty");
+         }
+         c.labels.features_file = v;
+         return absl::OkStatus();
+       },
+       [](const Config& c) { return Str(c.labels.features_file); }},
       {"metrics.address", "host:port, :port, or empty to disable",
        [](Config& c, const std::string& v) {
          if (!v.empty() && v.rfind(':') == std::string::npos) {

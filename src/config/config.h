@@ -81,6 +81,14 @@ struct Config {
     MemorySlices memory_slices;
   } sharing;
 
+  struct Labels {
+    // node-feature-discovery feature file (a host path, under --host-root) that `gpulet
+    // serve` keeps holding this node's GPU labels (gpu/labels.h); NFD's worker turns it
+    // into node labels. Empty writes none.
+    // Default: /etc/kubernetes/node-feature-discovery/features.d/gpulet.
+    std::string features_file = "/etc/kubernetes/node-feature-discovery/features.d/gpulet";
+  } labels;
+
   struct Metrics {
     // Listen address for /metrics, /healthz and /status. Default: :9400. Empty disables.
     std::string address = ":9400";

@@ -33,6 +33,7 @@ constexpr const char* kTalosModulesYaml =
 struct Context {
   const HostFs& host;
   const Inventory& inv;
+  const DoctorInput& input;
   OsInfo os;
   std::optional<TalosExpectations> talos;  // unset off Talos and on unsupported releases
   std::string talos_unsupported;           // why a Talos release has no row (older than 1.8)
@@ -482,10 +483,11 @@ CheckResult CheckNvml(const Context& c) {
   if (glibc) {
     r.summary = "the NVML library needs a newer glibc than gpulet runs with";
     r.fix = absl::StrCat(
-        "Do not load the host's libraries into gpulet's container through a hostPath mount. "
-        "Run gpulet with runtimeClassName: nvidia or request a CDI device "
-        "(nvidia.com/gpu=all) so the container toolkit injects the driver libraries, or use a "
-        "gpulet image whose glibc is at least the one the driver needs.",
+        "gpulet then runs NVML in gpulet-nvml-worker, started through the driver's own dynamic "
+        "loader and C library (ld-linux and libc.so.6 beside the driver or under "
+        "/usr/local/glibc); the attempts above say why that did not work here. Mount the "
+        "host's / whole at --host-root (deploy/base does) so both are visible, and never "
+        "hostPath-mount a host library directory into gpulet's container.",
         where_talos);
   } else if (crashed) {
     r.summary = "loading NVML crashed (in a probe process): mixed glibc builds";
@@ -758,6 +760,56 @@ CheckResult CheckCdiSpecs(const Context& c) {
   }
   r.verdict = Verdict::kPass;
   r.summary = absl::StrCat(good, " spec file", good == 1 ? "" : "s", " in ", dirs, " load");
+  return r;
+}
+
+// The names gpulet's own Allocate answers contain must resolve, or every GPU pod fails at
+// container creation with "unresolvable CDI devices".
+CheckResult CheckGpuletCdi(const Context& c) {
+  CheckResult r = Result("cdi.gpulet", "The CDI devices gpulet's answers name resolve");
+  const DoctorInput& in = c.input;
+  if (!in.gpulet_uses_cdi) {
+    return NotChecked(r.id, r.title,
+                      "gpulet's plugin.deviceListStrategy names no CDI devices (pass the "
+                      "daemon's --config, or set GPULET_CONFIG, to check its answers)");
+  }
+  if (in.gpulet_cdi_names.empty()) {
+    return NotChecked(r.id, r.title,
+                      "NVML identified no GPU, so gpulet advertises none as Healthy (see nvml.load)");
+  }
+  const cdi::SpecCatalog& cat = *c.catalog;
+  std::vector<std::string> unresolved;
+  for (const std::string& name : in.gpulet_cdi_names) {
+    absl::StatusOr<cdi::ResolvedDevice> d = cat.Resolve(name);
+    if (d.ok()) {
+      r.evidence.push_back(absl::StrCat(name, " -> ", d->file->path));
+    } else {
+      unresolved.push_back(std::string(d.status().message()));
+    }
+  }
+  if (unresolved.empty()) {
+    r.verdict = Verdict::kPass;
+    r.summary = absl::StrCat("all ", in.gpulet_cdi_names.size(),
+                             " device names gpulet answers with resolve");
+    return r;
+  }
+  AddLimited(&r.evidence, unresolved);
+  r.verdict = Verdict::kFail;
+  r.summary = absl::StrCat(unresolved.size(), " of ", in.gpulet_cdi_names.size(),
+                           " CDI device names gpulet answers with resolve in no spec in ",
+                           absl::StrJoin(cat.dirs(), " and "),
+                           ": pods asking for a GPU fail with \"unresolvable CDI devices\"");
+  if (in.gpulet_cdi_spec_dir.empty()) {
+    r.fix =
+        "cdi.specDir is empty, so gpulet serve writes no spec: set it to /var/run/cdi (the "
+        "default), or write a spec of that kind yourself (`gpulet cdi generate --kind ...`).";
+  } else {
+    r.fix = absl::StrCat(
+        "gpulet serve writes this spec to ", in.gpulet_cdi_spec_dir,
+        " at start: check its log for \"CDI spec\" errors. Its pod must mount the host's "
+        "/var/run/cdi writable at <host root>", in.gpulet_cdi_spec_dir,
+        " (deploy/base does), and that directory must be one the container runtime scans.");
+  }
   return r;
 }
 
@@ -1279,7 +1331,7 @@ const CheckResult* Report::Find(absl::string_view id) const {
 }
 
 Report RunDoctor(const DoctorInput& input) {
-  Context c{*input.host, *input.inventory, {}, std::nullopt, "", {}, std::nullopt};
+  Context c{*input.host, *input.inventory, input, {}, std::nullopt, "", {}, std::nullopt};
   if (absl::StatusOr<std::string> text = c.host.ReadFile("/etc/os-release", 64 * 1024); text.ok()) {
     c.os = ParseOsRelease(*text);
   }
@@ -1323,6 +1375,7 @@ Report RunDoctor(const DoctorInput& input) {
       {"driver.userspace", "Driver libraries where this OS keeps them", &CheckUserspace, false},
       {"talos.bpf", "BPF sysctl for the legacy nvidia runtime", &CheckTalosSysctl, false},
       {"cdi.specs", "CDI specs present and loadable", &CheckCdiSpecs, true},
+      {"cdi.gpulet", "The CDI devices gpulet's answers name resolve", &CheckGpuletCdi, true},
       {"cdi.resolve", "nvidia.com/gpu=0 and =all resolve", &CheckCdiResolve, true},
       {"cdi.hooks", "CDI hook programs exist on the host", &CheckCdiHooks, true},
       {"cdi.paths", "CDI mounts and device nodes exist on the host", &CheckCdiPaths, true},

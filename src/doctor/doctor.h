@@ -114,6 +114,13 @@ struct DoctorInput {
   const HealthSource* health = nullptr;  // null: health is "not checked"
   // CDI spec directories (host paths), lowest priority first; empty = the defaults.
   std::vector<std::string> cdi_spec_dirs;
+  // From the daemon's configuration (`gpulet serve --config`): whether its Allocate answers
+  // name CDI devices (cdi-cri or cdi-annotations), the names they use for this node's GPUs
+  // ("gpulet.dev/gpu=GPU-…"), and the host directory `gpulet serve` writes their spec to
+  // ("" when it writes none).
+  bool gpulet_uses_cdi = false;
+  std::vector<std::string> gpulet_cdi_names;
+  std::string gpulet_cdi_spec_dir;
 };
 
 struct Report {

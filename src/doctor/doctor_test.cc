@@ -222,7 +222,7 @@ TEST(DoctorTest, Talos112FieldReportFailures) {
   EXPECT_EQ(r.ExitCode(), 2);
   EXPECT_EQ(VerdictOf(r, "nvml.load"), Verdict::kFail);
   EXPECT_THAT(Text(r, "nvml.load"), HasSubstr("newer glibc"));
-  EXPECT_THAT(Text(r, "nvml.load"), HasSubstr("runtimeClassName: nvidia"));
+  EXPECT_THAT(Text(r, "nvml.load"), HasSubstr("driver's own dynamic loader and C library"));
   // machine.kernel.modules forgot nvidia_uvm and nvidia_drm.
   EXPECT_EQ(VerdictOf(r, "driver.modules"), Verdict::kFail);
   EXPECT_THAT(Text(r, "driver.modules"), HasSubstr("nvidia_uvm is not loaded"));
@@ -251,6 +251,47 @@ TEST(DoctorTest, Talos112FieldReportFailures) {
   EXPECT_THAT(Text(r, "containerd"), HasSubstr("containerd 2, CDI enabled by default"));
 }
 
+// The field report's failure on a node without a spec of gpulet's kind (Talos 1.12 writes
+// none): the names gpulet answers with must resolve, else every GPU pod fails.
+TEST(DoctorTest, GpuletCdiNamesMustResolve) {
+  std::string root = SimRoot("homelab");
+  Inventory inv = InventoryFor(
+      root,
+      {Identity(0, "GPU-3f9d6c2e-1b7a-4e0c-9d35-a1c2e3f43080", "0000:01:00.0", 0),
+       Identity(1, "GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090", "0000:02:00.0", 1)},
+      absl::OkStatus(), "570.133.20");
+  HostFs host(root);
+  DoctorInput in;
+  in.host = &host;
+  in.inventory = &inv;
+  // Not configured for CDI: nothing to check.
+  Report r = RunDoctor(in);
+  EXPECT_EQ(VerdictOf(r, "cdi.gpulet"), Verdict::kNotChecked);
+  EXPECT_THAT(Text(r, "cdi.gpulet"), HasSubstr("GPULET_CONFIG"));
+
+  // The homelab root has only nvidia.com/gpu (Talos' own spec): gpulet's kind is missing.
+  in.gpulet_uses_cdi = true;
+  in.gpulet_cdi_spec_dir = "/var/run/cdi";
+  in.gpulet_cdi_names = {"gpulet.dev/gpu=GPU-3f9d6c2e-1b7a-4e0c-9d35-a1c2e3f43080",
+                         "gpulet.dev/gpu=GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090"};
+  r = RunDoctor(in);
+  EXPECT_EQ(VerdictOf(r, "cdi.gpulet"), Verdict::kFail);
+  EXPECT_EQ(r.ExitCode(), 2);
+  EXPECT_THAT(Text(r, "cdi.gpulet"), HasSubstr("2 of 2 CDI device names"));
+  EXPECT_THAT(Text(r, "cdi.gpulet"), HasSubstr("unresolvable CDI devices"));
+  EXPECT_THAT(Text(r, "cdi.gpulet"), HasSubstr("gpulet.dev/gpu=GPU-3f9d6c2e"));
+  EXPECT_THAT(Text(r, "cdi.gpulet"), HasSubstr("check its log for \"CDI spec\" errors"));
+  in.gpulet_cdi_spec_dir = "";
+  r = RunDoctor(in);
+  EXPECT_THAT(Text(r, "cdi.gpulet"), HasSubstr("cdi.specDir is empty"));
+
+  // Names of the kind the node's spec has resolve.
+  in.gpulet_cdi_names = {"nvidia.com/gpu=GPU-3f9d6c2e-1b7a-4e0c-9d35-a1c2e3f43080"};
+  r = RunDoctor(in);
+  EXPECT_EQ(VerdictOf(r, "cdi.gpulet"), Verdict::kPass) << Text(r, "cdi.gpulet");
+  EXPECT_THAT(Text(r, "cdi.gpulet"), HasSubstr("-> /var/run/cdi/nvidia.yaml"));
+}
+
 TEST(DoctorTest, Talos113CdiModeWithoutSpec) {
   std::string root = TestRoot("talos-1.13");
   Inventory inv =
@@ -266,7 +307,8 @@ TEST(DoctorTest, Talos113CdiModeWithoutSpec) {
   EXPECT_EQ(VerdictOf(r, "kubelet"), Verdict::kPass);
   for (const CheckResult& c : r.checks) {
     if (c.id != "cdi.specs" && c.id != "cdi.resolve" && c.id != "cdi.hooks" &&
-        c.id != "cdi.paths" && c.id != "talos.bpf" && c.id != "gpu.health") {
+        c.id != "cdi.paths" && c.id != "cdi.gpulet" && c.id != "talos.bpf" &&
+        c.id != "gpu.health") {
       EXPECT_EQ(c.verdict, Verdict::kPass) << c.id << ": " << c.summary;
     }
   }

@@ -1,4 +1,5 @@
 #include "gpu/labels.h"
+#include "config/config.h"
 
 #include <unistd.h>
 
@@ -183,5 +184,14 @@ TEST(LabelsWriteTest, ReplacesAtomically) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
 }
 
+}  // namespace
+}  // namespace gpulet
+
+namespace gpulet {
+namespace {
+// `gpulet serve` keeps the same file `gpulet labels` writes by default.
+TEST(LabelsDefaultsTest, DaemonWritesTheSameFeatureFile) {
+  EXPECT_EQ(Config().labels.features_file, kDefaultFeaturesFile);
+}
 }  // namespace
 }  // namespace gpulet
