@@ -20,8 +20,8 @@
 
 int main(int argc, char** argv) {
   if (argc < 4 || argc > 5) {
-    std::fprintf(stderr,
-                 "usage: kubelet-standin DEVICE_PLUGINS_DIR RESOURCE DEVICE_ID [TIMEOUT_SECONDS]\n");
+    std::fprintf(
+        stderr, "usage: kubelet-standin DEVICE_PLUGINS_DIR RESOURCE DEVICE_ID [TIMEOUT_SECONDS]\n");
     return 2;
   }
   const std::string dir = argv[1], resource = argv[2], device = argv[3];
@@ -55,7 +55,8 @@ int main(int argc, char** argv) {
   const auto& r = answer->container_responses(0);
   for (const auto& c : r.cdi_devices()) std::printf("cdi %s\n", c.name().c_str());
   for (const auto& [k, v] : r.envs()) std::printf("env %s=%s\n", k.c_str(), v.c_str());
-  for (const auto& [k, v] : r.annotations()) std::printf("annotation %s=%s\n", k.c_str(), v.c_str());
+  for (const auto& [k, v] : r.annotations())
+    std::printf("annotation %s=%s\n", k.c_str(), v.c_str());
   for (const auto& m : r.mounts()) {
     std::printf("mount %s:%s\n", m.host_path().c_str(), m.container_path().c_str());
   }

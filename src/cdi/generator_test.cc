@@ -321,13 +321,15 @@ TEST(CdiGeneratorTest, SonameLinksAndTheHooksTheProgramKnows) {
   fs::path lib = fs::path(host.path()) / "usr/lib64";
   fs::create_symlink("libnvidia-ml.so.570.133.20", lib / "libnvidia-ml.so.1");
   fs::create_symlink("libcuda.so.570.133.20", lib / "libcuda.so.1");
-  fs::create_symlink("libnvidia-ml.so.1", lib / "libnvidia-ml.so");    // a dev link: not a soname
+  fs::create_symlink("libnvidia-ml.so.1", lib / "libnvidia-ml.so");  // a dev link: not a soname
   fs::create_symlink("/usr/lib/libother.so.3", lib / "libnvidia-x.so.2");  // not the driver's
   // A hook program that names both newer hooks, as nvidia-cdi-hook >= 1.17 does.
   fs::create_directories(fs::path(host.path()) / "usr/local/bin");
-  std::ofstream(fs::path(host.path()) / "usr/local/bin/nvidia-cdi-hook")
-      << std::string("\x7f" "ELF...create-symlinks\0enable-cuda-compat\0update-ldcache\0"
-                     "disable-device-node-modification\0", 90);
+  std::ofstream(fs::path(host.path()) / "usr/local/bin/nvidia-cdi-hook") << std::string(
+      "\x7f"
+      "ELF...create-symlinks\0enable-cuda-compat\0update-ldcache\0"
+      "disable-device-node-modification\0",
+      90);
   absl::StatusOr<GeneratedSpec> g = GenerateSpec(Homelab(), HostFs(host.path()), {});
   ASSERT_TRUE(g.ok()) << g.status();
   const std::vector<Hook>& hooks = g->spec.edits.hooks;
@@ -352,10 +354,10 @@ TEST(CdiGeneratorTest, SonameLinksAndTheHooksTheProgramKnows) {
 }
 
 TEST(CdiGeneratorTest, TwoGpusWithOneMinorAreRefusedByName) {
-  Inventory inv = InventoryFor(
-      SimRoot("homelab"),
-      {Identity(0, kUuid0, "0000:01:00.0", 0), Identity(1, kUuid1, "0000:02:00.0", 0)},
-      "570.133.20");
+  Inventory inv =
+      InventoryFor(SimRoot("homelab"),
+                   {Identity(0, kUuid0, "0000:01:00.0", 0), Identity(1, kUuid1, "0000:02:00.0", 0)},
+                   "570.133.20");
   absl::StatusOr<GeneratedSpec> g = GenerateSpec(inv, HostFs(SimRoot("homelab")), {});
   ASSERT_TRUE(absl::IsFailedPrecondition(g.status())) << g.status();
   EXPECT_THAT(std::string(g.status().message()), HasSubstr("0000:01:00.0"));

@@ -28,8 +28,8 @@ absl::StatusOr<std::string> SpecKeeper::LocalPath(const std::string& host_path) 
 absl::StatusOr<KeepResult> SpecKeeper::Reconcile(const Inventory& inventory,
                                                  const SpecKeeperOptions& options) {
   if (options.spec_dir.empty() || options.spec_dir[0] != '/') {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cdi.specDir \"", options.spec_dir, "\" must be an absolute host path"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cdi.specDir \"", options.spec_dir, "\" must be an absolute host path"));
   }
   absl::StatusOr<GeneratedSpec> generated = GenerateSpec(inventory, *host_, options.generator);
   if (!generated.ok()) {
@@ -43,7 +43,8 @@ absl::StatusOr<KeepResult> SpecKeeper::Reconcile(const Inventory& inventory,
     result.warnings.push_back(absl::StrCat(
         "cdi.hookPath ", host_->Describe(options.generator.hook_path),
         " does not exist on the host: the runtime runs hooks on the host, so every container "
-        "asking for a ", options.generator.kind,
+        "asking for a ",
+        options.generator.kind,
         " device will fail to start. Set cdi.hookPath to nvidia-cdi-hook's host path, or "
         "leave it empty to use the one found on the host"));
   }
@@ -57,11 +58,11 @@ absl::StatusOr<KeepResult> SpecKeeper::Reconcile(const Inventory& inventory,
     if (absl::Status st = WriteFileAtomically(*local, content, 0644); !st.ok()) {
       return absl::Status(
           st.code(),
-          absl::StrCat(st.message(),
-                       ". Pods asking for ", options.generator.kind,
+          absl::StrCat(st.message(), ". Pods asking for ", options.generator.kind,
                        " devices fail with \"unresolvable CDI devices\" until the spec is "
                        "written: mount the host's ",
-                       options.spec_dir, " writable into gpulet's pod (the DaemonSet does), "
+                       options.spec_dir,
+                       " writable into gpulet's pod (the DaemonSet does), "
                        "or set cdi.specDir to a directory the runtime scans"));
     }
     result.written = true;
@@ -70,8 +71,8 @@ absl::StatusOr<KeepResult> SpecKeeper::Reconcile(const Inventory& inventory,
   if (!host_path_.empty() && host_path_ != result.host_path) {
     if (absl::StatusOr<std::string> old = LocalPath(host_path_); old.ok()) {
       if (unlink(old->c_str()) != 0 && errno != ENOENT) {
-        result.warnings.push_back(absl::StrCat("could not remove the previous spec ",
-                                               host_path_, ": ", std::strerror(errno)));
+        result.warnings.push_back(absl::StrCat("could not remove the previous spec ", host_path_,
+                                               ": ", std::strerror(errno)));
       }
     }
   }

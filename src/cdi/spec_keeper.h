@@ -39,8 +39,8 @@ struct SpecKeeperOptions {
 std::string SpecFileName(absl::string_view kind);
 
 struct KeepResult {
-  std::string host_path;   // where the spec is, as a host path ("/var/run/cdi/…yaml")
-  bool written = false;    // false when the file already held exactly this spec
+  std::string host_path;              // where the spec is, as a host path ("/var/run/cdi/…yaml")
+  bool written = false;               // false when the file already held exactly this spec
   std::vector<std::string> warnings;  // from the generator, and about the hook program
 };
 

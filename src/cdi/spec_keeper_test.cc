@@ -38,8 +38,8 @@ DeviceIdentity Identity(unsigned index, const std::string& uuid, const std::stri
 Inventory Homelab() {
   HostFs host(HomelabRoot());
   Inventory inv = BuildInventory(nullptr, host, absl::OkStatus());
-  std::vector<absl::StatusOr<DeviceIdentity>> nvml = {
-      Identity(0, kUuid0, "0000:01:00.0", 0), Identity(1, kUuid1, "0000:02:00.0", 1)};
+  std::vector<absl::StatusOr<DeviceIdentity>> nvml = {Identity(0, kUuid0, "0000:01:00.0", 0),
+                                                      Identity(1, kUuid1, "0000:02:00.0", 1)};
   absl::StatusOr<std::vector<PciGpu>> pci = ScanPciGpus(host);
   inv.gpus = MergeGpuViews(nvml, pci.ok() ? *pci : std::vector<PciGpu>{});
   inv.system.driver_version = "570.133.20";

@@ -115,7 +115,15 @@ class ManifestsCommand final : public CommandHandler {
     }
 
     std::string overlay = overlay_;
-    if (overlay.empty()) overlay = (facts.IsTalos() || version) ? "talos" : "generic";
+    std::string why = "chosen with --overlay";
+    if (overlay.empty()) {
+      overlay = (facts.IsTalos() || version) ? "talos" : "generic";
+      why = facts.IsTalos() ? absl::StrCat("the node under ", root, " runs Talos (/etc/os-release)")
+            : version       ? "--talos-version was given"
+            : !inspect_     ? "no node was inspected (--no-inspect)"
+                        : absl::StrCat("the node under ", root, " is not Talos (/etc/os-release",
+                                       facts.os_id.empty() ? " missing" : ": " + facts.os_id, ")");
+    }
     bool talos = overlay == "talos";
 
     DriverBranch branch = branch_ == "lts" ? DriverBranch::kLts : DriverBranch::kProduction;
@@ -151,6 +159,12 @@ class ManifestsCommand final : public CommandHandler {
                    std::string(objects.status().message()).c_str());
       return kExitFailure;
     }
+    // Said on stderr, so that a user piping into kubectl sees which overlay they apply: run
+    // on a workstation, the inspected "node" is the workstation.
+    std::fprintf(stderr,
+                 "gpulet manifests: rendered %s because %s; pass --overlay talos|generic "
+                 "(or run on the GPU node, or with --host-root) to choose another\n",
+                 dir.c_str(), why.c_str());
     std::fputs(Header(dir, facts, root, version, *extensions, talos).c_str(), stdout);
     std::fputs(FormatObjects(*objects).c_str(), stdout);
     return kExitOk;

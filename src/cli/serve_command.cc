@@ -97,9 +97,10 @@ constexpr absl::Duration kFileCheckInterval = absl::Seconds(10);
 // serving (envvar answers and metrics work without a spec) and `gpulet doctor` reports it.
 void KeepCdiSpec(cdi::SpecKeeper& keeper, const Inventory& inventory, const Config& config) {
   if (config.cdi.spec_dir.empty()) {
-    GPULET_LOG_INFO("cdi.specDir is empty: no CDI spec written; CDI names in answers ({}=…) "
-                    "must resolve in a spec written by someone else",
-                    config.plugin.cdi_kind);
+    GPULET_LOG_INFO(
+        "cdi.specDir is empty: no CDI spec written; CDI names in answers ({}=…) "
+        "must resolve in a spec written by someone else",
+        config.plugin.cdi_kind);
     return;
   }
   cdi::SpecKeeperOptions options;
@@ -124,8 +125,8 @@ void KeepCdiSpec(cdi::SpecKeeper& keeper, const Inventory& inventory, const Conf
 class LabelsFile {
  public:
   LabelsFile(const HostFs* host, const Inventory& inventory)
-      : host_(host), text_(FormatFeatureFile(ComputeGpuLabels(
-                         inventory, ReadLabelExtras(*host, inventory)))) {}
+      : host_(host),
+        text_(FormatFeatureFile(ComputeGpuLabels(inventory, ReadLabelExtras(*host, inventory)))) {}
 
   void Keep(const std::string& host_path) {
     if (host_path.empty()) return;
@@ -208,9 +209,10 @@ class ServeCommand final : public CommandHandler {
     // so that no answer names a device no spec defines.
     cdi::SpecKeeper cdi_spec(node.host.get());
     if (bundled_root) {
-      GPULET_LOG_INFO("simulation on the bundled fixture root: no CDI spec written (pass "
-                      "--host-root with a writable copy of {} to have one)",
-                      node.host->root());
+      GPULET_LOG_INFO(
+          "simulation on the bundled fixture root: no CDI spec written (pass "
+          "--host-root with a writable copy of {} to have one)",
+          node.host->root());
     } else {
       KeepCdiSpec(cdi_spec, node.inventory, *config);
     }

@@ -60,7 +60,12 @@ class ServeFilesTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   std::vector<std::string> Global() const {
-    return {Gpulet(), "--simulate", "homelab", "--host-root", root_.string(), "--sim-state",
+    return {Gpulet(),
+            "--simulate",
+            "homelab",
+            "--host-root",
+            root_.string(),
+            "--sim-state",
             (dir_ / "sim-state.json").string()};
   }
   bool StartServe() {
@@ -135,15 +140,15 @@ TEST(ServeBundledFixtureTest, WritesNoSpecIntoTheFixture) {
   fs::path dir = fs::temp_directory_path() / absl::StrCat("gpulet-serve-bundled-", getpid());
   fs::create_directories(dir / "kubelet/device-plugins");
   testing::DaemonProcess d;
-  ASSERT_TRUE(d.Start({Gpulet(), "--simulate", "homelab", "--sim-state",
-                       (dir / "state.json").string(), "serve", "--metrics-address", "",
-                       "--kubelet-dir", (dir / "kubelet").string()},
-                      {}, (dir / "serve.log").string()));
+  ASSERT_TRUE(
+      d.Start({Gpulet(), "--simulate", "homelab", "--sim-state", (dir / "state.json").string(),
+               "serve", "--metrics-address", "", "--kubelet-dir", (dir / "kubelet").string()},
+              {}, (dir / "serve.log").string()));
   EXPECT_TRUE(WaitFor(dir / "kubelet/device-plugins/gpulet-gpu.sock", absl::Seconds(20)));
   EXPECT_EQ(d.Stop(SIGTERM, absl::Seconds(10)), 0);
   EXPECT_THAT(d.Log(), HasSubstr("no CDI spec written"));
-  EXPECT_FALSE(fs::exists(
-      absl::StrCat(GPULET_SOURCE_DIR, "/sim/fixtures/homelab/root/var/run/cdi/gpulet.dev-gpu.yaml")));
+  EXPECT_FALSE(fs::exists(absl::StrCat(
+      GPULET_SOURCE_DIR, "/sim/fixtures/homelab/root/var/run/cdi/gpulet.dev-gpu.yaml")));
   fs::remove_all(dir);
 }
 

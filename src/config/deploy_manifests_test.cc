@@ -76,10 +76,9 @@ const std::set<std::string> kTalosDocumentKinds = {"KernelModuleConfig", "Kubele
 
 // Flags the DaemonSet may pass to gpulet: the global ones and `serve`'s. When `serve` exists
 // in this build, its --help is checked too (ServeHelp below).
-const std::set<std::string> kGpuletFlags = {"--host-root",       "--nvml-lib", "--probe-timeout",
-                                            "--call-timeout",    "--verbose",  "--kubelet-dir",
-                                            "--metrics-address", "--config",   "--log-level",
-                                            "--cdi-spec-dir"};
+const std::set<std::string> kGpuletFlags = {
+    "--host-root",   "--nvml-lib",        "--probe-timeout", "--call-timeout", "--verbose",
+    "--kubelet-dir", "--metrics-address", "--config",        "--log-level",    "--cdi-spec-dir"};
 
 enum class DocType {
   kKubernetes,
@@ -309,11 +308,9 @@ TEST_F(DeployManifestsTest, DaemonSetWiring) {
   EXPECT_EQ(host_paths[mounts[cdi_dir]["name"].Scalar()], "/var/run/cdi");
   EXPECT_FALSE(mounts[cdi_dir]["readOnly"]);
   const std::string features = Config().labels.features_file;
-  const std::string features_dir =
-      args["--host-root"] + features.substr(0, features.rfind('/'));
+  const std::string features_dir = args["--host-root"] + features.substr(0, features.rfind('/'));
   ASSERT_TRUE(mounts.count(features_dir)) << features_dir;
-  EXPECT_EQ(args["--host-root"] + host_paths[mounts[features_dir]["name"].Scalar()],
-            features_dir);
+  EXPECT_EQ(args["--host-root"] + host_paths[mounts[features_dir]["name"].Scalar()], features_dir);
   EXPECT_FALSE(mounts[features_dir]["readOnly"]);
   std::map<std::string, std::string> env;
   for (const auto& e : c["env"]) {

@@ -502,6 +502,13 @@ TEST(ManifestsCommandTest, NonTalosNodeGetsGenericOverlayWithSourceComments) {
   // Unpatched documents keep their comments.
   EXPECT_THAT(r.out, HasSubstr("privileged: true, and here is why"));
   EXPECT_THAT(r.out, Not(HasSubstr("kind: RuntimeClass")));
+  // Which overlay, why, and how to choose another, where a user piping to kubectl sees it.
+  EXPECT_THAT(r.err, HasSubstr("rendered deploy/overlays/generic because the node under"));
+  EXPECT_THAT(r.err, HasSubstr("is not Talos (/etc/os-release"));
+  EXPECT_THAT(r.err, HasSubstr("pass --overlay talos|generic"));
+  r = testing::RunProgram({Gpulet(), "manifests", "--no-inspect"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("because no node was inspected (--no-inspect)"));
 }
 
 TEST(ManifestsCommandTest, BadOptionsAreUsageErrors) {

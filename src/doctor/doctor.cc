@@ -774,8 +774,9 @@ CheckResult CheckGpuletCdi(const Context& c) {
                       "daemon's --config, or set GPULET_CONFIG, to check its answers)");
   }
   if (in.gpulet_cdi_names.empty()) {
-    return NotChecked(r.id, r.title,
-                      "NVML identified no GPU, so gpulet advertises none as Healthy (see nvml.load)");
+    return NotChecked(
+        r.id, r.title,
+        "NVML identified no GPU, so gpulet advertises none as Healthy (see nvml.load)");
   }
   const cdi::SpecCatalog& cat = *c.catalog;
   std::vector<std::string> unresolved;
@@ -807,7 +808,8 @@ CheckResult CheckGpuletCdi(const Context& c) {
     r.fix = absl::StrCat(
         "gpulet serve writes this spec to ", in.gpulet_cdi_spec_dir,
         " at start: check its log for \"CDI spec\" errors. Its pod must mount the host's "
-        "/var/run/cdi writable at <host root>", in.gpulet_cdi_spec_dir,
+        "/var/run/cdi writable at <host root>",
+        in.gpulet_cdi_spec_dir,
         " (deploy/base does), and that directory must be one the container runtime scans.");
   }
   return r;

@@ -255,11 +255,11 @@ TEST(DoctorTest, Talos112FieldReportFailures) {
 // none): the names gpulet answers with must resolve, else every GPU pod fails.
 TEST(DoctorTest, GpuletCdiNamesMustResolve) {
   std::string root = SimRoot("homelab");
-  Inventory inv = InventoryFor(
-      root,
-      {Identity(0, "GPU-3f9d6c2e-1b7a-4e0c-9d35-a1c2e3f43080", "0000:01:00.0", 0),
-       Identity(1, "GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090", "0000:02:00.0", 1)},
-      absl::OkStatus(), "570.133.20");
+  Inventory inv =
+      InventoryFor(root,
+                   {Identity(0, "GPU-3f9d6c2e-1b7a-4e0c-9d35-a1c2e3f43080", "0000:01:00.0", 0),
+                    Identity(1, "GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090", "0000:02:00.0", 1)},
+                   absl::OkStatus(), "570.133.20");
   HostFs host(root);
   DoctorInput in;
   in.host = &host;

@@ -1,5 +1,4 @@
 #include "gpu/labels.h"
-#include "config/config.h"
 
 #include <unistd.h>
 
@@ -9,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "config/config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/subprocess.h"

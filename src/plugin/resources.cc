@@ -56,8 +56,7 @@ std::string CdiAnnotationKey(const std::string& prefix, const std::string& resou
   }
   std::string name = "gpulet_";
   for (char c : resource.substr(0, 32)) {
-    name.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c
-                                                                                         : '_');
+    name.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_');
   }
   absl::StrAppend(&name, "_", absl::Hex(hash, absl::kZeroPad16));
   return absl::StrCat(prefix, name);
@@ -79,8 +78,8 @@ std::vector<ResourceSpec> ResourcesFor(const Config& config) {
   return out;
 }
 
-std::vector<AdvertisedDevice> AdvertisedDevices(const ResourceSpec& resource,
-                                                const Config& config, const Snapshot& snap) {
+std::vector<AdvertisedDevice> AdvertisedDevices(const ResourceSpec& resource, const Config& config,
+                                                const Snapshot& snap) {
   std::vector<AdvertisedDevice> out;
   for (size_t i = 0; i < snap.devices.size(); ++i) {
     const DeviceRecord& d = snap.devices[i];
@@ -95,10 +94,10 @@ std::vector<AdvertisedDevice> AdvertisedDevices(const ResourceSpec& resource,
       count = config.sharing.time_slicing.replicas;
     }
     for (int k = 0; k < count; ++k) {
-      std::string id = (resource.kind == ResourceKind::kGpu &&
-                        config.sharing.time_slicing.replicas <= 1)
-                           ? base
-                           : absl::StrCat(base, "::", infix, k);
+      std::string id =
+          (resource.kind == ResourceKind::kGpu && config.sharing.time_slicing.replicas <= 1)
+              ? base
+              : absl::StrCat(base, "::", infix, k);
       out.push_back({std::move(id), i, healthy, d.gpu.numa_node});
     }
   }
@@ -144,10 +143,11 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
     }
   }
   if (!unknown.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown ", resource.name, " device IDs: ", absl::StrJoin(unknown, ", "),
-        " (this node advertises ", advertised.size(), " devices; the GPU may have been "
-        "removed or the sharing config changed)"));
+    return absl::InvalidArgumentError(absl::StrCat("unknown ", resource.name,
+                                                   " device IDs: ", absl::StrJoin(unknown, ", "),
+                                                   " (this node advertises ", advertised.size(),
+                                                   " devices; the GPU may have been "
+                                                   "removed or the sharing config changed)"));
   }
   if (!unhealthy.empty()) {
     std::vector<std::string> reasons;
@@ -160,8 +160,8 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
   }
   if (resource.kind == ResourceKind::kMemorySlice && gpus.size() > 1) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "the ", ids.size(), " ", resource.name,
-        " units requested span ", gpus.size(), " GPUs; a container's memory slices must come "
+        "the ", ids.size(), " ", resource.name, " units requested span ", gpus.size(),
+        " GPUs; a container's memory slices must come "
         "from one GPU (the kubelet follows gpulet's preferred allocation, which packs them)"));
   }
 
@@ -196,9 +196,8 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
         for (const std::string& id : runtime_ids) {
           names.push_back(absl::StrCat(config.plugin.cdi_kind, "=", id));
         }
-        (*r.mutable_annotations())[CdiAnnotationKey(config.plugin.cdi_annotation_prefix,
-                                                    resource.name, ids)] =
-            absl::StrJoin(names, ",");
+        (*r.mutable_annotations())[CdiAnnotationKey(
+            config.plugin.cdi_annotation_prefix, resource.name, ids)] = absl::StrJoin(names, ",");
         break;
       }
       case DeviceListStrategy::kCdiCri:
@@ -232,8 +231,8 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
   return r;
 }
 
-std::vector<std::string> PreferredAllocation(const ResourceSpec& resource,
-                                             const Config& config, const Snapshot& snap,
+std::vector<std::string> PreferredAllocation(const ResourceSpec& resource, const Config& config,
+                                             const Snapshot& snap,
                                              const std::vector<std::string>& available,
                                              const std::vector<std::string>& must_include,
                                              int size) {

@@ -40,8 +40,8 @@ struct AdvertisedDevice {
 };
 
 // The devices a resource advertises for a snapshot.
-std::vector<AdvertisedDevice> AdvertisedDevices(const ResourceSpec& resource,
-                                                const Config& config, const Snapshot& snap);
+std::vector<AdvertisedDevice> AdvertisedDevices(const ResourceSpec& resource, const Config& config,
+                                                const Snapshot& snap);
 
 // The ListAndWatch message for a device list.
 v1beta1::ListAndWatchResponse ToListAndWatch(const std::vector<AdvertisedDevice>& devices);
@@ -60,8 +60,8 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
 // Chooses `size` IDs from `available` (keeping `must_include`): whole GPUs on one NUMA node
 // where possible; replicas spread over distinct GPUs, least used first; memory slices packed
 // onto the GPU that fits them most tightly.
-std::vector<std::string> PreferredAllocation(const ResourceSpec& resource,
-                                             const Config& config, const Snapshot& snap,
+std::vector<std::string> PreferredAllocation(const ResourceSpec& resource, const Config& config,
+                                             const Snapshot& snap,
                                              const std::vector<std::string>& available,
                                              const std::vector<std::string>& must_include,
                                              int size);
