@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gpu/pci_inventory.h"
 #include "gtest/gtest.h"
+#include "testing/files.h"
 
 namespace gpulet::cdi {
 namespace {
@@ -46,13 +47,6 @@ Inventory Homelab() {
   return inv;
 }
 
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // A writable host root; the driver files and /dev come from the homelab fixture.
 class SpecKeeperTest : public ::testing::Test {
  protected:
@@ -80,7 +74,7 @@ TEST_F(SpecKeeperTest, WritesTheSpecOnceAndKeepsIt) {
   EXPECT_TRUE(first->written);
   EXPECT_EQ(first->host_path, "/var/run/cdi/gpulet.dev-gpu.yaml");
   EXPECT_EQ(keeper.host_path(), first->host_path);
-  std::string text = Slurp(SpecFile());
+  std::string text = testing::ReadTextFile(SpecFile().string());
   absl::StatusOr<Spec> spec = ParseSpec(text, SpecFile().string());
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_TRUE(ValidateSpec(*spec).ok());
@@ -104,19 +98,19 @@ TEST_F(SpecKeeperTest, WritesTheSpecOnceAndKeepsIt) {
 TEST_F(SpecKeeperTest, VerifyRewritesADeletedOrEditedSpec) {
   SpecKeeper keeper(host_.get());
   ASSERT_TRUE(keeper.Reconcile(Homelab(), options_).ok());
-  std::string written = Slurp(SpecFile());
+  std::string written = testing::ReadTextFile(SpecFile().string());
 
   fs::remove(SpecFile());
   absl::StatusOr<bool> rewritten = keeper.Verify();
   ASSERT_TRUE(rewritten.ok()) << rewritten.status();
   EXPECT_TRUE(*rewritten);
-  EXPECT_EQ(Slurp(SpecFile()), written);
+  EXPECT_EQ(testing::ReadTextFile(SpecFile().string()), written);
 
   std::ofstream(SpecFile()) << "---\ncdiVersion: 0.5.0\nkind: gpulet.dev/gpu\n";
   rewritten = keeper.Verify();
   ASSERT_TRUE(rewritten.ok());
   EXPECT_TRUE(*rewritten);
-  EXPECT_EQ(Slurp(SpecFile()), written);
+  EXPECT_EQ(testing::ReadTextFile(SpecFile().string()), written);
 }
 
 TEST_F(SpecKeeperTest, AStaleSpecFromAnEarlierRunIsReplaced) {
@@ -126,7 +120,7 @@ TEST_F(SpecKeeperTest, AStaleSpecFromAnEarlierRunIsReplaced) {
   absl::StatusOr<KeepResult> r = keeper.Reconcile(Homelab(), options_);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->written);
-  EXPECT_THAT(Slurp(SpecFile()), HasSubstr(kUuid1));
+  EXPECT_THAT(testing::ReadTextFile(SpecFile().string()), HasSubstr(kUuid1));
 }
 
 TEST_F(SpecKeeperTest, ANewKindRemovesTheOldFile) {

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "testing/daemon_process.h"
+#include "testing/files.h"
 #include "testing/subprocess.h"
 
 namespace gpulet {
@@ -26,13 +27,6 @@ constexpr char kSpec[] = "var/run/cdi/gpulet.dev-gpu.yaml";
 constexpr char kLabels[] = "etc/kubernetes/node-feature-discovery/features.d/gpulet";
 
 std::string Gpulet() { return absl::StrCat(GPULET_BINARY_DIR, "/gpulet"); }
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 bool WaitFor(const fs::path& p, absl::Duration timeout) {
   absl::Time end = absl::Now() + timeout;
@@ -96,8 +90,9 @@ TEST_F(ServeFilesTest, KeepsItsSpecAndLabelsAndDoctorSeesThemResolve) {
   ASSERT_TRUE(StartServe());
   ASSERT_TRUE(WaitFor(root_ / kSpec, absl::Seconds(20))) << daemon_.Log();
   ASSERT_TRUE(WaitFor(root_ / kLabels, absl::Seconds(5))) << daemon_.Log();
-  EXPECT_THAT(Slurp(root_ / kSpec), HasSubstr("kind: gpulet.dev/gpu"));
-  EXPECT_THAT(Slurp(root_ / kLabels), HasSubstr("nvidia.com/gpu.count=2"));
+  EXPECT_THAT(testing::ReadTextFile((root_ / kSpec).string()), HasSubstr("kind: gpulet.dev/gpu"));
+  EXPECT_THAT(testing::ReadTextFile((root_ / kLabels).string()),
+              HasSubstr("nvidia.com/gpu.count=2"));
 
   testing::RunResult after = testing::RunProgram(doctor);
   j = nlohmann::json::parse(after.out);
@@ -131,7 +126,8 @@ TEST_F(ServeFilesTest, LabelsCommandWritesUnderTheHostRootByDefault) {
   argv.push_back("labels");
   testing::RunResult r = testing::RunProgram(argv);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(Slurp(root_ / kLabels), HasSubstr("nvidia.com/gpu.count=2"));
+  EXPECT_THAT(testing::ReadTextFile((root_ / kLabels).string()),
+              HasSubstr("nvidia.com/gpu.count=2"));
   EXPECT_THAT(r.err, HasSubstr(root_.string()));
 }
 

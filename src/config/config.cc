@@ -83,6 +83,17 @@ constexpr const char* kStrategyNames[] = {"envvar", "volume-mounts", "cdi-annota
 
 YAML::Node Str(const std::string& s) { return YAML::Node(s); }
 
+// A cdi.* path: absolute, or "" for the fallback `allowed` names.
+Field CdiPath(const char* key, const char* allowed, std::string Config::Cdi::*member) {
+  return {key, allowed,
+          [key, allowed, member](Config& c, const std::string& v) {
+            if (!v.empty() && v[0] != '/') return Bad(key, v, allowed);
+            c.cdi.*member = v;
+            return absl::OkStatus();
+          },
+          [member](const Config& c) { return Str(c.cdi.*member); }};
+}
+
 const std::vector<Field>& Fields() {
   static const auto* kFields = new std::vector<Field>{
       {"kubeletDir", "an absolute path",
@@ -178,42 +189,14 @@ const std::vector<Field>& Fields() {
          return absl::OkStatus();
        },
        [](const Config& c) { return Str(c.plugin.dev_root); }},
-      {"cdi.specDir", "an absolute host path, or empty to write no spec",
-       [](Config& c, const std::string& v) {
-         if (!v.empty() && v[0] != '/') {
-           return Bad("cdi.specDir", v, "an absolute host path (e.g. /var/run/cdi), or empty");
-         }
-         c.cdi.spec_dir = v;
-         return absl::OkStatus();
-       },
-       [](const Config& c) { return Str(c.cdi.spec_dir); }},
-      {"cdi.driverRoot", "an absolute path, or empty for the host root",
-       [](Config& c, const std::string& v) {
-         if (!v.empty() && v[0] != '/') {
-           return Bad("cdi.driverRoot", v, "an absolute path, or empty for the host root");
-         }
-         c.cdi.driver_root = v;
-         return absl::OkStatus();
-       },
-       [](const Config& c) { return Str(c.cdi.driver_root); }},
-      {"cdi.devRoot", "an absolute path, or empty for the host root",
-       [](Config& c, const std::string& v) {
-         if (!v.empty() && v[0] != '/') {
-           return Bad("cdi.devRoot", v, "an absolute path, or empty for the host root");
-         }
-         c.cdi.dev_root = v;
-         return absl::OkStatus();
-       },
-       [](const Config& c) { return Str(c.cdi.dev_root); }},
-      {"cdi.hookPath", "an absolute host path, or empty to find nvidia-cdi-hook",
-       [](Config& c, const std::string& v) {
-         if (!v.empty() && v[0] != '/') {
-           return Bad("cdi.hookPath", v, "an absolute host path, or empty to probe");
-         }
-         c.cdi.hook_path = v;
-         return absl::OkStatus();
-       },
-       [](const Config& c) { return Str(c.cdi.hook_path); }},
+      CdiPath("cdi.specDir", "an absolute host path (e.g. /var/run/cdi), or empty to write no spec",
+              &Config::Cdi::spec_dir),
+      CdiPath("cdi.driverRoot", "an absolute path, or empty for the host root",
+              &Config::Cdi::driver_root),
+      CdiPath("cdi.devRoot", "an absolute path, or empty for the host root",
+              &Config::Cdi::dev_root),
+      CdiPath("cdi.hookPath", "an absolute host path, or empty to find nvidia-cdi-hook",
+              &Config::Cdi::hook_path),
       {"sharing.timeSlicing.replicas", "an integer from 1 to 64",
        [](Config& c, const std::string& v) {
          return ParseInt("sharing.timeSlicing.replicas", v, 1, 64,

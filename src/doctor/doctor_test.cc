@@ -13,6 +13,7 @@
 #include "gpu/pci_inventory.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "testing/files.h"
 #include "testing/subprocess.h"
 
 namespace gpulet::doctor {
@@ -631,12 +632,7 @@ std::set<std::string> Matches(const std::string& text, const std::regex& re) {
   return out;
 }
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string Slurp(const std::string& path) { return testing::ReadTextFile(path); }
 
 // The check ids users script against (`doctor --json`) are the ones the troubleshooting
 // guide lists, no more and no fewer.
