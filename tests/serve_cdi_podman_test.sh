@@ -31,9 +31,11 @@ work=$(mktemp -d /tmp/gpulet-serve-cdi.XXXXXX)
 image="localhost/gpulet-serve-cdi-test:$$"
 link="/etc/cdi/gpulet-serve-test-$$.yaml"
 serve_pid=""
+created_cdi_dir=0
 cleanup() {
   [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
   rm -f "$link"
+  [ "$created_cdi_dir" = 1 ] && rmdir /etc/cdi 2>/dev/null
   podman rmi -f "$image" >/dev/null 2>&1
   rm -rf "$work"
 }
@@ -104,7 +106,7 @@ name=$(echo "$answer" | sed -n 's/^cdi //p')
 spec="$work/root/var/run/cdi/gpulet.dev-gpu.yaml"
 [ -f "$spec" ] || fail "gpulet serve wrote no spec at $spec: $(ls -la "$work/root/var/run/cdi")"
 grep -q "^kind: ${name%%=*}$" "$spec" || fail "the spec's kind is not that of $name"
-mkdir -p /etc/cdi
+[ -d /etc/cdi ] || { mkdir -p /etc/cdi && created_cdi_dir=1; }
 ln -s "$spec" "$link" || fail "cannot link $link to the spec"
 
 step "podman run --device $name"
