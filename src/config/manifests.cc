@@ -399,10 +399,6 @@ absl::StatusOr<std::vector<KubeObject>> RenderDir(const ManifestFiles& files,
 
 // --- os-release and Talos --------------------------------------------------------------------
 
-std::string BranchSuffix(DriverBranch branch) {
-  return branch == DriverBranch::kLts ? "-lts" : "-production";
-}
-
 std::string GpuWords(const PciGpu& g) {
   std::string name =
       g.product.empty() ? absl::StrCat("GPU 10de:", absl::Hex(g.device_id)) : g.product;

@@ -103,19 +103,21 @@ TEST_F(NvmlWorkerTest, SystemLibcProvidesTheRunningGlibc) {
 }
 
 TEST_F(NvmlWorkerTest, FindDriverGlibcNamesEachDirectoryAndWhy) {
-  auto found = FindDriverGlibc(
-      {{kRoot + "/usr/lib", "/usr/lib"}, {kGlibcDir, "/usr/local/glibc/lib"}}, GlibcVersion{9, 99});
+  auto found = FindDriverGlibc({{kRoot + "/usr/lib", "/usr/lib", "/usr/lib"},
+                                {kGlibcDir, "/usr/local/glibc/lib", "/usr/local/glibc/lib"}},
+                               GlibcVersion{9, 99});
   ASSERT_TRUE(found.ok()) << found.status();
   EXPECT_EQ(found->dir, kGlibcDir);
   EXPECT_EQ(found->loader, kGlibcDir + "/" + HostLoaderName());
   EXPECT_EQ(found->version.ToString(), "9.99");
 
-  auto too_new = FindDriverGlibc({{kGlibcDir, "/usr/local/glibc/lib"}}, GlibcVersion{10, 1});
+  auto too_new = FindDriverGlibc({{kGlibcDir, "/usr/local/glibc/lib", "/usr/local/glibc/lib"}},
+                                 GlibcVersion{10, 1});
   ASSERT_TRUE(absl::IsNotFound(too_new.status()));
   EXPECT_NE(too_new.status().message().find("/usr/local/glibc/lib: libc.so.6 provides glibc 9.99"),
             std::string::npos)
       << too_new.status();
-  auto none = FindDriverGlibc({{kRoot + "/dev", "/dev"}}, GlibcVersion{9, 99});
+  auto none = FindDriverGlibc({{kRoot + "/dev", "/dev", "/dev"}}, GlibcVersion{9, 99});
   ASSERT_TRUE(absl::IsNotFound(none.status()));
   EXPECT_NE(none.status().message().find("/dev: no libc.so.6"), std::string::npos) << none.status();
 }
