@@ -135,8 +135,13 @@ class LabelsFile {
     absl::StatusOr<std::string> local = host_->Resolve(host_path);
     absl::Status st = local.ok() ? WriteFileAtomically(*local, text_) : local.status();
     if (!st.ok()) {
-      std::string error = absl::StrCat("labels.featuresFile: ", st.message(),
-                                       " (the DaemonSet mounts the host's features.d)");
+      std::string error =
+          absl::IsNotFound(st)
+              ? absl::StrCat("labels.featuresFile ", host_->Describe(host_path),
+                             ": its directory does not exist, so the node's GPU labels are not "
+                             "written. deploy/base mounts the host's features.d (created if "
+                             "missing); set labels.featuresFile to \"\" to write none")
+              : absl::StrCat("labels.featuresFile: ", st.message());
       if (error != last_error_) GPULET_LOG_ERROR("{}", error);
       last_error_ = error;
       return;

@@ -112,6 +112,7 @@ TEST_F(ServeFilesTest, KeepsItsSpecAndLabelsAndDoctorSeesThemResolve) {
 TEST_F(ServeFilesTest, AnUnwritableSpecDirectoryIsLoggedAndServingGoesOn) {
   fs::remove_all(root_ / "var/run/cdi");
   std::ofstream(root_ / "var/run/cdi") << "a file where the directory should be";
+  fs::remove_all(root_ / "etc/kubernetes/node-feature-discovery");
   ASSERT_TRUE(StartServe());
   fs::path socket = dir_ / "kubelet/device-plugins/gpulet-gpu.sock";
   EXPECT_TRUE(WaitFor(socket, absl::Seconds(20))) << daemon_.Log();
@@ -119,6 +120,9 @@ TEST_F(ServeFilesTest, AnUnwritableSpecDirectoryIsLoggedAndServingGoesOn) {
   EXPECT_EQ(daemon_.Stop(SIGTERM, absl::Seconds(10)), 0);
   EXPECT_THAT(daemon_.Log(), HasSubstr("CDI spec: cannot write"));
   EXPECT_THAT(daemon_.Log(), HasSubstr("/var/run/cdi/gpulet.dev-gpu.yaml"));
+  EXPECT_THAT(daemon_.Log(), HasSubstr("labels.featuresFile "
+                                       "/etc/kubernetes/node-feature-discovery/features.d/gpulet"));
+  EXPECT_THAT(daemon_.Log(), HasSubstr("its directory does not exist"));
 }
 
 TEST_F(ServeFilesTest, LabelsCommandWritesUnderTheHostRootByDefault) {
