@@ -91,4 +91,17 @@ absl::StatusOr<bool> SpecKeeper::Verify() {
   return true;
 }
 
+absl::Status SpecKeeper::Remove() {
+  if (host_path_.empty()) return absl::OkStatus();
+  absl::StatusOr<std::string> local = LocalPath(host_path_);
+  if (!local.ok()) return local.status();
+  if (unlink(local->c_str()) != 0 && errno != ENOENT) {
+    return absl::InternalError(
+        absl::StrCat("cannot remove ", host_path_, ": ", std::strerror(errno)));
+  }
+  host_path_.clear();
+  content_.clear();
+  return absl::OkStatus();
+}
+
 }  // namespace gpulet::cdi

@@ -59,6 +59,10 @@ class SpecKeeper {
   // first successful Reconcile. Returns whether it wrote.
   absl::StatusOr<bool> Verify();
 
+  // Removes the file last written and stops keeping it (cdi.specDir set to "" on SIGHUP: a
+  // spec nobody keeps would go stale). No-op when nothing was written.
+  absl::Status Remove();
+
   // Host path of the file last written; "" before the first success.
   const std::string& host_path() const { return host_path_; }
 

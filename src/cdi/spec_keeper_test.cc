@@ -135,6 +135,19 @@ TEST_F(SpecKeeperTest, ANewKindRemovesTheOldFile) {
   EXPECT_FALSE(fs::exists(SpecFile()));
 }
 
+TEST_F(SpecKeeperTest, RemoveDeletesTheSpecAndStopsKeepingIt) {
+  SpecKeeper keeper(host_.get());
+  ASSERT_TRUE(keeper.Reconcile(Homelab(), options_).ok());
+  ASSERT_TRUE(keeper.Remove().ok());
+  EXPECT_FALSE(fs::exists(SpecFile()));
+  EXPECT_EQ(keeper.host_path(), "");
+  absl::StatusOr<bool> verified = keeper.Verify();  // nothing is kept any more
+  ASSERT_TRUE(verified.ok());
+  EXPECT_FALSE(*verified);
+  EXPECT_FALSE(fs::exists(SpecFile()));
+  EXPECT_TRUE(keeper.Remove().ok());  // twice is fine
+}
+
 TEST_F(SpecKeeperTest, TheDirectoryIsAHostPathUnderTheRoot) {
   // /var/run -> /run on most hosts: the link is followed inside the root.
   fs::create_directories(fs::path(root_) / "run");

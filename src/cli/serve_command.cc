@@ -97,6 +97,12 @@ constexpr absl::Duration kFileCheckInterval = absl::Seconds(10);
 // serving (envvar answers and metrics work without a spec) and `gpulet doctor` reports it.
 void KeepCdiSpec(cdi::SpecKeeper& keeper, const Inventory& inventory, const Config& config) {
   if (config.cdi.spec_dir.empty()) {
+    std::string previous = keeper.host_path();
+    if (absl::Status st = keeper.Remove(); !st.ok()) {
+      GPULET_LOG_ERROR("CDI spec: {}", st.message());
+    } else if (!previous.empty()) {
+      GPULET_LOG_INFO("CDI spec {} removed: cdi.specDir is now empty", previous);
+    }
     GPULET_LOG_INFO(
         "cdi.specDir is empty: no CDI spec written; CDI names in answers ({}=…) "
         "must resolve in a spec written by someone else",

@@ -109,6 +109,36 @@ TEST_F(ServeFilesTest, KeepsItsSpecAndLabelsAndDoctorSeesThemResolve) {
               HasSubstr("CDI spec for gpulet.dev/gpu written to /var/run/cdi/gpulet.dev-gpu.yaml"));
 }
 
+bool WaitGone(const fs::path& p, absl::Duration timeout) {
+  absl::Time end = absl::Now() + timeout;
+  while (absl::Now() < end) {
+    if (!fs::exists(p)) return true;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return false;
+}
+
+// SIGHUP applies a new kind (new file, old one removed) and an empty cdi.specDir (no spec
+// left behind to go stale).
+TEST_F(ServeFilesTest, SighupMovesOrRemovesTheSpec) {
+  ASSERT_TRUE(StartServe());
+  ASSERT_TRUE(WaitFor(root_ / kSpec, absl::Seconds(20))) << daemon_.Log();
+  std::ofstream(config_) << "version: v1\nplugin:\n  deviceListStrategy: [cdi-cri]\n"
+                            "  cdiKind: example.com/accel\n";
+  ASSERT_EQ(kill(daemon_.pid(), SIGHUP), 0);
+  EXPECT_TRUE(WaitFor(root_ / "var/run/cdi/example.com-accel.yaml", absl::Seconds(10)))
+      << daemon_.Log();
+  EXPECT_TRUE(WaitGone(root_ / kSpec, absl::Seconds(10))) << daemon_.Log();
+
+  std::ofstream(config_) << "version: v1\ncdi:\n  specDir: \"\"\n";
+  ASSERT_EQ(kill(daemon_.pid(), SIGHUP), 0);
+  EXPECT_TRUE(WaitGone(root_ / "var/run/cdi/example.com-accel.yaml", absl::Seconds(10)))
+      << daemon_.Log();
+  EXPECT_TRUE(daemon_.Running());
+  EXPECT_EQ(daemon_.Stop(SIGTERM, absl::Seconds(10)), 0);
+  EXPECT_THAT(daemon_.Log(), HasSubstr("removed: cdi.specDir is now empty"));
+}
+
 TEST_F(ServeFilesTest, AnUnwritableSpecDirectoryIsLoggedAndServingGoesOn) {
   fs::remove_all(root_ / "var/run/cdi");
   std::ofstream(root_ / "var/run/cdi") << "a file where the directory should be";
