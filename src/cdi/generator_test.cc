@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gpu/pci_inventory.h"
 #include "gtest/gtest.h"
+#include "testing/homelab.h"
 #include "testing/subprocess.h"
 
 namespace gpulet::cdi {
@@ -22,45 +23,20 @@ namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr char kUuid0[] = "GPU-3f9d6c2e-1b7a-4e0c-9d35-a1c2e3f43080";
-constexpr char kUuid1[] = "GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090";
+constexpr const char* kUuid0 = testing::kRtx3080;
+constexpr const char* kUuid1 = testing::kRtx5090;
 
-std::string SimRoot(const std::string& name) {
-  return absl::StrCat(GPULET_SOURCE_DIR, "/sim/fixtures/", name, "/root");
-}
+using testing::SimRoot;
 std::string TestRoot(const std::string& name) {
   return absl::StrCat(GPULET_SOURCE_DIR, "/tests/fixtures/hostroots/", name);
 }
 
 DeviceIdentity Identity(unsigned index, const std::string& uuid, const std::string& bus,
                         unsigned minor) {
-  DeviceIdentity id;
-  id.index = index;
-  id.uuid = uuid;
-  id.name = absl::StrCat("GPU ", index);
-  id.bus_id = absl::StrCat("0000", bus);  // NVML's 8-digit domain
-  id.minor = minor;
-  return id;
+  return testing::GpuIdentity(index, uuid, bus, minor);
 }
-
-// The inventory discovery would build for a fixture root if NVML reported `ids`.
-Inventory InventoryFor(const std::string& root, const std::vector<DeviceIdentity>& ids,
-                       const std::string& driver_version) {
-  HostFs host(root);
-  Inventory inv = BuildInventory(nullptr, host, absl::OkStatus());
-  std::vector<absl::StatusOr<DeviceIdentity>> nvml(ids.begin(), ids.end());
-  absl::StatusOr<std::vector<PciGpu>> pci = ScanPciGpus(host);
-  inv.gpus = MergeGpuViews(nvml, pci.ok() ? *pci : std::vector<PciGpu>{});
-  inv.system.driver_version = driver_version;
-  return inv;
-}
-
-Inventory Homelab() {
-  return InventoryFor(
-      SimRoot("homelab"),
-      {Identity(0, kUuid0, "0000:01:00.0", 0), Identity(1, kUuid1, "0000:02:00.0", 1)},
-      "570.133.20");
-}
+using testing::InventoryFor;
+Inventory Homelab() { return testing::HomelabInventory(); }
 
 std::vector<std::string> Names(const Spec& s) {
   std::vector<std::string> out;

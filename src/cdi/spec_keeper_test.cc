@@ -9,9 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
-#include "gpu/pci_inventory.h"
 #include "gtest/gtest.h"
 #include "testing/files.h"
+#include "testing/homelab.h"
 
 namespace gpulet::cdi {
 namespace {
@@ -19,33 +19,12 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-constexpr char kUuid0[] = "GPU-3f9d6c2e-1b7a-4e0c-9d35-a1c2e3f43080";
-constexpr char kUuid1[] = "GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090";
+using testing::HomelabInventory;
+constexpr const char* kUuid0 = testing::kRtx3080;
+constexpr const char* kUuid1 = testing::kRtx5090;
 
-std::string HomelabRoot() { return absl::StrCat(GPULET_SOURCE_DIR, "/sim/fixtures/homelab/root"); }
-
-DeviceIdentity Identity(unsigned index, const std::string& uuid, const std::string& bus,
-                        unsigned minor) {
-  DeviceIdentity id;
-  id.index = index;
-  id.uuid = uuid;
-  id.name = absl::StrCat("GPU ", index);
-  id.bus_id = absl::StrCat("0000", bus);
-  id.minor = minor;
-  return id;
-}
-
-// The homelab node's two GPUs as discovery would report them.
-Inventory Homelab() {
-  HostFs host(HomelabRoot());
-  Inventory inv = BuildInventory(nullptr, host, absl::OkStatus());
-  std::vector<absl::StatusOr<DeviceIdentity>> nvml = {Identity(0, kUuid0, "0000:01:00.0", 0),
-                                                      Identity(1, kUuid1, "0000:02:00.0", 1)};
-  absl::StatusOr<std::vector<PciGpu>> pci = ScanPciGpus(host);
-  inv.gpus = MergeGpuViews(nvml, pci.ok() ? *pci : std::vector<PciGpu>{});
-  inv.system.driver_version = "570.133.20";
-  return inv;
-}
+std::string HomelabRoot() { return testing::SimRoot("homelab"); }
+Inventory Homelab() { return HomelabInventory(); }
 
 // A writable host root; the driver files and /dev come from the homelab fixture.
 class SpecKeeperTest : public ::testing::Test {

@@ -19,6 +19,7 @@
 #include "testing/daemon_process.h"
 #include "testing/fake_kubelet.h"
 #include "testing/free_port.h"
+#include "testing/homelab.h"
 #include "testing/subprocess.h"
 #include "testing/text_lines.h"
 
@@ -30,16 +31,11 @@ using ::gpulet::testing::DaemonProcess;
 using ::gpulet::testing::FakeKubelet;
 using ::gpulet::testing::RunProgram;
 
-constexpr char kRtx3080[] = "GPU-3f9d6c2e-1b7a-4e0c-9d35-a1c2e3f43080";
-constexpr char kRtx5090[] = "GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090";
+using ::gpulet::testing::CountHealthy;
+using ::gpulet::testing::kRtx3080;
+using ::gpulet::testing::kRtx5090;
 
-std::string Gpulet() { return std::string(GPULET_BINARY_DIR) + "/gpulet"; }
-
-int CountHealthy(const v1beta1::ListAndWatchResponse& r) {
-  int n = 0;
-  for (const auto& d : r.devices()) n += d.health() == "Healthy";
-  return n;
-}
+std::string Gpulet() { return testing::GpuletBinary(); }
 
 // The gpulet-nvml-worker child of `parent`, from /proc; 0 when there is none.
 pid_t WorkerOf(pid_t parent) {

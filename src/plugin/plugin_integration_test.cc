@@ -14,6 +14,7 @@
 #include "testing/daemon_process.h"
 #include "testing/fake_kubelet.h"
 #include "testing/free_port.h"
+#include "testing/homelab.h"
 #include "testing/subprocess.h"
 #include "testing/text_lines.h"
 
@@ -25,16 +26,11 @@ using ::gpulet::testing::DaemonProcess;
 using ::gpulet::testing::FakeKubelet;
 using ::gpulet::testing::RunProgram;
 
-constexpr char kRtx3080[] = "GPU-3f9d6c2e-1b7a-4e0c-9d35-a1c2e3f43080";
-constexpr char kRtx5090[] = "GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090";
+using ::gpulet::testing::CountHealthy;
+using ::gpulet::testing::kRtx3080;
+using ::gpulet::testing::kRtx5090;
 
-std::string Gpulet() { return std::string(GPULET_BINARY_DIR) + "/gpulet"; }
-
-int CountHealthy(const v1beta1::ListAndWatchResponse& r) {
-  int n = 0;
-  for (const auto& d : r.devices()) n += d.health() == "Healthy";
-  return n;
-}
+std::string Gpulet() { return testing::GpuletBinary(); }
 
 // Both homelab GPUs listed, the RTX 5090 alone Unhealthy.
 bool OnlyRtx5090Unhealthy(const v1beta1::ListAndWatchResponse& r) {
