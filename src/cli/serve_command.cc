@@ -125,6 +125,20 @@ void KeepCdiSpec(cdi::SpecKeeper& keeper, const Inventory& inventory, const Conf
                   kept->written ? "written to" : "up to date in", kept->host_path);
 }
 
+// Logs an error once for as long as it stays the same: a check that fails the same way every
+// kFileCheckInterval says so once, and again only when the error changes or after it cleared.
+class ErrorOnce {
+ public:
+  void Report(const std::string& error) {
+    if (error != last_) GPULET_LOG_ERROR("{}", error);
+    last_ = error;
+  }
+  void Clear() { last_.clear(); }
+
+ private:
+  std::string last_;
+};
+
 // Keeps the node-feature-discovery feature file holding this node's GPU labels, so that
 // the node's labels follow what gpulet found (NFD's worker reads the file). Writes only when
 // the file is missing or differs; errors are logged once each, never fatal.
@@ -148,18 +162,17 @@ class LabelsFile {
                              "written. deploy/base mounts the host's features.d (created if "
                              "missing); set labels.featuresFile to \"\" to write none")
               : absl::StrCat("labels.featuresFile: ", st.message());
-      if (error != last_error_) GPULET_LOG_ERROR("{}", error);
-      last_error_ = error;
+      errors_.Report(error);
       return;
     }
-    last_error_.clear();
+    errors_.Clear();
     GPULET_LOG_INFO("GPU labels written to {}", host_path);
   }
 
  private:
   const HostFs* host_;
   const std::string text_;
-  std::string last_error_;
+  ErrorOnce errors_;
 };
 
 class ServeCommand final : public CommandHandler {
@@ -318,7 +331,7 @@ class ServeCommand final : public CommandHandler {
                     config->AdvertisedResources()[0], config->kubelet_dir);
 
     absl::Time next_file_check = absl::Now() + kFileCheckInterval;
-    std::string last_cdi_error;
+    ErrorOnce cdi_errors;
     while (true) {
       struct timespec wait = {1, 0};
       int sig = sigtimedwait(&signals, nullptr, &wait);
@@ -327,12 +340,9 @@ class ServeCommand final : public CommandHandler {
         labels.Keep(labels_path);
         absl::StatusOr<bool> rewritten = cdi_spec.Verify();
         if (!rewritten.ok()) {
-          if (std::string(rewritten.status().message()) != last_cdi_error) {
-            last_cdi_error = std::string(rewritten.status().message());
-            GPULET_LOG_ERROR("CDI spec: {}", last_cdi_error);
-          }
+          cdi_errors.Report(absl::StrCat("CDI spec: ", rewritten.status().message()));
         } else {
-          last_cdi_error.clear();
+          cdi_errors.Clear();
           if (*rewritten) {
             GPULET_LOG_WARN("CDI spec {} was missing or changed on disk; written again",
                             cdi_spec.host_path());

@@ -37,6 +37,10 @@ using ::gpulet::testing::kRtx5090;
 
 std::string Gpulet() { return testing::GpuletBinary(); }
 
+bool BothHealthy(const v1beta1::ListAndWatchResponse& r) {
+  return r.devices_size() == 2 && CountHealthy(r) == 2;
+}
+
 // The gpulet-nvml-worker child of `parent`, from /proc; 0 when there is none.
 pid_t WorkerOf(pid_t parent) {
   for (const auto& entry : fs::directory_iterator("/proc")) {
@@ -95,6 +99,18 @@ class NvmlWorkerIntegrationTest : public ::testing::Test {
     ASSERT_TRUE(kubelet_->WaitForRegistrations(1, absl::Seconds(20))) << daemon_.Log();
   }
 
+  // Waits until both GPUs are listed Healthy within `timeout`.
+  bool WaitBothHealthy(absl::Duration timeout) {
+    return kubelet_->WaitForDevices("nvidia.com/gpu", BothHealthy, timeout);
+  }
+
+  // Serves on the worker's root until both GPUs are Healthy; the worker's pid (0 if none).
+  pid_t StartOnWorkerRoot() {
+    StartDaemon({"--host-root", GPULET_WORKER_ROOT});
+    if (!WaitBothHealthy(absl::Seconds(10))) return 0;
+    return WorkerOf(daemon_.pid());
+  }
+
   // /metrics and Allocate both answer promptly (Allocate may refuse an Unhealthy GPU).
   void ExpectServing() {
     httplib::Client http("127.0.0.1", port_);
@@ -133,22 +149,14 @@ TEST_F(NvmlWorkerIntegrationTest, ListReadsBothGpusThroughTheWorker) {
 }
 
 TEST_F(NvmlWorkerIntegrationTest, ServeSurvivesAWorkerCrash) {
-  StartDaemon({"--host-root", GPULET_WORKER_ROOT});
-  ASSERT_TRUE(kubelet_->WaitForDevices(
-      "nvidia.com/gpu", [](const auto& r) { return r.devices_size() == 2 && CountHealthy(r) == 2; },
-      absl::Seconds(10)))
-      << daemon_.Log();
-  const pid_t worker = WorkerOf(daemon_.pid());
+  const pid_t worker = StartOnWorkerRoot();
   ASSERT_GT(worker, 0) << daemon_.Log();
   ASSERT_EQ(kill(worker, SIGKILL), 0);
   ASSERT_TRUE(kubelet_->WaitForDevices(
       "nvidia.com/gpu", [](const auto& r) { return CountHealthy(r) < 2; }, absl::Seconds(5)))
       << daemon_.Log();
   ExpectServing();
-  ASSERT_TRUE(kubelet_->WaitForDevices(
-      "nvidia.com/gpu", [](const auto& r) { return r.devices_size() == 2 && CountHealthy(r) == 2; },
-      absl::Seconds(15)))
-      << daemon_.Log();
+  ASSERT_TRUE(WaitBothHealthy(absl::Seconds(15))) << daemon_.Log();
   const pid_t again = WorkerOf(daemon_.pid());
   EXPECT_GT(again, 0);
   EXPECT_NE(again, worker);
@@ -157,22 +165,14 @@ TEST_F(NvmlWorkerIntegrationTest, ServeSurvivesAWorkerCrash) {
 }
 
 TEST_F(NvmlWorkerIntegrationTest, ServeSurvivesAHungWorker) {
-  StartDaemon({"--host-root", GPULET_WORKER_ROOT});
-  ASSERT_TRUE(kubelet_->WaitForDevices(
-      "nvidia.com/gpu", [](const auto& r) { return r.devices_size() == 2 && CountHealthy(r) == 2; },
-      absl::Seconds(10)))
-      << daemon_.Log();
-  const pid_t worker = WorkerOf(daemon_.pid());
+  const pid_t worker = StartOnWorkerRoot();
   ASSERT_GT(worker, 0) << daemon_.Log();
   ASSERT_EQ(kill(worker, SIGSTOP), 0);
   ASSERT_TRUE(kubelet_->WaitForDevices(
       "nvidia.com/gpu", [](const auto& r) { return CountHealthy(r) == 0; }, absl::Seconds(8)))
       << daemon_.Log();
   ExpectServing();
-  ASSERT_TRUE(kubelet_->WaitForDevices(
-      "nvidia.com/gpu", [](const auto& r) { return r.devices_size() == 2 && CountHealthy(r) == 2; },
-      absl::Seconds(20)))
-      << daemon_.Log();
+  ASSERT_TRUE(WaitBothHealthy(absl::Seconds(20))) << daemon_.Log();
   EXPECT_NE(WorkerOf(daemon_.pid()), worker);
   EXPECT_NE(daemon_.Log().find("did not answer a ping"), std::string::npos) << daemon_.Log();
 }
