@@ -8,7 +8,7 @@ JOBS ?= $(shell nproc)
 WERROR := $(if $(filter true 1 yes,$(CI)),ON,OFF)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test unit-test asan-test fuzz-smoke bench fuzz image image-test clean format help
+.PHONY: all deps build demo test unit-test asan-test fuzz-smoke lint format bench fuzz image image-test clean help
 
 all: build
 
@@ -17,6 +17,8 @@ help:
 	@echo "make test   - build and run all tests (plus the unit tests under ASan+UBSan)"
 	@echo "make bench  - run the benchmarks"
 	@echo "make fuzz   - run the parser fuzzers for longer"
+	@echo "make lint   - format check and clang thread-safety analysis (part of make test)"
+	@echo "make format - reformat the C++ sources with clang-format"
 	@echo "make image  - build the gpulet container image with podman (as root, no registry)"
 	@echo "make image-test - run the image and check it"
 	@echo "make clean  - remove build directories"
@@ -48,7 +50,16 @@ asan-test: deps
 fuzz-smoke: deps
 	scripts/fuzz.sh 10
 
-test: unit-test asan-test fuzz-smoke
+# Static checks: the format of every C++ file, and clang's thread-safety analysis over the
+# sources of the build (uses its compile_commands.json and generated headers).
+lint: build
+	scripts/check_format.sh
+	scripts/thread_safety.py $(BUILD) -j $(JOBS)
+
+format:
+	scripts/check_format.sh --fix
+
+test: unit-test lint asan-test fuzz-smoke
 	@echo "make test: all test suites passed"
 
 bench: build
@@ -78,6 +89,3 @@ image-test: build
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
-
-format:
-	clang-format -i $$(git ls-files '*.h' '*.cc')

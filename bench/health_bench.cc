@@ -14,7 +14,6 @@
 #include <filesystem>
 
 #include "bench/bench_util.h"
-#include "bench/plugin_rig.h"
 #include "health/event_monitor.h"
 #include "health/kmsg_source.h"
 #include "health/xid_policy.h"
@@ -22,6 +21,7 @@
 #include "state/device_store.h"
 #include "testing/daemon_process.h"
 #include "testing/fake_kubelet.h"
+#include "testing/plugin_rig.h"
 #include "testing/subprocess.h"
 
 namespace gpulet {
@@ -99,8 +99,11 @@ void RunDaemonDetection(BenchTable& table) {
 }
 
 void RunKmsgDetection(BenchTable& table) {
-  PluginRig rig("kmsg");
-  if (!rig.Start()) return;
+  testing::PluginRig rig("kmsg");
+  if (absl::Status started = rig.Start(); !started.ok()) {
+    std::fprintf(stderr, "bench: %s\n", std::string(started.message()).c_str());
+    return;
+  }
   DeviceStore& store = rig.store();
   FakeKubelet& kubelet = rig.kubelet();
   XidPolicy policy(&store, {13, 31, 43, 45, 68, 94}, absl::Milliseconds(200));
@@ -110,12 +113,12 @@ void RunKmsgDetection(BenchTable& table) {
   monitor.Start();
   std::vector<double> ms;
   for (int i = 0; i < 20; ++i) {
-    if (!SecondGpuIs(kubelet, "GPU-bench-1", "Healthy", absl::Seconds(5))) break;
+    if (!SecondGpuIs(kubelet, testing::PluginRig::Uuid(1), "Healthy", absl::Seconds(5))) break;
     absl::Time t0 = absl::Now();
     kmsg->Push(absl::StrCat("3,", 1000 + i, ",", 5000000 + i,
                             ",-;NVRM: Xid (PCI:0000:02:00): 79, pid='<unknown>', name=<unknown>, "
                             "GPU has fallen off the bus."));
-    if (!SecondGpuIs(kubelet, "GPU-bench-1", "Unhealthy", absl::Seconds(5))) break;
+    if (!SecondGpuIs(kubelet, testing::PluginRig::Uuid(1), "Unhealthy", absl::Seconds(5))) break;
     ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
   }
   table.Add("health", "kernel-log XID 79 to ListAndWatch Unhealthy p50", Percentile(ms, 50), "ms",

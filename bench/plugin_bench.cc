@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "bench/bench_util.h"
-#include "bench/plugin_rig.h"
 #include "plugin/plugin_server.h"
 #include "state/device_store.h"
 #include "testing/daemon_process.h"
 #include "testing/fake_kubelet.h"
+#include "testing/plugin_rig.h"
 
 namespace gpulet {
 namespace {
@@ -89,15 +89,18 @@ void RunDaemonBenchmarks(BenchTable& table) {
 }
 
 void RunHealthToStreamBenchmark(BenchTable& table) {
-  PluginRig rig("store");
-  if (!rig.Start()) return;
+  testing::PluginRig rig("store");
+  if (absl::Status started = rig.Start(); !started.ok()) {
+    std::fprintf(stderr, "bench: %s\n", std::string(started.message()).c_str());
+    return;
+  }
   DeviceStore& store = rig.store();
   FakeKubelet& kubelet = rig.kubelet();
   std::vector<double> us;
   for (int i = 0; i < 200; ++i) {
     bool unhealthy = i % 2 == 0;
     absl::Time t0 = absl::Now();
-    store.UpdateHealth("GPU-bench-1", [&](GpuHealth& h) {
+    store.UpdateHealth(testing::PluginRig::Uuid(1), [&](GpuHealth& h) {
       if (unhealthy) {
         h.Raise("bench", {HealthState::kUnhealthy, "bench", "", absl::InfinitePast()}, t0);
       } else {

@@ -3,7 +3,7 @@
 #
 # At build time cmake/embed_files.cmake writes ${CMAKE_BINARY_DIR}/generated/embedded_deploy.cc,
 # one raw string literal per file, defining gpulet::EmbeddedDeployFiles() (declared in
-# src/config/manifests.h). The file list is globbed with CONFIGURE_DEPENDS, so adding a
+# src/deploy/manifests.h). The file list is globbed with CONFIGURE_DEPENDS, so adding a
 # manifest re-runs CMake, and editing one regenerates the .cc.
 function(gpulet_embed_deploy target)
   file(GLOB_RECURSE _deploy_files CONFIGURE_DEPENDS

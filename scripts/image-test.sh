@@ -34,9 +34,10 @@ root="$src/tests/fixtures/hostroots/blackwell-proprietary"
 doctor=$(run -v "$root:/host:ro" "$image" doctor --host-root /host 2>&1)
 code=$?
 # That fixture is the field report's RTX 5090 with the proprietary modules: doctor must
-# find it (exit 2) and name the open modules; any other exit is a crash or a missed finding.
-if [ "$code" = 2 ] && grep -q "needs the open kernel modules" <<< "$doctor"; then
-  ok "doctor --host-root on a fixture root finds the RTX 5090 module problem (exit 2)"
+# find it (exit 3: a check failed) and name the open modules; any other exit is a crash, a
+# usage error (2) or a missed finding.
+if [ "$code" = 3 ] && grep -q "needs the open kernel modules" <<< "$doctor"; then
+  ok "doctor --host-root on a fixture root finds the RTX 5090 module problem (exit 3)"
 else
   bad "doctor --host-root exited $code: $doctor"
 fi

@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "common/atomic_file.h"
+
 namespace gpulet::sim {
 namespace {
 
@@ -501,33 +503,11 @@ bool LoadState(const std::string& path, SimState* out, std::string* error) {
 }
 
 bool SaveStateAtomic(const std::string& path, const SimState& state, std::string* error) {
-  static std::atomic<unsigned> counter{0};
-  // Same directory as the target so rename(2) stays within one file system.
-  const std::string tmp =
-      path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter.fetch_add(1));
-  const std::string text = StateToJson(state);
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    SetError(error, tmp + ": " + std::strerror(errno));
-    return false;
-  }
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      SetError(error, tmp + ": " + std::strerror(errno));
-      close(fd);
-      unlink(tmp.c_str());
-      return false;
-    }
-    done += static_cast<size_t>(n);
-  }
-  // No fsync: readers only need rename's atomicity, not durability across a power cut, and
-  // an fsync on a busy CI disk can take long enough to make fault-injection tests flaky.
-  if (close(fd) != 0 || rename(tmp.c_str(), path.c_str()) != 0) {
-    SetError(error, path + ": " + std::strerror(errno));
-    unlink(tmp.c_str());
+  // Not durable: readers only need rename's atomicity, not survival of a power cut, and an
+  // fsync on a busy CI disk can take long enough to make fault-injection tests flaky.
+  absl::Status st = WriteFileAtomically(path, StateToJson(state), {.durable = false});
+  if (!st.ok()) {
+    SetError(error, std::string(st.message()));
     return false;
   }
   return true;

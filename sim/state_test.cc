@@ -2,36 +2,23 @@
 
 #include "sim/state.h"
 
-#include <chrono>
-#include <thread>
-
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
+
+#include "testing/files.h"
 
 namespace gpulet::sim {
 namespace {
 
 constexpr char kUuid[] = "GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090";
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/gpulet-sim-state-test.XXXXXX";
-    path_ = mkdtemp(tmpl) != nullptr ? tmpl : "";
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using TempDir = gpulet::testing::ScratchDir;
 
 TEST(SimStateTest, GpuKeys) {
   EXPECT_TRUE(IsValidGpuKey(kUuid));

@@ -11,8 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
-#include "gpu/pci_inventory.h"
 #include "gtest/gtest.h"
+#include "node/pci_inventory.h"
+#include "testing/files.h"
 #include "testing/homelab.h"
 #include "testing/subprocess.h"
 
@@ -50,23 +51,7 @@ std::vector<std::string> ContainerPaths(const ContainerEdits& e) {
   return out;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/gpulet-cdigen-test-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-  void Touch(const std::string& rel) const {
-    fs::path p = fs::path(path_) / rel;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p) << "";
-  }
-
- private:
-  std::string path_;
-};
+using TempDir = gpulet::testing::ScratchDir;
 
 TEST(CdiGeneratorTest, HomelabTalos113Layout) {
   HostFs host(SimRoot("homelab"));
@@ -214,10 +199,10 @@ TEST(CdiGeneratorTest, RootsOutsideTheHostRootAreHostPaths) {
   // The podman test's arrangement: the fixture is the host root, but device nodes and
   // driver files come from directories on this machine.
   TempDir dev, driver;
-  dev.Touch("dev/nvidia0");
-  dev.Touch("dev/nvidia1");
-  dev.Touch("dev/nvidiactl");
-  driver.Touch("usr/local/lib/libcuda.so.570.133.20");
+  dev.Write("dev/nvidia0", "");
+  dev.Write("dev/nvidia1", "");
+  dev.Write("dev/nvidiactl", "");
+  driver.Write("usr/local/lib/libcuda.so.570.133.20", "");
   GeneratorOptions opt;
   opt.dev_root = dev.path();
   opt.driver_root = driver.path();
@@ -240,9 +225,9 @@ TEST(CdiGeneratorTest, DriverRootInsideTheHostRootLosesThePrefix) {
   // gpulet in a pod with the host at /host and the GPU operator's driver at
   // /run/nvidia/driver: host paths must be /run/nvidia/driver/..., container paths /usr/...
   TempDir host;
-  host.Touch("run/nvidia/driver/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.570.133.20");
-  host.Touch("dev/nvidia0");
-  host.Touch("usr/bin/nvidia-ctk");
+  host.Write("run/nvidia/driver/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.570.133.20", "");
+  host.Write("dev/nvidia0", "");
+  host.Write("usr/bin/nvidia-ctk", "");
   Inventory inv = Homelab();
   GeneratorOptions opt;
   opt.driver_root = host.path() + "/run/nvidia/driver";
@@ -265,9 +250,9 @@ TEST(CdiGeneratorTest, DriverRootInsideTheHostRootLosesThePrefix) {
 
 TEST(CdiGeneratorTest, NoHookProgramMeansNoHooks) {
   TempDir host;
-  host.Touch("usr/lib64/libcuda.so.570.133.20");
-  host.Touch("dev/nvidia0");
-  host.Touch("dev/nvidia1");
+  host.Write("usr/lib64/libcuda.so.570.133.20", "");
+  host.Write("dev/nvidia0", "");
+  host.Write("dev/nvidia1", "");
   absl::StatusOr<GeneratedSpec> g = GenerateSpec(Homelab(), HostFs(host.path()), {});
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_TRUE(g->spec.edits.hooks.empty());
@@ -290,10 +275,10 @@ TEST(CdiGeneratorTest, NoHookProgramMeansNoHooks) {
 
 TEST(CdiGeneratorTest, SonameLinksAndTheHooksTheProgramKnows) {
   TempDir host;
-  host.Touch("usr/lib64/libnvidia-ml.so.570.133.20");
-  host.Touch("usr/lib64/libcuda.so.570.133.20");
-  host.Touch("dev/nvidia0");
-  host.Touch("dev/nvidia1");
+  host.Write("usr/lib64/libnvidia-ml.so.570.133.20", "");
+  host.Write("usr/lib64/libcuda.so.570.133.20", "");
+  host.Write("dev/nvidia0", "");
+  host.Write("dev/nvidia1", "");
   fs::path lib = fs::path(host.path()) / "usr/lib64";
   fs::create_symlink("libnvidia-ml.so.570.133.20", lib / "libnvidia-ml.so.1");
   fs::create_symlink("libcuda.so.570.133.20", lib / "libcuda.so.1");

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/hex.h"
 #include "nlohmann/json.hpp"
 #include "yaml-cpp/yaml.h"
 
@@ -400,11 +401,8 @@ class Decoder {
     uint64_t value = 0;
     bool ok = !s.empty();
     for (char c : s) {
-      int digit = IsDigit(c)               ? c - '0'
-                  : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-                  : (c >= 'A' && c <= 'F') ? c - 'A' + 10
-                                           : 99;
-      if (digit >= base || value > (uint64_t{1} << 62)) {
+      int digit = HexDigitValue(c);  // then held to the base: 0-7 for octal, 0-9 for decimal
+      if (digit < 0 || digit >= base || value > (uint64_t{1} << 62)) {
         ok = false;
         break;
       }
@@ -1002,66 +1000,6 @@ absl::StatusOr<Spec> ParseSpec(absl::string_view text, absl::string_view origin)
     return absl::InvalidArgumentError(absl::StrCat(origin, ": unreadable spec: ", e.msg));
   }
   return spec;
-}
-
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view content,
-                                 unsigned mode) {
-  auto fail = [&](absl::string_view step, int err) {
-    return absl::Status(
-        err == EACCES || err == EPERM || err == EROFS ? absl::StatusCode::kPermissionDenied
-                                                      : absl::StatusCode::kInternal,
-        absl::StrCat("cannot write ", path, ": ", step, ": ", std::strerror(err),
-                     err == EROFS ? " (read-only file system; on Talos write to /var/run/cdi)"
-                     : err == EACCES || err == EPERM ? " (run as root)"
-                                                     : ""));
-  };
-  size_t slash = path.rfind('/');
-  std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  // mkdir -p for the parent directory.
-  for (size_t pos = 1; pos <= dir.size(); ++pos) {
-    if (pos == dir.size() || dir[pos] == '/') {
-      std::string prefix = dir.substr(0, pos);
-      if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
-        return fail(absl::StrCat("creating directory ", prefix), errno);
-      }
-    }
-  }
-  // A hidden name without a .yaml/.json ending: CDI caches watch the directory and must not
-  // pick up the half-written file.
-  std::random_device rd;
-  std::string tmp = absl::StrCat(dir, "/.", base, ".tmp-", getpid(), "-", rd() % 100000);
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return fail(absl::StrCat("creating ", tmp), errno);
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int err = n < 0 ? errno : EIO;
-      close(fd);
-      unlink(tmp.c_str());
-      return fail("writing", err);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (fchmod(fd, static_cast<mode_t>(mode)) != 0 || fsync(fd) != 0) {
-    int err = errno;
-    close(fd);
-    unlink(tmp.c_str());
-    return fail("fsync/chmod", err);
-  }
-  close(fd);
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    unlink(tmp.c_str());
-    return fail(absl::StrCat("renaming ", tmp), err);
-  }
-  if (int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-    fsync(dfd);  // best effort: the rename is durable once the directory is
-    close(dfd);
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace gpulet::cdi

@@ -214,14 +214,6 @@ std::string Encode(const Spec& spec, Format format);
 // call ValidateSpec.
 absl::StatusOr<Spec> ParseSpec(absl::string_view text, absl::string_view origin);
 
-// Writes `content` to `path` (a path on this machine) so that readers see either the old
-// file or the whole new one: a temporary file in the same directory (named so that CDI
-// scanners, which read only *.yaml and *.json, ignore it), fsync, chmod `mode`, rename, and
-// fsync of the directory. Creates missing parent directories (0755). Errors name the path,
-// the failing step and errno's text.
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view content,
-                                 unsigned mode = 0644);
-
 }  // namespace gpulet::cdi
 
 #endif  // GPULET_CDI_SPEC_H_

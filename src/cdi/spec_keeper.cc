@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "common/atomic_file.h"
 
 namespace gpulet::cdi {
 
@@ -55,7 +56,8 @@ absl::StatusOr<KeepResult> SpecKeeper::Reconcile(const Inventory& inventory,
   if (!local.ok()) return local.status();
   absl::StatusOr<std::string> existing = host_->ReadFile(result.host_path);
   if (!existing.ok() || *existing != content) {
-    if (absl::Status st = WriteFileAtomically(*local, content, 0644); !st.ok()) {
+    if (absl::Status st = WriteFileAtomically(*local, content, {.create_parents = true});
+        !st.ok()) {
       return absl::Status(
           st.code(),
           absl::StrCat(st.message(), ". Pods asking for ", options.generator.kind,
@@ -87,7 +89,8 @@ absl::StatusOr<bool> SpecKeeper::Verify() {
   if (existing.ok() && *existing == content_) return false;
   absl::StatusOr<std::string> local = LocalPath(host_path_);
   if (!local.ok()) return local.status();
-  if (absl::Status st = WriteFileAtomically(*local, content_, 0644); !st.ok()) return st;
+  if (absl::Status st = WriteFileAtomically(*local, content_, {.create_parents = true}); !st.ok())
+    return st;
   return true;
 }
 

@@ -10,6 +10,7 @@
 #include "cdi/spec_dirs.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/files.h"
 
 namespace gpulet::cdi {
 namespace {
@@ -338,51 +339,7 @@ TEST(CdiParseTest, YamlOctalFileModeAndTabbedJson) {
   EXPECT_EQ(tabs->devices[0].edits.env[0], "A=1");
 }
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/gpulet-cdi-test-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-  void Write(const std::string& rel, const std::string& text) const {
-    std::filesystem::path p = std::filesystem::path(path_) / rel;
-    std::filesystem::create_directories(p.parent_path());
-    std::ofstream(p) << text;
-  }
-
- private:
-  std::string path_;
-};
-
-TEST(CdiWriteTest, AtomicWriteCreatesDirectoriesAndSetsMode) {
-  TempDir dir;
-  std::string path = dir.path() + "/var/run/cdi/nvidia.yaml";
-  ASSERT_TRUE(WriteFileAtomically(path, "one\n").ok());
-  ASSERT_TRUE(WriteFileAtomically(path, "two\n", 0644).ok());
-  std::ifstream in(path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(text, "two\n");
-  struct stat st;
-  ASSERT_EQ(stat(path.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0644u);
-  // No temporary file is left behind.
-  size_t entries = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir.path() + "/var/run/cdi")) {
-    (void)e;
-    ++entries;
-  }
-  EXPECT_EQ(entries, 1u);
-}
-
-TEST(CdiWriteTest, FailureNamesThePath) {
-  TempDir dir;
-  dir.Write("file", "x");
-  absl::Status st = WriteFileAtomically(dir.path() + "/file/sub/nvidia.yaml", "x");
-  ASSERT_FALSE(st.ok());
-  EXPECT_THAT(std::string(st.message()), HasSubstr(dir.path() + "/file/sub/nvidia.yaml"));
-}
+using TempDir = gpulet::testing::ScratchDir;
 
 TEST(CdiCatalogTest, LaterDirectoryWinsAndConflictsAreReported) {
   TempDir root;

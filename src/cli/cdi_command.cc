@@ -10,6 +10,7 @@
 #include "cdi/spec.h"
 #include "cdi/spec_dirs.h"
 #include "cli/commands.h"
+#include "common/atomic_file.h"
 
 namespace gpulet {
 namespace {
@@ -131,7 +132,11 @@ class CdiCommand final : public CommandHandler {
                    generated->driver_version.c_str(), summary.c_str());
       return kExitOk;
     }
-    if (absl::Status st = cdi::WriteFileAtomically(output, text, 0644); !st.ok()) {
+    if (absl::Status st = WriteFileAtomically(output, text, {.create_parents = true}); !st.ok()) {
+      if (absl::IsPermissionDenied(st)) {
+        st = absl::PermissionDeniedError(absl::StrCat(
+            st.message(), "; run as root (on Talos only /var is writable: use /var/run/cdi)"));
+      }
       PrintError(st);
       return kExitFailure;
     }

@@ -12,8 +12,8 @@ namespace gpulet {
 namespace {
 
 // Global options that take a value, so the command-name scan can skip their argument.
-constexpr const char* kValueOptions[] = {"--host-root",     "--nvml-lib",     "--simulate",
-                                         "--sim-state",     "--probe-timeout", "--call-timeout"};
+constexpr const char* kValueOptions[] = {"--host-root", "--nvml-lib",      "--simulate",
+                                         "--sim-state", "--probe-timeout", "--call-timeout"};
 
 bool TakesValue(absl::string_view arg) {
   for (const char* opt : kValueOptions) {
@@ -66,7 +66,8 @@ void AddGlobalOptions(CLI::App& app, GlobalOptions& o) {
       ->envname("GPULET_NVML_LIB");
   app.add_option("--simulate", o.simulate, "Use the NVML simulator with this fixture")
       ->envname("GPULET_SIMULATE");
-  app.add_option("--sim-state", o.sim_state, "Simulator state file")->envname("GPULET_SIM_STATE_FILE");
+  app.add_option("--sim-state", o.sim_state, "Simulator state file")
+      ->envname("GPULET_SIM_STATE_FILE");
   app.add_option("--probe-timeout", o.probe_timeout_s, "NVML probe deadline in seconds")
       ->check(CLI::PositiveNumber);
   app.add_option("--call-timeout", o.call_timeout_s, "NVML call deadline in seconds")
@@ -127,9 +128,10 @@ int RunCli(int argc, char** argv) {
   }
   if (command == nullptr) {
     std::string suggestion = SuggestCommand(name);
-    std::fprintf(stderr, "gpulet: unknown command '%.*s'.%s Run 'gpulet help' for the list.\n",
-                 static_cast<int>(name.size()), name.data(),
-                 suggestion.empty() ? "" : absl::StrCat(" Did you mean '", suggestion, "'?").c_str());
+    std::fprintf(
+        stderr, "gpulet: unknown command '%.*s'.%s Run 'gpulet help' for the list.\n",
+        static_cast<int>(name.size()), name.data(),
+        suggestion.empty() ? "" : absl::StrCat(" Did you mean '", suggestion, "'?").c_str());
     return kExitUsage;
   }
 

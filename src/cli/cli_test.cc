@@ -37,12 +37,11 @@ TEST(CliTest, HelpListsEveryCommand) {
 }
 
 TEST(CliTest, ListHomelabShowsBothGpus) {
-  auto r = RunProgram({Gpulet(), "--simulate", "homelab", "--sim-state",
-                       "/tmp/gpulet-cli-test-none.json", "list"});
+  auto r = RunProgram(
+      {Gpulet(), "--simulate", "homelab", "--sim-state", "/tmp/gpulet-cli-test-none.json", "list"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("NVIDIA GeForce RTX 3080  10.0 GiB  Ampere"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("NVIDIA GeForce RTX 5090  31.8 GiB  Blackwell"), std::string::npos)
-      << r.out;
+  EXPECT_NE(r.out.find("NVIDIA GeForce RTX 5090  31.8 GiB  Blackwell"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Driver 570.133.20, CUDA 12.8"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("fault-injection state"), std::string::npos);
 }

@@ -20,11 +20,14 @@
 
 namespace gpulet {
 
-// Exit codes shared by all commands.
+// Exit codes shared by all commands, distinct so that scripts can tell "you called me
+// wrong" from "the node has a problem". Documented in the README's "Using it" section.
 enum ExitCode : int {
   kExitOk = 0,
-  kExitFailure = 1,  // the command ran and found a problem (NVML unusable, ...)
-  kExitUsage = 2,    // bad command line or configuration
+  kExitFailure = 1,      // the command ran and found a problem (NVML unusable, a GPU
+                         // unhealthy, doctor warnings, ...)
+  kExitUsage = 2,        // bad command line or configuration: nothing was checked
+  kExitCheckFailed = 3,  // `gpulet doctor`: at least one check failed (doctor::Report::ExitCode)
 };
 
 struct GlobalOptions {

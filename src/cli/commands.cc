@@ -17,8 +17,7 @@ std::span<const Command> Commands() {
       {"manifests", "Print the Kubernetes manifests that install gpulet, fitted to this node",
        &MakeManifestsCommand},
       {"serve", "Run the node daemon: device plugin, metrics, health", &MakeServeCommand},
-      {"sim", "Inject faults and load into the NVML simulator (with --simulate)",
-       &MakeSimCommand},
+      {"sim", "Inject faults and load into the NVML simulator (with --simulate)", &MakeSimCommand},
       {"status", "Show per-GPU health and use from the running daemon", &MakeStatusCommand},
       {"version", "Print gpulet's version", &MakeVersionCommand},
   };

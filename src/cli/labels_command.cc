@@ -1,4 +1,4 @@
-// `gpulet labels [--output FILE]`: writes the node's GPU labels (gpu/labels.h) as a
+// `gpulet labels [--output FILE]`: writes the node's GPU labels (deploy/labels.h) as a
 // node-feature-discovery feature file, by default where gpu-feature-discovery would
 // (/etc/kubernetes/node-feature-discovery/features.d/gpulet under --host-root); `--output -`
 // prints them.
@@ -11,7 +11,8 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "gpu/labels.h"
+#include "common/atomic_file.h"
+#include "deploy/labels.h"
 
 namespace gpulet {
 namespace {
@@ -54,7 +55,13 @@ class LabelsCommand final : public CommandHandler {
     }
     absl::Status written = WriteFileAtomically(output_, text);
     if (!written.ok()) {
-      std::fprintf(stderr, "gpulet labels: %s\n", std::string(written.message()).c_str());
+      const char* hint =
+          absl::IsNotFound(written)
+              ? ". node-feature-discovery's worker creates it on the nodes it runs on; create "
+                "it yourself, or pass --output - to print the labels"
+          : absl::IsPermissionDenied(written) ? " (run as root, or pick --output)"
+                                              : "";
+      std::fprintf(stderr, "gpulet labels: %s%s\n", std::string(written.message()).c_str(), hint);
       return kExitFailure;
     }
     if (labels.empty()) {

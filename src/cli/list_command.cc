@@ -65,34 +65,33 @@ class ListCommand final : public CommandHandler {
       std::vector<std::vector<std::string>> rows = {
           {"GPU", "NAME", "MEMORY", "ARCH", "CC", "PCI BUS ID", "NUMA", "DRIVER", "UUID"}};
       for (const Gpu& g : inv.gpus) {
-        rows.push_back({g.index ? absl::StrCat(*g.index) : "-", g.name,
-                        FormatMemory(g.memory_total_bytes),
-                        std::string(ArchitectureName(g.architecture)),
-                        g.ComputeCapability().empty() ? "-" : g.ComputeCapability(),
-                        g.bus_id.empty() ? "-" : g.bus_id,
-                        g.numa_node >= 0 ? absl::StrCat(g.numa_node) : "-",
-                        g.on_pci ? (g.kernel_driver.empty() ? "none" : g.kernel_driver) : "-",
-                        g.uuid.empty() ? "-" : g.uuid});
+        rows.push_back(
+            {g.index ? absl::StrCat(*g.index) : "-", g.name, FormatMemory(g.memory_total_bytes),
+             std::string(ArchitectureName(g.architecture)),
+             g.ComputeCapability().empty() ? "-" : g.ComputeCapability(),
+             g.bus_id.empty() ? "-" : g.bus_id, g.numa_node >= 0 ? absl::StrCat(g.numa_node) : "-",
+             g.on_pci ? (g.kernel_driver.empty() ? "none" : g.kernel_driver) : "-",
+             g.uuid.empty() ? "-" : g.uuid});
       }
       PrintTable(rows);
     }
     if (inv.nvml_status.ok()) {
-      std::printf("\nDriver %s, CUDA %s, NVML %s\n",
-                  inv.system.driver_version.empty() ? "?" : inv.system.driver_version.c_str(),
-                  inv.system.CudaVersionString().empty()
-                      ? "?"
-                      : inv.system.CudaVersionString().c_str(),
-                  inv.system.library_path.c_str());
+      std::printf(
+          "\nDriver %s, CUDA %s, NVML %s\n",
+          inv.system.driver_version.empty() ? "?" : inv.system.driver_version.c_str(),
+          inv.system.CudaVersionString().empty() ? "?" : inv.system.CudaVersionString().c_str(),
+          inv.system.library_path.c_str());
     }
     for (const Gpu& g : inv.gpus) {
       if (!g.nvml_error.empty()) {
         std::printf("GPU %s: %s\n", g.index ? absl::StrCat(*g.index).c_str() : g.bus_id.c_str(),
                     g.nvml_error.c_str());
       } else if (g.on_pci && !g.in_nvml && inv.nvml_status.ok()) {
-        std::printf("GPU %s (%s) is on the PCI bus but NVML does not list it (kernel driver: %s)."
-                    " Run `gpulet doctor`.\n",
-                    g.bus_id.c_str(), g.name.c_str(),
-                    g.kernel_driver.empty() ? "none" : g.kernel_driver.c_str());
+        std::printf(
+            "GPU %s (%s) is on the PCI bus but NVML does not list it (kernel driver: %s)."
+            " Run `gpulet doctor`.\n",
+            g.bus_id.c_str(), g.name.c_str(),
+            g.kernel_driver.empty() ? "none" : g.kernel_driver.c_str());
       }
     }
   }

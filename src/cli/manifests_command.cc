@@ -4,7 +4,7 @@
 //                    [--inspect|--no-inspect] [--driver-branch production|lts]
 //                    [--talos-machine-patch | --talos-schematic]
 //
-// The manifests are the files of deploy/ compiled into the binary (config/manifests.h), so
+// The manifests are the files of deploy/ compiled into the binary (deploy/manifests.h), so
 // the output is what `kubectl kustomize deploy/overlays/<overlay>` gives, plus a header that
 // says what was chosen and why. With --inspect (the default) gpulet looks at the host root:
 // /etc/os-release decides Talos or not (and the Talos version), the PCI inventory decides the
@@ -19,7 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cli/commands.h"
-#include "config/manifests.h"
+#include "deploy/manifests.h"
 
 namespace gpulet {
 namespace {

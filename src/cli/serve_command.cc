@@ -1,38 +1,27 @@
-// `gpulet serve`: the node daemon. Discovers the GPUs, fills the DeviceStore, serves the
-// kubelet device plugin, probes GPU liveness, and handles signals (SIGHUP reloads the
-// config, SIGTERM/SIGINT stop cleanly and remove the sockets).
+// `gpulet serve`: the node daemon's command line. Parses the flags, loads the config, sets
+// up logging and signals, discovers the node, and runs a Daemon (daemon/daemon.h), which
+// owns every component. Signals: SIGHUP loads the config again and hands it to
+// Daemon::Reload (which applies all of it or none), SIGTERM/SIGINT stop cleanly and remove
+// the sockets.
 //
-// Threads: main (signals, config, lifecycle), plugin-watch (registration), gRPC's own,
-// health-liveness.
+// Threads: main (signals and lifecycle); the daemon's components run their own.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
-#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "cdi/spec_keeper.h"
 #include "cli/commands.h"
-#include "common/host_fs.h"
 #include "common/log.h"
 #include "config/config.h"
-#include "gpu/labels.h"
-#include "health/event_monitor.h"
-#include "health/kmsg_source.h"
-#include "health/liveness.h"
-#include "health/xid_policy.h"
-#include "metrics/http_server.h"
-#include "metrics/pod_attribution.h"
-#include "metrics/sampler.h"
-#include "plugin/plugin_manager.h"
-#include "plugin/resources.h"
-#include "state/device_store.h"
+#include "daemon/daemon.h"
 
 namespace gpulet {
 namespace {
@@ -90,90 +79,16 @@ constexpr FlagKey kFlagKeys[] = {
     {"--kmsg", "GPULET_KMSG", "health.kmsg", "Read the kernel log for XIDs: true or false"},
 };
 
-// How often the daemon checks that its CDI spec and labels file are still as written.
-constexpr absl::Duration kFileCheckInterval = absl::Seconds(10);
-
-// Writes the CDI spec for `config`. A failure is logged, never fatal: the daemon keeps
-// serving (envvar answers and metrics work without a spec) and `gpulet doctor` reports it.
-void KeepCdiSpec(cdi::SpecKeeper& keeper, const Inventory& inventory, const Config& config) {
-  if (config.cdi.spec_dir.empty()) {
-    std::string previous = keeper.host_path();
-    if (absl::Status st = keeper.Remove(); !st.ok()) {
-      GPULET_LOG_ERROR("CDI spec: {}", st.message());
-    } else if (!previous.empty()) {
-      GPULET_LOG_INFO("CDI spec {} removed: cdi.specDir is now empty", previous);
-    }
-    GPULET_LOG_INFO(
-        "cdi.specDir is empty: no CDI spec written; CDI names in answers ({}=…) "
-        "must resolve in a spec written by someone else",
-        config.plugin.cdi_kind);
-    return;
+// In a pod, gethostname() is the pod's name, which changes on every rollout; the DaemonSet
+// passes the node's name (downward API) in NODE_NAME, as dcgm-exporter's does.
+std::string NodeName() {
+  if (const char* node_name = std::getenv("NODE_NAME"); node_name != nullptr && *node_name) {
+    return node_name;
   }
-  cdi::SpecKeeperOptions options;
-  options.spec_dir = config.cdi.spec_dir;
-  options.generator.kind = config.plugin.cdi_kind;
-  options.generator.driver_root = config.cdi.driver_root;
-  options.generator.dev_root = config.cdi.dev_root;
-  options.generator.hook_path = config.cdi.hook_path;
-  absl::StatusOr<cdi::KeepResult> kept = keeper.Reconcile(inventory, options);
-  if (!kept.ok()) {
-    GPULET_LOG_ERROR("CDI spec: {}", kept.status().message());
-    return;
-  }
-  for (const std::string& warning : kept->warnings) GPULET_LOG_WARN("CDI spec: {}", warning);
-  GPULET_LOG_INFO("CDI spec for {} {} {}", config.plugin.cdi_kind,
-                  kept->written ? "written to" : "up to date in", kept->host_path);
+  char hostname[256] = {};
+  gethostname(hostname, sizeof(hostname) - 1);
+  return hostname;
 }
-
-// Logs an error once for as long as it stays the same: a check that fails the same way every
-// kFileCheckInterval says so once, and again only when the error changes or after it cleared.
-class ErrorOnce {
- public:
-  void Report(const std::string& error) {
-    if (error != last_) GPULET_LOG_ERROR("{}", error);
-    last_ = error;
-  }
-  void Clear() { last_.clear(); }
-
- private:
-  std::string last_;
-};
-
-// Keeps the node-feature-discovery feature file holding this node's GPU labels, so that
-// the node's labels follow what gpulet found (NFD's worker reads the file). Writes only when
-// the file is missing or differs; errors are logged once each, never fatal.
-class LabelsFile {
- public:
-  LabelsFile(const HostFs* host, const Inventory& inventory)
-      : host_(host),
-        text_(FormatFeatureFile(ComputeGpuLabels(inventory, ReadLabelExtras(*host, inventory)))) {}
-
-  void Keep(const std::string& host_path) {
-    if (host_path.empty()) return;
-    absl::StatusOr<std::string> existing = host_->ReadFile(host_path);
-    if (existing.ok() && *existing == text_) return;
-    absl::StatusOr<std::string> local = host_->Resolve(host_path);
-    absl::Status st = local.ok() ? WriteFileAtomically(*local, text_) : local.status();
-    if (!st.ok()) {
-      std::string error =
-          absl::IsNotFound(st)
-              ? absl::StrCat("labels.featuresFile ", host_->Describe(host_path),
-                             ": its directory does not exist, so the node's GPU labels are not "
-                             "written. deploy/base mounts the host's features.d (created if "
-                             "missing); set labels.featuresFile to \"\" to write none")
-              : absl::StrCat("labels.featuresFile: ", st.message());
-      errors_.Report(error);
-      return;
-    }
-    errors_.Clear();
-    GPULET_LOG_INFO("GPU labels written to {}", host_path);
-  }
-
- private:
-  const HostFs* host_;
-  const std::string text_;
-  ErrorOnce errors_;
-};
 
 class ServeCommand final : public CommandHandler {
  public:
@@ -215,140 +130,23 @@ class ServeCommand final : public CommandHandler {
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     umask(077);  // sockets and files we create are ours alone
 
+    DaemonOptions options;
     // A simulation without --host-root reads the bundled fixture root, which is data, not a
     // node: no CDI spec is written into it.
-    const bool bundled_root = !ctx.global.simulate.empty() &&
-                              (ctx.global.host_root.empty() || ctx.global.host_root == "/");
+    options.bundled_fixture_root = !ctx.global.simulate.empty() &&
+                                   (ctx.global.host_root.empty() || ctx.global.host_root == "/");
+    options.node_name = NodeName();
     DiscoveryOptions discovery;
     if (!PrepareDiscovery(ctx, &discovery, /*quiet_simulation=*/false)) return kExitUsage;
-    Node node = DiscoverNode(discovery);
-    DeviceStore store;
-    store.SetInventory(node.inventory, absl::Now());
-    if (!node.inventory.nvml_status.ok()) {
-      GPULET_LOG_ERROR("NVML is unavailable; every GPU is advertised Unhealthy: {}",
-                       node.inventory.nvml_status.message());
-    }
-    GPULET_LOG_INFO("found {} GPU(s)", node.inventory.gpus.size());
-    // The CDI spec that the names in Allocate answers resolve in; before the plugin serves,
-    // so that no answer names a device no spec defines.
-    cdi::SpecKeeper cdi_spec(node.host.get());
-    if (bundled_root) {
-      GPULET_LOG_INFO(
-          "simulation on the bundled fixture root: no CDI spec written (pass "
-          "--host-root with a writable copy of {} to have one)",
-          node.host->root());
-    } else {
-      KeepCdiSpec(cdi_spec, node.inventory, *config);
-    }
-    LabelsFile labels(node.host.get(), node.inventory);
-    std::string labels_path = bundled_root ? "" : config->labels.features_file;
-    labels.Keep(labels_path);
-
-    ControlNodes control;
-    const DriverInfo& drv = node.inventory.driver;
-    if (drv.dev_nvidiactl) control.paths.push_back("/dev/nvidiactl");
-    if (drv.dev_nvidia_uvm) control.paths.push_back("/dev/nvidia-uvm");
-    if (drv.dev_nvidia_uvm_tools) control.paths.push_back("/dev/nvidia-uvm-tools");
-    if (drv.dev_nvidia_modeset) control.paths.push_back("/dev/nvidia-modeset");
-
-    auto shared_config = std::make_shared<const Config>(*config);
-    PluginManager plugins(&store, control);
-    absl::Status started = plugins.Start(shared_config);
-    if (!started.ok()) {
+    Daemon daemon(DiscoverNode(discovery), *std::move(config), options);
+    if (absl::Status started = daemon.Start(); !started.ok()) {
       GPULET_LOG_ERROR("{}", started.message());
-      return kExitFailure;
+      return absl::IsInvalidArgument(started) ? kExitUsage : kExitFailure;
     }
-    std::unique_ptr<LivenessMonitor> liveness;
-    if (node.gpus) {
-      LivenessMonitor::Options lo;
-      lo.interval = config->health.probe_interval;
-      lo.quiet_period = config->health.quiet_period;
-      lo.probe_timeout = config->health.hang_timeout;
-      liveness = std::make_unique<LivenessMonitor>(node.gpus.get(), &store, lo);
-      liveness->Start();
-    }
-    // Metrics: the sampler renders, the HTTP server copies.
-    // In a pod, gethostname() is the pod's name, which changes on every rollout; the
-    // DaemonSet passes the node's name (downward API) in NODE_NAME, as dcgm-exporter's does.
-    char hostname[256] = {};
-    gethostname(hostname, sizeof(hostname) - 1);
-    if (const char* node_name = std::getenv("NODE_NAME"); node_name != nullptr && *node_name) {
-      std::snprintf(hostname, sizeof(hostname), "%s", node_name);
-    }
-    Sampler::Options so;
-    so.interval = config->metrics.sample_interval;
-    so.timeout = std::min(config->metrics.sample_interval, absl::Seconds(1));
-    Sampler sampler(node.gpus.get(), &store, node.host.get(), so,
-                    {hostname, node.inventory.system.driver_version});
-    // Pod labels: from the kubelet's PodResources API, on their own thread.
-    std::unique_ptr<PodAttributor> pods;
-    if (config->metrics.pod_attribution) {
-      PodAttributor::Options po;
-      po.socket_dir = JoinPath(config->kubelet_dir, "pod-resources");
-      po.interval = config->metrics.pod_resources_interval;
-      for (const ResourceSpec& r : ResourcesFor(*config)) po.resources.insert(r.name);
-      pods = std::make_unique<PodAttributor>(
-          MakeKubeletPodResourcesClient(JoinPath(po.socket_dir, "kubelet.sock")), &store,
-          node.host.get(), po);
-      sampler.AttributePodsWith(pods.get());
-    }
-    std::unique_ptr<MetricsServer> http;
-    if (!config->metrics.address.empty()) {
-      absl::StatusOr<WebConfig> web = LoadWebConfig(config->metrics.web_config_file);
-      if (!web.ok()) {
-        GPULET_LOG_ERROR("metrics.webConfigFile: {}", web.status().message());
-        plugins.Stop();
-        return kExitUsage;
-      }
-      if (pods) pods->Start();
-      sampler.Start();
-      http = std::make_unique<MetricsServer>(&sampler, &store, *web);
-      absl::Status listening = http->Start(config->metrics.address);
-      if (!listening.ok()) {
-        GPULET_LOG_ERROR("{}", listening.message());
-        sampler.Stop();
-        plugins.Stop();
-        return kExitFailure;
-      }
-      GPULET_LOG_INFO("metrics on {} (/metrics, /healthz, /status)", config->metrics.address);
-    }
-    // XIDs from NVML events and the kernel log, through one policy.
-    XidPolicy xid_policy(&store,
-                         std::set<int>(config->health.application_xids.begin(),
-                                       config->health.application_xids.end()),
-                         config->health.quiet_period);
-    std::unique_ptr<KernelLogSource> kmsg;
-    if (config->health.kmsg) {
-      DevKmsgOptions ko;
-      ko.host_root = node.host->root();
-      kmsg = std::make_unique<DevKmsgSource>(ko);
-    }
-    unsigned gpu_count = 0;
-    for (const Gpu& g : node.inventory.gpus) gpu_count += g.in_nvml ? 1 : 0;
-    EventMonitor events(node.gpus.get(), gpu_count, std::move(kmsg), &xid_policy);
-    events.Start();
-    GPULET_LOG_INFO("gpulet {} serving {} on {}/device-plugins", GPULET_VERSION,
-                    config->AdvertisedResources()[0], config->kubelet_dir);
 
-    absl::Time next_file_check = absl::Now() + kFileCheckInterval;
-    ErrorOnce cdi_errors;
     while (true) {
-      struct timespec wait = {1, 0};
-      int sig = sigtimedwait(&signals, nullptr, &wait);
-      if (absl::Now() >= next_file_check) {
-        next_file_check = absl::Now() + kFileCheckInterval;
-        labels.Keep(labels_path);
-        absl::StatusOr<bool> rewritten = cdi_spec.Verify();
-        if (!rewritten.ok()) {
-          cdi_errors.Report(absl::StrCat("CDI spec: ", rewritten.status().message()));
-        } else {
-          cdi_errors.Clear();
-          if (*rewritten) {
-            GPULET_LOG_WARN("CDI spec {} was missing or changed on disk; written again",
-                            cdi_spec.host_path());
-          }
-        }
-      }
+      int sig = sigwaitinfo(&signals, nullptr);
+      if (sig < 0) continue;  // EINTR: a signal we do not wait for
       if (sig == SIGHUP) {
         absl::StatusOr<Config> next = Load();
         if (!next.ok()) {
@@ -356,25 +154,14 @@ class ServeCommand final : public CommandHandler {
                            next.status().message());
           continue;
         }
-        GPULET_LOG_INFO("SIGHUP: configuration reloaded");
-        if (!bundled_root) {
-          KeepCdiSpec(cdi_spec, node.inventory, *next);
-          labels_path = next->labels.features_file;
-          labels.Keep(labels_path);
-        }
-        plugins.Reconfigure(std::make_shared<const Config>(*next));
+        // Reload logs what it applied, or why it refused and kept the running config.
+        if (daemon.Reload(*next).ok()) GPULET_LOG_INFO("SIGHUP: configuration reloaded");
       } else if (sig == SIGTERM || sig == SIGINT) {
         GPULET_LOG_INFO("received {}: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
         break;
       }
     }
-    store.Shutdown();
-    if (http) http->Stop();
-    events.Stop();
-    sampler.Stop();
-    if (pods) pods->Stop();
-    if (liveness) liveness->Stop();
-    plugins.Stop();
+    daemon.Stop();
     GPULET_LOG_INFO("stopped");
     return kExitOk;
   }

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "cli/command.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -85,7 +86,7 @@ TEST_F(ServeFilesTest, KeepsItsSpecAndLabelsAndDoctorSeesThemResolve) {
     if (c["id"] == "cdi.gpulet") verdict = c["verdict"];
   }
   EXPECT_EQ(verdict, "fail") << before.out;
-  EXPECT_EQ(before.exit_code, 2);
+  EXPECT_EQ(before.exit_code, kExitCheckFailed);
 
   ASSERT_TRUE(StartServe());
   ASSERT_TRUE(WaitFor(root_ / kSpec, absl::Seconds(20))) << daemon_.Log();

@@ -81,8 +81,8 @@ absl::StatusOr<Simulation> FindSimulation(const GlobalOptions& options) {
   }
   if (!IsDir(sim.host_root)) {
     return absl::NotFoundError(absl::StrCat("fixture '", want, "' has no host root at ",
-                                            sim.host_root, " (expected next to ",
-                                            sim.fixture_yaml, ")"));
+                                            sim.host_root, " (expected next to ", sim.fixture_yaml,
+                                            ")"));
   }
 
   std::vector<std::string> libs;
@@ -96,9 +96,9 @@ absl::StatusOr<Simulation> FindSimulation(const GlobalOptions& options) {
     }
   }
   if (sim.library.empty()) {
-    return absl::NotFoundError(absl::StrCat("NVML simulator library not found; looked at: ",
-                                            absl::StrJoin(libs, ", "),
-                                            ". Build it with `make build`"));
+    return absl::NotFoundError(
+        absl::StrCat("NVML simulator library not found; looked at: ", absl::StrJoin(libs, ", "),
+                     ". Build it with `make build`"));
   }
   sim.state_file =
       options.sim_state.empty() ? DefaultStateFile(sim.fixture_name) : options.sim_state;

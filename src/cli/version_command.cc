@@ -1,7 +1,7 @@
 #include <cstdio>
 
-#include "common/build_info.h"
 #include "cli/commands.h"
+#include "common/build_info.h"
 
 namespace gpulet {
 namespace {

@@ -68,8 +68,7 @@ HostFs::HostFs(std::string root) {
 absl::StatusOr<std::string> HostFs::ResolveImpl(absl::string_view host_path,
                                                 bool follow_last) const {
   if (host_path.empty() || host_path.front() != '/') {
-    return absl::InvalidArgumentError(
-        absl::StrCat("host path '", host_path, "' must be absolute"));
+    return absl::InvalidArgumentError(absl::StrCat("host path '", host_path, "' must be absolute"));
   }
   std::deque<std::string> todo = SplitComponents(host_path);
   std::vector<std::string> done;
@@ -124,8 +123,7 @@ std::string HostFs::Describe(absl::string_view host_path) const {
   return absl::StrCat(host_path, " (read as ", JoinPath(root_, host_path), ")");
 }
 
-absl::StatusOr<std::string> HostFs::ReadFile(absl::string_view host_path,
-                                             size_t max_bytes) const {
+absl::StatusOr<std::string> HostFs::ReadFile(absl::string_view host_path, size_t max_bytes) const {
   absl::StatusOr<std::string> local = Resolve(host_path);
   if (!local.ok()) return local.status();
   int fd = open(local->c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
@@ -150,9 +148,8 @@ absl::StatusOr<std::string> HostFs::ReadFile(absl::string_view host_path,
 absl::StatusOr<std::string> HostFs::ReadAttribute(absl::string_view host_path) const {
   absl::StatusOr<std::string> text = ReadFile(host_path, 64 * 1024);
   if (!text.ok()) return text.status();
-  while (!text->empty() && (text->back() == '\n' || text->back() == ' ' ||
-                            text->back() == '\t' || text->back() == '\r' ||
-                            text->back() == '\0')) {
+  while (!text->empty() && (text->back() == '\n' || text->back() == ' ' || text->back() == '\t' ||
+                            text->back() == '\r' || text->back() == '\0')) {
     text->pop_back();
   }
   return text;

@@ -13,10 +13,10 @@
 #define GPULET_COMMON_HOST_FS_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace gpulet {
 

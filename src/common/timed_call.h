@@ -12,6 +12,10 @@
 // to the caller's stack): after a timeout the caller has returned while the work may still
 // run later.
 //
+// Deadlines and the "stuck for" age run on the injected clock's monotonic time. The worker
+// thread is named "lane <tail of the lane's name>" (15 characters at most), so a thread
+// stuck in the driver can be told apart in top -H or gdb.
+//
 // Thread-safety: Run() may be called from several threads; calls on one lane are serialised.
 // Destroying a wedged lane detaches its worker, which exits when the stuck call returns.
 #ifndef GPULET_COMMON_TIMED_CALL_H_
@@ -20,17 +24,18 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 
 namespace gpulet {
 
 class TimedLane {
  public:
   // `name` appears in messages ("GPU 0000:01:00.0").
-  explicit TimedLane(std::string name);
+  explicit TimedLane(std::string name, const Clock* clock = RealClock());
   ~TimedLane();
   TimedLane(const TimedLane&) = delete;
   TimedLane& operator=(const TimedLane&) = delete;
@@ -51,6 +56,7 @@ class TimedLane {
  private:
   struct State;
   std::string name_;
+  const Clock* clock_;
   std::shared_ptr<State> state_;
 };
 

@@ -57,10 +57,10 @@ TEST(TimedLaneTest, DestroyingAWedgedLaneDoesNotBlock) {
   {
     TimedLane lane("stuck");
     lane.Run(
-        [release] {
-          while (!release->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        },
-        absl::Milliseconds(10), "stuck call")
+            [release] {
+              while (!release->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            },
+            absl::Milliseconds(10), "stuck call")
         .IgnoreError();
   }
   EXPECT_LT(absl::Now() - start, absl::Seconds(1));

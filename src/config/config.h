@@ -83,7 +83,7 @@ struct Config {
 
   struct Labels {
     // node-feature-discovery feature file (a host path, under --host-root) that `gpulet
-    // serve` keeps holding this node's GPU labels (gpu/labels.h); NFD's worker turns it
+    // serve` keeps holding this node's GPU labels (deploy/labels.h); NFD's worker turns it
     // into node labels. Empty writes none.
     // Default: /etc/kubernetes/node-feature-discovery/features.d/gpulet.
     std::string features_file = "/etc/kubernetes/node-feature-discovery/features.d/gpulet";

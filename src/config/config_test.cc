@@ -1,10 +1,16 @@
 #include "config/config.h"
 
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "yaml-cpp/yaml.h"
 
 namespace gpulet {
 namespace {
@@ -60,6 +66,330 @@ TEST(ConfigTest, CdiAndLabelsKeys) {
   c = ParseConfig("version: v1\n", "test", {{"labels.featuresFile", "/etc/features.d/"}});
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("labels.featuresFile"));
+}
+
+// --- every key: default, accepted and rejected values ---------------------------------
+
+// The effective configuration as --print-config shows it, parsed.
+YAML::Node Printed(const Config& config) { return YAML::Load(ConfigToYaml(config)); }
+
+// The value of `key` in a printed configuration (a list joined with commas).
+std::string ValueOf(YAML::Node printed, const std::string& key) {
+  YAML::Node node = printed;  // reset() below moves this handle only
+  for (absl::string_view part : absl::StrSplit(key, '.')) node.reset(node[std::string(part)]);
+  if (!node.IsSequence()) return node.as<std::string>();
+  std::vector<std::string> items;
+  for (const auto& item : node) items.push_back(item.as<std::string>());
+  return absl::StrJoin(items, ",");
+}
+std::string ValueOf(const Config& config, const std::string& key) {
+  return ValueOf(Printed(config), key);
+}
+
+// `key: value` as a config file, the key's dots as nested mappings, the value a quoted
+// scalar (the file path of the same parser the flags use).
+std::string FileWith(const std::string& key, const std::string& value) {
+  std::vector<std::string> parts = absl::StrSplit(key, '.');
+  std::string yaml = "version: v1\n";
+  for (size_t i = 0; i < parts.size(); ++i) {
+    yaml += std::string(2 * i, ' ') + parts[i] + ":";
+    if (i + 1 < parts.size()) yaml += "\n";
+  }
+  std::string quoted;
+  for (char c : value) quoted += c == '\'' ? std::string("''") : std::string(1, c);
+  return yaml + " '" + quoted + "'\n";
+}
+
+struct Accepted {
+  std::string value;
+  std::string effective;  // as ValueOf shows it afterwards
+};
+
+struct KeyCase {
+  std::string key;
+  std::string default_value;
+  std::vector<Accepted> accepted;
+  std::vector<std::string> rejected;
+};
+
+const std::vector<KeyCase>& KeyCases() {
+  static const auto* kCases = new std::vector<KeyCase>{
+      {"kubeletDir", "/var/lib/kubelet", {{"/k", "/k"}}, {"", "var/lib/kubelet"}},
+      {"resourceName",
+       "nvidia.com/gpu",
+       {{"example.com/gpu", "example.com/gpu"}, {"example.com/a_b.c-d", "example.com/a_b.c-d"}},
+       {"gpu", "nvidia/gpu", "kubernetes.io/gpu", "k8s.kubernetes.io/gpu", "example.com/-gpu",
+        "example.com/gpu!", "example.com/"}},
+      {"plugin.deviceListStrategy",
+       "envvar",
+       {{"volume-mounts", "volume-mounts"},
+        {"cdi-cri,cdi-annotations", "cdi-cri,cdi-annotations"},
+        {" envvar , cdi-cri ", "envvar,cdi-cri"},
+        {"envvar,volume-mounts,cdi-annotations,cdi-cri",
+         "envvar,volume-mounts,cdi-annotations,cdi-cri"}},
+       {"nvidia", "", ",", "envvar,legacy", "envvar,envvar"}},
+      {"plugin.deviceIdStrategy",
+       "uuid",
+       {{"index", "index"}, {"uuid", "uuid"}},
+       {"serial", "UUID", ""}},
+      {"plugin.passDeviceSpecs",
+       "false",
+       {{"true", "true"},
+        {"1", "true"},
+        {"yes", "true"},
+        {"ON", "true"},
+        {"off", "false"},
+        {"0", "false"}},
+       {"maybe", "", "2"}},
+      {"plugin.cdiKind",
+       "gpulet.dev/gpu",
+       {{"nvidia.com/gpu", "nvidia.com/gpu"}},
+       {"gpu", "nvidia/gpu", "example.com/", ""}},
+      {"plugin.cdiAnnotationPrefix",
+       "cdi.k8s.io/",
+       {{"example.com/", "example.com/"}},
+       {"cdi.k8s.io", ""}},
+      {"plugin.devRoot", "/", {{"/host", "/host"}}, {"host", ""}},
+      {"cdi.specDir", "/var/run/cdi", {{"", ""}, {"/etc/cdi", "/etc/cdi"}}, {"etc/cdi"}},
+      {"cdi.driverRoot", "", {{"/run/nvidia/driver", "/run/nvidia/driver"}, {"", ""}}, {"driver"}},
+      {"cdi.devRoot", "", {{"/host", "/host"}}, {"host"}},
+      {"cdi.hookPath",
+       "",
+       {{"/usr/bin/nvidia-cdi-hook", "/usr/bin/nvidia-cdi-hook"}},
+       {"nvidia-cdi-hook"}},
+      {"sharing.timeSlicing.replicas",
+       "1",
+       {{"2", "2"}, {"64", "64"}, {"1", "1"}},
+       {"0", "65", "-1", "two", "1.5", ""}},
+      {"sharing.timeSlicing.renameByDefault", "false", {{"true", "true"}}, {"sometimes"}},
+      {"sharing.timeSlicing.failRequestsGreaterThanOne", "false", {{"true", "true"}}, {"nah"}},
+      {"sharing.memorySlices.enabled", "false", {{"true", "true"}}, {"enabled"}},
+      {"sharing.memorySlices.sliceMiB",
+       "1024",
+       {{"128", "128"}, {"1048576", "1048576"}},
+       {"127", "1048577", "1GiB", ""}},
+      {"sharing.memorySlices.resourceName",
+       "nvidia.com/gpu-memory",
+       {{"example.com/mem", "example.com/mem"}},
+       {"mem", "kubernetes.io/mem"}},
+      {"labels.featuresFile",
+       "/etc/kubernetes/node-feature-discovery/features.d/gpulet",
+       {{"", ""}, {"/etc/features.d/gpulet", "/etc/features.d/gpulet"}},
+       {"/etc/features.d/", "features.d/gpulet"}},
+      {"metrics.address",
+       ":9400",
+       {{"", ""}, {"127.0.0.1:9400", "127.0.0.1:9400"}, {"[::1]:9400", "[::1]:9400"}},
+       {"9400", "localhost"}},
+      {"metrics.sampleInterval",
+       "1s",
+       {{"100ms", "100ms"}, {"1500ms", "1.5s"}, {"2m", "2m"}},
+       {"99ms", "1", "fast", "-1s", ""}},
+      {"metrics.webConfigFile", "", {{"/etc/gpulet/web.yaml", "/etc/gpulet/web.yaml"}}, {}},
+      {"metrics.podAttribution", "true", {{"false", "false"}}, {"perhaps"}},
+      {"metrics.podResourcesInterval", "10s", {{"1s", "1s"}, {"1m", "1m"}}, {"999ms", "often"}},
+      {"health.probeInterval", "1s", {{"100ms", "100ms"}, {"30s", "30s"}}, {"99ms", "1"}},
+      {"health.hangTimeout",
+       "750ms",
+       {{"100ms", "100ms"}, {"10s", "10s"}},
+       {"99ms", "10.001s", "11s", "0"}},
+      {"health.applicationXids",
+       "13,31,43,45,68,94",
+       {{"79", "79"}, {"13, 43", "13,43"}, {"", ""}},
+       {"0", "1001", "x", "-13", "13,x"}},
+      {"health.quietPeriod", "5m", {{"0s", "0"}, {"90s", "1m30s"}}, {"-1s", "soon"}},
+      {"health.kmsg", "true", {{"false", "false"}}, {"no way"}},
+  };
+  return *kCases;
+}
+
+// The table covers exactly the keys the config has: a new key needs its row.
+TEST(ConfigKeysTest, TableCoversEveryKey) {
+  std::vector<std::string> table;
+  for (const KeyCase& c : KeyCases()) table.push_back(c.key);
+  EXPECT_EQ(table, ConfigKeys());
+}
+
+TEST(ConfigKeysTest, Defaults) {
+  absl::StatusOr<Config> defaults = ParseConfig("", "test", {});
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  YAML::Node built = Printed(Config());
+  YAML::Node parsed = Printed(*defaults);
+  for (const KeyCase& c : KeyCases()) {
+    EXPECT_EQ(ValueOf(built, c.key), c.default_value) << c.key;
+    EXPECT_EQ(ValueOf(parsed, c.key), c.default_value) << c.key;
+  }
+}
+
+TEST(ConfigKeysTest, AcceptedValuesFromFlagsAndFile) {
+  for (const KeyCase& c : KeyCases()) {
+    for (const Accepted& a : c.accepted) {
+      std::string what = c.key + "='" + a.value + "'";
+      absl::StatusOr<Config> by_flag = ParseConfig("", "test", {{c.key, a.value}});
+      ASSERT_TRUE(by_flag.ok()) << what << ": " << by_flag.status();
+      EXPECT_EQ(ValueOf(*by_flag, c.key), a.effective) << what;
+      absl::StatusOr<Config> by_file = ParseConfig(FileWith(c.key, a.value), "test.yaml", {});
+      ASSERT_TRUE(by_file.ok()) << what << ": " << by_file.status() << "\n"
+                                << FileWith(c.key, a.value);
+      EXPECT_EQ(ValueOf(*by_file, c.key), a.effective) << what;
+      // Nothing else moved.
+      YAML::Node printed = Printed(*by_flag);
+      for (const KeyCase& other : KeyCases()) {
+        if (other.key != c.key) {
+          EXPECT_EQ(ValueOf(printed, other.key), other.default_value)
+              << what << " moved " << other.key;
+        }
+      }
+    }
+  }
+}
+
+TEST(ConfigKeysTest, RejectedValuesNameTheKeyFromFlagsAndFile) {
+  for (const KeyCase& c : KeyCases()) {
+    for (const std::string& value : c.rejected) {
+      std::string what = c.key + "='" + value + "'";
+      absl::StatusOr<Config> by_flag = ParseConfig("", "test", {{c.key, value}});
+      ASSERT_FALSE(by_flag.ok()) << what;
+      EXPECT_EQ(by_flag.status().code(), absl::StatusCode::kInvalidArgument) << what;
+      EXPECT_THAT(std::string(by_flag.status().message()), HasSubstr(c.key)) << what;
+      absl::StatusOr<Config> by_file = ParseConfig(FileWith(c.key, value), "test.yaml", {});
+      ASSERT_FALSE(by_file.ok()) << what;
+      EXPECT_THAT(std::string(by_file.status().message()), HasSubstr(c.key)) << what;
+    }
+  }
+}
+
+TEST(ConfigKeysTest, RejectionsSayWhatIsAllowed) {
+  absl::StatusOr<Config> c = ParseConfig("", "test", {{"plugin.deviceIdStrategy", "serial"}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            "'serial' is not a valid value for plugin.deviceIdStrategy (allowed: uuid or index)");
+  c = ParseConfig("", "test", {{"sharing.timeSlicing.replicas", "65"}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("an integer from 1 to 64"));
+  // In a file, the message starts with where: the file and the line.
+  c = ParseConfig("version: v1\nplugin:\n  deviceIdStrategy: serial\n", "gpulet.yaml", {});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("gpulet.yaml:3: 'serial'"));
+}
+
+TEST(ConfigTest, CrossKeyRules) {
+  absl::StatusOr<Config> c = ParseConfig("", "test",
+                                         {{"sharing.memorySlices.enabled", "true"},
+                                          {"sharing.memorySlices.resourceName", "nvidia.com/gpu"}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr("sharing.memorySlices.resourceName must differ from resourceName"));
+  // Only while slicing is on.
+  c = ParseConfig("", "test", {{"sharing.memorySlices.resourceName", "nvidia.com/gpu"}});
+  EXPECT_TRUE(c.ok()) << c.status();
+  c = ParseConfig("", "test", {{"plugin.deviceListStrategy", "cdi-cri,envvar,cdi-cri"}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("lists a strategy twice"));
+}
+
+// --- precedence, unknown keys, files --------------------------------------------------
+
+// Flags and environment variables arrive merged (flag over env: the CLI's job, checked end
+// to end by PluginIntegrationTest.PrintConfigShowsPrecedenceFlagOverEnvOverFile); here the
+// merged overrides beat the file, and the file beats the defaults.
+TEST(ConfigTest, OverridesBeatTheFileWhichBeatsDefaults) {
+  const std::string file =
+      "version: v1\nresourceName: example.com/file\nsharing:\n  timeSlicing:\n"
+      "    replicas: 3\nhealth:\n  kmsg: false\n";
+  absl::StatusOr<Config> c =
+      ParseConfig(file, "test", {{"resourceName", "example.com/flag"}, {"health.kmsg", "true"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->resource_name, "example.com/flag");  // override over file
+  EXPECT_TRUE(c->health.kmsg);                      // override over file
+  EXPECT_EQ(c->sharing.time_slicing.replicas, 3);   // file over default
+  EXPECT_EQ(c->metrics.address, ":9400");           // default
+  // Bad input never half-applies: a bad override fails the whole load, and so does a bad
+  // file value even when an override would have replaced it.
+  c = ParseConfig(file, "test", {{"sharing.timeSlicing.replicas", "0"}});
+  EXPECT_FALSE(c.ok());
+  c = ParseConfig("version: v1\nsharing:\n  timeSlicing:\n    replicas: 0\n", "test",
+                  {{"sharing.timeSlicing.replicas", "2"}});
+  EXPECT_FALSE(c.ok());
+}
+
+TEST(ConfigTest, UnknownKeysAreRejectedWithWhatIsAllowed) {
+  struct Case {
+    std::string yaml;
+    std::vector<std::string> message_has;
+  };
+  const Case kCases[] = {
+      {"version: v1\nkubeletdir: /k\n",
+       {"test.yaml:2", "unknown key 'kubeletdir'", "Allowed here:", "kubeletDir",
+        "--print-config"}},
+      {"version: v1\nplugin:\n  deviceListStrateg: envvar\n",
+       {"test.yaml:3", "unknown key 'plugin.deviceListStrateg'", "deviceListStrategy"}},
+      {"version: v1\nsharing:\n  timeSlicing:\n    replica: 2\n",
+       {"'sharing.timeSlicing.replica'", "replicas", "renameByDefault"}},
+      {"version: v1\nhealth:\n  kmsg:\n    enabled: true\n",
+       {"health.kmsg must be true or false, not a mapping"}},
+      {"version: v2\n", {"'version' must be v1 (found 'v2')"}},
+      {"kubeletDir: /k\n", {"'version' must be v1 (found '')"}},
+      {"- a\n- b\n", {"must be a YAML mapping"}},
+      {"version: v1\nplugin: [\n", {"test.yaml:", "not valid YAML"}},
+  };
+  for (const Case& c : kCases) {
+    absl::StatusOr<Config> parsed = ParseConfig(c.yaml, "test.yaml", {});
+    ASSERT_FALSE(parsed.ok()) << c.yaml;
+    for (const std::string& part : c.message_has) {
+      EXPECT_THAT(std::string(parsed.status().message()), HasSubstr(part)) << c.yaml;
+    }
+  }
+  absl::StatusOr<Config> flag = ParseConfig("", "test", {{"plugin.nope", "x"}});
+  ASSERT_FALSE(flag.ok());
+  EXPECT_THAT(std::string(flag.status().message()), HasSubstr("unknown setting 'plugin.nope'"));
+  // A section name is not a setting.
+  flag = ParseConfig("", "test", {{"plugin", "x"}});
+  EXPECT_FALSE(flag.ok());
+}
+
+TEST(ConfigTest, EmptyFilesAndMissingFiles) {
+  for (const char* empty : {"", "# only a comment\n", "~\n"}) {
+    absl::StatusOr<Config> c = ParseConfig(empty, "test", {});
+    ASSERT_TRUE(c.ok()) << empty << ": " << c.status();
+    EXPECT_EQ(ConfigToYaml(*c), ConfigToYaml(Config()));
+  }
+  absl::StatusOr<Config> none = LoadConfig("", {});
+  ASSERT_TRUE(none.ok()) << none.status();
+  absl::StatusOr<Config> missing = LoadConfig("/nonexistent/gpulet.yaml", {});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("/nonexistent/gpulet.yaml"));
+}
+
+// What --print-config writes reads back as the same configuration.
+TEST(ConfigTest, PrintedConfigRoundTrips) {
+  absl::StatusOr<Config> c = ParseConfig("", "test",
+                                         {{"plugin.deviceListStrategy", "cdi-cri,envvar"},
+                                          {"health.applicationXids", "13"},
+                                          {"health.quietPeriod", "90s"},
+                                          {"sharing.memorySlices.enabled", "true"},
+                                          {"cdi.specDir", ""}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::string printed = ConfigToYaml(*c);
+  absl::StatusOr<Config> back = ParseConfig(printed, "printed", {});
+  ASSERT_TRUE(back.ok()) << back.status() << "\n" << printed;
+  EXPECT_EQ(ConfigToYaml(*back), printed);
+  EXPECT_EQ(back->health.quiet_period, absl::Seconds(90));
+  EXPECT_EQ(back->health.application_xids, std::vector<int>{13});
+}
+
+TEST(ConfigTest, DurationsAcceptGoSyntax) {
+  struct Case {
+    const char* text;
+    absl::Duration want;
+  };
+  for (const Case& c : {Case{"1s", absl::Seconds(1)}, Case{"250ms", absl::Milliseconds(250)},
+                        Case{"1.5s", absl::Milliseconds(1500)}, Case{"1m30s", absl::Seconds(90)},
+                        Case{"2h", absl::Hours(2)}, Case{"1500000us", absl::Milliseconds(1500)}}) {
+    absl::StatusOr<Config> cfg = ParseConfig("", "test", {{"health.probeInterval", c.text}});
+    ASSERT_TRUE(cfg.ok()) << c.text << ": " << cfg.status();
+    EXPECT_EQ(cfg->health.probe_interval, c.want) << c.text;
+  }
 }
 
 }  // namespace

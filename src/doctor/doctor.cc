@@ -460,11 +460,9 @@ CheckResult CheckNvml(const Context& c) {
   for (const NvmlLoadAttempt& a : inv.nvml_attempts) {
     std::string msg(a.status.message());
     if (a.result != NvmlLoadAttempt::Result::kAbsent) any_file = true;
-    if (a.result == NvmlLoadAttempt::Result::kRejected && absl::StrContains(msg, "glibc")) {
-      glibc = true;
-    }
-    if (absl::StrContains(msg, "crashed")) crashed = true;
-    if (absl::IsDeadlineExceeded(a.status)) hung = true;
+    glibc = glibc || a.reason == NvmlLoadAttempt::Reason::kNeedsNewerGlibc;
+    crashed = crashed || a.reason == NvmlLoadAttempt::Reason::kCrashed;
+    hung = hung || a.reason == NvmlLoadAttempt::Reason::kHung;
     if (a.result == NvmlLoadAttempt::Result::kAbsent) {
       // One line for all the empty places; each file that was there gets its own.
       absent.push_back(a.candidate.substr(0, a.candidate.find(" (read as ")));
@@ -1222,8 +1220,9 @@ std::vector<CheckResult> CheckHealth(const Context& c, const HealthSource* healt
   const char* kId = "gpu.health";
   const char* kTitle = "GPU health (XIDs, ECC, fallen off the bus)";
   if (health == nullptr) {
-    return {
-        NotChecked(kId, kTitle, "gpulet serve not running (GPU health is watched by the daemon)")};
+    return {NotChecked(kId, kTitle,
+                       "GPU health is watched by gpulet serve; pass --daemon-address (its "
+                       "metrics.address) to include what it sees")};
   }
   absl::StatusOr<std::vector<GpuHealth>> states = health->GpuHealthStates();
   if (!states.ok()) return {NotChecked(kId, kTitle, states.status().message())};
@@ -1231,6 +1230,12 @@ std::vector<CheckResult> CheckHealth(const Context& c, const HealthSource* healt
   r.verdict = Verdict::kPass;
   std::vector<std::string> fixes;
   for (const GpuHealth& h : *states) {
+    if (h.healthy && h.degraded) {
+      Worsen(&r, Verdict::kWarn);
+      r.evidence.push_back(absl::StrCat(h.gpu, ": degraded (still scheduled): ", h.reason));
+      if (!h.fix.empty()) fixes.push_back(absl::StrCat(h.gpu, ": ", h.fix));
+      continue;
+    }
     if (h.healthy) {
       r.evidence.push_back(absl::StrCat(h.gpu, ": healthy"));
       continue;
@@ -1240,12 +1245,30 @@ std::vector<CheckResult> CheckHealth(const Context& c, const HealthSource* healt
     if (!h.fix.empty()) fixes.push_back(absl::StrCat(h.gpu, ": ", h.fix));
   }
   (void)c;
-  r.summary = r.verdict == Verdict::kPass ? "every GPU is healthy" : "a GPU is in a bad state";
+  r.summary = r.verdict == Verdict::kPass   ? "every GPU is healthy"
+              : r.verdict == Verdict::kWarn ? "a GPU is degraded but still scheduled"
+                                            : "a GPU is in a bad state";
   r.fix = absl::StrJoin(fixes, "\n");
   return {r};
 }
 
 }  // namespace
+
+std::vector<GpuHealth> HealthFromStatus(const StatusReport& report) {
+  std::vector<GpuHealth> out;
+  for (const GpuStatus& g : report.gpus) {
+    GpuHealth h;
+    h.gpu = g.index
+                ? absl::StrCat("GPU ", *g.index, " (", g.uuid.empty() ? g.pci_bus_id : g.uuid, ")")
+                : (g.uuid.empty() ? g.pci_bus_id : g.uuid);
+    h.healthy = g.health != HealthState::kUnhealthy;
+    h.degraded = g.health == HealthState::kDegraded;
+    h.reason = g.reason.value_or(h.healthy ? "" : "unhealthy (no reason given)");
+    h.fix = g.action.value_or("");
+    out.push_back(std::move(h));
+  }
+  return out;
+}
 
 absl::string_view VerdictName(Verdict verdict) {
   switch (verdict) {
@@ -1259,38 +1282,6 @@ absl::string_view VerdictName(Verdict verdict) {
       break;
   }
   return "not checked";
-}
-
-OsInfo ParseOsRelease(absl::string_view text) {
-  OsInfo os;
-  os.readable = true;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    line = absl::StripAsciiWhitespace(line);
-    size_t eq = line.find('=');
-    if (line.empty() || line[0] == '#' || eq == absl::string_view::npos) continue;
-    absl::string_view key = line.substr(0, eq);
-    absl::string_view value = line.substr(eq + 1);
-    if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') &&
-        value.back() == value.front()) {
-      value = value.substr(1, value.size() - 2);
-    }
-    if (key == "ID") os.id = std::string(value);
-    if (key == "VERSION_ID") os.version_id = std::string(value);
-    if (key == "PRETTY_NAME") os.pretty_name = std::string(value);
-  }
-  os.talos = os.id == "talos";
-  if (os.talos) {
-    absl::string_view v = os.version_id;
-    absl::ConsumePrefix(&v, "v");
-    std::vector<absl::string_view> parts = absl::StrSplit(v, '.');
-    int major = 0, minor = 0;
-    if (parts.size() >= 2 && absl::SimpleAtoi(parts[0], &major) &&
-        absl::SimpleAtoi(parts[1], &minor)) {
-      os.talos_major = major;
-      os.talos_minor = minor;
-    }
-  }
-  return os;
 }
 
 TalosExpectations ExpectationsFor(int major, int minor) {
@@ -1319,7 +1310,7 @@ TalosExpectations ExpectationsFor(int major, int minor) {
 int Report::ExitCode() const {
   int code = 0;
   for (const CheckResult& c : checks) {
-    if (c.verdict == Verdict::kFail) return 2;
+    if (c.verdict == Verdict::kFail) return 3;  // kExitCheckFailed: distinct from usage (2)
     if (c.verdict == Verdict::kWarn) code = 1;
   }
   return code;
@@ -1334,9 +1325,7 @@ const CheckResult* Report::Find(absl::string_view id) const {
 
 Report RunDoctor(const DoctorInput& input) {
   Context c{*input.host, *input.inventory, input, {}, std::nullopt, "", {}, std::nullopt};
-  if (absl::StatusOr<std::string> text = c.host.ReadFile("/etc/os-release", 64 * 1024); text.ok()) {
-    c.os = ParseOsRelease(*text);
-  }
+  c.os = ReadOsRelease(c.host);
   if (c.os.talos) {
     TalosExpectations t = ExpectationsFor(c.os.talos_major, c.os.talos_minor);
     if (t.release != nullptr) {

@@ -19,13 +19,12 @@
 // the Inventory that discovery built, which carries the NVML load attempts; the doctor
 // itself never loads NVML or changes anything.
 //
-// HOOK POINT for GPU health: a GPU can be present, bound and loadable yet unusable (fallen
-// off the bus, XID 79, uncorrectable ECC errors, pending row remapping). Those states are
-// observed over time by the health monitor inside `gpulet serve`, not by a one-shot
-// command. DoctorInput::health is where that module plugs in: implement HealthSource
-// (e.g. by asking the running daemon) and pass it; each GpuHealth it returns becomes a
-// "gpu.health" result. With no HealthSource the check is reported as not checked, with
-// the note "gpulet serve not running".
+// GPU health: a GPU can be present, bound and loadable yet unusable (fallen off the bus,
+// XID 79, uncorrectable ECC errors, pending row remapping). Those states are observed over
+// time by the health monitors inside `gpulet serve`, not by a one-shot command, so the
+// "gpu.health" check asks a HealthSource: `gpulet doctor --daemon-address` passes one that
+// reads the running daemon's /status (HealthFromStatus). Without one, or when the daemon
+// cannot be asked, the check is reported as not checked, saying why.
 //
 // Thread-safety: RunDoctor keeps no state; it reads through the const HostFs and inventory.
 #ifndef GPULET_DOCTOR_DOCTOR_H_
@@ -40,14 +39,16 @@
 #include "common/host_fs.h"
 #include "gpu/gpu_model.h"
 #include "nlohmann/json_fwd.hpp"
-#include "talos/releases.h"
+#include "node/os_release.h"
+#include "node/talos_releases.h"
+#include "state/status_report.h"
 
 namespace gpulet::doctor {
 
 enum class Verdict {
   kPass,
   kWarn,        // works, or may, but something is off; exit code 1
-  kFail,        // GPUs will not work in pods until fixed; exit code 2
+  kFail,        // GPUs will not work in pods until fixed; exit code 3
   kNotChecked,  // the check could not run or does not apply (the summary says why)
 };
 
@@ -63,22 +64,8 @@ struct CheckResult {
   std::string fix;                    // what to do; empty on pass and not checked
 };
 
-// The host's /etc/os-release, with Talos' version split out.
-struct OsInfo {
-  bool readable = false;
-  std::string id;           // "talos", "debian", "ubuntu"
-  std::string version_id;   // "v1.12.6", "12"
-  std::string pretty_name;  // "Talos (v1.12.6)"
-  bool talos = false;
-  int talos_major = 0;  // 1 for v1.12.6; 0 when not Talos or unparseable
-  int talos_minor = 0;  // 12 for v1.12.6
-};
-
-// Parses the contents of /etc/os-release (KEY=value, values optionally quoted).
-OsInfo ParseOsRelease(absl::string_view text);
-
 // What a Talos version expects of the NVIDIA extensions: a view of its row in the release
-// table (src/talos/releases.h), which holds each fact with its source.
+// table (src/node/talos_releases.h), which holds each fact with its source.
 struct TalosExpectations {
   std::string label;                    // the row: "Talos 1.12"
   std::string library_dir;              // where the toolkit extension puts libnvidia-ml & co.
@@ -95,11 +82,16 @@ TalosExpectations ExpectationsFor(int talos_major, int talos_minor);
 struct GpuHealth {
   std::string gpu;  // UUID or bus id
   bool healthy = true;
+  // Healthy but with a warning (Degraded: still scheduled, e.g. a pending row remap).
+  bool degraded = false;
   std::string reason;  // "XID 79: GPU has fallen off the bus"
   std::string fix;     // "reset the GPU or reboot the node"
 };
 
-// The hook point for GPU health (see the header comment). Implementations must be safe to
+// Each GPU of a running daemon's /status, as GpuHealth.
+std::vector<GpuHealth> HealthFromStatus(const StatusReport& report);
+
+// Where GPU health comes from (see the header comment). Implementations must be safe to
 // call from the thread running the doctor.
 class HealthSource {
  public:
@@ -128,7 +120,8 @@ struct Report {
   OsInfo os;
   std::vector<CheckResult> checks;
 
-  // 0 when nothing warned or failed, 1 with warnings only, 2 with any failure.
+  // 0 when nothing warned or failed, 1 with warnings only, 3 with any failure (2 is the
+  // CLI's usage error: cli/command.h kExit*).
   int ExitCode() const;
   const CheckResult* Find(absl::string_view id) const;
 };

@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
-#include "gpu/pci_inventory.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "node/pci_inventory.h"
 #include "testing/files.h"
 #include "testing/subprocess.h"
 
@@ -81,19 +81,6 @@ std::string Text(const Report& r, absl::string_view id) {
 
 absl::Status NotFound() { return absl::NotFoundError("libnvidia-ml.so.1 not found"); }
 
-TEST(OsReleaseTest, ParsesTalosVersions) {
-  OsInfo os = ParseOsRelease(
-      "NAME=\"Talos\"\nID=talos\nVERSION_ID=v1.12.6\n"
-      "PRETTY_NAME=\"Talos (v1.12.6)\"\n");
-  EXPECT_TRUE(os.talos);
-  EXPECT_EQ(os.talos_major, 1);
-  EXPECT_EQ(os.talos_minor, 12);
-  EXPECT_EQ(os.pretty_name, "Talos (v1.12.6)");
-  OsInfo debian = ParseOsRelease("ID=debian\nVERSION_ID=\"12\"\n");
-  EXPECT_FALSE(debian.talos);
-  EXPECT_EQ(debian.version_id, "12");
-}
-
 TEST(OsReleaseTest, TalosExpectationsComeFromTheReleaseTable) {
   EXPECT_EQ(ExpectationsFor(1, 8).library_dir, "/usr/local/glibc/lib");
   EXPECT_TRUE(ExpectationsFor(1, 8).needs_bpf_jit_harden_1);
@@ -121,9 +108,9 @@ TEST(OsReleaseTest, TalosExpectationsComeFromTheReleaseTable) {
   EXPECT_THAT(old.warning, HasSubstr("Talos 1.7 is not supported"));
 }
 
-TEST(DoctorTest, NoGpuSaysSoPlainlyAndExitsTwo) {
+TEST(DoctorTest, NoGpuSaysSoPlainlyAndExitsThree) {
   Report r = Diagnose(TestRoot("no-gpu"), InventoryFor(TestRoot("no-gpu"), {}, NotFound()));
-  EXPECT_EQ(r.ExitCode(), 2);
+  EXPECT_EQ(r.ExitCode(), 3);
   EXPECT_EQ(VerdictOf(r, "gpu.present"), Verdict::kFail);
   EXPECT_EQ(r.Find("gpu.present")->summary, "no NVIDIA GPU is present on this node");
   for (const CheckResult& c : r.checks) {
@@ -138,7 +125,7 @@ TEST(DoctorTest, NoGpuSaysSoPlainlyAndExitsTwo) {
 TEST(DoctorTest, DriverUnbound) {
   Report r = Diagnose(TestRoot("driver-unbound"),
                       InventoryFor(TestRoot("driver-unbound"), {}, NotFound()));
-  EXPECT_EQ(r.ExitCode(), 2);
+  EXPECT_EQ(r.ExitCode(), 3);
   EXPECT_EQ(VerdictOf(r, "gpu.present"), Verdict::kPass);
   EXPECT_EQ(VerdictOf(r, "gpu.driver"), Verdict::kFail);
   EXPECT_THAT(Text(r, "gpu.driver"), HasSubstr("no driver bound"));
@@ -163,7 +150,7 @@ TEST(DoctorTest, Nouveau) {
 TEST(DoctorTest, BlackwellWithProprietaryModules) {
   Report r = Diagnose(TestRoot("blackwell-proprietary"),
                       InventoryFor(TestRoot("blackwell-proprietary"), {}, NotFound()));
-  EXPECT_EQ(r.ExitCode(), 2);
+  EXPECT_EQ(r.ExitCode(), 3);
   EXPECT_EQ(VerdictOf(r, "driver.flavor"), Verdict::kFail);
   std::string t = Text(r, "driver.flavor");
   EXPECT_THAT(t, HasSubstr("RTX 5090"));
@@ -190,7 +177,7 @@ TEST(DoctorTest, Talos18LegacyModeNeedsTheBpfSysctl) {
   Inventory inv =
       InventoryFor(root, {Identity(0, "GPU-a", "0000:01:00.0", 0)}, absl::OkStatus(), "550.127.05");
   Report r = Diagnose(root, inv);
-  EXPECT_EQ(r.ExitCode(), 2);
+  EXPECT_EQ(r.ExitCode(), 3);
   EXPECT_TRUE(r.os.talos);
   EXPECT_THAT(Text(r, "os.release"), HasSubstr("(Talos 1.8): NVIDIA libraries expected in "
                                                "/usr/local/glibc/lib"));
@@ -218,9 +205,10 @@ TEST(DoctorTest, Talos112FieldReportFailures) {
       {"/usr/local/glibc/usr/lib/libnvidia-ml.so.1", "Talos 1.9 to 1.12",
        NvmlLoadAttempt::Result::kRejected,
        absl::FailedPreconditionError("/usr/local/glibc/usr/lib/libnvidia-ml.so.1 needs "
-                                     "GLIBC_2.38 but gpulet runs with glibc 2.36")}};
+                                     "GLIBC_2.38 but gpulet runs with glibc 2.36"),
+       NvmlLoadAttempt::Reason::kNeedsNewerGlibc}};
   Report r = Diagnose(root, inv);
-  EXPECT_EQ(r.ExitCode(), 2);
+  EXPECT_EQ(r.ExitCode(), 3);
   EXPECT_EQ(VerdictOf(r, "nvml.load"), Verdict::kFail);
   EXPECT_THAT(Text(r, "nvml.load"), HasSubstr("newer glibc"));
   EXPECT_THAT(Text(r, "nvml.load"), HasSubstr("driver's own dynamic loader and C library"));
@@ -277,7 +265,7 @@ TEST(DoctorTest, GpuletCdiNamesMustResolve) {
                          "gpulet.dev/gpu=GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090"};
   r = RunDoctor(in);
   EXPECT_EQ(VerdictOf(r, "cdi.gpulet"), Verdict::kFail);
-  EXPECT_EQ(r.ExitCode(), 2);
+  EXPECT_EQ(r.ExitCode(), 3);
   EXPECT_THAT(Text(r, "cdi.gpulet"), HasSubstr("2 of 2 CDI device names"));
   EXPECT_THAT(Text(r, "cdi.gpulet"), HasSubstr("unresolvable CDI devices"));
   EXPECT_THAT(Text(r, "cdi.gpulet"), HasSubstr("gpulet.dev/gpu=GPU-3f9d6c2e"));
@@ -298,7 +286,7 @@ TEST(DoctorTest, Talos113CdiModeWithoutSpec) {
   Inventory inv =
       InventoryFor(root, {Identity(0, "GPU-b", "0000:01:00.0", 0)}, absl::OkStatus(), "595.91.07");
   Report r = Diagnose(root, inv);
-  EXPECT_EQ(r.ExitCode(), 2);
+  EXPECT_EQ(r.ExitCode(), 3);
   EXPECT_EQ(VerdictOf(r, "driver.flavor"), Verdict::kPass);  // RTX 5090 on the open modules
   EXPECT_EQ(VerdictOf(r, "driver.userspace"), Verdict::kPass) << Text(r, "driver.userspace");
   EXPECT_EQ(VerdictOf(r, "talos.bpf"), Verdict::kNotChecked);
@@ -475,7 +463,7 @@ TEST(DoctorTalosReleasesTest, BrokenVariantsAreFoundWithTheirFix) {
   for (const TalosCase& tc : TalosCases()) {
     FixtureRoot root(tc.broken);
     Report r = Diagnose(root.path(), TalosInventory(root.path(), tc.driver, tc.broken_nvml));
-    EXPECT_EQ(r.ExitCode(), 2) << tc.broken;
+    EXPECT_EQ(r.ExitCode(), 3) << tc.broken;
     EXPECT_EQ(VerdictOf(r, tc.check), Verdict::kFail) << tc.broken << ":\n"
                                                       << FormatReport(r, true);
     const CheckResult* c = r.Find(tc.check);
@@ -551,32 +539,80 @@ TEST(DoctorTest, ContainerdOnADebianHost) {
   EXPECT_THAT(Text(r, "containerd"), HasSubstr("nvidia-ctk runtime configure"));
 }
 
+// A HealthSource answering from a StatusReport, as `--daemon-address` does from /status.
 class FakeHealth final : public HealthSource {
  public:
+  explicit FakeHealth(StatusReport report) : report_(std::move(report)) {}
   absl::StatusOr<std::vector<GpuHealth>> GpuHealthStates() const override {
-    return std::vector<GpuHealth>{
-        {"GPU-a", true, "", ""},
-        {"GPU-b", false, "XID 79: the GPU has fallen off the bus", "reboot the node"}};
+    if (!reachable) return absl::UnavailableError("cannot reach gpulet serve at 127.0.0.1:9400");
+    return HealthFromStatus(report_);
   }
+  bool reachable = true;
+
+ private:
+  StatusReport report_;
 };
 
-TEST(DoctorTest, HealthHookPoint) {
+GpuStatus StatusOf(unsigned index, std::string uuid, HealthState health, std::string reason = "",
+                   std::string action = "") {
+  GpuStatus g;
+  g.index = index;
+  g.uuid = std::move(uuid);
+  g.health = health;
+  if (!reason.empty()) g.reason = reason;
+  if (!action.empty()) g.action = action;
+  return g;
+}
+
+TEST(DoctorTest, GpuHealthFromTheDaemon) {
   std::string root = TestRoot("talos-1.13");
   Inventory inv =
       InventoryFor(root, {Identity(0, "GPU-b", "0000:01:00.0", 0)}, absl::OkStatus(), "595.91.07");
   Report without = Diagnose(root, inv);
   EXPECT_EQ(VerdictOf(without, "gpu.health"), Verdict::kNotChecked);
-  EXPECT_THAT(without.Find("gpu.health")->summary, HasSubstr("gpulet serve not running"));
-  FakeHealth health;
-  Report with = Diagnose(root, inv, &health);
-  EXPECT_EQ(VerdictOf(with, "gpu.health"), Verdict::kFail);
-  EXPECT_THAT(Text(with, "gpu.health"), HasSubstr("XID 79"));
+  EXPECT_THAT(without.Find("gpu.health")->summary, HasSubstr("--daemon-address"));
+
+  struct Case {
+    std::vector<GpuStatus> gpus;
+    Verdict verdict;
+    std::string text;
+  };
+  const Case cases[] = {
+      {{StatusOf(0, "GPU-a", HealthState::kHealthy)}, Verdict::kPass, "GPU 0 (GPU-a): healthy"},
+      {{StatusOf(0, "GPU-a", HealthState::kHealthy),
+        StatusOf(1, "GPU-b", HealthState::kUnhealthy, "XID 79: the GPU has fallen off the bus",
+                 "reboot the node")},
+       Verdict::kFail,
+       "GPU 1 (GPU-b): reboot the node"},
+      {{StatusOf(0, "GPU-a", HealthState::kDegraded, "row remapping pending", "reset the GPU")},
+       Verdict::kWarn,
+       "degraded (still scheduled): row remapping pending"},
+      // A fatal verdict is not lowered by a degraded GPU listed after it.
+      {{StatusOf(0, "GPU-a", HealthState::kUnhealthy, "XID 48"),
+        StatusOf(1, "GPU-b", HealthState::kDegraded, "row remapping pending")},
+       Verdict::kFail,
+       "XID 48"},
+  };
+  for (const Case& c : cases) {
+    StatusReport report;
+    report.nvml_ok = true;
+    report.gpus = c.gpus;
+    FakeHealth health(report);
+    Report r = Diagnose(root, inv, &health);
+    EXPECT_EQ(VerdictOf(r, "gpu.health"), c.verdict) << Text(r, "gpu.health");
+    EXPECT_THAT(Text(r, "gpu.health"), HasSubstr(c.text));
+  }
+  FakeHealth unreachable(StatusReport{});
+  unreachable.reachable = false;
+  Report r = Diagnose(root, inv, &unreachable);
+  EXPECT_EQ(VerdictOf(r, "gpu.health"), Verdict::kNotChecked);
+  EXPECT_THAT(r.Find("gpu.health")->summary, HasSubstr("cannot reach gpulet serve"));
 }
 
 TEST(DoctorTest, JsonShape) {
   Report r = Diagnose(TestRoot("no-gpu"), InventoryFor(TestRoot("no-gpu"), {}, NotFound()));
   nlohmann::json j = r;
-  EXPECT_EQ(j["exit_code"], 2);
+  EXPECT_EQ(j["exit_code"], 3);
   EXPECT_EQ(j["summary"]["fail"], 1);
   EXPECT_EQ(j["checks"][1]["id"], "gpu.present");
   EXPECT_EQ(j["checks"][1]["verdict"], "fail");
@@ -599,21 +635,21 @@ TEST(DoctorCommandTest, HomelabSimulationIsHealthy) {
   EXPECT_EQ(j["os"]["version_id"], "v1.13.2");
 }
 
-TEST(DoctorCommandTest, NoGpuFixtureExitsTwo) {
+TEST(DoctorCommandTest, NoGpuFixtureExitsThree) {
   testing::RunResult r =
       testing::RunProgram({Gpulet(), "--host-root", TestRoot("no-gpu"), "doctor"});
-  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("no NVIDIA GPU is present"));
 }
 
 // This machine has no NVIDIA GPU (the CI runners and the development box do not): the
-// doctor must say so plainly and exit 2.
+// doctor must say so plainly and exit 3 (a failed check).
 TEST(DoctorCommandTest, RealMachineWithoutGpu) {
   HostFs real("/");
   absl::StatusOr<std::vector<PciGpu>> gpus = ScanPciGpus(real);
   if (gpus.ok() && !gpus->empty()) GTEST_SKIP() << "this machine has an NVIDIA GPU";
   testing::RunResult r = testing::RunProgram({Gpulet(), "doctor"});
-  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("no NVIDIA GPU is present on this node"));
 }
 

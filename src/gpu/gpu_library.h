@@ -1,9 +1,14 @@
 // GpuLibrary: the questions gpulet asks about the GPUs, independent of how they are answered.
 //
 // NvmlGpuLibrary (nvml_gpu_library.h) answers them through the dlopen()ed NVML (a real
-// driver or the simulator), each call under a deadline on a per-GPU lane; FakeGpuLibrary
-// (fake_gpu_library.h) answers from memory for unit tests of the layers above. Values are
-// plain structs in base units; "not supported" is an absent optional, never a sentinel.
+// driver or the simulator), each call under a deadline on a per-GPU lane;
+// NvmlWorkerGpuLibrary (nvml_worker_library.h) forwards them to gpulet-nvml-worker, which
+// runs NVML under the driver's own glibc. For unit tests of the layers above,
+// testing::FakeGpuLibrary (src/testing/fake_gpu_library.h) answers from memory: a test adds
+// GPUs and their samples and scripts per-GPU failures (NVML codes such as GPU_IS_LOST),
+// another UUID at an index, row remapping, hangs (timed on an injected Clock) and XID/ECC
+// events. Values are plain structs in base units; "not supported" is an absent optional,
+// never a sentinel.
 //
 // Thread-safety: implementations must allow concurrent calls for different GPUs.
 #ifndef GPULET_GPU_GPU_LIBRARY_H_

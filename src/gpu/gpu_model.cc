@@ -5,11 +5,41 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "gpu/bus_id.h"
-#include "gpu/pci_ids.h"
+#include "gpu/nvml_api.h"
 #include "nlohmann/json.hpp"
+#include "node/bus_id.h"
+#include "node/pci_ids.h"
 
 namespace gpulet {
+
+Architecture ArchitectureFromNvml(unsigned nvml_arch) {
+  // 11 and 12 are unassigned in the published headers; they stay kUnknown rather than
+  // being guessed.
+  switch (nvml_arch) {
+    case NVML_DEVICE_ARCH_KEPLER:
+      return Architecture::kKepler;
+    case NVML_DEVICE_ARCH_MAXWELL:
+      return Architecture::kMaxwell;
+    case NVML_DEVICE_ARCH_PASCAL:
+      return Architecture::kPascal;
+    case NVML_DEVICE_ARCH_VOLTA:
+      return Architecture::kVolta;
+    case NVML_DEVICE_ARCH_TURING:
+      return Architecture::kTuring;
+    case NVML_DEVICE_ARCH_AMPERE:
+      return Architecture::kAmpere;
+    case NVML_DEVICE_ARCH_ADA:
+      return Architecture::kAda;
+    case NVML_DEVICE_ARCH_HOPPER:
+      return Architecture::kHopper;
+    case NVML_DEVICE_ARCH_BLACKWELL:
+      return Architecture::kBlackwell;
+    case NVML_DEVICE_ARCH_RUBIN:
+      return Architecture::kRubin;
+    default:
+      return Architecture::kUnknown;
+  }
+}
 
 std::string Gpu::DeviceNode() const {
   return minor ? absl::StrCat("/dev/nvidia", *minor) : std::string();

@@ -19,14 +19,18 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "gpu/architecture.h"
-#include "gpu/driver_info.h"
 #include "gpu/gpu_library.h"
-#include "gpu/nvml_loader.h"
-#include "gpu/pci_inventory.h"
+#include "gpu/nvml_attempt.h"
 #include "nlohmann/json_fwd.hpp"
+#include "node/architecture.h"
+#include "node/driver_info.h"
+#include "node/pci_inventory.h"
 
 namespace gpulet {
+
+// Maps an nvmlDeviceArchitecture_t value (KEPLER 2 ... BLACKWELL 10, RUBIN 13). Values NVML
+// has not defined yet, and NVML_DEVICE_ARCH_UNKNOWN, give kUnknown.
+Architecture ArchitectureFromNvml(unsigned nvml_arch);
 
 struct Gpu {
   std::optional<unsigned> index;  // NVML index (enumeration order; not stable across boots)
@@ -54,8 +58,8 @@ struct Gpu {
 };
 
 struct Inventory {
-  std::vector<Gpu> gpus;  // NVML index order first, then PCI-only GPUs by bus id
-  SystemInfo system;      // driver and CUDA versions, NVML library path (when NVML loaded)
+  std::vector<Gpu> gpus;     // NVML index order first, then PCI-only GPUs by bus id
+  SystemInfo system;         // driver and CUDA versions, NVML library path (when NVML loaded)
   absl::Status nvml_status;  // OK when NVML loaded and counted GPUs
   int nvml_code = -1;        // NVML return code of the failure, when there is one
   std::vector<NvmlLoadAttempt> nvml_attempts;

@@ -159,7 +159,8 @@ typedef struct nvmlMemory_v2_st {
   unsigned long long free;
   unsigned long long used;
 } nvmlMemory_v2_t;
-constexpr unsigned int nvmlMemory_v2 = static_cast<unsigned int>(sizeof(nvmlMemory_v2_t)) | (2u << 24);
+constexpr unsigned int nvmlMemory_v2 =
+    static_cast<unsigned int>(sizeof(nvmlMemory_v2_t)) | (2u << 24);
 
 typedef struct nvmlUtilization_st {
   unsigned int gpu;     // percent

@@ -187,9 +187,9 @@ const NvmlReturnInfo* FindNvmlReturnByName(absl::string_view name) {
 
 absl::Status NvmlError(int code, absl::string_view call, absl::string_view context) {
   const NvmlReturnInfo& info = DescribeNvmlReturn(code);
-  std::string msg = absl::StrCat(call, context.empty() ? "" : " (", context,
-                                 context.empty() ? "" : ")", " failed: ", info.name, " (", code,
-                                 "): ", info.cause, ". Fix: ", info.fix);
+  std::string msg =
+      absl::StrCat(call, context.empty() ? "" : " (", context, context.empty() ? "" : ")",
+                   " failed: ", info.name, " (", code, "): ", info.cause, ". Fix: ", info.fix);
   absl::Status status(CodeFor(code), msg);
   status.SetPayload(kNvmlCodePayload, absl::Cord(absl::StrCat(code)));
   return status;

@@ -11,9 +11,9 @@
 
 #include <span>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace gpulet {
 

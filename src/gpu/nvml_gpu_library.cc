@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
+#include "common/clock.h"
 #include "gpu/nvml_errors.h"
 
 namespace gpulet {
@@ -360,7 +360,9 @@ absl::StatusOr<DeviceSample> NvmlGpuLibrary::Sample(unsigned index, absl::Durati
   if (job->probe_ret == NVML_ERROR_GPU_IS_LOST || job->probe_ret == NVML_ERROR_RESET_REQUIRED) {
     return NvmlError(job->probe_ret, "nvmlDeviceGetUtilizationRates", ctx);
   }
-  job->s.taken = absl::Now();
+  // Wall time: the sample's age is shown to users. NvmlGpuLibrary talks to a real (or
+  // simulated) driver, so its lanes and stamps use the real clock.
+  job->s.taken = RealClock()->Now();
   return job->s;
 }
 

@@ -64,16 +64,15 @@ NvmlFunctions NvmlLibrary::Resolve(void* handle, std::vector<std::string>* missi
   Bind(handle, &f.device_get_minor_number, {"nvmlDeviceGetMinorNumber"}, opt);
   // _v2 has the same struct layout as _v3 (only the busId semantics changed); the
   // unversioned call used a shorter struct and is not used.
-  Bind(handle, &f.device_get_pci_info, {"nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2"},
-       opt);
+  Bind(handle, &f.device_get_pci_info, {"nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2"}, opt);
   Bind(handle, &f.device_get_memory_info, {"nvmlDeviceGetMemoryInfo"}, opt);
   Bind(handle, &f.device_get_memory_info_v2, {"nvmlDeviceGetMemoryInfo_v2"}, opt);
   Bind(handle, &f.device_get_utilization_rates, {"nvmlDeviceGetUtilizationRates"}, opt);
   Bind(handle, &f.device_get_temperature, {"nvmlDeviceGetTemperature"}, opt);
   Bind(handle, &f.device_get_power_usage, {"nvmlDeviceGetPowerUsage"}, opt);
   Bind(handle, &f.device_get_enforced_power_limit, {"nvmlDeviceGetEnforcedPowerLimit"}, opt);
-  Bind(handle, &f.device_get_total_energy_consumption,
-       {"nvmlDeviceGetTotalEnergyConsumption"}, opt);
+  Bind(handle, &f.device_get_total_energy_consumption, {"nvmlDeviceGetTotalEnergyConsumption"},
+       opt);
   Bind(handle, &f.device_get_clock_info, {"nvmlDeviceGetClockInfo"}, opt);
   Bind(handle, &f.device_get_max_clock_info, {"nvmlDeviceGetMaxClockInfo"}, opt);
   Bind(handle, &f.device_get_fan_speed, {"nvmlDeviceGetFanSpeed"}, opt);
@@ -81,15 +80,12 @@ NvmlFunctions NvmlLibrary::Resolve(void* handle, std::vector<std::string>* missi
   Bind(handle, &f.device_get_clocks_event_reasons,
        {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"},
        opt);
-  Bind(handle, &f.device_get_cuda_compute_capability, {"nvmlDeviceGetCudaComputeCapability"},
-       opt);
+  Bind(handle, &f.device_get_cuda_compute_capability, {"nvmlDeviceGetCudaComputeCapability"}, opt);
   Bind(handle, &f.device_get_architecture, {"nvmlDeviceGetArchitecture"}, opt);
   Bind(handle, &f.device_get_brand, {"nvmlDeviceGetBrand"}, opt);
   Bind(handle, &f.device_get_persistence_mode, {"nvmlDeviceGetPersistenceMode"}, opt);
-  Bind(handle, &f.device_get_compute_processes, {"nvmlDeviceGetComputeRunningProcesses_v3"},
-       opt);
-  Bind(handle, &f.device_get_graphics_processes, {"nvmlDeviceGetGraphicsRunningProcesses_v3"},
-       opt);
+  Bind(handle, &f.device_get_compute_processes, {"nvmlDeviceGetComputeRunningProcesses_v3"}, opt);
+  Bind(handle, &f.device_get_graphics_processes, {"nvmlDeviceGetGraphicsRunningProcesses_v3"}, opt);
   Bind(handle, &f.device_get_remapped_rows, {"nvmlDeviceGetRemappedRows"}, opt);
   Bind(handle, &f.device_get_total_ecc_errors, {"nvmlDeviceGetTotalEccErrors"}, opt);
   Bind(handle, &f.device_get_pcie_replay_counter, {"nvmlDeviceGetPcieReplayCounter"}, opt);
@@ -116,8 +112,8 @@ absl::StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open(const std::string
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (handle == nullptr) {
     const char* err = dlerror();
-    return absl::NotFoundError(absl::StrCat("cannot load ", path, ": ",
-                                            err != nullptr ? err : "unknown dlopen error"));
+    return absl::NotFoundError(
+        absl::StrCat("cannot load ", path, ": ", err != nullptr ? err : "unknown dlopen error"));
   }
   std::unique_ptr<NvmlLibrary> lib(new NvmlLibrary());
   lib->handle_ = handle;

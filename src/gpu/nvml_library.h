@@ -32,7 +32,7 @@ struct NvmlFunctions {
   // Required.
   nvml::InitFn init = nullptr;  // nvmlInit_v2, falling back to nvmlInit
   nvml::ShutdownFn shutdown = nullptr;
-  nvml::GetCountFn device_get_count = nullptr;                // _v2, else unversioned
+  nvml::GetCountFn device_get_count = nullptr;                    // _v2, else unversioned
   nvml::GetHandleByIndexFn device_get_handle_by_index = nullptr;  // _v2, else unversioned
   // Optional.
   nvml::ErrorStringFn error_string = nullptr;

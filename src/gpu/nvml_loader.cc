@@ -6,7 +6,7 @@
 #include "gpu/elf_check.h"
 #include "gpu/nvml_errors.h"
 #include "gpu/nvml_probe.h"
-#include "talos/releases.h"
+#include "node/talos_releases.h"
 
 namespace gpulet {
 namespace {
@@ -71,6 +71,37 @@ std::string DirOf(const std::string& path) {
   return slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
 }
 
+// Why gate 2 refused `file`: its glibc needs when the file would fit this process with any
+// glibc, otherwise its ELF class or machine.
+NvmlLoadAttempt::Reason RejectionReason(const std::string& file) {
+  absl::StatusOr<ElfInfo> info = ReadElfInfo(file);
+  if (!info.ok()) return NvmlLoadAttempt::Reason::kIncompatible;
+  LoaderTarget any_glibc = ThisProcessTarget();
+  any_glibc.glibc = GlibcVersion{};  // {0, 0}: not compared
+  return CheckCompatible(*info, file, any_glibc).ok() ? NvmlLoadAttempt::Reason::kNeedsNewerGlibc
+                                                      : NvmlLoadAttempt::Reason::kIncompatible;
+}
+
+NvmlLoadAttempt::Reason ProbeReason(NvmlProbeResult::Outcome outcome) {
+  using O = NvmlProbeResult::Outcome;
+  using R = NvmlLoadAttempt::Reason;
+  switch (outcome) {
+    case O::kCrashed:
+      return R::kCrashed;
+    case O::kTimedOut:
+      return R::kHung;
+    case O::kInitFailed:
+    case O::kCountFailed:
+      return R::kDriverError;
+    case O::kOk:
+    case O::kLoadFailed:
+    case O::kMissingSymbols:
+    case O::kProbeError:
+      break;
+  }
+  return R::kUnusable;
+}
+
 // A library refused at gate 2: when its glibc need is the only obstacle and the host has
 // that glibc, loads it in gpulet-nvml-worker. Appends an attempt unless the worker does not
 // apply at all (another incompatibility).
@@ -89,7 +120,8 @@ std::unique_ptr<NvmlWorkerGpuLibrary> TryWorker(const std::string& file, const s
   const std::string worker_shown = absl::StrCat(shown, " in gpulet-nvml-worker");
   absl::StatusOr<DriverGlibc> glibc = FindDriverGlibc(glibc_dirs, *needed, host);
   if (!glibc.ok()) {
-    attempts->push_back({worker_shown, note, NvmlLoadAttempt::Result::kRejected, glibc.status()});
+    attempts->push_back({worker_shown, note, NvmlLoadAttempt::Result::kRejected, glibc.status(),
+                         NvmlLoadAttempt::Reason::kNeedsNewerGlibc});
     return nullptr;
   }
   NvmlWorkerCommand command;
@@ -108,12 +140,15 @@ std::unique_ptr<NvmlWorkerGpuLibrary> TryWorker(const std::string& file, const s
       NvmlWorkerGpuLibrary::Start(std::move(command), worker_options);
   if (!worker.ok()) {
     if (NvmlCodeOf(worker.status()) >= 0) *nvml_code = NvmlCodeOf(worker.status());
-    attempts->push_back(
-        {worker_shown, note, NvmlLoadAttempt::Result::kProbeFailed, worker.status()});
+    attempts->push_back({worker_shown, note, NvmlLoadAttempt::Result::kProbeFailed, worker.status(),
+                         absl::IsDeadlineExceeded(worker.status())
+                             ? NvmlLoadAttempt::Reason::kHung
+                             : NvmlLoadAttempt::Reason::kWorkerFailed});
     return nullptr;
   }
   attempts->push_back({shown, absl::StrCat(note, "; loaded in ", how),
-                       NvmlLoadAttempt::Result::kLoaded, absl::OkStatus()});
+                       NvmlLoadAttempt::Result::kLoaded, absl::OkStatus(),
+                       NvmlLoadAttempt::Reason::kNone});
   return std::move(*worker);
 }
 
@@ -126,7 +161,8 @@ std::unique_ptr<NvmlLibrary> TryCandidate(const std::string& local_path, const s
                                           const HostFs* host,
                                           std::unique_ptr<NvmlWorkerGpuLibrary>* worker,
                                           std::vector<NvmlLoadAttempt>* attempts, int* nvml_code) {
-  NvmlLoadAttempt attempt{shown, note, NvmlLoadAttempt::Result::kAbsent, absl::OkStatus()};
+  NvmlLoadAttempt attempt{shown, note, NvmlLoadAttempt::Result::kAbsent, absl::OkStatus(),
+                          NvmlLoadAttempt::Reason::kNotFound};
   std::string file = local_path;
   if (!is_soname) {
     // Only a proven incompatibility (class, machine, glibc) rejects a file here; an ELF
@@ -135,6 +171,7 @@ std::unique_ptr<NvmlLibrary> TryCandidate(const std::string& local_path, const s
     absl::Status elf = CheckLoadable(file);
     if (absl::IsFailedPrecondition(elf)) {
       attempt.result = NvmlLoadAttempt::Result::kRejected;
+      attempt.reason = RejectionReason(file);
       attempt.status = elf;
       attempts->push_back(std::move(attempt));
       if (options.allow_worker && worker != nullptr) {
@@ -143,47 +180,46 @@ std::unique_ptr<NvmlLibrary> TryCandidate(const std::string& local_path, const s
       return nullptr;
     }
   }
-  if (!options.skip_probe) {
-    NvmlProbeResult probe = ProbeNvmlLibrary(file, options.probe_timeout);
-    if (is_soname && probe.outcome == NvmlProbeResult::Outcome::kLoadFailed) {
-      attempt.status = absl::NotFoundError(
-          absl::StrCat("the dynamic loader found no ", kSoname, " (", probe.detail, ")"));
-      attempts->push_back(std::move(attempt));
-      return nullptr;
-    }
-    if (is_soname && !probe.loaded_path.empty()) {
-      // The loader picked a file: vet it like any other before loading it in-process.
-      attempt.candidate = absl::StrCat(probe.loaded_path, " (found by the dynamic loader)");
-      absl::Status elf = CheckLoadable(probe.loaded_path);
-      if (absl::IsFailedPrecondition(elf)) {
-        attempt.result = NvmlLoadAttempt::Result::kRejected;
-        attempt.status = elf;
-        attempts->push_back(std::move(attempt));
-        return nullptr;
-      }
-    }
-    absl::Status probed = ProbeStatus(probe, file, options.probe_timeout);
-    if (!probed.ok()) {
-      attempt.result = NvmlLoadAttempt::Result::kProbeFailed;
-      attempt.status = probed;
-      if (NvmlCodeOf(probed) >= 0) *nvml_code = NvmlCodeOf(probed);
+  NvmlProbeResult probe = ProbeNvmlLibrary(file, options.probe_timeout);
+  if (is_soname && probe.outcome == NvmlProbeResult::Outcome::kLoadFailed) {
+    attempt.status = absl::NotFoundError(
+        absl::StrCat("the dynamic loader found no ", kSoname, " (", probe.detail, ")"));
+    attempts->push_back(std::move(attempt));
+    return nullptr;
+  }
+  if (is_soname && !probe.loaded_path.empty()) {
+    // The loader picked a file: vet it like any other before loading it in-process.
+    attempt.candidate = absl::StrCat(probe.loaded_path, " (found by the dynamic loader)");
+    absl::Status elf = CheckLoadable(probe.loaded_path);
+    if (absl::IsFailedPrecondition(elf)) {
+      attempt.result = NvmlLoadAttempt::Result::kRejected;
+      attempt.reason = RejectionReason(probe.loaded_path);
+      attempt.status = elf;
       attempts->push_back(std::move(attempt));
       return nullptr;
     }
   }
+  absl::Status probed = ProbeStatus(probe, file, options.probe_timeout);
+  if (!probed.ok()) {
+    attempt.result = NvmlLoadAttempt::Result::kProbeFailed;
+    attempt.reason = ProbeReason(probe.outcome);
+    attempt.status = probed;
+    if (NvmlCodeOf(probed) >= 0) *nvml_code = NvmlCodeOf(probed);
+    attempts->push_back(std::move(attempt));
+    return nullptr;
+  }
   absl::StatusOr<std::unique_ptr<NvmlLibrary>> lib = NvmlLibrary::Open(file);
   if (!lib.ok()) {
-    if (is_soname && absl::IsNotFound(lib.status()) && options.skip_probe) {
-      attempt.status = lib.status();
-    } else {
-      attempt.result = NvmlLoadAttempt::Result::kLoadFailed;
-      attempt.status = lib.status();
-      if (NvmlCodeOf(lib.status()) >= 0) *nvml_code = NvmlCodeOf(lib.status());
-    }
+    attempt.result = NvmlLoadAttempt::Result::kLoadFailed;
+    attempt.reason = NvmlCodeOf(lib.status()) >= 0 ? NvmlLoadAttempt::Reason::kDriverError
+                                                   : NvmlLoadAttempt::Reason::kUnusable;
+    attempt.status = lib.status();
+    if (NvmlCodeOf(lib.status()) >= 0) *nvml_code = NvmlCodeOf(lib.status());
     attempts->push_back(std::move(attempt));
     return nullptr;
   }
   attempt.result = NvmlLoadAttempt::Result::kLoaded;
+  attempt.reason = NvmlLoadAttempt::Reason::kNone;
   attempt.candidate = (*lib)->path();
   attempts->push_back(std::move(attempt));
   return std::move(*lib);
@@ -210,6 +246,31 @@ const std::vector<NvmlSearchLocation>& NvmlSearchLocations() {
   return *kLocations;
 }
 
+const char* NvmlLoadReasonName(NvmlLoadAttempt::Reason reason) {
+  using R = NvmlLoadAttempt::Reason;
+  switch (reason) {
+    case R::kNone:
+      return "loaded";
+    case R::kNotFound:
+      return "not found";
+    case R::kNeedsNewerGlibc:
+      return "needs a newer glibc";
+    case R::kIncompatible:
+      return "wrong ELF class or machine";
+    case R::kCrashed:
+      return "crashed";
+    case R::kHung:
+      return "hung";
+    case R::kDriverError:
+      return "driver error";
+    case R::kUnusable:
+      return "not a usable NVML";
+    case R::kWorkerFailed:
+      return "worker failed";
+  }
+  return "?";
+}
+
 std::string FormatAttempts(const std::vector<NvmlLoadAttempt>& attempts) {
   std::string out;
   for (const NvmlLoadAttempt& a : attempts) {
@@ -230,7 +291,8 @@ NvmlLoadResult LoadNvml(const HostFs& host, const NvmlLoadOptions& options) {
     struct stat st;
     if (stat(path.c_str(), &st) != 0) {
       result.attempts.push_back({path, "--nvml-lib", NvmlLoadAttempt::Result::kAbsent,
-                                 absl::NotFoundError("no such file")});
+                                 absl::NotFoundError("no such file"),
+                                 NvmlLoadAttempt::Reason::kNotFound});
     } else {
       result.library = TryCandidate(path, path, "--nvml-lib", false, options,
                                     GlibcDirs(host, {DirOf(path), DirOf(path), ""}), &host,
@@ -246,9 +308,9 @@ NvmlLoadResult LoadNvml(const HostFs& host, const NvmlLoadOptions& options) {
         std::string host_path = JoinPath(loc.host_dir, kSoname);
         absl::StatusOr<std::string> local = host.Resolve(host_path);
         if (!local.ok() || !host.Exists(host_path)) {
-          result.attempts.push_back({host.Describe(host_path), loc.note,
-                                     NvmlLoadAttempt::Result::kAbsent,
-                                     absl::NotFoundError("no such file")});
+          result.attempts.push_back(
+              {host.Describe(host_path), loc.note, NvmlLoadAttempt::Result::kAbsent,
+               absl::NotFoundError("no such file"), NvmlLoadAttempt::Reason::kNotFound});
           continue;
         }
         result.library = TryCandidate(

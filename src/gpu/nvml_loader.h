@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/host_fs.h"
+#include "gpu/nvml_attempt.h"
 #include "gpu/nvml_library.h"
 #include "gpu/nvml_worker_library.h"
 
@@ -35,8 +36,6 @@ struct NvmlLoadOptions {
   std::string explicit_path;
   // Time allowed to the probe child for dlopen + nvmlInit + count.
   absl::Duration probe_timeout = absl::Seconds(15);
-  // Skip the child-process probe (tests of the gates themselves; never in production).
-  bool skip_probe = false;
   // Load a library that needs a newer glibc in gpulet-nvml-worker when the host provides
   // that glibc. Tests of the plain gates turn it off.
   bool allow_worker = true;
@@ -54,13 +53,6 @@ struct NvmlSearchLocation {
 // The search order, loader first (it sees libraries a container runtime injected).
 const std::vector<NvmlSearchLocation>& NvmlSearchLocations();
 
-struct NvmlLoadAttempt {
-  std::string candidate;  // what was tried: a host path, or "libnvidia-ml.so.1 (loader)"
-  std::string note;
-  enum class Result { kAbsent, kRejected, kProbeFailed, kLoadFailed, kLoaded } result;
-  absl::Status status;  // why it was not used (OK when loaded)
-};
-
 struct NvmlLoadResult {
   std::unique_ptr<NvmlLibrary> library;  // loaded in this process; null otherwise
   // Loaded in gpulet-nvml-worker instead (then `library` is null).
@@ -74,9 +66,6 @@ struct NvmlLoadResult {
 };
 
 NvmlLoadResult LoadNvml(const HostFs& host, const NvmlLoadOptions& options);
-
-// Renders attempts as an indented list for error messages and `gpulet doctor`.
-std::string FormatAttempts(const std::vector<NvmlLoadAttempt>& attempts);
 
 }  // namespace gpulet
 

@@ -77,6 +77,7 @@ TEST_F(NvmlLoaderTest, CrashInInitIsDiagnosedNotFatal) {
   EXPECT_NE(msg.find("glibc"), std::string::npos) << msg;
   ASSERT_EQ(r.attempts.size(), 1u);
   EXPECT_EQ(r.attempts[0].result, NvmlLoadAttempt::Result::kProbeFailed);
+  EXPECT_EQ(r.attempts[0].reason, NvmlLoadAttempt::Reason::kCrashed);
 }
 
 TEST_F(NvmlLoaderTest, HangInInitTimesOut) {
@@ -88,6 +89,8 @@ TEST_F(NvmlLoaderTest, HangInInitTimesOut) {
   std::string msg(r.status.message());
   EXPECT_NE(msg.find("did not return from nvmlInit_v2 within 700ms"), std::string::npos) << msg;
   EXPECT_NE(msg.find("did not hang"), std::string::npos);
+  ASSERT_EQ(r.attempts.size(), 1u);
+  EXPECT_EQ(r.attempts[0].reason, NvmlLoadAttempt::Reason::kHung);
 }
 
 TEST_F(NvmlLoaderTest, MissingSymbolsAreNamed) {
@@ -96,6 +99,8 @@ TEST_F(NvmlLoaderTest, MissingSymbolsAreNamed) {
   std::string msg(r.status.message());
   EXPECT_NE(msg.find("not a usable NVML library"), std::string::npos) << msg;
   EXPECT_NE(msg.find("nvmlDeviceGetCount_v2"), std::string::npos) << msg;
+  ASSERT_EQ(r.attempts.size(), 1u);
+  EXPECT_EQ(r.attempts[0].reason, NvmlLoadAttempt::Reason::kUnusable);
 }
 
 TEST_F(NvmlLoaderTest, NewerGlibcIsRefusedBeforeLoading) {
@@ -106,6 +111,8 @@ TEST_F(NvmlLoaderTest, NewerGlibcIsRefusedBeforeLoading) {
   ASSERT_EQ(r.attempts.size(), 2u) << FormatAttempts(r.attempts);
   EXPECT_EQ(r.attempts[0].result, NvmlLoadAttempt::Result::kRejected);
   EXPECT_EQ(r.attempts[1].result, NvmlLoadAttempt::Result::kRejected);
+  EXPECT_EQ(r.attempts[0].reason, NvmlLoadAttempt::Reason::kNeedsNewerGlibc);
+  EXPECT_EQ(r.attempts[1].reason, NvmlLoadAttempt::Reason::kNeedsNewerGlibc);
   EXPECT_NE(r.attempts[1].status.message().find("no C library of glibc 9."), std::string::npos)
       << r.attempts[1].status;
   std::string msg(r.status.message());

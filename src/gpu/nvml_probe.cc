@@ -1,23 +1,21 @@
 #include "gpu/nvml_probe.h"
 
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <link.h>
-#include <poll.h>
 #include <signal.h>
-#include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include "absl/time/clock.h"
-#include "absl/strings/string_view.h"
+#include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "common/subprocess.h"
 #include "gpu/nvml_errors.h"
 #include "gpu/nvml_library.h"
 
@@ -72,79 +70,27 @@ void Emit(int fd, absl::string_view key, absl::string_view value) {
   _exit(0);
 }
 
-std::string SignalName(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  return abbrev != nullptr ? absl::StrCat("SIG", abbrev) : absl::StrCat("signal ", sig);
-}
-
 }  // namespace
 
 NvmlProbeResult ProbeNvmlLibrary(const std::string& path, absl::Duration timeout) {
   NvmlProbeResult result;
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) {
-    result.detail = absl::StrCat("pipe: ", strerror(errno));
+  // The child runs the library under test and reports over a pipe; RunInChild kills it at
+  // the deadline and gives it PR_SET_PDEATHSIG, so a probe never outlives gpulet.
+  SubprocessOptions options;
+  options.deadline = timeout;
+  absl::StatusOr<SubprocessResult> child =
+      RunInChild([&path](int fd) { ChildMain(fd, path); }, options);
+  if (!child.ok()) {
+    result.detail = std::string(child.status().message());
     return result;
   }
-  pid_t pid = fork();
-  if (pid < 0) {
-    result.detail = absl::StrCat("fork: ", strerror(errno));
-    close(fds[0]);
-    close(fds[1]);
-    return result;
-  }
-  if (pid == 0) {
-    close(fds[0]);
-    ChildMain(fds[1], path);
-  }
-  close(fds[1]);
-
-  // Read the child's records until EOF or the deadline.
-  std::string buffer;
-  absl::Time deadline = absl::Now() + timeout;
-  bool timed_out = false;
-  while (true) {
-    absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) {
-      timed_out = true;
-      break;
-    }
-    struct pollfd p = {fds[0], POLLIN, 0};
-    int ms = static_cast<int>(absl::ToInt64Milliseconds(left)) + 1;
-    int r = poll(&p, 1, ms);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) continue;  // re-check the deadline
-    char chunk[1024];
-    ssize_t n = read(fds[0], chunk, sizeof(chunk));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // EOF: the child exited (or closed the pipe)
-    buffer.append(chunk, static_cast<size_t>(n));
-  }
-  close(fds[0]);
-
-  int wstatus = 0;
-  if (timed_out) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &wstatus, 0);
-  } else {
-    // EOF came; the exit is imminent, but a child could close the pipe and keep running.
-    while (true) {
-      pid_t w = waitpid(pid, &wstatus, WNOHANG);
-      if (w == pid) break;
-      if (w < 0 && errno != EINTR) break;
-      if (absl::Now() > deadline) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &wstatus, 0);
-        timed_out = true;
-        break;
-      }
-      usleep(2000);
-    }
-  }
+  const std::string& buffer = child->out;
+  const bool timed_out = child->timed_out;
 
   bool got_done = false, got_init = false, got_count = false;
   for (absl::string_view line : absl::StrSplit(buffer, '\n', absl::SkipEmpty())) {
-    std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(line, absl::MaxSplits(' ', 1));
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(line, absl::MaxSplits(' ', 1));
     if (kv.first == "stage") {
       result.stage = std::string(kv.second);
     } else if (kv.first == "path") {
@@ -162,8 +108,8 @@ NvmlProbeResult ProbeNvmlLibrary(const std::string& path, absl::Duration timeout
     } else if (kv.first == "count") {
       std::pair<absl::string_view, absl::string_view> rc = absl::StrSplit(kv.second, ' ');
       int ret = 0;
-      got_count = absl::SimpleAtoi(rc.first, &ret) &&
-                  absl::SimpleAtoi(rc.second, &result.device_count);
+      got_count =
+          absl::SimpleAtoi(rc.first, &ret) && absl::SimpleAtoi(rc.second, &result.device_count);
       result.nvml_code = ret;
     } else if (kv.first == "done") {
       got_done = true;
@@ -171,9 +117,9 @@ NvmlProbeResult ProbeNvmlLibrary(const std::string& path, absl::Duration timeout
   }
   if (timed_out) {
     result.outcome = NvmlProbeResult::Outcome::kTimedOut;
-  } else if (WIFSIGNALED(wstatus)) {
+  } else if (!child->exited) {
     result.outcome = NvmlProbeResult::Outcome::kCrashed;
-    result.signal = WTERMSIG(wstatus);
+    result.signal = child->signal;
   } else if (got_init && result.nvml_code != 0 && !got_count) {
     result.outcome = NvmlProbeResult::Outcome::kInitFailed;
   } else if (got_count && result.nvml_code != 0) {
@@ -182,8 +128,7 @@ NvmlProbeResult ProbeNvmlLibrary(const std::string& path, absl::Duration timeout
     result.outcome = NvmlProbeResult::Outcome::kOk;
   } else {
     result.outcome = NvmlProbeResult::Outcome::kProbeError;
-    result.detail = absl::StrCat("the probe process exited with status ",
-                                 WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1,
+    result.detail = absl::StrCat("the probe process exited with status ", child->exit_code,
                                  " during ", result.stage.empty() ? "start-up" : result.stage);
   }
   return result;

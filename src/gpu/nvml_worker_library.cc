@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
+#include "common/periodic_worker.h"
 
 namespace gpulet {
 namespace {
@@ -156,12 +157,12 @@ absl::StatusOr<std::unique_ptr<NvmlWorkerGpuLibrary>> NvmlWorkerGpuLibrary::Star
   if (pipe2(lib->wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
     return absl::InternalError(absl::StrCat("pipe2 for the NVML worker: ", std::strerror(errno)));
   }
-  lib->supervisor_ = std::thread([p = lib.get()] { p->Supervise(); });
+  lib->supervisor_ = StartNamedThread("gpulet-nvmlsup", [p = lib.get()] { p->Supervise(); });
   absl::Status status;
   {
     absl::MutexLock lock(&lib->mu_);
-    const absl::Time deadline = absl::Now() + options.start_timeout + absl::Seconds(2);
-    lib->mu_.AwaitWithDeadline(absl::Condition(&lib->first_done_), deadline);
+    options.clock->AwaitWithTimeout(&lib->mu_, absl::Condition(&lib->first_done_),
+                                    options.start_timeout + absl::Seconds(2));
     status = lib->first_done_
                  ? lib->first_status_
                  : absl::DeadlineExceededError("the NVML worker's supervisor did not report");
@@ -202,7 +203,7 @@ void NvmlWorkerGpuLibrary::SpawnLocked() {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
     last_failure_ = absl::StrCat("socketpair failed: ", std::strerror(errno));
-    next_spawn_ = absl::Now() + backoff_;
+    next_spawn_ = options_.clock->Monotonic() + backoff_;
     return;
   }
   // Everything the child needs is built before fork(): after it, only async-signal-safe
@@ -247,7 +248,7 @@ void NvmlWorkerGpuLibrary::SpawnLocked() {
   if (pid < 0) {
     close(sv[0]);
     last_failure_ = absl::StrCat("fork failed: ", std::strerror(errno));
-    next_spawn_ = absl::Now() + backoff_;
+    next_spawn_ = options_.clock->Monotonic() + backoff_;
     return;
   }
   fd_ = sv[0];
@@ -255,7 +256,7 @@ void NvmlWorkerGpuLibrary::SpawnLocked() {
   ++generation_;
   ++restarts_;
   phase_ = Phase::kStarting;
-  started_at_ = absl::Now();
+  started_at_ = options_.clock->Monotonic();
   ping_id_ = 0;
   decoder_ = wire::FrameDecoder();
   GPULET_LOG_INFO("NVML worker started (pid {}): {} {}", pid, command_.loader,
@@ -273,10 +274,12 @@ void NvmlWorkerGpuLibrary::KillLocked(const std::string& why, bool reaped) {
   pid_ = 0;
   const bool was_ready = phase_ == Phase::kReady;
   // A worker that ran well for a while starts the backoff from the beginning again.
-  if (was_ready && absl::Now() - ready_at_ > absl::Seconds(30)) backoff_ = options_.backoff_initial;
+  if (was_ready && options_.clock->Monotonic() - ready_at_ > absl::Seconds(30)) {
+    backoff_ = options_.backoff_initial;
+  }
   phase_ = Phase::kDown;
   last_failure_ = absl::StrCat("the NVML worker (pid ", pid, ") ", why);
-  next_spawn_ = absl::Now() + backoff_;
+  next_spawn_ = options_.clock->Monotonic() + backoff_;
   absl::Status down = absl::UnavailableError(
       absl::StrCat(last_failure_, "; gpulet restarts it in ", absl::FormatDuration(backoff_)));
   backoff_ = std::min(backoff_ * 2, options_.backoff_max);
@@ -297,6 +300,26 @@ void NvmlWorkerGpuLibrary::KillLocked(const std::string& why, bool reaped) {
   }
 }
 
+void NvmlWorkerGpuLibrary::KillDeadLocked(const std::string& fallback) {
+  // The socket says the worker died. Give the kernel a moment to make it reapable so the
+  // message can say how it died (killed by a signal, exit status); a worker that closed
+  // its socket yet lives on is killed as usual.
+  std::string how = fallback;
+  bool reaped = false;
+  for (int i = 0; i < 50 && pid_ > 0; ++i) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      how = DescribeWait(status);
+      reaped = true;  // KillLocked must not signal or re-reap a pid that may be reused
+      break;
+    }
+    mu_.Unlock();
+    absl::SleepFor(absl::Milliseconds(5));
+    mu_.Lock();
+  }
+  KillLocked(how, reaped);
+}
+
 bool NvmlWorkerGpuLibrary::SendLocked(const json& message) {
   if (fd_ < 0) return false;
   const std::string frame = wire::EncodeFrame(message);
@@ -305,8 +328,14 @@ bool NvmlWorkerGpuLibrary::SendLocked(const json& message) {
     ssize_t n = send(fd_, frame.data() + done, frame.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      // A full socket means the worker stopped reading; a partial frame cannot be resumed.
-      kill_request_ = absl::StrCat("stopped taking requests (", std::strerror(errno), ")");
+      if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+        // The worker is gone: the supervisor reaps it and says how it died.
+        peer_gone_ = true;
+        kill_request_ = "closed its socket";
+      } else {
+        // A full socket means the worker stopped reading; a partial frame cannot be resumed.
+        kill_request_ = absl::StrCat("stopped taking requests (", std::strerror(errno), ")");
+      }
       Wake();
       return false;
     }
@@ -319,10 +348,10 @@ std::string NvmlWorkerGpuLibrary::DownMessageLocked() const {
   if (phase_ == Phase::kStarting) {
     return absl::StrCat("the NVML worker (pid ", pid_, ") is starting after: ", last_failure_);
   }
-  return absl::StrCat(
-      last_failure_.empty() ? "the NVML worker is not running" : last_failure_,
-      "; gpulet restarts it in ",
-      absl::FormatDuration(std::max(absl::ZeroDuration(), next_spawn_ - absl::Now())));
+  return absl::StrCat(last_failure_.empty() ? "the NVML worker is not running" : last_failure_,
+                      "; gpulet restarts it in ",
+                      absl::FormatDuration(std::max(absl::ZeroDuration(),
+                                                    next_spawn_ - options_.clock->Monotonic())));
 }
 
 void NvmlWorkerGpuLibrary::HandleMessageLocked(const json& message) {
@@ -351,7 +380,7 @@ void NvmlWorkerGpuLibrary::HandleMessageLocked(const json& message) {
       return;
     }
     phase_ = Phase::kReady;
-    ready_at_ = absl::Now();
+    ready_at_ = options_.clock->Monotonic();
     last_pong_ = ready_at_;
     GPULET_LOG_INFO("NVML worker ready (pid {}, glibc {}, {})", hello->pid, hello->glibc,
                     hello->library);
@@ -363,7 +392,7 @@ void NvmlWorkerGpuLibrary::HandleMessageLocked(const json& message) {
   }
   if (ping_id_ != 0 && r->id == ping_id_) {
     ping_id_ = 0;
-    last_pong_ = absl::Now();
+    last_pong_ = options_.clock->Monotonic();
     return;
   }
   auto it = pending_.find(r->id);
@@ -384,7 +413,7 @@ void NvmlWorkerGpuLibrary::HandleMessageLocked(const json& message) {
 }
 
 void NvmlWorkerGpuLibrary::TickLocked() {
-  const absl::Time now = absl::Now();
+  const MonoTime now = options_.clock->Monotonic();
   for (auto it = zombies_.begin(); it != zombies_.end();) {
     // WNOHANG: a worker stuck in the driver (D state) cannot die yet; try again next tick.
     if (waitpid(*it, nullptr, WNOHANG) != 0) {
@@ -396,7 +425,15 @@ void NvmlWorkerGpuLibrary::TickLocked() {
   if (!kill_request_.empty()) {
     std::string why = std::move(kill_request_);
     kill_request_.clear();
-    if (phase_ != Phase::kDown) KillLocked(why);
+    const bool gone = peer_gone_;
+    peer_gone_ = false;
+    if (phase_ != Phase::kDown) {
+      if (gone) {
+        KillDeadLocked(why);
+      } else {
+        KillLocked(why);
+      }
+    }
   }
   if (phase_ == Phase::kStarting && now - started_at_ > options_.start_timeout) {
     if (!first_done_) {
@@ -452,22 +489,7 @@ void NvmlWorkerGpuLibrary::Supervise() {
     absl::MutexLock lock(&mu_);
     if (fd != fd_) continue;  // replaced meanwhile
     if (n <= 0) {
-      // The socket closed: the worker died. Give the kernel a moment to make it reapable
-      // so the message can say how it died.
-      std::string how = "closed its socket";
-      bool reaped = false;
-      for (int i = 0; i < 50 && pid_ > 0; ++i) {
-        int status = 0;
-        if (waitpid(pid_, &status, WNOHANG) == pid_) {
-          how = DescribeWait(status);
-          reaped = true;  // KillLocked must not signal or re-reap a pid that may be reused
-          break;
-        }
-        mu_.Unlock();
-        absl::SleepFor(absl::Milliseconds(5));
-        mu_.Lock();
-      }
-      KillLocked(how, reaped);
+      KillDeadLocked("closed its socket");
       continue;
     }
     decoder_.Append(std::string_view(buf, static_cast<size_t>(n)));
@@ -499,21 +521,21 @@ absl::StatusOr<json> NvmlWorkerGpuLibrary::Call(int lane, wire::Request request,
   if (phase_ != Phase::kReady) {
     return absl::UnavailableError(absl::StrCat(what, " not asked: ", DownMessageLocked()));
   }
-  const absl::Time deadline = absl::Now() + wait;
+  const MonoTime deadline = options_.clock->Monotonic() + wait;
   // Callers take turns on a lane, as on a TimedLane. A call whose own deadline has passed
   // without an answer leaves its lane wedged: later calls fail fast instead of queueing
   // behind a GPU (or worker) that does not answer.
   auto lane_free = [this, lane]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto busy = busy_lanes_.find(lane);
     return phase_ != Phase::kReady || busy == busy_lanes_.end() ||
-           absl::Now() > busy->second.second;
+           options_.clock->Monotonic() > busy->second.second;
   };
-  mu_.AwaitWithDeadline(absl::Condition(&lane_free), deadline);
+  options_.clock->AwaitWithDeadline(&mu_, absl::Condition(&lane_free), deadline);
   if (phase_ != Phase::kReady) {
     return absl::UnavailableError(absl::StrCat(what, " not asked: ", DownMessageLocked()));
   }
   if (auto busy = busy_lanes_.find(lane); busy != busy_lanes_.end()) {
-    const absl::Duration late = absl::Now() - busy->second.second;
+    const absl::Duration late = options_.clock->Monotonic() - busy->second.second;
     return absl::DeadlineExceededError(absl::StrCat(
         what, " not asked: the NVML worker (pid ", pid_, ") ",
         late > absl::ZeroDuration()
@@ -528,7 +550,7 @@ absl::StatusOr<json> NvmlWorkerGpuLibrary::Call(int lane, wire::Request request,
   }
   pending_[request.id] = p;
   busy_lanes_[lane] = {request.id, deadline};
-  mu_.AwaitWithDeadline(absl::Condition(&p->done), deadline);
+  options_.clock->AwaitWithDeadline(&mu_, absl::Condition(&p->done), deadline);
   if (!p->done) {
     // The lane stays busy until the answer arrives or the worker is replaced.
     return absl::DeadlineExceededError(absl::StrCat("no answer from the NVML worker (pid ", pid_,
@@ -589,7 +611,7 @@ absl::StatusOr<DeviceSample> NvmlWorkerGpuLibrary::Sample(unsigned index, absl::
                      absl::StrCat("sampling GPU ", index));
   if (!result.ok()) return result.status();
   absl::StatusOr<DeviceSample> sample = wire::SampleFromJson(*result);
-  if (sample.ok()) sample->taken = absl::Now();
+  if (sample.ok()) sample->taken = options_.clock->Now();
   return sample;
 }
 

@@ -44,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/host_fs.h"
 #include "gpu/elf_check.h"
 #include "gpu/gpu_library.h"
@@ -113,6 +114,8 @@ class NvmlWorkerGpuLibrary final : public GpuLibrary {
     absl::Duration slack = absl::Milliseconds(500);
     absl::Duration backoff_initial = absl::Milliseconds(200);
     absl::Duration backoff_max = absl::Seconds(10);
+    // Monotonic time for every deadline, ping and back-off; wall time for sample stamps.
+    const Clock* clock = RealClock();
   };
 
   // Starts the worker and waits for it to load NVML. Fails with the worker's own error (NVML
@@ -148,6 +151,9 @@ class NvmlWorkerGpuLibrary final : public GpuLibrary {
   void Supervise();
   void SpawnLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void KillLocked(const std::string& why, bool reaped = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The worker's socket closed: reaps it (waiting briefly) and kills with how it died, or
+  // with `fallback` when it cannot be reaped yet. Releases mu_ while it waits.
+  void KillDeadLocked(const std::string& fallback) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleMessageLocked(const nlohmann::json& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TickLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool SendLocked(const nlohmann::json& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -170,22 +176,24 @@ class NvmlWorkerGpuLibrary final : public GpuLibrary {
   pid_t pid_ ABSL_GUARDED_BY(mu_) = 0;
   int fd_ ABSL_GUARDED_BY(mu_) = -1;  // closed only by the supervisor
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time started_at_ ABSL_GUARDED_BY(mu_);
-  absl::Time ready_at_ ABSL_GUARDED_BY(mu_);
-  absl::Time next_spawn_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  MonoTime started_at_ ABSL_GUARDED_BY(mu_);
+  MonoTime ready_at_ ABSL_GUARDED_BY(mu_);
+  MonoTime next_spawn_ ABSL_GUARDED_BY(mu_);  // the origin: at once
   absl::Duration backoff_ ABSL_GUARDED_BY(mu_);
   std::string last_failure_ ABSL_GUARDED_BY(mu_);
   std::string kill_request_ ABSL_GUARDED_BY(mu_);  // set by callers, acted on by the supervisor
+  // kill_request_ comes from a send that found the socket closed: the worker is dead.
+  bool peer_gone_ ABSL_GUARDED_BY(mu_) = false;
   bool first_done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status first_status_ ABSL_GUARDED_BY(mu_);
   int restarts_ ABSL_GUARDED_BY(mu_) = -1;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t ping_id_ ABSL_GUARDED_BY(mu_) = 0;  // 0: no ping outstanding
-  absl::Time ping_sent_ ABSL_GUARDED_BY(mu_);
-  absl::Time last_pong_ ABSL_GUARDED_BY(mu_);
+  MonoTime ping_sent_ ABSL_GUARDED_BY(mu_);
+  MonoTime last_pong_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::shared_ptr<Pending>> pending_ ABSL_GUARDED_BY(mu_);
   // Lane -> the request in flight on it and that request's deadline.
-  std::map<int, std::pair<uint64_t, absl::Time>> busy_lanes_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::pair<uint64_t, MonoTime>> busy_lanes_ ABSL_GUARDED_BY(mu_);
   std::vector<pid_t> zombies_ ABSL_GUARDED_BY(mu_);
   unsigned events_count_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t events_generation_ ABSL_GUARDED_BY(mu_) = 0;

@@ -1,10 +1,8 @@
 #include "health/event_monitor.h"
 
-#include <chrono>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/log.h"
 #include "gpu/nvml_api.h"
 #include "health/xid.h"
@@ -12,30 +10,61 @@
 namespace gpulet {
 
 EventMonitor::EventMonitor(GpuLibrary* library, unsigned gpu_count,
+                           std::unique_ptr<KernelLogSource> kmsg, XidPolicy* policy,
+                           Options options)
+    : library_(library),
+      gpu_count_(gpu_count),
+      kmsg_(std::move(kmsg)),
+      policy_(policy),
+      options_(options) {}
+
+EventMonitor::EventMonitor(GpuLibrary* library, unsigned gpu_count,
                            std::unique_ptr<KernelLogSource> kmsg, XidPolicy* policy)
-    : library_(library), gpu_count_(gpu_count), kmsg_(std::move(kmsg)), policy_(policy) {}
+    : EventMonitor(library, gpu_count, std::move(kmsg), policy, Options()) {}
 
 EventMonitor::~EventMonitor() { Stop(); }
 
 void EventMonitor::Start() {
-  if (library_ != nullptr) nvml_thread_ = std::thread([this] { NvmlLoop(); });
-  kmsg_thread_ = std::thread([this] { KmsgLoop(); });
+  if (tick_) return;
+  tick_ = std::make_unique<PeriodicWorker>(
+      PeriodicWorker::Options{
+          .name = "gpulet-xid-tick", .interval = options_.tick_interval, .clock = options_.clock},
+      [this] { policy_->Tick(options_.clock->Now()); });
+  tick_->Start();
+  if (library_ != nullptr)
+    nvml_thread_ = StartNamedThread("gpulet-nvml-evt", [this] { NvmlLoop(); });
+  if (kmsg_ != nullptr) kmsg_thread_ = StartNamedThread("gpulet-kmsg", [this] { KmsgLoop(); });
 }
 
 void EventMonitor::Stop() {
-  stop_.store(true);
-  if (nvml_thread_.joinable()) nvml_thread_.join();
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (kmsg_ != nullptr) kmsg_->Interrupt();
+  if (tick_) tick_->Stop();
   if (kmsg_thread_.joinable()) kmsg_thread_.join();
+  if (nvml_thread_.joinable()) nvml_thread_.join();  // at most one event_wait
+}
+
+bool EventMonitor::stopping() const {
+  absl::MutexLock lock(&mu_);
+  return stop_;
+}
+
+bool EventMonitor::Pause(absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  return !options_.clock->AwaitWithTimeout(&mu_, absl::Condition(&stop_), d);
 }
 
 void EventMonitor::NvmlLoop() {
   absl::Status reg = library_->RegisterEvents(gpu_count_);
   if (!reg.ok()) GPULET_LOG_WARN("{}", reg.message());
-  while (!stop_.load()) {
-    absl::StatusOr<std::optional<GpuEvent>> ev = library_->WaitEvent(absl::Milliseconds(200));
+  while (!stopping()) {
+    absl::StatusOr<std::optional<GpuEvent>> ev = library_->WaitEvent(options_.event_wait);
     if (!ev.ok()) {
       // A lost GPU makes the wait fail at once; liveness reports the GPU, so just back off.
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      if (!Pause(options_.error_backoff)) return;
       continue;
     }
     if (!ev->has_value()) continue;
@@ -43,43 +72,36 @@ void EventMonitor::NvmlLoop() {
     if (e.type & nvmlEventTypeXidCriticalError) {
       GPULET_LOG_WARN("NVML event: XID {} on GPU {}", e.data, e.index);
       policy_->OnXid(absl::StrCat("index:", e.index), static_cast<int>(e.data), "", "nvml",
-                     absl::Now());
+                     options_.clock->Now());
     } else if (e.type & nvmlEventTypeDoubleBitEccError) {
       // An uncorrectable ECC error is reported by the driver as XID 48 as well.
       policy_->OnXid(absl::StrCat("index:", e.index), 48, "double-bit ECC error event", "nvml",
-                     absl::Now());
+                     options_.clock->Now());
     }
   }
 }
 
 void EventMonitor::KmsgLoop() {
-  bool open = false;
-  if (kmsg_) {
-    absl::Status s = kmsg_->Open();
-    if (!s.ok()) {
-      GPULET_LOG_WARN("kernel log not watched: {}", s.message());
-    } else {
-      open = true;
-    }
+  absl::Status s = kmsg_->Open();
+  if (!s.ok()) {
+    // Nothing to watch; the policy's ticks run on their own worker.
+    GPULET_LOG_WARN("kernel log not watched: {}", s.message());
+    return;
   }
   KernelLogScanner scanner;
-  while (!stop_.load()) {
-    policy_->Tick(absl::Now());
-    if (!open) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      continue;
-    }
-    absl::StatusOr<std::optional<KmsgRecord>> rec = kmsg_->Read(absl::Milliseconds(200));
+  while (!stopping()) {
+    // No timeout: a record or Stop's Interrupt() ends the wait.
+    absl::StatusOr<std::optional<KmsgRecord>> rec = kmsg_->Read(absl::InfiniteDuration());
     if (!rec.ok()) {
       GPULET_LOG_WARN("kernel log: {}", rec.status().message());
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      if (!Pause(options_.error_backoff)) return;
       continue;
     }
     if (!rec->has_value() || !(*rec)->from_kernel()) continue;
     for (const KernelLogFinding& f : scanner.Scan((*rec)->text)) {
       if (const XidEvent* x = std::get_if<XidEvent>(&f)) {
         GPULET_LOG_WARN("kernel log: XID {} on {}", x->xid, x->bus_id);
-        policy_->OnXid(x->bus_id, x->xid, x->message, "kmsg", absl::Now());
+        policy_->OnXid(x->bus_id, x->xid, x->message, "kmsg", options_.clock->Now());
       }
     }
   }

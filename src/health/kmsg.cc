@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/hex.h"
 
 namespace gpulet {
 namespace {
@@ -22,13 +23,6 @@ bool ParseDecimal(absl::string_view s, uint64_t* out) {
   }
   *out = value;
   return true;
-}
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 // A short, printable excerpt of the record for error messages.
@@ -56,8 +50,8 @@ std::string UnescapeKmsgText(absl::string_view text) {
   out.reserve(text.size());
   for (size_t i = 0; i < text.size(); ++i) {
     if (text[i] == '\\' && i + 3 < text.size() && text[i + 1] == 'x') {
-      int hi = HexValue(text[i + 2]);
-      int lo = HexValue(text[i + 3]);
+      int hi = HexDigitValue(text[i + 2]);
+      int lo = HexDigitValue(text[i + 3]);
       if (hi >= 0 && lo >= 0) {
         out += static_cast<char>(hi * 16 + lo);
         i += 3;

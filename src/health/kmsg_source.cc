@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,7 +13,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
+#include "common/clock.h"
 #include "common/host_fs.h"
 
 namespace gpulet {
@@ -24,7 +25,7 @@ constexpr size_t kMaxStreamRecord = 64 * 1024;
 
 // While the far end of a file or FIFO is at end of file, poll() cannot tell when more data
 // arrives (a regular file is always "readable", a FIFO without writers always "hung up"), so
-// Wait re-checks at this interval instead.
+// Wait re-checks at this interval instead (still waking at once on Interrupt).
 constexpr absl::Duration kEofRecheck = absl::Milliseconds(50);
 
 int PollTimeoutMs(absl::Duration timeout) {
@@ -37,12 +38,14 @@ int PollTimeoutMs(absl::Duration timeout) {
 }  // namespace
 
 absl::StatusOr<std::optional<KmsgRecord>> KernelLogSource::Read(absl::Duration timeout) {
-  absl::Time deadline =
-      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+  // Real monotonic time: the waits below are the kernel's (see the header).
+  const Clock* clock = RealClock();
+  const MonoTime deadline = clock->DeadlineIn(timeout);
   for (;;) {
     absl::StatusOr<std::optional<KmsgRecord>> record = ReadNext();
     if (!record.ok() || record->has_value()) return record;
-    absl::Duration left = deadline - absl::Now();
+    absl::Duration left =
+        deadline.IsInfinite() ? absl::InfiniteDuration() : deadline - clock->Monotonic();
     if (left <= absl::ZeroDuration()) return std::nullopt;
     absl::StatusOr<bool> ready = Wait(left);
     if (!ready.ok()) return ready.status();
@@ -68,10 +71,20 @@ std::optional<KmsgRecord> KernelLogSource::Accept(absl::string_view raw) {
 
 DevKmsgSource::DevKmsgSource(DevKmsgOptions options) : options_(std::move(options)) {
   description_ = HostFs(options_.host_root).Describe(options_.path);
+  interrupt_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
 DevKmsgSource::~DevKmsgSource() {
   if (fd_ >= 0) close(fd_);
+  if (interrupt_fd_ >= 0) close(interrupt_fd_);
+}
+
+void DevKmsgSource::Interrupt() {
+  if (interrupt_fd_ < 0) return;
+  // Never read back: the eventfd stays readable, so every later Wait returns at once too.
+  uint64_t one = 1;
+  ssize_t n = write(interrupt_fd_, &one, sizeof(one));
+  (void)n;
 }
 
 std::string DevKmsgSource::Describe() const { return description_; }
@@ -237,18 +250,20 @@ absl::StatusOr<bool> DevKmsgSource::Wait(absl::Duration timeout) {
     return absl::FailedPreconditionError(
         absl::StrCat("the kernel log ", description_, " is not open (call Open first)"));
   }
-  if (!record_mode_ && at_eof_) {
-    absl::SleepFor(std::min(timeout, kEofRecheck));
-    return timeout >= kEofRecheck;
-  }
-  absl::Time deadline =
-      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+  // At end of a file or FIFO only the interrupt can be polled; re-check after kEofRecheck.
+  const bool recheck = !record_mode_ && at_eof_;
+  const absl::Duration wait = recheck ? std::min(timeout, kEofRecheck) : timeout;
+  const Clock* clock = RealClock();
+  const MonoTime deadline = clock->DeadlineIn(wait);
   for (;;) {
-    struct pollfd pfd = {fd_, POLLIN, 0};
-    int left_ms = deadline == absl::InfiniteFuture() ? -1 : PollTimeoutMs(deadline - absl::Now());
-    int rc = poll(&pfd, 1, left_ms);
-    if (rc > 0) return true;  // POLLIN, or POLLERR/POLLPRI when records were overwritten
-    if (rc == 0) return false;
+    struct pollfd pfds[2] = {{interrupt_fd_, POLLIN, 0}, {recheck ? -1 : fd_, POLLIN, 0}};
+    int left_ms = deadline.IsInfinite() ? -1 : PollTimeoutMs(deadline - clock->Monotonic());
+    int rc = poll(pfds, 2, left_ms);
+    if (rc > 0) {
+      if (pfds[0].revents != 0) return false;  // interrupted
+      return true;  // POLLIN, or POLLERR/POLLPRI when records were overwritten
+    }
+    if (rc == 0) return recheck && timeout >= kEofRecheck;
     int err = errno;
     if (err == EINTR) continue;
     return absl::InternalError(
@@ -291,8 +306,25 @@ absl::StatusOr<std::optional<KmsgRecord>> FakeKernelLogSource::ReadNext() {
 absl::StatusOr<bool> FakeKernelLogSource::Wait(absl::Duration timeout) {
   if (!opened_) return absl::FailedPreconditionError("fake kernel log: Open was not called");
   absl::MutexLock lock(&mu_);
-  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty(); };
-  return mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+  auto ready = [this]()
+                   ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return interrupted_ || !queue_.empty(); };
+  waiting_ = true;
+  RealClock()->AwaitWithTimeout(&mu_, absl::Condition(&ready), timeout);
+  waiting_ = false;
+  return !interrupted_ && !queue_.empty();
+}
+
+void FakeKernelLogSource::Interrupt() {
+  absl::MutexLock lock(&mu_);
+  interrupted_ = true;
+}
+
+bool FakeKernelLogSource::AwaitIdle(absl::Duration limit) const {
+  absl::MutexLock lock(&mu_);
+  // Wait clears waiting_ before it returns and records leave the queue only after that, so
+  // an empty queue with the reader waiting means the reader has handled what it took.
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return waiting_ && queue_.empty(); };
+  return mu_.AwaitWithTimeout(absl::Condition(&idle), limit);
 }
 
 }  // namespace gpulet

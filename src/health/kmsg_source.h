@@ -5,8 +5,9 @@
 // every read() returns exactly one whole record with a sequence number, a fresh reader
 // starts at the oldest record still in the kernel's ring buffer (so XIDs logged before gpulet
 // started still count), and a reader that falls behind is told so (EPIPE) instead of
-// silently missing records. DevKmsgSource reads it non-blocking and waits with poll(), so one
-// thread can watch the log and still stop promptly.
+// silently missing records. DevKmsgSource reads it non-blocking and waits with poll() on the
+// log and an eventfd, so a reader blocked with no timeout still stops at once: another
+// thread calls Interrupt().
 //
 // DevKmsgSource also accepts a regular file or a FIFO at the path (tests, or a log captured
 // with `cat /dev/kmsg > file`). These deliver bytes, not records, so it splits them: a record
@@ -15,8 +16,12 @@
 // reports no more data) with the buffer ending in a newline; so a writer must write each
 // record, dictionary lines included, in one write().
 //
+// Waits are on real time (poll() and the kernel's clock); a simulated clock cannot drive
+// them, so tests feed FakeKernelLogSource and end waits with Push or Interrupt.
+//
 // Thread-safety: a source is used by one reader thread (Open, ReadNext, Wait, Read, stats).
-// FakeKernelLogSource::Push may be called from any thread while the reader waits.
+// Interrupt, and FakeKernelLogSource::Push, may be called from any thread while the reader
+// waits.
 #ifndef GPULET_HEALTH_KMSG_SOURCE_H_
 #define GPULET_HEALTH_KMSG_SOURCE_H_
 
@@ -58,6 +63,10 @@ class KernelLogSource {
   // calling, false on timeout. absl::InfiniteDuration() waits forever.
   virtual absl::StatusOr<bool> Wait(absl::Duration timeout) = 0;
 
+  // Ends a Wait in progress and makes every later Wait return false at once, so the
+  // reader's thread can be stopped without a timeout. Thread-safe; cannot be undone.
+  virtual void Interrupt() = 0;
+
   // Where the records come from, for messages ("/dev/kmsg (read as /host/dev/kmsg)").
   virtual std::string Describe() const = 0;
 
@@ -93,6 +102,7 @@ class DevKmsgSource final : public KernelLogSource {
   absl::Status Open() override;
   absl::StatusOr<std::optional<KmsgRecord>> ReadNext() override;
   absl::StatusOr<bool> Wait(absl::Duration timeout) override;
+  void Interrupt() override;
   std::string Describe() const override;
 
   // The largest record the kernel hands out fits; gpud uses the same size.
@@ -109,6 +119,7 @@ class DevKmsgSource final : public KernelLogSource {
   DevKmsgOptions options_;
   std::string description_;
   int fd_ = -1;
+  int interrupt_fd_ = -1;      // eventfd written by Interrupt(); polled with fd_
   bool record_mode_ = false;   // a character device: one read() = one record
   bool at_eof_ = false;        // stream mode: the last read() returned 0
   std::string stream_buffer_;  // stream mode: bytes not yet returned as records
@@ -128,13 +139,20 @@ class FakeKernelLogSource final : public KernelLogSource {
   absl::Status Open() override;
   absl::StatusOr<std::optional<KmsgRecord>> ReadNext() override;
   absl::StatusOr<bool> Wait(absl::Duration timeout) override;
+  void Interrupt() override;
   std::string Describe() const override { return "fake kernel log"; }
+
+  // Waits (real time, at most `limit`) until every pushed record has been taken and the
+  // reader is back in Wait, i.e. it has handled them. False on the limit.
+  bool AwaitIdle(absl::Duration limit = absl::Seconds(10)) const;
 
  private:
   absl::Status open_error_;
   bool opened_ = false;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
+  bool interrupted_ ABSL_GUARDED_BY(mu_) = false;
+  bool waiting_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace gpulet

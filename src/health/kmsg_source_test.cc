@@ -306,6 +306,36 @@ TEST(FakeKernelLogSourceTest, PushWakesWaitingReader) {
   EXPECT_EQ((*r)->text, "pushed");
 }
 
+TEST(DevKmsgSourceTest, InterruptEndsAWaitWithoutTimeout) {
+  HostRoot host;
+  ASSERT_EQ(mkfifo(host.kmsg().c_str(), 0600), 0) << std::strerror(errno);
+  // A writer that stays open and silent: poll() on the FIFO would block forever.
+  int writer = open(host.kmsg().c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(writer, 0) << std::strerror(errno);
+  DevKmsgSource source(DevKmsgOptions{.host_root = host.root()});
+  ASSERT_TRUE(source.Open().ok());
+  std::thread interrupter([&source] { source.Interrupt(); });
+  absl::StatusOr<std::optional<KmsgRecord>> r = source.Read(absl::InfiniteDuration());
+  interrupter.join();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->has_value());
+  // Sticky: later waits return at once too.
+  absl::StatusOr<bool> ready = source.Wait(absl::InfiniteDuration());
+  ASSERT_TRUE(ready.ok());
+  EXPECT_FALSE(*ready);
+  close(writer);
+}
+
+TEST(FakeKernelLogSourceTest, InterruptEndsAWaitWithoutTimeout) {
+  FakeKernelLogSource source;
+  ASSERT_TRUE(source.Open().ok());
+  std::thread interrupter([&source] { source.Interrupt(); });
+  absl::StatusOr<bool> ready = source.Wait(absl::InfiniteDuration());
+  interrupter.join();
+  ASSERT_TRUE(ready.ok());
+  EXPECT_FALSE(*ready);
+}
+
 TEST(FakeKernelLogSourceTest, OpenErrorIsReturned) {
   FakeKernelLogSource source;
   source.SetOpenError(absl::PermissionDeniedError("no CAP_SYSLOG"));

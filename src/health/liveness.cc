@@ -1,10 +1,9 @@
 #include "health/liveness.h"
 
 #include <algorithm>
-#include <chrono>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/log.h"
 #include "gpu/nvml_api.h"
 #include "gpu/nvml_errors.h"
@@ -14,6 +13,7 @@ namespace {
 
 constexpr char kSource[] = "liveness";
 constexpr char kRowRemapSource[] = "row-remap";
+constexpr absl::Duration kFlapWindow = absl::Hours(1);
 
 HealthCondition ConditionFor(const absl::Status& s, const std::string& gpu) {
   int code = NvmlCodeOf(s);
@@ -47,22 +47,16 @@ LivenessMonitor::LivenessMonitor(GpuLibrary* library, DeviceStore* store, Option
 LivenessMonitor::~LivenessMonitor() { Stop(); }
 
 void LivenessMonitor::Start() {
-  thread_ = std::thread([this] {
-    while (!stop_.load()) {
-      absl::Time start = absl::Now();
-      ProbeOnce(start);
-      absl::Time until = start + options_.interval;
-      while (!stop_.load() && absl::Now() < until) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(
-            50, std::max<int64_t>(1, absl::ToInt64Milliseconds(until - absl::Now())))));
-      }
-    }
-  });
+  if (worker_) return;
+  worker_ = std::make_unique<PeriodicWorker>(
+      PeriodicWorker::Options{
+          .name = "gpulet-liveness", .interval = options_.interval, .clock = options_.clock},
+      [this] { ProbeOnce(); });
+  worker_->Start();
 }
 
 void LivenessMonitor::Stop() {
-  stop_.store(true);
-  if (thread_.joinable()) thread_.join();
+  if (worker_) worker_->Stop();
 }
 
 // Row remapping (HBM GPUs): a failed remap means memory the GPU can no longer repair, so
@@ -104,7 +98,9 @@ void LivenessMonitor::CheckRowRemapping(const Gpu& gpu, const ProbeAnswer& answe
   });
 }
 
-void LivenessMonitor::ProbeOnce(absl::Time now) {
+void LivenessMonitor::ProbeOnce() {
+  const absl::Time now = options_.clock->Now();       // for the conditions' "since"
+  const MonoTime mono = options_.clock->Monotonic();  // for the quiet period and flap window
   std::shared_ptr<const Snapshot> snap = store_->Get();
   for (const DeviceRecord& d : snap->devices) {
     if (!d.gpu.in_nvml || !d.gpu.index) continue;
@@ -118,10 +114,17 @@ void LivenessMonitor::ProbeOnce(absl::Time now) {
     }
     if (ok) CheckRowRemapping(d.gpu, *answer, now);
     if (!ok) {
-      t.last_failure = now;
+      t.last_failure = mono;
       if (!t.failing) {
         t.failing = true;
-        t.failures.push_back(now);
+        // The flap limit counts transitions into failure within the last hour, judged when
+        // each one happens (so three failures inside an hour are caught however long the
+        // last one lasts).
+        t.failures.erase(std::remove_if(t.failures.begin(), t.failures.end(),
+                                        [mono](MonoTime f) { return mono - f > kFlapWindow; }),
+                         t.failures.end());
+        t.failures.push_back(mono);
+        if (static_cast<int>(t.failures.size()) >= kMaxFailures) t.kept_out = true;
         GPULET_LOG_WARN("GPU {} ({}) failed its liveness probe: {}", *d.gpu.index, uuid,
                         answer.status().message());
       }
@@ -130,11 +133,13 @@ void LivenessMonitor::ProbeOnce(absl::Time now) {
       continue;
     }
     if (!t.failing) continue;
-    // Answering again. Forget failures older than an hour for the flap limit.
-    t.failures.erase(std::remove_if(t.failures.begin(), t.failures.end(),
-                                    [now](absl::Time f) { return now - f > absl::Hours(1); }),
-                     t.failures.end());
-    if (static_cast<int>(t.failures.size()) >= kMaxFailures) {
+    // Answering again, but it flapped: it stays out until gpulet restarts.
+    if (t.kept_out) {
+      auto known = d.health.conditions.find(kSource);
+      if (known != d.health.conditions.end() &&
+          absl::StrContains(known->second.reason, "kept out of scheduling")) {
+        continue;  // already says so; publish only changes
+      }
       store_->UpdateHealth(uuid, [&](GpuHealth& h) {
         h.Raise(kSource,
                 {HealthState::kUnhealthy,
@@ -147,7 +152,7 @@ void LivenessMonitor::ProbeOnce(absl::Time now) {
       });
       continue;
     }
-    if (now - t.last_failure >= options_.quiet_period) {
+    if (mono - t.last_failure >= options_.quiet_period) {
       t.failing = false;
       GPULET_LOG_INFO("GPU {} ({}) answers again: back to scheduling", *d.gpu.index, uuid);
       store_->UpdateHealth(uuid, [&](GpuHealth& h) { h.Clear(kSource, now); });

@@ -11,20 +11,24 @@
 // fails again and again (kMaxFailures within an hour) stays out until gpulet restarts: a
 // card that flaps would otherwise keep killing the pods scheduled onto it.
 //
+// Time comes from Options::clock: the probe interval, the quiet period and the flap window
+// are measured on its monotonic reading (a wall-clock step neither brings a GPU back early
+// nor forgets its failures); condition timestamps are its wall time.
+//
 // Thread-safety: Start/Stop from one thread; the monitor runs on its own thread
-// ("health-liveness"); ProbeOnce is for tests and must not run concurrently with it.
+// ("gpulet-liveness", a PeriodicWorker); ProbeOnce is for tests and must not run
+// concurrently with it.
 #ifndef GPULET_HEALTH_LIVENESS_H_
 #define GPULET_HEALTH_LIVENESS_H_
 
-#include <atomic>
 #include <map>
+#include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "config/config.h"
+#include "common/clock.h"
+#include "common/periodic_worker.h"
 #include "gpu/gpu_library.h"
 #include "state/device_store.h"
 
@@ -38,6 +42,7 @@ class LivenessMonitor {
     absl::Duration interval = absl::Seconds(1);
     absl::Duration probe_timeout = absl::Seconds(1);
     absl::Duration quiet_period = absl::Minutes(5);
+    const Clock* clock = RealClock();
   };
 
   LivenessMonitor(GpuLibrary* library, DeviceStore* store, Options options);
@@ -46,24 +51,24 @@ class LivenessMonitor {
   void Start();
   void Stop();
 
-  // One round over every GPU NVML knows.
-  void ProbeOnce(absl::Time now);
+  // One round over every GPU NVML knows, at the clock's current time.
+  void ProbeOnce();
 
  private:
   void CheckRowRemapping(const Gpu& gpu, const ProbeAnswer& answer, absl::Time now);
 
   struct Track {
-    absl::Time last_failure = absl::InfinitePast();
-    std::vector<absl::Time> failures;  // transitions into failure, for the flap limit
+    MonoTime last_failure;
+    std::vector<MonoTime> failures;  // transitions into failure within the last hour
     bool failing = false;
+    bool kept_out = false;  // hit the flap limit: out until gpulet restarts
   };
 
   GpuLibrary* library_;
   DeviceStore* store_;
   Options options_;
-  std::map<std::string, Track> tracks_;  // by UUID; monitor thread only
-  std::thread thread_;
-  std::atomic<bool> stop_{false};
+  std::map<std::string, Track> tracks_;     // by UUID; monitor thread only
+  std::unique_ptr<PeriodicWorker> worker_;  // Start/Stop only
 };
 
 }  // namespace gpulet

@@ -1,11 +1,14 @@
 #include "health/xid.h"
 
+#include <optional>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "gpu/bus_id.h"
+#include "common/hex.h"
+#include "node/bus_id.h"
 
 namespace gpulet {
 namespace {
@@ -38,15 +41,10 @@ bool ParseWholeDecimal(absl::string_view s, size_t max_digits, int64_t* out) {
 
 // 1-8 hex digits, optional "0x".
 bool ParseHex32(absl::string_view s, uint32_t* out) {
-  if (!absl::ConsumePrefix(&s, "0x")) absl::ConsumePrefix(&s, "0X");
-  if (s.empty() || s.size() > 8) return false;
-  uint32_t value = 0;
-  for (char c : s) {
-    unsigned char u = static_cast<unsigned char>(c);
-    if (!absl::ascii_isxdigit(u)) return false;
-    value = value * 16 + (absl::ascii_isdigit(u) ? u - '0' : absl::ascii_tolower(u) - 'a' + 10);
-  }
-  *out = value;
+  absl::string_view digits = StripHexPrefix(s);
+  std::optional<uint64_t> value = digits.size() <= 8 ? ParseHexDigits(digits) : std::nullopt;
+  if (!value) return false;
+  *out = static_cast<uint32_t>(*value);
   return true;
 }
 

@@ -20,7 +20,7 @@
 // "NVRM: GPU at PCI:0000:3b:00: GPU-<uuid>", which maps the address to the NVML UUID.
 //
 // Lines may carry any prefix (dmesg "[  12.3] ", syslog "kernel: "); matching starts at
-// "NVRM:". Bus IDs are normalised to gpulet's "0000:3b:00.0" (gpu/bus_id.h), so they join
+// "NVRM:". Bus IDs are normalised to gpulet's "0000:3b:00.0" (node/bus_id.h), so they join
 // with NVML and sysfs. The parsers are hand-written, linear in the input, and never crash
 // on malformed text (a fuzz target checks); text that is not a match gives nullopt.
 //

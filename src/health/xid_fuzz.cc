@@ -20,9 +20,9 @@
 
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "gpu/bus_id.h"
 #include "health/xid.h"
 #include "health/xid_catalog.h"
+#include "node/bus_id.h"
 
 namespace {
 

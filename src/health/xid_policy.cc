@@ -1,8 +1,8 @@
 #include "health/xid_policy.h"
 
 #include "absl/strings/str_cat.h"
-#include "gpu/bus_id.h"
 #include "health/xid_catalog.h"
+#include "node/bus_id.h"
 
 namespace gpulet {
 namespace {

@@ -32,8 +32,8 @@ class XidPolicy {
   // Applies one XID for the GPU named by UUID, bus id (any form) or "index:N". `source` is
   // "nvml" or "kmsg".
   // Returns false when the GPU is unknown or the XID was a duplicate.
-  bool OnXid(const std::string& gpu, int xid, const std::string& message,
-             const std::string& source, absl::Time now);
+  bool OnXid(const std::string& gpu, int xid, const std::string& message, const std::string& source,
+             absl::Time now);
 
   // Clears "xid" conditions whose quiet period has passed.
   void Tick(absl::Time now);

@@ -8,10 +8,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
+#include "common/periodic_worker.h"
 #include "httplib.h"
 #include "metrics/exposition.h"
-#include "nlohmann/json.hpp"
+#include "state/status_report.h"
 #include "yaml-cpp/yaml.h"
 
 namespace gpulet {
@@ -76,85 +76,66 @@ bool CheckPassword(const std::string& password, const std::string& hash) {
   return diff == 0;
 }
 
-MetricsServer::MetricsServer(const Sampler* sampler, const DeviceStore* store, WebConfig web)
-    : sampler_(sampler), store_(store), web_(std::move(web)) {}
+MetricsServer::MetricsServer(const Sampler* sampler, const DeviceStore* store, WebConfig web,
+                             const Clock* clock)
+    : sampler_(sampler), store_(store), web_(std::move(web)), clock_(clock) {}
 
 MetricsServer::~MetricsServer() { Stop(); }
 
 std::string MetricsServer::StatusJson(const Snapshot& snap, const SampleSet& samples) {
-  nlohmann::json doc;
-  doc["nvml_ok"] = snap.nvml_ok;
-  if (!snap.nvml_ok) doc["nvml_error"] = snap.nvml_error;
-  doc["gpus"] = nlohmann::json::array();
-  absl::Time now = absl::Now();
-  for (const DeviceRecord& d : snap.devices) {
-    nlohmann::json g;
-    if (d.gpu.index) g["index"] = *d.gpu.index;
-    g["uuid"] = d.gpu.uuid;
-    g["name"] = d.gpu.name;
-    g["pci_bus_id"] = d.gpu.bus_id;
-    g["health"] = HealthStateName(d.health.state);
-    if (!d.health.reason.empty()) g["reason"] = d.health.reason;
-    if (!d.health.action.empty()) g["action"] = d.health.action;
-    if (d.health.since != absl::InfinitePast()) {
-      g["since"] = absl::FormatTime(absl::RFC3339_sec, d.health.since, absl::UTCTimeZone());
-    }
-    if (d.health.last_xid != 0) g["last_xid"] = d.health.last_xid;
-    for (const auto& [code, count] : d.health.xid_counts) {
-      g["xid_counts"][absl::StrCat(code)] = count;
-    }
-    if (d.gpu.memory_total_bytes) g["memory_total_bytes"] = *d.gpu.memory_total_bytes;
+  return StatusJson(snap, samples, RealClock()->Now());
+}
+
+std::string MetricsServer::StatusJson(const Snapshot& snap, const SampleSet& samples,
+                                      absl::Time now) {
+  // The store's part comes from StatusFromSnapshot; the sampler and pod attribution add
+  // theirs here. The wire format is StatusReport's (state/status_report.h).
+  StatusReport report = StatusFromSnapshot(snap);
+  for (size_t i = 0; i < snap.devices.size(); ++i) {
+    const DeviceRecord& d = snap.devices[i];
+    GpuStatus& g = report.gpus[i];
     if (samples.pods != nullptr) {
-      nlohmann::json holders = nlohmann::json::array();
+      g.allocations.emplace();
       auto held = samples.pods->by_gpu.find(d.gpu.uuid);
       if (held != samples.pods->by_gpu.end()) {
         for (const GpuAssignment& a : held->second) {
-          holders.push_back({{"namespace", a.holder.namespace_name},
-                             {"pod", a.holder.pod},
-                             {"container", a.holder.container},
-                             {"resource", a.resource},
-                             {"device_id", a.device_id}});
+          g.allocations->push_back(
+              {a.holder.namespace_name, a.holder.pod, a.holder.container, a.resource, a.device_id});
         }
       }
-      g["allocations"] = holders;
     }
     auto it = samples.by_uuid.find(d.gpu.uuid);
-    if (it != samples.by_uuid.end()) {
-      const GpuSampleState& st = it->second;
-      g["answering"] = st.answering;
-      if (!st.error.empty()) g["sample_error"] = st.error;
-      if (st.last) {
-        const DeviceSample& s = *st.last;
-        g["sample_age_seconds"] = absl::ToDoubleSeconds(now - s.taken);
-        if (st.answering) {
-          if (s.gpu_util) g["utilization_percent"] = *s.gpu_util;
-          if (s.fb_used_bytes) g["memory_used_bytes"] = *s.fb_used_bytes;
-          if (s.gpu_temp_c) g["temperature_c"] = *s.gpu_temp_c;
-          if (s.power_w) g["power_w"] = *s.power_w;
-          nlohmann::json procs = nlohmann::json::array();
-          for (const GpuProcess& p : s.processes) {
-            nlohmann::json pj;
-            pj["pid"] = p.pid;
-            auto proc = st.processes.find(p.pid);
-            if (proc != st.processes.end()) {
-              pj["name"] = proc->second.name;
-              std::optional<PodContainer> pod = ProcessPod(samples, d.gpu.uuid, proc->second);
-              if (pod) {
-                pj["namespace"] = pod->namespace_name;
-                pj["pod"] = pod->pod;
-                pj["container"] = pod->container;
-              }
-            }
-            if (p.used_bytes) pj["used_bytes"] = *p.used_bytes;
-            procs.push_back(pj);
-          }
-          g["processes"] = procs;
+    if (it == samples.by_uuid.end()) continue;
+    const GpuSampleState& st = it->second;
+    g.answering = st.answering;
+    if (!st.error.empty()) g.sample_error = st.error;
+    if (!st.last) continue;
+    const DeviceSample& s = *st.last;
+    g.sample_age_seconds = absl::ToDoubleSeconds(now - s.taken);
+    if (!st.answering) continue;
+    g.utilization_percent = s.gpu_util;
+    g.memory_used_bytes = s.fb_used_bytes;
+    g.temperature_c = s.gpu_temp_c;
+    g.power_w = s.power_w;
+    g.processes.emplace();
+    for (const GpuProcess& p : s.processes) {
+      ProcessStatus ps;
+      ps.pid = p.pid;
+      auto proc = st.processes.find(p.pid);
+      if (proc != st.processes.end()) {
+        ps.name = proc->second.name;
+        std::optional<PodContainer> pod = ProcessPod(samples, d.gpu.uuid, proc->second);
+        if (pod) {
+          ps.namespace_name = pod->namespace_name;
+          ps.pod = pod->pod;
+          ps.container = pod->container;
         }
       }
+      ps.used_bytes = p.used_bytes;
+      g.processes->push_back(std::move(ps));
     }
-    doc["gpus"].push_back(g);
   }
-  return doc.dump(2) + "\n";
+  return report.ToJsonText();
 }
 
 absl::Status MetricsServer::Start(const std::string& address) {
@@ -227,7 +208,8 @@ absl::Status MetricsServer::Start(const std::string& address) {
     res.set_content("ok\n", "text/plain");
   });
   s.Get("/status", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(StatusJson(*store_->Get(), *sampler_->Samples()), "application/json");
+    res.set_content(StatusJson(*store_->Get(), *sampler_->Samples(), clock_->Now()),
+                    "application/json");
   });
   if (port == 0) {
     port_ = s.bind_to_any_port(host.c_str());
@@ -242,7 +224,7 @@ absl::Status MetricsServer::Start(const std::string& address) {
     }
     port_ = port;
   }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  thread_ = StartNamedThread("gpulet-http", [this] { server_->listen_after_bind(); });
   return absl::OkStatus();
 }
 

@@ -7,6 +7,9 @@
 // worker pool, and optional TLS and basic auth from a Prometheus web-config file
 // (tls_server_config.cert_file/key_file, basic_auth_users with bcrypt hashes).
 //
+// The listener runs on "gpulet-http"; cpp-httplib's worker pool threads are the library's
+// and keep their default names. Sample ages in /status are measured on the injected clock.
+//
 // Thread-safety: Start/Stop from the main thread; handlers run on the server's pool.
 #ifndef GPULET_METRICS_HTTP_SERVER_H_
 #define GPULET_METRICS_HTTP_SERVER_H_
@@ -18,6 +21,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
 #include "metrics/sampler.h"
 #include "state/device_store.h"
 
@@ -28,8 +33,8 @@ class Server;
 namespace gpulet {
 
 struct WebConfig {
-  std::string cert_file, key_file;               // both set: serve HTTPS
-  std::map<std::string, std::string> users;      // user → bcrypt hash
+  std::string cert_file, key_file;           // both set: serve HTTPS
+  std::map<std::string, std::string> users;  // user → bcrypt hash
 };
 
 // Parses a Prometheus web-config file; errors name the file and key.
@@ -40,7 +45,8 @@ bool CheckPassword(const std::string& password, const std::string& hash);
 
 class MetricsServer {
  public:
-  MetricsServer(const Sampler* sampler, const DeviceStore* store, WebConfig web);
+  MetricsServer(const Sampler* sampler, const DeviceStore* store, WebConfig web,
+                const Clock* clock = RealClock());
   ~MetricsServer();
 
   // Binds `address` (":9400", "127.0.0.1:9400", "[::1]:9400"; port 0 picks one) and serves
@@ -49,13 +55,16 @@ class MetricsServer {
   void Stop();
   int port() const { return port_; }
 
-  // The /status document (also used by tests).
+  // The /status document (also used by tests); sample ages are measured at `now`.
+  static std::string StatusJson(const Snapshot& snap, const SampleSet& samples, absl::Time now);
+  // At the real clock's time.
   static std::string StatusJson(const Snapshot& snap, const SampleSet& samples);
 
  private:
   const Sampler* sampler_;
   const DeviceStore* store_;
   WebConfig web_;
+  const Clock* clock_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   int port_ = 0;

@@ -19,6 +19,7 @@
 #include "metrics/exposition.h"
 #include "metrics/http_server.h"
 #include "metrics/sampler.h"
+#include "nlohmann/json.hpp"
 #include "testing/daemon_process.h"
 #include "testing/free_port.h"
 #include "testing/subprocess.h"
@@ -183,6 +184,20 @@ TEST(MetricsDaemonTest, HungGpuLeavesMetricsFastAndOtherGpuFresh) {
   EXPECT_NE(table.out.find("Unhealthy"), std::string::npos) << table.out << daemon.Log();
   EXPECT_NE(table.out.find("not answering"), std::string::npos) << table.out;
   EXPECT_EQ(table.exit_code, 1);
+  // `gpulet doctor --daemon-address` reports the daemon's verdict as its gpu.health check.
+  auto doctor =
+      testing::RunProgram({gpulet, "--simulate", "homelab", "--sim-state", state, "doctor",
+                           "--json", "--daemon-address", absl::StrCat("127.0.0.1:", port)});
+  nlohmann::json report = nlohmann::json::parse(doctor.out, nullptr, false);
+  ASSERT_FALSE(report.is_discarded()) << doctor.out << doctor.err;
+  bool seen = false;
+  for (const nlohmann::json& check : report["checks"]) {
+    if (check["id"] != "gpu.health") continue;
+    seen = true;
+    EXPECT_EQ(check["verdict"], "fail") << check.dump();
+    EXPECT_NE(check.dump().find("GPU 1"), std::string::npos) << check.dump();
+  }
+  EXPECT_TRUE(seen) << doctor.out;
   testing::RunProgram(
       {gpulet, "--simulate", "homelab", "--sim-state", state, "sim", "hang", "1", "0"});
   EXPECT_EQ(daemon.Stop(SIGTERM, absl::Seconds(10)), 0) << daemon.Log();

@@ -4,12 +4,12 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/dir_watcher.h"
 #include "common/log.h"
+#include "common/periodic_worker.h"
 #include "grpcpp/grpcpp.h"
-#include "plugin/resources.h"
 #include "proto/podresources/v1/api.grpc.pb.h"
+#include "state/device_id.h"
 
 namespace gpulet {
 namespace {
@@ -116,7 +116,7 @@ PodAttributor::~PodAttributor() { Stop(); }
 
 void PodAttributor::Start() {
   watcher_ = std::make_unique<DirWatcher>(options_.socket_dir);
-  thread_ = std::thread([this] { Run(); });
+  thread_ = StartNamedThread("gpulet-podres", [this] { Run(); });
 }
 
 void PodAttributor::Stop() {
@@ -128,27 +128,29 @@ void PodAttributor::Stop() {
 }
 
 void PodAttributor::Run() {
-  absl::Time last = absl::InfinitePast();
-  absl::Time next = absl::InfinitePast();
+  const Clock* clock = options_.clock;
+  // Refresh at once, then every interval; never twice within kMinGap.
+  MonoTime last = clock->Monotonic() - kMinGap;
+  MonoTime next = clock->Monotonic();
   while (!stop_.load()) {
-    absl::Time now = absl::Now();
+    MonoTime now = clock->Monotonic();
     if (now >= next && now - last >= kMinGap) {
       RefreshOnce();
-      last = absl::Now();
+      last = clock->Monotonic();
       next = last + options_.interval;
     }
-    absl::Duration wait = std::max(next, last + kMinGap) - absl::Now();
+    absl::Duration wait = std::max(next, last + kMinGap) - clock->Monotonic();
     DirWatcher::Changes changes = watcher_->Wait(std::max(wait, absl::Milliseconds(1)));
     for (const std::string& name : changes.created) {
       // A restarted kubelet: its pods may have changed while it was away.
-      if (name == "kubelet.sock") next = absl::InfinitePast();
+      if (name == "kubelet.sock") next = clock->Monotonic();
     }
   }
 }
 
 void PodAttributor::RefreshOnce() {
   auto map = std::make_shared<PodMap>();
-  map->refreshed = absl::Now();
+  map->refreshed = options_.clock->Now();
   absl::StatusOr<v1::ListPodResourcesResponse> list = client_->List(options_.timeout);
   std::shared_ptr<const PodMap> previous = Current();
   if (list.ok()) {

@@ -4,11 +4,15 @@
 // The kubelet's PodResources API v1 (`List` over <kubelet-dir>/pod-resources/kubelet.sock)
 // says which device IDs of our resources each container was given; advertised IDs
 // ("<uuid>", "<uuid>::<n>" replicas, "<uuid>::mem<k>" slices, or index forms) map back to a
-// GPU. The list is refreshed on its own thread ("pod-resources") on a timer and when the
+// GPU. The list is refreshed on its own thread ("gpulet-podres") on a timer and when the
 // kubelet re-creates its socket (inotify on the directory), never inside a scrape, and at
 // most once a second, well under the kubelet's server-side limit (100 qps, burst 10).
 // Pod UIDs come from /var/log/pods under the host root, so a process's cgroup (see
 // pod_identity.h) can be joined to a pod name.
+//
+// The timer and the once-a-second limit run on Options::clock's monotonic time and the
+// map's `refreshed` stamp is its wall time; the wait between refreshes is the directory
+// watcher's poll() (real time), which Stop() cuts short with DirWatcher::Wake.
 //
 // Thread-safety: Start/Stop from one thread; Current() from any thread.
 #ifndef GPULET_METRICS_POD_ATTRIBUTION_H_
@@ -27,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/dir_watcher.h"
 #include "common/host_fs.h"
 #include "metrics/pod_identity.h"
@@ -92,6 +97,7 @@ class PodAttributor {
     absl::Duration interval = absl::Seconds(10);
     absl::Duration timeout = absl::Seconds(2);
     std::set<std::string> resources;  // our advertised resource names
+    const Clock* clock = RealClock();
   };
 
   PodAttributor(std::unique_ptr<PodResourcesClient> client, const DeviceStore* store,

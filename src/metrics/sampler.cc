@@ -1,9 +1,6 @@
 #include "metrics/sampler.h"
 
-#include <chrono>
-
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "metrics/exposition.h"
 
 namespace gpulet {
@@ -17,32 +14,26 @@ Sampler::Sampler(GpuLibrary* library, const DeviceStore* store, const HostFs* ho
 Sampler::~Sampler() { Stop(); }
 
 void Sampler::Start() {
-  thread_ = std::thread([this] {
-    while (!stop_.load()) {
-      absl::Time start = absl::Now();
-      SampleOnce();
-      absl::Time until = start + options_.interval;
-      while (!stop_.load() && absl::Now() < until) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(
-            std::clamp<int64_t>(absl::ToInt64Milliseconds(until - absl::Now()), 1, 50)));
-      }
-    }
-  });
+  if (worker_) return;
+  worker_ = std::make_unique<PeriodicWorker>(
+      PeriodicWorker::Options{
+          .name = "gpulet-sampler", .interval = options_.interval, .clock = options_.clock},
+      [this] { SampleOnce(); });
+  worker_->Start();
 }
 
 void Sampler::Stop() {
-  stop_.store(true);
-  if (thread_.joinable()) thread_.join();
+  if (worker_) worker_->Stop();
 }
 
 void Sampler::SampleOnce() {
-  absl::Time start = absl::Now();
+  const MonoTime start = options_.clock->Monotonic();
   std::shared_ptr<const Snapshot> snap = store_->Get();
   if (library_ != nullptr) {
     for (const DeviceRecord& d : snap->devices) {
       if (!d.gpu.in_nvml || !d.gpu.index) continue;
       GpuSampleState& st = working_.by_uuid[d.gpu.uuid];
-      st.last_attempt = absl::Now();
+      st.last_attempt = options_.clock->Now();
       absl::StatusOr<DeviceSample> s = library_->Sample(*d.gpu.index, options_.timeout);
       if (!s.ok()) {
         st.answering = false;
@@ -64,7 +55,7 @@ void Sampler::SampleOnce() {
     }
   }
   if (pods_ != nullptr) working_.pods = pods_->Current();
-  working_.last_round_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  working_.last_round_seconds = absl::ToDoubleSeconds(options_.clock->Monotonic() - start);
   ++working_.rounds;
   Render(working_);
 }
@@ -82,7 +73,7 @@ GpuSampleState::Process Sampler::ReadProcess(unsigned pid) const {
 
 void Sampler::Render(const SampleSet& set) {
   std::shared_ptr<const Snapshot> snap = store_->Get();
-  absl::Time now = absl::Now();
+  absl::Time now = options_.clock->Now();
   auto text = std::make_shared<const std::string>(RenderMetrics(*snap, set, info_, false, now));
   auto om = std::make_shared<const std::string>(RenderMetrics(*snap, set, info_, true, now));
   auto copy = std::make_shared<const SampleSet>(set);

@@ -7,21 +7,24 @@
 // Each GPU's values carry the time they were taken; a GPU that stopped answering keeps no
 // stale values: it is reported as not answering (gpulet_gpu_up 0) with its sample age.
 //
-// Thread-safety: Start/Stop from one thread; the sampler runs on "metrics-sampler";
-// Exposition() and Samples() may be called from any thread.
+// Rounds run every Options::interval on Options::clock's monotonic time; sample times and
+// ages are its wall time.
+//
+// Thread-safety: Start/Stop from one thread; the sampler runs on "gpulet-sampler" (a
+// PeriodicWorker); Exposition() and Samples() may be called from any thread.
 #ifndef GPULET_METRICS_SAMPLER_H_
 #define GPULET_METRICS_SAMPLER_H_
 
-#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/host_fs.h"
+#include "common/periodic_worker.h"
 #include "gpu/gpu_library.h"
 #include "metrics/pod_attribution.h"
 #include "state/device_store.h"
@@ -58,6 +61,7 @@ class Sampler {
   struct Options {
     absl::Duration interval = absl::Seconds(1);
     absl::Duration timeout = absl::Seconds(1);
+    const Clock* clock = RealClock();
   };
 
   // `library` may be null (NVML unavailable): only health and self series are exported.
@@ -86,9 +90,8 @@ class Sampler {
   Options options_;
   RenderInfo info_;
   const PodAttributor* pods_ = nullptr;
-  std::thread thread_;
-  std::atomic<bool> stop_{false};
-  SampleSet working_;  // sampler thread only
+  std::unique_ptr<PeriodicWorker> worker_;  // Start/Stop only
+  SampleSet working_;                       // sampler thread only
   mutable absl::Mutex mu_;
   std::shared_ptr<const std::string> text_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const std::string> openmetrics_ ABSL_GUARDED_BY(mu_);

@@ -15,6 +15,7 @@
 #include "testing/fake_kubelet.h"
 #include "testing/free_port.h"
 #include "testing/homelab.h"
+#include "testing/plugin_rig.h"
 #include "testing/subprocess.h"
 #include "testing/text_lines.h"
 
@@ -99,6 +100,36 @@ class PluginIntegrationTest : public ::testing::Test {
   std::unique_ptr<FakeKubelet> kubelet_;
   DaemonProcess daemon_;
 };
+
+// The plugin path alone, in process (testing/plugin_rig.h): a store change reaches the
+// kubelet's ListAndWatch stream and Allocate at once, with no daemon, NVML or timer between.
+TEST(PluginRigTest, StoreChangesReachTheKubelet) {
+  testing::PluginRig rig("it");
+  ASSERT_TRUE(rig.Start().ok());
+  const std::string gpu = testing::PluginRig::Uuid(1);
+  auto health_of = [&gpu](const char* want) {
+    return [&gpu, want](const v1beta1::ListAndWatchResponse& r) {
+      for (const auto& d : r.devices()) {
+        if (d.id() == gpu) return d.health() == want;
+      }
+      return false;
+    };
+  };
+  ASSERT_TRUE(rig.store().UpdateHealth(gpu, [](GpuHealth& h) {
+    h.Raise("test", {HealthState::kUnhealthy, "XID 79: fallen off the bus", "reboot"}, absl::Now());
+  }));
+  ASSERT_TRUE(rig.kubelet().WaitForDevices(testing::PluginRig::kResource, health_of("Unhealthy"),
+                                           absl::Seconds(5)));
+  auto refused = rig.kubelet().Allocate(testing::PluginRig::kResource, {gpu});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("XID 79"), absl::string_view::npos);
+  ASSERT_TRUE(rig.store().UpdateHealth(gpu, [](GpuHealth& h) { h.Clear("test", absl::Now()); }));
+  ASSERT_TRUE(rig.kubelet().WaitForDevices(testing::PluginRig::kResource, health_of("Healthy"),
+                                           absl::Seconds(5)));
+  auto allowed = rig.kubelet().Allocate(testing::PluginRig::kResource, {gpu});
+  ASSERT_TRUE(allowed.ok()) << allowed.status();
+  EXPECT_EQ(allowed->container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES"), gpu);
+}
 
 TEST_F(PluginIntegrationTest, RegistersAndListsBothHomelabGpus) {
   StartDaemon({});

@@ -8,9 +8,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/host_fs.h"
 #include "common/log.h"
+#include "common/periodic_worker.h"
 
 namespace gpulet {
 namespace {
@@ -26,8 +26,8 @@ bool Exists(const std::string& path) {
 
 }  // namespace
 
-PluginManager::PluginManager(DeviceStore* store, ControlNodes control)
-    : store_(store), control_(std::move(control)) {}
+PluginManager::PluginManager(DeviceStore* store, ControlNodes control, const Clock* clock)
+    : store_(store), control_(std::move(control)), clock_(clock) {}
 
 PluginManager::~PluginManager() { Stop(); }
 
@@ -49,7 +49,7 @@ absl::Status PluginManager::Start(std::shared_ptr<const Config> config) {
     absl::Status s = servers_.back()->Start();
     if (!s.ok()) return s;
   }
-  thread_ = std::thread([this] { Run(); });
+  thread_ = StartNamedThread("gpulet-plugin", [this] { Run(); });
   return absl::OkStatus();
 }
 
@@ -79,7 +79,9 @@ void PluginManager::Stop() {
 void PluginManager::Run() {
   std::vector<bool> registered(servers_.size(), false);
   absl::Duration backoff = kMinBackoff;
-  absl::Time next_attempt = absl::InfinitePast();
+  // Monotonic: a wall-clock step must not stall or hurry the registration retries.
+  const MonoTime kDue = MonoTime::FromOrigin(-absl::InfiniteDuration());  // already due
+  MonoTime next_attempt = kDue;
   bool kubelet_seen = false;
 
   while (!stop_.load()) {
@@ -121,7 +123,7 @@ void PluginManager::Run() {
       kubelet_seen = kubelet_up;
     }
     bool pending = false;
-    if (kubelet_up && absl::Now() >= next_attempt) {
+    if (kubelet_up && clock_->Monotonic() >= next_attempt) {
       for (size_t i = 0; i < servers_.size(); ++i) {
         if (registered[i] || !servers_[i]->running()) continue;
         absl::Status s = servers_[i]->Register(kubelet_socket_, kRegisterTimeout);
@@ -137,25 +139,27 @@ void PluginManager::Run() {
     }
     for (size_t i = 0; i < servers_.size(); ++i) pending |= !registered[i];
     if (pending && kubelet_up) {
-      if (absl::Now() >= next_attempt) {
-        next_attempt = absl::Now() + backoff;
+      if (clock_->Monotonic() >= next_attempt) {
+        next_attempt = clock_->Monotonic() + backoff;
         backoff = std::min(backoff * 2, kMaxBackoff);
       }
     } else if (!pending) {
       backoff = kMinBackoff;
-      next_attempt = absl::InfinitePast();
+      next_attempt = kDue;
     }
 
     // Sleep until something happens in the directory, a wake-up, or the next retry.
     absl::Duration wait = absl::Seconds(1);
-    if (pending && kubelet_up) wait = std::max(absl::ZeroDuration(), next_attempt - absl::Now());
+    if (pending && kubelet_up) {
+      wait = std::max(absl::ZeroDuration(), next_attempt - clock_->Monotonic());
+    }
     DirWatcher::Changes changes = watcher_->Wait(std::max(wait, absl::Milliseconds(1)));
     for (const std::string& name : changes.created) {
       if (name == "kubelet.sock") {
         // A (re)started kubelet has forgotten us: register again, right away.
         GPULET_LOG_INFO("kubelet.sock created: registering again");
         registered.assign(servers_.size(), false);
-        next_attempt = absl::InfinitePast();
+        next_attempt = kDue;
         backoff = kMinBackoff;
       }
     }

@@ -1,10 +1,13 @@
 // PluginManager: keeps gpulet registered with the kubelet, whatever the kubelet does.
 //
-// It owns one DevicePluginServer per advertised resource and one thread ("plugin-watch")
+// It owns one DevicePluginServer per advertised resource and one thread ("gpulet-plugin")
 // that: serves first, then registers once kubelet.sock exists (retrying with backoff while
 // it is absent or refuses); watches the device-plugins directory with inotify, and when
 // kubelet.sock is re-created or our own socket is deleted (a kubelet restart does both)
 // re-serves and re-registers at once. It never exits because the kubelet went away.
+//
+// The registration back-off runs on the injected clock's monotonic time; the thread waits in
+// DirWatcher (inotify, real time), and Stop()/Reconfigure() wake it at once.
 //
 // Thread-safety: Start/Reconfigure/Stop are called from the main thread; the watch thread
 // owns the servers while running (Reconfigure hands it a new config through a mailbox).
@@ -20,6 +23,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/clock.h"
 #include "common/dir_watcher.h"
 #include "config/config.h"
 #include "plugin/plugin_server.h"
@@ -29,7 +33,7 @@ namespace gpulet {
 
 class PluginManager {
  public:
-  PluginManager(DeviceStore* store, ControlNodes control);
+  PluginManager(DeviceStore* store, ControlNodes control, const Clock* clock = RealClock());
   ~PluginManager();
   PluginManager(const PluginManager&) = delete;
   PluginManager& operator=(const PluginManager&) = delete;
@@ -53,6 +57,7 @@ class PluginManager {
 
   DeviceStore* store_;
   ControlNodes control_;
+  const Clock* clock_;
   std::string plugin_dir_;
   std::string kubelet_socket_;
   std::thread thread_;

@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/host_fs.h"
 #include "common/log.h"
-#include "proto/deviceplugin/v1beta1/api.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "proto/deviceplugin/v1beta1/api.grpc.pb.h"
 
 namespace gpulet {
 namespace {
@@ -92,8 +92,8 @@ class DevicePluginServer::Service final : public v1beta1::DevicePlugin::Service 
     std::shared_ptr<const Snapshot> snap = owner_->store_->Get();
     for (const auto& c : req->container_requests()) {
       std::vector<std::string> ids(c.devices_ids().begin(), c.devices_ids().end());
-      absl::StatusOr<v1beta1::ContainerAllocateResponse> r = AllocateContainer(
-          owner_->resource_, *owner_->config_, *snap, owner_->control_, ids);
+      absl::StatusOr<v1beta1::ContainerAllocateResponse> r =
+          AllocateContainer(owner_->resource_, *owner_->config_, *snap, owner_->control_, ids);
       if (!r.ok()) {
         GPULET_LOG_WARN("Allocate {} refused: {}", owner_->resource_.name, r.status().message());
         return ToGrpc(r.status());
@@ -113,9 +113,9 @@ class DevicePluginServer::Service final : public v1beta1::DevicePlugin::Service 
   std::atomic<bool> stopping_{false};
 };
 
-DevicePluginServer::DevicePluginServer(ResourceSpec resource,
-                                       std::shared_ptr<const Config> config, DeviceStore* store,
-                                       ControlNodes control, std::string plugin_dir)
+DevicePluginServer::DevicePluginServer(ResourceSpec resource, std::shared_ptr<const Config> config,
+                                       DeviceStore* store, ControlNodes control,
+                                       std::string plugin_dir)
     : resource_(std::move(resource)),
       config_(std::move(config)),
       store_(store),
@@ -132,9 +132,9 @@ absl::Status DevicePluginServer::Start() {
   if (server_) return absl::OkStatus();
   std::string path = socket_path();
   if (path.size() > 107) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the device plugin socket path ", path, " is ", path.size(),
-        " bytes; unix sockets allow at most 107. Use a shorter --kubelet-dir"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the device plugin socket path ", path, " is ", path.size(),
+                     " bytes; unix sockets allow at most 107. Use a shorter --kubelet-dir"));
   }
   unlink(path.c_str());  // a stale socket from an earlier run would make bind fail
   service_ = std::make_unique<Service>(this);
@@ -144,10 +144,10 @@ absl::Status DevicePluginServer::Start() {
   server_ = builder.BuildAndStart();
   if (!server_) {
     service_.reset();
-    return absl::UnavailableError(absl::StrCat(
-        "cannot serve the device plugin for ", resource_.name, " on ", path,
-        ": check that the directory exists and is writable (mount the kubelet's "
-        "device-plugins directory into the gpulet pod)"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve the device plugin for ", resource_.name, " on ", path,
+                     ": check that the directory exists and is writable (mount the kubelet's "
+                     "device-plugins directory into the gpulet pod)"));
   }
   // Only root (the kubelet) talks to this socket.
   chmod(path.c_str(), 0600);
@@ -178,8 +178,8 @@ bool DevicePluginServer::SocketIntact() const {
 
 absl::Status DevicePluginServer::Register(const std::string& kubelet_socket,
                                           absl::Duration timeout) {
-  auto channel =
-      grpc::CreateChannel(absl::StrCat("unix://", kubelet_socket), grpc::InsecureChannelCredentials());
+  auto channel = grpc::CreateChannel(absl::StrCat("unix://", kubelet_socket),
+                                     grpc::InsecureChannelCredentials());
   auto stub = v1beta1::Registration::NewStub(channel);
   v1beta1::RegisterRequest req;
   req.set_version("v1beta1");
@@ -192,8 +192,9 @@ absl::Status DevicePluginServer::Register(const std::string& kubelet_socket,
                    std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
   grpc::Status s = stub->Register(&ctx, req, &resp);
   if (!s.ok()) {
-    return absl::UnavailableError(absl::StrCat("registering ", resource_.name, " with the kubelet at ",
-                                               kubelet_socket, " failed: ", s.error_message()));
+    return absl::UnavailableError(absl::StrCat("registering ", resource_.name,
+                                               " with the kubelet at ", kubelet_socket,
+                                               " failed: ", s.error_message()));
   }
   return absl::OkStatus();
 }

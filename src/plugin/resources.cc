@@ -16,9 +16,7 @@ constexpr char kVolumeMountDir[] = "/var/run/nvidia-container-devices";
 
 // The ID a GPU is advertised under: its UUID, or its bus id when NVML never saw it (such a
 // GPU is always Unhealthy, but the kubelet should still count it in capacity).
-std::string BaseId(const DeviceRecord& d) {
-  return d.gpu.uuid.empty() ? absl::StrCat("pci-", d.gpu.bus_id) : d.gpu.uuid;
-}
+std::string BaseId(const DeviceRecord& d) { return BaseDeviceId(d.gpu.uuid, d.gpu.bus_id); }
 
 // The resource's "short" name for its socket: nvidia.com/gpu-memory → gpu-memory.
 std::string SocketFor(const std::string& resource) {
@@ -62,11 +60,6 @@ std::string CdiAnnotationKey(const std::string& prefix, const std::string& resou
   return absl::StrCat(prefix, name);
 }
 
-std::string PhysicalId(const std::string& advertised_id) {
-  size_t sep = advertised_id.find("::");
-  return sep == std::string::npos ? advertised_id : advertised_id.substr(0, sep);
-}
-
 std::vector<ResourceSpec> ResourcesFor(const Config& config) {
   std::vector<ResourceSpec> out;
   std::vector<std::string> names = config.AdvertisedResources();
@@ -86,18 +79,16 @@ std::vector<AdvertisedDevice> AdvertisedDevices(const ResourceSpec& resource, co
     bool healthy = d.health.state != HealthState::kUnhealthy;
     std::string base = BaseId(d);
     int count = 1;
-    std::string infix;
     if (resource.kind == ResourceKind::kMemorySlice) {
       count = SlicesOf(d, config);
-      infix = "mem";
     } else if (config.sharing.time_slicing.replicas > 1) {
       count = config.sharing.time_slicing.replicas;
     }
     for (int k = 0; k < count; ++k) {
       std::string id =
-          (resource.kind == ResourceKind::kGpu && config.sharing.time_slicing.replicas <= 1)
-              ? base
-              : absl::StrCat(base, "::", infix, k);
+          resource.kind == ResourceKind::kMemorySlice
+              ? MemorySliceDeviceId(base, k)
+              : (config.sharing.time_slicing.replicas <= 1 ? base : ReplicaDeviceId(base, k));
       out.push_back({std::move(id), i, healthy, d.gpu.numa_node});
     }
   }

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "config/config.h"
 #include "proto/deviceplugin/v1beta1/api.pb.h"
+#include "state/device_id.h"
 #include "state/device_store.h"
 
 namespace gpulet {
@@ -73,9 +74,6 @@ std::vector<std::string> PreferredAllocation(const ResourceSpec& resource, const
 // name part stays within the 63 characters and [A-Za-z0-9._-] a key name allows.
 std::string CdiAnnotationKey(const std::string& prefix, const std::string& resource,
                              const std::vector<std::string>& ids);
-
-// The physical GPU's UUID for an advertised ID ("GPU-x::3" → "GPU-x").
-std::string PhysicalId(const std::string& advertised_id);
 
 }  // namespace gpulet
 

@@ -1,9 +1,680 @@
+// The device plugin's rules as pure functions: what each config advertises, what Allocate
+// answers for every device-list and device-ID strategy, which IDs are refused, and which IDs
+// the plugin prefers. Tables over hand-built snapshots; no gRPC.
 #include "plugin/resources.h"
 
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "state/device_id.h"
 
 namespace gpulet {
 namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+
+constexpr uint64_t kMiB = 1024 * 1024;
+
+DeviceRecord Record(unsigned index, std::string uuid, std::string bus, int numa = 0,
+                    uint64_t memory_mib = 10240, HealthState state = HealthState::kHealthy) {
+  DeviceRecord d;
+  d.gpu.index = index;
+  d.gpu.uuid = std::move(uuid);
+  d.gpu.bus_id = std::move(bus);
+  d.gpu.minor = index;
+  d.gpu.numa_node = numa;
+  d.gpu.memory_total_bytes = memory_mib * kMiB;
+  d.gpu.in_nvml = d.gpu.on_pci = true;
+  if (state != HealthState::kHealthy) {
+    d.health.Raise("test", {state, "XID 79 (test)", "reboot", absl::UnixEpoch()},
+                   absl::UnixEpoch());
+  }
+  return d;
+}
+
+// GPU-a (index 0, NUMA 0, 10 GiB) and GPU-b (index 1, NUMA 1, 32607 MiB).
+Snapshot TwoGpus() {
+  Snapshot s;
+  s.nvml_ok = true;
+  s.devices = {Record(0, "GPU-a", "0000:01:00.0", 0, 10240),
+               Record(1, "GPU-b", "0000:02:00.0", 1, 32607)};
+  return s;
+}
+
+const ResourceSpec kGpuResource{"nvidia.com/gpu", "gpulet-gpu.sock", ResourceKind::kGpu};
+const ResourceSpec kMemoryResource{"nvidia.com/gpu-memory", "gpulet-gpu-memory.sock",
+                                   ResourceKind::kMemorySlice};
+
+Config WithReplicas(int replicas) {
+  Config c;
+  c.sharing.time_slicing.replicas = replicas;
+  return c;
+}
+
+Config WithMemorySlices(int slice_mib = 1024) {
+  Config c;
+  c.sharing.memory_slices.enabled = true;
+  c.sharing.memory_slices.slice_mib = slice_mib;
+  return c;
+}
+
+std::vector<std::string> Ids(const std::vector<AdvertisedDevice>& devices) {
+  std::vector<std::string> out;
+  for (const AdvertisedDevice& d : devices) out.push_back(d.id);
+  return out;
+}
+
+// --- what is advertised -------------------------------------------------------------------
+
+TEST(ResourcesForTest, Table) {
+  struct Case {
+    const char* name;
+    Config config;
+    std::vector<std::string> names, sockets;
+    std::vector<ResourceKind> kinds;
+  };
+  Config renamed = WithReplicas(2);
+  renamed.sharing.time_slicing.rename_by_default = true;
+  Config rename_without_sharing;
+  rename_without_sharing.sharing.time_slicing.rename_by_default = true;
+  Config custom;
+  custom.resource_name = "example.com/accel";
+  custom.sharing.memory_slices.enabled = true;
+  custom.sharing.memory_slices.resource_name = "example.com/accel-mem";
+  const Case kCases[] = {
+      {"default", Config(), {"nvidia.com/gpu"}, {"gpulet-gpu.sock"}, {ResourceKind::kGpu}},
+      {"replicas keep the name",
+       WithReplicas(4),
+       {"nvidia.com/gpu"},
+       {"gpulet-gpu.sock"},
+       {ResourceKind::kGpu}},
+      {"renameByDefault",
+       renamed,
+       {"nvidia.com/gpu.shared"},
+       {"gpulet-gpu.shared.sock"},
+       {ResourceKind::kGpu}},
+      {"renameByDefault without replicas",
+       rename_without_sharing,
+       {"nvidia.com/gpu"},
+       {"gpulet-gpu.sock"},
+       {ResourceKind::kGpu}},
+      {"memory slices",
+       WithMemorySlices(),
+       {"nvidia.com/gpu", "nvidia.com/gpu-memory"},
+       {"gpulet-gpu.sock", "gpulet-gpu-memory.sock"},
+       {ResourceKind::kGpu, ResourceKind::kMemorySlice}},
+      {"custom names",
+       custom,
+       {"example.com/accel", "example.com/accel-mem"},
+       {"gpulet-accel.sock", "gpulet-accel-mem.sock"},
+       {ResourceKind::kGpu, ResourceKind::kMemorySlice}},
+  };
+  for (const Case& c : kCases) {
+    std::vector<ResourceSpec> specs = ResourcesFor(c.config);
+    ASSERT_EQ(specs.size(), c.names.size()) << c.name;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      EXPECT_EQ(specs[i].name, c.names[i]) << c.name;
+      EXPECT_EQ(specs[i].socket_name, c.sockets[i]) << c.name;
+      EXPECT_EQ(specs[i].kind, c.kinds[i]) << c.name;
+    }
+    EXPECT_EQ(c.config.AdvertisedResources(), c.names) << c.name;
+  }
+}
+
+TEST(AdvertisedDevicesTest, Table) {
+  struct Case {
+    const char* name;
+    ResourceSpec resource;
+    Config config;
+    std::vector<std::string> ids;
+  };
+  const Case kCases[] = {
+      {"whole GPUs by UUID", kGpuResource, Config(), {"GPU-a", "GPU-b"}},
+      {"one replica is no sharing", kGpuResource, WithReplicas(1), {"GPU-a", "GPU-b"}},
+      {"replicas",
+       kGpuResource,
+       WithReplicas(3),
+       {"GPU-a::0", "GPU-a::1", "GPU-a::2", "GPU-b::0", "GPU-b::1", "GPU-b::2"}},
+      // 10240 MiB / 4096 = 2 slices; 32607 MiB / 4096 = 7 (a partial slice is not one).
+      {"memory slices",
+       kMemoryResource,
+       WithMemorySlices(4096),
+       {"GPU-a::mem0", "GPU-a::mem1", "GPU-b::mem0", "GPU-b::mem1", "GPU-b::mem2", "GPU-b::mem3",
+        "GPU-b::mem4", "GPU-b::mem5", "GPU-b::mem6"}},
+      // Slices ignore time-slicing, and whole GPUs ignore slicing.
+      {"memory slices with replicas",
+       kMemoryResource,
+       [] {
+         Config c = WithMemorySlices(16384);
+         c.sharing.time_slicing.replicas = 4;
+         return c;
+       }(),
+       {"GPU-b::mem0"}},
+      {"whole GPUs with slicing on", kGpuResource, WithMemorySlices(), {"GPU-a", "GPU-b"}},
+  };
+  const Snapshot snap = TwoGpus();
+  for (const Case& c : kCases) {
+    std::vector<AdvertisedDevice> devices = AdvertisedDevices(c.resource, c.config, snap);
+    EXPECT_EQ(Ids(devices), c.ids) << c.name;
+    for (const AdvertisedDevice& d : devices) {
+      // Every ID maps back to its physical GPU, whose position and NUMA node it carries.
+      ASSERT_LT(d.gpu, snap.devices.size()) << c.name;
+      const DeviceRecord& gpu = snap.devices[d.gpu];
+      EXPECT_EQ(PhysicalId(d.id), gpu.gpu.uuid) << c.name << " " << d.id;
+      EXPECT_EQ(d.numa_node, gpu.gpu.numa_node) << c.name << " " << d.id;
+      EXPECT_TRUE(d.healthy) << c.name << " " << d.id;
+    }
+  }
+}
+
+TEST(AdvertisedDevicesTest, HealthOfEveryIdFollowsItsGpu) {
+  Snapshot s;
+  s.devices = {Record(0, "GPU-a", "0000:01:00.0", 0, 2048, HealthState::kUnhealthy),
+               Record(1, "GPU-b", "0000:02:00.0", -1, 2048, HealthState::kDegraded)};
+  // A GPU NVML never saw: advertised under its bus id so capacity counts it, Unhealthy.
+  DeviceRecord pci_only = Record(2, "", "0000:03:00.0", 0, 0, HealthState::kUnhealthy);
+  pci_only.gpu.index.reset();
+  pci_only.gpu.memory_total_bytes.reset();
+  s.devices.push_back(pci_only);
+  std::map<std::string, bool> healthy;
+  for (const AdvertisedDevice& d : AdvertisedDevices(kGpuResource, WithReplicas(2), s)) {
+    healthy[d.id] = d.healthy;
+  }
+  EXPECT_EQ(healthy, (std::map<std::string, bool>{{"GPU-a::0", false},
+                                                  {"GPU-a::1", false},
+                                                  {"GPU-b::0", true},  // Degraded still serves
+                                                  {"GPU-b::1", true},
+                                                  {"pci-0000:03:00.0::0", false},
+                                                  {"pci-0000:03:00.0::1", false}}));
+  // Without memory size, a GPU has no slices.
+  EXPECT_EQ(Ids(AdvertisedDevices(kMemoryResource, WithMemorySlices(), s)),
+            (std::vector<std::string>{"GPU-a::mem0", "GPU-a::mem1", "GPU-b::mem0", "GPU-b::mem1"}));
+  // The ListAndWatch message says the same, with NUMA topology only where known.
+  v1beta1::ListAndWatchResponse list = ToListAndWatch(AdvertisedDevices(kGpuResource, Config(), s));
+  ASSERT_EQ(list.devices_size(), 3);
+  EXPECT_EQ(list.devices(0).id(), "GPU-a");
+  EXPECT_EQ(list.devices(0).health(), "Unhealthy");
+  ASSERT_TRUE(list.devices(0).has_topology());
+  EXPECT_EQ(list.devices(0).topology().nodes(0).id(), 0);
+  EXPECT_EQ(list.devices(1).health(), "Healthy");
+  EXPECT_FALSE(list.devices(1).has_topology());
+  EXPECT_EQ(list.devices(2).id(), "pci-0000:03:00.0");
+}
+
+// --- Allocate -----------------------------------------------------------------------------
+
+TEST(AllocateContainerTest, DeviceListAndIdStrategies) {
+  using S = DeviceListStrategy;
+  struct Case {
+    const char* name;
+    std::vector<S> strategies;
+    DeviceIdStrategy id_strategy;
+    std::map<std::string, std::string> envs;
+    std::vector<std::string> mounts;  // container paths
+    std::string annotation;           // value of the one annotation, "" for none
+    std::vector<std::string> cdi_devices;
+  };
+  const std::string mounts_dir = "/var/run/nvidia-container-devices";
+  const Case kCases[] = {
+      {"envvar/uuid",
+       {S::kEnvvar},
+       DeviceIdStrategy::kUuid,
+       {{"NVIDIA_VISIBLE_DEVICES", "GPU-a,GPU-b"}},
+       {},
+       "",
+       {}},
+      {"envvar/index",
+       {S::kEnvvar},
+       DeviceIdStrategy::kIndex,
+       {{"NVIDIA_VISIBLE_DEVICES", "0,1"}},
+       {},
+       "",
+       {}},
+      {"volume-mounts/uuid",
+       {S::kVolumeMounts},
+       DeviceIdStrategy::kUuid,
+       {{"NVIDIA_VISIBLE_DEVICES", mounts_dir}},
+       {mounts_dir + "/GPU-a", mounts_dir + "/GPU-b"},
+       "",
+       {}},
+      {"volume-mounts/index",
+       {S::kVolumeMounts},
+       DeviceIdStrategy::kIndex,
+       {{"NVIDIA_VISIBLE_DEVICES", mounts_dir}},
+       {mounts_dir + "/0", mounts_dir + "/1"},
+       "",
+       {}},
+      {"cdi-annotations/uuid",
+       {S::kCdiAnnotations},
+       DeviceIdStrategy::kUuid,
+       {},
+       {},
+       "gpulet.dev/gpu=GPU-a,gpulet.dev/gpu=GPU-b",
+       {}},
+      {"cdi-cri/index",
+       {S::kCdiCri},
+       DeviceIdStrategy::kIndex,
+       {},
+       {},
+       "",
+       {"gpulet.dev/gpu=0", "gpulet.dev/gpu=1"}},
+      // Combined: each adds its part; volume-mounts after envvar owns the variable.
+      {"envvar+volume-mounts",
+       {S::kEnvvar, S::kVolumeMounts},
+       DeviceIdStrategy::kUuid,
+       {{"NVIDIA_VISIBLE_DEVICES", mounts_dir}},
+       {mounts_dir + "/GPU-a", mounts_dir + "/GPU-b"},
+       "",
+       {}},
+      {"volume-mounts+envvar",
+       {S::kVolumeMounts, S::kEnvvar},
+       DeviceIdStrategy::kUuid,
+       {{"NVIDIA_VISIBLE_DEVICES", "GPU-a,GPU-b"}},
+       {mounts_dir + "/GPU-a", mounts_dir + "/GPU-b"},
+       "",
+       {}},
+      {"all four/index",
+       {S::kEnvvar, S::kVolumeMounts, S::kCdiAnnotations, S::kCdiCri},
+       DeviceIdStrategy::kIndex,
+       {{"NVIDIA_VISIBLE_DEVICES", mounts_dir}},
+       {mounts_dir + "/0", mounts_dir + "/1"},
+       "gpulet.dev/gpu=0,gpulet.dev/gpu=1",
+       {"gpulet.dev/gpu=0", "gpulet.dev/gpu=1"}},
+  };
+  for (const Case& c : kCases) {
+    Config config;
+    config.plugin.device_list_strategy = c.strategies;
+    config.plugin.device_id_strategy = c.id_strategy;
+    absl::StatusOr<v1beta1::ContainerAllocateResponse> r =
+        AllocateContainer(kGpuResource, config, TwoGpus(), {}, {"GPU-a", "GPU-b"});
+    ASSERT_TRUE(r.ok()) << c.name << ": " << r.status();
+    std::map<std::string, std::string> envs(r->envs().begin(), r->envs().end());
+    EXPECT_EQ(envs, c.envs) << c.name;
+    std::vector<std::string> mounts;
+    for (const auto& m : r->mounts()) {
+      mounts.push_back(m.container_path());
+      EXPECT_EQ(m.host_path(), "/dev/null") << c.name;
+      EXPECT_TRUE(m.read_only()) << c.name;
+    }
+    EXPECT_EQ(mounts, c.mounts) << c.name;
+    if (c.annotation.empty()) {
+      EXPECT_EQ(r->annotations_size(), 0) << c.name;
+    } else {
+      ASSERT_EQ(r->annotations_size(), 1) << c.name;
+      EXPECT_EQ(r->annotations().begin()->first,
+                CdiAnnotationKey("cdi.k8s.io/", "nvidia.com/gpu", {"GPU-a", "GPU-b"}))
+          << c.name;
+      EXPECT_EQ(r->annotations().begin()->second, c.annotation) << c.name;
+    }
+    std::vector<std::string> cdi;
+    for (const auto& d : r->cdi_devices()) cdi.push_back(d.name());
+    EXPECT_EQ(cdi, c.cdi_devices) << c.name;
+    EXPECT_EQ(r->devices_size(), 0) << c.name << ": no device specs unless asked";
+  }
+}
+
+TEST(AllocateContainerTest, IndexStrategyFallsBackToTheUuid) {
+  Snapshot s = TwoGpus();
+  s.devices[1].gpu.index.reset();
+  Config config;
+  config.plugin.device_id_strategy = DeviceIdStrategy::kIndex;
+  auto r = AllocateContainer(kGpuResource, config, s, {}, {"GPU-a", "GPU-b"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->envs().at("NVIDIA_VISIBLE_DEVICES"), "0,GPU-b");
+}
+
+TEST(AllocateContainerTest, CdiKindAndPrefixComeFromTheConfig) {
+  Config config;
+  config.plugin.device_list_strategy = {DeviceListStrategy::kCdiAnnotations,
+                                        DeviceListStrategy::kCdiCri};
+  config.plugin.cdi_kind = "example.com/accel";
+  config.plugin.cdi_annotation_prefix = "cdi.example.com/";
+  auto r = AllocateContainer(kGpuResource, config, TwoGpus(), {}, {"GPU-b"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->annotations_size(), 1);
+  EXPECT_EQ(r->annotations().begin()->first,
+            CdiAnnotationKey("cdi.example.com/", "nvidia.com/gpu", {"GPU-b"}));
+  EXPECT_EQ(r->annotations().begin()->second, "example.com/accel=GPU-b");
+  EXPECT_EQ(r->cdi_devices(0).name(), "example.com/accel=GPU-b");
+}
+
+TEST(AllocateContainerTest, DeviceSpecs) {
+  struct Case {
+    const char* dev_root;
+    std::string host_prefix;
+  };
+  for (const Case& c :
+       {Case{"/", ""}, Case{"/host", "/host"}, Case{"/run/nvidia/driver", "/run/nvidia/driver"}}) {
+    Config config;
+    config.plugin.pass_device_specs = true;
+    config.plugin.dev_root = c.dev_root;
+    Snapshot s = TwoGpus();
+    s.devices[0].gpu.minor.reset();  // no /dev node known for GPU-a
+    auto r = AllocateContainer(kGpuResource, config, s, {{"/dev/nvidiactl", "/dev/nvidia-uvm"}},
+                               {"GPU-a", "GPU-b"});
+    ASSERT_TRUE(r.ok()) << r.status();
+    std::vector<std::string> container, host;
+    for (const auto& d : r->devices()) {
+      container.push_back(d.container_path());
+      host.push_back(d.host_path());
+      EXPECT_EQ(d.permissions(), "rw");
+    }
+    EXPECT_THAT(container, ElementsAre("/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm"))
+        << c.dev_root;
+    EXPECT_THAT(host, ElementsAre(c.host_prefix + "/dev/nvidia1", c.host_prefix + "/dev/nvidiactl",
+                                  c.host_prefix + "/dev/nvidia-uvm"))
+        << c.dev_root;
+  }
+}
+
+TEST(AllocateContainerTest, ReplicasAndSlicesAreOneGpuForTheRuntime) {
+  auto r = AllocateContainer(kGpuResource, WithReplicas(4), TwoGpus(), {},
+                             {"GPU-b::3", "GPU-b::0", "GPU-a::1"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  // First-use order, each physical GPU once.
+  EXPECT_EQ(r->envs().at("NVIDIA_VISIBLE_DEVICES"), "GPU-b,GPU-a");
+  EXPECT_EQ(r->envs().count("GPULET_MEMORY_LIMIT_MIB"), 0u);
+
+  r = AllocateContainer(kMemoryResource, WithMemorySlices(2048), TwoGpus(), {},
+                        {"GPU-b::mem0", "GPU-b::mem4", "GPU-b::mem2"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->envs().at("NVIDIA_VISIBLE_DEVICES"), "GPU-b");
+  EXPECT_EQ(r->envs().at("GPULET_MEMORY_LIMIT_MIB"), "6144");  // 3 × 2048, a hint only
+}
+
+TEST(AllocateContainerTest, RefusedRequests) {
+  Snapshot s = TwoGpus();
+  s.devices[1] = Record(1, "GPU-b", "0000:02:00.0", 1, 32607, HealthState::kUnhealthy);
+  Snapshot degraded = TwoGpus();
+  degraded.devices[1] = Record(1, "GPU-b", "0000:02:00.0", 1, 32607, HealthState::kDegraded);
+  Config fail_many = WithReplicas(2);
+  fail_many.sharing.time_slicing.fail_requests_greater_than_one = true;
+  struct Case {
+    const char* name;
+    ResourceSpec resource;
+    Config config;
+    Snapshot snap;
+    std::vector<std::string> ids;
+    absl::StatusCode code;  // kOk: allowed
+    std::vector<std::string> message_has;
+  };
+  const Case kCases[] = {
+      {"no IDs",
+       kGpuResource,
+       Config(),
+       TwoGpus(),
+       {},
+       absl::StatusCode::kInvalidArgument,
+       {"names no devices"}},
+      {"unknown UUID",
+       kGpuResource,
+       Config(),
+       TwoGpus(),
+       {"GPU-a", "GPU-zzz"},
+       absl::StatusCode::kInvalidArgument,
+       {"GPU-zzz", "advertises 2 devices"}},
+      // Advertised-ID shapes that do not match this resource and config.
+      {"replica ID without replicas",
+       kGpuResource,
+       Config(),
+       TwoGpus(),
+       {"GPU-a::0"},
+       absl::StatusCode::kInvalidArgument,
+       {"GPU-a::0"}},
+      {"whole GPU with replicas",
+       kGpuResource,
+       WithReplicas(2),
+       TwoGpus(),
+       {"GPU-a"},
+       absl::StatusCode::kInvalidArgument,
+       {"GPU-a"}},
+      {"replica out of range",
+       kGpuResource,
+       WithReplicas(2),
+       TwoGpus(),
+       {"GPU-a::2"},
+       absl::StatusCode::kInvalidArgument,
+       {"GPU-a::2"}},
+      {"empty replica number",
+       kGpuResource,
+       WithReplicas(2),
+       TwoGpus(),
+       {"GPU-a::"},
+       absl::StatusCode::kInvalidArgument,
+       {"GPU-a::"}},
+      {"slice for the GPU resource",
+       kGpuResource,
+       WithMemorySlices(),
+       TwoGpus(),
+       {"GPU-a::mem0"},
+       absl::StatusCode::kInvalidArgument,
+       {"GPU-a::mem0"}},
+      {"GPU for the slice resource",
+       kMemoryResource,
+       WithMemorySlices(),
+       TwoGpus(),
+       {"GPU-a"},
+       absl::StatusCode::kInvalidArgument,
+       {"nvidia.com/gpu-memory", "GPU-a"}},
+      {"slice out of range",
+       kMemoryResource,
+       WithMemorySlices(),
+       TwoGpus(),
+       {"GPU-a::mem10"},
+       absl::StatusCode::kInvalidArgument,
+       {"GPU-a::mem10"}},
+      {"index instead of UUID",
+       kGpuResource,
+       Config(),
+       TwoGpus(),
+       {"0"},
+       absl::StatusCode::kInvalidArgument,
+       {"unknown nvidia.com/gpu device IDs: 0 "}},
+      {"unhealthy",
+       kGpuResource,
+       Config(),
+       s,
+       {"GPU-a", "GPU-b"},
+       absl::StatusCode::kFailedPrecondition,
+       {"GPU-b (XID 79 (test))"}},
+      {"degraded is allowed",
+       kGpuResource,
+       Config(),
+       degraded,
+       {"GPU-b"},
+       absl::StatusCode::kOk,
+       {}},
+      {"unknown beats unhealthy",
+       kGpuResource,
+       Config(),
+       s,
+       {"GPU-b", "GPU-x"},
+       absl::StatusCode::kInvalidArgument,
+       {"GPU-x"}},
+      {"slices from two GPUs",
+       kMemoryResource,
+       WithMemorySlices(),
+       TwoGpus(),
+       {"GPU-a::mem0", "GPU-b::mem0"},
+       absl::StatusCode::kFailedPrecondition,
+       {"span 2 GPUs"}},
+      {"two replicas, failRequestsGreaterThanOne",
+       kGpuResource,
+       fail_many,
+       TwoGpus(),
+       {"GPU-a::0", "GPU-b::0"},
+       absl::StatusCode::kFailedPrecondition,
+       {"failRequestsGreaterThanOne"}},
+      {"one replica, failRequestsGreaterThanOne",
+       kGpuResource,
+       fail_many,
+       TwoGpus(),
+       {"GPU-a::1"},
+       absl::StatusCode::kOk,
+       {}},
+      {"two replicas allowed by default",
+       kGpuResource,
+       WithReplicas(2),
+       TwoGpus(),
+       {"GPU-a::0", "GPU-a::1"},
+       absl::StatusCode::kOk,
+       {}},
+  };
+  for (const Case& c : kCases) {
+    auto r = AllocateContainer(c.resource, c.config, c.snap, {}, c.ids);
+    EXPECT_EQ(r.status().code(), c.code) << c.name << ": " << r.status();
+    for (const std::string& part : c.message_has) {
+      EXPECT_THAT(std::string(r.status().message()), HasSubstr(part)) << c.name;
+    }
+  }
+}
+
+// Every advertised ID, handed back by the kubelet, allocates its own physical GPU.
+TEST(AllocateContainerTest, EveryAdvertisedIdRoundTrips) {
+  struct Case {
+    ResourceSpec resource;
+    Config config;
+  };
+  for (const Case& c : {Case{kGpuResource, Config()}, Case{kGpuResource, WithReplicas(3)},
+                        Case{kMemoryResource, WithMemorySlices(8192)}}) {
+    Snapshot snap = TwoGpus();
+    std::vector<AdvertisedDevice> devices = AdvertisedDevices(c.resource, c.config, snap);
+    ASSERT_FALSE(devices.empty());
+    std::set<std::string> unique;
+    for (const AdvertisedDevice& d : devices) {
+      EXPECT_TRUE(unique.insert(d.id).second) << "duplicate ID " << d.id;
+      auto r = AllocateContainer(c.resource, c.config, snap, {}, {d.id});
+      ASSERT_TRUE(r.ok()) << d.id << ": " << r.status();
+      EXPECT_EQ(r->envs().at("NVIDIA_VISIBLE_DEVICES"), snap.devices[d.gpu].gpu.uuid) << d.id;
+      EXPECT_EQ(PhysicalId(d.id), snap.devices[d.gpu].gpu.uuid) << d.id;
+    }
+  }
+}
+
+// --- preferred allocation -----------------------------------------------------------------
+
+std::vector<std::string> ReplicaIds(const std::vector<std::pair<std::string, int>>& gpus) {
+  std::vector<std::string> out;
+  for (const auto& [uuid, n] : gpus) {
+    for (int i = 0; i < n; ++i) out.push_back(ReplicaDeviceId(uuid, i));
+  }
+  return out;
+}
+
+TEST(PreferredAllocationTest, ReplicasSpreadOverGpusLeastUsedFirst) {
+  Config config = WithReplicas(4);
+  Snapshot snap = TwoGpus();
+  struct Case {
+    const char* name;
+    std::vector<std::string> available, must_include;
+    int size;
+    std::vector<std::string> want;
+  };
+  const Case kCases[] = {
+      {"two from two GPUs",
+       ReplicaIds({{"GPU-a", 4}, {"GPU-b", 4}}),
+       {},
+       2,
+       {"GPU-a::0", "GPU-b::0"}},
+      {"three: round robin",
+       ReplicaIds({{"GPU-a", 4}, {"GPU-b", 4}}),
+       {},
+       3,
+       {"GPU-a::0", "GPU-b::0", "GPU-a::1"}},
+      // GPU-a has one replica free, GPU-b three: the least used GPU comes first.
+      {"least used first", {"GPU-a::3", "GPU-b::1", "GPU-b::2", "GPU-b::3"}, {}, 1, {"GPU-b::1"}},
+      // The must-include replica uses GPU-a, so GPU-b is now the less used.
+      {"must-include kept first",
+       ReplicaIds({{"GPU-a", 4}, {"GPU-b", 4}}),
+       {"GPU-a::2"},
+       2,
+       {"GPU-a::2", "GPU-b::0"}},
+      {"must-include beyond size is cut",
+       ReplicaIds({{"GPU-a", 4}}),
+       {"GPU-a::2", "GPU-a::3"},
+       1,
+       {"GPU-a::2"}},
+      {"not enough: all there is", {"GPU-a::0", "GPU-b::0"}, {}, 5, {"GPU-a::0", "GPU-b::0"}},
+  };
+  for (const Case& c : kCases) {
+    EXPECT_EQ(PreferredAllocation(kGpuResource, config, snap, c.available, c.must_include, c.size),
+              c.want)
+        << c.name;
+  }
+}
+
+TEST(PreferredAllocationTest, WholeGpusStayOnOneNumaNode) {
+  // NUMA 0: GPU-0, GPU-1. NUMA 1: GPU-2, GPU-3, GPU-4.
+  Snapshot snap;
+  for (unsigned i = 0; i < 5; ++i) {
+    snap.devices.push_back(
+        Record(i, absl::StrCat("GPU-", i), absl::StrCat("0000:0", i + 1, ":00.0"), i < 2 ? 0 : 1));
+  }
+  const std::vector<std::string> all = {"GPU-0", "GPU-1", "GPU-2", "GPU-3", "GPU-4"};
+  struct Case {
+    const char* name;
+    std::vector<std::string> available, must_include;
+    int size;
+    std::vector<std::string> want;
+  };
+  const Case kCases[] = {
+      // The smallest node that fits keeps the bigger one free for bigger requests.
+      {"two: the smaller node that fits", all, {}, 2, {"GPU-0", "GPU-1"}},
+      {"one: the smaller node", all, {}, 1, {"GPU-0"}},
+      {"three: only node 1 fits", all, {}, 3, {"GPU-2", "GPU-3", "GPU-4"}},
+      {"four: none fits, the biggest first", all, {}, 4, {"GPU-2", "GPU-3", "GPU-4", "GPU-0"}},
+      {"must-include picks its node", all, {"GPU-3"}, 2, {"GPU-3", "GPU-2"}},
+      {"only what is available", {"GPU-1", "GPU-4"}, {}, 2, {"GPU-1", "GPU-4"}},
+  };
+  for (const Case& c : kCases) {
+    EXPECT_EQ(
+        PreferredAllocation(kGpuResource, Config(), snap, c.available, c.must_include, c.size),
+        c.want)
+        << c.name;
+  }
+}
+
+TEST(PreferredAllocationTest, MemorySlicesPackOntoTheTightestGpu) {
+  Config config = WithMemorySlices();
+  Snapshot snap = TwoGpus();
+  std::vector<std::string> available;
+  for (const AdvertisedDevice& d : AdvertisedDevices(kMemoryResource, config, snap)) {
+    available.push_back(d.id);  // GPU-a: 10 slices, GPU-b: 31
+  }
+  auto on_one_gpu = [](const std::vector<std::string>& ids, const std::string& uuid) {
+    return std::all_of(ids.begin(), ids.end(),
+                       [&](const std::string& id) { return PhysicalId(id) == uuid; });
+  };
+  std::vector<std::string> eight =
+      PreferredAllocation(kMemoryResource, config, snap, available, {}, 8);
+  EXPECT_EQ(eight.size(), 8u);
+  EXPECT_TRUE(on_one_gpu(eight, "GPU-a")) << "8 fit the 10-slice GPU most tightly";
+  std::vector<std::string> big =
+      PreferredAllocation(kMemoryResource, config, snap, available, {}, 24);
+  EXPECT_EQ(big.size(), 24u);
+  EXPECT_TRUE(on_one_gpu(big, "GPU-b"));
+  // A must-include slice fixes the GPU, even when another would fit more tightly.
+  std::vector<std::string> fixed =
+      PreferredAllocation(kMemoryResource, config, snap, available, {"GPU-b::mem7"}, 3);
+  EXPECT_THAT(fixed, ElementsAre("GPU-b::mem7", "GPU-b::mem0", "GPU-b::mem1"));
+  // More than any GPU has: the slices of one GPU only, never a mix Allocate would refuse.
+  std::vector<std::string> too_many =
+      PreferredAllocation(kMemoryResource, config, snap, available, {}, 40);
+  EXPECT_FALSE(too_many.empty());
+  EXPECT_TRUE(on_one_gpu(too_many, PhysicalId(too_many.front())));
+  // Taken slices are not offered twice.
+  std::vector<std::string> partial = {"GPU-a::mem0", "GPU-a::mem1", "GPU-b::mem0"};
+  EXPECT_THAT(PreferredAllocation(kMemoryResource, config, snap, partial, {"GPU-a::mem0"}, 2),
+              UnorderedElementsAre("GPU-a::mem0", "GPU-a::mem1"));
+}
 
 TEST(CdiAnnotationKeyTest, EachAnswerHasItsOwnValidKey) {
   const std::string whole = CdiAnnotationKey("cdi.k8s.io/", "nvidia.com/gpu", {"GPU-a"});

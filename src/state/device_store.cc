@@ -1,6 +1,6 @@
 #include "state/device_store.h"
 
-#include "gpu/bus_id.h"
+#include "node/bus_id.h"
 
 namespace gpulet {
 

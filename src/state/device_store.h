@@ -1,8 +1,9 @@
 // DeviceStore: the one piece of shared mutable state in `gpulet serve`.
 //
-// Per GPU it holds the identity (from discovery), the health verdict (from the health
-// policy) and the latest sample (from the metrics sampler), plus node-wide facts (is NVML
-// usable). Writers replace parts; every change publishes a new immutable Snapshot with a
+// Per GPU it holds the identity (from discovery) and the health verdict (from the health
+// sources: liveness, XIDs, NVML availability), plus node-wide facts (is NVML usable). It
+// holds no samples: live readings belong to the metrics Sampler, which keeps its own
+// SampleSet. Writers replace parts; every change publishes a new immutable Snapshot with a
 // higher version. Readers (the device plugin's ListAndWatch streams, the metrics exporter,
 // /status) never call NVML: they take the current snapshot, or block in WaitForChange until
 // a newer one exists. Copy-on-write snapshots keep readers lock-free once they hold one.
@@ -43,10 +44,10 @@ struct GpuHealth {
   HealthState state = HealthState::kHealthy;
   std::string reason;  // of the worst condition; "" when healthy
   std::string action;
-  absl::Time since = absl::InfinitePast();  // when `state` began
+  absl::Time since = absl::InfinitePast();            // when `state` began
   std::map<std::string, HealthCondition> conditions;  // by source
-  int last_xid = 0;                    // most recent XID seen (0 = none)
-  std::map<int, uint64_t> xid_counts;  // every XID seen, by code
+  int last_xid = 0;                                   // most recent XID seen (0 = none)
+  std::map<int, uint64_t> xid_counts;                 // every XID seen, by code
 
   // Raises (or replaces) the condition of `source`; keeps its original `since` when the
   // severity is unchanged.
@@ -67,8 +68,8 @@ struct DeviceRecord {
 
 struct Snapshot {
   uint64_t version = 0;
-  bool nvml_ok = false;         // NVML loaded and counted GPUs
-  std::string nvml_error;       // why not, when !nvml_ok
+  bool nvml_ok = false;               // NVML loaded and counted GPUs
+  std::string nvml_error;             // why not, when !nvml_ok
   std::vector<DeviceRecord> devices;  // in inventory order
 
   const DeviceRecord* FindByUuid(const std::string& uuid) const;

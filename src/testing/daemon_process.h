@@ -25,8 +25,8 @@ class DaemonProcess {
   DaemonProcess& operator=(const DaemonProcess&) = delete;
 
   // Starts argv[0] with `argv`, extra environment `env`, stdout and stderr to `log_file`.
-  bool Start(const std::vector<std::string>& argv,
-             const std::map<std::string, std::string>& env, const std::string& log_file);
+  bool Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+             const std::string& log_file);
   // Sends `sig` and waits up to `timeout`; then SIGKILL. Returns the exit code (-1 if killed
   // or not started).
   int Stop(int sig, absl::Duration timeout);

@@ -4,8 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "absl/time/clock.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
 
 namespace gpulet::testing {
@@ -93,8 +93,7 @@ absl::Status FakeKubelet::OnRegister(const v1beta1::RegisterRequest& req) {
   ep->channel = grpc::CreateChannel("unix://" + dir_ + "/" + req.endpoint(),
                                     grpc::InsecureChannelCredentials());
   // Like the kubelet: the plugin must already be serving when it registers.
-  if (!ep->channel->WaitForConnected(std::chrono::system_clock::now() +
-                                     std::chrono::seconds(2))) {
+  if (!ep->channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(2))) {
     return absl::UnavailableError("cannot dial plugin endpoint " + req.endpoint());
   }
   ep->stub = v1beta1::DevicePlugin::NewStub(ep->channel);
@@ -140,8 +139,7 @@ std::vector<v1beta1::RegisterRequest> FakeKubelet::requests() const {
 
 bool FakeKubelet::WaitForDevices(
     const std::string& resource,
-    const std::function<bool(const v1beta1::ListAndWatchResponse&)>& pred,
-    absl::Duration timeout) {
+    const std::function<bool(const v1beta1::ListAndWatchResponse&)>& pred, absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto it = devices_.find(resource);

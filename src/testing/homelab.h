@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gpu/gpu_model.h"
-#include "gpu/pci_inventory.h"
+#include "node/pci_inventory.h"
 #include "proto/deviceplugin/v1beta1/api.pb.h"
 
 namespace gpulet::testing {

@@ -1,0 +1,398 @@
+#include "daemon/daemon.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/host_fs.h"
+#include "common/log.h"
+#include "daemon/reload_table.h"
+#include "health/kmsg_source.h"
+#include "plugin/resources.h"
+
+namespace gpulet {
+namespace {
+
+// The one validator (config.cc) run on a Config built in code: through its YAML form, so the
+// error names the key exactly as a bad file would.
+absl::Status ValidateConfig(const Config& config) {
+  return ParseConfig(ConfigToYaml(config), "configuration", {}).status();
+}
+
+ControlNodes ControlNodesOf(const DriverInfo& drv) {
+  ControlNodes control;
+  if (drv.dev_nvidiactl) control.paths.push_back("/dev/nvidiactl");
+  if (drv.dev_nvidia_uvm) control.paths.push_back("/dev/nvidia-uvm");
+  if (drv.dev_nvidia_uvm_tools) control.paths.push_back("/dev/nvidia-uvm-tools");
+  if (drv.dev_nvidia_modeset) control.paths.push_back("/dev/nvidia-modeset");
+  return control;
+}
+
+std::set<std::string> ResourceNames(const Config& config) {
+  std::set<std::string> out;
+  for (const ResourceSpec& r : ResourcesFor(config)) out.insert(r.name);
+  return out;
+}
+
+// Whether a metrics stack built for `a` is the one `b` needs (the web config's content is
+// compared separately).
+bool SameMetricsInputs(const Config& a, const Config& b) {
+  const Config::Metrics& x = a.metrics;
+  const Config::Metrics& y = b.metrics;
+  if (x.address != y.address || x.web_config_file != y.web_config_file ||
+      x.sample_interval != y.sample_interval || x.pod_attribution != y.pod_attribution) {
+    return false;
+  }
+  if (!x.pod_attribution) return true;
+  return x.pod_resources_interval == y.pod_resources_interval && a.kubelet_dir == b.kubelet_dir &&
+         ResourceNames(a) == ResourceNames(b);
+}
+
+bool SameWebConfig(const WebConfig& a, const WebConfig& b) {
+  return a.cert_file == b.cert_file && a.key_file == b.key_file && a.users == b.users;
+}
+
+// The GPUs (bus ids) that carry a health condition of `source`.
+std::vector<std::string> GpusWithCondition(const DeviceStore& store, const std::string& source) {
+  std::vector<std::string> out;
+  for (const DeviceRecord& d : store.Get()->devices) {
+    if (d.health.Has(source)) out.push_back(d.gpu.bus_id.empty() ? d.gpu.uuid : d.gpu.bus_id);
+  }
+  return out;
+}
+
+// The changed keys whose rule has `effect`.
+std::vector<std::string> KeysWith(const std::vector<std::string>& keys, unsigned effect) {
+  std::vector<std::string> out;
+  for (const std::string& key : keys) {
+    const ReloadRule* rule = FindReloadRule(key);
+    if (rule != nullptr && (rule->effects & effect) != 0) out.push_back(key);
+  }
+  return out;
+}
+
+std::string MetricsLine(const Config& config) {
+  return absl::StrCat("metrics on ", config.metrics.address, " (/metrics, /healthz, /status)");
+}
+
+}  // namespace
+
+std::string ReloadResult::Summary() const {
+  if (changed_keys.empty() && actions.empty()) return "no setting changed";
+  return absl::StrCat("changed ",
+                      changed_keys.empty() ? "nothing" : absl::StrJoin(changed_keys, ", "), "; ",
+                      actions.empty() ? "nothing to do" : absl::StrJoin(actions, "; "));
+}
+
+Daemon::Daemon(Node node, Config config, DaemonOptions options)
+    : options_(std::move(options)),
+      node_(std::move(node)),
+      config_(std::move(config)),
+      control_(ControlNodesOf(node_.inventory.driver)),
+      files_(node_.host.get(), &node_.inventory, options_.bundled_fixture_root) {}
+
+Daemon::~Daemon() { Stop(); }
+
+int Daemon::metrics_port() const {
+  return metrics_ != nullptr && metrics_->http != nullptr ? metrics_->http->port() : 0;
+}
+
+absl::Status Daemon::Start() {
+  if (started_) return absl::FailedPreconditionError("the daemon was started already");
+  started_ = true;
+  absl::Status started = StartAll();
+  if (!started.ok()) Stop();  // the same path as shutdown: whatever started, stops
+  return started;
+}
+
+absl::Status Daemon::StartAll() {
+  if (absl::Status valid = ValidateConfig(config_); !valid.ok()) return valid;
+  store_.SetInventory(node_.inventory, options_.clock->Now());
+  if (!node_.inventory.nvml_status.ok()) {
+    GPULET_LOG_ERROR("NVML is unavailable; every GPU is advertised Unhealthy: {}",
+                     node_.inventory.nvml_status.message());
+  }
+  GPULET_LOG_INFO("found {} GPU(s)", node_.inventory.gpus.size());
+  // The CDI spec that the names in Allocate answers resolve in; before the plugin serves,
+  // so that no answer names a device no spec defines.
+  {
+    absl::MutexLock lock(&files_mu_);
+    files_.Reconcile(config_);
+  }
+  // Metrics before the plugin: by the time the kubelet learns of the GPUs, /metrics answers
+  // with a first round of samples (a scrape never sees a GPU "down" only because no round
+  // ran yet), so whatever is scheduled on them can be watched.
+  if (!config_.metrics.address.empty()) {
+    absl::StatusOr<std::unique_ptr<Metrics>> metrics = MakeMetrics(config_);
+    if (!metrics.ok()) {
+      if (absl::IsInvalidArgument(metrics.status()) &&
+          absl::StartsWith(metrics.status().message(), "metrics.webConfigFile: ")) {
+        return metrics.status();
+      }
+      return absl::UnavailableError(metrics.status().message());
+    }
+    metrics_ = std::move(*metrics);
+    GPULET_LOG_INFO("{}", MetricsLine(config_));
+  }
+  plugins_ = MakePlugins();
+  if (absl::Status s = plugins_->Start(std::make_shared<const Config>(config_)); !s.ok()) {
+    // The node's kubelet directory, never the user's syntax: a failure exit, not usage.
+    return absl::FailedPreconditionError(s.message());
+  }
+  if (node_.gpus != nullptr) {
+    liveness_ = MakeLiveness(config_);
+    liveness_->Start();
+  }
+  xid_policy_ = MakeXidPolicy(config_);
+  events_ = MakeEvents(config_, /*kmsg_at_end=*/false);
+  events_->Start();
+  PeriodicWorker::Options check;
+  check.name = "gpulet-files";
+  check.interval = options_.file_check_interval;
+  check.clock = options_.clock;
+  check.tick_at_start = false;  // Reconcile just wrote both files
+  file_check_ = std::make_unique<PeriodicWorker>(check, [this] {
+    absl::MutexLock lock(&files_mu_);
+    files_.Check();
+  });
+  file_check_->Start();
+  GPULET_LOG_INFO("gpulet {} serving {} on {}/device-plugins", GPULET_VERSION,
+                  config_.AdvertisedResources()[0], config_.kubelet_dir);
+  return absl::OkStatus();
+}
+
+void Daemon::Stop() {
+  if (!started_ || stopped_) return;
+  stopped_ = true;
+  // Wake every ListAndWatch stream waiting on the store, so the gRPC servers can stop.
+  store_.Shutdown();
+  // Reverse declaration order, as the destructor would.
+  file_check_.reset();
+  events_.reset();
+  xid_policy_.reset();
+  liveness_.reset();
+  plugins_.reset();
+  metrics_.reset();
+}
+
+std::unique_ptr<PluginManager> Daemon::MakePlugins() {
+  return std::make_unique<PluginManager>(&store_, control_, options_.clock);
+}
+
+std::unique_ptr<LivenessMonitor> Daemon::MakeLiveness(const Config& config) {
+  LivenessMonitor::Options lo;
+  lo.interval = config.health.probe_interval;
+  lo.quiet_period = config.health.quiet_period;
+  lo.probe_timeout = config.health.hang_timeout;
+  lo.clock = options_.clock;
+  return std::make_unique<LivenessMonitor>(node_.gpus.get(), &store_, lo);
+}
+
+absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Config& config) {
+  auto m = std::make_unique<Metrics>();
+  absl::StatusOr<WebConfig> web = LoadWebConfig(config.metrics.web_config_file);
+  if (!web.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics.webConfigFile: ", web.status().message()));
+  }
+  m->web = *std::move(web);
+  // The sampler renders, the HTTP server copies.
+  Sampler::Options so;
+  so.interval = config.metrics.sample_interval;
+  so.timeout = std::min(config.metrics.sample_interval, absl::Seconds(1));
+  so.clock = options_.clock;
+  m->sampler = std::make_unique<Sampler>(
+      node_.gpus.get(), &store_, node_.host.get(), so,
+      RenderInfo{options_.node_name, node_.inventory.system.driver_version});
+  // Pod labels: from the kubelet's PodResources API, on their own thread.
+  if (config.metrics.pod_attribution) {
+    PodAttributor::Options po;
+    po.socket_dir = JoinPath(config.kubelet_dir, "pod-resources");
+    po.interval = config.metrics.pod_resources_interval;
+    po.resources = ResourceNames(config);
+    po.clock = options_.clock;
+    m->pods = std::make_unique<PodAttributor>(
+        MakeKubeletPodResourcesClient(JoinPath(po.socket_dir, "kubelet.sock")), &store_,
+        node_.host.get(), po);
+    m->sampler->AttributePodsWith(m->pods.get());
+    m->pods->Start();
+  }
+  // One round before the server listens: a scrape of a new server (at start, or while a
+  // reload swaps servers) never sees the GPUs as not answering just because no round ran.
+  m->sampler->SampleOnce();
+  m->sampler->Start();
+  m->http = std::make_unique<MetricsServer>(m->sampler.get(), &store_, m->web, options_.clock);
+  if (absl::Status s = m->http->Start(config.metrics.address); !s.ok()) return s;
+  return m;
+}
+
+std::unique_ptr<XidPolicy> Daemon::MakeXidPolicy(const Config& config) {
+  return std::make_unique<XidPolicy>(
+      &store_,
+      std::set<int>(config.health.application_xids.begin(), config.health.application_xids.end()),
+      config.health.quiet_period);
+}
+
+std::unique_ptr<EventMonitor> Daemon::MakeEvents(const Config& config, bool kmsg_at_end) {
+  std::unique_ptr<KernelLogSource> kmsg;
+  if (config.health.kmsg) {
+    DevKmsgOptions ko;
+    ko.host_root = node_.host->root();
+    ko.start_at_end = kmsg_at_end;
+    kmsg = std::make_unique<DevKmsgSource>(ko);
+  }
+  unsigned gpu_count = 0;
+  for (const Gpu& g : node_.inventory.gpus) gpu_count += g.in_nvml ? 1 : 0;
+  EventMonitor::Options eo;
+  eo.clock = options_.clock;
+  return std::make_unique<EventMonitor>(node_.gpus.get(), gpu_count, std::move(kmsg),
+                                        xid_policy_.get(), eo);
+}
+
+absl::StatusOr<ReloadResult> Daemon::Reload(const Config& next) {
+  absl::StatusOr<ReloadResult> result = TryReload(next);
+  if (result.ok()) {
+    GPULET_LOG_INFO("configuration reloaded: {}", result->Summary());
+  } else {
+    GPULET_LOG_ERROR("configuration not reloaded, the running one is kept: {}",
+                     result.status().message());
+  }
+  return result;
+}
+
+absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
+  if (!started_ || stopped_) return absl::FailedPreconditionError("the daemon is not running");
+  if (absl::Status valid = ValidateConfig(next); !valid.ok()) return valid;
+  ReloadResult result;
+  result.changed_keys = ChangedConfigKeys(config_, next);
+  const unsigned effects = ReloadEffectsOf(result.changed_keys);
+
+  // 1. Health monitors keep per-GPU timers only in themselves: a GPU out for a liveness
+  // failure or an XID comes back when the monitor that took it out says so. Rebuilding that
+  // monitor now would lose the timer (a liveness-failed GPU would stay out for good, an
+  // XID'd one come back at once), so such a change waits until no GPU depends on it.
+  const bool rebuild_liveness = (effects & kReloadLiveness) != 0 && node_.gpus != nullptr;
+  const bool rebuild_policy = (effects & kReloadXidPolicy) != 0;
+  const bool rebuild_events = rebuild_policy || (effects & kReloadEvents) != 0;
+  std::vector<std::string> blocked;
+  if (std::vector<std::string> gpus = GpusWithCondition(store_, "liveness");
+      rebuild_liveness && !gpus.empty()) {
+    blocked.push_back(
+        absl::StrCat(absl::StrJoin(KeysWith(result.changed_keys, kReloadLiveness), ", "), " (GPU ",
+                     absl::StrJoin(gpus, ", "),
+                     " is out after a liveness failure; only the running liveness "
+                     "monitor can bring it back)"));
+  }
+  if (std::vector<std::string> gpus = GpusWithCondition(store_, "xid");
+      rebuild_policy && !gpus.empty()) {
+    blocked.push_back(
+        absl::StrCat(absl::StrJoin(KeysWith(result.changed_keys, kReloadXidPolicy), ", "), " (GPU ",
+                     absl::StrJoin(gpus, ", "),
+                     " is out after an XID; only the running XID policy can bring "
+                     "it back after its quiet period)"));
+  }
+  if (!blocked.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot change ", absl::StrJoin(blocked, "; "),
+                     " now: reload again once the GPU is back, or restart gpulet to apply it"));
+  }
+
+  // 2. Build what is rebuilt beside what runs; any failure here leaves the daemon as it was.
+  bool rebuild_metrics = (effects & kReloadMetrics) != 0 && !SameMetricsInputs(config_, next) &&
+                         (metrics_ != nullptr || !next.metrics.address.empty());
+  if (!rebuild_metrics && metrics_ != nullptr && !next.metrics.web_config_file.empty()) {
+    // Same path: the file's content may have changed (new users, a new cert path).
+    absl::StatusOr<WebConfig> web = LoadWebConfig(next.metrics.web_config_file);
+    if (!web.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("metrics.webConfigFile: ", web.status().message()));
+    }
+    rebuild_metrics = !SameWebConfig(*web, metrics_->web);
+  }
+  std::unique_ptr<Metrics> metrics;
+  if (rebuild_metrics && !next.metrics.address.empty()) {
+    absl::StatusOr<std::unique_ptr<Metrics>> built = MakeMetrics(next);
+    if (!built.ok()) {
+      if (absl::StartsWith(built.status().message(), "metrics.")) return built.status();
+      // The server's own errors: a bad certificate or key, or an address it cannot bind.
+      const char* key = absl::StrContains(built.status().message(), "HTTPS")
+                            ? "metrics.webConfigFile"
+                            : "metrics.address";
+      return absl::Status(built.status().code(), absl::StrCat(key, ": ", built.status().message()));
+    }
+    metrics = std::move(*built);
+  }
+  std::unique_ptr<PluginManager> plugins;
+  if ((effects & kReloadPluginManager) != 0) {
+    plugins = MakePlugins();
+    if (absl::Status s = plugins->Start(std::make_shared<const Config>(next)); !s.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat("kubeletDir: ", s.message()));
+    }
+  }
+  if (rebuild_events) {
+    // No XID enters while the monitor is down; if one took a GPU out between the check
+    // above and now, the policy that knows its timer must stay.
+    events_.reset();
+    if (std::vector<std::string> gpus = GpusWithCondition(store_, "xid");
+        rebuild_policy && !gpus.empty()) {
+      events_ = MakeEvents(config_, /*kmsg_at_end=*/config_.health.kmsg);
+      events_->Start();
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot change ", absl::StrJoin(KeysWith(result.changed_keys, kReloadXidPolicy), ", "),
+          " now: GPU ", absl::StrJoin(gpus, ", "),
+          " was just taken out by an XID; reload again once it is back, or restart gpulet"));
+    }
+  }
+
+  // 3. Commit: nothing below fails. Files first, so a new CDI kind resolves before the
+  // plugin answers with it.
+  {
+    absl::MutexLock lock(&files_mu_);
+    files_.Reconcile(next);
+  }
+  if ((effects & (kReloadCdiSpec | kReloadLabelsFile)) != 0) {
+    result.actions.push_back("node files rewritten");
+  }
+  if (plugins != nullptr) {
+    plugins_ = std::move(plugins);  // the old manager stops and removes its sockets
+    result.actions.push_back(
+        absl::StrCat("plugin manager rebuilt in ", JoinPath(next.kubelet_dir, "device-plugins")));
+  } else if ((effects & kReloadPluginConfig) != 0) {
+    plugins_->Reconfigure(std::make_shared<const Config>(next));
+    result.actions.push_back("plugin manager reconfigured");
+  }
+  if (rebuild_metrics) {
+    std::unique_ptr<Metrics> old = std::move(metrics_);
+    metrics_ = std::move(metrics);
+    old.reset();  // the new server already listens
+    if (metrics_ != nullptr) {
+      GPULET_LOG_INFO("{}", MetricsLine(next));
+      result.actions.push_back(absl::StrCat("metrics rebuilt on ", next.metrics.address));
+    } else {
+      result.actions.push_back("metrics stopped (metrics.address is empty)");
+    }
+  }
+  if (rebuild_liveness) {
+    liveness_.reset();
+    liveness_ = MakeLiveness(next);
+    liveness_->Start();
+    result.actions.push_back("liveness monitor rebuilt");
+  }
+  if (rebuild_events) {
+    const bool kmsg_was_read = config_.health.kmsg;
+    if (rebuild_policy) {
+      xid_policy_ = MakeXidPolicy(next);
+      result.actions.push_back("XID policy rebuilt");
+    }
+    events_ = MakeEvents(next, /*kmsg_at_end=*/kmsg_was_read);
+    events_->Start();
+    result.actions.push_back("event monitor rebuilt");
+  }
+  config_ = next;
+  return result;
+}
+
+}  // namespace gpulet

@@ -1,0 +1,144 @@
+// Daemon: `gpulet serve` in one object. It owns every component of the node agent, starts
+// them in dependency order, applies configuration reloads, and stops them in reverse order.
+//
+// Components, in the order they are declared, started and (reversed) stopped:
+//   the discovered Node (HostFs, GpuLibrary, Inventory) and the DeviceStore everything shares;
+//   NodeFiles (CDI spec and NFD labels file), written before the plugin serves so that no
+//     Allocate answer names a device no spec defines;
+//   the metrics stack (PodAttributor, Sampler, MetricsServer; only with metrics.address),
+//     listening with a first round of samples before the kubelet learns of any GPU;
+//   PluginManager (kubelet device plugin), LivenessMonitor (only with NVML);
+//   XidPolicy and EventMonitor (NVML events and the kernel log);
+//   the file check ("gpulet-files", a PeriodicWorker): NodeFiles::Check every 10 s.
+// Members are declared in that order, so destruction is shutdown; Stop() does the same
+// explicitly, first waking every DeviceStore waiter so that ListAndWatch streams end. Start()
+// that fails part-way stops what it started through Stop().
+//
+// Reload(config) applies every changed setting or none. The reload table
+// (daemon/reload_table.h) says for each key whether it is applied live or by rebuilding a
+// component. Everything that can fail is done before anything running is touched: the
+// config is validated (the error names the key), the new web config read, the new metrics
+// server bound and the new plugin manager started beside the running ones; only then are
+// they swapped in and the old ones stopped. A refused reload leaves the daemon as it was.
+//
+// Thread-safety: Start, Reload, Stop and the accessors are called from one thread (the
+// CLI's main thread, or a test's); the components run their own threads, and the file check
+// shares NodeFiles with Reload under a mutex.
+#ifndef GPULET_DAEMON_DAEMON_H_
+#define GPULET_DAEMON_DAEMON_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/periodic_worker.h"
+#include "config/config.h"
+#include "daemon/node_files.h"
+#include "gpu/discovery.h"
+#include "health/event_monitor.h"
+#include "health/liveness.h"
+#include "health/xid_policy.h"
+#include "metrics/http_server.h"
+#include "metrics/pod_attribution.h"
+#include "metrics/sampler.h"
+#include "plugin/plugin_manager.h"
+#include "state/device_store.h"
+
+namespace gpulet {
+
+struct DaemonOptions {
+  // The node's name for the metrics' hostname label (NODE_NAME, else gethostname()).
+  std::string node_name;
+  // The host root is the bundled simulator fixture: data, not a node; no files written.
+  bool bundled_fixture_root = false;
+  // Time for the store's timestamps and the file check's ticks.
+  const Clock* clock = RealClock();
+  // How often the CDI spec and labels file are checked on disk.
+  absl::Duration file_check_interval = absl::Seconds(10);
+};
+
+// What a successful Reload did.
+struct ReloadResult {
+  std::vector<std::string> changed_keys;  // in ConfigKeys() order
+  std::vector<std::string> actions;       // "plugin manager reconfigured", "sampler rebuilt"...
+  // One line for the log: the keys and the actions, or that nothing changed.
+  std::string Summary() const;
+};
+
+class Daemon {
+ public:
+  // `node`: from DiscoverNode (or a test's own). `config` is checked by Start.
+  Daemon(Node node, Config config, DaemonOptions options);
+  ~Daemon();  // Stop()
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // Starts every component. Errors: InvalidArgument for configuration the user must fix (a
+  // bad key, an unusable metrics.webConfigFile); others (FailedPrecondition: the kubelet
+  // directory; Unavailable: the metrics address) for the node. On error everything started
+  // is stopped again. Call once.
+  absl::Status Start();
+
+  // Applies `next` (see the header comment). Errors name the key: InvalidArgument for a bad
+  // value, Unavailable when a new metrics address cannot listen, FailedPrecondition for a
+  // key that cannot change now (the message says why and that a restart applies it).
+  absl::StatusOr<ReloadResult> Reload(const Config& next);
+
+  // Stops every component, in reverse order; sockets are removed, the CDI spec is left for
+  // containers that restart while gpulet is down. Idempotent.
+  void Stop();
+
+  // The running configuration.
+  const Config& config() const { return config_; }
+  // The port /metrics listens on; 0 when metrics are off or not started.
+  int metrics_port() const;
+  // The shared device state (tests read health conditions from it).
+  const DeviceStore& store() const { return store_; }
+
+ private:
+  // The metrics components, declared so that destruction stops the server first.
+  struct Metrics {
+    WebConfig web;
+    std::unique_ptr<PodAttributor> pods;
+    std::unique_ptr<Sampler> sampler;
+    std::unique_ptr<MetricsServer> http;
+  };
+
+  absl::Status StartAll();
+  // Reload without the logging.
+  absl::StatusOr<ReloadResult> TryReload(const Config& next);
+  std::unique_ptr<PluginManager> MakePlugins();
+  std::unique_ptr<LivenessMonitor> MakeLiveness(const Config& config);
+  // Builds, starts and binds a metrics stack for `config` (address non-empty); errors name
+  // metrics.webConfigFile or metrics.address.
+  absl::StatusOr<std::unique_ptr<Metrics>> MakeMetrics(const Config& config);
+  std::unique_ptr<XidPolicy> MakeXidPolicy(const Config& config);
+  // `kmsg_at_end`: read the kernel log on from its end (a rebuild; the start was read).
+  std::unique_ptr<EventMonitor> MakeEvents(const Config& config, bool kmsg_at_end);
+
+  const DaemonOptions options_;
+  Node node_;
+  Config config_;
+  ControlNodes control_;
+  DeviceStore store_;
+  absl::Mutex files_mu_;
+  NodeFiles files_ ABSL_GUARDED_BY(files_mu_);
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<PluginManager> plugins_;
+  std::unique_ptr<LivenessMonitor> liveness_;
+  std::unique_ptr<XidPolicy> xid_policy_;
+  std::unique_ptr<EventMonitor> events_;  // after the policy it feeds
+  std::unique_ptr<PeriodicWorker> file_check_;
+  bool started_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace gpulet
+
+#endif  // GPULET_DAEMON_DAEMON_H_

@@ -1,0 +1,387 @@
+// The Daemon in-process: the homelab simulator loaded through the real loader, a writable
+// copy of its host root, a temporary kubelet directory and the fake kubelet.
+#include "daemon/daemon.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "sim/state.h"
+#include "testing/fake_kubelet.h"
+#include "testing/free_port.h"
+#include "testing/homelab.h"
+
+namespace gpulet {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+
+#define ASSERT_OK(expr)                   \
+  do {                                    \
+    absl::Status status_ = (expr);        \
+    ASSERT_TRUE(status_.ok()) << status_; \
+  } while (false)
+
+bool Eventually(const std::function<bool()>& pred, absl::Duration timeout = absl::Seconds(5)) {
+  absl::Time end = absl::Now() + timeout;
+  while (absl::Now() < end) {
+    if (pred()) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return pred();
+}
+
+// The body of GET `path` on 127.0.0.1:`port`; "" when nothing answered 200.
+std::string HttpGet(int port, const std::string& path = "/metrics") {
+  if (port <= 0) return "";
+  httplib::Client c("127.0.0.1", port);
+  c.set_connection_timeout(1, 0);
+  c.set_read_timeout(2, 0);
+  auto r = c.Get(path.c_str());
+  return r && r->status == 200 ? r->body : "";
+}
+
+std::string Loopback(int port) { return absl::StrCat("127.0.0.1:", port); }
+
+// A TCP listener on a loopback port, without SO_REUSEPORT: nobody else can bind it.
+class PortHolder {
+ public:
+  PortHolder() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 && listen(fd_, 1) == 0 &&
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      port_ = ntohs(addr.sin_port);
+    }
+  }
+  ~PortHolder() { close(fd_); }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+// The value of the homelab RTX 3080's GPU temperature in an exposition; "" when absent.
+std::string Rtx3080Temperature(const std::string& exposition) {
+  for (absl::string_view line : absl::StrSplit(exposition, '\n')) {
+    if (absl::StartsWith(line, "DCGM_FI_DEV_GPU_TEMP{") &&
+        absl::StrContains(line, testing::kRtx3080)) {
+      return std::string(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  return "";
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Short: a unix socket's path has at most 107 characters.
+    static int count = 0;
+    dir_ = fs::path("/tmp") / absl::StrCat("gd-", getpid(), "-", ++count);
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "kubelet/device-plugins");
+    root_ = dir_ / "root";
+    fs::copy(testing::SimRoot("homelab"), root_,
+             fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+    fs::create_directories(root_ / "etc/kubernetes/node-feature-discovery/features.d");
+    // One state file for the whole process: the simulator reads the variable at nvmlInit,
+    // which a library still loaded by an earlier test may not repeat.
+    state_file_ = fs::temp_directory_path() / absl::StrCat("gpulet-daemon-sim-", getpid());
+    fs::remove(state_file_);
+    setenv("GPULET_SIM_FIXTURE",
+           absl::StrCat(GPULET_SOURCE_DIR, "/sim/fixtures/homelab.yaml").c_str(), 1);
+    setenv("GPULET_SIM_STATE", state_file_.c_str(), 1);
+
+    config_.kubelet_dir = (dir_ / "kubelet").string();
+    config_.metrics.address = "127.0.0.1:0";
+    config_.metrics.pod_attribution = false;
+    config_.health.kmsg = false;
+  }
+  void TearDown() override {
+    daemon_.reset();
+    fs::remove_all(dir_);
+    fs::remove(state_file_);
+  }
+
+  Node Homelab() {
+    DiscoveryOptions options;
+    options.host_root = root_.string();
+    options.nvml.explicit_path = GPULET_SIM_LIB;
+    return DiscoverNode(options);
+  }
+
+  absl::Status StartDaemon() {
+    DaemonOptions options;
+    options.node_name = "test-node";
+    daemon_ = std::make_unique<Daemon>(Homelab(), config_, options);
+    return daemon_->Start();
+  }
+
+  void EditSimState(const std::function<void(sim::SimState*)>& edit) {
+    sim::SimState state;
+    std::string error;
+    ASSERT_TRUE(sim::LoadState(state_file_.string(), &state, &error)) << error;
+    edit(&state);
+    ASSERT_TRUE(sim::SaveStateAtomic(state_file_.string(), state, &error)) << error;
+  }
+
+  fs::path Socket() const { return dir_ / "kubelet/device-plugins/gpulet-gpu.sock"; }
+
+  fs::path dir_, root_, state_file_;
+  Config config_;
+  std::unique_ptr<Daemon> daemon_;
+};
+
+TEST_F(DaemonTest, StartServesThePluginMetricsAndFilesAndStopIsIdempotent) {
+  ASSERT_OK(StartDaemon());
+  EXPECT_TRUE(fs::exists(Socket()));
+  EXPECT_THAT(HttpGet(daemon_->metrics_port()), HasSubstr("DCGM_FI_DEV_GPU_TEMP"));
+  EXPECT_THAT(HttpGet(daemon_->metrics_port()), HasSubstr("test-node"));
+  EXPECT_TRUE(fs::exists(root_ / "var/run/cdi/gpulet.dev-gpu.yaml"));
+  EXPECT_TRUE(fs::exists(root_ / "etc/kubernetes/node-feature-discovery/features.d/gpulet"));
+  int port = daemon_->metrics_port();
+
+  daemon_->Stop();
+  EXPECT_FALSE(fs::exists(Socket()));
+  EXPECT_EQ(HttpGet(port), "");
+  EXPECT_TRUE(fs::exists(root_ / "var/run/cdi/gpulet.dev-gpu.yaml"));  // left for containers
+  daemon_->Stop();
+  EXPECT_FALSE(daemon_->Reload(config_).ok());  // stopped: nothing to reload
+}
+
+TEST_F(DaemonTest, RegistersWithTheKubeletAndAppliesResourceChangesLive) {
+  testing::FakeKubelet kubelet((dir_ / "kubelet/device-plugins").string());
+  ASSERT_OK(kubelet.Start());
+  ASSERT_OK(StartDaemon());
+  ASSERT_TRUE(kubelet.WaitForDevices(
+      "nvidia.com/gpu", [](const auto& r) { return r.devices_size() == 2; }, absl::Seconds(10)));
+
+  Config next = config_;
+  next.sharing.time_slicing.replicas = 3;
+  absl::StatusOr<ReloadResult> r = daemon_->Reload(next);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->changed_keys, Contains("sharing.timeSlicing.replicas"));
+  EXPECT_THAT(r->actions, Contains("plugin manager reconfigured"));
+  EXPECT_TRUE(kubelet.WaitForDevices(
+      "nvidia.com/gpu", [](const auto& r) { return r.devices_size() == 6; }, absl::Seconds(10)));
+  EXPECT_EQ(daemon_->config().sharing.time_slicing.replicas, 3);
+  kubelet.Stop();
+}
+
+TEST_F(DaemonTest, ReloadMovesMetricsToTheNewAddress) {
+  ASSERT_OK(StartDaemon());
+  int old_port = daemon_->metrics_port();
+  ASSERT_NE(HttpGet(old_port), "");
+  int new_port = testing::FreeLoopbackPort();
+  Config next = config_;
+  next.metrics.address = Loopback(new_port);
+  absl::StatusOr<ReloadResult> r = daemon_->Reload(next);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->Summary(), HasSubstr("metrics.address"));
+  EXPECT_EQ(daemon_->metrics_port(), new_port);
+  EXPECT_THAT(HttpGet(new_port), HasSubstr("DCGM_FI_DEV_GPU_TEMP"));
+  EXPECT_EQ(HttpGet(old_port), "");
+
+  // An empty address turns metrics off.
+  next.metrics.address = "";
+  ASSERT_TRUE(daemon_->Reload(next).ok());
+  EXPECT_EQ(daemon_->metrics_port(), 0);
+  EXPECT_EQ(HttpGet(new_port), "");
+}
+
+TEST_F(DaemonTest, ReloadToAPortInUseIsRefusedAndKeepsServing) {
+  ASSERT_OK(StartDaemon());
+  int port = daemon_->metrics_port();
+  PortHolder taken;
+  ASSERT_NE(taken.port(), 0);
+  Config next = config_;
+  next.metrics.address = Loopback(taken.port());
+  next.sharing.time_slicing.replicas = 2;  // refused with it: all or nothing
+  absl::StatusOr<ReloadResult> r = daemon_->Reload(next);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("metrics.address"));
+  EXPECT_THAT(r.status().message(), HasSubstr(Loopback(taken.port())));
+  EXPECT_EQ(daemon_->metrics_port(), port);
+  EXPECT_NE(HttpGet(port), "");
+  EXPECT_EQ(daemon_->config().metrics.address, config_.metrics.address);
+  EXPECT_EQ(daemon_->config().sharing.time_slicing.replicas, 1);
+}
+
+TEST_F(DaemonTest, ReloadWithAnUnusableWebConfigIsRefusedAndKeepsServing) {
+  ASSERT_OK(StartDaemon());
+  int port = daemon_->metrics_port();
+  Config next = config_;
+  next.metrics.web_config_file = (dir_ / "missing-web.yaml").string();
+  absl::StatusOr<ReloadResult> r = daemon_->Reload(next);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("metrics.webConfigFile"));
+  EXPECT_EQ(daemon_->metrics_port(), port);
+  EXPECT_NE(HttpGet(port), "");
+  EXPECT_EQ(daemon_->config().metrics.web_config_file, "");
+}
+
+TEST_F(DaemonTest, ReloadWithAnInvalidValueNamesTheKey) {
+  ASSERT_OK(StartDaemon());
+  Config next = config_;
+  next.sharing.time_slicing.replicas = 0;
+  absl::StatusOr<ReloadResult> r = daemon_->Reload(next);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("sharing.timeSlicing.replicas"));
+  EXPECT_EQ(daemon_->config().sharing.time_slicing.replicas, 1);
+  EXPECT_TRUE(fs::exists(Socket()));
+}
+
+TEST_F(DaemonTest, ReloadAppliesTheSampleInterval) {
+  config_.metrics.sample_interval = absl::Hours(1);
+  ASSERT_OK(StartDaemon());
+  ASSERT_TRUE(
+      Eventually([&] { return Rtx3080Temperature(HttpGet(daemon_->metrics_port())) != ""; }));
+  std::string before = Rtx3080Temperature(HttpGet(daemon_->metrics_port()));
+  ASSERT_NE(before, "77");
+  EditSimState([](sim::SimState* s) {
+    sim::LoadOverride load;
+    load.temperature_c = 77;
+    sim::SetLoad(s, testing::kRtx3080, load);
+  });
+  absl::SleepFor(absl::Milliseconds(300));  // an hourly sampler does not see it
+  EXPECT_EQ(Rtx3080Temperature(HttpGet(daemon_->metrics_port())), before);
+
+  Config next = config_;
+  next.metrics.sample_interval = absl::Milliseconds(100);
+  absl::StatusOr<ReloadResult> r = daemon_->Reload(next);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(
+      Eventually([&] { return Rtx3080Temperature(HttpGet(daemon_->metrics_port())) == "77"; }));
+  // And keeps sampling every 100 ms: a later change shows too.
+  EditSimState([](sim::SimState* s) {
+    sim::LoadOverride load;
+    load.temperature_c = 66;
+    sim::SetLoad(s, testing::kRtx3080, load);
+  });
+  EXPECT_TRUE(
+      Eventually([&] { return Rtx3080Temperature(HttpGet(daemon_->metrics_port())) == "66"; }));
+}
+
+bool HasCondition(const DeviceStore& store, const std::string& uuid, const std::string& source) {
+  const DeviceRecord* d = store.Get()->FindByUuid(uuid);
+  return d != nullptr && d->health.Has(source);
+}
+
+// The probe interval reaches the liveness monitor; while the monitor it would replace has a
+// GPU out, a change to it is refused by name.
+TEST_F(DaemonTest, ReloadAppliesTheProbeIntervalAndRefusesItWhileAGpuIsOut) {
+  config_.health.probe_interval = absl::Hours(1);
+  ASSERT_OK(StartDaemon());
+  absl::SleepFor(absl::Milliseconds(200));  // the first probe runs as the monitor starts
+  EditSimState([](sim::SimState* s) { sim::SetLost(s, testing::kRtx5090, true); });
+  absl::SleepFor(absl::Milliseconds(300));  // probed once at start, next in an hour
+  EXPECT_FALSE(HasCondition(daemon_->store(), testing::kRtx5090, "liveness"));
+
+  Config next = config_;
+  next.health.probe_interval = absl::Milliseconds(100);
+  absl::StatusOr<ReloadResult> r = daemon_->Reload(next);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->actions, Contains("liveness monitor rebuilt"));
+  EXPECT_TRUE(
+      Eventually([&] { return HasCondition(daemon_->store(), testing::kRtx5090, "liveness"); }));
+
+  next.health.probe_interval = absl::Milliseconds(200);
+  next.health.hang_timeout = absl::Milliseconds(500);
+  r = daemon_->Reload(next);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(r.status())) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("health.probeInterval, health.hangTimeout"));
+  EXPECT_THAT(r.status().message(), HasSubstr("restart gpulet"));
+  EXPECT_EQ(daemon_->config().health.probe_interval, absl::Milliseconds(100));
+}
+
+// health.kmsg turned on reads the kernel log (from its start, as at startup); an XID there
+// takes the GPU out, and then the XID policy's settings wait until it is back.
+TEST_F(DaemonTest, ReloadTurnsTheKernelLogOnAndKeepsThePolicyWhileAGpuIsOut) {
+  std::ofstream(root_ / "dev/kmsg")
+      << "4,1,100,-;NVRM: Xid (PCI:0000:01:00): 79, pid='<unknown>', name=<unknown>, GPU has "
+         "fallen off the bus.\n";
+  ASSERT_OK(StartDaemon());
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_FALSE(HasCondition(daemon_->store(), testing::kRtx3080, "xid"));
+
+  Config next = config_;
+  next.health.kmsg = true;
+  absl::StatusOr<ReloadResult> r = daemon_->Reload(next);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->actions, Contains("event monitor rebuilt"));
+  ASSERT_TRUE(Eventually([&] { return HasCondition(daemon_->store(), testing::kRtx3080, "xid"); }));
+
+  next.health.application_xids = {13, 79};
+  r = daemon_->Reload(next);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(r.status())) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("health.applicationXids"));
+  EXPECT_TRUE(HasCondition(daemon_->store(), testing::kRtx3080, "xid"));
+  EXPECT_TRUE(daemon_->config().health.kmsg);
+}
+
+TEST_F(DaemonTest, ReloadMovesThePluginToANewKubeletDirectory) {
+  ASSERT_OK(StartDaemon());
+  Config next = config_;
+  next.kubelet_dir = (dir_ / "kubelet2").string();
+  absl::StatusOr<ReloadResult> r = daemon_->Reload(next);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(fs::exists(dir_ / "kubelet2/device-plugins/gpulet-gpu.sock"));
+  EXPECT_FALSE(fs::exists(Socket()));
+}
+
+TEST_F(DaemonTest, AStartThatFailsStopsWhatItStarted) {
+  PortHolder taken;
+  config_.metrics.address = Loopback(taken.port());
+  absl::Status s = StartDaemon();
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;  // a failure exit, as before
+  EXPECT_THAT(s.message(), HasSubstr(Loopback(taken.port())));
+  EXPECT_FALSE(fs::exists(Socket()));  // the plugin had started before metrics failed
+  daemon_->Stop();
+}
+
+TEST_F(DaemonTest, AnUnusableWebConfigAtStartIsAUsageError) {
+  config_.metrics.web_config_file = (dir_ / "missing-web.yaml").string();
+  absl::Status s = StartDaemon();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("metrics.webConfigFile: "));
+  EXPECT_FALSE(fs::exists(Socket()));
+}
+
+TEST_F(DaemonTest, RewritesADeletedSpecOnItsOwn) {
+  DaemonOptions options;
+  options.file_check_interval = absl::Milliseconds(20);
+  daemon_ = std::make_unique<Daemon>(Homelab(), config_, options);
+  ASSERT_OK(daemon_->Start());
+  fs::path spec = root_ / "var/run/cdi/gpulet.dev-gpu.yaml";
+  ASSERT_TRUE(fs::exists(spec));
+  fs::remove(spec);
+  EXPECT_TRUE(Eventually([&] { return fs::exists(spec); }));
+}
+
+}  // namespace
+}  // namespace gpulet

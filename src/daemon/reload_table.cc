@@ -1,0 +1,110 @@
+#include "daemon/reload_table.h"
+
+#include "absl/strings/str_split.h"
+#include "yaml-cpp/yaml.h"
+
+namespace gpulet {
+namespace {
+
+// The pod attributor asks the kubelet (kubeletDir) about our advertised resources
+// (resourceName, sharing.*), so those keys rebuild the metrics stack as well; the daemon
+// skips that rebuild when the attributor's inputs came out the same.
+constexpr unsigned kResources = kReloadPluginConfig | kReloadMetrics;
+
+constexpr ReloadRule kRules[] = {
+    {"kubeletDir", kReloadPluginManager | kReloadMetrics,
+     "rebuilt: a new plugin manager serves and registers in the new directory, then the old "
+     "one stops and removes its sockets; pod attribution watches the new pod-resources"},
+    {"resourceName", kResources,
+     "live: the plugin manager re-serves and re-registers; pod attribution follows"},
+    {"plugin.deviceListStrategy", kReloadPluginConfig, "live: the plugin manager re-serves"},
+    {"plugin.deviceIdStrategy", kReloadPluginConfig, "live: the plugin manager re-serves"},
+    {"plugin.passDeviceSpecs", kReloadPluginConfig, "live: the plugin manager re-serves"},
+    {"plugin.cdiKind", kReloadPluginConfig | kReloadCdiSpec,
+     "live: the CDI spec of the new kind is written (the old kind's removed), then the plugin "
+     "manager re-serves"},
+    {"plugin.cdiAnnotationPrefix", kReloadPluginConfig, "live: the plugin manager re-serves"},
+    {"plugin.devRoot", kReloadPluginConfig, "live: the plugin manager re-serves"},
+    {"cdi.specDir", kReloadCdiSpec,
+     "live: the spec is written in the new directory and the old file removed (empty: "
+     "removed)"},
+    {"cdi.driverRoot", kReloadCdiSpec, "live: the CDI spec is generated again"},
+    {"cdi.devRoot", kReloadCdiSpec, "live: the CDI spec is generated again"},
+    {"cdi.hookPath", kReloadCdiSpec, "live: the CDI spec is generated again"},
+    {"labels.featuresFile", kReloadLabelsFile,
+     "live: the labels file is kept at the new path (the old file is left as it is)"},
+    {"sharing.timeSlicing.replicas", kResources,
+     "live: the plugin manager re-serves; pod attribution follows a renamed resource"},
+    {"sharing.timeSlicing.renameByDefault", kResources,
+     "live: the plugin manager re-serves; pod attribution follows a renamed resource"},
+    {"sharing.timeSlicing.failRequestsGreaterThanOne", kReloadPluginConfig,
+     "live: the plugin manager re-serves"},
+    {"sharing.memorySlices.enabled", kResources,
+     "live: the plugin manager re-serves; pod attribution follows"},
+    {"sharing.memorySlices.sliceMiB", kReloadPluginConfig, "live: the plugin manager re-serves"},
+    {"sharing.memorySlices.resourceName", kResources,
+     "live: the plugin manager re-serves; pod attribution follows"},
+    {"metrics.address", kReloadMetrics,
+     "rebuilt: the new server listens before the old one closes; refused when it cannot "
+     "listen"},
+    {"metrics.sampleInterval", kReloadMetrics, "rebuilt: sampler and server"},
+    {"metrics.webConfigFile", kReloadMetrics,
+     "rebuilt (also when only the file's content changed): refused when the file is unusable"},
+    {"metrics.podAttribution", kReloadMetrics, "rebuilt: sampler, pod attributor and server"},
+    {"metrics.podResourcesInterval", kReloadMetrics, "rebuilt: pod attributor, sampler, server"},
+    {"health.probeInterval", kReloadLiveness,
+     "rebuilt: liveness monitor; refused while a GPU is out for a liveness failure (the old "
+     "monitor's recovery timer would be lost)"},
+    {"health.hangTimeout", kReloadLiveness,
+     "rebuilt: liveness monitor; refused while a GPU is out for a liveness failure"},
+    {"health.quietPeriod", kReloadLiveness | kReloadXidPolicy,
+     "rebuilt: liveness monitor, XID policy and event monitor; refused while a GPU is out for "
+     "a liveness failure or an XID (their quiet-period timers would be lost)"},
+    {"health.applicationXids", kReloadXidPolicy,
+     "rebuilt: XID policy and event monitor; refused while a GPU is out for an XID"},
+    {"health.kmsg", kReloadEvents,
+     "rebuilt: event monitor; a kernel log already read is read on from its end, a newly "
+     "enabled one from its start (as at startup)"},
+};
+
+// The node at a dotted key in a ConfigToYaml document.
+YAML::Node At(const YAML::Node& root, const std::string& key) {
+  YAML::Node node = root;
+  for (absl::string_view part : absl::StrSplit(key, '.')) {
+    const YAML::Node& parent = node;  // const: a lookup never adds a key
+    YAML::Node next = parent[std::string(part)];
+    node.reset(next);
+  }
+  return node;
+}
+
+}  // namespace
+
+absl::Span<const ReloadRule> ReloadRules() { return kRules; }
+
+const ReloadRule* FindReloadRule(const std::string& key) {
+  for (const ReloadRule& r : kRules) {
+    if (key == r.key) return &r;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> ChangedConfigKeys(const Config& before, const Config& after) {
+  YAML::Node a = YAML::Load(ConfigToYaml(before));
+  YAML::Node b = YAML::Load(ConfigToYaml(after));
+  std::vector<std::string> out;
+  for (const std::string& key : ConfigKeys()) {
+    if (YAML::Dump(At(a, key)) != YAML::Dump(At(b, key))) out.push_back(key);
+  }
+  return out;
+}
+
+unsigned ReloadEffectsOf(const std::vector<std::string>& keys) {
+  unsigned effects = 0;
+  for (const std::string& key : keys) {
+    if (const ReloadRule* r = FindReloadRule(key)) effects |= r->effects;
+  }
+  return effects;
+}
+
+}  // namespace gpulet

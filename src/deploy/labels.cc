@@ -1,0 +1,217 @@
+#include "deploy/labels.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/hex.h"
+#include "node/driver_info.h"
+
+namespace gpulet {
+namespace {
+
+constexpr char kNvidia[] = "nvidia.com/";
+
+// The GPUs the labels count: those NVML serves when it works (a card NVML cannot use is not
+// a GPU a pod can get), else every GPU on the PCI bus.
+std::vector<const Gpu*> LabelledGpus(const Inventory& inv) {
+  std::vector<const Gpu*> out;
+  if (inv.nvml_status.ok()) {
+    for (const Gpu& g : inv.gpus) {
+      if (g.in_nvml) out.push_back(&g);
+    }
+  }
+  if (out.empty()) {
+    for (const Gpu& g : inv.gpus) {
+      if (g.on_pci) out.push_back(&g);
+    }
+  }
+  return out;
+}
+
+bool IsAlnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
+
+}  // namespace
+
+std::string SanitizeLabelValue(absl::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    out += (IsAlnum(c) || c == '.' || c == '_' || c == '-') ? c : '-';
+  }
+  auto trim = [](std::string& s) {
+    size_t b = 0;
+    while (b < s.size() && !IsAlnum(s[b])) ++b;
+    size_t e = s.size();
+    while (e > b && !IsAlnum(s[e - 1])) --e;
+    s = s.substr(b, e - b);
+  };
+  trim(out);
+  if (out.size() > 63) {
+    out.resize(63);
+    trim(out);
+  }
+  return out;
+}
+
+std::string GpuFamilyFromComputeCapability(int major, int minor) {
+  switch (major) {
+    case 1:
+      return "tesla";
+    case 2:
+      return "fermi";
+    case 3:
+      return "kepler";
+    case 5:
+      return "maxwell";
+    case 6:
+      return "pascal";
+    case 7:
+      return minor < 5 ? "volta" : "turing";
+    case 8:
+      return minor == 9 ? "ada-lovelace" : "ampere";
+    case 9:
+      return "hopper";
+    case 10:
+    case 12:
+      return "blackwell";
+    case 13:
+      return "rubin";
+    default:
+      return "undefined";
+  }
+}
+
+std::string GpuFamilyFromArchitecture(Architecture arch) {
+  switch (arch) {
+    case Architecture::kKepler:
+      return "kepler";
+    case Architecture::kMaxwell:
+      return "maxwell";
+    case Architecture::kPascal:
+      return "pascal";
+    case Architecture::kVolta:
+      return "volta";
+    case Architecture::kTuring:
+      return "turing";
+    case Architecture::kAmpere:
+      return "ampere";
+    case Architecture::kAda:
+      return "ada-lovelace";
+    case Architecture::kHopper:
+      return "hopper";
+    case Architecture::kBlackwell:
+      return "blackwell";
+    case Architecture::kRubin:
+      return "rubin";
+    case Architecture::kUnknown:
+      break;
+  }
+  return "undefined";
+}
+
+LabelExtras ReadLabelExtras(const HostFs& host, const Inventory& inventory) {
+  LabelExtras extras;
+  absl::StatusOr<std::string> product = host.ReadAttribute("/sys/class/dmi/id/product_name");
+  if (product.ok()) extras.machine_type = *product;
+  std::vector<const Gpu*> gpus = LabelledGpus(inventory);
+  if (!gpus.empty() && !gpus[0]->bus_id.empty()) {
+    absl::StatusOr<std::string> cls =
+        host.ReadAttribute(JoinPath("/sys/bus/pci/devices", gpus[0]->bus_id) + "/class");
+    std::optional<uint64_t> code = cls.ok() ? ParseHex(*cls) : std::nullopt;
+    if (code && *code <= UINT32_MAX) extras.first_gpu_pci_class = static_cast<uint32_t>(*code);
+  }
+  return extras;
+}
+
+NodeLabels ComputeGpuLabels(const Inventory& inv, const LabelExtras& extras) {
+  NodeLabels labels;
+  std::vector<const Gpu*> gpus = LabelledGpus(inv);
+  if (gpus.empty()) return labels;
+  const Gpu& first = *gpus[0];
+  auto set = [&](absl::string_view key, absl::string_view value) {
+    labels[absl::StrCat(kNvidia, key)] = std::string(value);
+  };
+
+  set("gpu.present", "true");
+  set("gpu.count", absl::StrCat(gpus.size()));
+  if (std::string product = SanitizeLabelValue(first.name); !product.empty()) {
+    set("gpu.product", product);
+  }
+  if (first.memory_total_bytes) {
+    set("gpu.memory", absl::StrCat(*first.memory_total_bytes / (1024 * 1024)));
+  }
+  if (first.cc_major && first.cc_minor) {
+    set("gpu.family", GpuFamilyFromComputeCapability(*first.cc_major, *first.cc_minor));
+    set("gpu.compute.major", absl::StrCat(*first.cc_major));
+    set("gpu.compute.minor", absl::StrCat(*first.cc_minor));
+  } else if (first.architecture != Architecture::kUnknown) {
+    set("gpu.family", GpuFamilyFromArchitecture(first.architecture));
+  }
+  if (extras.first_gpu_pci_class) {
+    uint32_t cls = *extras.first_gpu_pci_class >> 8;
+    set("gpu.mode", cls == 0x0300 ? "graphics" : cls == 0x0302 ? "compute" : "unknown");
+  }
+  if (std::string machine = SanitizeLabelValue(extras.machine_type); !machine.empty()) {
+    set("gpu.machine", machine);
+  }
+
+  // Driver version: NVML's when it answered, else the loaded module's.
+  std::string driver = inv.nvml_status.ok() ? inv.system.driver_version : "";
+  if (driver.empty()) driver = inv.driver.version;
+  std::vector<std::string> parts = absl::StrSplit(driver, '.');
+  if (!driver.empty() && parts.size() >= 2 && parts.size() <= 3) {
+    set("cuda.driver-version.full", driver);
+    set("cuda.driver-version.major", parts[0]);
+    set("cuda.driver-version.minor", parts[1]);
+    // The older names, still set by GFD and still used by selectors.
+    set("cuda.driver.major", parts[0]);
+    set("cuda.driver.minor", parts[1]);
+    if (parts.size() == 3) {
+      set("cuda.driver-version.revision", parts[2]);
+      set("cuda.driver.rev", parts[2]);
+    }
+  }
+  // The CUDA version the driver supports (GFD calls it the runtime version).
+  int cuda = inv.nvml_status.ok() ? inv.system.cuda_driver_version : 0;
+  if (cuda > 0) {
+    std::string major = absl::StrCat(cuda / 1000);
+    std::string minor = absl::StrCat((cuda % 1000) / 10);
+    set("cuda.runtime-version.major", major);
+    set("cuda.runtime-version.minor", minor);
+    set("cuda.runtime-version.full", absl::StrCat(major, ".", minor));
+    set("cuda.runtime.major", major);
+    set("cuda.runtime.minor", minor);
+  }
+
+  if (inv.driver.flavor != DriverFlavor::kUnknown) {
+    labels["gpulet.dev/kernel-module-flavor"] = std::string(DriverFlavorName(inv.driver.flavor));
+  }
+  for (const Gpu* g : gpus) {
+    if (g->name != first.name) {
+      // GFD's per-GPU labels describe only the first GPU; say that they are not the whole
+      // story, so a selector on gpu.product can be written knowingly.
+      labels["gpulet.dev/gpu.mixed"] = "true";
+      break;
+    }
+  }
+  return labels;
+}
+
+std::string FormatFeatureFile(const NodeLabels& labels) {
+  std::string out;
+  for (const auto& [key, value] : labels) absl::StrAppend(&out, key, "=", value, "\n");
+  return out;
+}
+
+}  // namespace gpulet

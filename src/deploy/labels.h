@@ -1,0 +1,75 @@
+// Node labels describing a node's GPUs, compatible with NVIDIA's gpu-feature-discovery (GFD),
+// for `gpulet labels`.
+//
+// Workloads and charts select GPU nodes by GFD's labels (nvidia.com/gpu.product,
+// nvidia.com/gpu.family, nvidia.com/cuda.driver-version.major, ...). gpulet computes the same
+// keys with the same values from its inventory, so those selectors keep working without GFD,
+// and adds the facts only gpulet knows (the kernel-module flavour running). The labels are
+// written as a node-feature-discovery "local" feature file: one `key=value` per line, which
+// NFD's worker turns into node labels.
+//
+// Conventions copied from GFD, so that values match: the per-GPU labels describe the first GPU
+// (NVML index 0) and gpu.count counts them all; the product name has its spaces replaced by
+// '-'; gpu.family comes from the CUDA compute capability; gpu.memory is in MiB. When NVML is
+// not usable the labels come from PCI sysfs and the driver's /proc files, and the values only
+// NVML knows (memory, compute capability, CUDA version) are left out rather than guessed.
+//
+// Thread-safety: pure functions.
+#ifndef GPULET_DEPLOY_LABELS_H_
+#define GPULET_DEPLOY_LABELS_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "common/atomic_file.h"
+#include "common/host_fs.h"
+#include "gpu/gpu_model.h"
+
+namespace gpulet {
+
+// Sorted by key.
+using NodeLabels = std::map<std::string, std::string>;
+
+// Where GFD, and so gpulet, writes its feature file by default.
+inline constexpr char kDefaultFeaturesFile[] =
+    "/etc/kubernetes/node-feature-discovery/features.d/gpulet";
+
+// Facts for the labels that the inventory does not carry.
+struct LabelExtras {
+  // /sys/class/dmi/id/product_name, e.g. "DGX H100"; "" when unreadable.
+  std::string machine_type;
+  // PCI class of the first GPU: 0x030000 (VGA: "graphics") or 0x030200 (3D: "compute").
+  std::optional<uint32_t> first_gpu_pci_class;
+};
+
+// Reads LabelExtras through `host` (DMI product name, the first GPU's PCI class).
+LabelExtras ReadLabelExtras(const HostFs& host, const Inventory& inventory);
+
+// A label value as GFD writes it: spaces become '-'. Beyond GFD, so that the value is always
+// a valid Kubernetes label value: other characters outside [A-Za-z0-9._-] also become '-',
+// leading and trailing non-alphanumerics are dropped, and the result is cut to 63 characters.
+std::string SanitizeLabelValue(absl::string_view value);
+
+// GFD's family name for a compute capability: "volta" (7.0-7.4), "turing" (7.5), "ampere"
+// (8.0-8.8), "ada-lovelace" (8.9), "hopper" (9.x), "blackwell" (10.x and 12.x), "rubin"
+// (13.x), older ones by name, "undefined" otherwise.
+std::string GpuFamilyFromComputeCapability(int major, int minor);
+
+// The same names from an architecture (used when NVML, and so the compute capability, is
+// not available).
+std::string GpuFamilyFromArchitecture(Architecture arch);
+
+// The labels for a node. Empty when the inventory has no GPU (the file is still written, so
+// that labels from an earlier run disappear).
+NodeLabels ComputeGpuLabels(const Inventory& inventory, const LabelExtras& extras);
+
+// The feature file: "key=value\n" per label, sorted by key.
+std::string FormatFeatureFile(const NodeLabels& labels);
+
+}  // namespace gpulet
+
+#endif  // GPULET_DEPLOY_LABELS_H_

@@ -1,0 +1,172 @@
+#include "deploy/labels.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "config/config.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/files.h"
+#include "testing/subprocess.h"
+
+namespace gpulet {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Pair;
+using ::testing::UnorderedElementsAre;
+
+TEST(LabelsTest, SanitizeFollowsGfdAndStaysValid) {
+  EXPECT_EQ(SanitizeLabelValue("NVIDIA GeForce RTX 3080"), "NVIDIA-GeForce-RTX-3080");
+  EXPECT_EQ(SanitizeLabelValue("NVIDIA H100 80GB HBM3"), "NVIDIA-H100-80GB-HBM3");
+  EXPECT_EQ(SanitizeLabelValue("Tesla V100-SXM2-16GB"), "Tesla-V100-SXM2-16GB");
+  EXPECT_EQ(SanitizeLabelValue("NVIDIA TITAN X (Pascal)"), "NVIDIA-TITAN-X--Pascal");
+  EXPECT_EQ(SanitizeLabelValue("  DGX H100 "), "DGX-H100");
+  EXPECT_EQ(SanitizeLabelValue(std::string(80, 'a')).size(), 63u);
+  EXPECT_EQ(SanitizeLabelValue("(((("), "");
+}
+
+TEST(LabelsTest, FamilyFromComputeCapabilityMatchesGfd) {
+  EXPECT_EQ(GpuFamilyFromComputeCapability(7, 0), "volta");
+  EXPECT_EQ(GpuFamilyFromComputeCapability(7, 5), "turing");
+  EXPECT_EQ(GpuFamilyFromComputeCapability(8, 6), "ampere");
+  EXPECT_EQ(GpuFamilyFromComputeCapability(8, 9), "ada-lovelace");
+  EXPECT_EQ(GpuFamilyFromComputeCapability(9, 0), "hopper");
+  EXPECT_EQ(GpuFamilyFromComputeCapability(10, 0), "blackwell");
+  EXPECT_EQ(GpuFamilyFromComputeCapability(12, 0), "blackwell");
+  EXPECT_EQ(GpuFamilyFromComputeCapability(11, 0), "undefined");
+  EXPECT_EQ(GpuFamilyFromArchitecture(Architecture::kAda), "ada-lovelace");
+  EXPECT_EQ(GpuFamilyFromArchitecture(Architecture::kBlackwell), "blackwell");
+  EXPECT_EQ(GpuFamilyFromArchitecture(Architecture::kUnknown), "undefined");
+}
+
+TEST(LabelsTest, NoGpuNoLabels) {
+  Inventory inv;
+  EXPECT_THAT(ComputeGpuLabels(inv, {}), IsEmpty());
+  EXPECT_EQ(FormatFeatureFile({}), "");
+}
+
+TEST(LabelsTest, PciOnlyInventoryLeavesOutNvmlValues) {
+  Inventory inv;
+  inv.nvml_status = absl::FailedPreconditionError("driver not loaded");
+  Gpu g;
+  g.name = "NVIDIA GeForce RTX 5090";
+  g.bus_id = "0000:02:00.0";
+  g.architecture = Architecture::kBlackwell;
+  g.on_pci = true;
+  inv.gpus.push_back(g);
+  inv.driver.version = "570.133.20";
+  inv.driver.flavor = DriverFlavor::kProprietary;
+  LabelExtras extras;
+  extras.first_gpu_pci_class = 0x030000;
+  NodeLabels labels = ComputeGpuLabels(inv, extras);
+  EXPECT_THAT(
+      labels,
+      UnorderedElementsAre(
+          Pair("nvidia.com/gpu.present", "true"), Pair("nvidia.com/gpu.count", "1"),
+          Pair("nvidia.com/gpu.product", "NVIDIA-GeForce-RTX-5090"),
+          Pair("nvidia.com/gpu.family", "blackwell"), Pair("nvidia.com/gpu.mode", "graphics"),
+          Pair("nvidia.com/cuda.driver-version.full", "570.133.20"),
+          Pair("nvidia.com/cuda.driver-version.major", "570"),
+          Pair("nvidia.com/cuda.driver-version.minor", "133"),
+          Pair("nvidia.com/cuda.driver-version.revision", "20"),
+          Pair("nvidia.com/cuda.driver.major", "570"), Pair("nvidia.com/cuda.driver.minor", "133"),
+          Pair("nvidia.com/cuda.driver.rev", "20"),
+          Pair("gpulet.dev/kernel-module-flavor", "proprietary")));
+  EXPECT_THAT(FormatFeatureFile(labels), HasSubstr("nvidia.com/gpu.count=1\n"));
+}
+
+// --- against the simulated nodes, through the command -----------------------------------------
+
+std::string Gpulet() { return std::string(GPULET_BINARY_DIR) + "/gpulet"; }
+
+using TempDir = gpulet::testing::ScratchDir;
+
+NodeLabels ParseFeatureFile(const std::string& text) {
+  NodeLabels out;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(line, absl::MaxSplits('=', 1));
+    out[kv.first] = kv.second;
+  }
+  return out;
+}
+
+std::string ReadWhole(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(LabelsCommandTest, HomelabSimulation) {
+  TempDir dir;
+  std::string out = dir.path() + "/gpulet";
+  testing::RunResult r =
+      testing::RunProgram({Gpulet(), "--simulate", "homelab", "labels", "--output", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("wrote"));
+  NodeLabels labels = ParseFeatureFile(ReadWhole(out));
+  EXPECT_EQ(labels["nvidia.com/gpu.present"], "true");
+  EXPECT_EQ(labels["nvidia.com/gpu.count"], "2");
+  // GFD describes the first GPU (NVML index 0): the RTX 3080.
+  EXPECT_EQ(labels["nvidia.com/gpu.product"], "NVIDIA-GeForce-RTX-3080");
+  EXPECT_EQ(labels["nvidia.com/gpu.memory"], "10240");
+  EXPECT_EQ(labels["nvidia.com/gpu.family"], "ampere");
+  EXPECT_EQ(labels["nvidia.com/gpu.compute.major"], "8");
+  EXPECT_EQ(labels["nvidia.com/gpu.compute.minor"], "6");
+  EXPECT_EQ(labels["nvidia.com/gpu.mode"], "graphics");
+  EXPECT_EQ(labels["nvidia.com/cuda.driver-version.full"], "570.133.20");
+  EXPECT_EQ(labels["nvidia.com/cuda.driver-version.revision"], "20");
+  EXPECT_EQ(labels["nvidia.com/cuda.runtime-version.full"], "12.8");
+  EXPECT_EQ(labels["nvidia.com/cuda.runtime.major"], "12");
+  EXPECT_EQ(labels["gpulet.dev/kernel-module-flavor"], "open");
+  EXPECT_EQ(labels["gpulet.dev/gpu.mixed"], "true");
+  EXPECT_EQ(labels.count("nvidia.com/gpu.machine"), 0u);  // the fixture has no DMI
+  // Only the file itself is left in the directory: no temporary files.
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
+}
+
+TEST(LabelsCommandTest, Dgx8Simulation) {
+  testing::RunResult r =
+      testing::RunProgram({Gpulet(), "--simulate", "dgx8", "labels", "--output", "-"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  NodeLabels labels = ParseFeatureFile(r.out);
+  EXPECT_EQ(labels["nvidia.com/gpu.count"], "8");
+  EXPECT_EQ(labels["nvidia.com/gpu.product"], "NVIDIA-H100-80GB-HBM3");
+  EXPECT_EQ(labels["nvidia.com/gpu.memory"], "81559");
+  EXPECT_EQ(labels["nvidia.com/gpu.family"], "hopper");
+  EXPECT_EQ(labels["nvidia.com/gpu.compute.major"], "9");
+  EXPECT_EQ(labels["nvidia.com/gpu.compute.minor"], "0");
+  EXPECT_EQ(labels["nvidia.com/gpu.mode"], "compute");
+  EXPECT_EQ(labels.count("gpulet.dev/gpu.mixed"), 0u);
+  // Sorted, one key=value per line.
+  EXPECT_EQ(r.out, FormatFeatureFile(labels));
+}
+
+TEST(LabelsCommandTest, MissingDirectoryIsExplained) {
+  TempDir dir;
+  testing::RunResult r = testing::RunProgram(
+      {Gpulet(), "--simulate", "homelab", "labels", "--output", dir.path() + "/no/such/file"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("does not exist"));
+  EXPECT_THAT(r.err, HasSubstr("--output -"));
+}
+
+}  // namespace
+}  // namespace gpulet
+
+namespace gpulet {
+namespace {
+// `gpulet serve` keeps the same file `gpulet labels` writes by default.
+TEST(LabelsDefaultsTest, DaemonWritesTheSameFeatureFile) {
+  EXPECT_EQ(Config().labels.features_file, kDefaultFeaturesFile);
+}
+}  // namespace
+}  // namespace gpulet

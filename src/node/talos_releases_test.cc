@@ -1,0 +1,159 @@
+#include "node/talos_releases.h"
+
+#include "absl/strings/match.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gpulet::talos {
+namespace {
+
+using ::testing::HasSubstr;
+
+const Release& R(int minor) { return *FindRelease(1, minor)->release; }
+
+TEST(TalosReleasesTest, KnowsEightToFourteenInOrder) {
+  const std::vector<Release>& all = KnownReleases();
+  ASSERT_EQ(all.size(), 7u);
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].major, 1);
+    EXPECT_EQ(all[i].minor, static_cast<int>(8 + i));
+  }
+  EXPECT_EQ(OldestRelease().Name(), "Talos 1.8");
+  EXPECT_EQ(NewestRelease().Name(), "Talos 1.14");
+  EXPECT_EQ(R(14).tag, "v1.14.0-rc.1");
+  EXPECT_EQ(R(9).tag, "v1.9.0");
+}
+
+TEST(TalosReleasesTest, EveryFactNamesAPublicSource) {
+  auto sourced = [](const std::string& s, const std::string& what) {
+    EXPECT_TRUE(absl::StartsWith(s, "siderolabs/talos@") ||
+                absl::StartsWith(s, "siderolabs/extensions@") ||
+                absl::StartsWith(s, "siderolabs/pkgs@") || absl::StartsWith(s, "containerd/"))
+        << what << ": " << s;
+    EXPECT_THAT(s, HasSubstr(":")) << what;
+  };
+  for (const Release& r : KnownReleases()) {
+    std::string n = r.Name();
+    sourced(r.suffixed_extension_names.source, n + " names");
+    sourced(r.layout.source, n + " layout");
+    sourced(r.cdi_spec_writer.source, n + " cdi writer");
+    sourced(r.cdi_spec_path.source, n + " cdi path");
+    sourced(r.containerd_major.source, n + " containerd");
+    sourced(r.containerd_cdi_enabled.source, n + " containerd cdi");
+    sourced(r.cdi_spec_dirs.source, n + " cdi dirs");
+    sourced(r.runtime_mode.source, n + " runtime");
+    sourced(r.needs_bpf_jit_harden_1.source, n + " bpf");
+    sourced(r.bpf_jit_harden_default.source, n + " bpf default");
+    sourced(r.hook_links_in_usr_bin.source, n + " hook links");
+    sourced(r.v1alpha1_fields.source, n + " fields");
+    sourced(r.document_kinds.source, n + " kinds");
+    sourced(r.generated_config.source, n + " generated");
+    for (const Conflict& c : r.conflicts) sourced(c.source, n + " conflict " + c.field);
+    for (const Required& q : r.required) sourced(q.source, n + " required " + q.field);
+    // Facts are read at the row's own tag.
+    EXPECT_THAT(r.layout.source, HasSubstr("@" + r.tag + ":")) << n;
+    EXPECT_THAT(r.runtime_mode.source, HasSubstr("@" + r.tag + ":")) << n;
+  }
+}
+
+TEST(TalosReleasesTest, ExtensionNamesAreSuffixedFromOneEight) {
+  EXPECT_TRUE(R(8).suffixed_extension_names.value);
+  EXPECT_EQ(ExtensionName(R(8), "nvidia-container-toolkit", false),
+            "nvidia-container-toolkit-production");
+  EXPECT_EQ(ExtensionName(R(12), "nonfree-kmod-nvidia", true), "nonfree-kmod-nvidia-lts");
+}
+
+TEST(TalosReleasesTest, LibraryLayouts) {
+  EXPECT_EQ(R(8).layout.value.library_dir, "/usr/local/glibc/lib");
+  EXPECT_EQ(R(8).layout.value.ld_so_cache, "/usr/local/glibc/etc/ld.so.cache");
+  for (int m : {9, 10, 11, 12}) {
+    EXPECT_EQ(R(m).layout.value.library_dir, "/usr/local/glibc/usr/lib") << m;
+    EXPECT_EQ(R(m).layout.value.libc, "/usr/local/glibc/usr/lib/libc.so.6") << m;
+  }
+  for (int m : {13, 14}) {
+    EXPECT_EQ(R(m).layout.value.library_dir, "/usr/local/lib") << m;
+    EXPECT_EQ(R(m).layout.value.ld_so_cache, "/etc/ld.so.cache") << m;
+  }
+  EXPECT_EQ(ReleasesWithLibraryDir("/usr/local/glibc/usr/lib"), "Talos 1.9 to 1.12");
+  EXPECT_EQ(ReleasesWithLibraryDir("/usr/local/glibc/lib"), "Talos 1.8 to 1.12");
+  EXPECT_EQ(ReleasesWithLibraryDir("/usr/local/lib"), "Talos 1.13 to 1.14 (and later)");
+  EXPECT_EQ(ReleasesWithLibraryDir("/usr/lib64"), "");
+}
+
+TEST(TalosReleasesTest, RuntimeCdiAndSysctl) {
+  for (int m = 8; m <= 12; ++m) {
+    EXPECT_EQ(R(m).runtime_mode.value, RuntimeMode::kLegacy) << m;
+    EXPECT_TRUE(R(m).needs_bpf_jit_harden_1.value) << m;
+    EXPECT_EQ(R(m).cdi_spec_writer.value, "") << m;
+    EXPECT_FALSE(R(m).hook_links_in_usr_bin.value) << m;
+    EXPECT_EQ(R(m).cdi_spec_dirs.value, (std::vector<std::string>{"/etc/cdi", "/var/run/cdi"}));
+  }
+  for (int m = 13; m <= 14; ++m) {
+    EXPECT_EQ(R(m).runtime_mode.value, RuntimeMode::kCdi) << m;
+    EXPECT_FALSE(R(m).needs_bpf_jit_harden_1.value) << m;
+    EXPECT_EQ(R(m).cdi_spec_writer.value, "ext-nvidia-cdi-gen") << m;
+    EXPECT_EQ(R(m).cdi_spec_path.value, "/run/cdi/nvidia.yaml") << m;
+    EXPECT_TRUE(R(m).hook_links_in_usr_bin.value) << m;
+  }
+  // containerd 2 everywhere, so CDI is on everywhere (by default before 1.13).
+  for (const Release& r : KnownReleases()) {
+    EXPECT_EQ(r.containerd_major.value, 2) << r.Name();
+    EXPECT_TRUE(r.containerd_cdi_enabled.value) << r.Name();
+  }
+}
+
+TEST(TalosReleasesTest, UnknownReleases) {
+  absl::StatusOr<Match> newer = FindRelease(1, 15);
+  ASSERT_TRUE(newer.ok());
+  EXPECT_EQ(newer->release, &NewestRelease());
+  EXPECT_THAT(newer->warning, HasSubstr("Talos 1.15 is newer than the newest release"));
+  EXPECT_TRUE(FindRelease(2, 0).ok());
+  EXPECT_TRUE(FindRelease(1, 12)->warning.empty());
+  absl::StatusOr<Match> older = FindRelease(1, 7);
+  ASSERT_FALSE(older.ok());
+  EXPECT_EQ(older.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(older.status().message(), HasSubstr("Talos 1.7 is not supported"));
+  EXPECT_THAT(older.status().message(), HasSubstr("upgrade the node to Talos 1.8"));
+  EXPECT_FALSE(FindRelease(0, 14).ok());
+}
+
+TEST(TalosReleasesTest, DocumentsArriveInOneFourteen) {
+  EXPECT_FALSE(R(13).KernelModuleDocuments());
+  EXPECT_TRUE(R(14).KernelModuleDocuments());
+  EXPECT_TRUE(R(14).KubeNodeDocuments());
+  DocumentShape kmod{"KernelModuleConfig", {"name"}};
+  std::vector<Violation> v = CheckPatch(R(13), {kmod});
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_THAT(v[0].message, HasSubstr("Talos 1.13 has no KernelModuleConfig document"));
+  EXPECT_TRUE(CheckPatch(R(14), {kmod}).empty());
+  EXPECT_EQ(CheckPatch(R(14), {{"KernelModuleConfig", {}}}).size(), 1u);        // name required
+  EXPECT_EQ(CheckPatch(R(14), {{"KubeletConfig", {"extraArgs"}}}).size(), 1u);  // image
+  EXPECT_EQ(CheckPatch(R(12), {{"", {"machine.install.disk"}}}).size(), 1u);
+  EXPECT_TRUE(CheckPatch(R(12), {{"", {"machine", "machine.sysctls"}}}).empty());
+}
+
+TEST(TalosReleasesTest, OneFourteenConflicts) {
+  // The 1.13 form (machine.kubelet + machine.nodeLabels) on a node installed with 1.14.
+  DocumentShape legacy{"", {"machine.kubelet.extraArgs", "machine.nodeLabels"}};
+  std::vector<BaseConfig> bases = BaseConfigs(R(14));
+  ASSERT_EQ(bases.size(), 2u);
+  EXPECT_EQ(bases[0].description, "generated by Talos 1.14");
+  EXPECT_EQ(bases[1].description, "upgraded to Talos 1.14 from Talos 1.13");
+  std::vector<Violation> v = CheckMerged(R(14), bases[0].documents, {legacy});
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_THAT(v[0].message, HasSubstr("KubeletConfig document next to machine.kubelet"));
+  EXPECT_THAT(v[1].message, HasSubstr("KubeNodeConfig document next to machine.nodeLabels"));
+  EXPECT_THAT(v[1].source, HasSubstr("types/k8s/node.go"));
+  // A KubeletConfig document on an upgraded node (which has machine.kubelet) is refused too.
+  v = CheckMerged(R(14), bases[1].documents, {{"KubeletConfig", {"image", "extraArgs"}}});
+  ASSERT_EQ(v.size(), 1u);
+  // KubeNodeConfig with labels and taints fits both.
+  DocumentShape node{"KubeNodeConfig", {"labels", "taints"}};
+  EXPECT_TRUE(CheckMerged(R(14), bases[0].documents, {node}).empty());
+  EXPECT_TRUE(CheckMerged(R(14), bases[1].documents, {node}).empty());
+  // Before 1.14 there are no such rules.
+  EXPECT_TRUE(CheckMerged(R(13), BaseConfigs(R(13))[0].documents, {legacy}).empty());
+}
+
+}  // namespace
+}  // namespace gpulet::talos

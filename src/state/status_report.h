@@ -1,0 +1,108 @@
+// StatusReport: the /status document, as one typed value shared by both ends.
+//
+// `gpulet serve` answers GET /status with it (metrics/http_server: the DeviceStore snapshot,
+// plus what the sampler and pod attribution know); `gpulet status` reads it back and prints
+// a table. Both sides go through ToJson/FromJson here, so a key renamed on one side cannot
+// silently vanish on the other.
+//
+// Wire format (unchanged from before this type existed; tests check it byte for byte):
+// a JSON object, keys in sorted order, pretty-printed with two spaces and a final newline.
+// Optional fields are left out when absent. FromJson ignores keys it does not know (a newer
+// daemon may add some) and fails, naming the key path ("gpus[1].health"), when a required key
+// is missing or any known key has the wrong type or value.
+//
+// Thread-safety: plain values and pure functions.
+#ifndef GPULET_STATE_STATUS_REPORT_H_
+#define GPULET_STATE_STATUS_REPORT_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+#include "state/device_store.h"
+
+namespace gpulet {
+
+// A pod container holding a device of this GPU (pod attribution).
+struct AllocationStatus {
+  std::string namespace_name;  // "namespace"
+  std::string pod;
+  std::string container;
+  std::string resource;   // "nvidia.com/gpu"
+  std::string device_id;  // the advertised ID, e.g. "GPU-…::2"
+
+  bool operator==(const AllocationStatus&) const = default;
+};
+
+// A process using the GPU.
+struct ProcessStatus {
+  unsigned pid = 0;
+  std::optional<std::string> name;  // comm, when gpulet could read it
+  // Its pod, when attribution found one (all three set together).
+  std::optional<std::string> namespace_name, pod, container;
+  std::optional<uint64_t> used_bytes;
+
+  bool operator==(const ProcessStatus&) const = default;
+};
+
+struct GpuStatus {
+  // From the DeviceStore.
+  std::optional<unsigned> index;
+  std::string uuid;
+  std::string name;
+  std::string pci_bus_id;
+  HealthState health = HealthState::kHealthy;
+  std::optional<std::string> reason;  // of the worst condition
+  std::optional<std::string> action;
+  std::optional<absl::Time> since;  // whole seconds on the wire (RFC 3339, UTC)
+  std::optional<int> last_xid;
+  std::map<int, uint64_t> xid_counts;  // left out when empty
+  std::optional<uint64_t> memory_total_bytes;
+  // Pod attribution: present (maybe empty) when it is on.
+  std::optional<std::vector<AllocationStatus>> allocations;
+  // The sampler: present once it has tried this GPU.
+  std::optional<bool> answering;
+  std::optional<std::string> sample_error;
+  std::optional<double> sample_age_seconds;
+  // The latest sample, present only while the GPU answers.
+  std::optional<unsigned> utilization_percent;
+  std::optional<uint64_t> memory_used_bytes;
+  std::optional<unsigned> temperature_c;
+  std::optional<double> power_w;
+  std::optional<std::vector<ProcessStatus>> processes;
+
+  bool operator==(const GpuStatus&) const = default;
+};
+
+struct StatusReport {
+  bool nvml_ok = false;
+  std::string nvml_error;  // on the wire only when !nvml_ok
+  std::vector<GpuStatus> gpus;
+
+  bool operator==(const StatusReport&) const = default;
+
+  nlohmann::json ToJson() const;
+  // ToJson, as the server sends it.
+  std::string ToJsonText() const;
+
+  static absl::StatusOr<StatusReport> FromJson(const nlohmann::json& doc);
+  // Parses the server's text; also fails when it is not JSON at all.
+  static absl::StatusOr<StatusReport> FromJsonText(absl::string_view text);
+};
+
+// The store's part of the report: NVML state, identity and health of every GPU, in
+// inventory order. The sampler's and pod attribution's fields are left absent.
+StatusReport StatusFromSnapshot(const Snapshot& snap);
+
+// Parses a HealthStateName() back; nullopt for anything else.
+std::optional<HealthState> ParseHealthState(absl::string_view name);
+
+}  // namespace gpulet
+
+#endif  // GPULET_STATE_STATUS_REPORT_H_
