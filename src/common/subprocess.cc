@@ -118,6 +118,23 @@ struct Stream {
   std::string* into = nullptr;
 };
 
+// When a child started and when it must be done (time_point::max() without a deadline).
+struct Timing {
+  bool finite = false;
+  SteadyClock::time_point start, deadline;
+};
+
+Timing StartTiming(const SubprocessOptions& options) {
+  Timing t;
+  t.finite = options.deadline != absl::InfiniteDuration();
+  t.start = SteadyClock::now();
+  t.deadline =
+      t.finite
+          ? t.start + absl::ToChronoNanoseconds(std::max(options.deadline, absl::ZeroDuration()))
+          : SteadyClock::time_point::max();
+  return t;
+}
+
 // Reads `streams` until each reaches end of file or `deadline` passes; returns false on
 // the deadline.
 bool Collect(std::array<Stream, 2>& streams, size_t count, SteadyClock::time_point deadline,
@@ -260,11 +277,7 @@ absl::StatusOr<SubprocessResult> RunSubprocess(const std::vector<std::string>& a
     return absl::InternalError(absl::StrCat("cannot open /dev/null: ", strerror(errno)));
   }
 
-  const bool finite = options.deadline != absl::InfiniteDuration();
-  const auto start = SteadyClock::now();
-  const auto deadline =
-      finite ? start + absl::ToChronoNanoseconds(std::max(options.deadline, absl::ZeroDuration()))
-             : SteadyClock::time_point::max();
+  const Timing timing = StartTiming(options);
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
@@ -291,9 +304,10 @@ absl::StatusOr<SubprocessResult> RunSubprocess(const std::vector<std::string>& a
   exec_w.Reset();
   devnull.Reset();
 
-  bool in_time = Collect(streams, 2, deadline, finite, options.max_output_bytes, &result.truncated);
-  Reap(pid, deadline, finite, !in_time, &result);
-  result.elapsed = absl::FromChrono(SteadyClock::now() - start);
+  bool in_time = Collect(streams, 2, timing.deadline, timing.finite, options.max_output_bytes,
+                         &result.truncated);
+  Reap(pid, timing.deadline, timing.finite, !in_time, &result);
+  result.elapsed = absl::FromChrono(SteadyClock::now() - timing.start);
   // The child has been reaped, so the exec-error pipe holds its errno or is at end of file.
   int exec_errno = 0;
   ssize_t got;
@@ -311,11 +325,7 @@ absl::StatusOr<SubprocessResult> RunInChild(const std::function<void(int fd)>& c
   SubprocessResult result;
   streams[0].into = &result.out;
   if (absl::Status s = MakePipe(&streams[0].fd, &out_w); !s.ok()) return s;
-  const bool finite = options.deadline != absl::InfiniteDuration();
-  const auto start = SteadyClock::now();
-  const auto deadline =
-      finite ? start + absl::ToChronoNanoseconds(std::max(options.deadline, absl::ZeroDuration()))
-             : SteadyClock::time_point::max();
+  const Timing timing = StartTiming(options);
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
@@ -326,9 +336,10 @@ absl::StatusOr<SubprocessResult> RunInChild(const std::function<void(int fd)>& c
     _exit(0);
   }
   out_w.Reset();
-  bool in_time = Collect(streams, 1, deadline, finite, options.max_output_bytes, &result.truncated);
-  Reap(pid, deadline, finite, !in_time, &result);
-  result.elapsed = absl::FromChrono(SteadyClock::now() - start);
+  bool in_time = Collect(streams, 1, timing.deadline, timing.finite, options.max_output_bytes,
+                         &result.truncated);
+  Reap(pid, timing.deadline, timing.finite, !in_time, &result);
+  result.elapsed = absl::FromChrono(SteadyClock::now() - timing.start);
   return result;
 }
 

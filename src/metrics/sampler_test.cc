@@ -17,11 +17,11 @@ namespace gpulet {
 namespace {
 
 using ::gpulet::testing::FakeGpuLibrary;
+using ::gpulet::testing::kGpu0;
+using ::gpulet::testing::kGpu1;
 using ::gpulet::testing::NvmlGpu;
 using ::gpulet::testing::SimulatedClock;
 
-constexpr char kGpu0[] = "GPU-00000000-0000-0000-0000-000000000000";
-constexpr char kGpu1[] = "GPU-11111111-1111-1111-1111-111111111111";
 constexpr absl::Duration kInterval = absl::Seconds(1);
 constexpr absl::Duration kTimeout = absl::Milliseconds(500);
 

@@ -122,6 +122,10 @@ class FakeGpuLibrary final : public GpuLibrary {
   bool destroying_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// UUIDs for the GPUs a test adds.
+inline constexpr char kGpu0[] = "GPU-00000000-0000-0000-0000-000000000000";
+inline constexpr char kGpu1[] = "GPU-11111111-1111-1111-1111-111111111111";
+
 // The inventory entry for a GPU the fake answers for: seen by NVML and on the PCI bus,
 // bound to the nvidia driver, named "NVIDIA H200".
 inline Gpu NvmlGpu(unsigned index, const std::string& uuid, const std::string& bus) {
