@@ -132,12 +132,22 @@ void PodAttributor::Run() {
   // Refresh at once, then every interval; never twice within kMinGap.
   MonoTime last = clock->Monotonic() - kMinGap;
   MonoTime next = clock->Monotonic();
+  // After a failed call, try again sooner than the interval, backing off: a
+  // kubelet that creates its socket (which wakes us) before it listens answers
+  // the first call with "connection refused".
+  absl::Duration retry = kMinGap;
   while (!stop_.load()) {
     MonoTime now = clock->Monotonic();
     if (now >= next && now - last >= kMinGap) {
       RefreshOnce();
       last = clock->Monotonic();
-      next = last + options_.interval;
+      if (Current()->ok) {
+        retry = kMinGap;
+        next = last + options_.interval;
+      } else {
+        next = last + std::min(retry, options_.interval);
+        retry = std::min(retry * 2, options_.interval);
+      }
     }
     absl::Duration wait = std::max(next, last + kMinGap) - clock->Monotonic();
     DirWatcher::Changes changes = watcher_->Wait(std::max(wait, absl::Milliseconds(1)));

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <thread>
 
@@ -204,6 +205,45 @@ TEST(PodAttributorTest, FollowsTheKubeletThroughARestart) {
   EXPECT_TRUE(m->ok) << m->error;
   EXPECT_EQ(m->by_gpu.count("GPU-0"), 1u);
   EXPECT_EQ(m->by_gpu.count("GPU-1"), 0u);
+  pods.Stop();
+  fs::remove_all(dir);
+}
+
+// A client that refuses its first calls, as a kubelet does between creating its
+// socket and listening on it.
+class RefusingThenAnswering final : public PodResourcesClient {
+ public:
+  explicit RefusingThenAnswering(int refusals) : refusals_(refusals) {}
+  absl::StatusOr<v1::ListPodResourcesResponse> List(absl::Duration) override {
+    if (calls_.fetch_add(1) < refusals_) return absl::UnavailableError("connection refused");
+    return v1::ListPodResourcesResponse();
+  }
+  std::atomic<int>& calls() { return calls_; }
+
+ private:
+  const int refusals_;
+  std::atomic<int> calls_{0};
+};
+
+TEST(PodAttributorTest, AFailedCallIsRetriedSoonerThanTheInterval) {
+  std::string dir = ShortTempDir("gpr");
+  auto client = std::make_unique<RefusingThenAnswering>(1);
+  RefusingThenAnswering* calls = client.get();
+  DeviceStore store;
+  PodAttributor::Options o;
+  o.socket_dir = dir;
+  o.interval = absl::Seconds(60);
+  PodAttributor pods(std::move(client), &store, nullptr, o);
+  pods.Start();
+  absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (absl::Now() < deadline && !pods.Current()->ok) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(pods.Current()->ok) << pods.Current()->error;
+  EXPECT_EQ(calls->calls().load(), 2);
+  // Once answered, the next call waits for the interval again.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(calls->calls().load(), 2);
   pods.Stop();
   fs::remove_all(dir);
 }
