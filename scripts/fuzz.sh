@@ -13,7 +13,8 @@
 # Seeds: targets under src/health and src/doctor start from tests/fixtures/kmsg (each line
 # and each /dev/kmsg record as its own input); the ELF reader (src/gpu/elf_check_fuzz.cc)
 # from a few small system shared libraries; the pod-identity parsers from the simulator
-# fixtures' /proc/<pid>/cgroup files and /var/log/pods names. Inputs that grow coverage accumulate in
+# fixtures' /proc/<pid>/cgroup files and /var/log/pods names; the config parser from README's
+# example; the web-config parser from a few small files. Inputs that grow coverage accumulate in
 # build-fuzz/corpus/NAME; a crashing input is saved in build-fuzz/artifacts/NAME/.
 # Reproduce one with: build-fuzz/bin/NAME build-fuzz/artifacts/NAME/crash-...
 set -euo pipefail
@@ -57,7 +58,7 @@ CXXFLAGS=(-std=c++20 -g -O1 -fno-omit-frame-pointer -Wall -Wextra
 # Every library any target might need; --as-needed drops the ones a target does not use.
 # shellcheck disable=SC2207
 LIBS=(-Wl,--as-needed $(pkg-config --libs absl_status absl_statusor absl_strings \
-  absl_str_format absl_synchronization absl_time absl_cord libelf) -lpthread -ldl)
+  absl_str_format absl_synchronization absl_time absl_cord libelf yaml-cpp) -lpthread -ldl)
 
 # --- dependency closure ------------------------------------------------------------------
 # Prints the .cc files (repository-relative) that `$1` needs, itself included.
@@ -138,6 +139,19 @@ make_seeds() {
       for c in sim/fixtures/*/root/var/log/pods/*; do
         [ -d "$c" ] && basename "$c" | tr -d '\n' > "$dir/logdir-$((i += 1))"
       done
+      ;;
+    src/config/config_fuzz.cc)
+      # README's config example, and one file per key from it.
+      sed -n '/^```yaml$/,/^```$/p' README.md | sed '1d;$d' > "$dir/readme.yaml"
+      printf 'version: v1\nhealth:\n  probeInterval: 2s\n  applicationXids: [13, 31]\n' \
+        > "$dir/health.yaml"
+      printf 'version: v1\nplugin:\n  deviceListStrategy: envvar, cdi-cri\n' > "$dir/list.yaml"
+      ;;
+    src/metrics/web_config_fuzz.cc)
+      printf 'tls_server_config:\n  cert_file: /c.pem\n  key_file: /k.pem\n' > "$dir/tls.yml"
+      printf 'basic_auth_users:\n  prom: %s\n' \
+        '$2y$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy' > "$dir/users.yml"
+      printf 'http_server_config:\n  http2: true\n' > "$dir/http.yml"
       ;;
     src/gpu/elf_check_fuzz.cc)
       local lib

@@ -1,6 +1,14 @@
 // The gpulet binary end to end: command table, list against the simulator and against
 // hosts without NVML.
+#include <elf.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstddef>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
 
 #include "cli/command.h"
 #include "gtest/gtest.h"
@@ -10,6 +18,7 @@ namespace gpulet {
 namespace {
 
 using ::gpulet::testing::RunProgram;
+namespace fs = std::filesystem;
 
 std::string Gpulet() { return std::string(GPULET_BINARY_DIR) + "/gpulet"; }
 
@@ -83,6 +92,70 @@ TEST(CliTest, CrashingNvmlNeverCrashesGpulet) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.signal, 0);
   EXPECT_NE(r.err.find("SIGSEGV"), std::string::npos) << r.err;
+}
+
+// --nvml-lib pointing at something that is no shared library: `list` fails at once (a FIFO
+// used to block it forever in open()) with a message naming the path and what it is.
+class CliBadLibraryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("gpulet-cli-badlib-" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string Write(const std::string& name, const std::string& bytes) {
+    std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  }
+
+  static std::string ReadAll(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+
+  // Runs `gpulet --nvml-lib path list` and expects a quick failure whose stderr names the
+  // path and says `what`.
+  void ExpectListFails(const std::string& path, const std::string& what) {
+    auto r = RunProgram({Gpulet(), "--nvml-lib", path, "list"}, {}, 20000);
+    EXPECT_FALSE(r.timed_out) << path;
+    EXPECT_EQ(r.exit_code, 1) << path << "\n" << r.err;
+    EXPECT_LT(r.seconds, 2.0) << path;  // the loader itself answers in milliseconds
+    EXPECT_NE(r.err.find(path), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(what), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("Fix:"), std::string::npos) << r.err;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(CliBadLibraryTest, FifoDirectoryDeviceAndSymlinkLoopFailAtOnce) {
+  std::string fifo = (dir_ / "fifo.so").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  ExpectListFails(fifo, "a FIFO");
+  ExpectListFails(dir_.string(), "a directory");
+  ExpectListFails("/dev/zero", "a character device");
+  std::string loop = (dir_ / "loop.so").string();
+  fs::create_symlink(loop, loop);
+  ExpectListFails(loop, "symlink loop");
+}
+
+TEST_F(CliBadLibraryTest, LinkerScriptTruncatedAndForeignLibrariesAreNamed) {
+  ExpectListFails(Write("script.so", "/* GNU ld script */\nINPUT(libnvidia-ml.so.1)\n"),
+                  "linker script");
+  std::string whole = ReadAll(std::string(GPULET_TESTLIB_DIR) + "/libnvml-crash_init.so");
+  ASSERT_GT(whole.size(), 1000u);
+  std::string half = Write("half.so", whole.substr(0, whole.size() / 2));
+  ExpectListFails(half, "truncated");
+  auto r = RunProgram({Gpulet(), "--nvml-lib", half, "list"});
+  EXPECT_EQ(r.err.find("mixed"), std::string::npos) << r.err;
+  if (whole[EI_CLASS] == ELFCLASS64 && whole[offsetof(Elf64_Ehdr, e_machine)] == EM_X86_64) {
+    std::string foreign = whole;
+    foreign[offsetof(Elf64_Ehdr, e_machine)] = static_cast<char>(EM_AARCH64);
+    ExpectListFails(Write("aarch64.so", foreign), "aarch64");
+  }
 }
 
 }  // namespace

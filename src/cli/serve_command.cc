@@ -9,17 +9,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "cli/commands.h"
 #include "common/log.h"
+#include "common/periodic_worker.h"
 #include "config/config.h"
 #include "daemon/daemon.h"
 
@@ -81,6 +85,55 @@ constexpr FlagKey kFlagKeys[] = {
 
 // In a pod, gethostname() is the pod's name, which changes on every rollout; the DaemonSet
 // passes the node's name (downward API) in NODE_NAME, as dcgm-exporter's does.
+// SIGTERM and SIGINT while `gpulet serve` starts, before its signal loop runs. Discovery can
+// wait long on a driver that hangs in nvmlInit (the probe's deadline, seconds): a stop
+// request then ends the process at once, since nothing gpulet must remove exists yet (the
+// daemon has not served) and every child it started dies with it (PR_SET_PDEATHSIG). Once
+// the daemon is starting (sockets may appear), the request is only recorded, and the
+// caller stops the daemon when Start returns. SIGHUP stays pending for the signal loop.
+class StartupSignals {
+ public:
+  StartupSignals() {
+    sigemptyset(&stop_);
+    sigaddset(&stop_, SIGTERM);
+    sigaddset(&stop_, SIGINT);
+    thread_ = StartNamedThread("gpulet-startsig", [this] { Watch(); });
+  }
+  ~StartupSignals() { Finish(); }
+
+  // The daemon is being started: a stop request is recorded, not acted on.
+  void Starting() { starting_ = true; }
+
+  // Ends the watch; the signal (SIGTERM or SIGINT) received while starting, or 0.
+  int Finish() {
+    done_ = true;
+    if (thread_.joinable()) thread_.join();
+    return received_;
+  }
+
+ private:
+  void Watch() {
+    const struct timespec slice = {0, 20 * 1000 * 1000};
+    while (!done_) {
+      int sig = sigtimedwait(&stop_, nullptr, &slice);
+      if (sig != SIGTERM && sig != SIGINT) continue;
+      if (!starting_) {
+        std::fprintf(stderr, "gpulet serve: received %s during discovery: stopping\n",
+                     strsignal(sig));
+        _exit(kExitOk);
+      }
+      received_ = sig;
+      return;
+    }
+  }
+
+  sigset_t stop_;
+  std::atomic<bool> starting_{false};
+  std::atomic<bool> done_{false};
+  std::atomic<int> received_{0};
+  std::thread thread_;
+};
+
 std::string NodeName() {
   if (const char* node_name = std::getenv("NODE_NAME"); node_name != nullptr && *node_name) {
     return node_name;
@@ -104,6 +157,14 @@ class ServeCommand final : public CommandHandler {
   }
 
   int Run(CommandContext& ctx) override {
+    // Signals are handled by gpulet's own threads only: block them first, before anything
+    // can start a thread or a SIGTERM can arrive while its default action still applies.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     if (!InitLogging(log_level_)) {
       std::fprintf(stderr,
                    "gpulet serve: --log-level '%s' is not one of debug, info, warn, error\n",
@@ -121,13 +182,6 @@ class ServeCommand final : public CommandHandler {
       return kExitOk;
     }
 
-    // Signals are handled by the main thread only: block them before any thread starts.
-    sigset_t signals;
-    sigemptyset(&signals);
-    sigaddset(&signals, SIGTERM);
-    sigaddset(&signals, SIGINT);
-    sigaddset(&signals, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     umask(077);  // sockets and files we create are ours alone
 
     DaemonOptions options;
@@ -138,10 +192,21 @@ class ServeCommand final : public CommandHandler {
     options.node_name = NodeName();
     DiscoveryOptions discovery;
     if (!PrepareDiscovery(ctx, &discovery, /*quiet_simulation=*/false)) return kExitUsage;
+    StartupSignals startup;
     Daemon daemon(DiscoverNode(discovery), *std::move(config), options);
-    if (absl::Status started = daemon.Start(); !started.ok()) {
+    startup.Starting();
+    absl::Status started = daemon.Start();
+    const int early = startup.Finish();
+    if (!started.ok()) {
       GPULET_LOG_ERROR("{}", started.message());
+      if (early != 0) return kExitOk;  // stopped while starting: what started has stopped
       return absl::IsInvalidArgument(started) ? kExitUsage : kExitFailure;
+    }
+    if (early != 0) {
+      GPULET_LOG_INFO("received {} while starting: stopping", strsignal(early));
+      daemon.Stop();
+      GPULET_LOG_INFO("stopped");
+      return kExitOk;
     }
 
     while (true) {

@@ -2,11 +2,15 @@
 // labels file for node-feature-discovery. Run against a writable copy of the homelab
 // fixture root, as gpulet's pod would run against the host's.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -166,6 +170,96 @@ TEST_F(ServeFilesTest, LabelsCommandWritesUnderTheHostRootByDefault) {
   EXPECT_THAT(r.err, HasSubstr(root_.string()));
 }
 
+size_t Count(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+// SIGHUP with a broken config (wrong types, a directory, a FIFO, garbage, a huge file) is
+// logged and refused; the daemon keeps running with the config it had (its CDI spec stays
+// under the kind the old config names; resetting to defaults would move it).
+TEST_F(ServeFilesTest, SighupWithABrokenConfigKeepsRunningWithTheOldOne) {
+  const std::string good =
+      "version: v1\nplugin:\n  deviceListStrategy: [cdi-cri]\n  cdiKind: example.com/accel\n";
+  std::ofstream(config_) << good;
+  const fs::path spec = root_ / "var/run/cdi/example.com-accel.yaml";
+  ASSERT_TRUE(StartServe());
+  ASSERT_TRUE(WaitFor(spec, absl::Seconds(20))) << daemon_.Log();
+  const std::string kRefused = "SIGHUP: keeping the running configuration";
+  struct Case {
+    const char* what;
+    std::function<void()> make;  // turns config_ into the broken kind
+    const char* message;
+  };
+  auto write = [this](const std::string& text) {
+    fs::remove_all(config_);
+    std::ofstream(config_) << text;
+  };
+  const Case kCases[] = {
+      {"list version", [&] { write("version: [v1]\n"); }, "'version' must be v1"},
+      {"list for a scalar", [&] { write("version: v1\nkubeletDir: [/a, /b]\n"); }, "kubeletDir"},
+      {"inf duration", [&] { write("version: v1\nhealth:\n  probeInterval: inf\n"); },
+       "health.probeInterval"},
+      {"duplicate key", [&] { write(good + "plugin:\n  cdiKind: example.com/other\n"); },
+       "duplicate key 'plugin'"},
+      {"garbage", [&] { write("\x01\xff{{[[: :\n"); }, config_.c_str()},
+      {"a directory",
+       [&] {
+         fs::remove_all(config_);
+         fs::create_directory(config_);
+       },
+       "is a directory"},
+      {"a FIFO",
+       [&] {
+         fs::remove_all(config_);
+         mkfifo(config_.c_str(), 0600);
+       },
+       "is a FIFO"},
+      {"a huge file", [&] { write(good + std::string(2 << 20, '#')); }, "more than the limit"},
+  };
+  for (const Case& c : kCases) {
+    c.make();
+    const size_t before = Count(daemon_.Log(), kRefused);
+    ASSERT_EQ(kill(daemon_.pid(), SIGHUP), 0);
+    absl::Time end = absl::Now() + absl::Seconds(10);
+    while (Count(daemon_.Log(), kRefused) == before && absl::Now() < end) {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    ASSERT_GT(Count(daemon_.Log(), kRefused), before) << c.what << "\n" << daemon_.Log();
+    EXPECT_THAT(daemon_.Log(), HasSubstr(c.message)) << c.what;
+    ASSERT_TRUE(daemon_.Running()) << c.what << "\n" << daemon_.Log();
+  }
+  EXPECT_TRUE(fs::exists(spec));
+  EXPECT_FALSE(fs::exists(root_ / kSpec));  // not reset to the default kind
+  // And a good file is applied again.
+  write("version: v1\nplugin:\n  deviceListStrategy: [cdi-cri]\n");
+  ASSERT_EQ(kill(daemon_.pid(), SIGHUP), 0);
+  EXPECT_TRUE(WaitFor(root_ / kSpec, absl::Seconds(10))) << daemon_.Log();
+  EXPECT_EQ(daemon_.Stop(SIGTERM, absl::Seconds(10)), 0) << daemon_.Log();
+}
+
+TEST_F(ServeFilesTest, AnUnusableWebConfigAtStartIsAUsageError) {
+  std::ofstream(dir_ / "web.yml") << "basic_auth_users:\n  prom: s3cret\n";
+  std::vector<std::string> argv = Global();
+  argv.insert(argv.end(), {"serve", "--metrics-address", "127.0.0.1:0", "--kubelet-dir",
+                           (dir_ / "kubelet").string(), "--config", config_, "--web-config-file",
+                           (dir_ / "web.yml").string()});
+  testing::RunResult r = testing::RunProgram(argv);
+  EXPECT_EQ(r.exit_code, kExitUsage) << r.out << r.err;
+  EXPECT_THAT(r.out + r.err, HasSubstr("basic_auth_users.prom is not a bcrypt hash"));
+  // A directory or FIFO as --config: refused at once, exit 2.
+  fs::create_directory(dir_ / "cfgdir");
+  mkfifo((dir_ / "cfgfifo").c_str(), 0600);
+  for (const char* bad : {"cfgdir", "cfgfifo"}) {
+    argv = Global();
+    argv.insert(argv.end(), {"serve", "--config", (dir_ / bad).string()});
+    r = testing::RunProgram(argv);
+    EXPECT_EQ(r.exit_code, kExitUsage) << bad << r.err;
+    EXPECT_THAT(r.err, HasSubstr("not a regular file")) << bad;
+  }
+}
+
 // Simulating on the bundled fixture (no --host-root) writes nothing into it.
 TEST(ServeBundledFixtureTest, WritesNoSpecIntoTheFixture) {
   fs::path dir = fs::temp_directory_path() / absl::StrCat("gpulet-serve-bundled-", getpid());
@@ -180,6 +274,49 @@ TEST(ServeBundledFixtureTest, WritesNoSpecIntoTheFixture) {
   EXPECT_THAT(d.Log(), HasSubstr("no CDI spec written"));
   EXPECT_FALSE(fs::exists(absl::StrCat(
       GPULET_SOURCE_DIR, "/sim/fixtures/homelab/root/var/run/cdi/gpulet.dev-gpu.yaml")));
+  fs::remove_all(dir);
+}
+
+// SIGTERM while discovery waits on an nvmlInit that hangs (the probe's deadline is 30 s):
+// gpulet exits 0 at once instead of finishing discovery first, and leaves no socket.
+TEST(ServeSignalsTest, SigtermDuringAHangingNvmlInitExitsAtOnce) {
+  fs::path dir = fs::temp_directory_path() / absl::StrCat("gpulet-serve-hang-", getpid());
+  fs::create_directories(dir / "kubelet/device-plugins");
+  testing::DaemonProcess d;
+  ASSERT_TRUE(
+      d.Start({Gpulet(), "--nvml-lib", absl::StrCat(GPULET_TESTLIB_DIR, "/libnvml-hang_init.so"),
+               "--probe-timeout", "30", "serve", "--metrics-address", "", "--kubelet-dir",
+               (dir / "kubelet").string()},
+              {}, (dir / "serve.log").string()));
+  absl::SleepFor(absl::Milliseconds(500));
+  const absl::Time sent = absl::Now();
+  EXPECT_EQ(d.Stop(SIGTERM, absl::Seconds(5)), 0) << d.Log();
+  EXPECT_LT(absl::Now() - sent, absl::Seconds(2)) << d.Log();
+  EXPECT_THAT(d.Log(), HasSubstr("during discovery: stopping"));
+  EXPECT_FALSE(fs::exists(dir / "kubelet/device-plugins/gpulet-gpu.sock"));
+  fs::remove_all(dir);
+}
+
+// SIGTERM at moments across start-up, from before main() (the signal waits, blocked, as a
+// supervisor may start gpulet) to a running daemon: each run exits 0 within 2 s and leaves
+// no plugin socket.
+TEST(ServeSignalsTest, SigtermAtAnyMomentOfStartUpExitsCleanly) {
+  fs::path dir = fs::temp_directory_path() / absl::StrCat("gpulet-serve-term-", getpid());
+  for (int delay_ms : {0, 10, 20, 50, 100, 200, 500}) {
+    fs::remove_all(dir);
+    fs::create_directories(dir / "kubelet/device-plugins");
+    testing::DaemonProcess d;
+    d.BlockStopSignalsAtStart();
+    ASSERT_TRUE(d.Start(
+        {Gpulet(), "--simulate", "homelab", "--sim-state", (dir / "state.json").string(), "serve",
+         "--metrics-address", "127.0.0.1:0", "--kubelet-dir", (dir / "kubelet").string()},
+        {}, (dir / "serve.log").string()));
+    absl::SleepFor(absl::Milliseconds(delay_ms));
+    const absl::Time sent = absl::Now();
+    EXPECT_EQ(d.Stop(SIGTERM, absl::Seconds(5)), 0) << delay_ms << " ms\n" << d.Log();
+    EXPECT_LT(absl::Now() - sent, absl::Seconds(2)) << delay_ms << " ms\n" << d.Log();
+    EXPECT_FALSE(fs::exists(dir / "kubelet/device-plugins/gpulet-gpu.sock")) << delay_ms;
+  }
   fs::remove_all(dir);
 }
 

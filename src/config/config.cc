@@ -1,17 +1,20 @@
 #include "config/config.h"
 
-#include <fstream>
+#include <cstdlib>
+#include <exception>
 #include <functional>
 #include <set>
-#include <sstream>
+#include <string_view>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/read_file.h"
 #include "yaml-cpp/yaml.h"
 
 namespace gpulet {
@@ -20,11 +23,16 @@ namespace {
 using Setter = std::function<absl::Status(Config&, const std::string&)>;
 using Getter = std::function<YAML::Node(const Config&)>;
 
+// What YAML node a key takes: a scalar only, or a scalar (comma-separated, as its flag) or a
+// list of scalars.
+enum class Shape { kScalar, kList };
+
 struct Field {
   const char* key;      // dotted path
-  const char* allowed;  // what values are accepted, for messages
+  std::string allowed;  // what values are accepted, for messages
   Setter set;
   Getter get;
+  Shape shape = Shape::kScalar;
 };
 
 absl::Status Bad(const std::string& key, const std::string& value, const char* allowed) {
@@ -53,13 +61,40 @@ absl::Status ParseInt(const std::string& key, const std::string& v, int lo, int 
   return absl::OkStatus();
 }
 
-absl::Status ParseDur(const std::string& key, const std::string& v, absl::Duration lo,
-                      absl::Duration* out) {
+// The bounds of every duration key, in one table (README's config section says the same;
+// ConfigDocsTest.ReadmeSaysEveryBound checks it). A zero or huge interval would busy-loop
+// or silently switch a check off, so every duration has a floor and a ceiling.
+struct DurationBounds {
+  const char* key;
+  absl::Duration min, max;
+};
+constexpr DurationBounds kDurationBounds[] = {
+    {"metrics.sampleInterval", absl::Milliseconds(100), absl::Hours(1)},
+    {"metrics.podResourcesInterval", absl::Seconds(1), absl::Hours(1)},
+    {"health.probeInterval", absl::Milliseconds(100), absl::Hours(1)},
+    {"health.hangTimeout", absl::Milliseconds(100), absl::Seconds(10)},
+    {"health.quietPeriod", absl::ZeroDuration(), absl::Hours(24)},
+};
+
+const DurationBounds& BoundsOf(const char* key) {
+  for (const DurationBounds& b : kDurationBounds) {
+    if (std::string_view(b.key) == key) return b;
+  }
+  std::abort();  // a duration field without its row: a programming error caught by every test
+}
+
+std::string DurationAllowed(const DurationBounds& b) {
+  return absl::StrCat("a duration from ", absl::FormatDuration(b.min), " to ",
+                      absl::FormatDuration(b.max), ", such as 1s, 500ms or 1m30s");
+}
+
+// Strict: a finite duration (no inf, no nan) within the key's bounds.
+absl::Status ParseDur(const std::string& key, const std::string& v, absl::Duration* out) {
+  const DurationBounds& b = BoundsOf(key.c_str());
   absl::Duration d;
-  if (!absl::ParseDuration(v, &d) || d < lo) {
-    return Bad(key, v,
-               absl::StrCat("a duration such as 1s or 500ms, at least ", absl::FormatDuration(lo))
-                   .c_str());
+  if (!absl::ParseDuration(v, &d) || d == absl::InfiniteDuration() ||
+      d == -absl::InfiniteDuration() || d < b.min || d > b.max) {
+    return Bad(key, v, DurationAllowed(b).c_str());
   }
   *out = d;
   return absl::OkStatus();
@@ -92,6 +127,17 @@ Field CdiPath(const char* key, const char* allowed, std::string Config::Cdi::*me
             return absl::OkStatus();
           },
           [member](const Config& c) { return Str(c.cdi.*member); }};
+}
+
+// A duration key; its bounds come from kDurationBounds.
+template <typename Section>
+Field Dur(const char* key, Section Config::*section, absl::Duration Section::*member) {
+  return {
+      key, DurationAllowed(BoundsOf(key)),
+      [key, section, member](Config& c, const std::string& v) {
+        return ParseDur(key, v, &(c.*section.*member));
+      },
+      [section, member](const Config& c) { return Str(absl::FormatDuration(c.*section.*member)); }};
 }
 
 const std::vector<Field>& Fields() {
@@ -143,7 +189,8 @@ const std::vector<Field>& Fields() {
            n.push_back(kStrategyNames[static_cast<int>(s)]);
          }
          return n;
-       }},
+       },
+       Shape::kList},
       {"plugin.deviceIdStrategy", "uuid or index",
        [](Config& c, const std::string& v) {
          if (v == "uuid") {
@@ -256,12 +303,7 @@ const std::vector<Field>& Fields() {
          return absl::OkStatus();
        },
        [](const Config& c) { return Str(c.metrics.address); }},
-      {"metrics.sampleInterval", "a duration of at least 100ms",
-       [](Config& c, const std::string& v) {
-         return ParseDur("metrics.sampleInterval", v, absl::Milliseconds(100),
-                         &c.metrics.sample_interval);
-       },
-       [](const Config& c) { return Str(absl::FormatDuration(c.metrics.sample_interval)); }},
+      Dur("metrics.sampleInterval", &Config::metrics, &Config::Metrics::sample_interval),
       {"metrics.webConfigFile", "a path to a Prometheus web-config file",
        [](Config& c, const std::string& v) {
          c.metrics.web_config_file = v;
@@ -273,28 +315,10 @@ const std::vector<Field>& Fields() {
          return ParseBool("metrics.podAttribution", v, &c.metrics.pod_attribution);
        },
        [](const Config& c) { return YAML::Node(c.metrics.pod_attribution); }},
-      {"metrics.podResourcesInterval", "a duration of at least 1s",
-       [](Config& c, const std::string& v) {
-         return ParseDur("metrics.podResourcesInterval", v, absl::Seconds(1),
-                         &c.metrics.pod_resources_interval);
-       },
-       [](const Config& c) { return Str(absl::FormatDuration(c.metrics.pod_resources_interval)); }},
-      {"health.probeInterval", "a duration of at least 100ms",
-       [](Config& c, const std::string& v) {
-         return ParseDur("health.probeInterval", v, absl::Milliseconds(100),
-                         &c.health.probe_interval);
-       },
-       [](const Config& c) { return Str(absl::FormatDuration(c.health.probe_interval)); }},
-      {"health.hangTimeout", "a duration from 100ms to 10s",
-       [](Config& c, const std::string& v) {
-         absl::Status st =
-             ParseDur("health.hangTimeout", v, absl::Milliseconds(100), &c.health.hang_timeout);
-         if (st.ok() && c.health.hang_timeout > absl::Seconds(10)) {
-           return Bad("health.hangTimeout", v, "a duration from 100ms to 10s");
-         }
-         return st;
-       },
-       [](const Config& c) { return Str(absl::FormatDuration(c.health.hang_timeout)); }},
+      Dur("metrics.podResourcesInterval", &Config::metrics,
+          &Config::Metrics::pod_resources_interval),
+      Dur("health.probeInterval", &Config::health, &Config::Health::probe_interval),
+      Dur("health.hangTimeout", &Config::health, &Config::Health::hang_timeout),
       {"health.applicationXids", "a list of XID numbers",
        [](Config& c, const std::string& v) {
          std::vector<int> out;
@@ -312,12 +336,9 @@ const std::vector<Field>& Fields() {
          YAML::Node n(YAML::NodeType::Sequence);
          for (int x : c.health.application_xids) n.push_back(x);
          return n;
-       }},
-      {"health.quietPeriod", "a duration of at least 0s",
-       [](Config& c, const std::string& v) {
-         return ParseDur("health.quietPeriod", v, absl::ZeroDuration(), &c.health.quiet_period);
        },
-       [](const Config& c) { return Str(absl::FormatDuration(c.health.quiet_period)); }},
+       Shape::kList},
+      Dur("health.quietPeriod", &Config::health, &Config::Health::quiet_period),
       {"health.kmsg", "true or false",
        [](Config& c, const std::string& v) { return ParseBool("health.kmsg", v, &c.health.kmsg); },
        [](const Config& c) { return YAML::Node(c.health.kmsg); }},
@@ -347,18 +368,111 @@ std::string AllowedUnder(const std::string& prefix) {
   return absl::StrJoin(names, ", ");
 }
 
-// Walks a YAML mapping, applying scalars (and sequences, joined) to the fields.
+// Whether `key` names a section (a mapping of keys), such as "plugin" or "sharing.timeSlicing".
+bool IsSection(const std::string& key) {
+  for (const Field& f : Fields()) {
+    if (absl::StartsWith(f.key, key + ".")) return true;
+  }
+  return false;
+}
+
+// A YAML node for messages: a scalar as written, anything else in flow style, cut short.
+std::string Show(const YAML::Node& node) {
+  std::string out;
+  if (node.IsScalar()) {
+    out = node.Scalar();
+  } else if (node.IsNull()) {
+    out = "";
+  } else {
+    YAML::Emitter e;
+    e << YAML::Flow << node;
+    out = e.good() ? e.c_str() : "(unprintable)";
+  }
+  if (out.size() > 80) out = absl::StrCat(out.substr(0, 77), "...");
+  return out;
+}
+
+const char* KindOf(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Null:
+      return "empty";
+    default:
+      return "a single value";
+  }
+}
+
+// Sets `field` from text (the file's scalar or list, or a flag): the one path every value
+// takes. Control characters (a NUL, a newline) are never part of a valid value.
+absl::Status SetField(Config& c, const Field& field, const std::string& text) {
+  for (char ch : text) {
+    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", absl::CHexEscape(text), "' is not a valid value for ", field.key,
+                       ": it contains a control character (allowed: ", field.allowed, ")"));
+    }
+  }
+  return field.set(c, text);
+}
+
+// The text of `value` for `field`, checking the node's type: a scalar key takes one value; a
+// list key one value or a list of them (each one value, no commas).
+absl::StatusOr<std::string> FieldText(const Field& field, const YAML::Node& value,
+                                      const std::string& key) {
+  if (value.IsNull()) return std::string();
+  if (value.IsScalar()) return value.Scalar();
+  if (value.IsSequence() && field.shape == Shape::kList) {
+    std::vector<std::string> items;
+    for (const YAML::Node& item : value) {
+      if (!item.IsScalar() || item.Scalar().find(',') != std::string::npos) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(key, ": list item '", Show(item), "' is ",
+                         item.IsScalar() ? "several values" : KindOf(item),
+                         "; each item must be one value (allowed: ", field.allowed, ")"));
+      }
+      items.push_back(item.Scalar());
+    }
+    return absl::StrJoin(items, ",");
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      key, " must be ", field.allowed,
+      field.shape == Shape::kList ? " (one value or a list of values)" : " (a single value)",
+      ", not ", KindOf(value), " ('", Show(value), "')"));
+}
+
+// Walks a YAML mapping, checking every key (known, a plain name, not repeated) and every
+// value's type, and applies the values to the fields.
 absl::Status ApplyNode(Config& c, const YAML::Node& node, const std::string& prefix,
                        const std::string& origin) {
+  std::set<std::string> seen;
   for (const auto& kv : node) {
-    std::string name = kv.first.as<std::string>();
+    std::string mark = absl::StrCat(origin, ":", kv.first.Mark().line + 1);
+    if (!kv.first.IsScalar()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(mark, ": a key ", prefix.empty() ? "" : absl::StrCat("under ", prefix, " "),
+                       "is ", KindOf(kv.first), " ('", Show(kv.first),
+                       "'); keys are plain names. Allowed here: ", AllowedUnder(prefix)));
+    }
+    const std::string& name = kv.first.Scalar();
     std::string key = prefix.empty() ? name : absl::StrCat(prefix, ".", name);
-    if (prefix.empty() && name == "version") continue;
+    if (!seen.insert(name).second) {
+      return absl::InvalidArgumentError(absl::StrCat(mark, ": duplicate key '", key,
+                                                     "': it is set more than once; keep only one"));
+    }
+    if (prefix.empty() && name == "version") continue;  // checked by ParseConfig
     const YAML::Node& value = kv.second;
     const Field* field = FindField(key);
-    std::string mark = absl::StrCat(origin, ":", kv.first.Mark().line + 1);
     if (field == nullptr) {
-      if (value.IsMap() && !AllowedUnder(key).empty()) {
+      if (IsSection(key)) {
+        if (value.IsNull()) continue;  // an empty section: its defaults
+        if (!value.IsMap()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(mark, ": ", key, " is a section and must be a mapping of its keys (",
+                           AllowedUnder(key), "), not ", KindOf(value), " ('", Show(value), "')"));
+        }
         absl::Status s = ApplyNode(c, value, key, origin);
         if (!s.ok()) return s;
         continue;
@@ -367,23 +481,48 @@ absl::Status ApplyNode(Config& c, const YAML::Node& node, const std::string& pre
           absl::StrCat(mark, ": unknown key '", key, "'. Allowed here: ", AllowedUnder(prefix),
                        ". Run `gpulet serve --print-config` to see every key"));
     }
-    std::string text;
-    if (value.IsSequence()) {
-      std::vector<std::string> items;
-      for (const auto& item : value) items.push_back(item.as<std::string>());
-      text = absl::StrJoin(items, ",");
-    } else if (value.IsScalar()) {
-      text = value.as<std::string>();
-    } else if (value.IsNull()) {
-      text = "";
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat(mark, ": ", key, " must be ", field->allowed, ", not a mapping"));
+    absl::StatusOr<std::string> text = FieldText(*field, value, key);
+    if (!text.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(mark, ": ", text.status().message()));
     }
-    absl::Status s = field->set(c, text);
+    absl::Status s = SetField(c, *field, *text);
     if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(mark, ": ", s.message()));
   }
   return absl::OkStatus();
+}
+
+// The file part of ParseConfig; yaml-cpp throws, so everything that touches it is in here.
+absl::Status ApplyFile(Config& c, const std::string& yaml, const std::string& origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ":", e.mark.line + 1, ": not valid YAML: ", e.msg, "; fix the syntax"));
+  }
+  if (root.IsNull()) return absl::OkStatus();
+  if (!root.IsMap()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ": must be a YAML mapping starting with 'version: v1', not ", KindOf(root)));
+  }
+  std::string found = "''";  // what the file says, for the message
+  for (const auto& kv : root) {
+    if (!kv.first.IsScalar() || kv.first.Scalar() != "version") continue;
+    if (kv.second.IsScalar() && kv.second.Scalar() == "v1") {
+      found.clear();
+    } else if (kv.second.IsScalar()) {
+      found = absl::StrCat("'", Show(kv.second), "'");
+    } else {
+      found = absl::StrCat(KindOf(kv.second), " '", Show(kv.second), "'");
+    }
+    break;
+  }
+  if (!found.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": 'version' must be v1 (found ", found,
+                     "); start the file with the line 'version: v1'"));
+  }
+  return ApplyNode(c, root, "", origin);
 }
 
 absl::Status Validate(const Config& c) {
@@ -423,36 +562,23 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml, const std::string& o
                                    const ConfigOverrides& overrides) {
   Config c;
   if (!yaml.empty()) {
-    YAML::Node root;
+    absl::Status s;
     try {
-      root = YAML::Load(yaml);
+      s = ApplyFile(c, yaml, origin);
     } catch (const YAML::Exception& e) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(origin, ":", e.mark.line + 1, ": not valid YAML: ", e.msg));
+      s = absl::InvalidArgumentError(absl::StrCat(origin, ":", e.mark.line + 1, ": ", e.msg));
+    } catch (const std::exception& e) {
+      s = absl::InvalidArgumentError(absl::StrCat(origin, ": cannot be read: ", e.what()));
     }
-    if (!root.IsNull()) {
-      if (!root.IsMap()) {
-        return absl::InvalidArgumentError(absl::StrCat(origin, ": must be a YAML mapping"));
-      }
-      if (!root["version"] || root["version"].as<std::string>() != "v1") {
-        return absl::InvalidArgumentError(
-            absl::StrCat(origin, ": 'version' must be v1 (found '",
-                         root["version"] ? root["version"].as<std::string>() : "", "')"));
-      }
-      try {
-        absl::Status s = ApplyNode(c, root, "", origin);
-        if (!s.ok()) return s;
-      } catch (const YAML::Exception& e) {
-        return absl::InvalidArgumentError(absl::StrCat(origin, ":", e.mark.line + 1, ": ", e.msg));
-      }
-    }
+    if (!s.ok()) return s;
   }
   for (const auto& [key, value] : overrides) {
     const Field* field = FindField(key);
     if (field == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown setting '", key, "'"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown setting '", key, "'. Run `gpulet serve --print-config` to see every key"));
     }
-    absl::Status s = field->set(c, value);
+    absl::Status s = SetField(c, *field, value);
     if (!s.ok()) return s;
   }
   absl::Status v = Validate(c);
@@ -463,14 +589,9 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml, const std::string& o
 absl::StatusOr<Config> LoadConfig(const std::string& file, const ConfigOverrides& overrides) {
   std::string text;
   if (!file.empty()) {
-    std::ifstream in(file);
-    if (!in) {
-      return absl::NotFoundError(
-          absl::StrCat("cannot read config file ", file, ": it does not exist or is not readable"));
-    }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
+    absl::StatusOr<std::string> read = ReadRegularFile(file, kMaxConfigFileBytes, "config file");
+    if (!read.ok()) return read.status();
+    text = *std::move(read);
   }
   return ParseConfig(text, file.empty() ? "(defaults)" : file, overrides);
 }

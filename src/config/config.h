@@ -7,6 +7,13 @@
 // input never half-applies: LoadConfig returns either a complete valid Config or an error
 // naming the key, the bad value and the allowed values.
 //
+// Hostile input is an InvalidArgument error, never an exception (yaml-cpp's are caught inside)
+// or a hang: the file must be a regular file of at most 1 MiB (common/read_file.h); the YAML
+// must parse; `version` must be the string v1; every key must be known and given once; every
+// value must have its key's shape (one value, or for the two list keys one value or a list of
+// values; a section a mapping); numbers are in their range, and durations are finite and
+// within their key's bounds (one table in config.cc, listed in README's config section).
+//
 // Thread-safety: Config is a plain value. Loading is done by the main thread.
 #ifndef GPULET_CONFIG_CONFIG_H_
 #define GPULET_CONFIG_CONFIG_H_
@@ -127,10 +134,12 @@ struct Config {
 // The caller merges them flag-over-env before calling LoadConfig.
 using ConfigOverrides = std::map<std::string, std::string>;
 
-// Defaults, then `file` (if non-empty), then `overrides`; then validation.
+// Defaults, then `file` (if non-empty), then `overrides`; then validation. `file` is read
+// with ReadRegularFile: a directory, FIFO, device, socket, symlink loop or a file over 1 MiB
+// is refused at once, naming what it is.
 absl::StatusOr<Config> LoadConfig(const std::string& file, const ConfigOverrides& overrides);
 
-// Same, from YAML text (for tests); `origin` names the text in messages.
+// Same, from YAML text (for tests and the fuzzer); `origin` names the text in messages.
 absl::StatusOr<Config> ParseConfig(const std::string& yaml, const std::string& origin,
                                    const ConfigOverrides& overrides);
 

@@ -1,9 +1,14 @@
 #include "config/config.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_join.h"
@@ -160,14 +165,14 @@ const std::vector<KeyCase>& KeyCases() {
       {"sharing.timeSlicing.replicas",
        "1",
        {{"2", "2"}, {"64", "64"}, {"1", "1"}},
-       {"0", "65", "-1", "two", "1.5", ""}},
+       {"0", "65", "-1", "two", "1.5", "", "1e1", "inf", "nan", "99999999999999999999"}},
       {"sharing.timeSlicing.renameByDefault", "false", {{"true", "true"}}, {"sometimes"}},
       {"sharing.timeSlicing.failRequestsGreaterThanOne", "false", {{"true", "true"}}, {"nah"}},
       {"sharing.memorySlices.enabled", "false", {{"true", "true"}}, {"enabled"}},
       {"sharing.memorySlices.sliceMiB",
        "1024",
        {{"128", "128"}, {"1048576", "1048576"}},
-       {"127", "1048577", "1GiB", ""}},
+       {"127", "1048577", "1GiB", "", "inf", "-1024", "4294967296"}},
       {"sharing.memorySlices.resourceName",
        "nvidia.com/gpu-memory",
        {{"example.com/mem", "example.com/mem"}},
@@ -183,20 +188,29 @@ const std::vector<KeyCase>& KeyCases() {
       {"metrics.sampleInterval",
        "1s",
        {{"100ms", "100ms"}, {"1500ms", "1.5s"}, {"2m", "2m"}},
-       {"99ms", "1", "fast", "-1s", ""}},
+       {"99ms", "1", "fast", "-1s", "", "inf", "-inf", "nan", "1h0m0.001s", "2h"}},
       {"metrics.webConfigFile", "", {{"/etc/gpulet/web.yaml", "/etc/gpulet/web.yaml"}}, {}},
       {"metrics.podAttribution", "true", {{"false", "false"}}, {"perhaps"}},
-      {"metrics.podResourcesInterval", "10s", {{"1s", "1s"}, {"1m", "1m"}}, {"999ms", "often"}},
-      {"health.probeInterval", "1s", {{"100ms", "100ms"}, {"30s", "30s"}}, {"99ms", "1"}},
+      {"metrics.podResourcesInterval",
+       "10s",
+       {{"1s", "1s"}, {"1m", "1m"}, {"1h", "1h"}},
+       {"999ms", "often", "inf", "nan", "61m", "0"}},
+      {"health.probeInterval",
+       "1s",
+       {{"100ms", "100ms"}, {"30s", "30s"}, {"1h", "1h"}},
+       {"99ms", "1", "inf", "nan", "-1s", "0", "2h"}},
       {"health.hangTimeout",
        "750ms",
        {{"100ms", "100ms"}, {"10s", "10s"}},
-       {"99ms", "10.001s", "11s", "0"}},
+       {"99ms", "10.001s", "11s", "0", "inf", "nan", "-100ms"}},
       {"health.applicationXids",
        "13,31,43,45,68,94",
        {{"79", "79"}, {"13, 43", "13,43"}, {"", ""}},
-       {"0", "1001", "x", "-13", "13,x"}},
-      {"health.quietPeriod", "5m", {{"0s", "0"}, {"90s", "1m30s"}}, {"-1s", "soon"}},
+       {"0", "1001", "x", "-13", "13,x", "nan", "1e2"}},
+      {"health.quietPeriod",
+       "5m",
+       {{"0s", "0"}, {"90s", "1m30s"}, {"24h", "24h"}},
+       {"-1s", "soon", "inf", "+inf", "nan", "24h0m1s", "1000000h"}},
       {"health.kmsg", "true", {{"false", "false"}}, {"no way"}},
   };
   return *kCases;
@@ -326,7 +340,7 @@ TEST(ConfigTest, UnknownKeysAreRejectedWithWhatIsAllowed) {
       {"version: v1\nsharing:\n  timeSlicing:\n    replica: 2\n",
        {"'sharing.timeSlicing.replica'", "replicas", "renameByDefault"}},
       {"version: v1\nhealth:\n  kmsg:\n    enabled: true\n",
-       {"health.kmsg must be true or false, not a mapping"}},
+       {"test.yaml:3", "health.kmsg must be true or false (a single value), not a mapping"}},
       {"version: v2\n", {"'version' must be v1 (found 'v2')"}},
       {"kubeletDir: /k\n", {"'version' must be v1 (found '')"}},
       {"- a\n- b\n", {"must be a YAML mapping"}},
@@ -386,9 +400,170 @@ TEST(ConfigTest, DurationsAcceptGoSyntax) {
   for (const Case& c : {Case{"1s", absl::Seconds(1)}, Case{"250ms", absl::Milliseconds(250)},
                         Case{"1.5s", absl::Milliseconds(1500)}, Case{"1m30s", absl::Seconds(90)},
                         Case{"2h", absl::Hours(2)}, Case{"1500000us", absl::Milliseconds(1500)}}) {
-    absl::StatusOr<Config> cfg = ParseConfig("", "test", {{"health.probeInterval", c.text}});
+    absl::StatusOr<Config> cfg = ParseConfig("", "test", {{"health.quietPeriod", c.text}});
     ASSERT_TRUE(cfg.ok()) << c.text << ": " << cfg.status();
-    EXPECT_EQ(cfg->health.probe_interval, c.want) << c.text;
+    EXPECT_EQ(cfg->health.quiet_period, c.want) << c.text;
+  }
+}
+
+// --- hostile files: every broken kind is an error naming where, the key and the fix ------
+
+TEST(ConfigHardeningTest, EveryBrokenKindIsAnErrorNamingTheKey) {
+  struct Case {
+    const char* what;
+    std::string yaml;
+    std::vector<std::string> message_has;
+  };
+  const Case kCases[] = {
+      {"list version", "version: [v1]\n", {"test.yaml", "'version' must be v1", "a list '[v1]'"}},
+      {"map version", "version: {v: 1}\n", {"'version' must be v1", "a mapping"}},
+      {"number version", "version: 1\n", {"'version' must be v1 (found '1')"}},
+      {"null version", "version:\nkubeletDir: /k\n", {"'version' must be v1"}},
+      {"list for a scalar",
+       "version: v1\nkubeletDir: [/a, /b]\n",
+       {"test.yaml:2", "kubeletDir must be an absolute path (a single value), not a list",
+        "[/a, /b]"}},
+      {"map for a scalar",
+       "version: v1\nresourceName: {a: b}\n",
+       {"test.yaml:2", "resourceName must be", "not a mapping"}},
+      {"map for a duration",
+       "version: v1\nhealth:\n  probeInterval: {s: 1}\n",
+       {"test.yaml:3", "health.probeInterval must be a duration from 100ms to 1h", "a mapping"}},
+      {"list for a number",
+       "version: v1\nsharing:\n  timeSlicing:\n    replicas: [2]\n",
+       {"test.yaml:4", "sharing.timeSlicing.replicas must be an integer from 1 to 64", "a list"}},
+      {"map for a list",
+       "version: v1\nplugin:\n  deviceListStrategy: {envvar: true}\n",
+       {"plugin.deviceListStrategy", "one value or a list of values", "not a mapping"}},
+      {"nested list in a list",
+       "version: v1\nplugin:\n  deviceListStrategy: [envvar, [cdi-cri]]\n",
+       {"plugin.deviceListStrategy: list item '[cdi-cri]' is a list"}},
+      {"map in a list",
+       "version: v1\nhealth:\n  applicationXids: [13, {a: 1}]\n",
+       {"health.applicationXids: list item", "is a mapping"}},
+      {"commas inside one list item",
+       "version: v1\nhealth:\n  applicationXids: ['13,43']\n",
+       {"health.applicationXids: list item '13,43' is several values"}},
+      {"scalar for a section",
+       "version: v1\nplugin: envvar\n",
+       {"test.yaml:2", "plugin is a section and must be a mapping of its keys",
+        "deviceListStrategy"}},
+      {"list for a section", "version: v1\nsharing: [a]\n", {"sharing is a section", "not a list"}},
+      {"unknown key", "version: v1\nkubeletDirectory: /k\n", {"unknown key 'kubeletDirectory'"}},
+      {"unknown nested key",
+       "version: v1\nmetrics:\n  sampleRate: 1s\n",
+       {"test.yaml:3", "unknown key 'metrics.sampleRate'", "sampleInterval"}},
+      {"duplicate key",
+       "version: v1\nkubeletDir: /a\nkubeletDir: /b\n",
+       {"test.yaml:3", "duplicate key 'kubeletDir'", "keep only one"}},
+      {"duplicate nested key",
+       "version: v1\nhealth:\n  kmsg: true\n  kmsg: false\n",
+       {"test.yaml:4", "duplicate key 'health.kmsg'"}},
+      {"duplicate section",
+       "version: v1\nhealth:\n  kmsg: true\nhealth:\n  probeInterval: 2s\n",
+       {"test.yaml:4", "duplicate key 'health'"}},
+      {"duplicate version", "version: v1\nversion: v1\n", {"duplicate key 'version'"}},
+      {"a list as a key", "version: v1\n[a, b]: c\n", {"test.yaml:2", "is a list", "plain names"}},
+      {"inf duration",
+       "version: v1\nhealth:\n  probeInterval: inf\n",
+       {"'inf' is not a valid value for health.probeInterval", "from 100ms to 1h"}},
+      {"nan duration",
+       "version: v1\nmetrics:\n  sampleInterval: nan\n",
+       {"'nan' is not a valid value for metrics.sampleInterval"}},
+      {"negative duration",
+       "version: v1\nhealth:\n  quietPeriod: -5m\n",
+       {"health.quietPeriod", "from 0 to 24h"}},
+      {"too long a duration",
+       "version: v1\nhealth:\n  hangTimeout: 1h\n",
+       {"health.hangTimeout", "from 100ms to 10s"}},
+      {"too short a duration",
+       "version: v1\nmetrics:\n  podResourcesInterval: 10ms\n",
+       {"metrics.podResourcesInterval", "from 1s to 1h"}},
+      {"number out of range",
+       "version: v1\nsharing:\n  memorySlices:\n    sliceMiB: 99999999999\n",
+       {"sharing.memorySlices.sliceMiB", "an integer from 128 to 1048576"}},
+      {"float for an integer",
+       "version: v1\nsharing:\n  timeSlicing:\n    replicas: 2.0\n",
+       {"sharing.timeSlicing.replicas"}},
+      {"a NUL in a value",
+       "version: v1\nkubeletDir: \"/var/lib\\0/kubelet\"\n",
+       {"kubeletDir", "control character"}},
+      {"garbage", "\x01\x02\xff\xfe{{{[[[", {"test.yaml"}},
+      {"deep nesting", std::string(5000, '[') + std::string(5000, ']'), {"test.yaml"}},
+  };
+  for (const Case& c : kCases) {
+    absl::StatusOr<Config> parsed = ParseConfig(c.yaml, "test.yaml", {});
+    ASSERT_FALSE(parsed.ok()) << c.what;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << c.what;
+    for (const std::string& part : c.message_has) {
+      EXPECT_THAT(std::string(parsed.status().message()), HasSubstr(part)) << c.what;
+    }
+  }
+}
+
+// Lists are accepted in both forms; an empty section keeps its defaults.
+TEST(ConfigHardeningTest, ListsAndEmptySectionsStillWork) {
+  absl::StatusOr<Config> c = ParseConfig(
+      "version: v1\nplugin:\n  deviceListStrategy: [envvar, cdi-cri]\nhealth:\n"
+      "  applicationXids: 13, 43\nsharing:\n",
+      "test.yaml", {});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->plugin.device_list_strategy.size(), 2u);
+  EXPECT_EQ(c->health.application_xids, (std::vector<int>{13, 43}));
+}
+
+// Flags and environment variables take the same path as the file.
+TEST(ConfigHardeningTest, OverridesAreValidatedTheSameWay) {
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, std::string>>{{"health.probeInterval", "inf"},
+                                                        {"health.quietPeriod", "nan"},
+                                                        {"metrics.sampleInterval", "0"},
+                                                        {"health.hangTimeout", "1h"},
+                                                        {"kubeletDir", std::string("/a\nb")}}) {
+    absl::StatusOr<Config> c = ParseConfig("", "test", {{key, value}});
+    ASSERT_FALSE(c.ok()) << key << "=" << value;
+    EXPECT_THAT(std::string(c.status().message()), HasSubstr(key));
+  }
+}
+
+// A config path that is not a small regular file is refused at once, naming its kind.
+TEST(ConfigHardeningTest, LoadConfigRefusesWhatIsNotARegularFile) {
+  std::string dir = ::testing::TempDir() + "/gpulet-config-kinds-" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/a-directory");
+  ASSERT_EQ(mkfifo((dir + "/fifo").c_str(), 0600), 0);
+  std::ofstream(dir + "/huge") << "version: v1\n" << std::string(2 << 20, '#');
+  const std::pair<std::string, std::string> kCases[] = {
+      {dir + "/a-directory", "is a directory"},
+      {dir + "/fifo", "is a FIFO"},
+      {"/dev/zero", "is a character device"},
+      {dir + "/huge", "more than the limit of 1048576 bytes"},
+  };
+  for (const auto& [path, message] : kCases) {
+    absl::StatusOr<Config> c = LoadConfig(path, {});
+    ASSERT_FALSE(c.ok()) << path;
+    EXPECT_THAT(std::string(c.status().message()), HasSubstr(message)) << path;
+    EXPECT_THAT(std::string(c.status().message()), HasSubstr("config file " + path)) << path;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// Every duration's bounds are in README's config section, as the error message says them.
+TEST(ConfigDocsTest, ReadmeSaysEveryBound) {
+  std::ifstream in(std::string(GPULET_SOURCE_DIR) + "/README.md");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string readme = ss.str();
+  for (const char* key : {"metrics.sampleInterval", "metrics.podResourcesInterval",
+                          "health.probeInterval", "health.hangTimeout", "health.quietPeriod"}) {
+    absl::StatusOr<Config> c = ParseConfig("", "test", {{key, "inf"}});
+    ASSERT_FALSE(c.ok());
+    std::string message(c.status().message());
+    size_t from = message.find("a duration from ");
+    ASSERT_NE(from, std::string::npos) << message;
+    std::string bounds = message.substr(from + 16, message.find(',', from) - from - 16);
+    EXPECT_THAT(readme, HasSubstr("`" + std::string(key) + "` | " + bounds))
+        << "README's bounds table lacks " << key << " " << bounds;
   }
 }
 

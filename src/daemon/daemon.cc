@@ -225,7 +225,13 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Confi
   m->sampler->SampleOnce();
   m->sampler->Start();
   m->http = std::make_unique<MetricsServer>(m->sampler.get(), &store_, m->web, options_.clock);
-  if (absl::Status s = m->http->Start(config.metrics.address); !s.ok()) return s;
+  if (absl::Status s = m->http->Start(config.metrics.address); !s.ok()) {
+    // A cert and key that OpenSSL refuses (garbage, or not a pair) are the web config's fault.
+    if (absl::IsInvalidArgument(s) && absl::StartsWith(s.message(), "cannot start HTTPS")) {
+      return absl::InvalidArgumentError(absl::StrCat("metrics.webConfigFile: ", s.message()));
+    }
+    return s;
+  }
   return m;
 }
 
@@ -316,12 +322,11 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
   if (rebuild_metrics && !next.metrics.address.empty()) {
     absl::StatusOr<std::unique_ptr<Metrics>> built = MakeMetrics(next);
     if (!built.ok()) {
+      // The web config's errors (MakeMetrics names metrics.webConfigFile, a certificate and
+      // key that OpenSSL refuses included) come named; the rest is the address.
       if (absl::StartsWith(built.status().message(), "metrics.")) return built.status();
-      // The server's own errors: a bad certificate or key, or an address it cannot bind.
-      const char* key = absl::StrContains(built.status().message(), "HTTPS")
-                            ? "metrics.webConfigFile"
-                            : "metrics.address";
-      return absl::Status(built.status().code(), absl::StrCat(key, ": ", built.status().message()));
+      return absl::Status(built.status().code(),
+                          absl::StrCat("metrics.address: ", built.status().message()));
     }
     metrics = std::move(*built);
   }

@@ -2,15 +2,21 @@
 // copy of its host root, a temporary kubelet directory and the fake kubelet.
 #include "daemon/daemon.h"
 
+#include <crypt.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -241,6 +247,114 @@ TEST_F(DaemonTest, ReloadWithAnUnusableWebConfigIsRefusedAndKeepsServing) {
   EXPECT_EQ(daemon_->config().metrics.web_config_file, "");
 }
 
+// A bcrypt hash of `password` (cost 5: fast for tests).
+std::string Bcrypt(const std::string& password) {
+  char salt[64];
+  if (crypt_gensalt_rn("$2b$", 5, nullptr, 0, salt, sizeof(salt)) == nullptr) return "";
+  struct crypt_data data {};
+  const char* out = crypt_r(password.c_str(), salt, &data);
+  return out != nullptr ? out : "";
+}
+
+// The status of GET /metrics on 127.0.0.1:`port` over `scheme`, with basic auth when `user`
+// is non-empty; 0 when nothing answered.
+int MetricsStatus(int port, bool https, const std::string& user = "",
+                  const std::string& password = "") {
+  std::unique_ptr<httplib::ClientImpl> c;
+  if (https) {
+    auto ssl = std::make_unique<httplib::SSLClient>("127.0.0.1", port);
+    ssl->enable_server_certificate_verification(false);
+    c = std::move(ssl);
+  } else {
+    c = std::make_unique<httplib::ClientImpl>("127.0.0.1", port);
+  }
+  c->set_connection_timeout(1, 0);
+  c->set_read_timeout(2, 0);
+  if (!user.empty()) c->set_basic_auth(user, password);
+  auto r = c->Get("/metrics");
+  return r ? r->status : 0;
+}
+
+// A reload with each broken kind of web config (rewritten in place, or a new path) is refused
+// naming metrics.webConfigFile, and the running server keeps its TLS and auth.
+TEST_F(DaemonTest, ReloadWithEachBrokenWebConfigKeepsTheOldTlsAndAuth) {
+  const bool tls = std::system("command -v openssl >/dev/null 2>&1") == 0;
+  const fs::path cert = dir_ / "cert.pem", key = dir_ / "key.pem";
+  if (tls) {
+    ASSERT_EQ(std::system(absl::StrCat("openssl req -x509 -newkey rsa:2048 -nodes -days 1 "
+                                       "-subj /CN=127.0.0.1 -keyout ",
+                                       key.string(), " -out ", cert.string(), " >/dev/null 2>&1")
+                              .c_str()),
+              0);
+  }
+  const std::string hash = Bcrypt("s3cret");
+  ASSERT_FALSE(hash.empty());
+  const std::string good =
+      absl::StrCat(tls ? absl::StrCat("tls_server_config:\n  cert_file: ", cert.string(),
+                                      "\n  key_file: ", key.string(), "\n")
+                       : "",
+                   "basic_auth_users:\n  prom: '", hash, "'\n");
+  const fs::path web = dir_ / "web.yml";
+  std::ofstream(web) << good;
+  config_.metrics.web_config_file = web.string();
+  ASSERT_OK(StartDaemon());
+  const int port = daemon_->metrics_port();
+  ASSERT_EQ(MetricsStatus(port, tls), 401);
+  ASSERT_EQ(MetricsStatus(port, tls, "prom", "s3cret"), 200);
+
+  fs::create_directories(dir_ / "adir");
+  ASSERT_EQ(mkfifo((dir_ / "fifo").c_str(), 0600), 0);
+  std::ofstream(dir_ / "junk.pem") << "not a certificate\n";
+  std::ofstream(dir_ / "fake-cert.pem")
+      << "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+  std::ofstream(dir_ / "fake-key.pem")
+      << "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n";
+  const std::vector<std::pair<std::string, std::string>> kBroken = {
+      {"garbage", "\x01\xff{{[[: :"},
+      {"empty", ""},
+      {"a list", "- prom\n"},
+      {"unknown key", "tls_config: {}\n"},
+      {"users as a list", "basic_auth_users: [prom]\n"},
+      {"plain password", "basic_auth_users:\n  prom: s3cret\n"},
+      {"cert without key", absl::StrCat("tls_server_config:\n  cert_file: ", cert.string(), "\n")},
+      {"key without cert", absl::StrCat("tls_server_config:\n  key_file: ", key.string(), "\n")},
+      {"unreadable cert",
+       absl::StrCat("tls_server_config:\n  cert_file: ", (dir_ / "none.pem").string(),
+                    "\n  key_file: ", key.string(), "\n")},
+      {"junk cert", absl::StrCat("tls_server_config:\n  cert_file: ", (dir_ / "junk.pem").string(),
+                                 "\n  key_file: ", key.string(), "\n")},
+      {"PEM that OpenSSL refuses",
+       absl::StrCat("tls_server_config:\n  cert_file: ", (dir_ / "fake-cert.pem").string(),
+                    "\n  key_file: ", (dir_ / "fake-key.pem").string(), "\n")},
+  };
+  for (const auto& [what, text] : kBroken) {
+    std::ofstream(web, std::ios::trunc) << text;  // the same path, new content
+    absl::StatusOr<ReloadResult> r = daemon_->Reload(config_);
+    ASSERT_FALSE(r.ok()) << what;
+    EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << what << ": " << r.status();
+    EXPECT_THAT(r.status().message(), HasSubstr("metrics.webConfigFile")) << what;
+    EXPECT_EQ(daemon_->metrics_port(), port) << what;
+    EXPECT_EQ(MetricsStatus(port, tls), 401) << what;
+    EXPECT_EQ(MetricsStatus(port, tls, "prom", "s3cret"), 200) << what;
+  }
+  // A new path that is not a regular file.
+  for (const fs::path& p : {dir_ / "adir", dir_ / "fifo", fs::path("/dev/zero")}) {
+    Config next = config_;
+    next.metrics.web_config_file = p.string();
+    absl::StatusOr<ReloadResult> r = daemon_->Reload(next);
+    ASSERT_FALSE(r.ok()) << p;
+    EXPECT_THAT(r.status().message(), HasSubstr("metrics.webConfigFile")) << p;
+    EXPECT_EQ(MetricsStatus(port, tls), 401) << p;
+    EXPECT_EQ(daemon_->config().metrics.web_config_file, web.string());
+  }
+  // Dropping the file (plain HTTP, no auth) is a deliberate change, and is applied.
+  std::ofstream(web, std::ios::trunc) << good;
+  Config plain = config_;
+  plain.metrics.web_config_file = "";
+  ASSERT_TRUE(daemon_->Reload(plain).ok());
+  EXPECT_EQ(MetricsStatus(daemon_->metrics_port(), false), 200);
+}
+
 TEST_F(DaemonTest, ReloadWithAnInvalidValueNamesTheKey) {
   ASSERT_OK(StartDaemon());
   Config next = config_;
@@ -369,6 +483,23 @@ TEST_F(DaemonTest, AnUnusableWebConfigAtStartIsAUsageError) {
   absl::Status s = StartDaemon();
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("metrics.webConfigFile: "));
+  EXPECT_FALSE(fs::exists(Socket()));
+}
+
+// A cert and key that look like PEM but that OpenSSL refuses: the web config's fault, so a
+// usage error too, not a node failure.
+TEST_F(DaemonTest, ACertificateOpenSslRefusesAtStartIsAUsageError) {
+  std::ofstream(dir_ / "cert.pem")
+      << "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+  std::ofstream(dir_ / "key.pem")
+      << "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n";
+  std::ofstream(dir_ / "web.yml") << "tls_server_config:\n  cert_file: "
+                                  << (dir_ / "cert.pem").string()
+                                  << "\n  key_file: " << (dir_ / "key.pem").string() << "\n";
+  config_.metrics.web_config_file = (dir_ / "web.yml").string();
+  absl::Status s = StartDaemon();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("metrics.webConfigFile: cannot start HTTPS"));
   EXPECT_FALSE(fs::exists(Socket()));
 }
 

@@ -456,6 +456,7 @@ CheckResult CheckNvml(const Context& c) {
   }
   r.verdict = Verdict::kFail;
   bool glibc = false, crashed = false, hung = false, any_file = false;
+  bool not_library = false, damaged = false, incompatible = false;
   std::vector<std::string> absent;
   for (const NvmlLoadAttempt& a : inv.nvml_attempts) {
     std::string msg(a.status.message());
@@ -463,6 +464,9 @@ CheckResult CheckNvml(const Context& c) {
     glibc = glibc || a.reason == NvmlLoadAttempt::Reason::kNeedsNewerGlibc;
     crashed = crashed || a.reason == NvmlLoadAttempt::Reason::kCrashed;
     hung = hung || a.reason == NvmlLoadAttempt::Reason::kHung;
+    not_library = not_library || a.reason == NvmlLoadAttempt::Reason::kNotALibrary;
+    damaged = damaged || a.reason == NvmlLoadAttempt::Reason::kDamaged;
+    incompatible = incompatible || a.reason == NvmlLoadAttempt::Reason::kIncompatible;
     if (a.result == NvmlLoadAttempt::Result::kAbsent) {
       // One line for all the empty places; each file that was there gets its own.
       absent.push_back(a.candidate.substr(0, a.candidate.find(" (read as ")));
@@ -487,6 +491,23 @@ CheckResult CheckNvml(const Context& c) {
         "host's / whole at --host-root (deploy/base does) so both are visible, and never "
         "hostPath-mount a host library directory into gpulet's container.",
         where_talos);
+  } else if (damaged) {
+    r.summary = "the NVML library file is truncated or damaged";
+    r.fix =
+        "The file starts like a shared library but is cut short or corrupt (an interrupted "
+        "copy or download, a full disk). Reinstall the driver's user-space libraries, or point "
+        "--nvml-lib at an intact libnvidia-ml.so.1.";
+  } else if (not_library) {
+    r.summary = "the NVML library path is not a shared library file";
+    r.fix =
+        "The path named in the evidence is not an ELF shared library (a linker script or text "
+        "file, a FIFO, socket, device or directory, or a symlink loop). Point --nvml-lib at "
+        "the driver's libnvidia-ml.so.1, or replace what sits at that path with it.";
+  } else if (incompatible) {
+    r.summary = "the NVML library is built for another architecture (ELF class or machine)";
+    r.fix =
+        "Use the libnvidia-ml.so.1 built for this node's architecture (the driver package "
+        "for this CPU, not its 32-bit compatibility copy or another machine's library).";
   } else if (crashed) {
     r.summary = "loading NVML crashed (in a probe process): mixed glibc builds";
     r.fix =

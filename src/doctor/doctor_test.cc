@@ -21,6 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string SimRoot(const std::string& name) {
   return absl::StrCat(GPULET_SOURCE_DIR, "/sim/fixtures/", name, "/root");
@@ -193,6 +194,27 @@ TEST(DoctorTest, Talos18LegacyModeNeedsTheBpfSysctl) {
   // Legacy mode: no CDI spec is a warning, not a failure.
   EXPECT_EQ(VerdictOf(r, "cdi.specs"), Verdict::kWarn);
   EXPECT_EQ(VerdictOf(r, "cdi.resolve"), Verdict::kNotChecked);
+}
+
+// Each kind of unusable file gets its own diagnosis, never the glibc mix-up's.
+TEST(DoctorTest, DamagedNonLibraryAndForeignFilesAreDiagnosedAsSuch) {
+  std::string root = TestRoot("talos-1.12");
+  struct Case {
+    NvmlLoadAttempt::Reason reason;
+    const char* says;
+  };
+  for (const Case& c : {Case{NvmlLoadAttempt::Reason::kDamaged, "truncated or damaged"},
+                        Case{NvmlLoadAttempt::Reason::kNotALibrary, "not a shared library file"},
+                        Case{NvmlLoadAttempt::Reason::kIncompatible, "another architecture"}}) {
+    Inventory inv = InventoryFor(root, {}, absl::FailedPreconditionError("NVML could not be used"));
+    inv.nvml_attempts = {{"/x/libnvidia-ml.so.1", "--nvml-lib", NvmlLoadAttempt::Result::kRejected,
+                          absl::InvalidArgumentError("/x/libnvidia-ml.so.1 is bad"), c.reason}};
+    Report r = Diagnose(root, inv);
+    EXPECT_EQ(VerdictOf(r, "nvml.load"), Verdict::kFail);
+    EXPECT_THAT(Text(r, "nvml.load"), HasSubstr(c.says));
+    EXPECT_THAT(Text(r, "nvml.load"), HasSubstr("/x/libnvidia-ml.so.1"));
+    EXPECT_THAT(Text(r, "nvml.load"), Not(HasSubstr("mixed glibc")));
+  }
 }
 
 TEST(DoctorTest, Talos112FieldReportFailures) {

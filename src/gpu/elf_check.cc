@@ -62,15 +62,34 @@ std::string LibelfError() {
 }
 
 absl::Status Corrupt(const std::string& path, const char* what) {
-  return absl::DataLossError(
-      absl::StrCat(path, " is a truncated or corrupt ELF file: ", what, LibelfError()));
+  return absl::DataLossError(absl::StrCat(
+      path, " is a truncated or corrupt ELF file: ", what, LibelfError(),
+      ". Fix: the file is damaged (an interrupted copy or download, a full disk); reinstall "
+      "the driver's user-space libraries"));
 }
 
 absl::Status OpenError(const std::string& path, int err) {
+  if (err == ELOOP) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot open ", path,
+        ": it is a symlink loop (a symbolic link that, directly or through others, points back "
+        "at itself). Fix: make the link point at the driver's library file, e.g. "
+        "libnvidia-ml.so.<driver version>"));
+  }
   std::string msg = absl::StrCat("cannot open ", path, ": ", std::strerror(err));
   if (err == ENOENT || err == ENOTDIR) return absl::NotFoundError(msg);
   if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(msg);
   return absl::ErrnoToStatus(err, absl::StrCat("cannot open ", path));
+}
+
+// What a file that is not a regular file is, for messages.
+const char* FileKind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISDIR(mode)) return "a directory";
+  return "not a regular file";
 }
 
 // A hint for the common non-ELF files found where a library is expected: Debian's libc.so
@@ -82,7 +101,14 @@ std::string DescribeNonElf(const unsigned char* head, size_t len) {
   for (size_t i = 0; i < len; ++i) {
     if (std::isprint(head[i]) || std::isspace(head[i])) ++printable;
   }
-  if (printable == len) return "it is a text file, e.g. a linker script";
+  if (printable == len) {
+    absl::string_view text(reinterpret_cast<const char*>(head), len);
+    if (absl::StrContains(text, "GNU ld script") || absl::StrContains(text, "INPUT(") ||
+        absl::StrContains(text, "GROUP(")) {
+      return "it is a GNU linker script (text for the link editor ld), not an ELF shared library";
+    }
+    return "it is a text file (a linker script or a saved web page?), not an ELF shared library";
+  }
   return absl::StrFormat("it starts with bytes %02x %02x %02x %02x, not \\x7fELF", head[0],
                          len > 1 ? head[1] : 0, len > 2 ? head[2] : 0, len > 3 ? head[3] : 0);
 }
@@ -282,22 +308,31 @@ absl::StatusOr<ElfInfo> ReadElfInfo(const std::string& path) {
   if (!InitLibelf()) return absl::InternalError("libelf refused ELF version EV_CURRENT");
   (void)elf_errno();  // drops an error left on this thread by an earlier caller
 
-  ElfHandle handle(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever (and a
+  // device may block too); whatever is not a regular file is refused after fstat anyway.
+  ElfHandle handle(open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
   if (handle.fd() < 0) return OpenError(path, errno);
   struct stat st;
   if (fstat(handle.fd(), &st) != 0) return OpenError(path, errno);
   if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " is ", FileKind(st.st_mode),
+        ", not a regular file, so it cannot be a shared library. Fix: point at the driver's "
+        "library file itself (libnvidia-ml.so.1 and the file it links to)"));
   }
 
   // Look at the magic ourselves: libelf reports a truncated ELF header and a file that is
-  // no ELF at all the same way, and they deserve different messages.
-  unsigned char head[EI_NIDENT] = {};
+  // no ELF at all the same way, and they deserve different messages. A linker script's
+  // first line can be long, so read enough of it to recognise one.
+  unsigned char head[256] = {};
   ssize_t got = pread(handle.fd(), head, sizeof(head), 0);
   if (got < 0) return OpenError(path, errno);
   if (got < SELFMAG || std::memcmp(head, ELFMAG, SELFMAG) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, " is not an ELF file: ", DescribeNonElf(head, static_cast<size_t>(got))));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is not an ELF file: ", DescribeNonElf(head, static_cast<size_t>(got)),
+                     ". Fix: point at the driver's real library file (libnvidia-ml.so.1 or the "
+                     "libnvidia-ml.so.<version> it links to), not a linker script or a copy "
+                     "of something else"));
   }
 
   // ELF_C_READ, not ELF_C_READ_MMAP: libelf then reads with pread() and checks each read
@@ -464,11 +499,11 @@ absl::Status CheckCompatible(const ElfInfo& info, std::string_view path,
   if (info.elf_class != target.elf_class || (machine_known && info.machine != target.machine)) {
     std::string hint =
         info.elf_class != target.elf_class && info.machine == target.machine
-            ? "This is usually the driver's 32-bit compatibility copy; point gpulet at the "
-              "64-bit library (e.g. /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1)."
-            : "The NVIDIA libraries and gpulet's image must both match the node's "
-              "architecture: install the driver for this architecture, or run the gpulet "
-              "image built for it.";
+            ? "This is usually the driver's 32-bit compatibility copy. Fix: point gpulet at "
+              "the 64-bit library (e.g. /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1)."
+            : "It was built for another architecture. Fix: the NVIDIA libraries and gpulet's "
+              "image must both match the node's architecture: install the driver for this "
+              "architecture, or run the gpulet image built for it.";
     return absl::FailedPreconditionError(absl::StrCat(
         lib, " is a ", Describe(info.elf_class, info.machine), " library, but gpulet is a ",
         Describe(target.elf_class, target.machine), " process and cannot load it. ", hint));

@@ -57,7 +57,10 @@ struct ElfInfo {
 // Reads `path`'s ELF header, dynamic section and version needs. Errors:
 //   NotFound          the file does not exist;
 //   PermissionDenied  it cannot be opened;
-//   InvalidArgument   it is not a regular file or not an ELF file (e.g. a linker script);
+//   InvalidArgument   it is not a regular file (the message names the kind: FIFO, socket,
+//                     device, directory), a symlink loop, or not an ELF file (e.g. a linker
+//                     script). A FIFO or device is never read: the file is opened with
+//                     O_NONBLOCK and refused after fstat, so the call does not block;
 //   DataLoss          it starts like an ELF file but is truncated or corrupt;
 //   FailedPrecondition  it has no dynamic section (a static executable or an object file),
 //                     so it cannot be loaded with dlopen();

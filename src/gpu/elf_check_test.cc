@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -409,6 +411,85 @@ TEST(ReadElfInfoTest, EmptyAndBinaryNonElfFiles) {
 TEST(ReadElfInfoTest, DirectoryIsNotARegularFile) {
   absl::StatusOr<ElfInfo> info = ReadElfInfo(kTestlibDir);
   EXPECT_EQ(info.status().code(), absl::StatusCode::kInvalidArgument) << info.status();
+}
+
+// A path under the test's temporary directory, removed (whatever it is) at the end.
+class ScratchPath {
+ public:
+  explicit ScratchPath(const std::string& name)
+      : path_(::testing::TempDir() + "/gpulet_elf_check_" + std::to_string(getpid()) + "_" + name) {
+    unlink(path_.c_str());
+  }
+  ~ScratchPath() { unlink(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Reads `path` and expects a quick InvalidArgument whose message names it and `kind`.
+void ExpectRefusedAtOnce(const std::string& path, const std::string& kind) {
+  auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<ElfInfo> info = ReadElfInfo(path);
+  absl::Status loadable = CheckLoadable(path);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500)) << path;
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kInvalidArgument) << info.status();
+  EXPECT_TRUE(absl::StrContains(info.status().message(), path)) << info.status();
+  EXPECT_TRUE(absl::StrContains(info.status().message(), kind)) << info.status();
+  EXPECT_TRUE(absl::StrContains(info.status().message(), "Fix:")) << info.status();
+  EXPECT_EQ(loadable.code(), absl::StatusCode::kInvalidArgument) << loadable;
+}
+
+TEST(ReadElfInfoTest, FifoIsRefusedWithoutBlocking) {
+  ScratchPath fifo("fifo.so");
+  ASSERT_EQ(mkfifo(fifo.path().c_str(), 0600), 0) << std::strerror(errno);
+  ExpectRefusedAtOnce(fifo.path(), "a FIFO");
+}
+
+TEST(ReadElfInfoTest, DeviceDirectoryAndSymlinkLoopAreNamed) {
+  ExpectRefusedAtOnce("/dev/zero", "a character device");
+  ExpectRefusedAtOnce(kTestlibDir, "a directory");
+  ScratchPath a("loop_a.so"), b("loop_b.so");
+  ASSERT_EQ(symlink(b.path().c_str(), a.path().c_str()), 0);
+  ASSERT_EQ(symlink(a.path().c_str(), b.path().c_str()), 0);
+  ExpectRefusedAtOnce(a.path(), "symlink loop");
+  EXPECT_FALSE(absl::StrContains(ReadElfInfo(a.path()).status().message(), "does not exist"));
+}
+
+TEST(ReadElfInfoTest, GnuLinkerScriptsAreCalledThat) {
+  for (const char* text : {"/* GNU ld script\n   Use the shared library. */\nINPUT(libfoo.so.1)\n",
+                           "INPUT(-lnvidia-ml)\n", "GROUP ( libc.so.6 )\n"}) {
+    ScratchFile file("script.so", text);
+    absl::StatusOr<ElfInfo> info = ReadElfInfo(file.path());
+    EXPECT_EQ(info.status().code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_TRUE(absl::StrContains(info.status().message(), "linker script")) << info.status();
+    EXPECT_TRUE(absl::StrContains(info.status().message(), "not an ELF")) << info.status();
+    EXPECT_FALSE(absl::StrContains(info.status().message(), "too short")) << info.status();
+  }
+}
+
+TEST(ReadElfInfoTest, HalfALibraryIsTruncatedNotAGlibcProblem) {
+  const std::string whole = ReadFile(kNewerGlibcSrcLib);
+  ScratchFile file("half.so", whole.substr(0, whole.size() / 2));
+  absl::Status status = CheckLoadable(file.path());
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "truncated")) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "Fix:")) << status;
+  EXPECT_FALSE(absl::StrContains(status.message(), "glibc")) << status;
+}
+
+TEST(CheckLoadableTest, ExecutableForAnotherMachineIsNamed) {
+  if (ThisProcessTarget().machine != EM_X86_64) GTEST_SKIP() << "the copy is made for x86_64";
+  std::string bytes = ReadFile("/bin/true");
+  if (bytes.size() < sizeof(Elf64_Ehdr)) GTEST_SKIP() << "no /bin/true";
+  bytes[offsetof(Elf64_Ehdr, e_machine)] = static_cast<char>(EM_RISCV);
+  bytes[offsetof(Elf64_Ehdr, e_machine) + 1] = 0;
+  ScratchFile file("riscv_true", bytes);
+  absl::Status status = CheckLoadable(file.path());
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "riscv")) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "x86_64")) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), file.path())) << status;
 }
 
 TEST(ReadElfInfoTest, TruncatedCopiesGiveCleanErrors) {

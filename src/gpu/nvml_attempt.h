@@ -24,6 +24,9 @@ struct NvmlLoadAttempt {
     kNotFound,         // no file there
     kNeedsNewerGlibc,  // the file's GLIBC_x.y needs exceed gpulet's glibc (and the worker's)
     kIncompatible,     // wrong ELF class or machine
+    kNotALibrary,      // not a regular file (FIFO, socket, device, directory), a symlink
+                       // loop, or not an ELF file (a linker script, a text file)
+    kDamaged,          // starts like an ELF file but is truncated or corrupt
     kCrashed,          // the probe child died of a signal while loading or initialising
     kHung,             // the probe or worker did not answer in time
     kDriverError,      // NVML loaded and returned an error (see NvmlLoadResult::nvml_code)

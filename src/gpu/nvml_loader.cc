@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
+
 #include "absl/strings/str_cat.h"
 #include "gpu/elf_check.h"
 #include "gpu/nvml_errors.h"
@@ -71,11 +73,27 @@ std::string DirOf(const std::string& path) {
   return slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
 }
 
+// The reason for a ReadElfInfo error that proves the file cannot be loaded (see
+// RefusedByReader).
+NvmlLoadAttempt::Reason ReadFailureReason(const absl::Status& status) {
+  if (absl::IsDataLoss(status)) return NvmlLoadAttempt::Reason::kDamaged;
+  if (absl::IsInvalidArgument(status)) return NvmlLoadAttempt::Reason::kNotALibrary;
+  return NvmlLoadAttempt::Reason::kIncompatible;
+}
+
+// True when the ELF reader's error proves the dynamic loader cannot load the file either:
+// not a regular file or a symlink loop, not an ELF file, or truncated/corrupt. Such a file
+// never reaches the probe: a FIFO would block dlopen() and a truncated library may crash
+// it, which would be misread as a glibc mix-up.
+bool RefusedByReader(const absl::Status& status) {
+  return absl::IsInvalidArgument(status) || absl::IsDataLoss(status);
+}
+
 // Why gate 2 refused `file`: its glibc needs when the file would fit this process with any
 // glibc, otherwise its ELF class or machine.
 NvmlLoadAttempt::Reason RejectionReason(const std::string& file) {
   absl::StatusOr<ElfInfo> info = ReadElfInfo(file);
-  if (!info.ok()) return NvmlLoadAttempt::Reason::kIncompatible;
+  if (!info.ok()) return ReadFailureReason(info.status());
   LoaderTarget any_glibc = ThisProcessTarget();
   any_glibc.glibc = GlibcVersion{};  // {0, 0}: not compared
   return CheckCompatible(*info, file, any_glibc).ok() ? NvmlLoadAttempt::Reason::kNeedsNewerGlibc
@@ -165,10 +183,18 @@ std::unique_ptr<NvmlLibrary> TryCandidate(const std::string& local_path, const s
                           NvmlLoadAttempt::Reason::kNotFound};
   std::string file = local_path;
   if (!is_soname) {
-    // Only a proven incompatibility (class, machine, glibc) rejects a file here; an ELF
-    // reader complaint (stripped section headers, say) is left to the child probe, since
-    // the dynamic loader may still load it.
+    // Only a file that cannot be loaded (not a regular ELF file, truncated or corrupt) or a
+    // proven incompatibility (class, machine, glibc) is rejected here; another ELF reader
+    // complaint (stripped section headers, say) is left to the child probe, since the
+    // dynamic loader may still load it.
     absl::Status elf = CheckLoadable(file);
+    if (RefusedByReader(elf)) {
+      attempt.result = NvmlLoadAttempt::Result::kRejected;
+      attempt.reason = ReadFailureReason(elf);
+      attempt.status = elf;
+      attempts->push_back(std::move(attempt));
+      return nullptr;
+    }
     if (absl::IsFailedPrecondition(elf)) {
       attempt.result = NvmlLoadAttempt::Result::kRejected;
       attempt.reason = RejectionReason(file);
@@ -191,9 +217,11 @@ std::unique_ptr<NvmlLibrary> TryCandidate(const std::string& local_path, const s
     // The loader picked a file: vet it like any other before loading it in-process.
     attempt.candidate = absl::StrCat(probe.loaded_path, " (found by the dynamic loader)");
     absl::Status elf = CheckLoadable(probe.loaded_path);
-    if (absl::IsFailedPrecondition(elf)) {
+    // A damaged file the probe could not use is named as damaged, not by how it crashed.
+    const bool refused = RefusedByReader(elf) && probe.outcome != NvmlProbeResult::Outcome::kOk;
+    if (absl::IsFailedPrecondition(elf) || refused) {
       attempt.result = NvmlLoadAttempt::Result::kRejected;
-      attempt.reason = RejectionReason(probe.loaded_path);
+      attempt.reason = refused ? ReadFailureReason(elf) : RejectionReason(probe.loaded_path);
       attempt.status = elf;
       attempts->push_back(std::move(attempt));
       return nullptr;
@@ -257,6 +285,10 @@ const char* NvmlLoadReasonName(NvmlLoadAttempt::Reason reason) {
       return "needs a newer glibc";
     case R::kIncompatible:
       return "wrong ELF class or machine";
+    case R::kNotALibrary:
+      return "not a shared library file";
+    case R::kDamaged:
+      return "truncated or damaged";
     case R::kCrashed:
       return "crashed";
     case R::kHung:
@@ -288,8 +320,10 @@ NvmlLoadResult LoadNvml(const HostFs& host, const NvmlLoadOptions& options) {
   int nvml_code = -1;
   if (!options.explicit_path.empty()) {
     const std::string& path = options.explicit_path;
+    // Only a missing file is "absent"; anything else that stops stat() (a symlink loop,
+    // permissions) is reported by the ELF check, which names it.
     struct stat st;
-    if (stat(path.c_str(), &st) != 0) {
+    if (stat(path.c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR)) {
       result.attempts.push_back({path, "--nvml-lib", NvmlLoadAttempt::Result::kAbsent,
                                  absl::NotFoundError("no such file"),
                                  NvmlLoadAttempt::Reason::kNotFound});
@@ -307,6 +341,20 @@ NvmlLoadResult LoadNvml(const HostFs& host, const NvmlLoadOptions& options) {
       } else {
         std::string host_path = JoinPath(loc.host_dir, kSoname);
         absl::StatusOr<std::string> local = host.Resolve(host_path);
+        struct stat st;
+        if ((!local.ok() && !absl::IsNotFound(local.status())) ||
+            (local.ok() && stat(local->c_str(), &st) != 0 && errno == ELOOP)) {
+          // Something is there but cannot be followed: say so, since "no such file" would
+          // send a person looking in the wrong place.
+          result.attempts.push_back(
+              {host.Describe(host_path), loc.note, NvmlLoadAttempt::Result::kRejected,
+               absl::InvalidArgumentError(absl::StrCat(
+                   host.Describe(host_path), " is a symlink loop (",
+                   local.ok() ? "too many levels of symbolic links" : local.status().message(),
+                   "). Fix: make the link point at the driver's library file, or remove it")),
+               NvmlLoadAttempt::Reason::kNotALibrary});
+          continue;
+        }
         if (!local.ok() || !host.Exists(host_path)) {
           result.attempts.push_back(
               {host.Describe(host_path), loc.note, NvmlLoadAttempt::Result::kAbsent,

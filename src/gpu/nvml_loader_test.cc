@@ -1,12 +1,26 @@
 // The loader against real misbehaving libraries (tests/testlibs) and the simulator.
 #include "gpu/nvml_loader.h"
 
+#include <elf.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstddef>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <optional>
+#include <sstream>
+#include <thread>
+#include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "gpu/elf_check.h"
 #include "gpu/nvml_api.h"
 #include "gpu/nvml_errors.h"
@@ -91,6 +105,180 @@ TEST_F(NvmlLoaderTest, HangInInitTimesOut) {
   EXPECT_NE(msg.find("did not hang"), std::string::npos);
   ASSERT_EQ(r.attempts.size(), 1u);
   EXPECT_EQ(r.attempts[0].reason, NvmlLoadAttempt::Reason::kHung);
+}
+
+// The parent pid and state of `pid` from /proc/<pid>/stat; nullopt when it is gone.
+struct ProcStat {
+  pid_t ppid = 0;
+  char state = '?';
+};
+std::optional<ProcStat> ReadProcStat(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return std::nullopt;
+  size_t name_end = line.rfind(')');  // the command name may hold spaces and parentheses
+  if (name_end == std::string::npos) return std::nullopt;
+  ProcStat st;
+  std::istringstream rest(line.substr(name_end + 1));
+  rest >> st.state >> st.ppid;
+  return st;
+}
+
+// The pids whose parent is `parent`.
+std::vector<pid_t> ChildrenOf(pid_t parent) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(entry.path().filename().string(), &pid)) continue;
+    std::optional<ProcStat> st = ReadProcStat(pid);
+    if (st && st->ppid == parent) out.push_back(pid);
+  }
+  return out;
+}
+
+// Acceptance test for "no orphaned probe child": gpulet runs `list` against a library whose
+// nvmlInit_v2 hangs; gpulet is SIGKILLed while its probe child hangs; the probe child must
+// be gone (or a zombie waiting for its new parent to reap it) within 1 s, via
+// PR_SET_PDEATHSIG.
+TEST_F(NvmlLoaderTest, ProbeChildDiesWithGpulet) {
+  const std::string gpulet = std::string(GPULET_BINARY_DIR) + "/gpulet";
+  const std::string lib = TestLib("hang_init");
+  const std::string host_root = tmp_.string();
+  pid_t gpulet_pid = fork();
+  ASSERT_GE(gpulet_pid, 0);
+  if (gpulet_pid == 0) {
+    int devnull = open("/dev/null", O_RDWR);
+    if (devnull >= 0) {
+      dup2(devnull, 1);
+      dup2(devnull, 2);
+    }
+    execl(gpulet.c_str(), gpulet.c_str(), "--host-root", host_root.c_str(), "--nvml-lib",
+          lib.c_str(), "--probe-timeout", "60", "list", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // The probe child appears once gpulet has vetted the library and forked.
+  pid_t probe = 0;
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (probe == 0 && std::chrono::steady_clock::now() < give_up) {
+    std::vector<pid_t> children = ChildrenOf(gpulet_pid);
+    if (!children.empty()) {
+      probe = children.front();
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  if (probe == 0) {
+    kill(gpulet_pid, SIGKILL);
+    waitpid(gpulet_pid, nullptr, 0);
+    FAIL() << "gpulet (pid " << gpulet_pid << ") started no probe child within 20 s";
+  }
+  // Let the child reach the hanging nvmlInit_v2 (past PR_SET_PDEATHSIG) before the kill.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_EQ(kill(gpulet_pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(gpulet_pid, &status, 0), gpulet_pid);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  std::optional<ProcStat> st = ReadProcStat(probe);
+  while (st && st->state != 'Z' && st->state != 'X' &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    st = ReadProcStat(probe);
+  }
+  const bool gone = !st || st->state == 'Z' || st->state == 'X';
+  if (!gone) kill(probe, SIGKILL);  // do not leave it behind for the next test
+  EXPECT_TRUE(gone) << "probe child " << probe << " still running (state " << st->state
+                    << ", parent " << st->ppid << ") 1 s after gpulet was killed";
+}
+
+// Candidates that are no shared library are refused before the probe, at once, naming
+// the path and what it is.
+TEST_F(NvmlLoaderTest, NonLibraryFilesAreRefusedAtOnceAndNamed) {
+  const fs::path fifo = tmp_ / "fifo.so";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const fs::path loop = tmp_ / "loop.so";
+  fs::create_symlink(loop, loop);
+  const fs::path script = tmp_ / "script.so";
+  std::ofstream(script) << "/* GNU ld script */\nINPUT(libnvidia-ml.so.1)\n";
+  struct Case {
+    std::string path;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{{fifo.string(), "a FIFO"},
+                                         {tmp_.string(), "a directory"},
+                                         {"/dev/zero", "a character device"},
+                                         {loop.string(), "symlink loop"},
+                                         {script.string(), "linker script"}}) {
+    absl::Time start = absl::Now();
+    NvmlLoadResult r = LoadExplicit(c.path);
+    EXPECT_LT(absl::Now() - start, absl::Milliseconds(500)) << c.path;
+    EXPECT_EQ(r.library, nullptr);
+    std::string msg(r.status.message());
+    EXPECT_NE(msg.find(c.path), std::string::npos) << msg;
+    EXPECT_NE(msg.find(c.says), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("does not exist"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("too short"), std::string::npos) << msg;
+    ASSERT_EQ(r.attempts.size(), 1u) << msg;
+    EXPECT_EQ(r.attempts[0].result, NvmlLoadAttempt::Result::kRejected) << c.path;
+    EXPECT_EQ(r.attempts[0].reason, NvmlLoadAttempt::Reason::kNotALibrary) << c.path;
+  }
+}
+
+TEST_F(NvmlLoaderTest, SymlinkLoopAtASearchedPlaceIsNamed) {
+  const fs::path dir = tmp_ / "usr/lib/x86_64-linux-gnu";
+  fs::create_directories(dir);
+  fs::create_symlink("libnvidia-ml.so.1", dir / "libnvidia-ml.so.1");
+  NvmlLoadResult r = LoadNvml(HostFs(tmp_.string()), NvmlLoadOptions{});
+  if (r.library) GTEST_SKIP() << "this machine has a real NVML reachable by the loader";
+  bool seen = false;
+  for (const NvmlLoadAttempt& a : r.attempts) {
+    if (!absl::StartsWith(a.candidate, "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1")) continue;
+    seen = true;
+    EXPECT_EQ(a.reason, NvmlLoadAttempt::Reason::kNotALibrary) << a.status;
+    EXPECT_TRUE(absl::StrContains(a.status.message(), "symlink loop")) << a.status;
+  }
+  EXPECT_TRUE(seen) << r.status;
+}
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+TEST_F(NvmlLoaderTest, TruncatedLibraryIsDamagedNotAGlibcMixUp) {
+  const std::string whole = ReadBytes(TestLib("crash_init"));
+  ASSERT_GT(whole.size(), 1000u);
+  const fs::path half = tmp_ / "libnvidia-ml.so.1";
+  std::ofstream(half, std::ios::binary) << whole.substr(0, whole.size() / 2);
+  NvmlLoadResult r = LoadExplicit(half.string());
+  EXPECT_EQ(r.library, nullptr);
+  std::string msg(r.status.message());
+  EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(half.string()), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("glibc builds are mixed"), std::string::npos) << msg;
+  ASSERT_EQ(r.attempts.size(), 1u);
+  EXPECT_EQ(r.attempts[0].reason, NvmlLoadAttempt::Reason::kDamaged);
+  EXPECT_STREQ(NvmlLoadReasonName(r.attempts[0].reason), "truncated or damaged");
+}
+
+TEST_F(NvmlLoaderTest, LibraryForAnotherArchitectureIsNamed) {
+  std::string bytes = ReadBytes(TestLib("crash_init"));
+  ASSERT_GT(bytes.size(), sizeof(Elf64_Ehdr));
+  if (bytes[EI_CLASS] != ELFCLASS64 || bytes[offsetof(Elf64_Ehdr, e_machine)] != EM_X86_64) {
+    GTEST_SKIP() << "the patch assumes an x86_64 library";
+  }
+  bytes[offsetof(Elf64_Ehdr, e_machine)] = static_cast<char>(EM_AARCH64);
+  const fs::path foreign = tmp_ / "libnvidia-ml.so.1";
+  std::ofstream(foreign, std::ios::binary) << bytes;
+  NvmlLoadResult r = LoadExplicit(foreign.string());
+  EXPECT_EQ(r.library, nullptr);
+  std::string msg(r.status.message());
+  EXPECT_NE(msg.find("aarch64"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("another architecture"), std::string::npos) << msg;
+  ASSERT_GE(r.attempts.size(), 1u);
+  EXPECT_EQ(r.attempts[0].reason, NvmlLoadAttempt::Reason::kIncompatible);
 }
 
 TEST_F(NvmlLoaderTest, MissingSymbolsAreNamed) {

@@ -2,7 +2,9 @@
 
 #include <crypt.h>
 
+#include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -12,56 +14,37 @@
 #include "httplib.h"
 #include "metrics/exposition.h"
 #include "state/status_report.h"
-#include "yaml-cpp/yaml.h"
 
 namespace gpulet {
 
 namespace {
 constexpr size_t kHttpWorkers = 8;
-}  // namespace
 
-absl::StatusOr<WebConfig> LoadWebConfig(const std::string& path) {
-  WebConfig web;
-  if (path.empty()) return web;
-  try {
-    YAML::Node root = YAML::LoadFile(path);
-    for (const auto& kv : root) {
-      std::string key = kv.first.as<std::string>();
-      if (key == "tls_server_config") {
-        for (const auto& t : kv.second) {
-          std::string k = t.first.as<std::string>();
-          if (k == "cert_file") {
-            web.cert_file = t.second.as<std::string>();
-          } else if (k == "key_file") {
-            web.key_file = t.second.as<std::string>();
-          } else {
-            return absl::InvalidArgumentError(
-                absl::StrCat(path, ": tls_server_config.", k,
-                             " is not supported by gpulet (supported: cert_file, key_file)"));
-          }
-        }
-      } else if (key == "basic_auth_users") {
-        for (const auto& u : kv.second) {
-          web.users[u.first.as<std::string>()] = u.second.as<std::string>();
-        }
-      } else if (key == "http_server_config") {
-        continue;  // HTTP/2 and header settings do not apply to gpulet's server
-      } else {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path, ": unknown key '", key,
-                         "' (allowed: tls_server_config, basic_auth_users, http_server_config)"));
-      }
-    }
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot read web config ", path, ": ", e.what()));
+// bcrypt's default cost, used for the dummy hash when no configured hash is bcrypt.
+constexpr int kDefaultBcryptCost = 10;
+
+// The cost of a bcrypt hash ("$2a$", "$2b$", "$2x$" or "$2y$" then two digits), or -1.
+int BcryptCost(const std::string& hash) {
+  if (hash.size() < 7 || hash[0] != '$' || hash[1] != '2' || hash[3] != '$' || hash[6] != '$') {
+    return -1;
   }
-  if (web.cert_file.empty() != web.key_file.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": tls_server_config needs both cert_file and key_file"));
-  }
-  return web;
+  int cost = 0;
+  if (!absl::SimpleAtoi(hash.substr(4, 2), &cost) || cost < 4 || cost > 31) return -1;
+  return cost;
 }
+
+// Compares without an early exit: the time depends on the lengths only.
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
+  size_t n = std::max(a.size(), b.size());
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned char>(x ^ y);
+  }
+  return diff == 0;
+}
+}  // namespace
 
 bool CheckPassword(const std::string& password, const std::string& hash) {
   struct crypt_data data;
@@ -76,9 +59,38 @@ bool CheckPassword(const std::string& password, const std::string& hash) {
   return diff == 0;
 }
 
+BasicAuth::BasicAuth(std::map<std::string, std::string> users, CheckFn check)
+    : users_(std::move(users)), check_(std::move(check)) {
+  int cost = -1;
+  for (const auto& [user, hash] : users_) cost = std::max(cost, BcryptCost(hash));
+  if (cost < 0) cost = kDefaultBcryptCost;
+  // A full bcrypt setting with a fixed all-zero salt: crypt(3) does the whole cost's work,
+  // and its output never equals the setting, so the check fails.
+  dummy_hash_ = absl::StrCat("$2b$", cost < 10 ? "0" : "", cost, "$", std::string(22, '.'));
+}
+
+bool BasicAuth::Authorize(absl::string_view authorization) const {
+  if (!absl::StartsWith(authorization, "Basic ")) return false;
+  std::string decoded;
+  if (!absl::Base64Unescape(authorization.substr(6), &decoded)) return false;
+  size_t c = decoded.find(':');
+  if (c == std::string::npos) return false;
+  absl::string_view user = absl::string_view(decoded).substr(0, c);
+  // Every configured name is compared, whether or not an earlier one matched.
+  const std::string* hash = &dummy_hash_;
+  bool known = false;
+  for (const auto& [name, user_hash] : users_) {
+    bool match = ConstantTimeEquals(name, user);
+    hash = match ? &user_hash : hash;
+    known = known || match;
+  }
+  bool password_ok = check_(decoded.substr(c + 1), *hash);
+  return known && password_ok;
+}
+
 MetricsServer::MetricsServer(const Sampler* sampler, const DeviceStore* store, WebConfig web,
                              const Clock* clock)
-    : sampler_(sampler), store_(store), web_(std::move(web)), clock_(clock) {}
+    : sampler_(sampler), store_(store), web_(std::move(web)), auth_(web_.users), clock_(clock) {}
 
 MetricsServer::~MetricsServer() { Stop(); }
 
@@ -179,18 +191,8 @@ absl::Status MetricsServer::Start(const std::string& address) {
   if (!web_.users.empty()) {
     s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (req.path == "/healthz") return httplib::Server::HandlerResponse::Unhandled;
-      std::string auth = req.get_header_value("Authorization");
-      if (absl::StartsWith(auth, "Basic ")) {
-        std::string decoded;
-        if (absl::Base64Unescape(auth.substr(6), &decoded)) {
-          size_t c = decoded.find(':');
-          if (c != std::string::npos) {
-            auto it = web_.users.find(decoded.substr(0, c));
-            if (it != web_.users.end() && CheckPassword(decoded.substr(c + 1), it->second)) {
-              return httplib::Server::HandlerResponse::Unhandled;
-            }
-          }
-        }
+      if (auth_.Authorize(req.get_header_value("Authorization"))) {
+        return httplib::Server::HandlerResponse::Unhandled;
       }
       res.status = 401;
       res.set_header("WWW-Authenticate", "Basic realm=\"gpulet\"");
@@ -224,11 +226,21 @@ absl::Status MetricsServer::Start(const std::string& address) {
     }
     port_ = port;
   }
-  thread_ = StartNamedThread("gpulet-http", [this] { server_->listen_after_bind(); });
+  listen_returned_ = false;
+  thread_ = StartNamedThread("gpulet-http", [this] {
+    server_->listen_after_bind();
+    listen_returned_ = true;
+  });
   return absl::OkStatus();
 }
 
 void MetricsServer::Stop() {
+  // httplib's stop() does nothing until the listener thread has entered its accept loop,
+  // and that loop would then run forever: a Stop right after Start (a SIGTERM during
+  // start-up) waits, briefly, until the loop runs or has returned.
+  if (server_ && thread_.joinable()) {
+    while (!server_->is_running() && !listen_returned_) std::this_thread::yield();
+  }
   if (server_) server_->stop();
   if (thread_.joinable()) thread_.join();
   server_.reset();

@@ -6,11 +6,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -110,6 +115,11 @@ TEST(WebConfigTest, ParsesAndChecksBcrypt) {
   httplib::Client c("127.0.0.1", server.port());
   EXPECT_EQ(c.Get("/metrics")->status, 401);
   EXPECT_EQ(c.Get("/healthz")->status, 200);
+  // A wrong password and an unknown user are both refused the same way.
+  c.set_basic_auth("prom", "wrong");
+  EXPECT_EQ(c.Get("/metrics")->status, 401);
+  c.set_basic_auth("nobody", "s3cret");
+  EXPECT_EQ(c.Get("/metrics")->status, 401);
   c.set_basic_auth("prom", "s3cret");
   auto ok = c.Get("/metrics");
   ASSERT_TRUE(ok);
@@ -117,6 +127,85 @@ TEST(WebConfigTest, ParsesAndChecksBcrypt) {
   EXPECT_NE(ok->body.find("gpulet_build_info"), std::string::npos);
   server.Stop();
   fs::remove(f);
+}
+
+std::string BasicHeader(const std::string& user, const std::string& password) {
+  return "Basic " + absl::Base64Escape(user + ":" + password);
+}
+
+std::string BcryptHash(const std::string& password, int cost) {
+  char salt[64];
+  EXPECT_NE(crypt_gensalt_rn("$2b$", cost, nullptr, 0, salt, sizeof(salt)), nullptr);
+  struct crypt_data data {};
+  return crypt_r(password.c_str(), salt, &data);
+}
+
+TEST(BasicAuthTest, UnknownUserRunsTheCheckOnADummyHashOfTheHighestCost) {
+  std::vector<std::pair<std::string, std::string>> calls;
+  BasicAuth auth({{"alice", "$2b$05$aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},
+                  {"bob", "$2y$12$bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"}},
+                 [&](const std::string& password, const std::string& hash) {
+                   calls.emplace_back(password, hash);
+                   return password == "right";
+                 });
+  EXPECT_TRUE(absl::StartsWith(auth.dummy_hash(), "$2b$12$")) << auth.dummy_hash();
+
+  // Unknown user, even with the password that would pass: one check, on the dummy hash.
+  EXPECT_FALSE(auth.Authorize(BasicHeader("mallory", "right")));
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].second, auth.dummy_hash());
+  // A prefix of a configured name is not that name.
+  calls.clear();
+  EXPECT_FALSE(auth.Authorize(BasicHeader("ali", "right")));
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].second, auth.dummy_hash());
+  // Known user, wrong password: one check, on the user's hash.
+  calls.clear();
+  EXPECT_FALSE(auth.Authorize(BasicHeader("alice", "wrong")));
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_TRUE(absl::StartsWith(calls[0].second, "$2b$05$a"));
+  // Known user, right password.
+  calls.clear();
+  EXPECT_TRUE(auth.Authorize(BasicHeader("bob", "right")));
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_TRUE(absl::StartsWith(calls[0].second, "$2y$12$b"));
+  // Malformed headers are refused.
+  EXPECT_FALSE(auth.Authorize(""));
+  EXPECT_FALSE(auth.Authorize("Bearer x"));
+  EXPECT_FALSE(auth.Authorize("Basic !!!"));
+  EXPECT_FALSE(auth.Authorize("Basic " + absl::Base64Escape("alice")));  // no ':'
+}
+
+TEST(BasicAuthTest, DummyHashIsRealBcryptWorkAndNeverMatches) {
+  BasicAuth auth({{"prom", "$2b$04$" + std::string(53, 'x')}});
+  EXPECT_EQ(auth.dummy_hash(), "$2b$04$" + std::string(22, '.'));
+  struct crypt_data data {};
+  const char* out = crypt_r("anything", auth.dummy_hash().c_str(), &data);
+  ASSERT_NE(out, nullptr);
+  EXPECT_NE(out[0], '*') << "crypt(3) refused the dummy setting";
+  EXPECT_TRUE(absl::StartsWith(out, auth.dummy_hash()));
+  EXPECT_EQ(std::strlen(out), 60u);
+  EXPECT_FALSE(CheckPassword("anything", auth.dummy_hash()));
+  EXPECT_FALSE(CheckPassword("", auth.dummy_hash()));
+}
+
+TEST(BasicAuthTest, UnknownUserTakesAsLongAsWrongPassword) {
+  BasicAuth auth({{"prom", BcryptHash("s3cret", 10)}});
+  auto time_one = [&](const std::string& user) {
+    auto start = std::chrono::steady_clock::now();
+    EXPECT_FALSE(auth.Authorize(BasicHeader(user, "wrong")));
+    return std::chrono::steady_clock::now() - start;
+  };
+  std::vector<std::chrono::steady_clock::duration> unknown, wrong;
+  for (int i = 0; i < 10; ++i) {  // interleaved, so load on the machine hits both alike
+    unknown.push_back(time_one("nobody"));
+    wrong.push_back(time_one("prom"));
+  }
+  std::sort(unknown.begin(), unknown.end());
+  std::sort(wrong.begin(), wrong.end());
+  auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  EXPECT_GE(ms(unknown[5]), ms(wrong[5]) / 2)
+      << "unknown user " << ms(unknown[5]) << " ms, wrong password " << ms(wrong[5]) << " ms";
 }
 
 TEST(MetricsDaemonTest, HungGpuLeavesMetricsFastAndOtherGpuFresh) {

@@ -55,7 +55,21 @@ bool DaemonProcess::Start(const std::vector<std::string>& argv,
   std::vector<std::string> argv_copy = argv;
   for (auto& s : argv_copy) args.push_back(s.data());
   args.push_back(nullptr);
-  int rc = posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), envp.data());
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  if (block_stop_signals_) {
+    // As a supervisor may: the program starts with SIGTERM, SIGINT and SIGHUP blocked, so a
+    // signal sent before its main() runs waits for it instead of taking the default action.
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGHUP);
+    posix_spawnattr_setsigmask(&attr, &mask);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  }
+  int rc = posix_spawn(&pid_, args[0], &actions, &attr, args.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
   close(fd);
   if (rc != 0) pid_ = -1;

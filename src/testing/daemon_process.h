@@ -24,6 +24,9 @@ class DaemonProcess {
   DaemonProcess(const DaemonProcess&) = delete;
   DaemonProcess& operator=(const DaemonProcess&) = delete;
 
+  // The next Start runs the program with SIGTERM, SIGINT and SIGHUP blocked (for tests of
+  // a signal at any moment of the program's own life, from before its main() on).
+  void BlockStopSignalsAtStart() { block_stop_signals_ = true; }
   // Starts argv[0] with `argv`, extra environment `env`, stdout and stderr to `log_file`.
   bool Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
              const std::string& log_file);
@@ -41,6 +44,7 @@ class DaemonProcess {
   pid_t pid_ = -1;
   std::string log_file_;
   int exit_code_ = -1;
+  bool block_stop_signals_ = false;
 };
 
 }  // namespace gpulet::testing

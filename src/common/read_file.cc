@@ -1,0 +1,114 @@
+#include "common/read_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace gpulet {
+namespace {
+
+// What a non-regular file is, for messages.
+const char* KindOf(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadRegularFile(const std::string& path, size_t max_bytes,
+                                            const std::string& what) {
+  if (path.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": the path is empty"));
+  Fd fd(open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  if (fd.get() < 0) {
+    int err = errno;
+    switch (err) {
+      case ENOENT:
+      case ENOTDIR:
+        return absl::NotFoundError(
+            absl::StrCat("cannot read ", what, " ", path, ": it does not exist; check the path"));
+      case EACCES:
+      case EPERM:
+        return absl::PermissionDeniedError(
+            absl::StrCat("cannot read ", what, " ", path,
+                         ": permission denied; make it readable by gpulet's user"));
+      case ELOOP:
+        return absl::InvalidArgumentError(
+            absl::StrCat("cannot read ", what, " ", path,
+                         ": too many levels of symbolic links (a symlink loop); point the "
+                         "path at a regular file"));
+      case ENXIO: {
+        // Opening a socket fails with ENXIO; say what it is.
+        struct stat st;
+        if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+          return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is ",
+                                                         KindOf(st.st_mode),
+                                                         ", not a regular file; give the path "
+                                                         "of a regular file"));
+        }
+        return absl::InternalError(
+            absl::StrCat("cannot open ", what, " ", path, ": ", std::strerror(err)));
+      }
+      default:
+        return absl::InternalError(
+            absl::StrCat("cannot open ", what, " ", path, ": ", std::strerror(err)));
+    }
+  }
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot stat ", what, " ", path, ": ", std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is ", KindOf(st.st_mode),
+                                                   ", not a regular file; give the path of a "
+                                                   "regular file"));
+  }
+  if (static_cast<unsigned long long>(st.st_size) > max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is ", st.st_size,
+                                                   " bytes, more than the limit of ", max_bytes,
+                                                   " bytes; is it the right file?"));
+  }
+  std::string out;
+  out.reserve(static_cast<size_t>(st.st_size));
+  char buf[16384];
+  while (true) {
+    ssize_t n = read(fd.get(), buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return absl::InternalError(
+          absl::StrCat("cannot read ", what, " ", path, ": ", std::strerror(errno)));
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > max_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " grew past the limit of ",
+                                                     max_bytes, " bytes while being read"));
+    }
+  }
+  return out;
+}
+
+}  // namespace gpulet

@@ -1,0 +1,35 @@
+// ReadRegularFile: the one way gpulet reads a small file named by its user (the daemon's
+// config file, the metrics web-config file), safe against whatever the path turns out to be.
+//
+// The file is opened with O_RDONLY|O_NONBLOCK|O_CLOEXEC|O_NOCTTY, so that opening a FIFO
+// with no writer or a terminal never blocks or becomes the controlling terminal; fstat() on
+// the open descriptor (not the path, so nothing can be swapped in between) then refuses
+// anything but a regular file: a directory, FIFO, socket, character or block device is an
+// error naming its kind. A file larger than `max_bytes` is refused before it is read, and a
+// file that grows while being read stops at `max_bytes + 1` bytes and is refused too.
+//
+// Errors (each names the path and says what to do): NotFound (no such file), PermissionDenied,
+// InvalidArgument (not a regular file, symlink loop, too large), Internal (read failures).
+//
+// Thread-safety: a pure function of the file system; safe from any thread.
+#ifndef GPULET_COMMON_READ_FILE_H_
+#define GPULET_COMMON_READ_FILE_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace gpulet {
+
+// The size cap for configuration files (the config and the web config): 1 MiB.
+inline constexpr size_t kMaxConfigFileBytes = size_t{1} << 20;
+
+// The contents of the regular file at `path`, at most `max_bytes` long. `what` names the
+// file in messages ("config file", "web config file").
+absl::StatusOr<std::string> ReadRegularFile(const std::string& path, size_t max_bytes,
+                                            const std::string& what = "file");
+
+}  // namespace gpulet
+
+#endif  // GPULET_COMMON_READ_FILE_H_
