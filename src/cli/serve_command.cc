@@ -217,6 +217,7 @@ class ServeCommand final : public CommandHandler {
         if (!next.ok()) {
           GPULET_LOG_ERROR("SIGHUP: keeping the running configuration; the new one is invalid: {}",
                            next.status().message());
+          daemon.CountReloadError();
           continue;
         }
         // Reload logs what it applied, or why it refused and kept the running config.

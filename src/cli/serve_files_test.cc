@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -297,27 +298,80 @@ TEST(ServeSignalsTest, SigtermDuringAHangingNvmlInitExitsAtOnce) {
   fs::remove_all(dir);
 }
 
-// SIGTERM at moments across start-up, from before main() (the signal waits, blocked, as a
-// supervisor may start gpulet) to a running daemon: each run exits 0 within 2 s and leaves
-// no plugin socket.
-TEST(ServeSignalsTest, SigtermAtAnyMomentOfStartUpExitsCleanly) {
-  fs::path dir = fs::temp_directory_path() / absl::StrCat("gpulet-serve-term-", getpid());
-  for (int delay_ms : {0, 10, 20, 50, 100, 200, 500}) {
-    fs::remove_all(dir);
-    fs::create_directories(dir / "kubelet/device-plugins");
+// One round of SIGTERM at moments across start-up: one gpulet per delay (0 to 500 ms after
+// its start, from before main(): the signal waits, blocked, as a supervisor may start
+// gpulet), all at once. Each must exit 0 within 2 s of its signal and leave no socket.
+void TermAtEachDelay(const fs::path& base, const std::vector<std::string>& front, int round) {
+  constexpr int kDelaysMs[] = {0, 10, 20, 50, 100, 200, 500};
+  struct Run {
+    int delay_ms = 0;
+    fs::path dir;
     testing::DaemonProcess d;
-    d.BlockStopSignalsAtStart();
-    ASSERT_TRUE(d.Start(
-        {Gpulet(), "--simulate", "homelab", "--sim-state", (dir / "state.json").string(), "serve",
-         "--metrics-address", "127.0.0.1:0", "--kubelet-dir", (dir / "kubelet").string()},
-        {}, (dir / "serve.log").string()));
-    absl::SleepFor(absl::Milliseconds(delay_ms));
-    const absl::Time sent = absl::Now();
-    EXPECT_EQ(d.Stop(SIGTERM, absl::Seconds(5)), 0) << delay_ms << " ms\n" << d.Log();
-    EXPECT_LT(absl::Now() - sent, absl::Seconds(2)) << delay_ms << " ms\n" << d.Log();
-    EXPECT_FALSE(fs::exists(dir / "kubelet/device-plugins/gpulet-gpu.sock")) << delay_ms;
+    absl::Time started, signalled, exited = absl::InfiniteFuture();
+  };
+  std::vector<std::unique_ptr<Run>> runs;
+  for (int delay_ms : kDelaysMs) {
+    auto run = std::make_unique<Run>();
+    run->delay_ms = delay_ms;
+    run->dir = base / absl::StrCat(round, "-", delay_ms);
+    fs::create_directories(run->dir / "kubelet/device-plugins");
+    std::vector<std::string> argv = {Gpulet()};
+    argv.insert(argv.end(), front.begin(), front.end());
+    if (front[0] == "--simulate") {
+      argv.insert(argv.end(), {"--sim-state", (run->dir / "state.json").string()});
+    }
+    argv.insert(argv.end(), {"serve", "--metrics-address", "127.0.0.1:0", "--kubelet-dir",
+                             (run->dir / "kubelet").string()});
+    run->d.BlockStopSignalsAtStart();
+    ASSERT_TRUE(run->d.Start(argv, {}, (run->dir / "serve.log").string()));
+    run->started = absl::Now();
+    runs.push_back(std::move(run));
   }
-  fs::remove_all(dir);
+  for (auto& run : runs) {  // in order of delay, so each is sent on time
+    absl::SleepFor(run->started + absl::Milliseconds(run->delay_ms) - absl::Now());
+    run->signalled = absl::Now();
+    kill(run->d.pid(), SIGTERM);
+  }
+  const absl::Time give_up = absl::Now() + absl::Seconds(5);
+  for (bool waiting = true; waiting && absl::Now() < give_up;) {
+    waiting = false;
+    for (auto& run : runs) {
+      if (run->exited != absl::InfiniteFuture()) continue;
+      if (run->d.Running()) {
+        waiting = true;
+      } else {
+        run->exited = absl::Now();
+      }
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  for (auto& run : runs) {
+    const std::string what = absl::StrCat("round ", round, ", SIGTERM at ", run->delay_ms, " ms");
+    EXPECT_LT(run->exited - run->signalled, absl::Seconds(2)) << what << "\n" << run->d.Log();
+    EXPECT_EQ(run->d.Stop(SIGKILL, absl::Seconds(1)), 0) << what << "\n" << run->d.Log();
+    EXPECT_FALSE(fs::exists(run->dir / "kubelet/device-plugins/gpulet-gpu.sock")) << what;
+  }
+}
+
+// 20 rounds on the simulated homelab node.
+TEST(ServeSignalsTest, SigtermAtAnyMomentOfStartUpExitsCleanly) {
+  const fs::path base = fs::temp_directory_path() / absl::StrCat("gpulet-serve-term-", getpid());
+  for (int round = 0; round < 20 && !::testing::Test::HasFailure(); ++round) {
+    TermAtEachDelay(base, {"--simulate", "homelab"}, round);
+  }
+  fs::remove_all(base);
+}
+
+// 20 rounds with an nvmlInit that hangs (the probe's deadline is 30 s).
+TEST(ServeSignalsTest, SigtermAtAnyMomentOfAHangingNvmlInitExitsCleanly) {
+  const fs::path base = fs::temp_directory_path() / absl::StrCat("gpulet-serve-hang-", getpid());
+  for (int round = 0; round < 20 && !::testing::Test::HasFailure(); ++round) {
+    TermAtEachDelay(base,
+                    {"--nvml-lib", absl::StrCat(GPULET_TESTLIB_DIR, "/libnvml-hang_init.so"),
+                     "--probe-timeout", "30"},
+                    round);
+  }
+  fs::remove_all(base);
 }
 
 }  // namespace

@@ -206,7 +206,7 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Confi
   so.clock = options_.clock;
   m->sampler = std::make_unique<Sampler>(
       node_.gpus.get(), &store_, node_.host.get(), so,
-      RenderInfo{options_.node_name, node_.inventory.system.driver_version});
+      RenderInfo{options_.node_name, node_.inventory.system.driver_version, &reload_errors_});
   // Pod labels: from the kubelet's PodResources API, on their own thread.
   if (config.metrics.pod_attribution) {
     PodAttributor::Options po;
@@ -263,11 +263,14 @@ absl::StatusOr<ReloadResult> Daemon::Reload(const Config& next) {
   if (result.ok()) {
     GPULET_LOG_INFO("configuration reloaded: {}", result->Summary());
   } else {
+    ++reload_errors_;
     GPULET_LOG_ERROR("configuration not reloaded, the running one is kept: {}",
                      result.status().message());
   }
   return result;
 }
+
+void Daemon::CountReloadError() { ++reload_errors_; }
 
 absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
   if (!started_ || stopped_) return absl::FailedPreconditionError("the daemon is not running");

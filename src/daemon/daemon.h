@@ -27,6 +27,8 @@
 #ifndef GPULET_DAEMON_DAEMON_H_
 #define GPULET_DAEMON_DAEMON_H_
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -90,6 +92,11 @@ class Daemon {
   // key that cannot change now (the message says why and that a restart applies it).
   absl::StatusOr<ReloadResult> Reload(const Config& next);
 
+  // Counts a reload that failed before Reload was called (the file could not be loaded), in
+  // gpulet_config_reload_errors_total, as Reload counts the ones it refuses.
+  void CountReloadError();
+  uint64_t reload_errors() const { return reload_errors_.load(); }
+
   // Stops every component, in reverse order; sockets are removed, the CDI spec is left for
   // containers that restart while gpulet is down. Idempotent.
   void Stop();
@@ -129,6 +136,8 @@ class Daemon {
   DeviceStore store_;
   absl::Mutex files_mu_;
   NodeFiles files_ ABSL_GUARDED_BY(files_mu_);
+  // Refused reloads; declared before the metrics stack that renders it.
+  std::atomic<uint64_t> reload_errors_{0};
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<PluginManager> plugins_;
   std::unique_ptr<LivenessMonitor> liveness_;

@@ -356,7 +356,9 @@ TEST_F(DaemonTest, ReloadWithEachBrokenWebConfigKeepsTheOldTlsAndAuth) {
 }
 
 TEST_F(DaemonTest, ReloadWithAnInvalidValueNamesTheKey) {
+  config_.metrics.sample_interval = absl::Milliseconds(100);
   ASSERT_OK(StartDaemon());
+  EXPECT_THAT(HttpGet(daemon_->metrics_port()), HasSubstr("gpulet_config_reload_errors_total{} 0"));
   Config next = config_;
   next.sharing.time_slicing.replicas = 0;
   absl::StatusOr<ReloadResult> r = daemon_->Reload(next);
@@ -365,6 +367,13 @@ TEST_F(DaemonTest, ReloadWithAnInvalidValueNamesTheKey) {
   EXPECT_THAT(r.status().message(), HasSubstr("sharing.timeSlicing.replicas"));
   EXPECT_EQ(daemon_->config().sharing.time_slicing.replicas, 1);
   EXPECT_TRUE(fs::exists(Socket()));
+  // Counted, with a file that could not be loaded at all (the CLI's part).
+  daemon_->CountReloadError();
+  EXPECT_EQ(daemon_->reload_errors(), 2u);
+  EXPECT_TRUE(Eventually([&] {
+    return absl::StrContains(HttpGet(daemon_->metrics_port()),
+                             "gpulet_config_reload_errors_total{} 2");
+  }));
 }
 
 TEST_F(DaemonTest, ReloadAppliesTheSampleInterval) {

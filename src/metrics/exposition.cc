@@ -147,6 +147,10 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
                      "NVML sampling calls that failed or timed out.");
   Family nvml_up("gpulet_nvml_up", "gauge", "1 when NVML is loaded and usable.");
   Family build("gpulet_build_info", "gauge", "Always 1; labels carry gpulet's version.");
+  Family reload_errors("gpulet_config_reload_errors_total", "counter",
+                       "Configuration reloads (SIGHUP) refused since gpulet started: an invalid "
+                       "or unreadable file, or a change that cannot apply now. The running "
+                       "configuration was kept.");
 
   for (const DeviceRecord& d : snap.devices) {
     const Gpu& g = d.gpu;
@@ -254,16 +258,19 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
   nvml_up.Add("", snap.nvml_ok ? 1 : 0);
   if (samples.pods != nullptr) pods_up.Add("", samples.pods->ok ? 1 : 0);
   build.Add(absl::StrCat("version=\"", GPULET_VERSION, "\",revision=\"", GitRevision(), "\""), 1);
+  if (info.reload_errors != nullptr) {
+    reload_errors.Add("", static_cast<double>(info.reload_errors->load()));
+  }
 
   std::string out;
   out.reserve(16384);
   for (const Family* f :
-       {&sm_clock,    &mem_clock, &mem_temp,  &gpu_temp,    &power,     &energy,
-        &replay,      &gpu_util,  &copy_util, &enc,         &dec,       &xid,
-        &fb_free,     &fb_used,   &fb_res,    &unc_rows,    &cor_rows,  &remap_fail,
-        &up,          &age,       &health,    &health_info, &xid_total, &throttle,
-        &power_limit, &mem_total, &proc_mem,  &allocation,  &pods_up,   &sampler_seconds,
-        &nvml_errors, &nvml_up,   &build}) {
+       {&sm_clock,    &mem_clock, &mem_temp,  &gpu_temp,     &power,     &energy,
+        &replay,      &gpu_util,  &copy_util, &enc,          &dec,       &xid,
+        &fb_free,     &fb_used,   &fb_res,    &unc_rows,     &cor_rows,  &remap_fail,
+        &up,          &age,       &health,    &health_info,  &xid_total, &throttle,
+        &power_limit, &mem_total, &proc_mem,  &allocation,   &pods_up,   &sampler_seconds,
+        &nvml_errors, &nvml_up,   &build,     &reload_errors}) {
     f->AppendTo(&out, openmetrics);
   }
   if (openmetrics) out += "# EOF\n";

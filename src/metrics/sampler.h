@@ -15,6 +15,8 @@
 #ifndef GPULET_METRICS_SAMPLER_H_
 #define GPULET_METRICS_SAMPLER_H_
 
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -54,6 +56,9 @@ struct SampleSet {
 struct RenderInfo {
   std::string hostname;
   std::string driver_version;
+  // The daemon's count of refused configuration reloads (gpulet_config_reload_errors_total);
+  // not exported when null. Must outlive the sampler.
+  const std::atomic<uint64_t>* reload_errors = nullptr;
 };
 
 class Sampler {
