@@ -9,21 +9,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "cli/commands.h"
 #include "common/log.h"
-#include "common/periodic_worker.h"
 #include "config/config.h"
 #include "daemon/daemon.h"
 
@@ -85,53 +83,44 @@ constexpr FlagKey kFlagKeys[] = {
 
 // In a pod, gethostname() is the pod's name, which changes on every rollout; the DaemonSet
 // passes the node's name (downward API) in NODE_NAME, as dcgm-exporter's does.
-// SIGTERM and SIGINT while `gpulet serve` starts, before its signal loop runs. Discovery can
-// wait long on a driver that hangs in nvmlInit (the probe's deadline, seconds): a stop
-// request then ends the process at once, since nothing gpulet must remove exists yet (the
-// daemon has not served) and every child it started dies with it (PR_SET_PDEATHSIG). Once
-// the daemon is starting (sockets may appear), the request is only recorded, and the
-// caller stops the daemon when Start returns. SIGHUP stays pending for the signal loop.
-class StartupSignals {
+// SIGTERM and SIGINT during discovery, which can wait long on a driver that hangs in
+// nvmlInit (the probe's deadline, seconds): they end the process at once with status 0,
+// since nothing gpulet must remove exists yet (the daemon has not served) and every child
+// it started dies with it (PR_SET_PDEATHSIG). A handler on the main thread, not a thread
+// of its own: a thread running while discovery forks its probe could hold a lock the child
+// then needs. gpulet's own threads block every signal (StartNamedThread), so the handler
+// runs on the main thread. Afterwards the signals are blocked again and wait, pending,
+// for the signal loop; one that arrives while the daemon starts stops it once started.
+class DiscoverySignals {
  public:
-  StartupSignals() {
+  DiscoverySignals() {
+    struct sigaction action = {};
+    action.sa_handler = &DiscoverySignals::OnSignal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGTERM, &action, &previous_term_);
+    sigaction(SIGINT, &action, &previous_int_);
     sigemptyset(&stop_);
     sigaddset(&stop_, SIGTERM);
     sigaddset(&stop_, SIGINT);
-    thread_ = StartNamedThread("gpulet-startsig", [this] { Watch(); });
+    pthread_sigmask(SIG_UNBLOCK, &stop_, nullptr);  // a pending one is delivered now
   }
-  ~StartupSignals() { Finish(); }
-
-  // The daemon is being started: a stop request is recorded, not acted on.
-  void Starting() { starting_ = true; }
-
-  // Ends the watch; the signal (SIGTERM or SIGINT) received while starting, or 0.
-  int Finish() {
-    done_ = true;
-    if (thread_.joinable()) thread_.join();
-    return received_;
+  ~DiscoverySignals() {
+    pthread_sigmask(SIG_BLOCK, &stop_, nullptr);
+    sigaction(SIGTERM, &previous_term_, nullptr);
+    sigaction(SIGINT, &previous_int_, nullptr);
   }
+  DiscoverySignals(const DiscoverySignals&) = delete;
+  DiscoverySignals& operator=(const DiscoverySignals&) = delete;
 
  private:
-  void Watch() {
-    const struct timespec slice = {0, 20 * 1000 * 1000};
-    while (!done_) {
-      int sig = sigtimedwait(&stop_, nullptr, &slice);
-      if (sig != SIGTERM && sig != SIGINT) continue;
-      if (!starting_) {
-        std::fprintf(stderr, "gpulet serve: received %s during discovery: stopping\n",
-                     strsignal(sig));
-        _exit(kExitOk);
-      }
-      received_ = sig;
-      return;
-    }
+  static void OnSignal(int) {
+    static const char kMessage[] = "gpulet serve: stop signal during discovery: stopping\n";
+    (void)!write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+    _exit(kExitOk);
   }
 
   sigset_t stop_;
-  std::atomic<bool> starting_{false};
-  std::atomic<bool> done_{false};
-  std::atomic<int> received_{0};
-  std::thread thread_;
+  struct sigaction previous_term_ = {}, previous_int_ = {};
 };
 
 std::string NodeName() {
@@ -192,21 +181,13 @@ class ServeCommand final : public CommandHandler {
     options.node_name = NodeName();
     DiscoveryOptions discovery;
     if (!PrepareDiscovery(ctx, &discovery, /*quiet_simulation=*/false)) return kExitUsage;
-    StartupSignals startup;
-    Daemon daemon(DiscoverNode(discovery), *std::move(config), options);
-    startup.Starting();
-    absl::Status started = daemon.Start();
-    const int early = startup.Finish();
-    if (!started.ok()) {
+    std::optional<DiscoverySignals> discovery_signals(std::in_place);
+    Node node = DiscoverNode(discovery);
+    discovery_signals.reset();
+    Daemon daemon(std::move(node), *std::move(config), options);
+    if (absl::Status started = daemon.Start(); !started.ok()) {
       GPULET_LOG_ERROR("{}", started.message());
-      if (early != 0) return kExitOk;  // stopped while starting: what started has stopped
       return absl::IsInvalidArgument(started) ? kExitUsage : kExitFailure;
-    }
-    if (early != 0) {
-      GPULET_LOG_INFO("received {} while starting: stopping", strsignal(early));
-      daemon.Stop();
-      GPULET_LOG_INFO("stopped");
-      return kExitOk;
     }
 
     while (true) {

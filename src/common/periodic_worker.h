@@ -18,6 +18,7 @@
 #define GPULET_COMMON_PERIODIC_WORKER_H_
 
 #include <pthread.h>
+#include <signal.h>
 
 #include <cstdint>
 #include <functional>
@@ -39,12 +40,19 @@ inline void SetCurrentThreadName(absl::string_view name) {
   pthread_setname_np(pthread_self(), cut.c_str());
 }
 
-// A std::thread that names itself `name` before running `body`.
+// A std::thread that names itself `name` before running `body`. It starts with every
+// signal blocked, so that process signals (SIGTERM, SIGHUP) reach only the thread that
+// waits for them, never a worker that happens to have them unblocked.
 inline std::thread StartNamedThread(std::string name, std::function<void()> body) {
-  return std::thread([name = std::move(name), body = std::move(body)] {
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &previous);  // the new thread inherits this mask
+  std::thread thread([name = std::move(name), body = std::move(body)] {
     SetCurrentThreadName(name);
     body();
   });
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  return thread;
 }
 
 class PeriodicWorker {
