@@ -16,8 +16,11 @@ Sampler::~Sampler() { Stop(); }
 void Sampler::Start() {
   if (worker_) return;
   worker_ = std::make_unique<PeriodicWorker>(
-      PeriodicWorker::Options{
-          .name = "gpulet-sampler", .interval = options_.interval, .clock = options_.clock},
+      // A round already done (the daemon samples once before it listens) is not repeated.
+      PeriodicWorker::Options{.name = "gpulet-sampler",
+                              .interval = options_.interval,
+                              .clock = options_.clock,
+                              .tick_at_start = Samples()->rounds == 0},
       [this] { SampleOnce(); });
   worker_->Start();
 }

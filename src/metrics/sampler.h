@@ -77,9 +77,10 @@ class Sampler {
   // Labels GPUs and processes with their pods from `pods` (may be null). Before Start.
   void AttributePodsWith(const PodAttributor* pods) { pods_ = pods; }
 
+  // Samples every interval: at once, or one interval after a round SampleOnce already did.
   void Start();
   void Stop();
-  void SampleOnce();  // one round + render (tests)
+  void SampleOnce();  // one round + render
 
   // The latest exposition text; `openmetrics` selects the OpenMetrics variant.
   std::shared_ptr<const std::string> Exposition(bool openmetrics) const;

@@ -94,6 +94,19 @@ TEST_F(SamplerTest, RendersTheFakesSamplesOnEveryTick) {
   EXPECT_EQ(library_.sample_calls(0), 2);
 }
 
+// The daemon samples once before it listens; starting the worker then does not
+// sample again at once, but one interval later.
+TEST_F(SamplerTest, StartAfterARoundWaitsAnInterval) {
+  sampler_.SampleOnce();
+  sampler_.Start();
+  ASSERT_TRUE(clock_.AwaitSleepers(1));
+  EXPECT_EQ(Rounds(), 1u);
+  EXPECT_EQ(library_.sample_calls(0), 1);
+  clock_.Advance(kInterval);
+  ASSERT_TRUE(clock_.AwaitSleepers(1));
+  EXPECT_EQ(Rounds(), 2u);
+}
+
 TEST_F(SamplerTest, AFailingGpuStaysListedAsNotAnswering) {
   library_.FailNvml(1, NVML_ERROR_GPU_IS_LOST);
   sampler_.SampleOnce();
