@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "common/atomic_file.h"
+#include "common/read_file.h"
 
 namespace gpulet::sim {
 namespace {
@@ -466,36 +467,20 @@ std::string StateToJson(const SimState& state) {
 }
 
 bool LoadState(const std::string& path, SimState* out, std::string* error) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) {
-      *out = SimState();
-      return true;
-    }
-    SetError(error, path + ": " + std::strerror(errno));
+  // Non-blocking, regular files only, size-capped: the simulator runs inside NVML calls,
+  // where a FIFO or /dev/zero at the state path must not hang or flood the caller.
+  absl::StatusOr<std::string> text =
+      ReadRegularFile(path, kMaxStateFileBytes, "simulator state file");
+  if (absl::IsNotFound(text.status())) {
+    *out = SimState();
+    return true;
+  }
+  if (!text.ok()) {
+    SetError(error, std::string(text.status().message()));
     return false;
   }
-  std::string text;
-  char buf[8192];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      SetError(error, path + ": " + std::strerror(errno));
-      close(fd);
-      return false;
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
-    if (text.size() > kMaxStateFileBytes) {
-      SetError(error, path + ": larger than 4 MiB, not a simulator state file");
-      close(fd);
-      return false;
-    }
-  }
-  close(fd);
   std::string parse_error;
-  if (!StateFromJson(text, out, &parse_error)) {
+  if (!StateFromJson(*text, out, &parse_error)) {
     SetError(error, path + ": " + parse_error);
     return false;
   }

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <filesystem>
@@ -168,6 +169,32 @@ TEST(SimStateTest, LoadAndSaveFiles) {
   EXPECT_FALSE(LoadState(path, &back, &error));
   EXPECT_NE(error.find(path), std::string::npos) << error;
   EXPECT_FALSE(SaveStateAtomic(dir.path() + "/no/such/dir/state.json", state, &error));
+}
+
+// What is not a regular file at the state path is an error naming it at once, never a hang
+// (a FIFO) or an endless read (/dev/zero); a file over the cap is refused.
+TEST(SimStateTest, NonRegularAndHugeStateFilesAreRefused) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string fifo = dir.path() + "/fifo.json";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string huge = dir.path() + "/huge.json";
+  { std::ofstream(huge) << "{" << std::string(5 << 20, ' ') << "}"; }
+  const std::string adir = dir.path() + "/dir.json";
+  std::filesystem::create_directory(adir);
+  struct Case {
+    std::string path, message;
+  } cases[] = {{fifo, "is a FIFO"},
+               {"/dev/zero", "is a character device"},
+               {adir, "is a directory"},
+               {huge, "more than the limit"}};
+  for (const Case& c : cases) {
+    SimState state;
+    std::string error;
+    EXPECT_FALSE(LoadState(c.path, &state, &error)) << c.path;
+    EXPECT_NE(error.find(c.message), std::string::npos) << c.path << ": " << error;
+    EXPECT_NE(error.find(c.path), std::string::npos) << error;
+  }
 }
 
 }  // namespace

@@ -1,10 +1,13 @@
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "cli/command.h"
 #include "common/build_info.h"
 
@@ -20,6 +23,35 @@ bool TakesValue(absl::string_view arg) {
     if (arg == opt) return true;
   }
   return false;
+}
+
+// A deadline flag: seconds ("15", "0.5") or a duration ("30s", "500ms", "1m"), finite and
+// within [min_s, max_s]; the value is handed on as a number of seconds.
+CLI::Validator DeadlineSeconds(double min_s, double max_s) {
+  const std::string range = absl::StrCat(min_s, " to ", max_s, " seconds");
+  return CLI::Validator(
+      [min_s, max_s, range](std::string& text) -> std::string {
+        double seconds = 0;
+        absl::Duration d;
+        if (absl::SimpleAtod(text, &seconds)) {
+          // SimpleAtod takes "nan" and "inf"; neither is a deadline.
+        } else if (absl::ParseDuration(text, &d) && d != absl::InfiniteDuration() &&
+                   d != -absl::InfiniteDuration()) {
+          seconds = absl::ToDoubleSeconds(d);
+        } else {
+          return absl::StrCat("'", text, "' is not a number of seconds or a duration; give ",
+                              "e.g. 15, 0.5 or 30s (", range, ")");
+        }
+        if (!std::isfinite(seconds)) {
+          return absl::StrCat("'", text, "' is not a finite number of seconds; give ", range);
+        }
+        if (seconds < min_s || seconds > max_s) {
+          return absl::StrCat("'", text, "' is out of range; give ", range);
+        }
+        text = absl::StrCat(seconds);
+        return std::string();
+      },
+      absl::StrCat("SECONDS in [", min_s, ", ", max_s, "]"));
 }
 
 size_t EditDistance(absl::string_view a, absl::string_view b) {
@@ -50,9 +82,10 @@ void PrintHelp(FILE* out) {
                "  --simulate FIXTURE   use the bundled NVML simulator and fixture host root "
                "(homelab, h200, dgx8)\n"
                "  --sim-state PATH     the simulator's fault-injection state file\n"
-               "  --probe-timeout SEC  deadline for loading NVML in a child process (default "
-               "15)\n"
-               "  --call-timeout SEC   deadline for NVML calls about one GPU (default 10)\n"
+               "  --probe-timeout SEC  deadline for loading NVML in a child process, 0.1 to "
+               "600 s (default 15; 30s and 500ms work too)\n"
+               "  --call-timeout SEC   deadline for NVML calls about one GPU, 0.01 to 600 s "
+               "(default 10)\n"
                "  -v, --verbose        more detail\n\n"
                "Run 'gpulet <command> --help' for a command's options.\n");
 }
@@ -68,10 +101,12 @@ void AddGlobalOptions(CLI::App& app, GlobalOptions& o) {
       ->envname("GPULET_SIMULATE");
   app.add_option("--sim-state", o.sim_state, "Simulator state file")
       ->envname("GPULET_SIM_STATE_FILE");
+  // A deadline of more than 10 minutes is no deadline: a hung driver would hold gpulet that
+  // long. Below 0.1 s (probe) or 0.01 s (calls) even a healthy driver cannot answer.
   app.add_option("--probe-timeout", o.probe_timeout_s, "NVML probe deadline in seconds")
-      ->check(CLI::PositiveNumber);
+      ->transform(DeadlineSeconds(0.1, 600));
   app.add_option("--call-timeout", o.call_timeout_s, "NVML call deadline in seconds")
-      ->check(CLI::PositiveNumber);
+      ->transform(DeadlineSeconds(0.01, 600));
   app.add_flag("-v,--verbose", o.verbose, "More detail");
 }
 

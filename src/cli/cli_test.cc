@@ -45,6 +45,40 @@ TEST(CliTest, HelpListsEveryCommand) {
   }
 }
 
+// The deadline flags take seconds or a duration, finite and in range; anything else is a
+// usage error naming the flag, the value and the range, before any work starts.
+TEST(CliTest, DeadlineFlagsAreValidated) {
+  struct Case {
+    const char* flag;
+    const char* value;
+    const char* message;  // "" = accepted
+  } cases[] = {
+      {"--probe-timeout", "30s", ""},
+      {"--probe-timeout", "0.5", ""},
+      {"--call-timeout", "500ms", ""},
+      {"--probe-timeout", "nan", "not a finite number of seconds; give 0.1 to 600 seconds"},
+      {"--probe-timeout", "inf", "not a finite number"},
+      {"--probe-timeout", "-inf", "not a finite number"},
+      {"--probe-timeout", "-1", "out of range"},
+      {"--probe-timeout", "0", "out of range"},
+      {"--probe-timeout", "1e9", "out of range"},
+      {"--call-timeout", "2h", "out of range; give 0.01 to 600 seconds"},
+      {"--call-timeout", "ten", "'ten' is not a number of seconds or a duration"},
+  };
+  for (const Case& c : cases) {
+    auto r = RunProgram({Gpulet(), "--simulate", "homelab", "--sim-state",
+                         "/tmp/gpulet-cli-test-none.json", c.flag, c.value, "list"});
+    const std::string what = std::string(c.flag) + " " + c.value;
+    if (std::string(c.message).empty()) {
+      EXPECT_EQ(r.exit_code, 0) << what << ": " << r.err;
+    } else {
+      EXPECT_EQ(r.exit_code, 2) << what;
+      EXPECT_NE(r.err.find(c.flag), std::string::npos) << what << ": " << r.err;
+      EXPECT_NE(r.err.find(c.message), std::string::npos) << what << ": " << r.err;
+    }
+  }
+}
+
 TEST(CliTest, ListHomelabShowsBothGpus) {
   auto r = RunProgram(
       {Gpulet(), "--simulate", "homelab", "--sim-state", "/tmp/gpulet-cli-test-none.json", "list"});

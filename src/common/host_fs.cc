@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/read_file.h"
 
 namespace gpulet {
 namespace {
@@ -126,22 +127,21 @@ std::string HostFs::Describe(absl::string_view host_path) const {
 absl::StatusOr<std::string> HostFs::ReadFile(absl::string_view host_path, size_t max_bytes) const {
   absl::StatusOr<std::string> local = Resolve(host_path);
   if (!local.ok()) return local.status();
-  int fd = open(local->c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", Describe(host_path)));
+  // Non-blocking and regular files only: a FIFO or device planted in a host tree must not
+  // hang or flood the reader.
+  absl::StatusOr<UniqueFd> fd = OpenRegularFile(*local, "host file", Describe(host_path));
+  if (!fd.ok()) return fd.status();
   std::string out;
   char buf[8192];
   while (out.size() < max_bytes) {
-    ssize_t n = read(fd, buf, std::min(sizeof(buf), max_bytes - out.size()));
+    ssize_t n = read(fd->get(), buf, std::min(sizeof(buf), max_bytes - out.size()));
     if (n < 0) {
       if (errno == EINTR) continue;
-      int err = errno;
-      close(fd);
-      return ErrnoStatus(err, absl::StrCat("cannot read ", Describe(host_path)));
+      return ErrnoStatus(errno, absl::StrCat("cannot read ", Describe(host_path)));
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
   }
-  close(fd);
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "common/host_fs.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -197,6 +198,23 @@ TEST_F(HostFsTest, ExistsAndIsDirectoryFollowLinks) {
   EXPECT_TRUE(host.IsDirectory("/sys/bus/pci/devices/0000:01:00.0/driver"));
   EXPECT_TRUE(host.Exists("/"));
   EXPECT_TRUE(host.IsDirectory("/"));
+}
+
+// A FIFO, socket or directory planted in the host tree is refused at once, named, never
+// waited on.
+TEST_F(HostFsTest, ReadFileRefusesWhatIsNotARegularFile) {
+  fs::create_directories(Local("/proc/driver/nvidia"));
+  ASSERT_EQ(mkfifo(Local("/proc/driver/nvidia/version").c_str(), 0600), 0);
+  fs::create_directories(Local("/etc/os-release"));
+  HostFs host(root_);
+  absl::StatusOr<std::string> fifo = host.ReadFile("/proc/driver/nvidia/version");
+  ASSERT_FALSE(fifo.ok());
+  EXPECT_TRUE(absl::StrContains(fifo.status().message(), "/proc/driver/nvidia/version"))
+      << fifo.status();
+  EXPECT_TRUE(absl::StrContains(fifo.status().message(), "is a FIFO")) << fifo.status();
+  absl::StatusOr<std::string> dir = host.ReadAttribute("/etc/os-release");
+  ASSERT_FALSE(dir.ok());
+  EXPECT_TRUE(absl::StrContains(dir.status().message(), "is a directory")) << dir.status();
 }
 
 TEST_F(HostFsTest, ReadFileHonoursMaxBytes) {

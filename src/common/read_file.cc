@@ -6,14 +6,26 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace gpulet {
-namespace {
 
-// What a non-regular file is, for messages.
-const char* KindOf(mode_t mode) {
+UniqueFd::~UniqueFd() {
+  if (fd_ >= 0) close(fd_);
+}
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+const char* FileKindName(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
   if (S_ISSOCK(mode)) return "a socket";
@@ -22,80 +34,75 @@ const char* KindOf(mode_t mode) {
   return "not a regular file";
 }
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-}  // namespace
-
-absl::StatusOr<std::string> ReadRegularFile(const std::string& path, size_t max_bytes,
-                                            const std::string& what) {
+absl::StatusOr<UniqueFd> OpenRegularFile(const std::string& path, const std::string& what,
+                                         const std::string& shown_as, off_t* size) {
+  const std::string& shown = shown_as.empty() ? path : shown_as;
   if (path.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": the path is empty"));
-  Fd fd(open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
   if (fd.get() < 0) {
     int err = errno;
     switch (err) {
       case ENOENT:
       case ENOTDIR:
         return absl::NotFoundError(
-            absl::StrCat("cannot read ", what, " ", path, ": it does not exist; check the path"));
+            absl::StrCat("cannot read ", what, " ", shown, ": it does not exist; check the path"));
       case EACCES:
       case EPERM:
         return absl::PermissionDeniedError(
-            absl::StrCat("cannot read ", what, " ", path,
+            absl::StrCat("cannot read ", what, " ", shown,
                          ": permission denied; make it readable by gpulet's user"));
       case ELOOP:
         return absl::InvalidArgumentError(
-            absl::StrCat("cannot read ", what, " ", path,
+            absl::StrCat("cannot read ", what, " ", shown,
                          ": too many levels of symbolic links (a symlink loop); point the "
                          "path at a regular file"));
       case ENXIO: {
         // Opening a socket fails with ENXIO; say what it is.
         struct stat st;
         if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-          return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is ",
-                                                         KindOf(st.st_mode),
+          return absl::InvalidArgumentError(absl::StrCat(what, " ", shown, " is ",
+                                                         FileKindName(st.st_mode),
                                                          ", not a regular file; give the path "
                                                          "of a regular file"));
         }
         return absl::InternalError(
-            absl::StrCat("cannot open ", what, " ", path, ": ", std::strerror(err)));
+            absl::StrCat("cannot open ", what, " ", shown, ": ", std::strerror(err)));
       }
       default:
         return absl::InternalError(
-            absl::StrCat("cannot open ", what, " ", path, ": ", std::strerror(err)));
+            absl::StrCat("cannot open ", what, " ", shown, ": ", std::strerror(err)));
     }
   }
   struct stat st;
   if (fstat(fd.get(), &st) != 0) {
     return absl::InternalError(
-        absl::StrCat("cannot stat ", what, " ", path, ": ", std::strerror(errno)));
+        absl::StrCat("cannot stat ", what, " ", shown, ": ", std::strerror(errno)));
   }
   if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is ", KindOf(st.st_mode),
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", shown, " is ",
+                                                   FileKindName(st.st_mode),
                                                    ", not a regular file; give the path of a "
                                                    "regular file"));
   }
-  if (static_cast<unsigned long long>(st.st_size) > max_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is ", st.st_size,
+  if (size != nullptr) *size = st.st_size;
+  return fd;
+}
+
+absl::StatusOr<std::string> ReadRegularFile(const std::string& path, size_t max_bytes,
+                                            const std::string& what) {
+  off_t size = 0;
+  absl::StatusOr<UniqueFd> fd = OpenRegularFile(path, what, path, &size);
+  if (!fd.ok()) return fd.status();
+  if (static_cast<unsigned long long>(size) > max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is ", size,
                                                    " bytes, more than the limit of ", max_bytes,
                                                    " bytes; is it the right file?"));
   }
   std::string out;
-  out.reserve(static_cast<size_t>(st.st_size));
+  out.reserve(static_cast<size_t>(size));
   char buf[16384];
   while (true) {
-    ssize_t n = read(fd.get(), buf, sizeof(buf));
+    ssize_t n = read(fd->get(), buf, sizeof(buf));
     if (n < 0) {
       if (errno == EINTR) continue;
       return absl::InternalError(

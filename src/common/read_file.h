@@ -15,12 +15,39 @@
 #ifndef GPULET_COMMON_READ_FILE_H_
 #define GPULET_COMMON_READ_FILE_H_
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 
 namespace gpulet {
+
+// An open file descriptor, closed when this goes away.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd();
+  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept;
+  int get() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+// What a file of `mode` is, for messages: "a directory", "a FIFO (named pipe)", "a socket",
+// "a character device", "a block device", "a regular file" or "not a regular file".
+const char* FileKindName(mode_t mode);
+
+// Opens `path` as ReadRegularFile does and checks, on the open descriptor, that it is a
+// regular file; `size` (when not null) gets its size. Messages name the file as `what`
+// `shown` (`shown` defaults to `path`). Errors are ReadRegularFile's, without the size limit.
+absl::StatusOr<UniqueFd> OpenRegularFile(const std::string& path, const std::string& what,
+                                         const std::string& shown = "", off_t* size = nullptr);
 
 // The size cap for configuration files (the config and the web config): 1 MiB.
 inline constexpr size_t kMaxConfigFileBytes = size_t{1} << 20;

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/read_file.h"
+#include "config/yaml_kind.h"
 #include "yaml-cpp/yaml.h"
 
 namespace gpulet {
@@ -392,19 +393,6 @@ std::string Show(const YAML::Node& node) {
   return out;
 }
 
-const char* KindOf(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Map:
-      return "a mapping";
-    case YAML::NodeType::Null:
-      return "empty";
-    default:
-      return "a single value";
-  }
-}
-
 // Sets `field` from text (the file's scalar or list, or a flag): the one path every value
 // takes. Control characters (a NUL, a newline) are never part of a valid value.
 absl::Status SetField(Config& c, const Field& field, const std::string& text) {
@@ -430,7 +418,7 @@ absl::StatusOr<std::string> FieldText(const Field& field, const YAML::Node& valu
       if (!item.IsScalar() || item.Scalar().find(',') != std::string::npos) {
         return absl::InvalidArgumentError(
             absl::StrCat(key, ": list item '", Show(item), "' is ",
-                         item.IsScalar() ? "several values" : KindOf(item),
+                         item.IsScalar() ? "several values" : YamlKindName(item),
                          "; each item must be one value (allowed: ", field.allowed, ")"));
       }
       items.push_back(item.Scalar());
@@ -440,7 +428,7 @@ absl::StatusOr<std::string> FieldText(const Field& field, const YAML::Node& valu
   return absl::InvalidArgumentError(absl::StrCat(
       key, " must be ", field.allowed,
       field.shape == Shape::kList ? " (one value or a list of values)" : " (a single value)",
-      ", not ", KindOf(value), " ('", Show(value), "')"));
+      ", not ", YamlKindName(value), " ('", Show(value), "')"));
 }
 
 // Walks a YAML mapping, checking every key (known, a plain name, not repeated) and every
@@ -453,7 +441,7 @@ absl::Status ApplyNode(Config& c, const YAML::Node& node, const std::string& pre
     if (!kv.first.IsScalar()) {
       return absl::InvalidArgumentError(
           absl::StrCat(mark, ": a key ", prefix.empty() ? "" : absl::StrCat("under ", prefix, " "),
-                       "is ", KindOf(kv.first), " ('", Show(kv.first),
+                       "is ", YamlKindName(kv.first), " ('", Show(kv.first),
                        "'); keys are plain names. Allowed here: ", AllowedUnder(prefix)));
     }
     const std::string& name = kv.first.Scalar();
@@ -469,9 +457,9 @@ absl::Status ApplyNode(Config& c, const YAML::Node& node, const std::string& pre
       if (IsSection(key)) {
         if (value.IsNull()) continue;  // an empty section: its defaults
         if (!value.IsMap()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(mark, ": ", key, " is a section and must be a mapping of its keys (",
-                           AllowedUnder(key), "), not ", KindOf(value), " ('", Show(value), "')"));
+          return absl::InvalidArgumentError(absl::StrCat(
+              mark, ": ", key, " is a section and must be a mapping of its keys (",
+              AllowedUnder(key), "), not ", YamlKindName(value), " ('", Show(value), "')"));
         }
         absl::Status s = ApplyNode(c, value, key, origin);
         if (!s.ok()) return s;
@@ -503,7 +491,7 @@ absl::Status ApplyFile(Config& c, const std::string& yaml, const std::string& or
   if (root.IsNull()) return absl::OkStatus();
   if (!root.IsMap()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        origin, ": must be a YAML mapping starting with 'version: v1', not ", KindOf(root)));
+        origin, ": must be a YAML mapping starting with 'version: v1', not ", YamlKindName(root)));
   }
   std::string found = "''";  // what the file says, for the message
   for (const auto& kv : root) {
@@ -513,7 +501,7 @@ absl::Status ApplyFile(Config& c, const std::string& yaml, const std::string& or
     } else if (kv.second.IsScalar()) {
       found = absl::StrCat("'", Show(kv.second), "'");
     } else {
-      found = absl::StrCat(KindOf(kv.second), " '", Show(kv.second), "'");
+      found = absl::StrCat(YamlKindName(kv.second), " '", Show(kv.second), "'");
     }
     break;
   }

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/read_file.h"
 
 namespace gpulet {
 namespace {
@@ -80,16 +81,6 @@ absl::Status OpenError(const std::string& path, int err) {
   if (err == ENOENT || err == ENOTDIR) return absl::NotFoundError(msg);
   if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(msg);
   return absl::ErrnoToStatus(err, absl::StrCat("cannot open ", path));
-}
-
-// What a file that is not a regular file is, for messages.
-const char* FileKind(mode_t mode) {
-  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISDIR(mode)) return "a directory";
-  return "not a regular file";
 }
 
 // A hint for the common non-ELF files found where a library is expected: Debian's libc.so
@@ -316,7 +307,7 @@ absl::StatusOr<ElfInfo> ReadElfInfo(const std::string& path) {
   if (fstat(handle.fd(), &st) != 0) return OpenError(path, errno);
   if (!S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        path, " is ", FileKind(st.st_mode),
+        path, " is ", FileKindName(st.st_mode),
         ", not a regular file, so it cannot be a shared library. Fix: point at the driver's "
         "library file itself (libnvidia-ml.so.1 and the file it links to)"));
   }

@@ -258,9 +258,11 @@ TEST(MetricsDaemonTest, HungGpuLeavesMetricsFastAndOtherGpuFresh) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   std::sort(ms.begin(), ms.end());
-  // The bound shows that the hang does not reach scrapes (a stalled scrape would take the
-  // NVML call deadline, seconds); ASan+UBSan make every request several times slower.
-  const double p99_bound_ms = GPULET_SANITIZED ? 50.0 : 10.0;
+  // The bound shows that the hang does not reach scrapes: a scrape that waited on the hung
+  // GPU would take the NVML call deadline (10 s). It is far above a scrape's real cost (well
+  // under a millisecond: `make bench` measures that) so that a CI machine busy with other
+  // tests, or ASan+UBSan, cannot fail it.
+  const double p99_bound_ms = 250.0;
   EXPECT_LT(ms[ms.size() * 99 / 100], p99_bound_ms) << "p99 scrape latency during the hang";
   auto status = c.Get("/status");
   ASSERT_TRUE(status);

@@ -1,6 +1,7 @@
 #include "metrics/web_config.h"
 
 #include <exception>
+#include <filesystem>
 #include <set>
 #include <vector>
 
@@ -8,23 +9,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/read_file.h"
+#include "config/yaml_kind.h"
 #include "yaml-cpp/yaml.h"
 
 namespace gpulet {
 namespace {
-
-const char* KindOf(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Map:
-      return "a mapping";
-    case YAML::NodeType::Null:
-      return "empty";
-    default:
-      return "a single value";
-  }
-}
 
 class Parser {
  public:
@@ -40,7 +29,7 @@ class Parser {
     std::set<std::string> seen;
     for (const auto& kv : node) {
       if (!kv.first.IsScalar()) {
-        return Error(kv.first, absl::StrCat("a key under ", path, " is ", KindOf(kv.first),
+        return Error(kv.first, absl::StrCat("a key under ", path, " is ", YamlKindName(kv.first),
                                             "; keys are plain names"));
       }
       if (!seen.insert(kv.first.Scalar()).second) {
@@ -56,7 +45,7 @@ class Parser {
                        const std::string& allowed) const {
     if (!node.IsMap() || node.size() == 0) {
       return Error(node, absl::StrCat(path, " must be a mapping of ", allowed, ", not ",
-                                      node.IsMap() ? "an empty one" : KindOf(node),
+                                      node.IsMap() ? "an empty one" : YamlKindName(node),
                                       "; remove the section if it should not apply"));
     }
     return CheckKeys(node, path);
@@ -65,7 +54,7 @@ class Parser {
   absl::StatusOr<std::string> String(const YAML::Node& node, const std::string& path) const {
     if (!node.IsScalar() || node.Scalar().empty()) {
       return Error(node, absl::StrCat(path, " must be a non-empty string, not ",
-                                      node.IsScalar() ? "empty" : KindOf(node)));
+                                      node.IsScalar() ? "empty" : YamlKindName(node)));
     }
     return node.Scalar();
   }
@@ -152,7 +141,7 @@ class Parser {
           absl::StrCat("web config ", origin_,
                        " must be a mapping with tls_server_config and/or "
                        "basic_auth_users, not ",
-                       root.IsMap() ? "an empty one" : KindOf(root),
+                       root.IsMap() ? "an empty one" : YamlKindName(root),
                        "; to serve plain HTTP without auth, set metrics.webConfigFile to \"\""));
     }
     if (absl::Status s = CheckKeys(root, "(top level)"); !s.ok()) return s;
@@ -231,6 +220,12 @@ absl::StatusOr<WebConfig> LoadWebConfig(const std::string& path) {
   if (!text.ok()) return text.status();
   absl::StatusOr<WebConfig> web = ParseWebConfig(*text, path);
   if (!web.ok() || web->cert_file.empty()) return web;
+  // As in Prometheus's exporter-toolkit: relative cert and key paths are relative to the
+  // web-config file, not to wherever gpulet was started.
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  for (std::string* file : {&web->cert_file, &web->key_file}) {
+    if (!file->empty() && (*file)[0] != '/') *file = (dir / *file).lexically_normal().string();
+  }
   if (absl::Status s =
           CheckPem(path, "tls_server_config.cert_file", web->cert_file, "CERTIFICATE-----");
       !s.ok()) {

@@ -38,8 +38,9 @@ struct WebConfig {
 absl::StatusOr<WebConfig> ParseWebConfig(const std::string& yaml, const std::string& origin);
 
 // Reads the web-config file at `path` (a regular file of at most 1 MiB), parses it and checks
-// that its cert_file and key_file are readable PEM files. An empty `path` gives no TLS and
-// no auth.
+// that its cert_file and key_file are readable PEM files; relative cert_file and key_file
+// paths are taken relative to the web-config file's directory (as Prometheus exporters do)
+// and returned absolute. An empty `path` gives no TLS and no auth.
 absl::StatusOr<WebConfig> LoadWebConfig(const std::string& path);
 
 // Whether `hash` is a bcrypt hash: $2a$, $2b$ or $2y$, a two-digit cost from 04 to 31, and

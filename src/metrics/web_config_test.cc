@@ -175,5 +175,24 @@ TEST_F(WebConfigFileTest, ChecksTheFileAndTheCertAndKey) {
   }
 }
 
+// Relative cert and key paths are relative to the web-config file, wherever gpulet runs.
+TEST_F(WebConfigFileTest, RelativeCertAndKeyAreBesideTheFile) {
+  std::filesystem::create_directory(dir_.path() + "/tls");
+  Write("tls/cert.pem", "-----BEGIN CERTIFICATE-----\nMII\n");
+  Write("tls/key.pem", "-----BEGIN PRIVATE KEY-----\nMII\n");
+  const std::string web_path = Tls("tls/cert.pem", "./tls/key.pem");
+  const std::filesystem::path cwd = std::filesystem::current_path();
+  std::filesystem::current_path("/");
+  absl::StatusOr<WebConfig> web = LoadWebConfig(web_path);
+  std::filesystem::current_path(cwd);
+  ASSERT_TRUE(web.ok()) << web.status();
+  EXPECT_EQ(web->cert_file, dir_.path() + "/tls/cert.pem");
+  EXPECT_EQ(web->key_file, dir_.path() + "/tls/key.pem");
+  // A relative path that is not there is named as gpulet looked for it.
+  absl::StatusOr<WebConfig> missing = LoadWebConfig(Tls("nocert.pem", "tls/key.pem"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr(dir_.path() + "/nocert.pem"));
+}
+
 }  // namespace
 }  // namespace gpulet
