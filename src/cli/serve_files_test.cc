@@ -298,9 +298,10 @@ TEST(ServeSignalsTest, SigtermDuringAHangingNvmlInitExitsAtOnce) {
   fs::remove_all(dir);
 }
 
-// One round of SIGTERM at moments across start-up: one gpulet per delay (0 to 500 ms after
-// its start, from before main(): the signal waits, blocked, as a supervisor may start
-// gpulet), all at once. Each must exit 0 within 2 s of its signal and leave no socket.
+// One round of SIGTERM (SIGINT in odd rounds: Ctrl-C) at moments across start-up: one gpulet
+// per delay (0 to 500 ms after its start, from before main(): the signal waits, blocked, as a
+// supervisor may start gpulet), all at once. Each must exit 0 within 2 s of its signal and
+// leave no socket.
 void TermAtEachDelay(const fs::path& base, const std::vector<std::string>& front, int round) {
   constexpr int kDelaysMs[] = {0, 10, 20, 50, 100, 200, 500};
   struct Run {
@@ -330,7 +331,7 @@ void TermAtEachDelay(const fs::path& base, const std::vector<std::string>& front
   for (auto& run : runs) {  // in order of delay, so each is sent on time
     absl::SleepFor(run->started + absl::Milliseconds(run->delay_ms) - absl::Now());
     run->signalled = absl::Now();
-    kill(run->d.pid(), SIGTERM);
+    kill(run->d.pid(), round % 2 == 0 ? SIGTERM : SIGINT);
   }
   const absl::Time give_up = absl::Now() + absl::Seconds(5);
   for (bool waiting = true; waiting && absl::Now() < give_up;) {
@@ -346,7 +347,8 @@ void TermAtEachDelay(const fs::path& base, const std::vector<std::string>& front
     absl::SleepFor(absl::Milliseconds(5));
   }
   for (auto& run : runs) {
-    const std::string what = absl::StrCat("round ", round, ", SIGTERM at ", run->delay_ms, " ms");
+    const std::string what = absl::StrCat("round ", round, round % 2 == 0 ? ", SIGTERM" : ", SIGINT",
+                                          " at ", run->delay_ms, " ms");
     EXPECT_LT(run->exited - run->signalled, absl::Seconds(2)) << what << "\n" << run->d.Log();
     EXPECT_EQ(run->d.Stop(SIGKILL, absl::Seconds(1)), 0) << what << "\n" << run->d.Log();
     EXPECT_FALSE(fs::exists(run->dir / "kubelet/device-plugins/gpulet-gpu.sock")) << what;
