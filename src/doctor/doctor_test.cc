@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "health/xid_catalog.h"
 #include "nlohmann/json.hpp"
 #include "node/pci_inventory.h"
 #include "testing/files.h"
@@ -319,7 +320,7 @@ TEST(DoctorTest, Talos113CdiModeWithoutSpec) {
   for (const CheckResult& c : r.checks) {
     if (c.id != "cdi.specs" && c.id != "cdi.resolve" && c.id != "cdi.hooks" &&
         c.id != "cdi.paths" && c.id != "cdi.gpulet" && c.id != "talos.bpf" &&
-        c.id != "gpu.health") {
+        c.id != "gpu.health" && c.id != "kernel.log") {
       EXPECT_EQ(c.verdict, Verdict::kPass) << c.id << ": " << c.summary;
     }
   }
@@ -642,6 +643,107 @@ TEST(DoctorTest, JsonShape) {
   EXPECT_EQ(j["checks"].back()["verdict"], "not checked");
 }
 
+// --- the kernel log -------------------------------------------------------------------------
+
+// A root with only a dev/kmsg of `records` (or none), for the kernel-log check.
+std::string KmsgRoot(const testing::ScratchDir& dir, const std::string& records) {
+  dir.Write("etc/os-release", "ID=debian\nVERSION_ID=\"12\"\n");
+  if (!records.empty()) dir.Write("dev/kmsg", records);
+  return dir.path();
+}
+
+Report DiagnoseKmsg(const std::string& root) {
+  Inventory inv = InventoryFor(root, {}, absl::NotFoundError("no NVML here"));
+  return Diagnose(root, inv);
+}
+
+TEST(DoctorKernelLogTest, Xid79IsAFailWithTheRebootAction) {
+  FixtureRoot root("talos-1.10-xid79");
+  Inventory inv = InventoryFor(root.path(), {}, absl::NotFoundError("no NVML here"));
+  Report r = Diagnose(root.path(), inv);
+  const CheckResult* k = r.Find("kernel.log");
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->verdict, Verdict::kFail) << Text(r, "kernel.log");
+  EXPECT_EQ(r.ExitCode(), 3);
+  EXPECT_THAT(k->summary, HasSubstr("XID 79 (GPU_HAS_FALLEN_OFF_THE_BUS) on 0000:01:00.0"));
+  EXPECT_THAT(k->summary, HasSubstr("asks to reboot-node"));
+  // The XID line and the fallen-off message are the same event twice; the GPU is named by
+  // the UUID the driver printed for its address.
+  EXPECT_THAT(Text(r, "kernel.log"),
+              HasSubstr("XID 79 (GPU_HAS_FALLEN_OFF_THE_BUS) on 0000:01:00.0 "
+                        "(GPU-3f1c2b7e-0d8a-4c55-9e21-6a7b8c9d0e1f), 2 times"));
+  EXPECT_THAT(Text(r, "kernel.log"), HasSubstr("NVIDIA: immediate RESTART_BM"));
+  EXPECT_THAT(k->fix, HasSubstr(std::string(GpuActionDescription(GpuAction::kRebootNode))));
+  EXPECT_THAT(k->fix, HasSubstr("if it comes back after that: inspect-hardware"));
+  // The application's XID 13 is listed but asks for nothing.
+  EXPECT_THAT(Text(r, "kernel.log"), HasSubstr("XID 13 (GR_EXCEPTION)"));
+  EXPECT_THAT(k->fix, Not(HasSubstr("XID 13")));
+  // The NVRM line is explained by `gpulet explain`'s table.
+  EXPECT_THAT(Text(r, "kernel.log"), HasSubstr("RmInitAdapter failed"));
+  EXPECT_THAT(Text(r, "kernel.log"), HasSubstr("explain: "));
+  EXPECT_THAT(Text(r, "kernel.log"), HasSubstr("7 records read"));
+}
+
+TEST(DoctorKernelLogTest, MissingOrUnreadableKmsgIsNotCheckedWithTheTalosWay) {
+  testing::ScratchDir missing;
+  testing::ScratchDir dir_instead;
+  dir_instead.Write("dev/kmsg/not-a-log", "x");
+  for (const std::string& root : {KmsgRoot(missing, ""), KmsgRoot(dir_instead, "")}) {
+    Report r = DiagnoseKmsg(root);
+    EXPECT_EQ(VerdictOf(r, "kernel.log"), Verdict::kNotChecked) << root;
+    const std::string summary = r.Find("kernel.log")->summary;
+    EXPECT_THAT(summary, HasSubstr("the kernel log /dev/kmsg (read as " + root + "/dev/kmsg)"))
+        << root;
+    EXPECT_THAT(summary, HasSubstr("talosctl -n <node> dmesg | gpulet explain -")) << root;
+  }
+}
+
+TEST(DoctorKernelLogTest, AQuietLogPasses) {
+  testing::ScratchDir dir;
+  std::string root =
+      KmsgRoot(dir,
+               "6,0,100,-;Linux version 6.12.0\n"
+               "6,1,4521337,-;NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  570.124.06\n"
+               "6,2,4600000,-;nvidia-uvm: Loaded the UVM driver, major device number 511.\n");
+  Report r = DiagnoseKmsg(root);
+  EXPECT_EQ(VerdictOf(r, "kernel.log"), Verdict::kPass) << Text(r, "kernel.log");
+  EXPECT_THAT(r.Find("kernel.log")->summary, HasSubstr("no XID, NVRM error or GPU fallen off"));
+  EXPECT_THAT(r.Find("kernel.log")->summary, HasSubstr("3 records"));
+  EXPECT_TRUE(r.Find("kernel.log")->fix.empty());
+}
+
+TEST(DoctorKernelLogTest, WarningsAndUnexplainedNvrmErrorsWarn) {
+  testing::ScratchDir dir;
+  std::string root = KmsgRoot(
+      dir,
+      "4,500,8123456790,-;NVRM: Xid (PCI:0000:3b:00): 63, pid='<unknown>', name=<unknown>, "
+      "Row Remapper: New row (0x0000000000abcdef) marked for remapping, reset gpu to activate.\n"
+      "3,501,8123456800,-;NVRM: nvAssertFailedNoLog: Assertion failed: 0 @ something.c:42\n"
+      "12,502,8123456900,-;NVRM: a user-space line that pretends to be the driver\n");
+  Report r = DiagnoseKmsg(root);
+  EXPECT_EQ(VerdictOf(r, "kernel.log"), Verdict::kWarn) << Text(r, "kernel.log");
+  std::string text = Text(r, "kernel.log");
+  EXPECT_THAT(text, HasSubstr("XID 63 (INFOROM_DRAM_RETIREMENT_EVENT) on 0000:3b:00.0, 1 time"));
+  EXPECT_THAT(text, HasSubstr("NVIDIA: immediate IGNORE, investigatory IGNORE"));
+  EXPECT_THAT(text, HasSubstr("NVRM error gpulet has no explanation for: NVRM: nvAssertFailed"));
+  EXPECT_THAT(text, Not(HasSubstr("pretends"))) << "user-space records are not the driver's";
+  // The buffer had rotated: said, because older XIDs may be gone.
+  EXPECT_THAT(text, HasSubstr("starts at record 500"));
+}
+
+TEST(DoctorKernelLogTest, NvlinkXidsAreDecoded) {
+  testing::ScratchDir dir;
+  std::string root =
+      KmsgRoot(dir,
+               "4,0,100,-;NVRM: Xid (PCI:0018:01:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 08 "
+               "(0x004505c6 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)\n");
+  Report r = DiagnoseKmsg(root);
+  EXPECT_EQ(VerdictOf(r, "kernel.log"), Verdict::kFail) << Text(r, "kernel.log");
+  EXPECT_THAT(Text(r, "kernel.log"),
+              HasSubstr("NVLink5 unit NETIR_LINK_DOWN (V1 (before R575)), link-down reason 4: "
+                        "immediate RESET_GPU, investigatory INVESTIGATE_LINK_SI"));
+}
+
 // --- the command ------------------------------------------------------------------------
 
 std::string Gpulet() { return absl::StrCat(GPULET_BINARY_DIR, "/gpulet"); }
@@ -655,6 +757,35 @@ TEST(DoctorCommandTest, HomelabSimulationIsHealthy) {
     EXPECT_TRUE(c["verdict"] == "pass" || c["verdict"] == "not checked") << c.dump(2);
   }
   EXPECT_EQ(j["os"]["version_id"], "v1.13.2");
+}
+
+TEST(DoctorCommandTest, KernelLogXid79FixtureFailsWithTheRebootAction) {
+  FixtureRoot root("talos-1.10-xid79");
+  testing::RunResult r =
+      testing::RunProgram({Gpulet(), "--host-root", root.path(), "doctor", "--json"});
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  bool found = false;
+  for (const nlohmann::json& c : j["checks"]) {
+    if (c["id"] != "kernel.log") continue;
+    found = true;
+    EXPECT_EQ(c["verdict"], "fail") << c.dump(2);
+    EXPECT_THAT(c["fix"].get<std::string>(), HasSubstr("reboot-node")) << c.dump(2);
+  }
+  EXPECT_TRUE(found) << r.out;
+}
+
+// docs/talos.md and docs/troubleshooting.md: on Talos the kernel log is read from outside the
+// node, `talosctl -n <node> dmesg | gpulet explain -`; this is what that pipe gets.
+TEST(DoctorCommandTest, TalosctlDmesgPipedIntoExplain) {
+  std::string fixture = absl::StrCat(GPULET_SOURCE_DIR, "/tests/fixtures/kmsg/talosctl_dmesg.txt");
+  testing::RunResult r = testing::RunProgram(
+      {"/bin/sh", "-c", absl::StrCat("'", Gpulet(), "' explain - < '", fixture, "'")});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("XID 79 (GPU_HAS_FALLEN_OFF_THE_BUS) on GPU 0000:01:00.0")) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("Drain the node and reboot it")) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("GPU-3f1c2b7e-0d8a-4c55-9e21-6a7b8c9d0e1f")) << r.out;
 }
 
 TEST(DoctorCommandTest, NoGpuFixtureExitsThree) {

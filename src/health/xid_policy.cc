@@ -1,6 +1,10 @@
 #include "health/xid_policy.h"
 
+#include <optional>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "health/xid_catalog.h"
 #include "node/bus_id.h"
 
@@ -8,11 +12,47 @@ namespace gpulet {
 namespace {
 constexpr char kSource[] = "xid";
 constexpr absl::Duration kDedupWindow = absl::Seconds(2);
+constexpr int kRecoveryActionXid = 154;
+
+bool NeedsRecovery(GpuAction action) {
+  return action == GpuAction::kResetGpu || action == GpuAction::kRebootNode;
+}
 }  // namespace
 
 XidPolicy::XidPolicy(DeviceStore* store, std::set<int> application_xids,
-                     absl::Duration quiet_period)
-    : store_(store), application_xids_(std::move(application_xids)), quiet_period_(quiet_period) {}
+                     absl::Duration quiet_period, XidPolicyOptions options)
+    : store_(store),
+      application_xids_(std::move(application_xids)),
+      quiet_period_(quiet_period),
+      history_store_(options.history),
+      boot_id_(std::move(options.boot_id)) {
+  if (history_store_ == nullptr) return;
+  absl::StatusOr<XidHistory> loaded = history_store_->Load();
+  absl::MutexLock lock(&mu_);
+  if (loaded.ok()) {
+    history_ = *std::move(loaded);
+  } else {
+    history_status_ = loaded.status();
+    GPULET_LOG_ERROR("{}", loaded.status().ToString());
+  }
+}
+
+absl::Status XidPolicy::HistoryStatus() const {
+  absl::MutexLock lock(&mu_);
+  return history_status_;
+}
+
+XidHistory XidPolicy::History() const {
+  absl::MutexLock lock(&mu_);
+  return history_;
+}
+
+void XidPolicy::SaveHistoryLocked() {
+  if (history_store_ == nullptr) return;
+  absl::Status s = history_store_->Save(history_);
+  if (!s.ok() && history_status_.ok()) GPULET_LOG_ERROR("{}", s.ToString());
+  history_status_ = s;
+}
 
 bool XidPolicy::OnXid(const std::string& gpu, int xid, const std::string& message,
                       const std::string& source, absl::Time now) {
@@ -40,22 +80,87 @@ bool XidPolicy::OnXid(const std::string& gpu, int xid, const std::string& messag
   event.message = message;
   XidAssessment a = AssessXid(event);
   bool application = application_xids_.count(xid) > 0;
-  if (!application) {
+  // What XID 154 announces, when it names an action.
+  std::optional<GpuAction> announced;
+  if (xid == kRecoveryActionXid) announced = RecoveryActionFromXid154(message);
+  std::string repeat_note;
+  int earlier_xid = 0;
+  bool known = false;
+  for (const DeviceRecord& d : snap->devices) {
+    if ((d.gpu.uuid.empty() ? d.gpu.bus_id : d.gpu.uuid) == key) known = true;
+  }
+  if (!application && known) {
     absl::MutexLock lock(&mu_);
     last_bad_[key] = now;
+    if (announced) {
+      auto last = last_xid_.find(key);
+      if (last != last_xid_.end()) earlier_xid = last->second;
+      std::map<int, XidHistoryEntry>& gpu_history = history_[key];
+      if (*announced == GpuAction::kNone) {
+        // The driver's all-clear: whatever recovery was pending has happened.
+        for (auto& [code, entry] : gpu_history) {
+          if (entry.awaiting_recovery) entry.recovered = true;
+        }
+      } else if (NeedsRecovery(*announced) && earlier_xid != 0) {
+        XidHistoryEntry& entry = gpu_history[earlier_xid];
+        entry.awaiting_recovery = true;
+        entry.recovery = std::string(GpuActionName(*announced));
+        entry.recovered = false;
+        if (entry.boot_id.empty()) entry.boot_id = boot_id_;
+      }
+      SaveHistoryLocked();
+    } else if (xid != kRecoveryActionXid) {
+      last_xid_[key] = xid;
+      XidHistoryEntry& entry = history_[key][xid];
+      // A reboot also resets every GPU.
+      bool rebooted = !boot_id_.empty() && !entry.boot_id.empty() && entry.boot_id != boot_id_;
+      if (entry.count > 0 && entry.awaiting_recovery && (entry.recovered || rebooted)) {
+        a.severity = XidSeverity::kFatal;
+        a.action = GpuAction::kInspectHardware;
+        repeat_note =
+            absl::StrCat("; it came back after the recommended ",
+                         rebooted ? "node reboot" : "GPU reset", " (seen ", entry.count + 1,
+                         " times): NVIDIA's guidance for a repeat is hardware "
+                         "inspection");
+      }
+      ++entry.count;
+      entry.last_seen_unix = absl::ToUnixSeconds(now);
+      entry.boot_id = boot_id_;
+      // Once escalated, the entry keeps waiting: the next repeat after a recovery escalates
+      // again.
+      if (NeedsRecovery(a.info.action)) {
+        entry.recovery = std::string(GpuActionName(a.info.action));
+      } else if (repeat_note.empty()) {
+        entry.recovery.clear();
+      }
+      entry.awaiting_recovery = !entry.recovery.empty();
+      entry.recovered = false;
+      SaveHistoryLocked();
+    }
   }
   return store_->UpdateHealth(key, [&](GpuHealth& h) {
     h.last_xid = xid;
     ++h.xid_counts[xid];
     if (application) return;  // counted; the GPU stays schedulable
     std::string reason = absl::StrCat("XID ", xid, " (", a.info.mnemonic, "): ", a.info.meaning);
+    if (announced && earlier_xid != 0) {
+      absl::StrAppend(&reason, "; the driver asks for ", GpuActionName(*announced), " after XID ",
+                      earlier_xid);
+    }
+    absl::StrAppend(&reason, repeat_note);
     if (!message.empty()) absl::StrAppend(&reason, " [", message, "]");
     std::string action(GpuActionDescription(a.action));
+    if (announced && *announced == GpuAction::kNone) {
+      h.Clear(kSource, now);  // the driver says no recovery is needed any more
+      return;
+    }
     if (a.severity == XidSeverity::kFatal) {
       h.Raise(kSource, {HealthState::kUnhealthy, reason, action, absl::InfinitePast()}, now);
     } else if (a.severity == XidSeverity::kWarning) {
-      // A warning never lowers an existing Unhealthy verdict from an earlier fatal XID.
-      if (!h.Has(kSource) || h.conditions[kSource].severity != HealthState::kUnhealthy) {
+      // A warning never lowers an existing Unhealthy verdict from an earlier fatal XID,
+      // unless the driver itself announced the lighter action.
+      if (announced || !h.Has(kSource) ||
+          h.conditions[kSource].severity != HealthState::kUnhealthy) {
         h.Raise(kSource, {HealthState::kDegraded, reason, action, absl::InfinitePast()}, now);
       }
     }
@@ -75,6 +180,17 @@ void XidPolicy::Tick(absl::Time now) {
     auto it = last.find(key);
     if (it == last.end() || now - it->second >= quiet_period_) {
       store_->UpdateHealth(key, [&](GpuHealth& h) { h.Clear(kSource, now); });
+      // Back in service: a reset the XIDs asked for counts as done (a reboot does not: only
+      // a new boot id shows that).
+      absl::MutexLock lock(&mu_);
+      bool changed = false;
+      for (auto& [code, entry] : history_[key]) {
+        if (entry.awaiting_recovery && !entry.recovered && entry.recovery == "reset-gpu") {
+          entry.recovered = true;
+          changed = true;
+        }
+      }
+      if (changed) SaveHistoryLocked();
     }
   }
 }

@@ -8,6 +8,20 @@
 // period passes with no new such XID. The same XID reported by both sources within two
 // seconds is counted once.
 //
+// XID 154 ("GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)")
+// is the driver announcing what the XIDs before it need, and that announcement overrides
+// the catalogue: a reset or reboot makes the GPU Unhealthy with that action, "Drain P2P"
+// Degraded, and "None" (the driver's all-clear after a recovery) clears the condition.
+//
+// Repeats escalate as NVIDIA recommends: an XID whose action is a GPU reset or a node reboot
+// that comes back on the same GPU after that recovery is a hardware fault, so the GPU gets
+// "inspect-hardware" instead. A reboot counts as done when the boot id differs from the one
+// the XID was last seen in; a reset when the GPU's condition cleared after its quiet period
+// (it was back in service) or the driver announced "None". This history survives gpulet
+// restarts through an XidHistoryStore (xid_history.h); without one it lives in memory. A
+// history that cannot be loaded or saved is logged and reported by HistoryStatus(); the
+// policy goes on with what it has (an empty history after a bad file).
+//
 // Thread-safety: all methods are thread-safe (one mutex); the store has its own lock.
 #ifndef GPULET_HEALTH_XID_POLICY_H_
 #define GPULET_HEALTH_XID_POLICY_H_
@@ -18,16 +32,28 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "health/xid.h"
+#include "health/xid_history.h"
 #include "state/device_store.h"
 
 namespace gpulet {
 
+struct XidPolicyOptions {
+  // Keeps the repeat history across restarts (not owned; must outlive the policy). nullptr:
+  // in memory only.
+  XidHistoryStore* history = nullptr;
+  // This boot's id (/proc/sys/kernel/random/boot_id); a different one in the history means
+  // the node rebooted since. "" when unknown: then reboots are not recognised.
+  std::string boot_id;
+};
+
 class XidPolicy {
  public:
-  XidPolicy(DeviceStore* store, std::set<int> application_xids, absl::Duration quiet_period);
+  XidPolicy(DeviceStore* store, std::set<int> application_xids, absl::Duration quiet_period,
+            XidPolicyOptions options = {});
 
   // Applies one XID for the GPU named by UUID, bus id (any form) or "index:N". `source` is
   // "nvml" or "kmsg".
@@ -38,11 +64,24 @@ class XidPolicy {
   // Clears "xid" conditions whose quiet period has passed.
   void Tick(absl::Time now);
 
+  // OK, or the last error loading or saving the history (it names the file and the fix).
+  absl::Status HistoryStatus() const;
+  // A copy of the repeat history (GPU → XID → entry).
+  XidHistory History() const;
+
  private:
+  // Saves history_ when a store is set; records a failure in history_status_.
+  void SaveHistoryLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   DeviceStore* store_;
   std::set<int> application_xids_;
   absl::Duration quiet_period_;
-  absl::Mutex mu_;
+  XidHistoryStore* history_store_;
+  std::string boot_id_;
+  mutable absl::Mutex mu_;
+  XidHistory history_ ABSL_GUARDED_BY(mu_);
+  absl::Status history_status_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> last_xid_ ABSL_GUARDED_BY(mu_);  // gpu → last non-app, non-154 XID
   // Last time each (gpu, xid) was seen, and by which source, for de-duplication.
   std::map<std::pair<std::string, int>, std::pair<absl::Time, std::string>> seen_
       ABSL_GUARDED_BY(mu_);

@@ -2,6 +2,8 @@
 // de-duplication of the two sources, and the quiet period.
 #include "health/xid_policy.h"
 
+#include <filesystem>
+#include <memory>
 #include <set>
 #include <string>
 
@@ -9,6 +11,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "health/xid_catalog.h"
+#include "health/xid_history.h"
+#include "testing/fake_xid_history_store.h"
+#include "testing/files.h"
+#include "testing/simulated_clock.h"
 
 namespace gpulet {
 namespace {
@@ -244,6 +250,287 @@ TEST_F(XidPolicyTest, UnknownGpusAreIgnored) {
   EXPECT_EQ(store_.Get()->version, version);
   EXPECT_EQ(Health(0).state, HealthState::kHealthy);
   EXPECT_EQ(Health(1).state, HealthState::kHealthy);
+}
+
+// XID 154 and the repeat history, driven by a SimulatedClock and a fake history store.
+class XidRecoveryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(DescribeXid(79).action, GpuAction::kRebootNode);
+    ASSERT_EQ(DescribeXid(48).action, GpuAction::kResetGpu);
+    ASSERT_EQ(DescribeXid(63).action, GpuAction::kNone);
+    Inventory inv;
+    Gpu g;
+    g.index = 0;
+    g.uuid = "GPU-a";
+    g.bus_id = "0000:01:00.0";
+    g.in_nvml = g.on_pci = true;
+    inv.gpus = {g};
+    store_.SetInventory(inv, clock_.Now());
+  }
+
+  std::unique_ptr<XidPolicy> Policy(const std::string& boot_id) {
+    return std::make_unique<XidPolicy>(&store_, std::set<int>{13}, kQuiet,
+                                       XidPolicyOptions{&history_, boot_id});
+  }
+  const GpuHealth& Health() {
+    snap_ = store_.Get();
+    return snap_->devices[0].health;
+  }
+  absl::Time Now() { return clock_.Now(); }
+
+  testing::SimulatedClock clock_;
+  testing::FakeXidHistoryStore history_;
+  DeviceStore store_;
+  std::shared_ptr<const Snapshot> snap_;
+};
+
+TEST_F(XidRecoveryTest, Xid154AnnouncedActionOverridesTheCatalogue) {
+  auto policy = Policy("boot-1");
+  // XID 63 alone asks for nothing (Degraded); the driver then says a reset is required.
+  ASSERT_TRUE(
+      policy->OnXid("GPU-a", 63, "Row Remapper: New row marked for remapping", "kmsg", Now()));
+  EXPECT_EQ(Health().state, HealthState::kDegraded);
+  clock_.Advance(absl::Milliseconds(5));
+  ASSERT_TRUE(policy->OnXid(
+      "GPU-a", 154, "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)",
+      "kmsg", Now()));
+  EXPECT_EQ(Health().state, HealthState::kUnhealthy);
+  EXPECT_EQ(Health().action, GpuActionDescription(GpuAction::kResetGpu));
+  EXPECT_THAT(Health().reason, HasSubstr("the driver asks for reset-gpu after XID 63"));
+  // Then a node reboot: the stronger announcement replaces the action.
+  clock_.Advance(absl::Milliseconds(5));
+  ASSERT_TRUE(policy->OnXid(
+      "GPU-a", 154,
+      "GPU recovery action changed from 0x1 (GPU Reset Required) to 0x2 (Node Reboot Required)",
+      "kmsg", Now()));
+  EXPECT_EQ(Health().action, GpuActionDescription(GpuAction::kRebootNode));
+  // "Drain P2P" is lighter: the driver's word wins, the GPU stays scheduled (Degraded).
+  clock_.Advance(absl::Milliseconds(5));
+  ASSERT_TRUE(policy->OnXid(
+      "GPU-a", 154,
+      "GPU recovery action changed from 0x2 (Node Reboot Required) to 0x3 (Drain P2P)", "kmsg",
+      Now()));
+  EXPECT_EQ(Health().state, HealthState::kDegraded);
+  EXPECT_EQ(Health().action, GpuActionDescription(GpuAction::kRestartApp));
+  // "None" is the all-clear: the condition goes without waiting for the quiet period.
+  clock_.Advance(absl::Milliseconds(5));
+  ASSERT_TRUE(policy->OnXid("GPU-a", 154,
+                            "GPU recovery action changed from 0x3 (Drain P2P) to 0x0 (None)",
+                            "kmsg", Now()));
+  EXPECT_EQ(Health().state, HealthState::kHealthy);
+  EXPECT_FALSE(Health().Has("xid"));
+  // An XID 154 line naming no action falls back to the catalogue's entry (a warning).
+  clock_.Advance(absl::Milliseconds(5));
+  ASSERT_TRUE(policy->OnXid("GPU-a", 154, "something unexpected", "kmsg", Now()));
+  EXPECT_EQ(Health().state, HealthState::kDegraded);
+}
+
+TEST_F(XidRecoveryTest, SameXidAfterTheRecommendedRebootMeansInspectHardware) {
+  {
+    auto policy = Policy("boot-1");
+    ASSERT_TRUE(policy->OnXid("GPU-a", 79, "GPU has fallen off the bus.", "kmsg", Now()));
+    EXPECT_EQ(Health().action, GpuActionDescription(GpuAction::kRebootNode));
+    // The same XID again in the same boot is not a repeat after recovery.
+    clock_.Advance(absl::Seconds(3));
+    ASSERT_TRUE(policy->OnXid("GPU-a", 79, "GPU has fallen off the bus.", "kmsg", Now()));
+    EXPECT_EQ(Health().action, GpuActionDescription(GpuAction::kRebootNode));
+    // Nor does the quiet period passing count as the reboot.
+    clock_.Advance(kQuiet);
+    policy->Tick(Now());
+    EXPECT_EQ(Health().state, HealthState::kHealthy);
+    clock_.Advance(absl::Milliseconds(1));
+    ASSERT_TRUE(policy->OnXid("GPU-a", 79, "GPU has fallen off the bus.", "kmsg", Now()));
+    EXPECT_EQ(Health().action, GpuActionDescription(GpuAction::kRebootNode));
+    EXPECT_EQ(history_.saved.at("GPU-a").at(79).count, 3);
+  }
+  // gpulet restarts after the node rebooted (a new boot id), with a fresh store state.
+  store_.UpdateHealth("GPU-a", [&](GpuHealth& h) { h.Clear("xid", Now()); });
+  auto policy = Policy("boot-2");
+  EXPECT_TRUE(policy->HistoryStatus().ok());
+  clock_.Advance(absl::Minutes(10));
+  ASSERT_TRUE(policy->OnXid("GPU-a", 79, "GPU has fallen off the bus.", "kmsg", Now()));
+  EXPECT_EQ(Health().state, HealthState::kUnhealthy);
+  EXPECT_EQ(Health().action, GpuActionDescription(GpuAction::kInspectHardware));
+  EXPECT_THAT(Health().reason, HasSubstr("came back after the recommended node reboot"));
+  EXPECT_THAT(Health().reason, HasSubstr("seen 4 times"));
+  EXPECT_EQ(history_.saved.at("GPU-a").at(79).boot_id, "boot-2");
+}
+
+TEST_F(XidRecoveryTest, SameXidAfterTheRecommendedResetMeansInspectHardware) {
+  auto policy = Policy("boot-1");
+  ASSERT_TRUE(policy->OnXid("GPU-a", 48, "DBE (double bit error) ECC error", "kmsg", Now()));
+  EXPECT_EQ(Health().action, GpuActionDescription(GpuAction::kResetGpu));
+  // The GPU comes back into service after the quiet period: the reset counts as done.
+  clock_.Advance(kQuiet);
+  policy->Tick(Now());
+  EXPECT_EQ(Health().state, HealthState::kHealthy);
+  EXPECT_TRUE(history_.saved.at("GPU-a").at(48).recovered);
+  // Another XID does not escalate; the same one does.
+  clock_.Advance(absl::Milliseconds(1));
+  ASSERT_TRUE(policy->OnXid("GPU-a", 46, "", "kmsg", Now()));
+  EXPECT_EQ(Health().action, GpuActionDescription(GpuAction::kResetGpu));
+  clock_.Advance(absl::Milliseconds(1));
+  ASSERT_TRUE(policy->OnXid("GPU-a", 48, "DBE (double bit error) ECC error", "kmsg", Now()));
+  EXPECT_EQ(Health().action, GpuActionDescription(GpuAction::kInspectHardware));
+  EXPECT_THAT(Health().reason, HasSubstr("came back after the recommended GPU reset"));
+}
+
+TEST_F(XidRecoveryTest, TheDriversAllClearCountsAsTheRecovery) {
+  auto policy = Policy("");  // boot id unknown: only the driver or a quiet period tells
+  ASSERT_TRUE(policy->OnXid("GPU-a", 95, "", "kmsg", Now()));
+  clock_.Advance(absl::Milliseconds(1));
+  ASSERT_TRUE(policy->OnXid("GPU-a", 154,
+                            "GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 "
+                            "(None)",
+                            "kmsg", Now()));
+  EXPECT_EQ(Health().state, HealthState::kHealthy);
+  clock_.Advance(absl::Milliseconds(1));
+  ASSERT_TRUE(policy->OnXid("GPU-a", 95, "", "kmsg", Now()));
+  EXPECT_EQ(Health().action, GpuActionDescription(GpuAction::kInspectHardware));
+}
+
+TEST_F(XidRecoveryTest, XidsThatNeedNoRecoveryNeverEscalate) {
+  auto policy = Policy("boot-1");
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_TRUE(policy->OnXid("GPU-a", 92, "", "kmsg", Now()));  // IGNORE bucket
+    clock_.Advance(kQuiet);
+    policy->Tick(Now());
+  }
+  auto restarted = Policy("boot-2");
+  ASSERT_TRUE(restarted->OnXid("GPU-a", 92, "", "kmsg", Now()));
+  EXPECT_EQ(Health().state, HealthState::kDegraded);
+  EXPECT_EQ(history_.saved.at("GPU-a").at(92).count, 4);
+  // Application XIDs are counted on the GPU but never enter the history.
+  ASSERT_TRUE(restarted->OnXid("GPU-a", 13, "", "kmsg", Now()));
+  EXPECT_EQ(history_.saved.at("GPU-a").count(13), 0u);
+}
+
+TEST_F(XidRecoveryTest, AnUnloadableHistoryIsReportedAndThePolicyGoesOn) {
+  history_.load_error = absl::InvalidArgumentError("XID history /x: not valid JSON");
+  auto policy = Policy("boot-1");
+  EXPECT_EQ(policy->HistoryStatus().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(policy->History().empty());
+  ASSERT_TRUE(policy->OnXid("GPU-a", 79, "", "kmsg", Now()));
+  EXPECT_EQ(Health().state, HealthState::kUnhealthy);
+  // The next save succeeds and replaces the bad file: the status says so.
+  EXPECT_TRUE(policy->HistoryStatus().ok());
+  EXPECT_EQ(history_.saved.at("GPU-a").at(79).count, 1);
+}
+
+TEST_F(XidRecoveryTest, AFailedSaveIsReportedAndThePolicyGoesOn) {
+  history_.save_error = absl::PermissionDeniedError("saving the XID history: read-only");
+  auto policy = Policy("boot-1");
+  ASSERT_TRUE(policy->OnXid("GPU-a", 79, "", "kmsg", Now()));
+  EXPECT_EQ(Health().state, HealthState::kUnhealthy);
+  EXPECT_EQ(policy->HistoryStatus().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(policy->History().at("GPU-a").at(79).count, 1) << "kept in memory";
+}
+
+TEST(XidHistoryJsonTest, RoundTrips) {
+  XidHistory h;
+  h["GPU-a"][79] = {2, 1780000000, "boot-1", true, "reboot-node", false};
+  h["0000:02:00.0"][48] = {1, 1780000100, "", true, "reset-gpu", true};
+  h["GPU-b"][92] = {5, 1780000200, "boot-1", false, "", false};
+  absl::StatusOr<XidHistory> back = XidHistoryFromJson(XidHistoryToJson(h));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, h);
+  EXPECT_TRUE(XidHistoryFromJson(XidHistoryToJson({}))->empty());
+}
+
+TEST(XidHistoryJsonTest, BadDocumentsSayWhatIsWrong) {
+  const std::string kEntry =
+      R"({"count":1,"last_seen_unix":1,"boot_id":"b","awaiting_recovery":true,)"
+      R"("recovery":"reset-gpu","recovered":false})";
+  struct Case {
+    std::string text;
+    const char* want;
+  } cases[] = {
+      {"", "not valid JSON"},
+      {"garbage{", "not valid JSON"},
+      {"[]", "top level is not a JSON object"},
+      {R"({"gpus":{}})", "\"version\" is missing"},
+      {R"({"version":"1","gpus":{}})", "\"version\" is missing or not an integer"},
+      {R"({"version":2,"gpus":{}})", "version 2 is not 1"},
+      {R"({"version":1})", "\"gpus\" is missing"},
+      {R"({"version":1,"gpus":[]})", "\"gpus\" is missing or not an object"},
+      {R"({"version":1,"gpus":{"GPU-a":[]}})", "\"gpus.GPU-a\" is not an object"},
+      {R"({"version":1,"gpus":{"GPU-a":{"x":)" + kEntry + "}}}", "not a positive XID number"},
+      {R"({"version":1,"gpus":{"GPU-a":{"-3":)" + kEntry + "}}}", "not a positive XID number"},
+      {R"({"version":1,"gpus":{"GPU-a":{"79":5}}})", "\"gpus.GPU-a.79\" is not an object"},
+      {R"({"version":1,"gpus":{"GPU-a":{"79":{"count":"2"}}}})", ".count is missing"},
+      {R"({"version":1,"gpus":{"GPU-a":{"79":{"count":-1}}}})", "non-negative"},
+      {R"({"version":1,"gpus":{"GPU-a":{"79":{"count":1,"last_seen_unix":1.5}}}})",
+       ".last_seen_unix"},
+      {R"({"version":1,"gpus":{"GPU-a":{"79":{"count":1,"last_seen_unix":1,"boot_id":3}}}})",
+       ".boot_id"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<XidHistory> h = XidHistoryFromJson(c.text);
+    ASSERT_FALSE(h.ok()) << c.text;
+    EXPECT_EQ(h.status().code(), absl::StatusCode::kInvalidArgument) << c.text;
+    EXPECT_THAT(h.status().message(), HasSubstr(c.want)) << c.text;
+  }
+  std::string wrong_recovery = kEntry;
+  wrong_recovery.replace(wrong_recovery.find("reset-gpu"), 9, "reboot");
+  absl::StatusOr<XidHistory> h =
+      XidHistoryFromJson(R"({"version":1,"gpus":{"GPU-a":{"79":)" + wrong_recovery + "}}}");
+  ASSERT_FALSE(h.ok());
+  EXPECT_THAT(h.status().message(), HasSubstr(".recovery"));
+}
+
+TEST(FileXidHistoryStoreTest, SavesLoadsAndRefusesBadFilesWithAFix) {
+  testing::ScratchDir dir;
+  std::string path = dir.path() + "/state/xid-history.json";
+  FileXidHistoryStore store(path);
+  // Missing: an empty history, no error.
+  absl::StatusOr<XidHistory> h = store.Load();
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_TRUE(h->empty());
+  // Saved (creating the directory) and loaded back.
+  XidHistory want;
+  want["GPU-a"][79] = {1, 1780000000, "boot-1", true, "reboot-node", false};
+  ASSERT_TRUE(store.Save(want).ok());
+  h = store.Load();
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(*h, want);
+  // Garbage and wrong types: an error naming the file and what gpulet does about it.
+  for (const char* text : {"garbage", R"({"version":1,"gpus":{"GPU-a":{"79":{"count":"x"}}}})"}) {
+    dir.Write("state/xid-history.json", text);
+    h = store.Load();
+    ASSERT_FALSE(h.ok()) << text;
+    EXPECT_THAT(h.status().message(), HasSubstr(path));
+    EXPECT_THAT(h.status().message(), HasSubstr("starts with an empty XID history"));
+  }
+  // A directory where the file should be.
+  std::string as_dir = dir.path() + "/dir.json";
+  std::filesystem::create_directories(as_dir);
+  FileXidHistoryStore dir_store(as_dir);
+  h = dir_store.Load();
+  ASSERT_FALSE(h.ok());
+  EXPECT_THAT(h.status().message(), HasSubstr(as_dir));
+  absl::Status saved = dir_store.Save(want);
+  ASSERT_FALSE(saved.ok());
+  EXPECT_THAT(saved.message(), HasSubstr("saving the XID history"));
+  // A policy over the bad file keeps working with an empty history.
+  dir.Write("state/xid-history.json", "garbage");
+  DeviceStore devices;
+  Inventory inv;
+  Gpu g;
+  g.index = 0;
+  g.uuid = "GPU-a";
+  g.bus_id = "0000:01:00.0";
+  g.in_nvml = g.on_pci = true;
+  inv.gpus = {g};
+  devices.SetInventory(inv, kT0);
+  XidPolicy policy(&devices, {13}, kQuiet, XidPolicyOptions{&store, "boot-1"});
+  EXPECT_THAT(policy.HistoryStatus().message(), HasSubstr(path));
+  EXPECT_TRUE(policy.History().empty());
+  ASSERT_TRUE(policy.OnXid("GPU-a", 79, "", "kmsg", kT0));
+  EXPECT_EQ(devices.Get()->devices[0].health.state, HealthState::kUnhealthy);
+  h = store.Load();
+  ASSERT_TRUE(h.ok()) << "the next XID replaced the bad file: " << h.status();
+  EXPECT_EQ(h->at("GPU-a").at(79).count, 1);
 }
 
 }  // namespace
