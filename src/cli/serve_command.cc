@@ -79,6 +79,8 @@ constexpr FlagKey kFlagKeys[] = {
     {"--application-xids", "GPULET_APPLICATION_XIDS", "health.applicationXids",
      "XIDs that never take a GPU out (comma-separated)"},
     {"--kmsg", "GPULET_KMSG", "health.kmsg", "Read the kernel log for XIDs: true or false"},
+    {"--xid-history-file", "GPULET_XID_HISTORY_FILE", "health.xidHistoryFile",
+     "Host path where XID repeats are kept across restarts (empty: memory only)"},
 };
 
 // In a pod, gethostname() is the pod's name, which changes on every rollout; the DaemonSet

@@ -347,8 +347,8 @@ void TermAtEachDelay(const fs::path& base, const std::vector<std::string>& front
     absl::SleepFor(absl::Milliseconds(5));
   }
   for (auto& run : runs) {
-    const std::string what = absl::StrCat("round ", round, round % 2 == 0 ? ", SIGTERM" : ", SIGINT",
-                                          " at ", run->delay_ms, " ms");
+    const std::string what = absl::StrCat(
+        "round ", round, round % 2 == 0 ? ", SIGTERM" : ", SIGINT", " at ", run->delay_ms, " ms");
     EXPECT_LT(run->exited - run->signalled, absl::Seconds(2)) << what << "\n" << run->d.Log();
     EXPECT_EQ(run->d.Stop(SIGKILL, absl::Seconds(1)), 0) << what << "\n" << run->d.Log();
     EXPECT_FALSE(fs::exists(run->dir / "kubelet/device-plugins/gpulet-gpu.sock")) << what;

@@ -343,6 +343,15 @@ const std::vector<Field>& Fields() {
       {"health.kmsg", "true or false",
        [](Config& c, const std::string& v) { return ParseBool("health.kmsg", v, &c.health.kmsg); },
        [](const Config& c) { return YAML::Node(c.health.kmsg); }},
+      {"health.xidHistoryFile", "an absolute path, or empty for none",
+       [](Config& c, const std::string& v) {
+         if (!v.empty() && (v[0] != '/' || v.back() == '/')) {
+           return Bad("health.xidHistoryFile", v, "an absolute path of a file, or empty for none");
+         }
+         c.health.xid_history_file = v;
+         return absl::OkStatus();
+       },
+       [](const Config& c) { return Str(c.health.xid_history_file); }},
   };
   return *kFields;
 }

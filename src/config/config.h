@@ -124,6 +124,11 @@ struct Config {
     absl::Duration quiet_period = absl::Minutes(5);
     // Whether to read the kernel log (/dev/kmsg under the host root). Default: true.
     bool kmsg = true;
+    // Where the XID repeat history is kept across gpulet restarts (a host path, under the
+    // host root): an XID that comes back after its recommended reset or reboot calls for
+    // hardware inspection. Empty: kept in memory only. Default:
+    // /var/lib/gpulet/xid-history.json.
+    std::string xid_history_file = "/var/lib/gpulet/xid-history.json";
   } health;
 
   // The resource names this config advertises (one per plugin server).

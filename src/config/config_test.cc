@@ -212,6 +212,10 @@ const std::vector<KeyCase>& KeyCases() {
        {{"0s", "0"}, {"90s", "1m30s"}, {"24h", "24h"}},
        {"-1s", "soon", "inf", "+inf", "nan", "24h0m1s", "1000000h"}},
       {"health.kmsg", "true", {{"false", "false"}}, {"no way"}},
+      {"health.xidHistoryFile",
+       "/var/lib/gpulet/xid-history.json",
+       {{"", ""}, {"/data/xids.json", "/data/xids.json"}},
+       {"relative/xids.json", "/var/lib/gpulet/"}},
   };
   return *kCases;
 }

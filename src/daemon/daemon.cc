@@ -146,7 +146,7 @@ absl::Status Daemon::StartAll() {
     liveness_ = MakeLiveness(config_);
     liveness_->Start();
   }
-  xid_policy_ = MakeXidPolicy(config_);
+  xid_policy_ = MakeXidPolicy(config_, &xid_history_);
   events_ = MakeEvents(config_, /*kmsg_at_end=*/false);
   events_->Start();
   PeriodicWorker::Options check;
@@ -173,6 +173,7 @@ void Daemon::Stop() {
   file_check_.reset();
   events_.reset();
   xid_policy_.reset();
+  xid_history_.reset();
   liveness_.reset();
   plugins_.reset();
   metrics_.reset();
@@ -235,11 +236,32 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Confi
   return m;
 }
 
-std::unique_ptr<XidPolicy> Daemon::MakeXidPolicy(const Config& config) {
+std::unique_ptr<XidPolicy> Daemon::MakeXidPolicy(const Config& config,
+                                                 std::unique_ptr<XidHistoryStore>* history) {
+  XidPolicyOptions options;
+  history->reset();
+  // The bundled simulator fixture is data, not a node: nothing is written into it.
+  if (!config.health.xid_history_file.empty() && !options_.bundled_fixture_root) {
+    // A host path: resolved inside the host root, so a symlink cannot lead the writes out.
+    absl::StatusOr<std::string> local = node_.host->Resolve(config.health.xid_history_file);
+    if (local.ok()) {
+      *history = std::make_unique<FileXidHistoryStore>(*local);
+      options.history = history->get();
+    } else {
+      GPULET_LOG_WARN("health.xidHistoryFile {}: {}; the XID history is kept in memory only",
+                      config.health.xid_history_file, local.status().message());
+    }
+  }
+  // A changed boot id in the history means the node rebooted since the XID.
+  if (absl::StatusOr<std::string> boot =
+          node_.host->ReadAttribute("/proc/sys/kernel/random/boot_id");
+      boot.ok()) {
+    options.boot_id = *boot;
+  }
   return std::make_unique<XidPolicy>(
       &store_,
       std::set<int>(config.health.application_xids.begin(), config.health.application_xids.end()),
-      config.health.quiet_period);
+      config.health.quiet_period, options);
 }
 
 std::unique_ptr<EventMonitor> Daemon::MakeEvents(const Config& config, bool kmsg_at_end) {
@@ -392,7 +414,11 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
   if (rebuild_events) {
     const bool kmsg_was_read = config_.health.kmsg;
     if (rebuild_policy) {
-      xid_policy_ = MakeXidPolicy(next);
+      // The old policy goes before the store it saves to.
+      std::unique_ptr<XidHistoryStore> history;
+      std::unique_ptr<XidPolicy> policy = MakeXidPolicy(next, &history);
+      xid_policy_ = std::move(policy);
+      xid_history_ = std::move(history);
       result.actions.push_back("XID policy rebuilt");
     }
     events_ = MakeEvents(next, /*kmsg_at_end=*/kmsg_was_read);

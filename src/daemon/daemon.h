@@ -125,7 +125,10 @@ class Daemon {
   // Builds, starts and binds a metrics stack for `config` (address non-empty); errors name
   // metrics.webConfigFile or metrics.address.
   absl::StatusOr<std::unique_ptr<Metrics>> MakeMetrics(const Config& config);
-  std::unique_ptr<XidPolicy> MakeXidPolicy(const Config& config);
+  // Builds the XID policy and its history store; the caller keeps the store (in
+  // xid_history_) at least as long as the policy.
+  std::unique_ptr<XidPolicy> MakeXidPolicy(const Config& config,
+                                           std::unique_ptr<XidHistoryStore>* history);
   // `kmsg_at_end`: read the kernel log on from its end (a rebuild; the start was read).
   std::unique_ptr<EventMonitor> MakeEvents(const Config& config, bool kmsg_at_end);
 
@@ -141,6 +144,7 @@ class Daemon {
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<PluginManager> plugins_;
   std::unique_ptr<LivenessMonitor> liveness_;
+  std::unique_ptr<XidHistoryStore> xid_history_;  // outlives the policy that saves to it
   std::unique_ptr<XidPolicy> xid_policy_;
   std::unique_ptr<EventMonitor> events_;  // after the policy it feeds
   std::unique_ptr<PeriodicWorker> file_check_;

@@ -24,6 +24,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "health/xid_catalog.h"
 #include "httplib.h"
 #include "sim/state.h"
 #include "testing/fake_kubelet.h"
@@ -464,6 +465,54 @@ TEST_F(DaemonTest, ReloadTurnsTheKernelLogOnAndKeepsThePolicyWhileAGpuIsOut) {
   EXPECT_THAT(r.status().message(), HasSubstr("health.applicationXids"));
   EXPECT_TRUE(HasCondition(daemon_->store(), testing::kRtx3080, "xid"));
   EXPECT_TRUE(daemon_->config().health.kmsg);
+}
+
+// The XID history lives in health.xidHistoryFile under the host root: XID 79 (reboot the
+// node) that comes back after a reboot (a new boot id), seen by a new daemon, calls for
+// hardware inspection.
+TEST_F(DaemonTest, TheXidHistorySurvivesARestartAndARepeatAfterRebootMeansInspectHardware) {
+  const std::string kXid79 =
+      "NVRM: Xid (PCI:0000:01:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the "
+      "bus.\n";
+  fs::create_directories(root_ / "proc/sys/kernel/random");
+  std::ofstream(root_ / "proc/sys/kernel/random/boot_id") << "boot-a\n";
+  std::ofstream(root_ / "dev/kmsg") << "4,1,100,-;" << kXid79;
+  config_.health.kmsg = true;
+  ASSERT_OK(StartDaemon());
+  ASSERT_TRUE(Eventually([&] { return HasCondition(daemon_->store(), testing::kRtx3080, "xid"); }));
+  const fs::path history = root_ / "var/lib/gpulet/xid-history.json";
+  ASSERT_TRUE(Eventually([&] { return fs::exists(history); }));
+  std::shared_ptr<const Snapshot> snap = daemon_->store().Get();
+  const DeviceRecord* first = snap->FindByUuid(testing::kRtx3080);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first->health.action, GpuActionDescription(GpuAction::kRebootNode));
+  daemon_.reset();
+
+  // The node rebooted; after it the same XID comes back.
+  std::ofstream(root_ / "proc/sys/kernel/random/boot_id") << "boot-b\n";
+  std::ofstream(root_ / "dev/kmsg") << "4,1,200,-;" << kXid79;
+  ASSERT_OK(StartDaemon());
+  ASSERT_TRUE(Eventually([&] { return HasCondition(daemon_->store(), testing::kRtx3080, "xid"); }));
+  snap = daemon_->store().Get();
+  const DeviceRecord* again = snap->FindByUuid(testing::kRtx3080);
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->health.action, GpuActionDescription(GpuAction::kInspectHardware));
+  EXPECT_THAT(again->health.reason, HasSubstr("came back after the recommended node reboot"));
+}
+
+// On the bundled simulator fixture (data, not a node) no history file is written.
+TEST_F(DaemonTest, NoXidHistoryIsWrittenIntoTheBundledFixture) {
+  std::ofstream(root_ / "dev/kmsg")
+      << "4,1,100,-;NVRM: Xid (PCI:0000:01:00): 79, pid='<unknown>', name=<unknown>, GPU has "
+         "fallen off the bus.\n";
+  config_.health.kmsg = true;
+  DaemonOptions options;
+  options.node_name = "test-node";
+  options.bundled_fixture_root = true;
+  daemon_ = std::make_unique<Daemon>(Homelab(), config_, options);
+  ASSERT_OK(daemon_->Start());
+  ASSERT_TRUE(Eventually([&] { return HasCondition(daemon_->store(), testing::kRtx3080, "xid"); }));
+  EXPECT_FALSE(fs::exists(root_ / "var/lib/gpulet"));
 }
 
 TEST_F(DaemonTest, ReloadMovesThePluginToANewKubeletDirectory) {

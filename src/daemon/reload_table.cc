@@ -62,6 +62,9 @@ constexpr ReloadRule kRules[] = {
      "a liveness failure or an XID (their quiet-period timers would be lost)"},
     {"health.applicationXids", kReloadXidPolicy,
      "rebuilt: XID policy and event monitor; refused while a GPU is out for an XID"},
+    {"health.xidHistoryFile", kReloadXidPolicy,
+     "rebuilt: XID policy (reading the history from the new file) and event monitor; refused "
+     "while a GPU is out for an XID"},
     {"health.kmsg", kReloadEvents,
      "rebuilt: event monitor; a kernel log already read is read on from its end, a newly "
      "enabled one from its start (as at startup)"},

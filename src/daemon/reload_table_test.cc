@@ -62,6 +62,7 @@ const std::map<std::string, std::string>& OtherValues() {
       {"health.quietPeriod", "10m"},
       {"health.applicationXids", "13"},
       {"health.kmsg", "false"},
+      {"health.xidHistoryFile", "/var/lib/other/xids.json"},
   };
   return *kValues;
 }
