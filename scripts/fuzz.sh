@@ -11,7 +11,7 @@
 # build-fuzz/obj and rebuilt when a source or header they depend on changes.
 #
 # Seeds: targets under src/health and src/doctor start from tests/fixtures/kmsg (each line
-# and each /dev/kmsg record as its own input); the ELF reader (src/gpu/elf_check_fuzz.cc)
+# and each /dev/kmsg record as its own input) and the explain catalogue's examples; the ELF reader (src/gpu/elf_check_fuzz.cc)
 # from a few small system shared libraries; the pod-identity parsers from the simulator
 # fixtures' /proc/<pid>/cgroup files and /var/log/pods names; the config parser from README's
 # example; the web-config parser from a few small files. Inputs that grow coverage accumulate in
@@ -129,6 +129,24 @@ make_seeds() {
         /^ / { if (file) print >> file; next }
         { if (file) close(file); file = dir "/record-" ++n; print > file }
       ' tests/fixtures/kmsg/kmsg_records.txt
+      # The explain catalogue's examples: real messages, one input each (quoted one-liners
+      # unquoted; block scalars with their lines).
+      awk -v dir="$dir" '
+        /^    examples:/ { in_ex = 1; next }
+        /^  - id:/ || /^    [a-z_]+:/ { in_ex = 0; block = 0; next }
+        !in_ex { next }
+        /^      - / {
+          if (file) close(file)
+          file = dir "/example-" ++n
+          line = substr($0, 9)
+          if (line ~ /^\|/) { block = 1; next }
+          block = 0
+          if (line ~ /^\x27.*\x27$/ || line ~ /^".*"$/) line = substr(line, 2, length(line) - 2)
+          print line > file
+          next
+        }
+        block { sub(/^        /, ""); print >> file }
+      ' src/doctor/explain_catalog.yaml
       ;;
     src/metrics/pod_identity_fuzz.cc)
       # The simulator fixtures' process cgroups and pod log directory names.
@@ -186,7 +204,19 @@ for target in "${targets[@]}"; do
   echo "== $name ($target)"
   objs=()
   build_ok=1
-  for src in $(sources_for "$target"); do
+  sources=$(sources_for "$target")
+  # The explain catalogue (src/doctor/explain_catalog.yaml) is compiled in from a generated
+  # file, as in the CMake build (cmake/embed_explain_catalog.cmake).
+  if grep -qx 'src/doctor/explain_catalog.cc' <<< "$sources"; then
+    mkdir -p "$out/gen"
+    if [ ! -f "$out/gen/explain_catalog_data.cc" ] ||
+      [ src/doctor/explain_catalog.yaml -nt "$out/gen/explain_catalog_data.cc" ]; then
+      cmake -DINPUT="$root/src/doctor/explain_catalog.yaml" \
+        -DOUTPUT="$out/gen/explain_catalog_data.cc" -P cmake/embed_explain_catalog.cmake
+    fi
+    sources+=$'\n'"$out/gen/explain_catalog_data.cc"
+  fi
+  for src in $sources; do
     # Only the target itself gets libFuzzer's main; everything is instrumented for coverage.
     if ! obj=$(compile "$src" -fsanitize=fuzzer-no-link); then
       build_ok=""

@@ -1,11 +1,15 @@
 // `gpulet explain [--json] TEXT...`: the cause and fix of an error message (doctor/explain.h).
 // The arguments are joined with spaces; a single "-" reads the text from standard input, so
 // a whole log can be piped in (`kubectl logs ... | gpulet explain -`, `dmesg | gpulet
-// explain -`).
+// explain -`, `kubectl describe pod ... | gpulet explain -`). Standard input is streamed
+// through a LogExplainer: any size is read in time linear in its length and bounded memory;
+// each recognised kind of message is reported once, with its line number, worst first. Exit
+// status: 0 when something was recognised, 1 when nothing was, 2 on usage errors.
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "cli/commands.h"
@@ -14,9 +18,6 @@
 
 namespace gpulet {
 namespace {
-
-// Standard input is a log someone piped in; more than this is not a message to explain.
-constexpr size_t kMaxInput = 16 << 20;
 
 constexpr size_t kWidth = 100;
 
@@ -51,90 +52,124 @@ class ExplainCommand final : public CommandHandler {
   }
 
   int Run(CommandContext&) override {
-    std::string text;
+    ExplainResult result;
+    bool empty = true;
     if (words_.size() == 1 && words_[0] == "-") {
-      if (!ReadStdin(&text)) return kExitUsage;
+      if (!ReadStdin(&result, &empty)) return kExitUsage;
     } else {
-      text = absl::StrJoin(words_, " ");
+      std::string text = absl::StrJoin(words_, " ");
+      empty = text.find_first_not_of(" \t\r\n") == std::string::npos;
+      result = ExplainText(text);
     }
-    if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+    if (empty) {
       std::fprintf(stderr,
                    "gpulet explain: give the error message to explain, e.g.\n"
                    "  gpulet explain 'Failed to initialize NVML: Driver/library version "
                    "mismatch'\n  dmesg | gpulet explain -\n");
       return kExitUsage;
     }
-    std::vector<Explanation> found = Explain(text);
+    if (!result.catalogue_error.empty()) {
+      std::fprintf(stderr,
+                   "gpulet explain: the message catalogue built into gpulet did not load (%s); "
+                   "only NVML codes and XIDs are explained\n",
+                   result.catalogue_error.c_str());
+    }
     if (json_) {
-      PrintJson(found);
-    } else if (found.empty()) {
+      PrintJson(result);
+    } else if (result.found.empty()) {
       std::printf(
           "gpulet does not recognise this message.\n"
           "Run `gpulet doctor` on the node: it checks the driver, the NVML library, the device "
           "nodes, the container runtime and the kernel log.\n");
+      PrintTruncation(result);
     } else {
-      PrintHuman(found);
+      PrintHuman(result);
     }
-    return found.empty() ? kExitFailure : kExitOk;
+    return result.found.empty() ? kExitFailure : kExitOk;
   }
 
  private:
-  static bool ReadStdin(std::string* text) {
-    char buffer[65536];
+  // Streams standard input through a LogExplainer. `empty` stays true while only whitespace
+  // was read.
+  static bool ReadStdin(ExplainResult* result, bool* empty) {
+    LogExplainer explainer;
+    std::vector<char> buffer(1 << 20);
     size_t n;
-    while ((n = std::fread(buffer, 1, sizeof(buffer), stdin)) > 0) {
-      text->append(buffer, n);
-      if (text->size() > kMaxInput) {
-        std::fprintf(stderr,
-                     "gpulet explain: standard input is larger than %zu MiB; pass the relevant "
-                     "lines only (for example `dmesg | grep NVRM | gpulet explain -`)\n",
-                     kMaxInput >> 20);
-        return false;
+    while ((n = std::fread(buffer.data(), 1, buffer.size(), stdin)) > 0) {
+      absl::string_view chunk(buffer.data(), n);
+      if (*empty && chunk.find_first_not_of(" \t\r\n") != absl::string_view::npos) {
+        *empty = false;
       }
+      explainer.Feed(chunk);
     }
     if (std::ferror(stdin)) {
       std::fprintf(stderr, "gpulet explain: reading standard input failed\n");
       return false;
     }
+    *result = explainer.Finish();
     return true;
   }
 
-  static void PrintHuman(const std::vector<Explanation>& found) {
+  static void PrintTruncation(const ExplainResult& r) {
+    if (r.truncated_lines == 0) return;
+    std::printf(
+        "\nNote: %zu line(s) longer than %zu KiB were matched on their first %zu KiB only.\n",
+        r.truncated_lines, kExplainMaxLine >> 10, kExplainMaxLine >> 10);
+  }
+
+  static void PrintHuman(const ExplainResult& r) {
+    const std::vector<Explanation>& found = r.found;
     for (size_t i = 0; i < found.size(); ++i) {
       const Explanation& e = found[i];
       if (i > 0) std::printf("\n");
-      PrintWrapped(found.size() > 1 ? std::to_string(i + 1) + ". " : "", e.title);
+      std::string label = found.size() > 1 ? std::to_string(i + 1) + ". " : "";
+      PrintWrapped(label, absl::StrCat(e.title, " [", e.severity, "]"));
       PrintWrapped("   Cause:   ", e.cause);
       PrintWrapped("   Fix:     ", e.fix);
-      if (!e.matched.empty()) PrintWrapped("   Matched: ", e.matched);
+      if (!e.fix_talos.empty()) PrintWrapped("   Talos:   ", e.fix_talos);
+      if (!e.check.empty())
+        PrintWrapped("   Check:   ", absl::StrCat("gpulet doctor (", e.check, ")"));
+      if (!e.matched.empty()) {
+        PrintWrapped("   Matched: ",
+                     e.line > 0 ? absl::StrCat("line ", e.line, ": ", e.matched) : e.matched);
+      }
       PrintWrapped("   Source:  ", e.source);
     }
     if (found.size() > 1) {
-      std::printf("\n%zu explanations matched; the message may have more than one cause.\n",
-                  found.size());
+      std::printf("\n%zu kinds of message recognised in %zu line(s), worst first.\n", found.size(),
+                  r.lines);
     }
+    PrintTruncation(r);
   }
 
-  static void PrintJson(const std::vector<Explanation>& found) {
+  static void PrintJson(const ExplainResult& r) {
     nlohmann::ordered_json out;
-    out["recognised"] = !found.empty();
+    out["recognised"] = !r.found.empty();
+    out["lines"] = r.lines;
+    out["truncated_lines"] = r.truncated_lines;
+    out["max_line_bytes"] = kExplainMaxLine;
     out["explanations"] = nlohmann::ordered_json::array();
-    for (const Explanation& e : found) {
+    for (const Explanation& e : r.found) {
       nlohmann::ordered_json j;
       j["id"] = e.id;
       j["title"] = e.title;
+      j["severity"] = e.severity;
       j["cause"] = e.cause;
       j["fix"] = e.fix;
+      if (!e.fix_talos.empty()) j["fix_talos"] = e.fix_talos;
+      if (!e.check.empty()) j["doctor_check"] = e.check;
       j["source"] = e.source;
       j["matched"] = e.matched;
+      if (e.line > 0) j["line"] = e.line;
       nlohmann::ordered_json details = nlohmann::ordered_json::object();
       for (const auto& [k, v] : e.details) details[k] = v;
       j["details"] = details;
       out["explanations"].push_back(j);
     }
-    if (found.empty()) {
+    if (r.found.empty()) {
       out["hint"] = "gpulet does not recognise this message; run `gpulet doctor` on the node";
     }
+    if (!r.catalogue_error.empty()) out["catalogue_error"] = r.catalogue_error;
     // Input may hold bytes that are not UTF-8 (a raw log); replace them instead of throwing.
     std::printf("%s\n",
                 out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());

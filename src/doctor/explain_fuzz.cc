@@ -5,7 +5,9 @@
 // which otherwise only ever sees the table's fixed patterns.
 //
 // Built and run by scripts/fuzz.sh (the _fuzz.cc suffix keeps it out of the normal build);
-// seeds are the lines in tests/fixtures/kmsg.
+// seeds are the lines in tests/fixtures/kmsg and the explain catalogue's examples. Feeding
+// the input to a LogExplainer in two chunks (split where the second byte says) must give the
+// same explanations as the whole: lines may arrive in any split.
 //
 // Thread-safety: libFuzzer calls LLVMFuzzerTestOneInput from one thread.
 #include <algorithm>
@@ -22,8 +24,21 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::string_view input(reinterpret_cast<const char*>(data), size);
 
-  for (const gpulet::Explanation& e : gpulet::Explain(input)) {
+  std::vector<gpulet::Explanation> whole = gpulet::Explain(input);
+  for (const gpulet::Explanation& e : whole) {
     if (e.id.empty() || e.title.empty() || e.cause.empty() || e.fix.empty()) std::abort();
+    if (e.severity.empty()) std::abort();
+  }
+  if (size > 1) {
+    size_t cut = data[1] % size;
+    gpulet::LogExplainer chunked;
+    chunked.Feed(input.substr(0, cut));
+    chunked.Feed(input.substr(cut));
+    std::vector<gpulet::Explanation> parts = chunked.Finish().found;
+    if (parts.size() != whole.size()) std::abort();
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (parts[i].id != whole[i].id || parts[i].line != whole[i].line) std::abort();
+    }
   }
 
   if (size > 1) {
@@ -32,10 +47,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     absl::string_view pattern = input.substr(1, split);
     absl::string_view text = input.substr(1 + split);
     bool found = gpulet::WildcardSearch(pattern, text);
-    // A pattern without wildcards is found exactly when it is a case-insensitive substring;
-    // an empty pattern or a lone '*' matches everything.
+    // A pattern without wildcards or placeholders ("<n>", "<x>", "<w>") is found exactly
+    // when it is a case-insensitive substring; an empty pattern or a lone '*' matches
+    // everything.
     if (pattern == "*" && !found) std::abort();
-    if (pattern.find_first_of("*?") == absl::string_view::npos) {
+    if (pattern.find_first_of("*?<") == absl::string_view::npos) {
       std::string p = absl::AsciiStrToLower(pattern);
       std::string t = absl::AsciiStrToLower(text);
       if (found != (t.find(p) != std::string::npos)) std::abort();

@@ -16,7 +16,11 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "doctor/explain_catalog.h"
 #include "gpu/nvml_errors.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -92,22 +96,103 @@ TEST(WildcardSearchTest, Table) {
   }
 }
 
-TEST(ExplainTableTest, EntriesAreWellFormedAndReachable) {
+TEST(MessagePatternTest, Placeholders) {
+  struct Case {
+    const char* pattern;
+    const char* text;
+    bool want;
+  } cases[] = {
+      {"version <n>.<n>", "has the version 535.54, but", true},
+      {"version <n>.<n>", "has the version 535, but", false},
+      {"gpu <w>: rminitadapter", "gpu 0000:01:00.0: rminitadapter failed", true},
+      {"gpu <w>: rminitadapter", "gpu : rminitadapter failed", false},
+      {"for nvidia/<w>/ failed", "for nvidia/570.144/ failed", true},
+      {"pci:<x>", "xid (pci:0000:3b:00)", true},
+      {"pci:<x>", "xid (pci:zz)", false},
+      {"<n> device(s)", "failed for 12 device(s).", true},
+      // Runs are taken whole: "<n>1" cannot match inside one run of digits.
+      {"<n>1", "x121", false},
+      {"a*<n>*b", "a 5 b", true},
+      {"a*<n>*b", "a b", false},
+      {"a<b", "a<b", true},  // not a placeholder: taken literally
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(MessagePattern::Compile(c.pattern).Search(c.text), c.want)
+        << "pattern '" << c.pattern << "' text '" << c.text << "'";
+  }
+  EXPECT_EQ(MessagePattern::Compile("gpu <w>: rminitadapter failed!").anchor(), "rminitadapter");
+  // Common words only when there is nothing else.
+  EXPECT_EQ(MessagePattern::Compile("failed to load nvsandbox").anchor(), "nvsandbox");
+  EXPECT_EQ(MessagePattern::Compile("failed driver").anchor(), "failed");
+  for (const Case& c : cases) {
+    std::string lower = absl::AsciiStrToLower(c.text);
+    EXPECT_EQ(MessagePattern::Compile(c.pattern).SearchNormalized(lower), c.want) << c.pattern;
+  }
+}
+
+TEST(ExplainCatalogTest, BuiltinCatalogueLoads) {
+  const absl::StatusOr<ExplainCatalog>& catalog = BuiltinExplainCatalog();
+  ASSERT_TRUE(catalog.ok()) << catalog.status();
+  EXPECT_GE(catalog->entries().size(), 150u);
+}
+
+// Every entry: a unique id, a public source URL, a known doctor check, fixes and examples;
+// and every example, explained on its own, selects its own entry.
+TEST(ExplainCatalogTest, EveryEntryIsSourcedAndMatchesItsExamples) {
+  const absl::StatusOr<ExplainCatalog>& catalog = BuiltinExplainCatalog();
+  ASSERT_TRUE(catalog.ok()) << catalog.status();
   std::set<std::string> ids;
-  for (const ExplainEntry& entry : ExplainEntries()) {
-    SCOPED_TRACE(std::string(entry.id));
-    EXPECT_TRUE(ids.insert(std::string(entry.id)).second) << "duplicate id";
-    ASSERT_FALSE(entry.patterns.empty());
-    for (absl::string_view field : {entry.title, entry.cause, entry.fix, entry.source}) {
-      EXPECT_FALSE(field.empty());
+  std::set<std::string> sources;
+  for (const ExplainCatalogEntry& entry : catalog->entries()) {
+    SCOPED_TRACE(entry.id);
+    EXPECT_TRUE(ids.insert(entry.id).second) << "duplicate id";
+    EXPECT_TRUE(absl::StartsWith(entry.source, "https://")) << entry.source;
+    sources.insert(entry.source);
+    EXPECT_FALSE(entry.examples.empty()) << "no example";
+    EXPECT_FALSE(entry.patterns.empty());
+    EXPECT_FALSE(entry.title.empty());
+    EXPECT_FALSE(entry.cause.empty());
+    EXPECT_FALSE(entry.fix.empty());
+    EXPECT_TRUE(entry.check.empty() || IsDoctorCheckName(entry.check)) << entry.check;
+    for (const std::string& example : entry.examples) {
+      EXPECT_TRUE(Find(Explain(example), entry.id).has_value())
+          << "example not matched by its entry: " << example << "\n got "
+          << ::testing::PrintToString(Ids(Explain(example)));
     }
-    EXPECT_EQ(entry.cause.back(), '.');
-    EXPECT_EQ(entry.fix.back(), '.');
-    for (absl::string_view pattern : entry.patterns) {
-      // Every pattern, taken literally (wildcards as themselves), selects its own entry.
-      std::vector<Explanation> found = Explain(pattern);
-      EXPECT_TRUE(Find(found, entry.id).has_value()) << pattern;
-    }
+  }
+  // Many sources, not one page quoted over and over.
+  EXPECT_GE(sources.size(), 100u);
+}
+
+TEST(ExplainCatalogTest, ParseRejectsBadCatalogues) {
+  const std::string good =
+      "entries:\n"
+      "  - id: a\n    title: T\n    severity: error\n    patterns: [some text]\n"
+      "    cause: C.\n    fix: {generic: F.}\n    source: https://example.org/a\n"
+      "    examples: [some text here]\n";
+  ASSERT_TRUE(ExplainCatalog::Parse(good).ok()) << ExplainCatalog::Parse(good).status();
+  struct Case {
+    std::string yaml;
+    const char* says;
+  } cases[] = {
+      {"entries: [", "explain catalogue"},
+      {"{}", "entries"},
+      {good + good.substr(std::string("entries:\n").size()), "duplicate id a"},
+      {absl::StrReplaceAll(good, {{"    source: https://example.org/a\n", ""}}), "source"},
+      {absl::StrReplaceAll(good, {{"https://example.org/a", "issue 12"}}), "URL"},
+      {absl::StrReplaceAll(good, {{"    examples: [some text here]\n", ""}}), "examples"},
+      {absl::StrReplaceAll(good, {{"severity: error", "severity: bad"}}), "severity"},
+      {absl::StrReplaceAll(good, {{"[some text]", "['*']"}}), "literal"},
+      {absl::StrReplaceAll(good, {{"{generic: F.}", "{windows: F.}"}}), "platform"},
+      {absl::StrReplaceAll(good, {{"    cause: C.\n", "    cause: C.\n    check: no.such\n"}}),
+       "check"},
+      {absl::StrReplaceAll(good, {{"    cause: C.\n", "    cause: C.\n    colour: red\n"}}),
+       "unknown key"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<ExplainCatalog> parsed = ExplainCatalog::Parse(c.yaml);
+    ASSERT_FALSE(parsed.ok()) << c.yaml;
+    EXPECT_TRUE(absl::StrContains(parsed.status().message(), c.says)) << parsed.status();
   }
 }
 
@@ -161,10 +246,9 @@ TEST(ExplainTest, MessagesPeopleMeet) {
       {"modprobe: ERROR: could not insert 'nvidia': Key was rejected by service",
        "talos-module-signature",
        {"nvidia-open-gpu-kernel-modules-production"}},
-      {"Capacity:\n  cpu:                16\n  nvidia.com/gpu:     0\n",
+      {"0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
        "no-gpu-resource",
        {"nvidia.com/gpu.present=true"}},
-      {"0/3 nodes are available: 3 Insufficient nvidia.com/gpu.", "no-gpu-resource", {}},
       {"0/4 nodes are available: 1 node(s) had untolerated taint {nvidia.com/gpu: present}, 3 "
        "node(s) didn't match Pod's node affinity/selector.",
        "untolerated-taint",
@@ -195,8 +279,9 @@ TEST(ExplainTest, MessagesPeopleMeet) {
     std::optional<Explanation> e = Find(found, c.id);
     ASSERT_TRUE(e.has_value()) << "got: " << ::testing::PrintToString(Ids(found));
     EXPECT_FALSE(e->matched.empty());
+    std::string fixes = absl::StrCat(e->fix, "\n", e->fix_talos);
     for (const char* mention : c.fix_mentions) {
-      EXPECT_TRUE(absl::StrContains(e->fix, mention)) << mention << " not in: " << e->fix;
+      EXPECT_TRUE(absl::StrContains(fixes, mention)) << mention << " not in: " << fixes;
     }
   }
 }
@@ -209,12 +294,13 @@ TEST(ExplainTest, TalosFactsAreQuotedExactly) {
       Find(Explain("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"),
            "nvidia-smi-no-driver");
   ASSERT_TRUE(smi.has_value());
-  EXPECT_TRUE(absl::StrContains(smi->fix,
+  EXPECT_TRUE(absl::StrContains(smi->fix_talos,
                                 "machine.kernel.modules: [{name: nvidia}, {name: nvidia_uvm}, "
-                                "{name: nvidia_drm}, {name: nvidia_modeset}]"));
+                                "{name: nvidia_drm}, {name: nvidia_modeset}]"))
+      << smi->fix_talos;
   std::optional<Explanation> cdi = Find(Explain("unresolvable CDI devices"), "cdi-unresolvable");
   ASSERT_TRUE(cdi.has_value());
-  EXPECT_TRUE(absl::StrContains(cdi->fix, "/run/cdi/nvidia.yaml"));
+  EXPECT_TRUE(absl::StrContains(cdi->fix_talos, "/run/cdi/nvidia.yaml"));
 }
 
 TEST(ExplainTest, EveryNvmlReturnName) {
@@ -326,6 +412,211 @@ TEST(ExplainTest, UnknownTextGivesNothing) {
   EXPECT_EQ(Ids(Explain(Fixture("noise.txt"))), std::vector<std::string>{"gpu-probe-failed"});
 }
 
+// Every message the field report (/work/shared/seed) and the docs quote is explained: the
+// quoted phrases below, and every `gpulet explain "..."` example the docs and README give (with
+// the entry id they name, when they name one).
+TEST(ExplainTest, MessagesQuotedInDocsAndFieldReportAreExplained) {
+  const char* quoted[] = {
+      // The field report (chapter 04, "The GPU Detour").
+      "GPU lockup + DCGM init 250",
+      "persistent GPU lockup",
+      // docs/troubleshooting.md.
+      "is not allowed to modify taints",
+      "couldn't communicate with the NVIDIA driver",
+      "Driver Not Loaded",
+      "RuntimeClass \"nvidia\" not found",
+      "violates PodSecurity \"baseline:latest\": hostPath volumes",
+      "Incompatible strategy detected auto",
+      "ERROR: init 250 result=11",
+      "Unable to determine the device handle for GPU ...: Unknown Error",
+      "GPU has fallen off the bus",
+      "Insufficient nvidia.com/gpu",
+  };
+  for (const char* text : quoted) {
+    EXPECT_FALSE(Explain(text).empty()) << text;
+  }
+
+  int commands = 0;
+  for (const char* file : {"docs/troubleshooting.md", "docs/talos.md", "docs/alerting.md",
+                           "docs/metrics.md", "README.md"}) {
+    std::string doc = ReadFile(std::string(GPULET_SOURCE_DIR) + "/" + file);
+    ASSERT_FALSE(doc.empty()) << file;
+    // Markdown wraps long commands; whitespace runs mean one space.
+    std::string flat;
+    for (char c : doc) {
+      bool space = absl::ascii_isspace(static_cast<unsigned char>(c));
+      if (space && !flat.empty() && flat.back() == ' ') continue;
+      flat += space ? ' ' : c;
+    }
+    const std::string kCommand = "gpulet explain ";
+    for (size_t at = flat.find(kCommand); at != std::string::npos;
+         at = flat.find(kCommand, at + 1)) {
+      size_t start = at + kCommand.size();
+      if (start >= flat.size()) break;
+      char quote = flat[start];
+      std::string message;
+      size_t end;
+      if (quote == '"' || quote == '\'') {
+        end = flat.find(quote, start + 1);
+        if (end == std::string::npos) continue;
+        message = flat.substr(start + 1, end - start - 1);
+      } else {
+        end = flat.find_first_of(" `", start);
+        message = flat.substr(start, end - start);
+      }
+      if (message.empty() || message == "-" || message.front() == '<' || message.front() == '[' ||
+          message.front() == '-') {
+        continue;  // "<message>", "[--json]", "-" (standard input): not a message
+      }
+      ++commands;
+      std::vector<Explanation> found = Explain(message);
+      EXPECT_FALSE(found.empty()) << file << ": " << message;
+      // "(explain: `id`)" right after the command names the entry it answers with.
+      size_t named = flat.find("(explain: `", end);
+      if (named != std::string::npos && named - end < 40) {
+        size_t id_start = named + std::string("(explain: `").size();
+        std::string id = flat.substr(id_start, flat.find('`', id_start) - id_start);
+        EXPECT_TRUE(Find(found, id).has_value())
+            << file << ": " << message << " should give " << id << ", got "
+            << ::testing::PrintToString(Ids(found));
+      }
+    }
+  }
+  EXPECT_GE(commands, 10);
+}
+
+// `kubectl describe pod` output: the Events table's columns and wrapped messages.
+TEST(ExplainTest, KubectlDescribePodEventsNameTheCause) {
+  const std::string describe =
+      "Name:             ollama-0\n"
+      "Namespace:        ai\n"
+      "Node:             talos-08/10.0.0.8\n"
+      "Status:           Pending\n"
+      "Events:\n"
+      "  Type     Reason                  Age                   From               Message\n"
+      "  ----     ------                  ----                  ----               -------\n"
+      "  Normal   Scheduled               2m11s                 default-scheduler  "
+      "Successfully assigned ai/ollama-0 to talos-08\n"
+      "  Warning  FailedCreatePodSandBox  12s (x10 over 2m11s)  kubelet            Failed to "
+      "create pod sandbox: rpc error: code = Unknown desc = failed to get sandbox runtime: no "
+      "runtime for \"nvidia\" is configured\n";
+  ExplainResult r = ExplainText(describe);
+  ASSERT_EQ(r.found.size(), 1u) << ::testing::PrintToString(Ids(r.found));
+  EXPECT_EQ(r.found[0].id, "containerd-nvidia-runtime-missing");
+  EXPECT_EQ(r.found[0].line, 9u);
+  EXPECT_TRUE(absl::StrContains(r.found[0].matched, "FailedCreatePodSandBox"));
+  EXPECT_EQ(r.lines, 9u);
+}
+
+// A pasted log: every kind once, with the line it was first seen on, worst first.
+TEST(ExplainTest, LogIsReportedOncePerKindWorstFirstWithLineNumbers) {
+  const std::string log =
+      "time=2025-01-29T10:00:00Z level=INFO msg=\"starting\"\n"              // 1
+      "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB\n"      // 2: warning
+      "Warning  FailedScheduling  0/3 nodes are available: 3 Insufficient "  // 3: error
+      "nvidia.com/gpu.\n"
+      "RuntimeError: CUDA out of memory. Tried to allocate 40.00 MiB\n"  // 4: repeat
+      "[ 1097.650222] NVRM: GPU 0000:04:01.0: RmInitAdapter failed! (0x11:0x45:2525)\n"  // 5
+      "unrelated\n";                                                                     // 6
+  ExplainResult r = ExplainText(log);
+  ASSERT_EQ(Ids(r.found), (std::vector<std::string>{"nvrm-rm-init-adapter-failed",
+                                                    "no-gpu-resource", "cuda-out-of-memory"}));
+  EXPECT_EQ(r.found[0].line, 5u);
+  EXPECT_EQ(r.found[0].severity, "critical");
+  EXPECT_EQ(r.found[1].line, 3u);
+  EXPECT_EQ(r.found[1].severity, "error");
+  EXPECT_EQ(r.found[2].line, 2u);  // the first of the two lines
+  EXPECT_EQ(r.found[2].severity, "warning");
+  EXPECT_EQ(r.lines, 6u);
+}
+
+// A message the kernel wraps over several lines is found across them (a window of lines),
+// reported on the line that holds its keyword.
+TEST(ExplainTest, MultiLineKernelMessage) {
+  ExplainResult r = ExplainText(
+      "[    1.0] usb 1-1: new device\n"
+      "[ 7386.259769] NVRM: API mismatch: the client has the version 515.48.07, but\n"
+      "               NVRM: this kernel module has the version 510.73.05.  Please\n"
+      "               NVRM: make sure that this kernel module and all NVIDIA driver\n");
+  ASSERT_EQ(Ids(r.found), std::vector<std::string>{"nvrm-api-mismatch"});
+  EXPECT_EQ(r.found[0].line, 2u);
+  // Too far apart: not one message.
+  EXPECT_TRUE(ExplainText("NVRM: API mismatch: the client\na\nb\nc\nd\nhas the version 1, but "
+                          "this kernel module has the version 2")
+                  .found.empty());
+}
+
+// Chunks split anywhere (inside a line, inside a CRLF) give the same result as the whole.
+TEST(ExplainTest, FeedInChunksOfAnySize) {
+  const std::string log =
+      "a\r\nError: setting up CDI devices: unresolvable CDI devices nvidia.com/gpu=all\r\n"
+      "b\nmodprobe: FATAL: Module nvidia not found in directory /lib/modules/6.1\n";
+  std::vector<std::string> whole = Ids(Explain(log));
+  ASSERT_EQ(whole.size(), 2u);
+  for (size_t step : {1, 2, 3, 7, 64}) {
+    LogExplainer e;
+    for (size_t i = 0; i < log.size(); i += step) e.Feed(absl::string_view(log).substr(i, step));
+    ExplainResult r = e.Finish();
+    EXPECT_EQ(Ids(r.found), whole) << step;
+    EXPECT_EQ(r.lines, 4u);
+  }
+}
+
+TEST(ExplainTest, BinaryGarbageAndInvalidUtf8) {
+  std::string garbage;
+  uint32_t x = 12345;
+  for (int i = 0; i < (1 << 20); ++i) {
+    x = x * 1103515245 + 12345;
+    garbage += static_cast<char>(x >> 16);
+  }
+  ExplainResult r = ExplainText(garbage);
+  EXPECT_TRUE(r.found.empty()) << ::testing::PrintToString(Ids(r.found));
+  // Invalid UTF-8 around a real message does not hide it.
+  std::string text = "\xff\xfe\xc3(\x80 Failed to initialize NVML: Unknown Error \xe2\x28\xa1\n";
+  EXPECT_TRUE(Find(Explain(text), "nvml-unknown-error-in-container").has_value());
+  // NUL bytes are just bytes.
+  std::string with_nul("no CUDA-capable device\0 is detected", 35);
+  with_nul += "\nno CUDA-capable device is detected\n";
+  EXPECT_EQ(ExplainText(with_nul).found.at(0).line, 2u);
+}
+
+TEST(ExplainTest, LongLineIsMatchedOnItsStartAndCounted) {
+  std::string line(1 << 20, 'x');  // a 1 MiB line
+  std::string log = "Insufficient nvidia.com/gpu " + line +
+                    " no CUDA-capable device is detected\n"
+                    "second line\n";
+  ExplainResult r = ExplainText(log);
+  EXPECT_EQ(Ids(r.found), std::vector<std::string>{"no-gpu-resource"});  // the tail is not read
+  EXPECT_EQ(r.truncated_lines, 1u);
+  EXPECT_EQ(r.lines, 2u);
+}
+
+// 100 MB of log (repeated real-looking lines, near misses and a real message at the end) is
+// read in bounded memory and in seconds: the scanner is one pass per line, not per pattern.
+TEST(ExplainTest, HundredMegabytesInSeconds) {
+  const std::string block =
+      "Jun 11 10:00:00 talos-07 kernel: NVRM: loading NVIDIA UNIX x86_64 Kernel Module\n"
+      "I0611 10:00:01.000000 1 main.go:132] Starting FS watcher for /var/lib/kubelet\n"
+      "  Warning  FailedScheduling  0/3 nodes are available: 3 node(s) didn't match\n"
+      "NVRM: API mismatch: the client has the version\n"  // a near miss: no rest
+      "time=2025-06-11T10:00:02Z level=INFO source=gpu.go:217 msg=\"looking for GPUs\"\n";
+  LogExplainer e;
+  size_t fed = 0;
+  absl::Time start = absl::Now();
+  while (fed < (100u << 20)) {
+    e.Feed(block);
+    fed += block.size();
+  }
+  e.Feed("Incompatible strategy detected auto\n");
+  ExplainResult r = e.Finish();
+  absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(Ids(r.found), std::vector<std::string>{"device-plugin-incompatible-strategy"});
+  EXPECT_GT(r.lines, 1000000u);
+  // Seconds in an optimised build; generous for sanitizer builds and shared machines.
+  EXPECT_LT(took, absl::Seconds(GPULET_SANITIZED ? 120 : 30)) << took;
+  std::printf("explained %zu MiB in %s\n", fed >> 20, absl::FormatDuration(took).c_str());
+}
+
 // --- the command ----------------------------------------------------------------------------
 
 std::string Gpulet() { return std::string(GPULET_BINARY_DIR) + "/gpulet"; }
@@ -417,6 +708,55 @@ TEST(ExplainCommandTest, ReadsStandardInputForDash) {
   rc = RunWithStdin({"explain", "-", "--json"}, "xid 48\n", &out);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(absl::StrContains(out, "\"xid-48\"")) << out;
+}
+
+TEST(ExplainCommandTest, PastedLogReportsLinesWorstFirst) {
+  std::string out;
+  int rc = RunWithStdin(
+      {"explain", "-"},
+      "Events:\n"
+      "  Type     Reason            Age   From               Message\n"
+      "  ----     ------            ----  ----               -------\n"
+      "  Warning  FailedScheduling  10s   default-scheduler  0/1 nodes are available: 1 "
+      "Insufficient nvidia.com/gpu.\n"
+      "[   21.238204] NVRM: osInitNvMapping: *** Cannot attach gpu\n",
+      &out);
+  EXPECT_EQ(rc, 0) << out;
+  size_t worst = out.find("map the GPU's memory");
+  size_t next = out.find("no node with a free nvidia.com/gpu");
+  ASSERT_NE(worst, std::string::npos) << out;
+  ASSERT_NE(next, std::string::npos) << out;
+  EXPECT_LT(worst, next) << out;
+  EXPECT_TRUE(absl::StrContains(out, "line 5:")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "line 4:")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "2 kinds of message recognised in 5 line(s)")) << out;
+
+  rc = RunWithStdin({"explain", "--json", "-"}, "x\nno CUDA-capable device is detected\n", &out);
+  EXPECT_EQ(rc, 0) << out;
+  nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  EXPECT_EQ(j["lines"], 2);
+  EXPECT_EQ(j["explanations"][0]["id"], "cuda-no-device");
+  EXPECT_EQ(j["explanations"][0]["line"], 2);
+  EXPECT_EQ(j["explanations"][0]["severity"], "error");
+  EXPECT_TRUE(j["explanations"][0]["source"].get<std::string>().starts_with("https://"));
+}
+
+TEST(ExplainCommandTest, UnrecognisedOrGarbageStdinExitsOne) {
+  std::string out;
+  std::string garbage;
+  for (int i = 0; i < 200000; ++i) garbage += static_cast<char>((i * 7919) % 251 + 1);
+  EXPECT_EQ(RunWithStdin({"explain", "-"}, garbage, &out), 1) << out;
+  EXPECT_TRUE(absl::StrContains(out, "does not recognise")) << out;
+  EXPECT_EQ(RunWithStdin({"explain", "-"}, "all is well\nnothing to see\n", &out), 1);
+  EXPECT_EQ(RunWithStdin({"explain", "-"}, " \n\t\n", &out), 2);  // nothing to explain
+}
+
+TEST(ExplainCommandTest, LongLineIsCappedAndSaysSo) {
+  std::string out;
+  std::string log = "Insufficient nvidia.com/gpu " + std::string(1 << 20, 'y') + "\n";
+  EXPECT_EQ(RunWithStdin({"explain", "-"}, log, &out), 0) << out;
+  EXPECT_TRUE(absl::StrContains(out, "1 line(s) longer than 16 KiB")) << out;
 }
 
 }  // namespace
