@@ -415,6 +415,29 @@ TEST(ExplainTest, UnknownTextGivesNothing) {
 // Every message the field report (/work/shared/seed) and the docs quote is explained: the
 // quoted phrases below, and every `gpulet explain "..."` example the docs and README give (with
 // the entry id they name, when they name one).
+// The messages the diagnosis issue (18) quotes as ones a new user pastes.
+TEST(ExplainTest, MessagesTheDiagnosisIssueQuotesAreExplained) {
+  const char* quoted[] = {
+      "GPU lockup + DCGM init 250",
+      "DCGM init 250",
+      "Segmentation fault (core dumped)",
+      "exit code 139",
+      "is not allowed to modify taints",
+      "Error creating: pods \"ollama-0\" is forbidden: violates PodSecurity \"baseline:latest\": "
+      "privileged (container \"ollama\" must not set securityContext.privileged=true)",
+      "No devices found. Waiting indefinitely.",
+      "requires use of the NVIDIA open kernel modules",
+      "Unable to determine the device handle for GPU0000:01:00.0: Unknown Error",
+      "Failed to initialize NVML",
+      "NVRM: API mismatch: the client has the version 570.133.20, but this kernel module has the "
+      "version 550.54.15.  Please make sure that this kernel module and all NVIDIA driver "
+      "components have the same version.",
+  };
+  for (const char* text : quoted) {
+    EXPECT_FALSE(Explain(text).empty()) << text;
+  }
+}
+
 TEST(ExplainTest, MessagesQuotedInDocsAndFieldReportAreExplained) {
   const char* quoted[] = {
       // The field report (chapter 04, "The GPU Detour").
