@@ -285,7 +285,7 @@ TEST_F(DeployManifestsTest, DaemonSetWiring) {
   for (const auto& [name, path] : host_paths) paths.insert(path);
   EXPECT_EQ(paths, (std::set<std::string>{"/", "/dev", "/sys", "/var/run/cdi",
                                           "/var/lib/kubelet/device-plugins",
-                                          "/var/lib/kubelet/pod-resources",
+                                          "/var/lib/kubelet/pod-resources", "/var/lib/gpulet",
                                           "/etc/kubernetes/node-feature-discovery/features.d"}));
   std::map<std::string, YAML::Node> mounts;  // mount path -> mount
   for (const auto& m : c["volumeMounts"]) {
@@ -312,6 +312,12 @@ TEST_F(DeployManifestsTest, DaemonSetWiring) {
   ASSERT_TRUE(mounts.count(features_dir)) << features_dir;
   EXPECT_EQ(args["--host-root"] + host_paths[mounts[features_dir]["name"].Scalar()], features_dir);
   EXPECT_FALSE(mounts[features_dir]["readOnly"]);
+  // And the XID history (health.xidHistoryFile), the same way.
+  const std::string history = Config().health.xid_history_file;
+  const std::string history_dir = args["--host-root"] + history.substr(0, history.rfind('/'));
+  ASSERT_TRUE(mounts.count(history_dir)) << history_dir;
+  EXPECT_EQ(args["--host-root"] + host_paths[mounts[history_dir]["name"].Scalar()], history_dir);
+  EXPECT_FALSE(mounts[history_dir]["readOnly"]);
   std::map<std::string, std::string> env;
   for (const auto& e : c["env"]) {
     if (e["value"]) env[e["name"].Scalar()] = e["value"].Scalar();
