@@ -73,6 +73,8 @@ struct FixtureGpu {
   std::optional<unsigned> pcie_replay;
   std::optional<EccInfo> ecc;
   std::optional<RemappedRows> remapped_rows;
+  // Set only from the fault-injection state (GpuState::recovery_action).
+  std::optional<unsigned> recovery_action;
   std::vector<SimProcess> processes;
 };
 

@@ -169,6 +169,7 @@ FixtureGpu Effective(const FixtureGpu& fixture, const GpuState& state) {
   replace(load.video_clock_mhz, &g.clocks_mhz[NVML_CLOCK_VIDEO]);
   if (state.processes) g.processes = *state.processes;
   if (state.remapped_rows && g.remapped_rows) g.remapped_rows = state.remapped_rows;
+  if (state.recovery_action) g.recovery_action = state.recovery_action;
   if (state.ecc_errors && g.ecc) {
     const EccErrors& e = *state.ecc_errors;
     g.ecc->counts[NVML_MEMORY_ERROR_TYPE_CORRECTED][NVML_VOLATILE_ECC] = e.volatile_corrected;
@@ -667,6 +668,9 @@ void FillField(const DeviceCall& call, nvmlFieldValue_t* v) {
       break;
     case NVML_FI_DEV_PCIE_REPLAY_COUNTER:
       set_uint(g.pcie_replay);
+      break;
+    case NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:
+      set_uint(g.recovery_action);
       break;
     case kFieldEccSbeVolatileTotal:
       set_ull(ecc_volatile(NVML_MEMORY_ERROR_TYPE_CORRECTED));

@@ -217,11 +217,12 @@ bool ReadGpu(const json& j, const std::string& where, GpuState* out, std::string
   if (!CheckObject(j, where, error) ||
       !CheckKeys(j,
                  {"lost", "reset_required", "hang_seconds", "xids", "load", "processes",
-                  "remapped_rows", "ecc_errors"},
+                  "remapped_rows", "ecc_errors", "recovery_action"},
                  where, error) ||
       !ReadBool(j, "lost", where, &out->lost, error) ||
       !ReadBool(j, "reset_required", where, &out->reset_required, error) ||
-      !ReadSeconds(j, "hang_seconds", where, &out->hang_seconds, error)) {
+      !ReadSeconds(j, "hang_seconds", where, &out->hang_seconds, error) ||
+      !ReadOptionalUint(j, "recovery_action", where, &out->recovery_action, error)) {
     return false;
   }
   if (auto it = j.find("xids"); it != j.end()) {
@@ -368,6 +369,7 @@ json GpuToJson(const GpuState& gpu) {
     }
     j["processes"] = std::move(processes);
   }
+  if (gpu.recovery_action.has_value()) j["recovery_action"] = *gpu.recovery_action;
   if (gpu.remapped_rows.has_value()) {
     const RemappedRows& r = *gpu.remapped_rows;
     j["remapped_rows"] = {{"correctable", r.correctable},
@@ -415,6 +417,7 @@ void MergeInto(const GpuState& from, GpuState* into) {
   MergeOptional(from.processes, &into->processes);
   MergeOptional(from.remapped_rows, &into->remapped_rows);
   MergeOptional(from.ecc_errors, &into->ecc_errors);
+  MergeOptional(from.recovery_action, &into->recovery_action);
 }
 
 }  // namespace
@@ -564,6 +567,14 @@ bool SetRemappedRows(SimState* state, const std::string& gpu_key, const Remapped
   GpuState* gpu = Entry(state, gpu_key);
   if (gpu == nullptr) return false;
   gpu->remapped_rows = rows;
+  return true;
+}
+
+bool SetRecoveryAction(SimState* state, const std::string& gpu_key,
+                       std::optional<unsigned> action) {
+  GpuState* gpu = Entry(state, gpu_key);
+  if (gpu == nullptr) return false;
+  gpu->recovery_action = action;
   return true;
 }
 

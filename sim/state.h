@@ -87,6 +87,9 @@ struct GpuState {
   std::optional<std::vector<SimProcess>> processes;  // replaces the fixture's list
   std::optional<RemappedRows> remapped_rows;
   std::optional<EccErrors> ecc_errors;
+  // NVML_FI_DEV_GET_GPU_RECOVERY_ACTION's value (0 none .. 4 drain and reset); absent: the
+  // field is not supported, as on drivers before R570.
+  std::optional<unsigned> recovery_action;
 };
 
 struct SimState {
@@ -136,6 +139,8 @@ bool SetProcesses(SimState* state, const std::string& gpu_key,
                   const std::vector<SimProcess>& processes);
 bool SetRemappedRows(SimState* state, const std::string& gpu_key, const RemappedRows& rows);
 bool SetEccErrors(SimState* state, const std::string& gpu_key, const EccErrors& errors);
+// nullopt: the GPU's driver does not report a recovery action (the field is unsupported).
+bool SetRecoveryAction(SimState* state, const std::string& gpu_key, std::optional<unsigned> action);
 void SetDriverNotLoaded(SimState* state, bool not_loaded);
 void SetInitCrash(SimState* state, bool crash);
 void SetInitHang(SimState* state, double seconds);

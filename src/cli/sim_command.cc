@@ -81,6 +81,28 @@ class SimCommand final : public CommandHandler {
       what_ = absl::StrCat("GPU ", gpu_, " row remapping: ", word_);
     });
 
+    CLI::App* recovery = app.add_subcommand(
+        "recovery-action", "Set the recovery action the GPU's driver reports (R570+ drivers)");
+    gpu_arg(recovery);
+    recovery
+        ->add_option("action", word_,
+                     "none, reset, reboot, drain-p2p, drain-and-reset or unsupported")
+        ->required()
+        ->check(CLI::IsMember(
+            {"none", "reset", "reboot", "drain-p2p", "drain-and-reset", "unsupported"}));
+    recovery->callback([this] {
+      action_ = [this](sim::SimState* s) {
+        // NVML's nvmlDeviceGpuRecoveryAction_t values, in the order of the names above.
+        const char* kNames[] = {"none", "reset", "reboot", "drain-p2p", "drain-and-reset"};
+        std::optional<unsigned> value;
+        for (unsigned i = 0; i < 5; ++i) {
+          if (word_ == kNames[i]) value = i;
+        }
+        return sim::SetRecoveryAction(s, gpu_, value);
+      };
+      what_ = absl::StrCat("GPU ", gpu_, " recovery action: ", word_);
+    });
+
     CLI::App* driver = app.add_subcommand("driver", "Unload or load the simulated kernel driver");
     driver->add_option("state", word_, "unloaded or loaded")
         ->required()

@@ -500,6 +500,26 @@ TEST_F(DaemonTest, TheXidHistorySurvivesARestartAndARepeatAfterRebootMeansInspec
   EXPECT_THAT(again->health.reason, HasSubstr("came back after the recommended node reboot"));
 }
 
+// The driver's recovery action, read through the real NVML path (the simulator reports
+// NVML_FI_DEV_GET_GPU_RECOVERY_ACTION when its state sets it): node reboot takes the GPU
+// out with the reboot action; NONE brings it back.
+TEST_F(DaemonTest, TheDriversRecoveryActionTakesTheGpuOutAndBack) {
+  config_.health.probe_interval = absl::Milliseconds(100);
+  ASSERT_OK(StartDaemon());
+  EditSimState([](sim::SimState* s) { s->gpus[testing::kRtx5090].recovery_action = 2; });
+  ASSERT_TRUE(Eventually(
+      [&] { return HasCondition(daemon_->store(), testing::kRtx5090, "recovery-action"); }));
+  std::shared_ptr<const Snapshot> snap = daemon_->store().Get();
+  const DeviceRecord* gpu = snap->FindByUuid(testing::kRtx5090);
+  ASSERT_NE(gpu, nullptr);
+  EXPECT_EQ(gpu->health.state, HealthState::kUnhealthy);
+  EXPECT_EQ(gpu->health.action, GpuActionDescription(GpuAction::kRebootNode));
+  EXPECT_FALSE(HasCondition(daemon_->store(), testing::kRtx3080, "recovery-action"));
+  EditSimState([](sim::SimState* s) { s->gpus[testing::kRtx5090].recovery_action = 0; });
+  EXPECT_TRUE(Eventually(
+      [&] { return !HasCondition(daemon_->store(), testing::kRtx5090, "recovery-action"); }));
+}
+
 // On the bundled simulator fixture (data, not a node) no history file is written.
 TEST_F(DaemonTest, NoXidHistoryIsWrittenIntoTheBundledFixture) {
   std::ofstream(root_ / "dev/kmsg")

@@ -90,6 +90,9 @@ struct ProbeAnswer {
   std::string uuid;
   std::optional<bool> remap_pending;  // a remapped row waits for a GPU reset to take effect
   std::optional<bool> remap_failure;  // a row could not be remapped: the memory is failing
+  // NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (nvml_api.h's NVML_GPU_RECOVERY_ACTION_*); absent on
+  // drivers that do not report it.
+  std::optional<unsigned> recovery_action;
 };
 
 class GpuLibrary {
@@ -102,9 +105,9 @@ class GpuLibrary {
   // its UUID cannot be read; optional values that are unsupported are simply absent.
   virtual absl::StatusOr<DeviceIdentity> GetDeviceIdentity(unsigned index) = 0;
 
-  // A cheap liveness check: opens the GPU's handle, reads its UUID and its row-remapping
-  // state within `timeout`. Unavailable (NVML GPU_IS_LOST / RESET_REQUIRED) for a lost GPU,
-  // DeadlineExceeded for one that does not answer.
+  // A cheap liveness check: opens the GPU's handle, reads its UUID, its row-remapping state
+  // and the driver's recovery action within `timeout`. Unavailable (NVML GPU_IS_LOST /
+  // RESET_REQUIRED) for a lost GPU, DeadlineExceeded for one that does not answer.
   virtual absl::StatusOr<ProbeAnswer> Probe(unsigned index, absl::Duration timeout) = 0;
 
   // Reads every live value within `timeout`. Fails like Probe for a lost or hung GPU.

@@ -124,6 +124,18 @@ enum : unsigned {
   NVML_FI_DEV_MEMORY_TEMP = 82,
   NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION = 83,
   NVML_FI_DEV_PCIE_REPLAY_COUNTER = 94,
+  // The recovery the driver wants for the GPU now (nvmlDeviceGpuRecoveryAction_t); drivers
+  // from R570 report it.
+  NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230,
+};
+
+// nvmlDeviceGpuRecoveryAction_t: the values NVML_FI_DEV_GET_GPU_RECOVERY_ACTION reports.
+enum : unsigned {
+  NVML_GPU_RECOVERY_ACTION_NONE = 0,
+  NVML_GPU_RECOVERY_ACTION_GPU_RESET = 1,
+  NVML_GPU_RECOVERY_ACTION_NODE_REBOOT = 2,
+  NVML_GPU_RECOVERY_ACTION_DRAIN_P2P = 3,
+  NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET = 4,
 };
 
 // nvmlValueType_t.

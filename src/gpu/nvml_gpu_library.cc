@@ -181,6 +181,7 @@ absl::StatusOr<ProbeAnswer> NvmlGpuLibrary::Probe(unsigned index, absl::Duration
     char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
     nvmlReturn_t remap_ret = NVML_ERROR_NOT_SUPPORTED;
     unsigned remap_pending = 0, remap_failure = 0;
+    nvmlFieldValue_t recovery = {};
   };
   auto job = std::make_shared<ProbeJob>();
   auto lib = library_;
@@ -193,7 +194,14 @@ absl::StatusOr<ProbeAnswer> NvmlGpuLibrary::Probe(unsigned index, absl::Duration
         if (job->handle_ret != NVML_SUCCESS) return;
         job->uuid_ret = f.device_get_uuid ? f.device_get_uuid(dev, job->uuid, sizeof(job->uuid))
                                           : NVML_ERROR_FUNCTION_NOT_FOUND;
-        if (job->uuid_ret != NVML_SUCCESS || !f.device_get_remapped_rows) return;
+        if (job->uuid_ret != NVML_SUCCESS) return;
+        job->recovery.fieldId = NVML_FI_DEV_GET_GPU_RECOVERY_ACTION;
+        job->recovery.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        if (f.device_get_field_values == nullptr ||
+            f.device_get_field_values(dev, 1, &job->recovery) != NVML_SUCCESS) {
+          job->recovery.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        }
+        if (!f.device_get_remapped_rows) return;
         unsigned correctable = 0, uncorrectable = 0;
         job->remap_ret = f.device_get_remapped_rows(dev, &correctable, &uncorrectable,
                                                     &job->remap_pending, &job->remap_failure);
@@ -211,6 +219,13 @@ absl::StatusOr<ProbeAnswer> NvmlGpuLibrary::Probe(unsigned index, absl::Duration
   if (job->remap_ret == NVML_SUCCESS) {
     answer.remap_pending = job->remap_pending != 0;
     answer.remap_failure = job->remap_failure != 0;
+  }
+  // Older drivers do not know the field: absent, not a fault.
+  if (job->recovery.nvmlReturn == NVML_SUCCESS) {
+    const nvmlFieldValue_t& v = job->recovery;
+    answer.recovery_action = v.valueType == NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+                                 ? static_cast<unsigned>(v.value.ullVal)
+                                 : v.value.uiVal;
   }
   return answer;
 }

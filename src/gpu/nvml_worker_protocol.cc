@@ -343,6 +343,7 @@ json ToJson(const ProbeAnswer& v) {
   json j = {{"uuid", v.uuid}};
   Put(j, "remap_pending", v.remap_pending);
   Put(j, "remap_failure", v.remap_failure);
+  Put(j, "recovery_action", v.recovery_action);
   return j;
 }
 
@@ -353,6 +354,7 @@ absl::StatusOr<ProbeAnswer> ProbeAnswerFromJson(const json& j) {
     v.uuid = Required(OptString(j, "uuid"), "uuid");
     v.remap_pending = OptBool(j, "remap_pending");
     v.remap_failure = OptBool(j, "remap_failure");
+    v.recovery_action = OptUnsigned<unsigned>(j, "recovery_action");
     return v;
   });
 }

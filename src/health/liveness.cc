@@ -7,12 +7,14 @@
 #include "common/log.h"
 #include "gpu/nvml_api.h"
 #include "gpu/nvml_errors.h"
+#include "health/xid_catalog.h"
 
 namespace gpulet {
 namespace {
 
 constexpr char kSource[] = "liveness";
 constexpr char kRowRemapSource[] = "row-remap";
+constexpr char kRecoveryActionSource[] = "recovery-action";
 constexpr absl::Duration kFlapWindow = absl::Hours(1);
 
 HealthCondition ConditionFor(const absl::Status& s, const std::string& gpu) {
@@ -78,11 +80,61 @@ void LivenessMonitor::CheckRowRemapping(const Gpu& gpu, const ProbeAnswer& answe
                         "drain the GPU's pods, then reset the GPU (nvidia-smi -r) or reboot",
                         absl::InfinitePast()};
   }
+  Publish(gpu, kRowRemapSource, c, now);
+}
+
+// The driver's own verdict (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, R570 and later): what it
+// says the GPU needs now, whichever error caused it. The condition follows the field: it
+// clears when the driver says NONE again (after the reset or reboot).
+void LivenessMonitor::CheckRecoveryAction(const Gpu& gpu, const ProbeAnswer& answer,
+                                          absl::Time now) {
+  std::optional<HealthCondition> c;
+  const unsigned action = answer.recovery_action.value_or(NVML_GPU_RECOVERY_ACTION_NONE);
+  auto condition = [&](HealthState state, absl::string_view what, GpuAction todo) {
+    c = HealthCondition{state,
+                        absl::StrCat("the driver reports recovery action ", action, " (", what,
+                                     ") for GPU ", gpu.bus_id),
+                        std::string(GpuActionDescription(todo)), absl::InfinitePast()};
+  };
+  switch (action) {
+    case NVML_GPU_RECOVERY_ACTION_NONE:
+      break;
+    case NVML_GPU_RECOVERY_ACTION_GPU_RESET:
+      condition(HealthState::kUnhealthy, "GPU reset required", GpuAction::kResetGpu);
+      break;
+    case NVML_GPU_RECOVERY_ACTION_NODE_REBOOT:
+      condition(HealthState::kUnhealthy, "node reboot required", GpuAction::kRebootNode);
+      break;
+    case NVML_GPU_RECOVERY_ACTION_DRAIN_P2P:
+      // Not yet a verdict: the driver decides once peer-to-peer traffic has stopped.
+      c = HealthCondition{HealthState::kDegraded,
+                          absl::StrCat("the driver reports recovery action 3 (drain peer-to-peer "
+                                       "traffic) for GPU ",
+                                       gpu.bus_id),
+                          "stop the GPU's peer-to-peer (NVLink, P2P) workloads; the driver then "
+                          "reports the recovery it needs",
+                          absl::InfinitePast()};
+      break;
+    case NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET:
+      // The GPU runs at reduced capacity until reset: keep it, tell the operator.
+      condition(HealthState::kDegraded, "drain and reset: reduced capacity until a reset",
+                GpuAction::kResetGpu);
+      break;
+    default:
+      condition(HealthState::kUnhealthy, "a value this gpulet does not know",
+                GpuAction::kContactSupport);
+      break;
+  }
+  Publish(gpu, kRecoveryActionSource, c, now);
+}
+
+void LivenessMonitor::Publish(const Gpu& gpu, const char* source,
+                              const std::optional<HealthCondition>& c, absl::Time now) {
   // Publish only changes: this runs every probe interval for every GPU.
   std::shared_ptr<const Snapshot> snap = store_->Get();
   const DeviceRecord* rec = snap->FindByUuid(gpu.uuid);
   if (rec == nullptr) return;
-  auto known = rec->health.conditions.find(kRowRemapSource);
+  auto known = rec->health.conditions.find(source);
   bool has = known != rec->health.conditions.end();
   if (!c && !has) return;
   if (c && has && known->second.severity == c->severity && known->second.reason == c->reason) {
@@ -91,9 +143,9 @@ void LivenessMonitor::CheckRowRemapping(const Gpu& gpu, const ProbeAnswer& answe
   if (c) GPULET_LOG_WARN("GPU {}: {}", gpu.bus_id, c->reason);
   store_->UpdateHealth(gpu.uuid, [&](GpuHealth& h) {
     if (c) {
-      h.Raise(kRowRemapSource, *c, now);
+      h.Raise(source, *c, now);
     } else {
-      h.Clear(kRowRemapSource, now);
+      h.Clear(source, now);
     }
   });
 }
@@ -112,7 +164,10 @@ void LivenessMonitor::ProbeOnce() {
       answer = absl::FailedPreconditionError(absl::StrCat(
           "index ", *d.gpu.index, " now belongs to ", answer->uuid, " (GPUs were renumbered)"));
     }
-    if (ok) CheckRowRemapping(d.gpu, *answer, now);
+    if (ok) {
+      CheckRowRemapping(d.gpu, *answer, now);
+      CheckRecoveryAction(d.gpu, *answer, now);
+    }
     if (!ok) {
       t.last_failure = mono;
       if (!t.failing) {

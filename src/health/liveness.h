@@ -7,7 +7,10 @@
 // condition in the DeviceStore at once, with the reason and the action. When it answers
 // again and has stayed answering for the quiet period, the condition is cleared. The same
 // probe reads row remapping on GPUs that have it: a failed remap takes the GPU out, a pending
-// one marks it Degraded until a reset applies it (condition source "row-remap"). A GPU that
+// one marks it Degraded until a reset applies it (condition source "row-remap"). On drivers
+// that report it (R570+), the driver's recovery action (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION)
+// is followed too: GPU reset or node reboot takes the GPU out, drain-P2P and drain-and-reset
+// mark it Degraded, NONE clears it (condition source "recovery-action"). A GPU that
 // fails again and again (kMaxFailures within an hour) stays out until gpulet restarts: a
 // card that flaps would otherwise keep killing the pods scheduled onto it.
 //
@@ -56,6 +59,10 @@ class LivenessMonitor {
 
  private:
   void CheckRowRemapping(const Gpu& gpu, const ProbeAnswer& answer, absl::Time now);
+  void CheckRecoveryAction(const Gpu& gpu, const ProbeAnswer& answer, absl::Time now);
+  // Raises `c` under `source` (or clears it when absent), publishing only changes.
+  void Publish(const Gpu& gpu, const char* source, const std::optional<HealthCondition>& c,
+               absl::Time now);
 
   struct Track {
     MonoTime last_failure;

@@ -8,6 +8,7 @@
 #include "absl/time/time.h"
 #include "gpu/nvml_api.h"
 #include "gtest/gtest.h"
+#include "health/xid_catalog.h"
 #include "state/device_store.h"
 #include "testing/fake_gpu_library.h"
 #include "testing/simulated_clock.h"
@@ -250,6 +251,47 @@ TEST_F(LivenessTest, RowRemapStateIsPublishedOnlyWhenItChanges) {
   Round();
   uint64_t version = store_.Get()->version;
   Round();
+  Round();
+  EXPECT_EQ(store_.Get()->version, version);
+}
+
+// The driver's recovery action (R570+) decides as the driver says; NONE clears it, and a
+// driver that does not report it changes nothing.
+TEST_F(LivenessTest, TheDriversRecoveryActionIsFollowed) {
+  struct Case {
+    unsigned action;
+    HealthState state;
+    const char* reason;
+    std::string action_text;
+  } cases[] = {
+      {1, HealthState::kUnhealthy, "recovery action 1 (GPU reset required)",
+       std::string(GpuActionDescription(GpuAction::kResetGpu))},
+      {2, HealthState::kUnhealthy, "recovery action 2 (node reboot required)",
+       std::string(GpuActionDescription(GpuAction::kRebootNode))},
+      {3, HealthState::kDegraded, "recovery action 3 (drain peer-to-peer traffic)",
+       "stop the GPU's peer-to-peer"},
+      {4, HealthState::kDegraded, "recovery action 4 (drain and reset",
+       std::string(GpuActionDescription(GpuAction::kResetGpu))},
+      {9, HealthState::kUnhealthy, "recovery action 9 (a value this gpulet does not know)",
+       std::string(GpuActionDescription(GpuAction::kContactSupport))},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.action);
+    library_.SetRecoveryAction(0, c.action);
+    Round();
+    EXPECT_EQ(State(kGpu0), c.state);
+    EXPECT_TRUE(Record(kGpu0).health.Has("recovery-action"));
+    EXPECT_TRUE(absl::StrContains(Reason(kGpu0), c.reason)) << Reason(kGpu0);
+    EXPECT_TRUE(absl::StrContains(Record(kGpu0).health.action, c.action_text))
+        << Record(kGpu0).health.action;
+    EXPECT_EQ(State(kGpu1), HealthState::kHealthy);
+    library_.SetRecoveryAction(0, NVML_GPU_RECOVERY_ACTION_NONE);
+    Round();
+    EXPECT_EQ(State(kGpu0), HealthState::kHealthy);
+    EXPECT_FALSE(Record(kGpu0).health.Has("recovery-action"));
+  }
+  library_.SetRecoveryAction(0, std::nullopt);
+  uint64_t version = store_.Get()->version;
   Round();
   EXPECT_EQ(store_.Get()->version, version);
 }

@@ -426,6 +426,33 @@ TEST_F(PluginIntegrationTest, RowRemapFailureTakesGpuOutPendingDoesNot) {
   EXPECT_NE(daemon_.Log().find("row remapping pending"), std::string::npos) << daemon_.Log();
 }
 
+// The driver's recovery action (`gpulet sim recovery-action`): node reboot takes the GPU
+// out of the kubelet's list, drain-and-reset keeps it (Degraded), none clears it.
+TEST_F(PluginIntegrationTest, TheDriversRecoveryActionReachesTheKubelet) {
+  fixture_ = "h200";
+  StartDaemon({});
+  auto health_of_only_gpu = [](const char* want) {
+    return [want](const v1beta1::ListAndWatchResponse& r) {
+      return r.devices_size() == 1 && r.devices(0).health() == want;
+    };
+  };
+  ASSERT_TRUE(
+      kubelet_->WaitForDevices("nvidia.com/gpu", health_of_only_gpu("Healthy"), absl::Seconds(5)));
+  Sim({"recovery-action", "0", "reboot"});
+  ASSERT_TRUE(
+      kubelet_->WaitForDevices("nvidia.com/gpu", health_of_only_gpu("Unhealthy"), absl::Seconds(5)))
+      << daemon_.Log();
+  EXPECT_NE(daemon_.Log().find("recovery action 2 (node reboot required)"), std::string::npos)
+      << daemon_.Log();
+  Sim({"recovery-action", "0", "drain-and-reset"});
+  ASSERT_TRUE(
+      kubelet_->WaitForDevices("nvidia.com/gpu", health_of_only_gpu("Healthy"), absl::Seconds(5)))
+      << daemon_.Log();
+  Sim({"recovery-action", "0", "none"});
+  EXPECT_TRUE(
+      kubelet_->WaitForDevices("nvidia.com/gpu", health_of_only_gpu("Healthy"), absl::Seconds(5)));
+}
+
 // The health outputs together, as one daemon shows them: XID 79 takes the RTX 5090 out in
 // ListAndWatch and in the metrics with the reboot action; XID 13 on the RTX 3080 is counted
 // but leaves it Healthy; then a hung RTX 3080 goes Unhealthy while Allocate and /metrics

@@ -50,6 +50,11 @@ void FakeGpuLibrary::SetRowRemap(unsigned index, std::optional<bool> pending,
   devices_[index].probe.remap_failure = failure;
 }
 
+void FakeGpuLibrary::SetRecoveryAction(unsigned index, std::optional<unsigned> action) {
+  absl::MutexLock lock(&mu_);
+  devices_[index].probe.recovery_action = action;
+}
+
 void FakeGpuLibrary::Fail(unsigned index, absl::Status status) {
   absl::MutexLock lock(&mu_);
   devices_[index].failure = std::move(status);

@@ -51,6 +51,8 @@ class FakeGpuLibrary final : public GpuLibrary {
   void SetSample(unsigned index, DeviceSample sample);
   // The row-remapping state Probe reports (absent: the GPU has no row remapping).
   void SetRowRemap(unsigned index, std::optional<bool> pending, std::optional<bool> failure);
+  // The driver's recovery action Probe reports (absent: a driver that does not report it).
+  void SetRecoveryAction(unsigned index, std::optional<unsigned> action);
 
   // --- how they answer ---------------------------------------------------------------
   // Every call about the GPU (identity, probe, sample) fails with `status`.
