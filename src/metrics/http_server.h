@@ -2,25 +2,37 @@
 // and /status (per-GPU health, use and processes as JSON, read by `gpulet status`).
 //
 // Every handler only copies prebuilt data (the sampler's exposition, store snapshots), so
-// its cost does not depend on NVML and a hung GPU cannot stall it. Hygiene: TCP_NODELAY
-// (cpp-httplib otherwise waits ~40 ms on delayed ACKs), read/write timeouts, a bounded
-// worker pool, and optional TLS and basic auth from a Prometheus web-config file
-// (metrics/web_config.h: tls_server_config.cert_file/key_file, basic_auth_users with bcrypt
-// hashes).
+// its cost does not depend on NVML and a hung GPU cannot stall it. /metrics and /status are
+// gzip-compressed when the client's Accept-Encoding allows gzip; the compressed exposition is
+// made once per sampler round and reused. Optional TLS and basic auth come from a Prometheus
+// web-config file (metrics/web_config.h: tls_server_config.cert_file/key_file,
+// basic_auth_users with bcrypt hashes); /healthz never asks for auth.
 //
-// The listener runs on "gpulet-http"; cpp-httplib's worker pool threads are the library's
-// and keep their default names. Sample ages in /status are measured on the injected clock.
+// Event-driven (libmicrohttpd, epoll): one thread, "gpulet-http", serves every connection,
+// so an idle or slow connection costs a file descriptor and its buffer (HttpLimits), never a
+// thread. Limits (HttpLimits): a connection must send a whole request header within
+// `header_deadline` of its accept or of the end of its previous response (so a slowloris
+// client, and an idle keep-alive connection, are closed then); a connection silent for
+// `idle_timeout` is closed; at most `max_connections` are open: the next one closes the
+// oldest connection that is waiting for a header, and when none is waiting the new
+// connection is refused. The soft RLIMIT_NOFILE is raised (up to the hard limit) to fit the
+// cap. These deadlines run on the real monotonic clock: they bound real sockets.
 //
-// Thread-safety: Start/Stop from the main thread; handlers run on the server's pool.
+// bcrypt takes tens of milliseconds, so basic auth never runs on the event thread: the
+// connection is suspended, a fixed pool ("gpulet-httpauth", `auth_threads`) checks the
+// header and resumes it; other connections are served meanwhile. More than
+// `max_pending_auth` waiting checks are answered 503 at once. Sample ages in /status are
+// measured on the injected clock.
+//
+// Thread-safety: Start/Stop from one thread (the main thread); handlers run on
+// "gpulet-http".
 #ifndef GPULET_METRICS_HTTP_SERVER_H_
 #define GPULET_METRICS_HTTP_SERVER_H_
 
-#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -30,10 +42,6 @@
 #include "metrics/sampler.h"
 #include "metrics/web_config.h"
 #include "state/device_store.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace gpulet {
 
@@ -67,15 +75,32 @@ class BasicAuth {
   std::string dummy_hash_;
 };
 
+// What connections may cost the server; the defaults are gpulet's.
+struct HttpLimits {
+  // Time a connection has to send a whole request header, from its accept or from the end
+  // of its previous response.
+  absl::Duration header_deadline = absl::Seconds(10);
+  // A connection that sends and receives nothing this long is closed (whole seconds).
+  absl::Duration idle_timeout = absl::Seconds(10);
+  // Open connections at most (see the file comment for what happens beyond).
+  int max_connections = 2048;
+  // Threads that check basic auth, and checks that may wait for them.
+  int auth_threads = 2;
+  int max_pending_auth = 64;
+};
+
 class MetricsServer {
  public:
   MetricsServer(const Sampler* sampler, const DeviceStore* store, WebConfig web,
-                const Clock* clock = RealClock());
+                const Clock* clock = RealClock(), HttpLimits limits = HttpLimits());
   ~MetricsServer();
 
   // Binds `address` (":9400", "127.0.0.1:9400", "[::1]:9400"; port 0 picks one) and serves
-  // on a thread. Fails naming the address.
+  // on a thread. Fails naming the address (Unavailable) or the cert and key
+  // (InvalidArgument, "cannot start HTTPS ..."); FailedPrecondition while already serving
+  // (after Stop it may start again).
   absl::Status Start(const std::string& address);
+  // Closes the listener and every connection; idempotent, and fine before Start.
   void Stop();
   int port() const { return port_; }
 
@@ -85,15 +110,14 @@ class MetricsServer {
   static std::string StatusJson(const Snapshot& snap, const SampleSet& samples);
 
  private:
+  class Impl;
   const Sampler* sampler_;
   const DeviceStore* store_;
   WebConfig web_;
   BasicAuth auth_;
   const Clock* clock_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
-  // Set by the listener thread when listen_after_bind returns (Stop's wait ends then too).
-  std::atomic<bool> listen_returned_{false};
+  HttpLimits limits_;
+  std::unique_ptr<Impl> impl_;
   int port_ = 0;
 };
 
