@@ -8,7 +8,7 @@ pkgs_build="cmake ninja-build g++ pkg-config libabsl-dev libyaml-cpp-dev nlohman
 libcli11-dev libspdlog-dev libelf-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev \
 protobuf-compiler libcpp-httplib-dev libssl-dev libmicrohttpd-dev zlib1g-dev"
 # clang-14 for `make lint`'s thread-safety analysis, clang-format-14 for its format check.
-pkgs_test="libgtest-dev libgmock-dev clang-14 clang-format-14"
+pkgs_test="libgtest-dev libgmock-dev clang-14 clang-format-14 openssl"
 pkgs_bench="libbenchmark-dev"
 pkgs_fuzz="clang-14 libfuzzer-14-dev"
 # The real CDI consumer test (tests/podman_cdi_test.sh): podman 4.3 runs here only with runc

@@ -51,8 +51,11 @@ bool SameMetricsInputs(const Config& a, const Config& b) {
          ResourceNames(a) == ResourceNames(b);
 }
 
+// Contents too: a certificate renewed at the same path (cert-manager, a cron job) is applied
+// by SIGHUP.
 bool SameWebConfig(const WebConfig& a, const WebConfig& b) {
-  return a.cert_file == b.cert_file && a.key_file == b.key_file && a.users == b.users;
+  return a.cert_file == b.cert_file && a.key_file == b.key_file && a.users == b.users &&
+         a.cert_pem == b.cert_pem && a.key_pem == b.key_pem;
 }
 
 // The GPUs (bus ids) that carry a health condition of `source`.
@@ -335,7 +338,8 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
   bool rebuild_metrics = (effects & kReloadMetrics) != 0 && !SameMetricsInputs(config_, next) &&
                          (metrics_ != nullptr || !next.metrics.address.empty());
   if (!rebuild_metrics && metrics_ != nullptr && !next.metrics.web_config_file.empty()) {
-    // Same path: the file's content may have changed (new users, a new cert path).
+    // Same path: the file's content may have changed (new users, a new cert path), or the
+    // certificate it names (renewed in place).
     absl::StatusOr<WebConfig> web = LoadWebConfig(next.metrics.web_config_file);
     if (!web.ok()) {
       return absl::InvalidArgumentError(

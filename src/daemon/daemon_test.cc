@@ -37,6 +37,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::Contains;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 #define ASSERT_OK(expr)                   \
   do {                                    \
@@ -354,6 +355,35 @@ TEST_F(DaemonTest, ReloadWithEachBrokenWebConfigKeepsTheOldTlsAndAuth) {
   plain.metrics.web_config_file = "";
   ASSERT_TRUE(daemon_->Reload(plain).ok());
   EXPECT_EQ(MetricsStatus(daemon_->metrics_port(), false), 200);
+}
+
+// A certificate renewed in place (same paths, new content) is applied by a reload; a reload
+// with nothing changed rebuilds nothing.
+TEST_F(DaemonTest, ReloadAppliesACertificateRenewedAtTheSamePath) {
+  const fs::path cert = dir_ / "cert.pem", key = dir_ / "key.pem";
+  auto make_cert = [&](const char* cn) {
+    return std::system(
+               absl::StrCat("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=", cn,
+                            " -keyout ", key.string(), " -out ", cert.string(), " >/dev/null 2>&1")
+                   .c_str()) == 0;
+  };
+  ASSERT_TRUE(make_cert("first")) << "openssl is needed (scripts/deps.sh test installs it)";
+  const fs::path web = dir_ / "web.yml";
+  std::ofstream(web) << "tls_server_config:\n  cert_file: " << cert.string()
+                     << "\n  key_file: " << key.string() << "\n";
+  config_.metrics.web_config_file = web.string();
+  ASSERT_OK(StartDaemon());
+  ASSERT_EQ(MetricsStatus(daemon_->metrics_port(), true), 200);
+
+  absl::StatusOr<ReloadResult> same = daemon_->Reload(config_);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_THAT(same->actions, Not(Contains(HasSubstr("metrics rebuilt"))));
+
+  ASSERT_TRUE(make_cert("renewed"));
+  absl::StatusOr<ReloadResult> renewed = daemon_->Reload(config_);
+  ASSERT_TRUE(renewed.ok()) << renewed.status();
+  EXPECT_THAT(renewed->actions, Contains(HasSubstr("metrics rebuilt")));
+  EXPECT_EQ(MetricsStatus(daemon_->metrics_port(), true), 200);
 }
 
 TEST_F(DaemonTest, ReloadWithAnInvalidValueNamesTheKey) {

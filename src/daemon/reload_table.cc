@@ -49,7 +49,8 @@ constexpr ReloadRule kRules[] = {
      "listen"},
     {"metrics.sampleInterval", kReloadMetrics, "rebuilt: sampler and server"},
     {"metrics.webConfigFile", kReloadMetrics,
-     "rebuilt (also when only the file's content changed): refused when the file is unusable"},
+     "rebuilt (also when only the file's content, or the certificate it names, changed): "
+     "refused when the file is unusable"},
     {"metrics.podAttribution", kReloadMetrics, "rebuilt: sampler, pod attributor and server"},
     {"metrics.podResourcesInterval", kReloadMetrics, "rebuilt: pod attributor, sampler, server"},
     {"health.probeInterval", kReloadLiveness,

@@ -353,7 +353,10 @@ class MetricsServer::Impl {
 absl::Status MetricsServer::Impl::Start(const std::string& address, int listen_fd, bool ipv6) {
   const WebConfig& web = owner_->web_;
   const bool tls = !web.cert_file.empty();
-  if (tls) {
+  if (tls && !web.cert_pem.empty() && !web.key_pem.empty()) {
+    cert_pem_ = web.cert_pem;  // what LoadWebConfig read and checked
+    key_pem_ = web.key_pem;
+  } else if (tls) {
     absl::StatusOr<std::string> cert =
         ReadRegularFile(web.cert_file, kMaxConfigFileBytes, "TLS certificate file");
     absl::StatusOr<std::string> key =

@@ -175,9 +175,9 @@ class Parser {
   const std::string origin_;
 };
 
-// The PEM file at `path` (the value of `key`) is a readable regular file holding `marker`.
-absl::Status CheckPem(const std::string& origin, const std::string& key, const std::string& path,
-                      const std::string& marker) {
+// The PEM file at `path` (the value of `key`): a readable regular file holding `marker`.
+absl::StatusOr<std::string> ReadPem(const std::string& origin, const std::string& key,
+                                    const std::string& path, const std::string& marker) {
   absl::StatusOr<std::string> text = ReadRegularFile(path, kMaxConfigFileBytes, key);
   if (!text.ok()) {
     return absl::Status(text.status().code(),
@@ -188,7 +188,7 @@ absl::Status CheckPem(const std::string& origin, const std::string& key, const s
         "web config ", origin, ": ", key, " ", path, " is not a PEM file with '", marker,
         "'; give the PEM ", key == "tls_server_config.cert_file" ? "certificate" : "private key"));
   }
-  return absl::OkStatus();
+  return text;
 }
 
 }  // namespace
@@ -226,16 +226,14 @@ absl::StatusOr<WebConfig> LoadWebConfig(const std::string& path) {
   for (std::string* file : {&web->cert_file, &web->key_file}) {
     if (!file->empty() && (*file)[0] != '/') *file = (dir / *file).lexically_normal().string();
   }
-  if (absl::Status s =
-          CheckPem(path, "tls_server_config.cert_file", web->cert_file, "CERTIFICATE-----");
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          CheckPem(path, "tls_server_config.key_file", web->key_file, "PRIVATE KEY-----");
-      !s.ok()) {
-    return s;
-  }
+  absl::StatusOr<std::string> cert =
+      ReadPem(path, "tls_server_config.cert_file", web->cert_file, "CERTIFICATE-----");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key =
+      ReadPem(path, "tls_server_config.key_file", web->key_file, "PRIVATE KEY-----");
+  if (!key.ok()) return key.status();
+  web->cert_pem = *std::move(cert);
+  web->key_pem = *std::move(key);
   return web;
 }
 

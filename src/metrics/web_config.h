@@ -31,6 +31,9 @@ namespace gpulet {
 struct WebConfig {
   std::string cert_file, key_file;           // both set: serve HTTPS
   std::map<std::string, std::string> users;  // user → bcrypt hash
+  // The PEM texts LoadWebConfig read from cert_file and key_file: the server uses exactly
+  // what was checked, and a certificate rotated at the same path counts as a change.
+  std::string cert_pem, key_pem;
 };
 
 // Parses web-config YAML; `origin` names it in messages. Touches no file: the cert and key
