@@ -30,6 +30,18 @@ constexpr int kFatalXid = 79;        // fallen off the bus
 constexpr int kWarningXid = 8;       // idle timeout
 constexpr int kApplicationXid = 13;  // graphics engine exception
 
+// One GPU, "GPU-a" at 0000:01:00.0, seen by NVML and on the PCI bus.
+Inventory OneGpu() {
+  Gpu g;
+  g.index = 0;
+  g.uuid = "GPU-a";
+  g.bus_id = "0000:01:00.0";
+  g.in_nvml = g.on_pci = true;
+  Inventory inv;
+  inv.gpus = {g};
+  return inv;
+}
+
 class XidPolicyTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -115,14 +127,7 @@ TEST_F(XidPolicyTest, SeverityTable) {
   };
   for (const Case& c : kCases) {
     DeviceStore store;
-    Inventory inv;
-    Gpu g;
-    g.index = 0;
-    g.uuid = "GPU-a";
-    g.bus_id = "0000:01:00.0";
-    g.in_nvml = g.on_pci = true;
-    inv.gpus = {g};
-    store.SetInventory(inv, kT0);
+    store.SetInventory(OneGpu(), kT0);
     XidPolicy policy(&store, c.application, kQuiet);
     EXPECT_TRUE(policy.OnXid("GPU-a", c.xid, "", "nvml", kT0)) << c.xid;
     const GpuHealth& h = store.Get()->devices[0].health;
@@ -168,14 +173,7 @@ TEST_F(XidPolicyTest, TheTwoSourcesWithinTwoSecondsCountOnce) {
   };
   for (const Case& c : kCases) {
     DeviceStore store;
-    Inventory inv;
-    Gpu g;
-    g.index = 0;
-    g.uuid = "GPU-a";
-    g.bus_id = "0000:01:00.0";
-    g.in_nvml = g.on_pci = true;
-    inv.gpus = {g};
-    store.SetInventory(inv, kT0);
+    store.SetInventory(OneGpu(), kT0);
     XidPolicy policy(&store, {13}, kQuiet);
     std::string what = std::string(c.first_source) + " then " + c.second_source + " after " +
                        absl::FormatDuration(c.gap);
@@ -259,14 +257,7 @@ class XidRecoveryTest : public ::testing::Test {
     ASSERT_EQ(DescribeXid(79).action, GpuAction::kRebootNode);
     ASSERT_EQ(DescribeXid(48).action, GpuAction::kResetGpu);
     ASSERT_EQ(DescribeXid(63).action, GpuAction::kNone);
-    Inventory inv;
-    Gpu g;
-    g.index = 0;
-    g.uuid = "GPU-a";
-    g.bus_id = "0000:01:00.0";
-    g.in_nvml = g.on_pci = true;
-    inv.gpus = {g};
-    store_.SetInventory(inv, clock_.Now());
+    store_.SetInventory(OneGpu(), clock_.Now());
   }
 
   std::unique_ptr<XidPolicy> Policy(const std::string& boot_id) {
@@ -515,14 +506,7 @@ TEST(FileXidHistoryStoreTest, SavesLoadsAndRefusesBadFilesWithAFix) {
   // A policy over the bad file keeps working with an empty history.
   dir.Write("state/xid-history.json", "garbage");
   DeviceStore devices;
-  Inventory inv;
-  Gpu g;
-  g.index = 0;
-  g.uuid = "GPU-a";
-  g.bus_id = "0000:01:00.0";
-  g.in_nvml = g.on_pci = true;
-  inv.gpus = {g};
-  devices.SetInventory(inv, kT0);
+  devices.SetInventory(OneGpu(), kT0);
   XidPolicy policy(&devices, {13}, kQuiet, XidPolicyOptions{&store, "boot-1"});
   EXPECT_THAT(policy.HistoryStatus().message(), HasSubstr(path));
   EXPECT_TRUE(policy.History().empty());

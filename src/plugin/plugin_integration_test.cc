@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -402,26 +403,28 @@ TEST_F(PluginIntegrationTest, FatalXidTakesGpuOutApplicationXidDoesNot) {
       << daemon_.Log();
 }
 
+// For a node with one GPU: the kubelet's list holds it with health `want`.
+std::function<bool(const v1beta1::ListAndWatchResponse&)> OnlyGpuHealthIs(const char* want) {
+  return [want](const v1beta1::ListAndWatchResponse& r) {
+    return r.devices_size() == 1 && r.devices(0).health() == want;
+  };
+}
+
 // Row remapping on an H200: a failed remap takes the GPU out with the RMA action, a pending
 // one keeps it schedulable (Degraded is advertised Healthy) until a reset.
 TEST_F(PluginIntegrationTest, RowRemapFailureTakesGpuOutPendingDoesNot) {
   fixture_ = "h200";
   StartDaemon({});
-  auto health_of_only_gpu = [](const char* want) {
-    return [want](const v1beta1::ListAndWatchResponse& r) {
-      return r.devices_size() == 1 && r.devices(0).health() == want;
-    };
-  };
   ASSERT_TRUE(
-      kubelet_->WaitForDevices("nvidia.com/gpu", health_of_only_gpu("Healthy"), absl::Seconds(5)));
+      kubelet_->WaitForDevices("nvidia.com/gpu", OnlyGpuHealthIs("Healthy"), absl::Seconds(5)));
   Sim({"remap", "0", "failed"});
   ASSERT_TRUE(
-      kubelet_->WaitForDevices("nvidia.com/gpu", health_of_only_gpu("Unhealthy"), absl::Seconds(5)))
+      kubelet_->WaitForDevices("nvidia.com/gpu", OnlyGpuHealthIs("Unhealthy"), absl::Seconds(5)))
       << daemon_.Log();
   EXPECT_NE(daemon_.Log().find("row remapping failed"), std::string::npos) << daemon_.Log();
   Sim({"remap", "0", "pending"});
   ASSERT_TRUE(
-      kubelet_->WaitForDevices("nvidia.com/gpu", health_of_only_gpu("Healthy"), absl::Seconds(5)))
+      kubelet_->WaitForDevices("nvidia.com/gpu", OnlyGpuHealthIs("Healthy"), absl::Seconds(5)))
       << daemon_.Log();
   EXPECT_NE(daemon_.Log().find("row remapping pending"), std::string::npos) << daemon_.Log();
 }
@@ -431,26 +434,21 @@ TEST_F(PluginIntegrationTest, RowRemapFailureTakesGpuOutPendingDoesNot) {
 TEST_F(PluginIntegrationTest, TheDriversRecoveryActionReachesTheKubelet) {
   fixture_ = "h200";
   StartDaemon({});
-  auto health_of_only_gpu = [](const char* want) {
-    return [want](const v1beta1::ListAndWatchResponse& r) {
-      return r.devices_size() == 1 && r.devices(0).health() == want;
-    };
-  };
   ASSERT_TRUE(
-      kubelet_->WaitForDevices("nvidia.com/gpu", health_of_only_gpu("Healthy"), absl::Seconds(5)));
+      kubelet_->WaitForDevices("nvidia.com/gpu", OnlyGpuHealthIs("Healthy"), absl::Seconds(5)));
   Sim({"recovery-action", "0", "reboot"});
   ASSERT_TRUE(
-      kubelet_->WaitForDevices("nvidia.com/gpu", health_of_only_gpu("Unhealthy"), absl::Seconds(5)))
+      kubelet_->WaitForDevices("nvidia.com/gpu", OnlyGpuHealthIs("Unhealthy"), absl::Seconds(5)))
       << daemon_.Log();
   EXPECT_NE(daemon_.Log().find("recovery action 2 (node reboot required)"), std::string::npos)
       << daemon_.Log();
   Sim({"recovery-action", "0", "drain-and-reset"});
   ASSERT_TRUE(
-      kubelet_->WaitForDevices("nvidia.com/gpu", health_of_only_gpu("Healthy"), absl::Seconds(5)))
+      kubelet_->WaitForDevices("nvidia.com/gpu", OnlyGpuHealthIs("Healthy"), absl::Seconds(5)))
       << daemon_.Log();
   Sim({"recovery-action", "0", "none"});
   EXPECT_TRUE(
-      kubelet_->WaitForDevices("nvidia.com/gpu", health_of_only_gpu("Healthy"), absl::Seconds(5)));
+      kubelet_->WaitForDevices("nvidia.com/gpu", OnlyGpuHealthIs("Healthy"), absl::Seconds(5)));
 }
 
 // The health outputs together, as one daemon shows them: XID 79 takes the RTX 5090 out in
