@@ -170,11 +170,13 @@ TEST_F(PluginIntegrationTest, AllocateAllStrategiesByIndexWithDeviceSpecs) {
   auto r = kubelet_->Allocate("nvidia.com/gpu", {kRtx3080, kRtx5090});
   ASSERT_TRUE(r.ok()) << r.status();
   const auto& c = r->container_responses(0);
-  // volume-mounts comes after envvar and wins NVIDIA_VISIBLE_DEVICES.
+  // As NVIDIA's plugin: volume-mounts owns NVIDIA_VISIBLE_DEVICES whenever it is on, and its
+  // mounts are not read-only.
   EXPECT_EQ(c.envs().at("NVIDIA_VISIBLE_DEVICES"), "/var/run/nvidia-container-devices");
   ASSERT_EQ(c.mounts_size(), 2);
   EXPECT_EQ(c.mounts(0).container_path(), "/var/run/nvidia-container-devices/0");
   EXPECT_EQ(c.mounts(0).host_path(), "/dev/null");
+  EXPECT_FALSE(c.mounts(0).read_only());
   EXPECT_EQ(c.mounts(1).container_path(), "/var/run/nvidia-container-devices/1");
   ASSERT_EQ(c.annotations_size(), 1);
   EXPECT_EQ(c.annotations().begin()->first,
@@ -189,10 +191,12 @@ TEST_F(PluginIntegrationTest, AllocateAllStrategiesByIndexWithDeviceSpecs) {
     EXPECT_EQ(d.host_path(), d.container_path());
     EXPECT_EQ(d.permissions(), "rw");
   }
-  EXPECT_EQ(paths[0], "/dev/nvidia0");
-  EXPECT_EQ(paths[1], "/dev/nvidia1");
-  EXPECT_NE(std::find(paths.begin(), paths.end(), "/dev/nvidiactl"), paths.end());
-  EXPECT_NE(std::find(paths.begin(), paths.end(), "/dev/nvidia-uvm"), paths.end());
+  // As NVIDIA's plugin: the control nodes the host has first, then the GPUs' nodes.
+  ASSERT_GE(paths.size(), 4u);
+  EXPECT_EQ(paths[0], "/dev/nvidiactl");
+  EXPECT_EQ(paths[1], "/dev/nvidia-uvm");
+  EXPECT_EQ(paths[paths.size() - 2], "/dev/nvidia0");
+  EXPECT_EQ(paths[paths.size() - 1], "/dev/nvidia1");
 }
 
 TEST_F(PluginIntegrationTest, AllocateCdiOnlyHasNoEnv) {

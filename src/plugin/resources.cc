@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 
 namespace gpulet {
 namespace {
@@ -38,6 +40,22 @@ const DeviceRecord* FindByBase(const Snapshot& snap, const std::string& base, si
     }
   }
   return nullptr;
+}
+
+// `root` joined with the absolute `path` and cleaned as Go's filepath.Join does (NVIDIA's
+// DeviceSpec host path): "/" + "/dev/nvidia0" is "/dev/nvidia0", "/run/x/" + "/dev/a" is
+// "/run/x/dev/a"; empty and "." parts go, ".." removes the part before it.
+std::string JoinPath(const std::string& root, const std::string& path) {
+  std::vector<std::string> parts;
+  for (absl::string_view part : absl::StrSplit(absl::StrCat(root, "/", path), '/')) {
+    if (part.empty() || part == ".") continue;
+    if (part == "..") {
+      if (!parts.empty()) parts.pop_back();
+      continue;
+    }
+    parts.emplace_back(part);
+  }
+  return absl::StrCat("/", absl::StrJoin(parts, "/"));
 }
 
 }  // namespace
@@ -167,57 +185,82 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
     }
   }
 
+  // The strategies are a set, as in NVIDIA's plugin: the answer never depends on the order
+  // the config lists them in. The steps below follow NVIDIA's getAllocateResponse
+  // (k8s-device-plugin v0.20.0, internal/plugin/server.go): CDI first, then, unless every
+  // strategy is a CDI one, the variable, the volume mounts (which own the variable when both
+  // are on) and the device specs.
+  const std::set<DeviceListStrategy> on(config.plugin.device_list_strategy.begin(),
+                                        config.plugin.device_list_strategy.end());
+  const bool envvar = on.count(DeviceListStrategy::kEnvvar) > 0;
+  const bool volume_mounts = on.count(DeviceListStrategy::kVolumeMounts) > 0;
+  const bool cdi_annotations = on.count(DeviceListStrategy::kCdiAnnotations) > 0;
+  const bool cdi_cri = on.count(DeviceListStrategy::kCdiCri) > 0;
+
   v1beta1::ContainerAllocateResponse r;
-  for (DeviceListStrategy s : config.plugin.device_list_strategy) {
-    switch (s) {
-      case DeviceListStrategy::kEnvvar:
-        (*r.mutable_envs())[kVisibleDevices] = absl::StrJoin(runtime_ids, ",");
-        break;
-      case DeviceListStrategy::kVolumeMounts:
-        (*r.mutable_envs())[kVisibleDevices] = kVolumeMountDir;
-        for (const std::string& id : runtime_ids) {
-          v1beta1::Mount* m = r.add_mounts();
-          m->set_host_path("/dev/null");
-          m->set_container_path(absl::StrCat(kVolumeMountDir, "/", id));
-          m->set_read_only(true);
-        }
-        break;
-      case DeviceListStrategy::kCdiAnnotations: {
-        std::vector<std::string> names;
-        for (const std::string& id : runtime_ids) {
-          names.push_back(absl::StrCat(config.plugin.cdi_kind, "=", id));
-        }
-        (*r.mutable_annotations())[CdiAnnotationKey(
-            config.plugin.cdi_annotation_prefix, resource.name, ids)] = absl::StrJoin(names, ",");
-        break;
-      }
-      case DeviceListStrategy::kCdiCri:
-        for (const std::string& id : runtime_ids) {
-          r.add_cdi_devices()->set_name(absl::StrCat(config.plugin.cdi_kind, "=", id));
-        }
-        break;
+  if (cdi_annotations || cdi_cri) {
+    std::vector<std::string> names;
+    for (const std::string& id : runtime_ids) {
+      names.push_back(absl::StrCat(config.plugin.cdi_kind, "=", id));
+    }
+    if (cdi_annotations) {
+      (*r.mutable_annotations())[CdiAnnotationKey(config.plugin.cdi_annotation_prefix,
+                                                  resource.name, ids)] = absl::StrJoin(names, ",");
+    }
+    if (cdi_cri) {
+      for (const std::string& name : names) r.add_cdi_devices()->set_name(name);
     }
   }
   if (resource.kind == ResourceKind::kMemorySlice) {
     // A hint for applications that can cap themselves (e.g. a framework's memory fraction);
-    // nothing enforces it.
+    // nothing enforces it. Set whatever the strategies, as NVIDIA sets NVIDIA_GDS and its
+    // other feature variables before it stops for a CDI-only answer.
     (*r.mutable_envs())["GPULET_MEMORY_LIMIT_MIB"] =
         absl::StrCat(static_cast<uint64_t>(ids.size()) *
                      static_cast<uint64_t>(config.sharing.memory_slices.slice_mib));
   }
+  // CDI alone: the runtime injects everything from the spec, so no variable, mounts or
+  // device specs, passDeviceSpecs or not.
+  if (!envvar && !volume_mounts) return r;
+
+  if (envvar) (*r.mutable_envs())[kVisibleDevices] = absl::StrJoin(runtime_ids, ",");
+  if (volume_mounts) {
+    // The toolkit reads the device list from the names of these mounts. NVIDIA leaves
+    // ReadOnly unset (false); so does gpulet.
+    (*r.mutable_envs())[kVisibleDevices] = kVolumeMountDir;
+    for (const std::string& id : runtime_ids) {
+      v1beta1::Mount* m = r.add_mounts();
+      m->set_host_path("/dev/null");
+      m->set_container_path(absl::StrCat(kVolumeMountDir, "/", id));
+    }
+  }
   if (config.plugin.pass_device_specs) {
-    std::string root = config.plugin.dev_root == "/" ? "" : config.plugin.dev_root;
+    const std::string& root = config.plugin.dev_root;
     auto add_spec = [&r, &root](const std::string& path) {
       v1beta1::DeviceSpec* d = r.add_devices();
       d->set_container_path(path);
-      d->set_host_path(root + path);
+      d->set_host_path(JoinPath(root, path));
       d->set_permissions("rw");
     };
-    for (size_t g : gpus) {
-      const Gpu& gpu = snap.devices[g].gpu;
-      if (gpu.minor) add_spec(gpu.DeviceNode());
-    }
+    // The control nodes that exist first, then the GPUs' nodes, as NVIDIA's GetDevicePaths.
     for (const std::string& path : control.paths) add_spec(path);
+    if (resource.kind == ResourceKind::kGpu) {
+      // One node per requested ID, as NVIDIA (each replica carries its GPU's paths): two
+      // replicas of GPU 1 give /dev/nvidia1 twice. The kubelet keeps the first spec of a
+      // container path and skips the rest.
+      std::set<std::string> seen;
+      for (const std::string& id : ids) {
+        if (!seen.insert(id).second) continue;
+        const Gpu& gpu = snap.devices[by_id[id]->gpu].gpu;
+        if (gpu.minor) add_spec(gpu.DeviceNode());
+      }
+    } else {
+      // Memory slices, gpulet's own: the GPU's node once.
+      for (size_t g : gpus) {
+        const Gpu& gpu = snap.devices[g].gpu;
+        if (gpu.minor) add_spec(gpu.DeviceNode());
+      }
+    }
   }
   return r;
 }

@@ -52,8 +52,12 @@ struct ControlNodes {
   std::vector<std::string> paths;  // container paths, e.g. "/dev/nvidiactl"
 };
 
-// Builds the response for one container. Fails with InvalidArgument naming unknown IDs,
-// FailedPrecondition naming unhealthy ones or a sharing rule that forbids the request.
+// Builds the response for one container, field for field as NVIDIA's k8s-device-plugin
+// (v0.20.0, internal/plugin/server.go, getAllocateResponse) answers for the same strategies,
+// whatever order the config lists them in; docs/allocate.md lists each field and the
+// deliberate differences. Fails with InvalidArgument naming unknown IDs (or for an empty
+// request), FailedPrecondition naming unhealthy ones or a sharing rule that forbids the
+// request.
 absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
     const ResourceSpec& resource, const Config& config, const Snapshot& snap,
     const ControlNodes& control, const std::vector<std::string>& ids);
