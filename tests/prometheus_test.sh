@@ -85,6 +85,15 @@ check "both GPUs healthy" 'sum(gpulet_gpu_health_state{state="Healthy"})' 2
 check "no memory temperature on GeForce (omitted, not a sentinel)" 'count(DCGM_FI_DEV_MEMORY_TEMP) or vector(0)' 0
 check "ollama's VRAM is attributed" 'count(gpulet_gpu_process_memory_bytes{gpu="1"}) > bool 0' 1
 check "ollama's process name" 'count(gpulet_gpu_process_memory_bytes{gpu="1",process="ollama",pid="4242"})' 1
+# dcgm-exporter's err_code/err_msg labels on the last XID (none yet: "0", "No Error").
+check "XID labels as dcgm-exporter's" 'count(DCGM_FI_DEV_XID_ERRORS{err_code="0",err_msg="No Error"})' 2
+check "RTX 3080 power (a DCGM double)" 'DCGM_FI_DEV_POWER_USAGE{gpu="0"}' 71.4
+# Prometheus asks for OpenMetrics first; there a counter's samples are <family>_total, so the
+# DCGM counters (names without the suffix) are stored with it, and typed counter.
+check "energy counter stored under its OpenMetrics sample name" 'count(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION_total)' 2
+meta=$(curl -s --max-time 5 -G "http://127.0.0.1:$pport/api/v1/metadata" --data-urlencode "metric=DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" |
+  python3 -c 'import json,sys; d=json.load(sys.stdin)["data"]; print(",".join(m["type"] for m in d.get("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", [])))' 2>/dev/null || true)
+if [ "$meta" = "counter" ]; then echo "ok   DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION typed counter by Prometheus"; else echo "FAIL energy metadata type: '$meta'"; fail=1; fi
 
 # promtool lint of the exposition. The DCGM-compatible series keep dcgm-exporter's names and
 # labels (UUID, modelName, counters without _total) so existing dashboards and alerts work;

@@ -1,7 +1,9 @@
-// `gpulet labels [--output FILE]`: writes the node's GPU labels (deploy/labels.h) as a
-// node-feature-discovery feature file, by default where gpu-feature-discovery would
-// (/etc/kubernetes/node-feature-discovery/features.d/gpulet under --host-root); `--output -`
-// prints them.
+// `gpulet labels [--config FILE] [--output FILE]`: writes the node's GPU labels
+// (deploy/labels.h) as a node-feature-discovery feature file, by default where
+// gpu-feature-discovery would (/etc/kubernetes/node-feature-discovery/features.d/gpulet under
+// --host-root); `--output -` prints them. `--config` reads the daemon's config file so that
+// the sharing labels (gpu.replicas, gpu.sharing-strategy, the -SHARED product) are the ones
+// `gpulet serve` advertises with it: both call NodeGpuLabels.
 //
 // The labels come from DiscoverNode(): NVML when it works, PCI sysfs and /proc otherwise
 // (then NVML-only values are left out and the command says so, but still succeeds: the
@@ -12,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "common/atomic_file.h"
+#include "config/config.h"
 #include "deploy/labels.h"
 
 namespace gpulet {
@@ -20,6 +23,9 @@ namespace {
 class LabelsCommand final : public CommandHandler {
  public:
   void AddOptions(CLI::App& app) override {
+    app.add_option("--config", config_file_,
+                   "The daemon's config file, so that the sharing labels match what `gpulet "
+                   "serve` advertises with it (default: the built-in defaults: no sharing)");
     app.add_option("--output,-o", output_,
                    "Feature file to write atomically, or - for stdout (default: " +
                        std::string(kDefaultFeaturesFile) + " under --host-root)");
@@ -30,9 +36,17 @@ class LabelsCommand final : public CommandHandler {
     if (!PrepareDiscovery(ctx, &options, /*quiet_simulation=*/output_ == "-")) {
       return kExitUsage;
     }
+    absl::StatusOr<Config> config = LoadConfig(config_file_, {});
+    if (!config.ok()) {
+      std::fprintf(stderr,
+                   "gpulet labels: invalid configuration: %s (fix the file named, or leave out "
+                   "--config to label with the defaults)\n",
+                   std::string(config.status().message()).c_str());
+      return kExitUsage;
+    }
     Node node = DiscoverNode(options);
     const Inventory& inv = node.inventory;
-    NodeLabels labels = ComputeGpuLabels(inv, ReadLabelExtras(*node.host, inv));
+    NodeLabels labels = NodeGpuLabels(inv, *node.host, *config);
     if (!inv.nvml_status.ok() && !inv.gpus.empty()) {
       std::fprintf(stderr,
                    "gpulet labels: NVML is not usable, so memory, compute capability and CUDA "
@@ -75,7 +89,8 @@ class LabelsCommand final : public CommandHandler {
   }
 
  private:
-  std::string output_;  // "" = kDefaultFeaturesFile under the host root
+  std::string config_file_;  // "" = the defaults
+  std::string output_;       // "" = kDefaultFeaturesFile under the host root
 };
 
 }  // namespace

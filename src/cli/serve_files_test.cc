@@ -97,8 +97,9 @@ TEST_F(ServeFilesTest, KeepsItsSpecAndLabelsAndDoctorSeesThemResolve) {
   ASSERT_TRUE(WaitFor(root_ / kSpec, absl::Seconds(20))) << daemon_.Log();
   ASSERT_TRUE(WaitFor(root_ / kLabels, absl::Seconds(5))) << daemon_.Log();
   EXPECT_THAT(testing::ReadTextFile((root_ / kSpec).string()), HasSubstr("kind: gpulet.dev/gpu"));
+  // GFD counts the GPUs of the labelled product: one RTX 3080 (the other GPU is an RTX 5090).
   EXPECT_THAT(testing::ReadTextFile((root_ / kLabels).string()),
-              HasSubstr("nvidia.com/gpu.count=2"));
+              HasSubstr("nvidia.com/gpu.count=1\nnvidia.com/gpu.family=ampere\n"));
 
   testing::RunResult after = testing::RunProgram(doctor);
   j = nlohmann::json::parse(after.out);
@@ -166,8 +167,9 @@ TEST_F(ServeFilesTest, LabelsCommandWritesUnderTheHostRootByDefault) {
   argv.push_back("labels");
   testing::RunResult r = testing::RunProgram(argv);
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // GFD counts the GPUs of the labelled product: one RTX 3080 (the other GPU is an RTX 5090).
   EXPECT_THAT(testing::ReadTextFile((root_ / kLabels).string()),
-              HasSubstr("nvidia.com/gpu.count=2"));
+              HasSubstr("nvidia.com/gpu.count=1\nnvidia.com/gpu.family=ampere\n"));
   EXPECT_THAT(r.err, HasSubstr(root_.string()));
 }
 

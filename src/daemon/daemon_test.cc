@@ -30,6 +30,7 @@
 #include "testing/fake_kubelet.h"
 #include "testing/free_port.h"
 #include "testing/homelab.h"
+#include "testing/subprocess.h"
 
 namespace gpulet {
 namespace {
@@ -158,6 +159,40 @@ class DaemonTest : public ::testing::Test {
   Config config_;
   std::unique_ptr<Daemon> daemon_;
 };
+
+// `gpulet serve` and `gpulet labels --config` write the same labels for the same config (both
+// call NodeGpuLabels), and a reload that changes the sharing rewrites the daemon's file.
+TEST_F(DaemonTest, LabelsFileIsWhatGpuletLabelsPrintsForTheSameConfig) {
+  fs::path features = root_ / "etc/kubernetes/node-feature-discovery/features.d/gpulet";
+  auto read = [](const fs::path& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  auto cli = [&](const std::string& yaml) {
+    fs::path file = dir_ / "config.yaml";
+    std::ofstream(file) << yaml;
+    testing::RunResult r = testing::RunProgram(
+        {testing::GpuletBinary(), "--simulate", "homelab", "--sim-state", state_file_.string(),
+         "--host-root", root_.string(), "labels", "--config", file.string(), "--output", "-"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  };
+  config_.sharing.time_slicing.replicas = 4;
+  ASSERT_OK(StartDaemon());
+  std::string served = read(features);
+  EXPECT_THAT(served, HasSubstr("nvidia.com/gpu.replicas=4\n"));
+  EXPECT_THAT(served, HasSubstr("nvidia.com/gpu.sharing-strategy=time-slicing\n"));
+  EXPECT_THAT(served, HasSubstr("nvidia.com/gpu.product=NVIDIA-GeForce-RTX-3080-SHARED\n"));
+  EXPECT_EQ(served, cli("version: v1\nsharing:\n  timeSlicing:\n    replicas: 4\n"));
+
+  Config next = config_;
+  next.sharing.time_slicing.rename_by_default = true;
+  ASSERT_OK(daemon_->Reload(next).status());
+  served = read(features);
+  EXPECT_THAT(served, HasSubstr("nvidia.com/gpu.product=NVIDIA-GeForce-RTX-3080\n"));
+  EXPECT_EQ(served, cli("version: v1\nsharing:\n  timeSlicing:\n    replicas: 4\n"
+                        "    renameByDefault: true\n"));
+}
 
 TEST_F(DaemonTest, StartServesThePluginMetricsAndFilesAndStopIsIdempotent) {
   ASSERT_OK(StartDaemon());

@@ -11,9 +11,14 @@ void ErrorOnce::Report(const std::string& error) {
   last_ = error;
 }
 
-LabelsFile::LabelsFile(const HostFs* host, const Inventory& inventory)
-    : host_(host),
-      text_(FormatFeatureFile(ComputeGpuLabels(inventory, ReadLabelExtras(*host, inventory)))) {}
+LabelsFile::LabelsFile(const HostFs* host, const Inventory* inventory)
+    : host_(host), inventory_(inventory) {
+  SetConfig(Config());
+}
+
+void LabelsFile::SetConfig(const Config& config) {
+  text_ = FormatFeatureFile(NodeGpuLabels(*inventory_, *host_, config));
+}
 
 void LabelsFile::Keep(const std::string& host_path) {
   if (host_path.empty()) return;
@@ -41,7 +46,7 @@ NodeFiles::NodeFiles(const HostFs* host, const Inventory* inventory, bool bundle
       inventory_(inventory),
       bundled_fixture_root_(bundled_fixture_root),
       spec_(host),
-      labels_(host, *inventory) {}
+      labels_(host, inventory) {}
 
 void NodeFiles::Reconcile(const Config& config) {
   if (bundled_fixture_root_) {
@@ -56,6 +61,7 @@ void NodeFiles::Reconcile(const Config& config) {
   }
   KeepCdiSpec(config);
   labels_path_ = config.labels.features_file;
+  labels_.SetConfig(config);
   labels_.Keep(labels_path_);
 }
 

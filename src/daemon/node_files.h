@@ -36,14 +36,20 @@ class ErrorOnce {
 // the file is missing or differs; errors are logged once each, never fatal.
 class LabelsFile {
  public:
-  LabelsFile(const HostFs* host, const Inventory& inventory);
+  // `host` and `inventory` must outlive this.
+  LabelsFile(const HostFs* host, const Inventory* inventory);
+
+  // The labels for `config` (NodeGpuLabels, as `gpulet labels --config` prints them: the
+  // sharing labels follow sharing.timeSlicing).
+  void SetConfig(const Config& config);
 
   // Makes `host_path` hold the labels; "" writes nothing.
   void Keep(const std::string& host_path);
 
  private:
   const HostFs* host_;
-  const std::string text_;
+  const Inventory* inventory_;
+  std::string text_;
   ErrorOnce errors_;
 };
 

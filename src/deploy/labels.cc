@@ -44,10 +44,19 @@ bool IsAlnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; 
 }  // namespace
 
 std::string SanitizeLabelValue(absl::string_view value) {
+  // GFD: drop what is not [A-Za-z0-9-_. ], then join the space-separated fields with '-'.
   std::string out;
   out.reserve(value.size());
+  bool pending_space = false;
   for (char c : value) {
-    out += (IsAlnum(c) || c == '.' || c == '_' || c == '-') ? c : '-';
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f') {
+      pending_space = true;
+      continue;
+    }
+    if (!(IsAlnum(c) || c == '.' || c == '_' || c == '-')) continue;
+    if (pending_space && !out.empty()) out += '-';
+    pending_space = false;
+    out += c;
   }
   auto trim = [](std::string& s) {
     size_t b = 0;
@@ -124,17 +133,31 @@ LabelExtras ReadLabelExtras(const HostFs& host, const Inventory& inventory) {
   LabelExtras extras;
   absl::StatusOr<std::string> product = host.ReadAttribute("/sys/class/dmi/id/product_name");
   if (product.ok()) extras.machine_type = *product;
-  std::vector<const Gpu*> gpus = LabelledGpus(inventory);
-  if (!gpus.empty() && !gpus[0]->bus_id.empty()) {
-    absl::StatusOr<std::string> cls =
-        host.ReadAttribute(JoinPath("/sys/bus/pci/devices", gpus[0]->bus_id) + "/class");
-    std::optional<uint64_t> code = cls.ok() ? ParseHex(*cls) : std::nullopt;
-    if (code && *code <= UINT32_MAX) extras.first_gpu_pci_class = static_cast<uint32_t>(*code);
+  for (const Gpu* g : LabelledGpus(inventory)) {
+    std::optional<uint32_t>& cls = extras.gpu_pci_classes.emplace_back();
+    if (g->bus_id.empty()) continue;
+    absl::StatusOr<std::string> text =
+        host.ReadAttribute(JoinPath("/sys/bus/pci/devices", g->bus_id) + "/class");
+    std::optional<uint64_t> code = text.ok() ? ParseHex(*text) : std::nullopt;
+    if (code && *code <= UINT32_MAX) cls = static_cast<uint32_t>(*code);
   }
   return extras;
 }
 
-NodeLabels ComputeGpuLabels(const Inventory& inv, const LabelExtras& extras) {
+LabelSharing LabelSharingFromConfig(const Config& config) {
+  LabelSharing sharing;
+  sharing.replicas = config.sharing.time_slicing.replicas;
+  sharing.renamed = config.sharing.time_slicing.rename_by_default;
+  return sharing;
+}
+
+NodeLabels NodeGpuLabels(const Inventory& inventory, const HostFs& host, const Config& config) {
+  return ComputeGpuLabels(inventory, ReadLabelExtras(host, inventory),
+                          LabelSharingFromConfig(config));
+}
+
+NodeLabels ComputeGpuLabels(const Inventory& inv, const LabelExtras& extras,
+                            const LabelSharing& sharing) {
   NodeLabels labels;
   std::vector<const Gpu*> gpus = LabelledGpus(inv);
   if (gpus.empty()) return labels;
@@ -144,10 +167,20 @@ NodeLabels ComputeGpuLabels(const Inventory& inv, const LabelExtras& extras) {
   };
 
   set("gpu.present", "true");
-  set("gpu.count", absl::StrCat(gpus.size()));
+  // GFD counts the GPUs of the product its labels describe (newGPULabelers).
+  size_t same_product = 0;
+  for (const Gpu* g : gpus) same_product += g->name == first.name;
+  set("gpu.count", absl::StrCat(same_product));
+  // GFD's baseLabeler: replicas 1 and strategy "none" without sharing; "-SHARED" on the
+  // product of a shared resource that keeps its name.
+  bool shared = sharing.replicas > 1;
+  set("gpu.replicas", absl::StrCat(shared ? sharing.replicas : 1));
+  set("gpu.sharing-strategy", shared ? "time-slicing" : "none");
   if (std::string product = SanitizeLabelValue(first.name); !product.empty()) {
-    set("gpu.product", product);
+    set("gpu.product", shared && !sharing.renamed ? absl::StrCat(product, "-SHARED") : product);
   }
+  // GFD's sharing labeler: MPS-capable only under the MPS strategy, which gpulet lacks.
+  set("mps.capable", "false");
   if (first.memory_total_bytes) {
     set("gpu.memory", absl::StrCat(*first.memory_total_bytes / (1024 * 1024)));
   }
@@ -158,13 +191,23 @@ NodeLabels ComputeGpuLabels(const Inventory& inv, const LabelExtras& extras) {
   } else if (first.architecture != Architecture::kUnknown) {
     set("gpu.family", GpuFamilyFromArchitecture(first.architecture));
   }
-  if (extras.first_gpu_pci_class) {
-    uint32_t cls = *extras.first_gpu_pci_class >> 8;
-    set("gpu.mode", cls == 0x0300 ? "graphics" : cls == 0x0302 ? "compute" : "unknown");
+  // GFD's GPU-mode labeler: one class for every GPU, VGA or 3D controller; else unknown
+  // (also when a class cannot be read).
+  {
+    std::optional<uint32_t> cls;
+    bool same = !extras.gpu_pci_classes.empty();
+    for (const std::optional<uint32_t>& c : extras.gpu_pci_classes) {
+      if (!c || (cls && *c != *cls)) same = false;
+      if (c && !cls) cls = c;
+    }
+    const char* mode = "unknown";
+    if (same && *cls == 0x030000) mode = "graphics";
+    if (same && *cls == 0x030200) mode = "compute";
+    set("gpu.mode", mode);
   }
-  if (std::string machine = SanitizeLabelValue(extras.machine_type); !machine.empty()) {
-    set("gpu.machine", machine);
-  }
+  // GFD's machine-type labeler: "unknown" when the DMI file cannot be read.
+  std::string machine = SanitizeLabelValue(extras.machine_type);
+  set("gpu.machine", machine.empty() ? "unknown" : machine);
 
   // Driver version: NVML's when it answered, else the loaded module's.
   std::string driver = inv.nvml_status.ok() ? inv.system.driver_version : "";
@@ -177,10 +220,10 @@ NodeLabels ComputeGpuLabels(const Inventory& inv, const LabelExtras& extras) {
     // The older names, still set by GFD and still used by selectors.
     set("cuda.driver.major", parts[0]);
     set("cuda.driver.minor", parts[1]);
-    if (parts.size() == 3) {
-      set("cuda.driver-version.revision", parts[2]);
-      set("cuda.driver.rev", parts[2]);
-    }
+    // GFD's version labeler writes the revision labels empty for an "X.Y" version.
+    std::string revision = parts.size() == 3 ? parts[2] : "";
+    set("cuda.driver-version.revision", revision);
+    set("cuda.driver.rev", revision);
   }
   // The CUDA version the driver supports (GFD calls it the runtime version).
   int cuda = inv.nvml_status.ok() ? inv.system.cuda_driver_version : 0;

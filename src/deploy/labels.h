@@ -8,11 +8,21 @@
 // written as a node-feature-discovery "local" feature file: one `key=value` per line, which
 // NFD's worker turns into node labels.
 //
-// Conventions copied from GFD, so that values match: the per-GPU labels describe the first GPU
-// (NVML index 0) and gpu.count counts them all; the product name has its spaces replaced by
-// '-'; gpu.family comes from the CUDA compute capability; gpu.memory is in MiB. When NVML is
-// not usable the labels come from PCI sysfs and the driver's /proc files, and the values only
-// NVML knows (memory, compute capability, CUDA version) are left out rather than guessed.
+// Conventions copied from GFD (NVIDIA/k8s-device-plugin, internal/lm/: resource.go,
+// mig-strategy.go, nvml.go, machine-type.go), so that values match: the per-GPU labels
+// describe one product; on a node with two products GFD makes one set of product labels per
+// product and whichever is merged last wins, each with gpu.count counting the GPUs of *that*
+// product (newGPULabelers), so gpulet picks the first GPU's (NVML index 0) product and counts
+// the GPUs of that product. The product name is sanitised as GFD's sanitise() does;
+// gpu.family comes from the CUDA compute capability; gpu.memory is in MiB; gpu.machine is the
+// DMI product name, "unknown" when unreadable; gpu.mode is "graphics" or "compute" when every
+// GPU has that PCI class, else "unknown" (getModeForClasses). Sharing (baseLabeler): gpu.replicas
+// is the time-slicing replica count (1 without sharing), gpu.sharing-strategy "time-slicing" when
+// it is above 1 and "none" otherwise, and the product gets "-SHARED" when shared and not renamed.
+// mps.capable is "false": GFD writes false unless the sharing strategy is MPS, which gpulet
+// does not offer. When NVML is not usable the labels come from PCI sysfs and the driver's /proc
+// files, and the values only NVML knows (memory, compute capability, CUDA version) are left
+// out rather than guessed.
 //
 // Thread-safety: pure functions.
 #ifndef GPULET_DEPLOY_LABELS_H_
@@ -22,11 +32,13 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "common/atomic_file.h"
 #include "common/host_fs.h"
+#include "config/config.h"
 #include "gpu/gpu_model.h"
 
 namespace gpulet {
@@ -42,16 +54,18 @@ inline constexpr char kDefaultFeaturesFile[] =
 struct LabelExtras {
   // /sys/class/dmi/id/product_name, e.g. "DGX H100"; "" when unreadable.
   std::string machine_type;
-  // PCI class of the first GPU: 0x030000 (VGA: "graphics") or 0x030200 (3D: "compute").
-  std::optional<uint32_t> first_gpu_pci_class;
+  // PCI class of each labelled GPU, in order (0x030000 VGA: "graphics"; 0x030200 3D:
+  // "compute"); nullopt where unreadable.
+  std::vector<std::optional<uint32_t>> gpu_pci_classes;
 };
 
-// Reads LabelExtras through `host` (DMI product name, the first GPU's PCI class).
+// Reads LabelExtras through `host` (DMI product name, every labelled GPU's PCI class).
 LabelExtras ReadLabelExtras(const HostFs& host, const Inventory& inventory);
 
-// A label value as GFD writes it: spaces become '-'. Beyond GFD, so that the value is always
-// a valid Kubernetes label value: other characters outside [A-Za-z0-9._-] also become '-',
-// leading and trailing non-alphanumerics are dropped, and the result is cut to 63 characters.
+// A label value as GFD's sanitise() writes it: characters outside [A-Za-z0-9._- ] are
+// removed and each run of spaces becomes one '-'. Beyond GFD, so that the value is always a
+// valid Kubernetes label value: leading and trailing non-alphanumerics are dropped, and the
+// result is cut to 63 characters.
 std::string SanitizeLabelValue(absl::string_view value);
 
 // GFD's family name for a compute capability: "volta" (7.0-7.4), "turing" (7.5), "ampere"
@@ -63,9 +77,23 @@ std::string GpuFamilyFromComputeCapability(int major, int minor);
 // not available).
 std::string GpuFamilyFromArchitecture(Architecture arch);
 
+// How `gpulet serve` shares whole GPUs, as GFD's sharing labels describe it.
+struct LabelSharing {
+  int replicas = 1;      // sharing.timeSlicing.replicas
+  bool renamed = false;  // sharing.timeSlicing.renameByDefault: advertised as <name>.shared
+};
+
+// The sharing of `config` (sharing.timeSlicing).
+LabelSharing LabelSharingFromConfig(const Config& config);
+
 // The labels for a node. Empty when the inventory has no GPU (the file is still written, so
 // that labels from an earlier run disappear).
-NodeLabels ComputeGpuLabels(const Inventory& inventory, const LabelExtras& extras);
+NodeLabels ComputeGpuLabels(const Inventory& inventory, const LabelExtras& extras,
+                            const LabelSharing& sharing);
+
+// The labels of this node served with `config`: what `gpulet serve` keeps in
+// labels.featuresFile and what `gpulet labels --config FILE` writes. The one function both use.
+NodeLabels NodeGpuLabels(const Inventory& inventory, const HostFs& host, const Config& config);
 
 // The feature file: "key=value\n" per label, sorted by key.
 std::string FormatFeatureFile(const NodeLabels& labels);

@@ -27,7 +27,10 @@ TEST(LabelsTest, SanitizeFollowsGfdAndStaysValid) {
   EXPECT_EQ(SanitizeLabelValue("NVIDIA GeForce RTX 3080"), "NVIDIA-GeForce-RTX-3080");
   EXPECT_EQ(SanitizeLabelValue("NVIDIA H100 80GB HBM3"), "NVIDIA-H100-80GB-HBM3");
   EXPECT_EQ(SanitizeLabelValue("Tesla V100-SXM2-16GB"), "Tesla-V100-SXM2-16GB");
-  EXPECT_EQ(SanitizeLabelValue("NVIDIA TITAN X (Pascal)"), "NVIDIA-TITAN-X--Pascal");
+  // GFD's sanitise() drops the parentheses rather than replacing them.
+  EXPECT_EQ(SanitizeLabelValue("NVIDIA TITAN X (Pascal)"), "NVIDIA-TITAN-X-Pascal");
+  EXPECT_EQ(SanitizeLabelValue("ProLiant DL380 Gen10 (Gen10)"), "ProLiant-DL380-Gen10-Gen10");
+  EXPECT_EQ(SanitizeLabelValue("A  B\tC"), "A-B-C");
   EXPECT_EQ(SanitizeLabelValue("  DGX H100 "), "DGX-H100");
   EXPECT_EQ(SanitizeLabelValue(std::string(80, 'a')).size(), 63u);
   EXPECT_EQ(SanitizeLabelValue("(((("), "");
@@ -49,7 +52,7 @@ TEST(LabelsTest, FamilyFromComputeCapabilityMatchesGfd) {
 
 TEST(LabelsTest, NoGpuNoLabels) {
   Inventory inv;
-  EXPECT_THAT(ComputeGpuLabels(inv, {}), IsEmpty());
+  EXPECT_THAT(ComputeGpuLabels(inv, {}, {}), IsEmpty());
   EXPECT_EQ(FormatFeatureFile({}), "");
 }
 
@@ -65,12 +68,14 @@ TEST(LabelsTest, PciOnlyInventoryLeavesOutNvmlValues) {
   inv.driver.version = "570.133.20";
   inv.driver.flavor = DriverFlavor::kProprietary;
   LabelExtras extras;
-  extras.first_gpu_pci_class = 0x030000;
-  NodeLabels labels = ComputeGpuLabels(inv, extras);
+  extras.gpu_pci_classes = {0x030000};
+  NodeLabels labels = ComputeGpuLabels(inv, extras, {});
   EXPECT_THAT(
       labels,
       UnorderedElementsAre(
           Pair("nvidia.com/gpu.present", "true"), Pair("nvidia.com/gpu.count", "1"),
+          Pair("nvidia.com/gpu.replicas", "1"), Pair("nvidia.com/gpu.sharing-strategy", "none"),
+          Pair("nvidia.com/mps.capable", "false"), Pair("nvidia.com/gpu.machine", "unknown"),
           Pair("nvidia.com/gpu.product", "NVIDIA-GeForce-RTX-5090"),
           Pair("nvidia.com/gpu.family", "blackwell"), Pair("nvidia.com/gpu.mode", "graphics"),
           Pair("nvidia.com/cuda.driver-version.full", "570.133.20"),
@@ -81,6 +86,65 @@ TEST(LabelsTest, PciOnlyInventoryLeavesOutNvmlValues) {
           Pair("nvidia.com/cuda.driver.rev", "20"),
           Pair("gpulet.dev/kernel-module-flavor", "proprietary")));
   EXPECT_THAT(FormatFeatureFile(labels), HasSubstr("nvidia.com/gpu.count=1\n"));
+
+  // An "X.Y" driver version: GFD (internal/lm/nvml.go, newVersionLabeler) still writes the
+  // revision labels, empty.
+  inv.driver.version = "580.65";
+  labels = ComputeGpuLabels(inv, extras, {});
+  EXPECT_EQ(labels["nvidia.com/cuda.driver-version.full"], "580.65");
+  EXPECT_EQ(labels["nvidia.com/cuda.driver.minor"], "65");
+  ASSERT_EQ(labels.count("nvidia.com/cuda.driver-version.revision"), 1u);
+  EXPECT_EQ(labels["nvidia.com/cuda.driver-version.revision"], "");
+  ASSERT_EQ(labels.count("nvidia.com/cuda.driver.rev"), 1u);
+  EXPECT_EQ(labels["nvidia.com/cuda.driver.rev"], "");
+  EXPECT_THAT(FormatFeatureFile(labels), HasSubstr("nvidia.com/cuda.driver.rev=\n"));
+}
+
+// GFD (k8s-device-plugin internal/lm/resource.go, baseLabeler and getProductName): replicas
+// and strategy from the sharing config, "-SHARED" on the product unless the resource is
+// renamed; mig-strategy.go newGPULabelers: gpu.count counts the labelled product's GPUs.
+TEST(LabelsTest, SharingAndMixedProductsFollowGfd) {
+  Inventory inv;
+  for (const char* name : {"NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB", "Tesla T4"}) {
+    Gpu g;
+    g.name = name;
+    g.in_nvml = true;
+    inv.gpus.push_back(g);
+  }
+  NodeLabels plain = ComputeGpuLabels(inv, {}, {});
+  EXPECT_EQ(plain["nvidia.com/gpu.product"], "NVIDIA-A100-SXM4-40GB");
+  EXPECT_EQ(plain["nvidia.com/gpu.count"], "2");
+  EXPECT_EQ(plain["nvidia.com/gpu.replicas"], "1");
+  EXPECT_EQ(plain["nvidia.com/gpu.sharing-strategy"], "none");
+  EXPECT_EQ(plain["gpulet.dev/gpu.mixed"], "true");
+
+  NodeLabels shared = ComputeGpuLabels(inv, {}, LabelSharing{4, false});
+  EXPECT_EQ(shared["nvidia.com/gpu.product"], "NVIDIA-A100-SXM4-40GB-SHARED");
+  EXPECT_EQ(shared["nvidia.com/gpu.count"], "2");
+  EXPECT_EQ(shared["nvidia.com/gpu.replicas"], "4");
+  EXPECT_EQ(shared["nvidia.com/gpu.sharing-strategy"], "time-slicing");
+
+  // No class read: GFD says "unknown"; one class for all: its mode; two classes: "unknown".
+  EXPECT_EQ(plain["nvidia.com/gpu.mode"], "unknown");
+  LabelExtras extras;
+  extras.gpu_pci_classes = {0x030200, 0x030200, 0x030200};
+  EXPECT_EQ(ComputeGpuLabels(inv, extras, {})["nvidia.com/gpu.mode"], "compute");
+  extras.gpu_pci_classes = {0x030200, 0x030200, 0x030000};
+  EXPECT_EQ(ComputeGpuLabels(inv, extras, {})["nvidia.com/gpu.mode"], "unknown");
+  extras.gpu_pci_classes = {0x030200, std::nullopt, 0x030200};
+  EXPECT_EQ(ComputeGpuLabels(inv, extras, {})["nvidia.com/gpu.mode"], "unknown");
+
+  NodeLabels renamed = ComputeGpuLabels(inv, {}, LabelSharing{4, true});
+  EXPECT_EQ(renamed["nvidia.com/gpu.product"], "NVIDIA-A100-SXM4-40GB");
+  EXPECT_EQ(renamed["nvidia.com/gpu.replicas"], "4");
+  EXPECT_EQ(renamed["nvidia.com/gpu.sharing-strategy"], "time-slicing");
+
+  Config config;
+  config.sharing.time_slicing.replicas = 3;
+  config.sharing.time_slicing.rename_by_default = true;
+  LabelSharing from = LabelSharingFromConfig(config);
+  EXPECT_EQ(from.replicas, 3);
+  EXPECT_TRUE(from.renamed);
 }
 
 // --- against the simulated nodes, through the command -----------------------------------------
@@ -114,8 +178,9 @@ TEST(LabelsCommandTest, HomelabSimulation) {
   EXPECT_THAT(r.err, HasSubstr("wrote"));
   NodeLabels labels = ParseFeatureFile(ReadWhole(out));
   EXPECT_EQ(labels["nvidia.com/gpu.present"], "true");
-  EXPECT_EQ(labels["nvidia.com/gpu.count"], "2");
-  // GFD describes the first GPU (NVML index 0): the RTX 3080.
+  // GFD describes one product, and counts the GPUs of that product: gpulet picks the first
+  // GPU's (NVML index 0), the RTX 3080, of which there is one (the other GPU is an RTX 5090).
+  EXPECT_EQ(labels["nvidia.com/gpu.count"], "1");
   EXPECT_EQ(labels["nvidia.com/gpu.product"], "NVIDIA-GeForce-RTX-3080");
   EXPECT_EQ(labels["nvidia.com/gpu.memory"], "10240");
   EXPECT_EQ(labels["nvidia.com/gpu.family"], "ampere");
@@ -128,7 +193,10 @@ TEST(LabelsCommandTest, HomelabSimulation) {
   EXPECT_EQ(labels["nvidia.com/cuda.runtime.major"], "12");
   EXPECT_EQ(labels["gpulet.dev/kernel-module-flavor"], "open");
   EXPECT_EQ(labels["gpulet.dev/gpu.mixed"], "true");
-  EXPECT_EQ(labels.count("nvidia.com/gpu.machine"), 0u);  // the fixture has no DMI
+  EXPECT_EQ(labels["nvidia.com/gpu.machine"], "unknown");  // the fixture has no DMI, as GFD
+  EXPECT_EQ(labels["nvidia.com/gpu.replicas"], "1");
+  EXPECT_EQ(labels["nvidia.com/gpu.sharing-strategy"], "none");
+  EXPECT_EQ(labels["nvidia.com/mps.capable"], "false");
   // Only the file itself is left in the directory: no temporary files.
   EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
 }
@@ -148,6 +216,29 @@ TEST(LabelsCommandTest, Dgx8Simulation) {
   EXPECT_EQ(labels.count("gpulet.dev/gpu.mixed"), 0u);
   // Sorted, one key=value per line.
   EXPECT_EQ(r.out, FormatFeatureFile(labels));
+}
+
+// `--config` reads the daemon's config: the sharing labels follow it.
+TEST(LabelsCommandTest, ConfigSetsTheSharingLabels) {
+  TempDir dir;
+  std::string config = dir.path() + "/config.yaml";
+  std::ofstream(config) << "version: v1\nsharing:\n  timeSlicing:\n    replicas: 4\n";
+  testing::RunResult r = testing::RunProgram(
+      {Gpulet(), "--simulate", "dgx8", "labels", "--config", config, "--output", "-"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  NodeLabels labels = ParseFeatureFile(r.out);
+  EXPECT_EQ(labels["nvidia.com/gpu.replicas"], "4");
+  EXPECT_EQ(labels["nvidia.com/gpu.sharing-strategy"], "time-slicing");
+  EXPECT_EQ(labels["nvidia.com/gpu.product"], "NVIDIA-H100-80GB-HBM3-SHARED");
+  EXPECT_EQ(labels["nvidia.com/gpu.count"], "8");
+
+  std::ofstream(config) << "version: v1\nsharing:\n  timeSlicing:\n    replica: 4\n";
+  r = testing::RunProgram(
+      {Gpulet(), "--simulate", "dgx8", "labels", "--config", config, "--output", "-"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(config));
+  EXPECT_THAT(r.err, HasSubstr("replica"));
+  EXPECT_EQ(r.out, "");
 }
 
 TEST(LabelsCommandTest, MissingDirectoryIsExplained) {

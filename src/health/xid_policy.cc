@@ -140,6 +140,9 @@ bool XidPolicy::OnXid(const std::string& gpu, int xid, const std::string& messag
   }
   return store_->UpdateHealth(key, [&](GpuHealth& h) {
     h.last_xid = xid;
+    // dcgm-exporter says "Unknown Error" for a code its table lacks; so does gpulet.
+    const XidInfo* listed = FindXid(xid);
+    h.last_xid_message = listed != nullptr ? std::string(listed->meaning) : "Unknown Error";
     ++h.xid_counts[xid];
     if (application) return;  // counted; the GPU stays schedulable
     std::string reason = absl::StrCat("XID ", xid, " (", a.info.mnemonic, "): ", a.info.meaning);

@@ -134,7 +134,28 @@ TEST_F(XidPolicyTest, SeverityTable) {
     EXPECT_EQ(h.state, c.want) << "XID " << c.xid;
     EXPECT_EQ(h.xid_counts.at(c.xid), 1u) << "XID " << c.xid << " is always counted";
     EXPECT_EQ(h.last_xid, c.xid);
+    // The description metrics/ prints as dcgm-exporter's err_msg, from the catalogue.
+    ASSERT_NE(FindXid(c.xid), nullptr);
+    EXPECT_EQ(h.last_xid_message, FindXid(c.xid)->meaning) << "XID " << c.xid;
   }
+}
+
+// A code the catalogue does not list is described as dcgm-exporter describes one it lacks.
+TEST_F(XidPolicyTest, AnUnlistedXidIsAnUnknownError) {
+  DeviceStore store;
+  Inventory inv;
+  Gpu g;
+  g.index = 0;
+  g.uuid = "GPU-a";
+  g.bus_id = "0000:01:00.0";
+  g.in_nvml = g.on_pci = true;
+  inv.gpus = {g};
+  store.SetInventory(inv, kT0);
+  XidPolicy policy(&store, {}, kQuiet);
+  ASSERT_EQ(FindXid(999), nullptr);
+  EXPECT_TRUE(policy.OnXid("GPU-a", 999, "", "nvml", kT0));
+  EXPECT_EQ(store.Get()->devices[0].health.last_xid, 999);
+  EXPECT_EQ(store.Get()->devices[0].health.last_xid_message, "Unknown Error");
 }
 
 TEST_F(XidPolicyTest, ApplicationXidsAreOnlyCounted) {

@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -14,37 +15,67 @@
 namespace gpulet {
 namespace {
 
+// How a family prints its values. dcgm-exporter prints a DCGM field by its DCGM type
+// (internal/pkg/collector/gpu_collector.go, toString): DCGM_FT_INT64 with "%d" and
+// DCGM_FT_DOUBLE with Go's "%f" (six decimals), so gpulet's DCGM families do the same.
+enum class ValueFormat {
+  kGpulet,      // gpulet's own series: integers without a point, others round-trip exact
+  kDcgmInt64,   // a DCGM_FT_INT64 field: "%d"
+  kDcgmDouble,  // a DCGM_FT_DOUBLE field: "%f"
+};
+
 // One metric family: its header once, then every sample line.
 class Family {
  public:
-  Family(std::string name, std::string type, std::string help)
-      : name_(std::move(name)), type_(std::move(type)), help_(std::move(help)) {}
+  Family(std::string name, std::string type, std::string help,
+         ValueFormat format = ValueFormat::kGpulet)
+      : name_(std::move(name)), type_(std::move(type)), help_(std::move(help)), format_(format) {}
 
   void Add(const std::string& labels, double value) {
-    absl::StrAppend(&lines_, name_, "{", labels, "} ", FormatValue(value), "\n");
+    samples_.emplace_back(labels, FormatValue(value));
   }
-  bool empty() const { return lines_.empty(); }
+  bool empty() const { return samples_.empty(); }
 
+  // Prometheus text: family and samples carry the name as given. OpenMetrics requires a
+  // counter's samples to be `<family>_total`: a counter named `x_total` becomes family `x`
+  // with samples `x_total`, and DCGM's counters, whose names lack the suffix, keep their name
+  // as the family and get `_total` on the samples (as Prometheus' client_golang writes a
+  // counter named without the suffix in OpenMetrics), so Prometheus reads them as counters.
   void AppendTo(std::string* out, bool openmetrics) const {
-    if (lines_.empty()) return;
-    std::string type = type_;
-    // OpenMetrics counters must end in _total; DCGM's names do not, so they stay untyped.
-    if (openmetrics && type == "counter" && !absl::EndsWith(name_, "_total")) type = "unknown";
+    if (samples_.empty()) return;
     std::string family = name_;
-    if (openmetrics && type == "counter") family = name_.substr(0, name_.size() - 6);
-    absl::StrAppend(out, "# HELP ", family, " ", help_, "\n# TYPE ", family, " ", type, "\n",
-                    lines_);
+    std::string sample = name_;
+    if (openmetrics && type_ == "counter") {
+      if (absl::EndsWith(name_, "_total")) {
+        family = name_.substr(0, name_.size() - 6);
+      } else {
+        sample = absl::StrCat(name_, "_total");
+      }
+    }
+    absl::StrAppend(out, "# HELP ", family, " ", help_, "\n# TYPE ", family, " ", type_, "\n");
+    for (const auto& [labels, value] : samples_) {
+      absl::StrAppend(out, sample, "{", labels, "} ", value, "\n");
+    }
   }
 
  private:
-  static std::string FormatValue(double v) {
+  std::string FormatValue(double v) const {
+    switch (format_) {
+      case ValueFormat::kDcgmInt64:
+        return absl::StrCat(static_cast<int64_t>(v));
+      case ValueFormat::kDcgmDouble:
+        return absl::StrFormat("%f", v);
+      case ValueFormat::kGpulet:
+        break;
+    }
     if (v == static_cast<double>(static_cast<int64_t>(v)) && v < 9e15 && v > -9e15) {
       return absl::StrCat(static_cast<int64_t>(v));
     }
     return absl::StrFormat("%.17g", v);
   }
   std::string name_, type_, help_;
-  std::string lines_;
+  ValueFormat format_;
+  std::vector<std::pair<std::string, std::string>> samples_;  // labels, formatted value
 };
 
 struct ThrottleReason {
@@ -96,29 +127,43 @@ std::optional<PodContainer> ProcessPod(const SampleSet& samples, const std::stri
 
 std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const RenderInfo& info,
                           bool openmetrics, absl::Time now) {
-  // DCGM-compatible families, in dcgm-exporter's default order.
-  Family sm_clock("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).");
-  Family mem_clock("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).");
-  Family mem_temp("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C).");
-  Family gpu_temp("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).");
-  Family power("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).");
+  // DCGM-compatible families, in dcgm-exporter's default order, each printed by its DCGM
+  // field type (DCGM_FI_DEV_POWER_USAGE is the one DCGM_FT_DOUBLE field among them).
+  Family sm_clock("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).",
+                  ValueFormat::kDcgmInt64);
+  Family mem_clock("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).",
+                   ValueFormat::kDcgmInt64);
+  Family mem_temp("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C).",
+                  ValueFormat::kDcgmInt64);
+  Family gpu_temp("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).",
+                  ValueFormat::kDcgmInt64);
+  Family power("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", ValueFormat::kDcgmDouble);
   Family energy("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter",
-                "Total energy consumption since boot (in mJ).");
-  Family replay("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.");
-  Family gpu_util("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).");
-  Family copy_util("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).");
-  Family enc("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).");
-  Family dec("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).");
-  Family xid("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.");
-  Family fb_free("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).");
-  Family fb_used("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).");
-  Family fb_res("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB).");
+                "Total energy consumption since boot (in mJ).", ValueFormat::kDcgmInt64);
+  Family replay("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.",
+                ValueFormat::kDcgmInt64);
+  Family gpu_util("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).",
+                  ValueFormat::kDcgmInt64);
+  Family copy_util("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).",
+                   ValueFormat::kDcgmInt64);
+  Family enc("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).",
+             ValueFormat::kDcgmInt64);
+  Family dec("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).",
+             ValueFormat::kDcgmInt64);
+  Family xid("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.",
+             ValueFormat::kDcgmInt64);
+  Family fb_free("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).",
+                 ValueFormat::kDcgmInt64);
+  Family fb_used("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).",
+                 ValueFormat::kDcgmInt64);
+  Family fb_res("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB).",
+                ValueFormat::kDcgmInt64);
   Family unc_rows("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter",
-                  "Number of remapped rows for uncorrectable errors");
+                  "Number of remapped rows for uncorrectable errors", ValueFormat::kDcgmInt64);
   Family cor_rows("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter",
-                  "Number of remapped rows for correctable errors");
+                  "Number of remapped rows for correctable errors", ValueFormat::kDcgmInt64);
   Family remap_fail("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge",
-                    "Whether remapping of rows has failed");
+                    "Whether remapping of rows has failed", ValueFormat::kDcgmInt64);
   // gpulet's own.
   Family up("gpulet_gpu_up", "gauge",
             "1 when the GPU answered its latest NVML sample, 0 when it stopped answering.");
@@ -199,7 +244,17 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
                                  "\",reason=\"", EscapeLabel(d.health.reason), "\",action=\"",
                                  EscapeLabel(d.health.action), "\""),
                     1);
-    add_dcgm(xid, d.health.last_xid);
+    // dcgm-exporter labels DCGM_FI_DEV_XID_ERRORS with the code as `err_code` and its
+    // description as `err_msg` ("No Error" for 0; internal/pkg/collector/gpu_collector.go,
+    // toMetric). The description is the XID catalogue's, carried in the store by health/.
+    {
+      std::string msg = d.health.last_xid == 0              ? "No Error"
+                        : d.health.last_xid_message.empty() ? "Unknown Error"
+                                                            : d.health.last_xid_message;
+      std::string attrs =
+          absl::StrCat(",err_code=\"", d.health.last_xid, "\",err_msg=\"", EscapeLabel(msg), "\"");
+      for (const std::string& who : holders) xid.Add(dcgm + who + attrs, d.health.last_xid);
+    }
     for (const auto& [code, count] : d.health.xid_counts) {
       xid_total.Add(absl::StrCat(labels, ",xid=\"", code, "\""), static_cast<double>(count));
     }

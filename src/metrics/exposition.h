@@ -4,7 +4,9 @@
 //
 // Series whose value NVML does not support are omitted, never written as sentinel numbers.
 // The text format is 0.0.4; the OpenMetrics variant differs in its content type, `# EOF`,
-// and in declaring DCGM's counters (whose names lack `_total`) as `unknown`.
+// and in naming every counter's samples `<family>_total` as OpenMetrics requires: DCGM's
+// counters, whose names lack the suffix, keep their name as the family and get `_total` on
+// their samples there; in the text format they keep dcgm-exporter's names exactly.
 //
 // Thread-safety: pure function.
 #ifndef GPULET_METRICS_EXPOSITION_H_

@@ -11,14 +11,18 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "metrics/exposition.h"
@@ -84,6 +88,102 @@ TEST(ExpositionTest, DcgmNamesLabelsAndOmittedValues) {
   std::string om = RenderMetrics(snap, set, {"node1", "570.1"}, true, absl::Now());
   EXPECT_NE(om.find("# TYPE gpulet_gpu_xid_errors counter\n"), std::string::npos);
   EXPECT_EQ(om.substr(om.size() - 6), "# EOF\n");
+}
+
+// The lines of `text` that start with `prefix`.
+std::vector<std::string> LinesStartingWith(const std::string& text, absl::string_view prefix) {
+  std::vector<std::string> out;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (absl::StartsWith(line, prefix)) out.emplace_back(line);
+  }
+  return out;
+}
+
+// dcgm-exporter labels DCGM_FI_DEV_XID_ERRORS with err_code (the XID as a string) and
+// err_msg (its description; "No Error" for 0, "Unknown Error" for a code it cannot describe):
+// NVIDIA/dcgm-exporter internal/pkg/collector/gpu_collector.go, toMetric.
+TEST(ExpositionTest, XidErrorsCarryDcgmExportersErrCodeAndErrMsg) {
+  Snapshot snap = TwoGpus();
+  snap.devices[1].health.last_xid_message = "the GPU fell off the bus";
+  std::string text = RenderMetrics(snap, SampleSet{}, {"node1", "570.1"}, false, absl::Now());
+  std::vector<std::string> xid = LinesStartingWith(text, "DCGM_FI_DEV_XID_ERRORS{");
+  ASSERT_EQ(xid.size(), 2u) << text;
+  EXPECT_TRUE(absl::StrContains(xid[0], "gpu=\"0\"")) << xid[0];
+  EXPECT_TRUE(absl::EndsWith(xid[0], ",err_code=\"0\",err_msg=\"No Error\"} 0")) << xid[0];
+  EXPECT_TRUE(absl::EndsWith(xid[1], ",err_code=\"79\",err_msg=\"the GPU fell off the bus\"} 79"))
+      << xid[1];
+
+  snap.devices[1].health.last_xid = 999;
+  snap.devices[1].health.last_xid_message.clear();
+  text = RenderMetrics(snap, SampleSet{}, {"node1", "570.1"}, false, absl::Now());
+  xid = LinesStartingWith(text, "DCGM_FI_DEV_XID_ERRORS{");
+  ASSERT_EQ(xid.size(), 2u) << text;
+  EXPECT_TRUE(absl::EndsWith(xid[1], ",err_code=\"999\",err_msg=\"Unknown Error\"} 999")) << xid[1];
+}
+
+// dcgm-exporter prints a DCGM_FT_DOUBLE field with Go's "%f" and an INT64 one with "%d"
+// (gpu_collector.go, toString); gpulet's own series keep the shortest exact form.
+TEST(ExpositionTest, DcgmValuesPrintedAsDcgmExporterPrintsThem) {
+  Snapshot snap = TwoGpus();
+  SampleSet set;
+  GpuSampleState st;
+  st.answering = true;
+  DeviceSample s;
+  s.taken = absl::Now();
+  s.power_w = 123.4567891;
+  s.power_limit_w = 450.5;
+  s.gpu_temp_c = 47;
+  s.energy_mj = 123456789012ull;
+  st.last = s;
+  set.by_uuid["GPU-test-0"] = st;
+  std::string text = RenderMetrics(snap, set, {"node1", "570.1"}, false, absl::Now());
+  std::vector<std::string> power = LinesStartingWith(text, "DCGM_FI_DEV_POWER_USAGE{");
+  ASSERT_EQ(power.size(), 1u) << text;
+  EXPECT_TRUE(absl::EndsWith(power[0], "} 123.456789")) << power[0];
+  std::vector<std::string> temp = LinesStartingWith(text, "DCGM_FI_DEV_GPU_TEMP{");
+  ASSERT_EQ(temp.size(), 1u);
+  EXPECT_TRUE(absl::EndsWith(temp[0], "} 47")) << temp[0];
+  std::vector<std::string> energy =
+      LinesStartingWith(text, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{");
+  ASSERT_EQ(energy.size(), 1u);
+  EXPECT_TRUE(absl::EndsWith(energy[0], "} 123456789012")) << energy[0];
+  std::vector<std::string> limit = LinesStartingWith(text, "gpulet_gpu_power_limit_watts{");
+  ASSERT_EQ(limit.size(), 1u);
+  EXPECT_TRUE(absl::EndsWith(limit[0], "} 450.5")) << limit[0];
+}
+
+// OpenMetrics requires a counter's samples to be named `<family>_total`. DCGM's counters lack
+// the suffix: in OpenMetrics their family keeps DCGM's name and the samples get `_total`; the
+// Prometheus text format is unchanged (name and `counter` type as dcgm-exporter writes them).
+TEST(ExpositionTest, DcgmCountersAreCountersInBothFormats) {
+  Snapshot snap = TwoGpus();
+  SampleSet set;
+  GpuSampleState st;
+  st.answering = true;
+  DeviceSample s;
+  s.taken = absl::Now();
+  s.energy_mj = 5000;
+  s.pcie_replays = 3;
+  s.remapped_correctable = 1;
+  s.remapped_uncorrectable = 0;
+  st.last = s;
+  set.by_uuid["GPU-test-0"] = st;
+  std::string text = RenderMetrics(snap, set, {"node1", "570.1"}, false, absl::Now());
+  std::string om = RenderMetrics(snap, set, {"node1", "570.1"}, true, absl::Now());
+  for (const char* name :
+       {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"}) {
+    EXPECT_TRUE(absl::StrContains(text, absl::StrCat("# TYPE ", name, " counter\n"))) << name;
+    EXPECT_EQ(LinesStartingWith(text, absl::StrCat(name, "{")).size(), 1u) << name;
+    EXPECT_TRUE(absl::StrContains(om, absl::StrCat("# TYPE ", name, " counter\n"))) << name;
+    EXPECT_EQ(LinesStartingWith(om, absl::StrCat(name, "{")).size(), 0u) << name;
+    EXPECT_EQ(LinesStartingWith(om, absl::StrCat(name, "_total{")).size(), 1u) << name;
+  }
+  EXPECT_FALSE(absl::StrContains(om, " unknown\n")) << om;
+  // A counter named with the suffix: family without it, samples with it.
+  EXPECT_TRUE(absl::StrContains(om, "# TYPE gpulet_nvml_errors counter\n"));
+  EXPECT_EQ(LinesStartingWith(om, "gpulet_nvml_errors_total{").size(), 1u);
+  EXPECT_EQ(LinesStartingWith(text, "gpulet_nvml_errors_total{").size(), 1u);
 }
 
 TEST(WebConfigTest, ParsesAndChecksBcrypt) {
@@ -206,6 +306,109 @@ TEST(BasicAuthTest, UnknownUserTakesAsLongAsWrongPassword) {
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
   EXPECT_GE(ms(unknown[5]), ms(wrong[5]) / 2)
       << "unknown user " << ms(unknown[5]) << " ms, wrong password " << ms(wrong[5]) << " ms";
+}
+
+// The fields of dcgm-exporter's default-counters.csv (tests/fixtures/dcgm-exporter/), by name:
+// its Prometheus type ("gauge", "counter" or "label").
+std::map<std::string, std::string> DcgmDefaultCounters() {
+  std::ifstream in(std::string(GPULET_SOURCE_DIR) +
+                   "/tests/fixtures/dcgm-exporter/default-counters.csv");
+  std::map<std::string, std::string> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    absl::string_view l = absl::StripAsciiWhitespace(line);
+    if (l.empty() || l[0] == '#') continue;
+    std::vector<std::string> cols = absl::StrSplit(l, ',');
+    if (cols.size() < 2) continue;
+    out[std::string(absl::StripAsciiWhitespace(cols[0]))] =
+        std::string(absl::StripAsciiWhitespace(cols[1]));
+  }
+  return out;
+}
+
+// The rows of docs/metrics.md's "dcgm-exporter's default counters" table: field to status.
+std::map<std::string, std::string> DocDefaultCountersTable() {
+  std::ifstream in(std::string(GPULET_SOURCE_DIR) + "/docs/metrics.md");
+  std::map<std::string, std::string> out;
+  std::string line;
+  bool in_section = false;
+  while (std::getline(in, line)) {
+    if (absl::StartsWith(line, "## ")) {
+      in_section = line == "## dcgm-exporter's default counters";
+      continue;
+    }
+    if (!in_section || !absl::StartsWith(line, "| `")) continue;
+    std::vector<std::string> cols = absl::StrSplit(line, '|');
+    // "", " `NAME` ", " type ", " status ", ""
+    if (cols.size() < 5) continue;
+    std::string name(absl::StripAsciiWhitespace(cols[1]));
+    name = name.substr(1, name.size() - 2);
+    out[name] = std::string(absl::StripAsciiWhitespace(cols[3]));
+  }
+  return out;
+}
+
+// On the simulated H200, every field of dcgm-exporter's default list is exported with
+// dcgm-exporter's type (gauge, counter, or the label DCGM_FI_DRIVER_VERSION) exactly when
+// docs/metrics.md says "exported", and the doc's table lists exactly the default fields.
+TEST(MetricsDaemonTest, DcgmDefaultCountersOnH200MatchTheDocTable) {
+  std::map<std::string, std::string> csv = DcgmDefaultCounters();
+  ASSERT_GE(csv.size(), 20u) << "the fixture tests/fixtures/dcgm-exporter/default-counters.csv";
+  std::map<std::string, std::string> doc = DocDefaultCountersTable();
+  std::set<std::string> csv_names, doc_names;
+  for (const auto& [name, type] : csv) csv_names.insert(name);
+  for (const auto& [name, status] : doc) {
+    doc_names.insert(name);
+    EXPECT_TRUE(status == "exported" || status == "not on this GPU class" || status == "not yet")
+        << name << ": '" << status << "' in docs/metrics.md";
+  }
+  EXPECT_EQ(doc_names, csv_names) << "docs/metrics.md's default-counters table";
+
+  fs::path dir = fs::temp_directory_path() / ("gmh-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  int port = testing::FreeLoopbackPort();
+  testing::DaemonProcess daemon;
+  ASSERT_TRUE(
+      daemon.Start({std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate", "h200", "--sim-state",
+                    (dir / "state.json").string(), "serve", "--kubelet-dir", (dir / "k").string(),
+                    "--metrics-address", absl::StrCat("127.0.0.1:", port)},
+                   {}, (dir / "log").string()));
+  httplib::Client c("127.0.0.1", port);
+  c.set_connection_timeout(1, 0);
+  std::string text;
+  for (int i = 0; i < 200; ++i) {
+    auto r = c.Get("/metrics");
+    if (r && absl::StrContains(r->body, "DCGM_FI_DEV_GPU_TEMP{")) {
+      text = r->body;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_FALSE(text.empty()) << daemon.Log();
+  // Families with samples, by their declared type.
+  std::map<std::string, std::string> exported;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!absl::StartsWith(line, "# TYPE DCGM_")) continue;
+    std::vector<std::string> cols = absl::StrSplit(line, ' ');
+    ASSERT_EQ(cols.size(), 4u) << line;
+    if (!LinesStartingWith(text, cols[2] + "{").empty()) exported[cols[2]] = cols[3];
+  }
+  bool driver_label = absl::StrContains(text, ",DCGM_FI_DRIVER_VERSION=\"");
+  for (const auto& [name, type] : csv) {
+    bool is_exported = type == "label" ? driver_label : exported.count(name) > 0;
+    auto row = doc.find(name);
+    if (row == doc.end()) continue;  // reported above
+    EXPECT_EQ(is_exported, row->second == "exported")
+        << name << " is " << (is_exported ? "" : "not ") << "exported on the H200 fixture; "
+        << "docs/metrics.md says '" << row->second << "'";
+    if (is_exported && type != "label") {
+      EXPECT_EQ(exported[name], type) << name << ": dcgm-exporter's type";
+    }
+  }
+  // Nothing DCGM-named that dcgm-exporter's defaults do not have.
+  for (const auto& [name, type] : exported) EXPECT_EQ(csv.count(name), 1u) << name;
+  fs::remove_all(dir);
 }
 
 TEST(MetricsDaemonTest, HungGpuLeavesMetricsFastAndOtherGpuFresh) {

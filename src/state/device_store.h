@@ -47,7 +47,10 @@ struct GpuHealth {
   absl::Time since = absl::InfinitePast();            // when `state` began
   std::map<std::string, HealthCondition> conditions;  // by source
   int last_xid = 0;                                   // most recent XID seen (0 = none)
-  std::map<int, uint64_t> xid_counts;                 // every XID seen, by code
+  // What `last_xid` means, in the XID catalogue's words (health/ sets it; metrics/ reads it
+  // for dcgm-exporter's `err_msg` label without depending on health/). "" when none.
+  std::string last_xid_message;
+  std::map<int, uint64_t> xid_counts;  // every XID seen, by code
 
   // Raises (or replaces) the condition of `source`; keeps its original `since` when the
   // severity is unchanged.
