@@ -121,21 +121,27 @@ TEST(ExpositionTest, XidErrorsCarryDcgmExportersErrCodeAndErrMsg) {
   EXPECT_TRUE(absl::EndsWith(xid[1], ",err_code=\"999\",err_msg=\"Unknown Error\"} 999")) << xid[1];
 }
 
+// A sample set in which GPU-test-0 answered with `s`.
+SampleSet AnsweringGpu0(const DeviceSample& s) {
+  SampleSet set;
+  GpuSampleState st;
+  st.answering = true;
+  st.last = s;
+  set.by_uuid["GPU-test-0"] = st;
+  return set;
+}
+
 // dcgm-exporter prints a DCGM_FT_DOUBLE field with Go's "%f" and an INT64 one with "%d"
 // (gpu_collector.go, toString); gpulet's own series keep the shortest exact form.
 TEST(ExpositionTest, DcgmValuesPrintedAsDcgmExporterPrintsThem) {
   Snapshot snap = TwoGpus();
-  SampleSet set;
-  GpuSampleState st;
-  st.answering = true;
   DeviceSample s;
   s.taken = absl::Now();
   s.power_w = 123.4567891;
   s.power_limit_w = 450.5;
   s.gpu_temp_c = 47;
   s.energy_mj = 123456789012ull;
-  st.last = s;
-  set.by_uuid["GPU-test-0"] = st;
+  SampleSet set = AnsweringGpu0(s);
   std::string text = RenderMetrics(snap, set, {"node1", "570.1"}, false, absl::Now());
   std::vector<std::string> power = LinesStartingWith(text, "DCGM_FI_DEV_POWER_USAGE{");
   ASSERT_EQ(power.size(), 1u) << text;
@@ -157,17 +163,13 @@ TEST(ExpositionTest, DcgmValuesPrintedAsDcgmExporterPrintsThem) {
 // Prometheus text format is unchanged (name and `counter` type as dcgm-exporter writes them).
 TEST(ExpositionTest, DcgmCountersAreCountersInBothFormats) {
   Snapshot snap = TwoGpus();
-  SampleSet set;
-  GpuSampleState st;
-  st.answering = true;
   DeviceSample s;
   s.taken = absl::Now();
   s.energy_mj = 5000;
   s.pcie_replays = 3;
   s.remapped_correctable = 1;
   s.remapped_uncorrectable = 0;
-  st.last = s;
-  set.by_uuid["GPU-test-0"] = st;
+  SampleSet set = AnsweringGpu0(s);
   std::string text = RenderMetrics(snap, set, {"node1", "570.1"}, false, absl::Now());
   std::string om = RenderMetrics(snap, set, {"node1", "570.1"}, true, absl::Now());
   for (const char* name :
