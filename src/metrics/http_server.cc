@@ -73,12 +73,7 @@ bool CheckPassword(const std::string& password, const std::string& hash) {
   std::memset(&data, 0, sizeof(data));
   const char* out = crypt_r(password.c_str(), hash.c_str(), &data);
   if (out == nullptr || out[0] == '*') return false;
-  // Constant-time comparison.
-  size_t n = std::strlen(out);
-  if (n != hash.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < n; ++i) diff |= static_cast<unsigned char>(out[i] ^ hash[i]);
-  return diff == 0;
+  return ConstantTimeEquals(out, hash);
 }
 
 BasicAuth::BasicAuth(std::map<std::string, std::string> users, CheckFn check)
