@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -277,6 +278,67 @@ TEST(ServeBundledFixtureTest, WritesNoSpecIntoTheFixture) {
   EXPECT_THAT(d.Log(), HasSubstr("no CDI spec written"));
   EXPECT_FALSE(fs::exists(absl::StrCat(
       GPULET_SOURCE_DIR, "/sim/fixtures/homelab/root/var/run/cdi/gpulet.dev-gpu.yaml")));
+  fs::remove_all(dir);
+}
+
+// docs/architecture.md's list of threads is true: every gpulet-* thread a running `gpulet
+// serve` has is in it, and every name in it is one gpulet's sources give a thread.
+TEST(ServeThreadsTest, ArchitectureDocListsEveryThreadServeRuns) {
+  std::ifstream doc_in(absl::StrCat(GPULET_SOURCE_DIR, "/docs/architecture.md"));
+  std::stringstream doc_ss;
+  doc_ss << doc_in.rdbuf();
+  const std::string doc = doc_ss.str();
+  const size_t from = doc.find("### Threads in `gpulet serve`");
+  ASSERT_NE(from, std::string::npos);
+  const std::string section = doc.substr(from, doc.find("\n## ", from) - from);
+  std::set<std::string> documented;
+  for (size_t at = section.find("`gpulet-"); at != std::string::npos;
+       at = section.find("`gpulet-", at + 1)) {
+    documented.insert(section.substr(at + 1, section.find('`', at + 1) - at - 1));
+  }
+  ASSERT_GE(documented.size(), 8u) << section;
+
+  // Each documented name is a thread name in the sources (a quoted literal outside tests).
+  std::string sources;
+  for (const auto& e : fs::recursive_directory_iterator(absl::StrCat(GPULET_SOURCE_DIR, "/src"))) {
+    const std::string path = e.path().string();
+    if (!e.is_regular_file() || path.find("_test.cc") != std::string::npos ||
+        path.find("/testing/") != std::string::npos) {
+      continue;
+    }
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    sources += ss.str();
+  }
+  for (const std::string& name : documented) {
+    EXPECT_THAT(sources, HasSubstr(absl::StrCat("\"", name, "\""))) << name;
+  }
+
+  fs::path dir = fs::temp_directory_path() / absl::StrCat("gpulet-serve-threads-", getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir / "kubelet/device-plugins");
+  testing::DaemonProcess d;
+  ASSERT_TRUE(d.Start(
+      {Gpulet(), "--simulate", "homelab", "--sim-state", (dir / "state.json").string(), "serve",
+       "--metrics-address", "127.0.0.1:0", "--kubelet-dir", (dir / "kubelet").string()},
+      {}, (dir / "serve.log").string()));
+  ASSERT_TRUE(WaitFor(dir / "kubelet/device-plugins/gpulet-gpu.sock", absl::Seconds(20)))
+      << d.Log();
+  absl::SleepFor(absl::Milliseconds(500));  // every worker has started
+  std::set<std::string> running;
+  for (const auto& task : fs::directory_iterator(absl::StrCat("/proc/", d.pid(), "/task"))) {
+    std::ifstream in(task.path() / "comm");
+    std::string name;
+    std::getline(in, name);
+    if (name.rfind("gpulet-", 0) == 0) running.insert(name);
+  }
+  EXPECT_GE(running.size(), 5u);
+  for (const std::string& name : running) {
+    EXPECT_TRUE(documented.count(name))
+        << name << " runs but docs/architecture.md does not list it";
+  }
+  EXPECT_EQ(d.Stop(SIGTERM, absl::Seconds(10)), 0) << d.Log();
   fs::remove_all(dir);
 }
 
