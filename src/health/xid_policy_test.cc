@@ -30,17 +30,22 @@ constexpr int kFatalXid = 79;        // fallen off the bus
 constexpr int kWarningXid = 8;       // idle timeout
 constexpr int kApplicationXid = 13;  // graphics engine exception
 
-// One GPU, "GPU-a" at 0000:01:00.0, seen by NVML and on the PCI bus.
-Inventory OneGpu() {
-  Gpu g;
-  g.index = 0;
-  g.uuid = "GPU-a";
-  g.bus_id = "0000:01:00.0";
-  g.in_nvml = g.on_pci = true;
+// The first `count` of two GPUs, "GPU-a" at 0000:01:00.0 and "GPU-b" at 0000:02:00.0, both
+// seen by NVML and on the PCI bus.
+Inventory Gpus(unsigned count) {
   Inventory inv;
-  inv.gpus = {g};
+  for (unsigned i = 0; i < count; ++i) {
+    Gpu g;
+    g.index = i;
+    g.uuid = i == 0 ? "GPU-a" : "GPU-b";
+    g.bus_id = i == 0 ? "0000:01:00.0" : "0000:02:00.0";
+    g.in_nvml = g.on_pci = true;
+    inv.gpus.push_back(g);
+  }
   return inv;
 }
+Inventory OneGpu() { return Gpus(1); }
+Inventory TwoGpus() { return Gpus(2); }
 
 class XidPolicyTest : public ::testing::Test {
  protected:
@@ -48,16 +53,7 @@ class XidPolicyTest : public ::testing::Test {
     ASSERT_EQ(DescribeXid(kFatalXid).severity, XidSeverity::kFatal);
     ASSERT_EQ(DescribeXid(kWarningXid).severity, XidSeverity::kWarning);
     ASSERT_EQ(DescribeXid(kApplicationXid).severity, XidSeverity::kApplication);
-    Inventory inv;
-    for (unsigned i = 0; i < 2; ++i) {
-      Gpu g;
-      g.index = i;
-      g.uuid = i == 0 ? "GPU-a" : "GPU-b";
-      g.bus_id = i == 0 ? "0000:01:00.0" : "0000:02:00.0";
-      g.in_nvml = g.on_pci = true;
-      inv.gpus.push_back(g);
-    }
-    store_.SetInventory(inv, kT0);
+    store_.SetInventory(TwoGpus(), kT0);
   }
 
   const GpuHealth& Health(size_t i) {
@@ -80,20 +76,7 @@ TEST_F(XidPolicyTest, FatalXidTakesOutTheNamedGpuOnly) {
   for (const char* name :
        {"GPU-b", "index:1", "0000:02:00.0", "00000000:02:00.0", "02:00.0", "PCI:0000:02:00"}) {
     DeviceStore store;
-    store.SetInventory(
-        [&] {
-          Inventory inv;
-          for (unsigned i = 0; i < 2; ++i) {
-            Gpu g;
-            g.index = i;
-            g.uuid = i == 0 ? "GPU-a" : "GPU-b";
-            g.bus_id = i == 0 ? "0000:01:00.0" : "0000:02:00.0";
-            g.in_nvml = g.on_pci = true;
-            inv.gpus.push_back(g);
-          }
-          return inv;
-        }(),
-        kT0);
+    store.SetInventory(TwoGpus(), kT0);
     XidPolicy policy(&store, {13}, kQuiet);
     ASSERT_TRUE(policy.OnXid(name, kFatalXid, "GPU has fallen off the bus.", "kmsg", kT0)) << name;
     std::shared_ptr<const Snapshot> s = store.Get();
