@@ -51,12 +51,34 @@ struct DeviceIdentity {
   std::optional<std::string> serial;
   std::optional<std::string> vbios_version;
   std::optional<bool> persistence_mode;
+  // Whether the GPU supports MIG (nvmlDeviceGetMigMode answers); absent when NVML cannot say.
+  std::optional<bool> mig_capable;
+  // NVML_GPU_VIRTUALIZATION_MODE_*: VGPU means this machine is a vGPU guest.
+  std::optional<int> virtualization_mode;
 };
 
 // A process holding memory on a GPU.
 struct GpuProcess {
   unsigned pid = 0;
   std::optional<uint64_t> used_bytes;  // absent when the driver does not say
+};
+
+// GPU Performance Monitoring values (Hopper and newer), averaged over the time since the
+// GPU's previous sample. Ratios are 0..1 as DCGM's DCGM_FI_PROF_* fields are; rates are bytes
+// per second. Absent: the GPU or driver does not report that metric.
+struct ProfilingSample {
+  std::optional<double> gr_engine_active, sm_active, sm_occupancy, tensor_active, dram_active;
+  std::optional<double> fp64_active, fp32_active, fp16_active;
+  std::optional<double> pcie_tx_bytes_per_second, pcie_rx_bytes_per_second;
+  std::optional<double> nvlink_tx_bytes_per_second, nvlink_rx_bytes_per_second;
+};
+
+// One NVLink of a GPU: its state and its data-link error counters (since the driver loaded).
+struct NvLinkSample {
+  unsigned link = 0;
+  bool active = false;
+  std::optional<int> remote_type;  // NVML_NVLINK_DEVICE_TYPE_*: GPU, SWITCH, ...
+  std::optional<uint64_t> replay_errors, recovery_errors, crc_flit_errors, crc_data_errors;
 };
 
 // Live values of one GPU at one moment. Absent means the GPU or driver does not provide it.
@@ -75,6 +97,12 @@ struct DeviceSample {
   std::optional<unsigned> fan_percent;
   std::optional<int> pstate;
   std::vector<GpuProcess> processes;  // compute and graphics, merged by pid
+  // Absent on GPUs without GPM and on the first sample (GPM needs two).
+  std::optional<ProfilingSample> profiling;
+  // One entry per NVLink the GPU has (none on PCIe-only GPUs).
+  std::vector<NvLinkSample> nvlinks;
+  // NVLink data payload sent and received over all links, KiB since the driver loaded.
+  std::optional<uint64_t> nvlink_data_tx_kib, nvlink_data_rx_kib;
 };
 
 // One NVML event (an XID, or an ECC error) on one GPU.

@@ -123,7 +123,13 @@ constexpr unsigned long long nvmlClocksEventReasonDisplayClockSetting = 0x100ULL
 enum : unsigned {
   NVML_FI_DEV_MEMORY_TEMP = 82,
   NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION = 83,
+  // Number of NVLinks the GPU has (0, or NOT_SUPPORTED, without NVLink).
+  NVML_FI_DEV_NVLINK_LINK_COUNT = 91,
   NVML_FI_DEV_PCIE_REPLAY_COUNTER = 94,
+  // NVLink data payload sent / received, KiB since the driver loaded; scopeId UINT_MAX sums
+  // every link.
+  NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX = 138,
+  NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX = 139,
   // The recovery the driver wants for the GPU now (nvmlDeviceGpuRecoveryAction_t); drivers
   // from R570 report it.
   NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230,
@@ -137,6 +143,58 @@ enum : unsigned {
   NVML_GPU_RECOVERY_ACTION_DRAIN_P2P = 3,
   NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET = 4,
 };
+
+// NVLink: nvmlNvLinkErrorCounter_t and nvmlIntNvLinkDeviceType_t. NVML_NVLINK_MAX_LINKS is
+// 18 since Hopper (NVLink 4 and 5).
+enum : unsigned { NVML_NVLINK_MAX_LINKS = 18 };
+enum : int {
+  NVML_NVLINK_ERROR_DL_REPLAY = 0,
+  NVML_NVLINK_ERROR_DL_RECOVERY = 1,
+  NVML_NVLINK_ERROR_DL_CRC_FLIT = 2,
+  NVML_NVLINK_ERROR_DL_CRC_DATA = 3,
+};
+enum : int {
+  NVML_NVLINK_DEVICE_TYPE_GPU = 0,
+  NVML_NVLINK_DEVICE_TYPE_IBMNPU = 1,
+  NVML_NVLINK_DEVICE_TYPE_SWITCH = 2,
+  NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xFF,
+};
+
+// nvmlGpuVirtualizationMode_t.
+enum : int {
+  NVML_GPU_VIRTUALIZATION_MODE_NONE = 0,
+  NVML_GPU_VIRTUALIZATION_MODE_PASSTHROUGH = 1,
+  NVML_GPU_VIRTUALIZATION_MODE_VGPU = 2,  // this machine is a vGPU guest
+  NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU = 3,
+  NVML_GPU_VIRTUALIZATION_MODE_HOST_VSGA = 4,
+};
+
+// GPU Performance Monitoring (GPM, Hopper and newer): nvmlGpmMetricId_t values gpulet reads.
+// Utilisations are percent (0.0-100.0), rates MiB per second, both averaged over the time
+// between the two samples given to nvmlGpmMetricsGet.
+enum : unsigned {
+  NVML_GPM_METRIC_GRAPHICS_UTIL = 1,
+  NVML_GPM_METRIC_SM_UTIL = 2,
+  NVML_GPM_METRIC_SM_OCCUPANCY = 3,
+  NVML_GPM_METRIC_INTEGER_UTIL = 4,
+  NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5,
+  NVML_GPM_METRIC_DFMA_TENSOR_UTIL = 6,
+  NVML_GPM_METRIC_HMMA_TENSOR_UTIL = 7,
+  NVML_GPM_METRIC_IMMA_TENSOR_UTIL = 9,
+  NVML_GPM_METRIC_DRAM_BW_UTIL = 10,
+  NVML_GPM_METRIC_FP64_UTIL = 11,
+  NVML_GPM_METRIC_FP32_UTIL = 12,
+  NVML_GPM_METRIC_FP16_UTIL = 13,
+  NVML_GPM_METRIC_PCIE_TX_PER_SEC = 20,
+  NVML_GPM_METRIC_PCIE_RX_PER_SEC = 21,
+  NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC = 60,
+  NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC = 61,
+};
+// The metrics[] capacity of nvmlGpmMetricsGet_t. NVML reads only numMetrics entries, so a
+// capacity at least as large as any header's is safe with every driver.
+constexpr unsigned NVML_GPM_METRIC_MAX = 333;
+constexpr unsigned NVML_GPM_METRICS_GET_VERSION = 1;
+constexpr unsigned NVML_GPM_SUPPORT_VERSION = 1;
 
 // nvmlValueType_t.
 enum : int {
@@ -215,8 +273,36 @@ typedef struct nvmlFieldValue_st {
   nvmlValue_t value;
 } nvmlFieldValue_t;
 
+typedef struct nvmlGpmSample_st* nvmlGpmSample_t;  // opaque, from nvmlGpmSampleAlloc
+
+typedef struct nvmlGpmMetric_st {
+  unsigned int metricId;    // in: NVML_GPM_METRIC_*
+  nvmlReturn_t nvmlReturn;  // out: this metric's status; value is valid on NVML_SUCCESS
+  double value;             // out
+  struct {
+    char* shortName;
+    char* longName;
+    char* unit;
+  } metricInfo;  // out, may be null
+} nvmlGpmMetric_t;
+
+typedef struct nvmlGpmMetricsGet_st {
+  unsigned int version;  // NVML_GPM_METRICS_GET_VERSION
+  unsigned int numMetrics;
+  nvmlGpmSample_t sample1;  // the earlier sample
+  nvmlGpmSample_t sample2;  // the later sample
+  nvmlGpmMetric_t metrics[NVML_GPM_METRIC_MAX];
+} nvmlGpmMetricsGet_t;
+
+typedef struct nvmlGpmSupport_st {
+  unsigned int version;  // NVML_GPM_SUPPORT_VERSION
+  unsigned int isSupportedDevice;
+} nvmlGpmSupport_t;
+
 }  // extern "C"
 
+static_assert(sizeof(nvmlGpmMetric_t) == 40, "nvmlGpmMetric_t layout");
+static_assert(offsetof(nvmlGpmMetricsGet_t, metrics) == 24, "nvmlGpmMetricsGet_t layout");
 static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t layout");
 static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t layout");
 static_assert(nvmlMemory_v2 == 0x02000028u, "nvmlMemory_v2 version word");
@@ -253,6 +339,15 @@ using DeviceGetRemappedRowsFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, un
                                                  unsigned int*, unsigned int*);
 using DeviceGetEccErrorsFn = nvmlReturn_t (*)(nvmlDevice_t, int, int, unsigned long long*);
 using DeviceGetFieldValuesFn = nvmlReturn_t (*)(nvmlDevice_t, int, nvmlFieldValue_t*);
+using DeviceGetLinkUintFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, unsigned int*);
+using DeviceGetLinkIntFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, int*);
+using DeviceGetLinkErrorFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, int, unsigned long long*);
+using DeviceGetMigModeFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, unsigned int*);
+using GpmQueryDeviceSupportFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlGpmSupport_t*);
+using GpmSampleAllocFn = nvmlReturn_t (*)(nvmlGpmSample_t*);
+using GpmSampleFreeFn = nvmlReturn_t (*)(nvmlGpmSample_t);
+using GpmSampleGetFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlGpmSample_t);
+using GpmMetricsGetFn = nvmlReturn_t (*)(nvmlGpmMetricsGet_t*);
 using EventSetCreateFn = nvmlReturn_t (*)(nvmlEventSet_t*);
 using EventSetFreeFn = nvmlReturn_t (*)(nvmlEventSet_t);
 using DeviceRegisterEventsFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);

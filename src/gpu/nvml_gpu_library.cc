@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "gpu/nvml_errors.h"
+#include "gpu/nvml_profiling.h"
 
 namespace gpulet {
 namespace {
@@ -47,6 +48,13 @@ TimedLane& NvmlGpuLibrary::Lane(int index) {
         std::make_unique<TimedLane>(index < 0 ? std::string("NVML") : absl::StrCat("GPU ", index));
   }
   return *lane;
+}
+
+std::shared_ptr<GpmReader> NvmlGpuLibrary::Gpm(unsigned index) {
+  absl::MutexLock lock(&mu_);
+  std::shared_ptr<GpmReader>& reader = gpm_[index];
+  if (!reader) reader = std::make_shared<GpmReader>(library_);
+  return reader;
 }
 
 absl::Status NvmlGpuLibrary::RunOnLane(int index, std::function<void()> work,
@@ -152,6 +160,11 @@ absl::StatusOr<DeviceIdentity> NvmlGpuLibrary::GetDeviceIdentity(unsigned index)
         if (f.device_get_persistence_mode &&
             f.device_get_persistence_mode(dev, &i) == NVML_SUCCESS) {
           id.persistence_mode = i == NVML_FEATURE_ENABLED;
+        }
+        id.mig_capable = ReadMigCapable(f, dev);
+        if (f.device_get_virtualization_mode &&
+            f.device_get_virtualization_mode(dev, &i) == NVML_SUCCESS) {
+          id.virtualization_mode = i;
         }
         char serial[NVML_DEVICE_SERIAL_BUFFER_SIZE] = {};
         if (f.device_get_serial &&
@@ -277,9 +290,10 @@ absl::StatusOr<DeviceSample> NvmlGpuLibrary::Sample(unsigned index, absl::Durati
   };
   auto job = std::make_shared<SampleJob>();
   auto lib = library_;
+  std::shared_ptr<GpmReader> gpm = Gpm(index);
   absl::Status status = RunOnLane(
       static_cast<int>(index),
-      [job, lib, index] {
+      [job, lib, gpm, index] {
         const NvmlFunctions& f = lib->fn();
         nvmlDevice_t dev = nullptr;
         job->handle_ret = f.device_get_handle_by_index(index, &dev);
@@ -365,6 +379,8 @@ absl::StatusOr<DeviceSample> NvmlGpuLibrary::Sample(unsigned index, absl::Durati
         }
         ReadProcesses(f.device_get_compute_processes, dev, &s.processes);
         ReadProcesses(f.device_get_graphics_processes, dev, &s.processes);
+        ReadNvLinks(f, dev, &s);
+        s.profiling = gpm->Read(dev);
       },
       absl::StrCat("sampling GPU ", index), timeout);
   if (!status.ok()) return status;

@@ -19,6 +19,7 @@
 #include "common/timed_call.h"
 #include "gpu/gpu_library.h"
 #include "gpu/nvml_library.h"
+#include "gpu/nvml_profiling.h"
 
 namespace gpulet {
 
@@ -46,6 +47,8 @@ class NvmlGpuLibrary final : public GpuLibrary {
  private:
   // The lane for GPU `index`, or the system lane for index < 0.
   TimedLane& Lane(int index);
+  // GPU `index`'s GPM sample pair, used only on that GPU's lane.
+  std::shared_ptr<GpmReader> Gpm(unsigned index);
   // Runs `work` on a lane; on a deadline overrun marks the library stuck.
   absl::Status RunOnLane(int index, std::function<void()> work, absl::string_view what,
                          absl::Duration timeout);
@@ -54,6 +57,7 @@ class NvmlGpuLibrary final : public GpuLibrary {
   Options options_;
   absl::Mutex mu_;
   std::map<int, std::unique_ptr<TimedLane>> lanes_ ABSL_GUARDED_BY(mu_);
+  std::map<unsigned, std::shared_ptr<GpmReader>> gpm_ ABSL_GUARDED_BY(mu_);
   // Event set and the handle → index map; used by the event thread only.
   nvmlEventSet_t event_set_ = nullptr;
   std::map<nvmlDevice_t, unsigned> event_devices_;

@@ -97,6 +97,17 @@ NvmlFunctions NvmlLibrary::Resolve(void* handle, std::vector<std::string>* missi
   Bind(handle, &f.event_set_free, {"nvmlEventSetFree"}, opt);
   Bind(handle, &f.device_register_events, {"nvmlDeviceRegisterEvents"}, opt);
   Bind(handle, &f.event_set_wait, {"nvmlEventSetWait_v2"}, opt);
+  Bind(handle, &f.device_get_nvlink_state, {"nvmlDeviceGetNvLinkState"}, opt);
+  Bind(handle, &f.device_get_nvlink_error_counter, {"nvmlDeviceGetNvLinkErrorCounter"}, opt);
+  Bind(handle, &f.device_get_nvlink_remote_device_type, {"nvmlDeviceGetNvLinkRemoteDeviceType"},
+       opt);
+  Bind(handle, &f.device_get_mig_mode, {"nvmlDeviceGetMigMode"}, opt);
+  Bind(handle, &f.device_get_virtualization_mode, {"nvmlDeviceGetVirtualizationMode"}, opt);
+  Bind(handle, &f.gpm_query_device_support, {"nvmlGpmQueryDeviceSupport"}, opt);
+  Bind(handle, &f.gpm_sample_alloc, {"nvmlGpmSampleAlloc"}, opt);
+  Bind(handle, &f.gpm_sample_free, {"nvmlGpmSampleFree"}, opt);
+  Bind(handle, &f.gpm_sample_get, {"nvmlGpmSampleGet"}, opt);
+  Bind(handle, &f.gpm_metrics_get, {"nvmlGpmMetricsGet"}, opt);
   return f;
 }
 

@@ -76,7 +76,18 @@ struct NvmlFunctions {
   nvml::EventSetCreateFn event_set_create = nullptr;
   nvml::EventSetFreeFn event_set_free = nullptr;
   nvml::DeviceRegisterEventsFn device_register_events = nullptr;
-  nvml::EventSetWaitFn event_set_wait = nullptr;  // _v2 only
+  nvml::EventSetWaitFn event_set_wait = nullptr;               // _v2 only
+  nvml::DeviceGetLinkIntFn device_get_nvlink_state = nullptr;  // nvmlEnableState_t out
+  nvml::DeviceGetLinkErrorFn device_get_nvlink_error_counter = nullptr;
+  nvml::DeviceGetLinkIntFn device_get_nvlink_remote_device_type = nullptr;
+  nvml::DeviceGetMigModeFn device_get_mig_mode = nullptr;
+  nvml::DeviceGetIntFn device_get_virtualization_mode = nullptr;
+  // GPU Performance Monitoring (drivers from R520; GPUs from Hopper).
+  nvml::GpmQueryDeviceSupportFn gpm_query_device_support = nullptr;
+  nvml::GpmSampleAllocFn gpm_sample_alloc = nullptr;
+  nvml::GpmSampleFreeFn gpm_sample_free = nullptr;
+  nvml::GpmSampleGetFn gpm_sample_get = nullptr;
+  nvml::GpmMetricsGetFn gpm_metrics_get = nullptr;
 };
 
 class NvmlLibrary {
@@ -106,6 +117,7 @@ class NvmlLibrary {
   // Called when a call into the library is stuck: the destructor then neither shuts NVML
   // down nor unloads it.
   void MarkStuck() { stuck_.store(true); }
+  bool stuck() const { return stuck_.load(); }
 
  private:
   NvmlLibrary() = default;

@@ -312,6 +312,8 @@ json ToJson(const DeviceIdentity& v) {
   Put(j, "serial", v.serial);
   Put(j, "vbios_version", v.vbios_version);
   Put(j, "persistence_mode", v.persistence_mode);
+  Put(j, "mig_capable", v.mig_capable);
+  Put(j, "virtualization_mode", v.virtualization_mode);
   return j;
 }
 
@@ -335,6 +337,8 @@ absl::StatusOr<DeviceIdentity> IdentityFromJson(const json& j) {
     v.serial = OptString(j, "serial");
     v.vbios_version = OptString(j, "vbios_version");
     v.persistence_mode = OptBool(j, "persistence_mode");
+    v.mig_capable = OptBool(j, "mig_capable");
+    v.virtualization_mode = OptSigned<int>(j, "virtualization_mode");
     return v;
   });
 }
@@ -358,6 +362,26 @@ absl::StatusOr<ProbeAnswer> ProbeAnswerFromJson(const json& j) {
     return v;
   });
 }
+
+// The profiling values by their wire names.
+struct ProfilingField {
+  const char* name;
+  std::optional<double> ProfilingSample::*member;
+};
+constexpr ProfilingField kProfilingFields[] = {
+    {"gr_engine_active", &ProfilingSample::gr_engine_active},
+    {"sm_active", &ProfilingSample::sm_active},
+    {"sm_occupancy", &ProfilingSample::sm_occupancy},
+    {"tensor_active", &ProfilingSample::tensor_active},
+    {"dram_active", &ProfilingSample::dram_active},
+    {"fp64_active", &ProfilingSample::fp64_active},
+    {"fp32_active", &ProfilingSample::fp32_active},
+    {"fp16_active", &ProfilingSample::fp16_active},
+    {"pcie_tx_bytes_per_second", &ProfilingSample::pcie_tx_bytes_per_second},
+    {"pcie_rx_bytes_per_second", &ProfilingSample::pcie_rx_bytes_per_second},
+    {"nvlink_tx_bytes_per_second", &ProfilingSample::nvlink_tx_bytes_per_second},
+    {"nvlink_rx_bytes_per_second", &ProfilingSample::nvlink_rx_bytes_per_second},
+};
 
 json ToJson(const DeviceSample& v) {
   json j = json::object();
@@ -391,6 +415,27 @@ json ToJson(const DeviceSample& v) {
     procs.push_back(std::move(pj));
   }
   j["processes"] = std::move(procs);
+  if (v.profiling) {
+    const ProfilingSample& p = *v.profiling;
+    json pj = json::object();
+    for (const ProfilingField& f : kProfilingFields) Put(pj, f.name, p.*(f.member));
+    j["profiling"] = std::move(pj);
+  }
+  if (!v.nvlinks.empty()) {
+    json links = json::array();
+    for (const NvLinkSample& l : v.nvlinks) {
+      json lj = {{"link", l.link}, {"active", l.active}};
+      Put(lj, "remote_type", l.remote_type);
+      Put(lj, "replay_errors", l.replay_errors);
+      Put(lj, "recovery_errors", l.recovery_errors);
+      Put(lj, "crc_flit_errors", l.crc_flit_errors);
+      Put(lj, "crc_data_errors", l.crc_data_errors);
+      links.push_back(std::move(lj));
+    }
+    j["nvlinks"] = std::move(links);
+  }
+  Put(j, "nvlink_data_tx_kib", v.nvlink_data_tx_kib);
+  Put(j, "nvlink_data_rx_kib", v.nvlink_data_rx_kib);
   return j;
 }
 
@@ -431,6 +476,28 @@ absl::StatusOr<DeviceSample> SampleFromJson(const json& j) {
         v.processes.push_back(p);
       }
     }
+    if (const json* pj = Find(j, "profiling"); pj != nullptr) {
+      RequireObject(*pj, "the profiling values");
+      ProfilingSample& p = v.profiling.emplace();
+      for (const ProfilingField& f : kProfilingFields) p.*(f.member) = OptDouble(*pj, f.name);
+    }
+    if (const json* links = Find(j, "nvlinks"); links != nullptr) {
+      if (!links->is_array()) Bad("nvlinks", "an array");
+      for (const json& lj : *links) {
+        RequireObject(lj, "an NVLink");
+        NvLinkSample l;
+        l.link = Required(OptUnsigned<unsigned>(lj, "link"), "link");
+        l.active = Required(OptBool(lj, "active"), "active");
+        l.remote_type = OptSigned<int>(lj, "remote_type");
+        l.replay_errors = OptUnsigned<uint64_t>(lj, "replay_errors");
+        l.recovery_errors = OptUnsigned<uint64_t>(lj, "recovery_errors");
+        l.crc_flit_errors = OptUnsigned<uint64_t>(lj, "crc_flit_errors");
+        l.crc_data_errors = OptUnsigned<uint64_t>(lj, "crc_data_errors");
+        v.nvlinks.push_back(l);
+      }
+    }
+    v.nvlink_data_tx_kib = OptUnsigned<uint64_t>(j, "nvlink_data_tx_kib");
+    v.nvlink_data_rx_kib = OptUnsigned<uint64_t>(j, "nvlink_data_rx_kib");
     return v;
   });
 }

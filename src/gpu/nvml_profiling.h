@@ -1,0 +1,53 @@
+// The NVML reads that take more than one call per value: GPU Performance Monitoring (a pair
+// of samples per reading) and NVLink (one query per link and counter).
+//
+// GpmReader keeps one GPU's previous GPM sample, so each Read() returns the averages over the
+// time since the previous Read() (the first returns nothing: GPM needs two samples). The
+// NVML sample buffers are allocated on first use and freed by the destructor, unless the
+// library was marked stuck (a thread may still be inside NVML with them).
+//
+// Thread-safety: a GpmReader is not thread-safe; NvmlGpuLibrary calls it only on its GPU's
+// lane, which runs one job at a time. ReadNvLinks keeps no state.
+#ifndef GPULET_GPU_NVML_PROFILING_H_
+#define GPULET_GPU_NVML_PROFILING_H_
+
+#include <memory>
+#include <optional>
+
+#include "gpu/gpu_library.h"
+#include "gpu/nvml_library.h"
+
+namespace gpulet {
+
+class GpmReader {
+ public:
+  explicit GpmReader(std::shared_ptr<NvmlLibrary> library) : library_(std::move(library)) {}
+  ~GpmReader();
+  GpmReader(const GpmReader&) = delete;
+  GpmReader& operator=(const GpmReader&) = delete;
+
+  // Takes a GPM sample of `device` and returns the metrics between it and the previous one.
+  // nullopt when the GPU or driver has no GPM, on the first call, and after a failed sample
+  // (the next call starts a new pair).
+  std::optional<ProfilingSample> Read(nvmlDevice_t device);
+
+ private:
+  enum class Support { kUnknown, kYes, kNo };
+
+  std::shared_ptr<NvmlLibrary> library_;
+  Support support_ = Support::kUnknown;
+  nvmlGpmSample_t previous_ = nullptr;  // holds the last good sample when have_previous_
+  nvmlGpmSample_t current_ = nullptr;
+  bool have_previous_ = false;
+};
+
+// Reads the GPU's NVLinks (state, remote end, error counters) and its total NVLink data
+// counters into `sample`. Leaves them empty on GPUs without NVLink.
+void ReadNvLinks(const NvmlFunctions& f, nvmlDevice_t device, DeviceSample* sample);
+
+// Whether the GPU supports MIG; nullopt when this NVML has no nvmlDeviceGetMigMode.
+std::optional<bool> ReadMigCapable(const NvmlFunctions& f, nvmlDevice_t device);
+
+}  // namespace gpulet
+
+#endif  // GPULET_GPU_NVML_PROFILING_H_
