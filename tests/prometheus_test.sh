@@ -7,66 +7,11 @@ set -euo pipefail
 build=$(cd "$1" && pwd)
 src=$(cd "$(dirname "$0")/.." && pwd)
 
-if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null || ! command -v curl >/dev/null; then
-  if [ "$(id -u)" -eq 0 ]; then
-    "$src/scripts/deps.sh" prometheus
-  else
-    echo "prometheus_test: prometheus, promtool or curl missing and not root; skipping"
-    exit 77
-  fi
-fi
-
-work=$(mktemp -d /tmp/gpt.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-gport=$(free_port)
-pport=$(free_port)
-
-"$build/gpulet" --simulate homelab --sim-state "$work/state.json" serve \
-  --kubelet-dir "$work/kubelet" --metrics-address "127.0.0.1:$gport" >"$work/gpulet.log" 2>&1 &
-pids+=($!)
-
-cat >"$work/prometheus.yml" <<YAML
-global:
-  scrape_interval: 1s
-  scrape_timeout: 900ms
-scrape_configs:
-  - job_name: gpulet
-    static_configs:
-      - targets: ["127.0.0.1:$gport"]
-YAML
-prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
-  --web.listen-address="127.0.0.1:$pport" >"$work/prometheus.log" 2>&1 &
-pids+=($!)
-
-query() {  # prints the JSON result of an instant query
-  curl -s --max-time 5 -G "http://127.0.0.1:$pport/api/v1/query" --data-urlencode "query=$1"
-}
-value_of() {  # the single value of a query, or empty
-  query "$1" | python3 -c 'import json,sys
-d=json.load(sys.stdin)["data"]["result"]
-print(d[0]["value"][1] if len(d)==1 else "")' 2>/dev/null || true
-}
-
-# Wait for two successful scrapes.
-for i in $(seq 1 60); do
-  n=$(value_of 'sum(count_over_time(up{job="gpulet"}[5m]))')
-  up=$(value_of 'up{job="gpulet"}')
-  if [ -n "$n" ] && [ "${n%.*}" -ge 2 ] && [ "$up" = "1" ]; then break; fi
-  sleep 0.5
-done
-if [ -z "${n:-}" ] || [ "${n%.*}" -lt 2 ]; then
-  echo "FAIL: Prometheus did not scrape gpulet twice"; cat "$work/gpulet.log" "$work/prometheus.log" | tail -30; exit 1
-fi
+# shellcheck source=prometheus_lib.sh
+. "$src/tests/prometheus_lib.sh"
+prometheus_require
+prometheus_start homelab
+prometheus_wait_scrapes 2
 
 fail=0
 check() {  # name, query, expected value
@@ -101,7 +46,7 @@ if [ "$meta" = "counter" ]; then echo "ok   DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION
 # docs/metrics.md. Every gpulet_* series must lint cleanly, and nothing may fail to parse.
 curl -s "http://127.0.0.1:$gport/metrics" >"$work/metrics.txt"
 promtool check metrics <"$work/metrics.txt" >"$work/lint.txt" 2>&1 || true
-unexpected=$(grep -v -E '^DCGM_FI_DEV_[A-Z_]+ (label names should be written in .snake_case. not .camelCase.|counter metrics should have "_total" suffix|metric name should not include type .counter.)$' "$work/lint.txt" | grep -v '^$' || true)
+unexpected=$(grep -v -E '^DCGM_FI_(DEV|PROF)_[A-Z0-9_]+ (label names should be written in .snake_case. not .camelCase.|counter metrics should have "_total" suffix|metric name should not include type .counter.)$' "$work/lint.txt" | grep -v '^$' || true)
 if [ -n "$unexpected" ]; then echo "FAIL promtool check metrics:"; echo "$unexpected"; fail=1; else echo "ok   promtool check metrics: only the inherited DCGM naming findings"; fi
 grep -v -E '^(# (HELP|TYPE) )?DCGM_' "$work/metrics.txt" >"$work/gpulet-only.txt"
 if promtool check metrics <"$work/gpulet-only.txt"; then echo "ok   promtool check metrics: gpulet_* series clean"; else echo "FAIL promtool on gpulet_* series"; fail=1; fi

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/hex.h"
+#include "gpu/nvml_api.h"
 #include "node/driver_info.h"
 
 namespace gpulet {
@@ -181,6 +182,23 @@ NodeLabels ComputeGpuLabels(const Inventory& inv, const LabelExtras& extras,
   }
   // GFD's sharing labeler: MPS-capable only under the MPS strategy, which gpulet lacks.
   set("mps.capable", "false");
+  // GFD's MIG-capability labeler (newMigCapabilityLabeler): "true" when any GPU supports
+  // MIG. Only NVML can tell, so the label is left out when NVML did not answer.
+  if (inv.nvml_status.ok()) {
+    bool any_mig = false, any_known = false;
+    for (const Gpu* g : gpus) {
+      any_known = any_known || g->mig_capable.has_value();
+      any_mig = any_mig || g->mig_capable.value_or(false);
+    }
+    if (any_known) set("mig.capable", any_mig ? "true" : "false");
+    // GFD's vGPU labeler: "true" on a vGPU guest. GFD finds vGPUs in PCI config space;
+    // NVML's virtualization mode says the same (VGPU: this is a guest).
+    bool vgpu = false;
+    for (const Gpu* g : gpus) {
+      vgpu = vgpu || g->virtualization_mode == NVML_GPU_VIRTUALIZATION_MODE_VGPU;
+    }
+    set("vgpu.present", vgpu ? "true" : "false");
+  }
   if (first.memory_total_bytes) {
     set("gpu.memory", absl::StrCat(*first.memory_total_bytes / (1024 * 1024)));
   }

@@ -20,8 +20,11 @@
 // is the time-slicing replica count (1 without sharing), gpu.sharing-strategy "time-slicing" when
 // it is above 1 and "none" otherwise, and the product gets "-SHARED" when shared and not renamed.
 // mps.capable is "false": GFD writes false unless the sharing strategy is MPS, which gpulet
-// does not offer. When NVML is not usable the labels come from PCI sysfs and the driver's /proc
-// files, and the values only NVML knows (memory, compute capability, CUDA version) are left
+// does not offer. mig.capable is "true" when any GPU supports MIG (nvmlDeviceGetMigMode
+// answers), vgpu.present "true" on a vGPU guest (NVML's virtualization mode), both "false"
+// otherwise; GFD's vgpu.host-driver-version/branch come from the PCI config space of a vGPU
+// and are not written. When NVML is not usable the labels come from PCI sysfs and the driver's
+// /proc files, and the values only NVML knows (memory, compute capability, CUDA version) are left
 // out rather than guessed.
 //
 // Thread-safety: pure functions.

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "config/config.h"
 #include "gmock/gmock.h"
+#include "gpu/nvml_api.h"
 #include "gtest/gtest.h"
 #include "testing/files.h"
 #include "testing/subprocess.h"
@@ -98,6 +99,39 @@ TEST(LabelsTest, PciOnlyInventoryLeavesOutNvmlValues) {
   ASSERT_EQ(labels.count("nvidia.com/cuda.driver.rev"), 1u);
   EXPECT_EQ(labels["nvidia.com/cuda.driver.rev"], "");
   EXPECT_THAT(FormatFeatureFile(labels), HasSubstr("nvidia.com/cuda.driver.rev=\n"));
+}
+
+// GFD (k8s-device-plugin internal/lm/nvml.go newMigCapabilityLabeler, vgpu.go): mig.capable
+// "true" when any GPU supports MIG, vgpu.present "true" on a vGPU guest; both need NVML.
+TEST(LabelsTest, MigCapableAndVgpuPresentFollowGfd) {
+  Inventory inv;
+  for (std::optional<bool> mig : {std::optional<bool>(false), std::optional<bool>(true)}) {
+    Gpu g;
+    g.name = "NVIDIA H200";
+    g.in_nvml = true;
+    g.mig_capable = mig;
+    g.virtualization_mode = NVML_GPU_VIRTUALIZATION_MODE_NONE;
+    inv.gpus.push_back(g);
+  }
+  NodeLabels labels = ComputeGpuLabels(inv, {}, {});
+  EXPECT_EQ(labels["nvidia.com/mig.capable"], "true");
+  EXPECT_EQ(labels["nvidia.com/vgpu.present"], "false");
+
+  inv.gpus[1].mig_capable = false;  // GeForce-like: NVML says NOT_SUPPORTED
+  inv.gpus[0].virtualization_mode = NVML_GPU_VIRTUALIZATION_MODE_VGPU;
+  labels = ComputeGpuLabels(inv, {}, {});
+  EXPECT_EQ(labels["nvidia.com/mig.capable"], "false");
+  EXPECT_EQ(labels["nvidia.com/vgpu.present"], "true");
+
+  // An NVML without nvmlDeviceGetMigMode cannot tell: no label rather than a guess.
+  for (Gpu& g : inv.gpus) g.mig_capable.reset();
+  labels = ComputeGpuLabels(inv, {}, {});
+  EXPECT_EQ(labels.count("nvidia.com/mig.capable"), 0u);
+
+  // Without NVML neither label is written.
+  inv.nvml_status = absl::UnavailableError("no NVML");
+  labels = ComputeGpuLabels(inv, {}, {});
+  EXPECT_EQ(labels.count("nvidia.com/vgpu.present"), 0u);
 }
 
 // GFD (k8s-device-plugin internal/lm/resource.go, baseLabeler and getProductName): replicas

@@ -102,6 +102,8 @@ std::vector<Gpu> MergeGpuViews(const std::vector<absl::StatusOr<DeviceIdentity>>
     g.cc_minor = id.cc_minor;
     g.serial = id.serial;
     g.vbios_version = id.vbios_version;
+    g.mig_capable = id.mig_capable;
+    g.virtualization_mode = id.virtualization_mode;
     if (id.nvml_architecture) g.architecture = ArchitectureFromNvml(*id.nvml_architecture);
     if (g.architecture == Architecture::kUnknown && g.pci_device_id != 0) {
       if (const PciDeviceInfo* info = LookupPciDevice(g.pci_device_id)) {
@@ -195,6 +197,8 @@ void to_json(nlohmann::json& j, const Gpu& g) {
   if (g.on_pci) j["kernel_driver"] = g.kernel_driver.empty() ? "none" : g.kernel_driver;
   if (g.serial) j["serial"] = *g.serial;
   if (g.vbios_version) j["vbios_version"] = *g.vbios_version;
+  if (g.mig_capable) j["mig_capable"] = *g.mig_capable;
+  if (g.virtualization_mode) j["virtualization_mode"] = *g.virtualization_mode;
   nlohmann::json sources = nlohmann::json::array();
   if (g.in_nvml) sources.push_back("nvml");
   if (g.on_pci) sources.push_back("pci");

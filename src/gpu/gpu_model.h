@@ -47,9 +47,11 @@ struct Gpu {
   std::string kernel_driver;  // bound PCI driver: "nvidia", "nouveau", "vfio-pci", ""
   std::optional<std::string> serial;
   std::optional<std::string> vbios_version;
-  bool in_nvml = false;    // NVML returned an identity for it
-  bool on_pci = false;     // PCI sysfs lists it
-  std::string nvml_error;  // why NVML could not read it, when it should have
+  std::optional<bool> mig_capable;         // NVML: the GPU supports MIG
+  std::optional<int> virtualization_mode;  // NVML_GPU_VIRTUALIZATION_MODE_*
+  bool in_nvml = false;                    // NVML returned an identity for it
+  bool on_pci = false;                     // PCI sysfs lists it
+  std::string nvml_error;                  // why NVML could not read it, when it should have
 
   // "/dev/nvidia0", or "" when the minor number is unknown.
   std::string DeviceNode() const;

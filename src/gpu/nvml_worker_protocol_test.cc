@@ -106,6 +106,8 @@ TEST(NvmlWorkerProtocolTest, WrongTypesAreDataLossNamingTheField) {
   EXPECT_TRUE(absl::IsDataLoss(SampleFromJson(json{{"gpu_util", 1ULL << 40}}).status()));
   EXPECT_TRUE(absl::IsDataLoss(SampleFromJson(json{{"processes", {{{"pid", -1}}}}}).status()));
   EXPECT_TRUE(absl::IsDataLoss(SampleFromJson(json{{"processes", 3}}).status()));
+  EXPECT_TRUE(absl::IsDataLoss(SampleFromJson(json{{"profiling", 3}}).status()));
+  EXPECT_TRUE(absl::IsDataLoss(SampleFromJson(json{{"nvlinks", {{{"link", 0}}}}}).status()));
   EXPECT_TRUE(absl::IsDataLoss(ProbeAnswerFromJson(json::array()).status()));
   EXPECT_TRUE(absl::IsDataLoss(EventFromJson(json{{"index", 0}}).status()));
   EXPECT_TRUE(absl::IsDataLoss(HelloFromJson(json{{"pid", 0}}).status()));
@@ -139,6 +141,8 @@ TEST(NvmlWorkerProtocolTest, ValuesRoundTrip) {
   id.cc_major = 12;
   id.cc_minor = 0;
   id.persistence_mode = false;
+  id.mig_capable = false;
+  id.virtualization_mode = 2;
   auto id2 = IdentityFromJson(ToJson(id));
   ASSERT_TRUE(id2.ok()) << id2.status();
   EXPECT_EQ(id2->uuid, id.uuid);
@@ -149,6 +153,8 @@ TEST(NvmlWorkerProtocolTest, ValuesRoundTrip) {
   EXPECT_EQ(id2->cc_major, 12);
   EXPECT_EQ(id2->persistence_mode, false);
   EXPECT_FALSE(id2->serial.has_value());  // absent stays absent
+  EXPECT_EQ(id2->mig_capable, false);
+  EXPECT_EQ(id2->virtualization_mode, 2);
 
   DeviceSample s;
   s.gpu_util = 71;
@@ -156,6 +162,15 @@ TEST(NvmlWorkerProtocolTest, ValuesRoundTrip) {
   s.energy_mj = 214503118000ULL;
   s.pstate = 0;
   s.processes = {{4242, 9663676416ULL}, {3117, std::nullopt}};
+  s.profiling.emplace().tensor_active = 0.376;
+  s.profiling->pcie_rx_bytes_per_second = 1.25e9;
+  NvLinkSample link;
+  link.link = 17;
+  link.active = true;
+  link.remote_type = 2;
+  link.crc_flit_errors = 5;
+  s.nvlinks = {link};
+  s.nvlink_data_tx_kib = 1ULL << 40;
   auto s2 = SampleFromJson(ToJson(s));
   ASSERT_TRUE(s2.ok()) << s2.status();
   EXPECT_EQ(s2->gpu_util, 71u);
@@ -166,6 +181,23 @@ TEST(NvmlWorkerProtocolTest, ValuesRoundTrip) {
   ASSERT_EQ(s2->processes.size(), 2u);
   EXPECT_EQ(s2->processes[0].used_bytes, 9663676416ULL);
   EXPECT_FALSE(s2->processes[1].used_bytes.has_value());
+  ASSERT_TRUE(s2->profiling.has_value());
+  EXPECT_DOUBLE_EQ(*s2->profiling->tensor_active, 0.376);
+  EXPECT_DOUBLE_EQ(*s2->profiling->pcie_rx_bytes_per_second, 1.25e9);
+  EXPECT_FALSE(s2->profiling->sm_active.has_value());
+  ASSERT_EQ(s2->nvlinks.size(), 1u);
+  EXPECT_EQ(s2->nvlinks[0].link, 17u);
+  EXPECT_TRUE(s2->nvlinks[0].active);
+  EXPECT_EQ(s2->nvlinks[0].remote_type, 2);
+  EXPECT_EQ(s2->nvlinks[0].crc_flit_errors, 5u);
+  EXPECT_FALSE(s2->nvlinks[0].replay_errors.has_value());
+  EXPECT_EQ(s2->nvlink_data_tx_kib, 1ULL << 40);
+  EXPECT_FALSE(s2->nvlink_data_rx_kib.has_value());
+  // A sample without GPM or NVLink stays without.
+  auto bare = SampleFromJson(ToJson(DeviceSample{}));
+  ASSERT_TRUE(bare.ok());
+  EXPECT_FALSE(bare->profiling.has_value());
+  EXPECT_TRUE(bare->nvlinks.empty());
 
   auto none = EventFromJson(ToJson(std::optional<GpuEvent>()));
   ASSERT_TRUE(none.ok());

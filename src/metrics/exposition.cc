@@ -94,6 +94,21 @@ constexpr ThrottleReason kThrottleReasons[] = {
     {nvmlClocksEventReasonDisplayClockSetting, "display_clock_setting"},
 };
 
+// The `remote` label of gpulet_nvlink_up: what NVML says is at the link's other end.
+const char* NvLinkRemoteName(std::optional<int> type) {
+  if (!type) return "unknown";
+  switch (*type) {
+    case NVML_NVLINK_DEVICE_TYPE_GPU:
+      return "gpu";
+    case NVML_NVLINK_DEVICE_TYPE_SWITCH:
+      return "nvswitch";
+    case NVML_NVLINK_DEVICE_TYPE_IBMNPU:
+      return "ibmnpu";
+    default:
+      return "unknown";
+  }
+}
+
 }  // namespace
 
 std::string EscapeLabel(absl::string_view value) {
@@ -164,6 +179,45 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
                   "Number of remapped rows for correctable errors", ValueFormat::kDcgmInt64);
   Family remap_fail("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge",
                     "Whether remapping of rows has failed", ValueFormat::kDcgmInt64);
+  // Profiling (DCGM_FI_PROF_*), from NVML's GPM on Hopper and newer: the ratios are
+  // DCGM_FT_DOUBLE, the byte rates DCGM_FT_INT64.
+  Family gr_active("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge",
+                   "Ratio of time the graphics engine is active.", ValueFormat::kDcgmDouble);
+  Family sm_active("DCGM_FI_PROF_SM_ACTIVE", "gauge",
+                   "The ratio of cycles an SM has at least 1 warp assigned.",
+                   ValueFormat::kDcgmDouble);
+  Family sm_occupancy("DCGM_FI_PROF_SM_OCCUPANCY", "gauge",
+                      "The ratio of number of warps resident on an SM.", ValueFormat::kDcgmDouble);
+  Family tensor("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge",
+                "Ratio of cycles the tensor (HMMA) pipe is active.", ValueFormat::kDcgmDouble);
+  Family dram("DCGM_FI_PROF_DRAM_ACTIVE", "gauge",
+              "Ratio of cycles the device memory interface is active sending or receiving data.",
+              ValueFormat::kDcgmDouble);
+  Family fp64("DCGM_FI_PROF_PIPE_FP64_ACTIVE", "gauge",
+              "Ratio of cycles the fp64 pipes are active.", ValueFormat::kDcgmDouble);
+  Family fp32("DCGM_FI_PROF_PIPE_FP32_ACTIVE", "gauge",
+              "Ratio of cycles the fp32 pipes are active.", ValueFormat::kDcgmDouble);
+  Family fp16("DCGM_FI_PROF_PIPE_FP16_ACTIVE", "gauge",
+              "Ratio of cycles the fp16 pipes are active.", ValueFormat::kDcgmDouble);
+  Family pcie_tx("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge",
+                 "The rate of data transmitted over the PCIe bus - including both protocol "
+                 "headers and data payloads - in bytes per second.",
+                 ValueFormat::kDcgmInt64);
+  Family pcie_rx("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge",
+                 "The rate of data received over the PCIe bus - including both protocol headers "
+                 "and data payloads - in bytes per second.",
+                 ValueFormat::kDcgmInt64);
+  Family nvlink_tx("DCGM_FI_PROF_NVLINK_TX_BYTES", "gauge",
+                   "The rate of data transmitted over NVLink, not including protocol headers, in "
+                   "bytes per second.",
+                   ValueFormat::kDcgmInt64);
+  Family nvlink_rx("DCGM_FI_PROF_NVLINK_RX_BYTES", "gauge",
+                   "The rate of data received over NVLink, not including protocol headers, in "
+                   "bytes per second.",
+                   ValueFormat::kDcgmInt64);
+  Family nvlink_total("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter",
+                      "Total number of NVLink bandwidth counters for all lanes.",
+                      ValueFormat::kDcgmInt64);
   // gpulet's own.
   Family up("gpulet_gpu_up", "gauge",
             "1 when the GPU answered its latest NVML sample, 0 when it stopped answering.");
@@ -192,6 +246,15 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
                      "NVML sampling calls that failed or timed out.");
   Family nvml_up("gpulet_nvml_up", "gauge", "1 when NVML is loaded and usable.");
   Family build("gpulet_build_info", "gauge", "Always 1; labels carry gpulet's version.");
+  Family link_up("gpulet_nvlink_up", "gauge",
+                 "1 when the NVLink is active, 0 when it is down; `remote` is the device at its "
+                 "other end.");
+  Family link_errors("gpulet_nvlink_errors_total", "counter",
+                     "NVLink data-link errors since the driver loaded, by type (crc_flit, "
+                     "crc_data, replay, recovery).");
+  Family link_bytes("gpulet_nvlink_data_bytes_total", "counter",
+                    "NVLink data payload sent (tx) or received (rx) over all links since the "
+                    "driver loaded.");
   Family reload_errors("gpulet_config_reload_errors_total", "counter",
                        "Configuration reloads (SIGHUP) refused since gpulet started: an invalid "
                        "or unreadable file, or a change that cannot apply now. The running "
@@ -294,6 +357,47 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
                      (*s.clocks_event_reasons & r.bit) ? 1 : 0);
       }
     }
+    if (s.profiling) {
+      const ProfilingSample& p = *s.profiling;
+      for (auto [family, value] : {std::pair{&gr_active, p.gr_engine_active},
+                                   {&sm_active, p.sm_active},
+                                   {&sm_occupancy, p.sm_occupancy},
+                                   {&tensor, p.tensor_active},
+                                   {&dram, p.dram_active},
+                                   {&fp64, p.fp64_active},
+                                   {&fp32, p.fp32_active},
+                                   {&fp16, p.fp16_active},
+                                   {&pcie_tx, p.pcie_tx_bytes_per_second},
+                                   {&pcie_rx, p.pcie_rx_bytes_per_second},
+                                   {&nvlink_tx, p.nvlink_tx_bytes_per_second},
+                                   {&nvlink_rx, p.nvlink_rx_bytes_per_second}}) {
+        if (value) add_dcgm(*family, *value);
+      }
+    }
+    if (s.nvlink_data_tx_kib && s.nvlink_data_rx_kib) {
+      // DCGM's total counts both directions over every link; NVML counts them in KiB.
+      add_dcgm(nvlink_total, static_cast<double>(*s.nvlink_data_tx_kib + *s.nvlink_data_rx_kib));
+    }
+    for (auto [direction, kib] :
+         {std::pair{"tx", s.nvlink_data_tx_kib}, {"rx", s.nvlink_data_rx_kib}}) {
+      if (kib) {
+        link_bytes.Add(absl::StrCat(labels, ",direction=\"", direction, "\""),
+                       static_cast<double>(*kib) * 1024);
+      }
+    }
+    for (const NvLinkSample& l : s.nvlinks) {
+      std::string link = absl::StrCat(labels, ",link=\"", l.link, "\"");
+      link_up.Add(absl::StrCat(link, ",remote=\"", NvLinkRemoteName(l.remote_type), "\""),
+                  l.active ? 1 : 0);
+      for (auto [type, count] : {std::pair{"crc_flit", l.crc_flit_errors},
+                                 {"crc_data", l.crc_data_errors},
+                                 {"replay", l.replay_errors},
+                                 {"recovery", l.recovery_errors}}) {
+        if (count) {
+          link_errors.Add(absl::StrCat(link, ",type=\"", type, "\""), static_cast<double>(*count));
+        }
+      }
+    }
     for (const GpuProcess& p : s.processes) {
       if (!p.used_bytes) continue;
       auto proc = st->processes.find(p.pid);
@@ -319,13 +423,31 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
 
   std::string out;
   out.reserve(16384);
-  for (const Family* f :
-       {&sm_clock,    &mem_clock, &mem_temp,  &gpu_temp,     &power,     &energy,
-        &replay,      &gpu_util,  &copy_util, &enc,          &dec,       &xid,
-        &fb_free,     &fb_used,   &fb_res,    &unc_rows,     &cor_rows,  &remap_fail,
-        &up,          &age,       &health,    &health_info,  &xid_total, &throttle,
-        &power_limit, &mem_total, &proc_mem,  &allocation,   &pods_up,   &sampler_seconds,
-        &nvml_errors, &nvml_up,   &build,     &reload_errors}) {
+  for (const Family* f : {&sm_clock,    &mem_clock,
+                          &mem_temp,    &gpu_temp,
+                          &power,       &energy,
+                          &replay,      &gpu_util,
+                          &copy_util,   &enc,
+                          &dec,         &xid,
+                          &fb_free,     &fb_used,
+                          &fb_res,      &nvlink_total,
+                          &unc_rows,    &cor_rows,
+                          &remap_fail,  &gr_active,
+                          &sm_active,   &sm_occupancy,
+                          &tensor,      &dram,
+                          &fp64,        &fp32,
+                          &fp16,        &pcie_tx,
+                          &pcie_rx,     &nvlink_tx,
+                          &nvlink_rx,   &up,
+                          &age,         &health,
+                          &health_info, &xid_total,
+                          &throttle,    &power_limit,
+                          &mem_total,   &proc_mem,
+                          &allocation,  &link_up,
+                          &link_errors, &link_bytes,
+                          &pods_up,     &sampler_seconds,
+                          &nvml_errors, &nvml_up,
+                          &build,       &reload_errors}) {
     f->AppendTo(&out, openmetrics);
   }
   if (openmetrics) out += "# EOF\n";

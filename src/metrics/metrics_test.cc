@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "gpu/nvml_api.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "metrics/exposition.h"
@@ -329,14 +330,16 @@ std::map<std::string, std::string> DcgmDefaultCounters() {
 }
 
 // The rows of docs/metrics.md's "dcgm-exporter's default counters" table: field to status.
-std::map<std::string, std::string> DocDefaultCountersTable() {
+// A table of docs/metrics.md: the first column's `NAME` to the third column, for the rows of
+// the section headed `heading`.
+std::map<std::string, std::string> DocTable(absl::string_view heading) {
   std::ifstream in(std::string(GPULET_SOURCE_DIR) + "/docs/metrics.md");
   std::map<std::string, std::string> out;
   std::string line;
   bool in_section = false;
   while (std::getline(in, line)) {
     if (absl::StartsWith(line, "## ")) {
-      in_section = line == "## dcgm-exporter's default counters";
+      in_section = line == heading;
       continue;
     }
     if (!in_section || !absl::StartsWith(line, "| `")) continue;
@@ -348,6 +351,86 @@ std::map<std::string, std::string> DocDefaultCountersTable() {
     out[name] = std::string(absl::StripAsciiWhitespace(cols[3]));
   }
   return out;
+}
+
+std::map<std::string, std::string> DocDefaultCountersTable() {
+  return DocTable("## dcgm-exporter's default counters");
+}
+
+// The DCGM profiling fields gpulet exports beyond dcgm-exporter's defaults (those in its
+// dcp-metrics-included.csv).
+std::set<std::string> DocProfilingExtrasTable() {
+  std::set<std::string> out;
+  for (const auto& [name, meaning] : DocTable("## Profiling fields beyond the defaults")) {
+    out.insert(name);
+  }
+  return out;
+}
+
+// Profiling values come from NVML's GPM in percent and MiB/s; dcgm-exporter exports DCGM's
+// DCGM_FI_PROF_* ratios (0..1, DCGM_FT_DOUBLE, "%f") and byte rates (DCGM_FT_INT64).
+TEST(ExpositionTest, ProfilingSeriesUseDcgmUnitsAndFormats) {
+  Snapshot snap = TwoGpus();
+  DeviceSample s;
+  s.taken = absl::Now();
+  ProfilingSample& p = s.profiling.emplace();
+  p.tensor_active = 0.376;
+  p.sm_active = 0.692;
+  p.pcie_tx_bytes_per_second = 812.0 * 1024 * 1024;
+  p.nvlink_rx_bytes_per_second = 0.5;  // DCGM_FT_INT64: truncated
+  SampleSet set = AnsweringGpu0(s);
+  std::string text = RenderMetrics(snap, set, {"node1", "570.1"}, false, absl::Now());
+  auto one = [&](const char* name) {
+    std::vector<std::string> lines = LinesStartingWith(text, absl::StrCat(name, "{"));
+    EXPECT_EQ(lines.size(), 1u) << name << "\n" << text;
+    return lines.empty() ? std::string() : lines[0];
+  };
+  EXPECT_TRUE(absl::EndsWith(one("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"), "} 0.376000"));
+  EXPECT_TRUE(absl::EndsWith(one("DCGM_FI_PROF_SM_ACTIVE"), "} 0.692000"));
+  EXPECT_TRUE(absl::EndsWith(one("DCGM_FI_PROF_PCIE_TX_BYTES"), "} 851443712"));
+  EXPECT_TRUE(absl::EndsWith(one("DCGM_FI_PROF_NVLINK_RX_BYTES"), "} 0"));
+  EXPECT_TRUE(absl::StrContains(text, "# TYPE DCGM_FI_PROF_PIPE_TENSOR_ACTIVE gauge\n"));
+  // Values the GPU did not report are left out; a GPU without GPM has no profiling series.
+  EXPECT_TRUE(LinesStartingWith(text, "DCGM_FI_PROF_DRAM_ACTIVE{").empty());
+  EXPECT_FALSE(absl::StrContains(text, "DCGM_FI_PROF_SM_ACTIVE{gpu=\"1\""));
+}
+
+// NVLink: dcgm-exporter's total counter, and gpulet's per-link state and error counters.
+TEST(ExpositionTest, NvLinkSeriesPerLinkAndTotal) {
+  Snapshot snap = TwoGpus();
+  DeviceSample s;
+  s.taken = absl::Now();
+  s.nvlink_data_tx_kib = 1000;
+  s.nvlink_data_rx_kib = 2000;
+  NvLinkSample up;
+  up.link = 0;
+  up.active = true;
+  up.remote_type = NVML_NVLINK_DEVICE_TYPE_SWITCH;
+  up.crc_flit_errors = 3;
+  up.replay_errors = 1;
+  NvLinkSample down;
+  down.link = 1;
+  down.active = false;
+  s.nvlinks = {up, down};
+  SampleSet set = AnsweringGpu0(s);
+  std::string text = RenderMetrics(snap, set, {"node1", "570.1"}, false, absl::Now());
+  std::vector<std::string> total = LinesStartingWith(text, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL{");
+  ASSERT_EQ(total.size(), 1u) << text;
+  EXPECT_TRUE(absl::EndsWith(total[0], "} 3000")) << total[0];
+  std::vector<std::string> links = LinesStartingWith(text, "gpulet_nvlink_up{");
+  ASSERT_EQ(links.size(), 2u) << text;
+  EXPECT_TRUE(absl::EndsWith(links[0], ",link=\"0\",remote=\"nvswitch\"} 1")) << links[0];
+  EXPECT_TRUE(absl::EndsWith(links[1], ",link=\"1\",remote=\"unknown\"} 0")) << links[1];
+  std::vector<std::string> errors = LinesStartingWith(text, "gpulet_nvlink_errors_total{");
+  ASSERT_EQ(errors.size(), 2u) << text;  // only the counters NVML reported
+  EXPECT_TRUE(absl::EndsWith(errors[0], ",link=\"0\",type=\"crc_flit\"} 3")) << errors[0];
+  EXPECT_TRUE(absl::EndsWith(errors[1], ",link=\"0\",type=\"replay\"} 1")) << errors[1];
+  std::vector<std::string> bytes = LinesStartingWith(text, "gpulet_nvlink_data_bytes_total{");
+  ASSERT_EQ(bytes.size(), 2u);
+  EXPECT_TRUE(absl::EndsWith(bytes[0], ",direction=\"tx\"} 1024000")) << bytes[0];
+  std::string om = RenderMetrics(snap, set, {"node1", "570.1"}, true, absl::Now());
+  EXPECT_EQ(LinesStartingWith(om, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL_total{").size(), 1u);
+  EXPECT_TRUE(absl::StrContains(om, "# TYPE gpulet_nvlink_errors counter\n"));
 }
 
 // On the simulated H200, every field of dcgm-exporter's default list is exported with
@@ -408,8 +491,13 @@ TEST(MetricsDaemonTest, DcgmDefaultCountersOnH200MatchTheDocTable) {
       EXPECT_EQ(exported[name], type) << name << ": dcgm-exporter's type";
     }
   }
-  // Nothing DCGM-named that dcgm-exporter's defaults do not have.
-  for (const auto& [name, type] : exported) EXPECT_EQ(csv.count(name), 1u) << name;
+  // Nothing DCGM-named that is neither in dcgm-exporter's defaults nor in the doc's table of
+  // the profiling fields gpulet adds.
+  std::set<std::string> extra = DocProfilingExtrasTable();
+  EXPECT_GE(extra.size(), 6u) << "docs/metrics.md's profiling table";
+  for (const auto& [name, type] : exported) {
+    EXPECT_EQ(csv.count(name) + extra.count(name), 1u) << name;
+  }
   fs::remove_all(dir);
 }
 
@@ -525,6 +613,16 @@ TEST(ExpositionTest, EveryFamilyIsDocumented) {
   s.remap_failure = false;
   s.clocks_event_reasons = 1;
   s.processes.push_back({42, 1 << 20});
+  ProfilingSample& prof = s.profiling.emplace();
+  prof.gr_engine_active = prof.sm_active = prof.sm_occupancy = prof.tensor_active = 0.5;
+  prof.dram_active = prof.fp64_active = prof.fp32_active = prof.fp16_active = 0.5;
+  prof.pcie_tx_bytes_per_second = prof.pcie_rx_bytes_per_second = 1;
+  prof.nvlink_tx_bytes_per_second = prof.nvlink_rx_bytes_per_second = 1;
+  s.nvlink_data_tx_kib = s.nvlink_data_rx_kib = 1;
+  NvLinkSample link;
+  link.active = true;
+  link.crc_flit_errors = 0;
+  s.nvlinks.push_back(link);
   st.last = s;
   set.by_uuid["GPU-test-0"] = st;
   auto pods = std::make_shared<PodMap>();
@@ -544,7 +642,7 @@ TEST(ExpositionTest, EveryFamilyIsDocumented) {
     EXPECT_NE(doc.str().find(absl::StrCat("`", name, "`")), std::string::npos)
         << name << " is not in docs/metrics.md";
   }
-  EXPECT_GE(families, 33);
+  EXPECT_GE(families, 49);
   // The allocated GPU's DCGM series carry the pod; the other GPU's do not.
   EXPECT_NE(
       text.find("DCGM_FI_DEV_GPU_TEMP{gpu=\"0\",UUID=\"GPU-test-0\",pci_bus_id=\"00000000:"
