@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "config/config.h"
@@ -99,6 +100,42 @@ TEST(LabelsTest, PciOnlyInventoryLeavesOutNvmlValues) {
   ASSERT_EQ(labels.count("nvidia.com/cuda.driver.rev"), 1u);
   EXPECT_EQ(labels["nvidia.com/cuda.driver.rev"], "");
   EXPECT_THAT(FormatFeatureFile(labels), HasSubstr("nvidia.com/cuda.driver.rev=\n"));
+}
+
+// docs/labels.md's table names every label gpulet can write: an inventory that makes every one
+// of them appear, each key checked against the doc.
+TEST(LabelsTest, EveryLabelIsDocumented) {
+  Inventory inv;
+  for (const char* name : {"NVIDIA H100 80GB HBM3", "NVIDIA L4"}) {
+    Gpu g;
+    g.name = name;
+    g.in_nvml = true;
+    g.memory_total_bytes = 80ull << 30;
+    g.cc_major = 9;
+    g.cc_minor = 0;
+    g.mig_capable = true;
+    g.virtualization_mode = NVML_GPU_VIRTUALIZATION_MODE_NONE;
+    inv.gpus.push_back(g);
+  }
+  inv.system.driver_version = "570.133.20";
+  inv.system.cuda_driver_version = 12080;
+  inv.driver.flavor = DriverFlavor::kOpen;
+  LabelExtras extras;
+  extras.machine_type = "DGX H100";
+  extras.gpu_pci_classes = {0x030200, 0x030200};
+  NodeLabels labels = ComputeGpuLabels(inv, extras, {});
+  EXPECT_GE(labels.size(), 27u);
+  std::ifstream in(std::string(GPULET_SOURCE_DIR) + "/docs/labels.md");
+  std::stringstream doc;
+  doc << in.rdbuf();
+  const std::string table = doc.str().substr(0, doc.str().find("## GFD labels gpulet does not"));
+  for (const auto& [key, value] : labels) {
+    // A row may list several keys sharing a prefix: `a.b.major`, `.minor`.
+    std::string last = key.substr(key.rfind('.'));
+    EXPECT_TRUE(absl::StrContains(table, absl::StrCat("`", key, "`")) ||
+                absl::StrContains(table, absl::StrCat("`", last, "`")))
+        << key << " is not in docs/labels.md";
+  }
 }
 
 // GFD (k8s-device-plugin internal/lm/nvml.go newMigCapabilityLabeler, vgpu.go): mig.capable
