@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <initializer_list>
@@ -44,6 +45,13 @@ constexpr NamedValue kEventReasons[] = {
     {"hw_power_brake_slowdown", 0x80},
     {"display_clock_setting", 0x100},
 };
+// nvmlIntNvLinkDeviceType_t, nvmlGpuVirtualizationMode_t and the MIG modes.
+constexpr NamedValue kNvLinkRemoteTypes[] = {
+    {"gpu", 0}, {"ibmnpu", 1}, {"nvswitch", 2}, {"unknown", 0xFF}};
+constexpr NamedValue kVirtualizationModes[] = {
+    {"none", 0}, {"passthrough", 1}, {"vgpu", 2}, {"host_vgpu", 3}, {"host_vsga", 4},
+};
+constexpr NamedValue kMigModes[] = {{"disabled", 0}, {"enabled", 1}};
 constexpr const char* kClockNames[4] = {"graphics", "sm", "memory", "video"};
 
 bool ParseUnsigned(std::string_view text, uint64_t* out) {
@@ -175,7 +183,11 @@ class Parser {
                "pcie_replay",
                "ecc",
                "remapped_rows",
-               "processes"});
+               "processes",
+               "gpm",
+               "nvlink",
+               "mig",
+               "virtualization"});
     SetString(n, "name", path, &g->name);
     SetString(n, "uuid", path, &g->uuid);
     SetOptString(n, "serial", path, &g->serial);
@@ -292,6 +304,127 @@ class Parser {
       }
     }
     if (const YAML::Node procs = n["processes"]) ApplyProcesses(procs, path + ".processes", g);
+    if (const YAML::Node gpm = n["gpm"]) ApplyGpm(gpm, path + ".gpm", g);
+    if (const YAML::Node nvlink = n["nvlink"]) ApplyNvLink(nvlink, path + ".nvlink", g);
+    if (const YAML::Node mig = n["mig"]) {
+      const std::string p = path + ".mig";
+      if (IsUnsupported(mig)) {
+        g->mig.reset();
+      } else if (ExpectMap(mig, p)) {
+        CheckKeys(mig, p, {"current", "pending"});
+        MigMode mode = g->mig.value_or(MigMode{});
+        uint64_t value = 0;
+        if (mig["current"] && LookupName(mig["current"], p + ".current", kMigModes, &value)) {
+          mode.current = static_cast<unsigned>(value);
+          if (!mig["pending"]) mode.pending = mode.current;
+        }
+        if (mig["pending"] && LookupName(mig["pending"], p + ".pending", kMigModes, &value)) {
+          mode.pending = static_cast<unsigned>(value);
+        }
+        if (mode.current > 1 || mode.pending > 1) {
+          return Fail(mig, p + ": modes are disabled or enabled");
+        }
+        g->mig = mode;
+      }
+    }
+    if (const YAML::Node v = n["virtualization"]) {
+      uint64_t value = 0;
+      if (LookupName(v, path + ".virtualization", kVirtualizationModes, &value)) {
+        if (value > 4)
+          return Fail(v, path +
+                             ".virtualization: expected none, passthrough, vgpu, "
+                             "host_vgpu or host_vsga");
+        g->virtualization_mode = static_cast<int>(value);
+      }
+    }
+  }
+
+  // `gpm: {sm_util: 69.2, ...}`: merged into the defaults metric by metric; `unsupported`
+  // drops one metric, or the whole section.
+  void ApplyGpm(const YAML::Node& n, const std::string& p, FixtureGpu* g) {
+    if (IsUnsupported(n)) {
+      g->gpm.reset();
+      return;
+    }
+    if (!ExpectMap(n, p)) return;
+    std::map<unsigned, double> values = g->gpm.value_or(std::map<unsigned, double>{});
+    for (const auto& kv : n) {
+      const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : std::string("?");
+      const GpmMetric* metric = FindGpmMetric(key);
+      if (metric == nullptr) {
+        return Fail(kv.first,
+                    p + ": unknown key \"" + key + "\" (GPM metrics: " + GpmMetricNames() + ")");
+      }
+      if (IsUnsupported(kv.second)) {
+        values.erase(metric->id);
+        continue;
+      }
+      double value = 0;
+      if (!ReadDouble(kv.second, p + "." + key, &value)) return;
+      if (!GpmValueInRange(*metric, value)) {
+        return Fail(kv.second, p + "." + key +
+                                   (metric->percent ? ": expected a percentage from 0 to 100"
+                                                    : ": expected a rate in MiB/s, >= 0"));
+      }
+      values[metric->id] = value;
+    }
+    g->gpm = std::move(values);
+  }
+
+  void ApplyNvLink(const YAML::Node& n, const std::string& p, FixtureGpu* g) {
+    if (IsUnsupported(n)) {
+      g->nvlink.reset();
+      return;
+    }
+    if (!ExpectMap(n, p)) return;
+    CheckKeys(n, p, {"links", "remote", "data_tx_kib", "data_rx_kib", "errors", "down"});
+    NvLinkInfo info = g->nvlink.value_or(NvLinkInfo{});
+    SetUint(n, "links", p, kMaxNvLinks, &info.links);
+    if (const YAML::Node remote = n["remote"]) {
+      uint64_t value = 0;
+      if (LookupName(remote, p + ".remote", kNvLinkRemoteTypes, &value)) {
+        info.remote_type = static_cast<int>(value);
+      }
+    }
+    SetUint(n, "data_tx_kib", p, std::numeric_limits<uint64_t>::max() / 2, &info.data_tx_kib);
+    SetUint(n, "data_rx_kib", p, std::numeric_limits<uint64_t>::max() / 2, &info.data_rx_kib);
+    if (const YAML::Node e = n["errors"]) {
+      const std::string ep = p + ".errors";
+      if (!ExpectMap(e, ep)) return;
+      CheckKeys(e, ep, {"replay", "recovery", "crc_flit", "crc_data"});
+      for (size_t c = 0; c < kNvLinkCounterNames.size(); ++c) {
+        const std::string name(kNvLinkCounterNames[c]);
+        SetUint(e, name.c_str(), ep, std::numeric_limits<uint64_t>::max(), &info.errors[c]);
+      }
+    }
+    if (!ok()) return;
+    if (info.links == 0) {
+      return Fail(n, p + ".links: expected 1 to " + std::to_string(kMaxNvLinks) +
+                         " (leave nvlink out for a GPU without NVLink)");
+    }
+    // Links the GPU has but does not use (an SXM GPU alone in a VM): `all` or a list.
+    if (const YAML::Node down = n["down"]) {
+      const std::string dp = p + ".down";
+      info.down.clear();
+      if (down.IsScalar() && down.Scalar() == "all") {
+        for (unsigned l = 0; l < info.links; ++l) info.down.insert(l);
+      } else if (down.IsSequence()) {
+        for (size_t i = 0; i < down.size(); ++i) {
+          unsigned link = 0;
+          const std::string text = down[i].IsScalar() ? down[i].Scalar() : "";
+          const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), link);
+          if (text.empty() || ec != std::errc() || end != text.data() + text.size() ||
+              link >= info.links) {
+            return Fail(down[i],
+                        dp + ": expected link numbers 0 to " + std::to_string(info.links - 1));
+          }
+          info.down.insert(link);
+        }
+      } else {
+        return Fail(down, dp + ": expected `all` or a list of link numbers");
+      }
+    }
+    g->nvlink = info;
   }
 
   void ApplyPci(const YAML::Node& pci, const std::string& p, FixtureGpu* g) {
@@ -449,6 +582,19 @@ class Parser {
     }
     uint64_t value = 0;
     if (ReadUint(n, path + "." + key, max, &value)) *out = static_cast<T>(value);
+  }
+
+  bool ReadDouble(const YAML::Node& n, const std::string& path, double* out) {
+    const std::string text = Scalar(n, path);
+    if (!ok()) return false;
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !std::isfinite(value)) {
+      Fail(n, path + ": expected a number");
+      return false;
+    }
+    *out = value;
+    return true;
   }
 
   void SetOptWatts(const YAML::Node& map, const char* key, const std::string& path,

@@ -13,7 +13,9 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,24 @@ struct EccInfo {
 struct CodecUtilization {
   unsigned utilization = 0;  // percent
   unsigned sampling_period_us = 0;
+};
+
+// A GPU's NVLinks. The fixture gives one set of error counters for every link; the state's
+// NVLink overrides are folded in by the simulator (down, link_errors).
+struct NvLinkInfo {
+  unsigned links = 0;        // 1..kMaxNvLinks
+  int remote_type = 2;       // nvmlIntNvLinkDeviceType_t of every link's far end: GPU 0, switch 2
+  uint64_t data_tx_kib = 0;  // all links' data payload counters when nvmlInit runs
+  uint64_t data_rx_kib = 0;
+  std::array<uint64_t, 4> errors = {0, 0, 0, 0};            // by nvmlNvLinkErrorCounter_t, per link
+  std::set<unsigned> down;                                  // links reported inactive
+  std::map<unsigned, std::array<uint64_t, 4>> link_errors;  // links whose counters differ
+};
+
+// nvmlDeviceGetMigMode's answer (NVML_DEVICE_MIG_DISABLE 0 / ENABLE 1); present = MIG-capable.
+struct MigMode {
+  unsigned current = 0;
+  unsigned pending = 0;  // the mode after the next GPU reset
 };
 
 struct FixtureGpu {
@@ -76,6 +96,14 @@ struct FixtureGpu {
   // Set only from the fault-injection state (GpuState::recovery_action).
   std::optional<unsigned> recovery_action;
   std::vector<SimProcess> processes;
+
+  // GPU Performance Monitoring values by NVML_GPM_METRIC_* id (percent or MiB/s); absent:
+  // the GPU has no GPM (nvmlGpmQueryDeviceSupport says unsupported). Metrics missing from
+  // the map are NOT_SUPPORTED one by one.
+  std::optional<std::map<unsigned, double>> gpm;
+  std::optional<NvLinkInfo> nvlink;  // absent: no NVLink (every NVLink query NOT_SUPPORTED)
+  std::optional<MigMode> mig;        // absent: not MIG-capable
+  int virtualization_mode = 0;       // nvmlGpuVirtualizationMode_t; 0 = none (bare metal)
 };
 
 struct Fixture {

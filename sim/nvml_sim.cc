@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
@@ -30,6 +31,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -55,6 +57,17 @@ struct nvmlEventSet_st {
   bool closed = false;  // freed, or NVML was shut down
 };
 
+// A GPM sample buffer: which GPU it was taken on, when, and that GPU's GPM values then.
+// Allocated samples live in the simulator's registry, so an address that is not one of them
+// is rejected without being dereferenced.
+struct nvmlGpmSample_st {
+  bool filled = false;  // nvmlGpmSampleGet succeeded on it (since the last nvmlInit)
+  unsigned index = 0;
+  std::chrono::steady_clock::time_point taken;
+  uint64_t seq = 0;                   // orders samples taken within one clock tick
+  std::map<unsigned, double> values;  // NVML_GPM_METRIC_* -> percent or MiB/s
+};
+
 namespace gpulet::sim {
 namespace {
 
@@ -69,8 +82,10 @@ constexpr int64_t kRacyWindowNs = 100'000'000;
 constexpr size_t kMaxQueuedEvents = 1024;
 constexpr unsigned kNoInstance = 0xFFFFFFFFu;  // gpuInstanceId/computeInstanceId without MIG
 constexpr unsigned long long kMiB = 1ULL << 20;
+// A caller that leaks GPM samples gets NVML_ERROR_MEMORY rather than growing us forever.
+constexpr size_t kMaxGpmSamples = 65536;
 
-// Field ids served besides the three nvml_api.h names.
+// Field ids served besides those nvml_api.h names.
 constexpr unsigned kFieldEccSbeVolatileTotal = 3;
 constexpr unsigned kFieldEccDbeVolatileTotal = 4;
 constexpr unsigned kFieldRemappedCorrectable = 142;
@@ -130,9 +145,25 @@ bool IsRacy(const FileId& id) {
 // Per-GPU values that evolve while NVML is initialised.
 struct DeviceRuntime {
   double energy_mj = 0;
-  Clock::time_point energy_at;
-  uint64_t xid_watermark = 0;  // highest XID seq already handed to event sets
+  double nvlink_tx_kib = 0;
+  double nvlink_rx_kib = 0;
+  Clock::time_point counters_at;  // when the counters above were last brought up to date
+  uint64_t xid_watermark = 0;     // highest XID seq already handed to event sets
 };
+
+// A GPM metric's current value: the fixture's, or the state's override of it. nullopt when
+// the fixture does not serve the metric (an override cannot add one).
+std::optional<double> GpmValue(const FixtureGpu& fixture, const LoadOverride& load, unsigned id) {
+  if (!fixture.gpm.has_value()) return std::nullopt;
+  const auto it = fixture.gpm->find(id);
+  if (it == fixture.gpm->end()) return std::nullopt;
+  const GpmMetric* metric = FindGpmMetricById(id);
+  if (metric != nullptr) {
+    const auto o = load.gpm.find(metric->name);
+    if (o != load.gpm.end() && GpmValueInRange(*metric, o->second)) return o->second;
+  }
+  return it->second;
+}
 
 uint64_t ProcessMib(const std::vector<SimProcess>& processes) {
   uint64_t sum = 0;
@@ -170,6 +201,22 @@ FixtureGpu Effective(const FixtureGpu& fixture, const GpuState& state) {
   if (state.processes) g.processes = *state.processes;
   if (state.remapped_rows && g.remapped_rows) g.remapped_rows = state.remapped_rows;
   if (state.recovery_action) g.recovery_action = state.recovery_action;
+  if (g.gpm.has_value()) {
+    for (auto& [id, value] : *g.gpm) value = GpmValue(fixture, load, id).value_or(value);
+  }
+  if (g.nvlink.has_value()) {
+    NvLinkInfo& nvlink = *g.nvlink;
+    for (unsigned link : state.nvlink.down) {
+      if (link < nvlink.links) nvlink.down.insert(link);
+    }
+    for (const auto& [link, counters] : state.nvlink.errors) {
+      if (link >= nvlink.links) continue;
+      auto& values = nvlink.link_errors.try_emplace(link, nvlink.errors).first->second;
+      for (size_t i = 0; i < counters.size(); ++i) {
+        if (counters[i].has_value()) values[i] = *counters[i];
+      }
+    }
+  }
   if (state.ecc_errors && g.ecc) {
     const EccErrors& e = *state.ecc_errors;
     g.ecc->counts[NVML_MEMORY_ERROR_TYPE_CORRECTED][NVML_VOLATILE_ECC] = e.volatile_corrected;
@@ -206,6 +253,8 @@ struct DeviceCall {
   unsigned index = 0;
   FixtureGpu gpu;  // fixture values with the state's overrides applied
   double energy_mj = 0;
+  double nvlink_tx_kib = 0;  // all links
+  double nvlink_rx_kib = 0;
 };
 
 class Simulator {
@@ -265,8 +314,13 @@ class Simulator {
     const Clock::time_point now = Clock::now();
     runtime_.assign(fixture_->gpus.size(), DeviceRuntime());
     for (size_t i = 0; i < runtime_.size(); ++i) {
-      runtime_[i].energy_mj = static_cast<double>(fixture_->gpus[i].energy_mj.value_or(0));
-      runtime_[i].energy_at = now;
+      const FixtureGpu& gpu = fixture_->gpus[i];
+      runtime_[i].energy_mj = static_cast<double>(gpu.energy_mj.value_or(0));
+      if (gpu.nvlink.has_value()) {
+        runtime_[i].nvlink_tx_kib = static_cast<double>(gpu.nvlink->data_tx_kib);
+        runtime_[i].nvlink_rx_kib = static_cast<double>(gpu.nvlink->data_rx_kib);
+      }
+      runtime_[i].counters_at = now;
     }
     state_path_ = state_path;
     state_ = SimState();
@@ -285,6 +339,9 @@ class Simulator {
     if (--init_count_ > 0) return NVML_SUCCESS;
     for (auto& entry : event_sets_) entry.second->closed = true;
     event_sets_.clear();
+    // The caller still owns its GPM samples (it frees them, maybe after this), but what they
+    // hold refers to GPUs of this initialisation only.
+    for (auto& entry : gpm_samples_) entry.second->filled = false;
     fixture_.reset();
     runtime_.clear();
     state_ = SimState();
@@ -327,8 +384,10 @@ class Simulator {
     if (state.reset_required && !for_handle) return NVML_ERROR_RESET_REQUIRED;
     call->index = index;
     call->gpu = Effective(fixture_->gpus[index], state);
-    AccumulateEnergyLocked(index, Clock::now());
+    AccumulateCountersLocked(index, Clock::now());
     call->energy_mj = runtime_[index].energy_mj;
+    call->nvlink_tx_kib = runtime_[index].nvlink_tx_kib;
+    call->nvlink_rx_kib = runtime_[index].nvlink_rx_kib;
     return NVML_SUCCESS;
   }
 
@@ -397,6 +456,91 @@ class Simulator {
       reg->types |= types;
     } else {
       regs.push_back({call.index, types});
+    }
+    return NVML_SUCCESS;
+  }
+
+  nvmlReturn_t GpmSampleAlloc(nvmlGpmSample_t* sample) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (init_count_ == 0) return NVML_ERROR_UNINITIALIZED;
+    if (sample == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (gpm_samples_.size() >= kMaxGpmSamples) return NVML_ERROR_MEMORY;
+    auto impl = std::make_unique<nvmlGpmSample_st>();
+    nvmlGpmSample_t handle = impl.get();
+    gpm_samples_.emplace(handle, std::move(impl));
+    *sample = handle;
+    return NVML_SUCCESS;
+  }
+
+  // Works without NVML initialised: a caller may free its samples after nvmlShutdown, and
+  // refusing would leak them.
+  nvmlReturn_t GpmSampleFree(nvmlGpmSample_t sample) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return gpm_samples_.erase(sample) == 1 ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+  }
+
+  nvmlReturn_t GpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t sample) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (init_count_ == 0) return NVML_ERROR_UNINITIALIZED;
+      if (gpm_samples_.count(sample) == 0) return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    DeviceCall call;
+    const nvmlReturn_t ret = BeginDeviceCall(device, &call);
+    if (ret != NVML_SUCCESS) return ret;
+    if (!call.gpu.gpm.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+    std::lock_guard<std::mutex> lock(mu_);
+    // Looked up again: the sample may have been freed, or NVML shut down, during a hang.
+    if (init_count_ == 0) return NVML_ERROR_UNINITIALIZED;
+    auto it = gpm_samples_.find(sample);
+    if (it == gpm_samples_.end()) return NVML_ERROR_INVALID_ARGUMENT;
+    nvmlGpmSample_st& s = *it->second;
+    s.filled = true;
+    s.index = call.index;
+    s.taken = Clock::now();
+    s.seq = ++gpm_seq_;
+    s.values = *call.gpu.gpm;
+    return NVML_SUCCESS;
+  }
+
+  // NVML averages counters over the time between the samples; the simulator's values are
+  // rates already, so the metrics are the values recorded in the later sample.
+  nvmlReturn_t GpmMetricsGet(nvmlGpmMetricsGet_t* get) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (init_count_ == 0) return NVML_ERROR_UNINITIALIZED;
+    if (get == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (get->version != NVML_GPM_METRICS_GET_VERSION) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (get->numMetrics > NVML_GPM_METRIC_MAX) return NVML_ERROR_INVALID_ARGUMENT;
+    const auto first = gpm_samples_.find(get->sample1);
+    const auto second = gpm_samples_.find(get->sample2);
+    if (first == gpm_samples_.end() || second == gpm_samples_.end()) {
+      return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    const nvmlGpmSample_st& s1 = *first->second;
+    const nvmlGpmSample_st& s2 = *second->second;
+    if (!s1.filled || !s2.filled || s1.index != s2.index ||
+        std::tie(s2.taken, s2.seq) <= std::tie(s1.taken, s1.seq)) {
+      return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    for (unsigned i = 0; i < get->numMetrics; ++i) {
+      nvmlGpmMetric_t& m = get->metrics[i];
+      m.value = 0;
+      m.metricInfo.shortName = nullptr;
+      m.metricInfo.longName = nullptr;
+      m.metricInfo.unit = nullptr;
+      if (const GpmMetric* info = FindGpmMetricById(m.metricId)) {
+        // NVML's struct has char*; these point at string literals nobody may write to.
+        m.metricInfo.shortName = const_cast<char*>(info->name);
+        m.metricInfo.longName = const_cast<char*>(info->long_name);
+        m.metricInfo.unit = const_cast<char*>(info->percent ? "%" : "MiB/s");
+      }
+      const auto value = s2.values.find(m.metricId);
+      if (value == s2.values.end()) {
+        m.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+      } else {
+        m.nvmlReturn = NVML_SUCCESS;
+        m.value = value->second;
+      }
     }
     return NVML_SUCCESS;
   }
@@ -476,24 +620,36 @@ class Simulator {
       return;
     }
     const Clock::time_point now = Clock::now();
-    for (unsigned i = 0; i < runtime_.size(); ++i) AccumulateEnergyLocked(i, now);
+    for (unsigned i = 0; i < runtime_.size(); ++i) AccumulateCountersLocked(i, now);
     state_ = std::move(next);
     DispatchXidsLocked();
     cv_.notify_all();
   }
 
-  // Energy is the integral of the power reading, so a power override also bends the counter.
-  void AccumulateEnergyLocked(unsigned index, Clock::time_point now) {
+  // Energy is the integral of the power reading, and the NVLink data counters the integrals
+  // of the GPM NVLink rates, so overrides of those bend the counters too. Called with the
+  // state in force since the last call, before a new state replaces it.
+  void AccumulateCountersLocked(unsigned index, Clock::time_point now) {
     DeviceRuntime& rt = runtime_[index];
     const FixtureGpu& gpu = fixture_->gpus[index];
+    const double seconds = std::chrono::duration<double>(now - rt.counters_at).count();
+    rt.counters_at = now;
+    if (seconds <= 0 || (!gpu.energy_mj && !gpu.nvlink)) return;
+    const GpuState state = MergedLocked(index);
     if (gpu.energy_mj && gpu.power_usage_mw) {
       double power_mw = *gpu.power_usage_mw;
-      if (const std::optional<double> watts = MergedLocked(index).load.power_w) {
-        power_mw = *watts * 1000.0;
-      }
-      rt.energy_mj += power_mw * std::chrono::duration<double>(now - rt.energy_at).count();
+      if (state.load.power_w) power_mw = *state.load.power_w * 1000.0;
+      rt.energy_mj += power_mw * seconds;
     }
-    rt.energy_at = now;
+    if (gpu.nvlink) {
+      const double kib_per_mib = 1024.0;
+      rt.nvlink_tx_kib +=
+          GpmValue(gpu, state.load, NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC).value_or(0) *
+          kib_per_mib * seconds;
+      rt.nvlink_rx_kib +=
+          GpmValue(gpu, state.load, NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC).value_or(0) *
+          kib_per_mib * seconds;
+    }
   }
 
   void DispatchXidsLocked() {
@@ -535,6 +691,9 @@ class Simulator {
   bool state_racy_ = false;
   SimState state_;
   std::map<nvmlEventSet_st*, std::shared_ptr<nvmlEventSet_st>> event_sets_;
+  // Every allocated GPM sample, by its handle; kept across nvmlShutdown (see Shutdown).
+  std::map<nvmlGpmSample_st*, std::unique_ptr<nvmlGpmSample_st>> gpm_samples_;
+  uint64_t gpm_seq_ = 0;
 };
 
 // Never destroyed: a thread may still be inside a call while the process exits, and must not
@@ -652,6 +811,23 @@ void FillField(const DeviceCall& call, nvmlFieldValue_t* v) {
     if (!g.ecc.has_value() || !g.ecc->enabled) return std::nullopt;
     return g.ecc->counts[type][NVML_VOLATILE_ECC];
   };
+  // NVLink data counters: scopeId UINT_MAX sums every link; a link's own counter is an even
+  // share of the total (the simulator models no per-link imbalance).
+  auto nvlink_data = [&g, v, &set_ull](double total_kib) {
+    if (!g.nvlink.has_value()) {
+      v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+      return;
+    }
+    const auto total = static_cast<unsigned long long>(total_kib);
+    const unsigned links = g.nvlink->links;
+    if (v->scopeId == UINT_MAX) {
+      set_ull(total);
+    } else if (v->scopeId < links) {
+      set_ull(total / links + (v->scopeId < total % links ? 1 : 0));
+    } else {
+      v->nvmlReturn = NVML_ERROR_INVALID_ARGUMENT;
+    }
+  };
   v->nvmlReturn = NVML_SUCCESS;
   v->latencyUsec = 0;
   v->timestamp = std::chrono::duration_cast<std::chrono::microseconds>(
@@ -671,6 +847,15 @@ void FillField(const DeviceCall& call, nvmlFieldValue_t* v) {
       break;
     case NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:
       set_uint(g.recovery_action);
+      break;
+    case NVML_FI_DEV_NVLINK_LINK_COUNT:
+      set_uint(g.nvlink ? std::optional<unsigned>(g.nvlink->links) : std::nullopt);
+      break;
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX:
+      nvlink_data(call.nvlink_tx_kib);
+      break;
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX:
+      nvlink_data(call.nvlink_rx_kib);
       break;
     case kFieldEccSbeVolatileTotal:
       set_ull(ecc_volatile(NVML_MEMORY_ERROR_TYPE_CORRECTED));
@@ -694,6 +879,13 @@ void FillField(const DeviceCall& call, nvmlFieldValue_t* v) {
       v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
       break;
   }
+}
+
+// The first checks of every per-link NVLink query.
+nvmlReturn_t CheckLink(const FixtureGpu& gpu, unsigned link) {
+  if (!gpu.nvlink.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+  if (link >= gpu.nvlink->links) return NVML_ERROR_INVALID_ARGUMENT;
+  return NVML_SUCCESS;
 }
 
 // nvmlErrorString texts, worded after the real library's; callers should switch on codes.
@@ -1133,6 +1325,89 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t de
     *types = SupportedEvents(c.gpu);
     return NVML_SUCCESS;
   });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
+                                                         int* is_active) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (is_active == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (const nvmlReturn_t ret = CheckLink(c.gpu, link); ret != NVML_SUCCESS) return ret;
+    *is_active = c.gpu.nvlink->down.count(link) != 0 ? NVML_FEATURE_DISABLED : NVML_FEATURE_ENABLED;
+    return NVML_SUCCESS;
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device,
+                                                                unsigned int link, int counter,
+                                                                unsigned long long* value) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (value == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (const nvmlReturn_t ret = CheckLink(c.gpu, link); ret != NVML_SUCCESS) return ret;
+    if (counter < NVML_NVLINK_ERROR_DL_REPLAY || counter > NVML_NVLINK_ERROR_DL_CRC_DATA) {
+      return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    const NvLinkInfo& nvlink = *c.gpu.nvlink;
+    const auto it = nvlink.link_errors.find(link);
+    const std::array<uint64_t, 4>& counters =
+        it != nvlink.link_errors.end() ? it->second : nvlink.errors;
+    *value = counters[static_cast<size_t>(counter)];
+    return NVML_SUCCESS;
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device,
+                                                                    unsigned int link, int* type) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (type == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (const nvmlReturn_t ret = CheckLink(c.gpu, link); ret != NVML_SUCCESS) return ret;
+    *type = c.gpu.nvlink->remote_type;
+    return NVML_SUCCESS;
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* current,
+                                                     unsigned int* pending) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (current == nullptr || pending == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!c.gpu.mig.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+    *current = c.gpu.mig->current;
+    *pending = c.gpu.mig->pending;
+    return NVML_SUCCESS;
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetVirtualizationMode(nvmlDevice_t device, int* mode) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (mode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *mode = c.gpu.virtualization_mode;
+    return NVML_SUCCESS;
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device,
+                                                          nvmlGpmSupport_t* support) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (support == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (support->version != NVML_GPM_SUPPORT_VERSION) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    support->isSupportedDevice = c.gpu.gpm.has_value() ? 1 : 0;
+    return NVML_SUCCESS;
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t* sample) {
+  return Guarded([&]() -> nvmlReturn_t { return Sim().GpmSampleAlloc(sample); });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t sample) {
+  return Guarded([&]() -> nvmlReturn_t { return Sim().GpmSampleFree(sample); });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t sample) {
+  return Guarded([&]() -> nvmlReturn_t { return Sim().GpmSampleGet(device, sample); });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t* metrics) {
+  return Guarded([&]() -> nvmlReturn_t { return Sim().GpmMetricsGet(metrics); });
 }
 
 GPULET_NVML_EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {

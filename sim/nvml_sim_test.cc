@@ -13,10 +13,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -78,6 +81,16 @@ struct Nvml {
   nvml::DeviceRegisterEventsFn RegisterEvents;
   nvml::EventSetWaitFn EventSetWait;
   nvml::EventSetFreeFn EventSetFree;
+  nvml::DeviceGetLinkIntFn GetNvLinkState;
+  nvml::DeviceGetLinkErrorFn GetNvLinkErrorCounter;
+  nvml::DeviceGetLinkIntFn GetNvLinkRemoteDeviceType;
+  nvml::DeviceGetMigModeFn GetMigMode;
+  nvml::DeviceGetIntFn GetVirtualizationMode;
+  nvml::GpmQueryDeviceSupportFn GpmQueryDeviceSupport;
+  nvml::GpmSampleAllocFn GpmSampleAlloc;
+  nvml::GpmSampleFreeFn GpmSampleFree;
+  nvml::GpmSampleGetFn GpmSampleGet;
+  nvml::GpmMetricsGetFn GpmMetricsGet;
 };
 
 template <typename T>
@@ -133,6 +146,16 @@ const Nvml& Api() {
     Resolve(lib, "nvmlDeviceRegisterEvents", &n->RegisterEvents);
     Resolve(lib, "nvmlEventSetWait_v2", &n->EventSetWait);
     Resolve(lib, "nvmlEventSetFree", &n->EventSetFree);
+    Resolve(lib, "nvmlDeviceGetNvLinkState", &n->GetNvLinkState);
+    Resolve(lib, "nvmlDeviceGetNvLinkErrorCounter", &n->GetNvLinkErrorCounter);
+    Resolve(lib, "nvmlDeviceGetNvLinkRemoteDeviceType", &n->GetNvLinkRemoteDeviceType);
+    Resolve(lib, "nvmlDeviceGetMigMode", &n->GetMigMode);
+    Resolve(lib, "nvmlDeviceGetVirtualizationMode", &n->GetVirtualizationMode);
+    Resolve(lib, "nvmlGpmQueryDeviceSupport", &n->GpmQueryDeviceSupport);
+    Resolve(lib, "nvmlGpmSampleAlloc", &n->GpmSampleAlloc);
+    Resolve(lib, "nvmlGpmSampleFree", &n->GpmSampleFree);
+    Resolve(lib, "nvmlGpmSampleGet", &n->GpmSampleGet);
+    Resolve(lib, "nvmlGpmMetricsGet", &n->GpmMetricsGet);
     return n;
   }();
   return *api;
@@ -179,6 +202,48 @@ class NvmlSimTest : public ::testing::Test {
     nvmlDevice_t device = nullptr;
     EXPECT_EQ(Api().GetHandleByIndex(index, &device), NVML_SUCCESS) << "GPU " << index;
     return device;
+  }
+
+  // A nvmlGpmMetricsGet_t (13 KiB: on the heap) asking for `ids` between two samples.
+  static std::unique_ptr<nvmlGpmMetricsGet_t> MetricsRequest(nvmlGpmSample_t first,
+                                                             nvmlGpmSample_t second,
+                                                             const std::vector<unsigned>& ids) {
+    auto get = std::make_unique<nvmlGpmMetricsGet_t>();
+    std::memset(get.get(), 0, sizeof(*get));
+    get->version = NVML_GPM_METRICS_GET_VERSION;
+    get->numMetrics = static_cast<unsigned>(ids.size());
+    get->sample1 = first;
+    get->sample2 = second;
+    for (size_t i = 0; i < ids.size(); ++i) get->metrics[i].metricId = ids[i];
+    return get;
+  }
+
+  // Takes two GPM samples of `device` and returns their metrics for `ids`; nullptr (after a
+  // test failure) when a call fails.
+  std::unique_ptr<nvmlGpmMetricsGet_t> GpmPair(nvmlDevice_t device,
+                                               const std::vector<unsigned>& ids) {
+    nvmlGpmSample_t first = nullptr, second = nullptr;
+    EXPECT_EQ(Api().GpmSampleAlloc(&first), NVML_SUCCESS);
+    EXPECT_EQ(Api().GpmSampleAlloc(&second), NVML_SUCCESS);
+    std::unique_ptr<nvmlGpmMetricsGet_t> get = MetricsRequest(first, second, ids);
+    const bool ok = Api().GpmSampleGet(device, first) == NVML_SUCCESS &&
+                    Api().GpmSampleGet(device, second) == NVML_SUCCESS &&
+                    Api().GpmMetricsGet(get.get()) == NVML_SUCCESS;
+    EXPECT_TRUE(ok) << "a GPM call failed";
+    EXPECT_EQ(Api().GpmSampleFree(first), NVML_SUCCESS);
+    EXPECT_EQ(Api().GpmSampleFree(second), NVML_SUCCESS);
+    if (!ok) return nullptr;
+    return get;
+  }
+
+  // One nvmlDeviceGetFieldValues entry.
+  static nvmlFieldValue_t Field(nvmlDevice_t device, unsigned id, unsigned scope = 0) {
+    nvmlFieldValue_t field;
+    std::memset(&field, 0, sizeof(field));
+    field.fieldId = id;
+    field.scopeId = scope;
+    EXPECT_EQ(Api().GetFieldValues(device, 1, &field), NVML_SUCCESS);
+    return field;
   }
 
   std::string dir_;
@@ -663,6 +728,387 @@ TEST_F(NvmlSimTest, InitHang) {
   const auto start = SteadyClock::now();
   EXPECT_EQ(Api().Init(), NVML_SUCCESS);
   EXPECT_GE(SecondsSince(start), 0.29);
+}
+
+TEST_F(NvmlSimTest, GpmSupportFollowsTheFixture) {
+  UseFixture("h200");
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  nvmlGpmSupport_t support{};
+  support.version = NVML_GPM_SUPPORT_VERSION;
+  ASSERT_EQ(Api().GpmQueryDeviceSupport(Handle(0), &support), NVML_SUCCESS);
+  EXPECT_EQ(support.isSupportedDevice, 1u);
+  support.version = 2;
+  EXPECT_EQ(Api().GpmQueryDeviceSupport(Handle(0), &support), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+  EXPECT_EQ(Api().GpmQueryDeviceSupport(Handle(0), nullptr), NVML_ERROR_INVALID_ARGUMENT);
+  ASSERT_EQ(Api().Shutdown(), NVML_SUCCESS);
+
+  // GeForce (Ampere and consumer Blackwell alike) has no GPM.
+  UseFixture("homelab");
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  for (unsigned index : {0u, 1u}) {
+    support.version = NVML_GPM_SUPPORT_VERSION;
+    support.isSupportedDevice = 7;
+    ASSERT_EQ(Api().GpmQueryDeviceSupport(Handle(index), &support), NVML_SUCCESS);
+    EXPECT_EQ(support.isSupportedDevice, 0u) << "GPU " << index;
+  }
+  nvmlGpmSample_t sample = nullptr;
+  ASSERT_EQ(Api().GpmSampleAlloc(&sample), NVML_SUCCESS);
+  EXPECT_EQ(Api().GpmSampleGet(Handle(1), sample), NVML_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(Api().GpmSampleFree(sample), NVML_SUCCESS);
+}
+
+TEST_F(NvmlSimTest, GpmPairReturnsTheFixtureValues) {
+  UseFixture("h200");
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  const std::vector<unsigned> ids = {NVML_GPM_METRIC_SM_UTIL,
+                                     NVML_GPM_METRIC_ANY_TENSOR_UTIL,
+                                     NVML_GPM_METRIC_DRAM_BW_UTIL,
+                                     NVML_GPM_METRIC_PCIE_RX_PER_SEC,
+                                     NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC,
+                                     NVML_GPM_METRIC_HMMA_TENSOR_UTIL,  // not in the fixture
+                                     999};                              // not a metric at all
+  std::unique_ptr<nvmlGpmMetricsGet_t> get = GpmPair(Handle(0), ids);
+  ASSERT_NE(get, nullptr);
+  const nvmlGpmMetric_t* m = get->metrics;
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(m[i].nvmlReturn, NVML_SUCCESS) << ids[i];
+  EXPECT_DOUBLE_EQ(m[0].value, 69.2);
+  EXPECT_DOUBLE_EQ(m[1].value, 37.6);
+  EXPECT_DOUBLE_EQ(m[2].value, 56.3);
+  EXPECT_DOUBLE_EQ(m[3].value, 1190);
+  EXPECT_DOUBLE_EQ(m[4].value, 0);
+  EXPECT_EQ(m[0].metricId, NVML_GPM_METRIC_SM_UTIL);  // ids are left as asked
+  EXPECT_STREQ(m[0].metricInfo.shortName, "sm_util");
+  EXPECT_STREQ(m[0].metricInfo.unit, "%");
+  EXPECT_STREQ(m[3].metricInfo.unit, "MiB/s");
+  EXPECT_EQ(m[5].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(m[6].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(m[6].metricInfo.shortName, nullptr);
+}
+
+TEST_F(NvmlSimTest, GpmOverridesChangeTheNextPair) {
+  UseState();
+  UseFixture("h200");
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  nvmlDevice_t device = Handle(0);
+  nvmlGpmSample_t first = nullptr, second = nullptr;
+  ASSERT_EQ(Api().GpmSampleAlloc(&first), NVML_SUCCESS);
+  ASSERT_EQ(Api().GpmSampleAlloc(&second), NVML_SUCCESS);
+  ASSERT_EQ(Api().GpmSampleGet(device, first), NVML_SUCCESS);
+
+  SimState state;
+  LoadOverride load;
+  load.gpm["any_tensor_util"] = 50;
+  load.gpm["pcie_tx_mib_s"] = 4096;
+  load.gpm["hmma_tensor_util"] = 20;  // the fixture lacks it: stays unsupported
+  ASSERT_TRUE(SetLoad(&state, "GPU-c1a7e0f2-9b34-4d58-8e61-2f0b7a3d0200", load));
+  Write(state);
+
+  // The metrics are those of the later sample, taken after the override.
+  const std::vector<unsigned> ids = {NVML_GPM_METRIC_ANY_TENSOR_UTIL,
+                                     NVML_GPM_METRIC_PCIE_TX_PER_SEC, NVML_GPM_METRIC_SM_UTIL,
+                                     NVML_GPM_METRIC_HMMA_TENSOR_UTIL};
+  ASSERT_EQ(Api().GpmSampleGet(device, second), NVML_SUCCESS);
+  std::unique_ptr<nvmlGpmMetricsGet_t> get = MetricsRequest(first, second, ids);
+  ASSERT_EQ(Api().GpmMetricsGet(get.get()), NVML_SUCCESS);
+  EXPECT_DOUBLE_EQ(get->metrics[0].value, 50);
+  EXPECT_DOUBLE_EQ(get->metrics[1].value, 4096);
+  EXPECT_DOUBLE_EQ(get->metrics[2].value, 69.2);  // not overridden
+  EXPECT_EQ(get->metrics[3].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+
+  // Samples are reusable: the next pair (second, first) sees the cleared state.
+  ASSERT_EQ(unlink(state_path_.c_str()), 0);
+  ASSERT_EQ(Api().GpmSampleGet(device, first), NVML_SUCCESS);
+  get = MetricsRequest(second, first, ids);
+  ASSERT_EQ(Api().GpmMetricsGet(get.get()), NVML_SUCCESS);
+  EXPECT_DOUBLE_EQ(get->metrics[0].value, 37.6);
+  EXPECT_EQ(Api().GpmSampleFree(first), NVML_SUCCESS);
+  EXPECT_EQ(Api().GpmSampleFree(second), NVML_SUCCESS);
+}
+
+TEST_F(NvmlSimTest, GpmRejectsInvalidSamples) {
+  UseState();
+  UseFixture("dgx8");
+  nvmlGpmSample_t early = nullptr;
+  EXPECT_EQ(Api().GpmSampleAlloc(&early), NVML_ERROR_UNINITIALIZED);
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  EXPECT_EQ(Api().GpmSampleAlloc(nullptr), NVML_ERROR_INVALID_ARGUMENT);
+  nvmlGpmSample_t a = nullptr, b = nullptr, c = nullptr;
+  ASSERT_EQ(Api().GpmSampleAlloc(&a), NVML_SUCCESS);
+  ASSERT_EQ(Api().GpmSampleAlloc(&b), NVML_SUCCESS);
+  ASSERT_EQ(Api().GpmSampleAlloc(&c), NVML_SUCCESS);
+  EXPECT_NE(a, b);
+  const std::vector<unsigned> ids = {NVML_GPM_METRIC_SM_UTIL};
+
+  // A pointer that was never allocated is refused, not dereferenced.
+  int not_a_sample = 0;
+  auto* bogus = reinterpret_cast<nvmlGpmSample_t>(&not_a_sample);
+  EXPECT_EQ(Api().GpmSampleGet(Handle(0), bogus), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(Api().GpmSampleGet(Handle(0), nullptr), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(Api().GpmSampleFree(bogus), NVML_ERROR_INVALID_ARGUMENT);
+  ASSERT_EQ(Api().GpmSampleGet(Handle(0), a), NVML_SUCCESS);
+  EXPECT_EQ(Api().GpmMetricsGet(MetricsRequest(a, bogus, ids).get()), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(Api().GpmMetricsGet(nullptr), NVML_ERROR_INVALID_ARGUMENT);
+
+  // b is allocated but not filled yet.
+  EXPECT_EQ(Api().GpmMetricsGet(MetricsRequest(a, b, ids).get()), NVML_ERROR_INVALID_ARGUMENT);
+  ASSERT_EQ(Api().GpmSampleGet(Handle(0), b), NVML_SUCCESS);
+  EXPECT_EQ(Api().GpmMetricsGet(MetricsRequest(a, b, ids).get()), NVML_SUCCESS);
+  // Reversed, the same sample twice, and samples of two GPUs.
+  EXPECT_EQ(Api().GpmMetricsGet(MetricsRequest(b, a, ids).get()), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(Api().GpmMetricsGet(MetricsRequest(a, a, ids).get()), NVML_ERROR_INVALID_ARGUMENT);
+  ASSERT_EQ(Api().GpmSampleGet(Handle(1), c), NVML_SUCCESS);
+  EXPECT_EQ(Api().GpmMetricsGet(MetricsRequest(a, c, ids).get()), NVML_ERROR_INVALID_ARGUMENT);
+
+  std::unique_ptr<nvmlGpmMetricsGet_t> get = MetricsRequest(a, b, ids);
+  get->version = 2;
+  EXPECT_EQ(Api().GpmMetricsGet(get.get()), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+  get->version = NVML_GPM_METRICS_GET_VERSION;
+  get->numMetrics = NVML_GPM_METRIC_MAX + 1;
+  EXPECT_EQ(Api().GpmMetricsGet(get.get()), NVML_ERROR_INVALID_ARGUMENT);
+
+  // A lost GPU fails the sample like any other call on it.
+  nvmlDevice_t lost = Handle(1);
+  SimState state;
+  ASSERT_TRUE(SetLost(&state, "1", true));
+  Write(state);
+  EXPECT_EQ(Api().GpmSampleGet(lost, c), NVML_ERROR_GPU_IS_LOST);
+  EXPECT_EQ(Api().GpmSampleGet(Handle(0), c), NVML_SUCCESS);
+
+  // After nvmlShutdown the samples no longer describe a GPU, but can still be freed (once).
+  ASSERT_EQ(Api().Shutdown(), NVML_SUCCESS);
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  EXPECT_EQ(Api().GpmMetricsGet(MetricsRequest(a, b, ids).get()), NVML_ERROR_INVALID_ARGUMENT);
+  ASSERT_EQ(Api().Shutdown(), NVML_SUCCESS);
+  EXPECT_EQ(Api().GpmSampleFree(a), NVML_SUCCESS);
+  EXPECT_EQ(Api().GpmSampleFree(a), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(Api().GpmSampleFree(b), NVML_SUCCESS);
+  EXPECT_EQ(Api().GpmSampleFree(c), NVML_SUCCESS);
+}
+
+TEST_F(NvmlSimTest, Dgx8HasEighteenNvLinksToNvSwitches) {
+  UseFixture("dgx8");
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  nvmlDevice_t device = Handle(0);
+  nvmlFieldValue_t count = Field(device, NVML_FI_DEV_NVLINK_LINK_COUNT);
+  ASSERT_EQ(count.nvmlReturn, NVML_SUCCESS);
+  EXPECT_EQ(count.valueType, NVML_VALUE_TYPE_UNSIGNED_INT);
+  EXPECT_EQ(count.value.uiVal, 18u);
+  for (unsigned link = 0; link < 18; ++link) {
+    int active = -1, remote = -1;
+    ASSERT_EQ(Api().GetNvLinkState(device, link, &active), NVML_SUCCESS) << link;
+    EXPECT_EQ(active, NVML_FEATURE_ENABLED);
+    ASSERT_EQ(Api().GetNvLinkRemoteDeviceType(device, link, &remote), NVML_SUCCESS);
+    EXPECT_EQ(remote, NVML_NVLINK_DEVICE_TYPE_SWITCH);
+    for (int counter = NVML_NVLINK_ERROR_DL_REPLAY; counter <= NVML_NVLINK_ERROR_DL_CRC_DATA;
+         ++counter) {
+      unsigned long long value = 99;
+      ASSERT_EQ(Api().GetNvLinkErrorCounter(device, link, counter, &value), NVML_SUCCESS);
+      EXPECT_EQ(value, 0u);
+    }
+  }
+  int active = 0;
+  unsigned long long value = 0;
+  EXPECT_EQ(Api().GetNvLinkState(device, 18, &active), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(Api().GetNvLinkState(device, 0, nullptr), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(Api().GetNvLinkErrorCounter(device, 0, 4, &value), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(Api().GetNvLinkErrorCounter(device, 0, -1, &value), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(Api().GetNvLinkRemoteDeviceType(device, 18, &active), NVML_ERROR_INVALID_ARGUMENT);
+
+  // The data counters start at the fixture's values and grow at the GPM NVLink rate
+  // (141312 MiB/s out of GPU 0); a link's counter is its share of the total.
+  const nvmlFieldValue_t tx = Field(device, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, UINT_MAX);
+  ASSERT_EQ(tx.nvmlReturn, NVML_SUCCESS);
+  EXPECT_EQ(tx.valueType, NVML_VALUE_TYPE_UNSIGNED_LONG_LONG);
+  EXPECT_GE(tx.value.ullVal, 50009525452800u);
+  const nvmlFieldValue_t rx = Field(device, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, UINT_MAX);
+  ASSERT_EQ(rx.nvmlReturn, NVML_SUCCESS);
+  EXPECT_GE(rx.value.ullVal, 49964226969600u);
+  std::this_thread::sleep_for(milliseconds(50));
+  nvmlFieldValue_t fields[3];
+  std::memset(fields, 0, sizeof(fields));
+  fields[0].fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
+  fields[0].scopeId = UINT_MAX;
+  fields[1].fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
+  fields[1].scopeId = 17;
+  fields[2].fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
+  fields[2].scopeId = 18;  // no such link
+  ASSERT_EQ(Api().GetFieldValues(device, 3, fields), NVML_SUCCESS);
+  ASSERT_EQ(fields[0].nvmlReturn, NVML_SUCCESS);
+  // 141312 MiB/s for at least 50 ms is at least 7235174 KiB.
+  EXPECT_GE(fields[0].value.ullVal - tx.value.ullVal, 7235174u);
+  ASSERT_EQ(fields[1].nvmlReturn, NVML_SUCCESS);
+  EXPECT_EQ(fields[1].value.ullVal, fields[0].value.ullVal / 18);
+  EXPECT_EQ(fields[2].nvmlReturn, NVML_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_F(NvmlSimTest, GpusWithoutNvLinkSayNotSupported) {
+  for (const char* fixture : {"homelab"}) {
+    SCOPED_TRACE(fixture);
+    UseFixture(fixture);
+    ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+    nvmlDevice_t device = Handle(0);
+    EXPECT_EQ(Field(device, NVML_FI_DEV_NVLINK_LINK_COUNT).nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+    EXPECT_EQ(Field(device, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, UINT_MAX).nvmlReturn,
+              NVML_ERROR_NOT_SUPPORTED);
+    EXPECT_EQ(Field(device, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, 0).nvmlReturn,
+              NVML_ERROR_NOT_SUPPORTED);
+    int value = 0;
+    unsigned long long count = 0;
+    EXPECT_EQ(Api().GetNvLinkState(device, 0, &value), NVML_ERROR_NOT_SUPPORTED);
+    EXPECT_EQ(Api().GetNvLinkRemoteDeviceType(device, 0, &value), NVML_ERROR_NOT_SUPPORTED);
+    EXPECT_EQ(Api().GetNvLinkErrorCounter(device, 0, NVML_NVLINK_ERROR_DL_CRC_FLIT, &count),
+              NVML_ERROR_NOT_SUPPORTED);
+    ASSERT_EQ(Api().Shutdown(), NVML_SUCCESS);
+  }
+}
+
+// The h200 fixture's SXM GPU is alone in a VM: NVML lists its 18 links, all inactive, with the
+// remote end unknown and the data counters at zero (`down: all` in the fixture).
+TEST_F(NvmlSimTest, H200AloneInAVmHasEighteenInactiveLinks) {
+  UseFixture("h200");
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  nvmlDevice_t device = Handle(0);
+  nvmlFieldValue_t count = Field(device, NVML_FI_DEV_NVLINK_LINK_COUNT);
+  ASSERT_EQ(count.nvmlReturn, NVML_SUCCESS);
+  EXPECT_EQ(count.value.uiVal, 18u);
+  nvmlFieldValue_t tx = Field(device, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, UINT_MAX);
+  ASSERT_EQ(tx.nvmlReturn, NVML_SUCCESS);
+  EXPECT_EQ(tx.value.ullVal, 0u);
+  for (unsigned link = 0; link < 18; ++link) {
+    int active = -1, remote = -1;
+    ASSERT_EQ(Api().GetNvLinkState(device, link, &active), NVML_SUCCESS);
+    EXPECT_EQ(active, NVML_FEATURE_DISABLED) << link;
+    ASSERT_EQ(Api().GetNvLinkRemoteDeviceType(device, link, &remote), NVML_SUCCESS);
+    EXPECT_EQ(remote, NVML_NVLINK_DEVICE_TYPE_UNKNOWN);
+  }
+  int active = 0;
+  EXPECT_EQ(Api().GetNvLinkState(device, 18, &active), NVML_ERROR_INVALID_ARGUMENT);
+  ASSERT_EQ(Api().Shutdown(), NVML_SUCCESS);
+}
+
+TEST_F(NvmlSimTest, StateForcesNvLinksDownAndSetsTheirCounters) {
+  UseState();
+  UseFixture("dgx8");
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  nvmlDevice_t device = Handle(2);
+  SimState state;
+  NvLinkCounters errors;
+  errors[NVML_NVLINK_ERROR_DL_CRC_FLIT] = 12;
+  errors[NVML_NVLINK_ERROR_DL_REPLAY] = 4;
+  ASSERT_TRUE(SetNvLink(&state, "GPU-5e0c3b7a-6d21-4f8e-a9c4-1b2d3e4f0a02", 3, true, errors));
+  Write(state);
+
+  int active = -1;
+  ASSERT_EQ(Api().GetNvLinkState(device, 3, &active), NVML_SUCCESS);
+  EXPECT_EQ(active, NVML_FEATURE_DISABLED);
+  ASSERT_EQ(Api().GetNvLinkState(device, 4, &active), NVML_SUCCESS);
+  EXPECT_EQ(active, NVML_FEATURE_ENABLED);
+  ASSERT_EQ(Api().GetNvLinkState(Handle(1), 3, &active), NVML_SUCCESS);  // another GPU
+  EXPECT_EQ(active, NVML_FEATURE_ENABLED);
+  auto counter = [&](unsigned link, int which) {
+    unsigned long long value = 99;
+    EXPECT_EQ(Api().GetNvLinkErrorCounter(device, link, which, &value), NVML_SUCCESS);
+    return value;
+  };
+  EXPECT_EQ(counter(3, NVML_NVLINK_ERROR_DL_CRC_FLIT), 12u);
+  EXPECT_EQ(counter(3, NVML_NVLINK_ERROR_DL_REPLAY), 4u);
+  EXPECT_EQ(counter(3, NVML_NVLINK_ERROR_DL_RECOVERY), 0u);  // the fixture's
+  EXPECT_EQ(counter(4, NVML_NVLINK_ERROR_DL_CRC_FLIT), 0u);
+  EXPECT_EQ(Field(device, NVML_FI_DEV_NVLINK_LINK_COUNT).value.uiVal, 18u);  // still there
+
+  // Back up by index key; the counters stay (they count since the driver loaded).
+  ASSERT_TRUE(SetNvLink(&state, "GPU-5e0c3b7a-6d21-4f8e-a9c4-1b2d3e4f0a02", 3, false, {}));
+  Write(state);
+  ASSERT_EQ(Api().GetNvLinkState(device, 3, &active), NVML_SUCCESS);
+  EXPECT_EQ(active, NVML_FEATURE_ENABLED);
+  EXPECT_EQ(counter(3, NVML_NVLINK_ERROR_DL_CRC_FLIT), 12u);
+}
+
+TEST_F(NvmlSimTest, NvLinkCountersFollowTheGpmRateOverride) {
+  UseState();
+  UseFixture("dgx8");
+  SimState state;
+  LoadOverride load;
+  load.gpm["nvlink_total_rx_mib_s"] = 0;  // an idle fabric: the counter stops
+  ASSERT_TRUE(SetLoad(&state, "5", load));
+  Write(state);
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  nvmlDevice_t device = Handle(5);
+  const unsigned long long before =
+      Field(device, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, UINT_MAX).value.ullVal;
+  std::this_thread::sleep_for(milliseconds(20));
+  EXPECT_EQ(Field(device, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, UINT_MAX).value.ullVal, before);
+}
+
+TEST_F(NvmlSimTest, MigModeAndVirtualization) {
+  struct Case {
+    const char* fixture;
+    unsigned index;
+    bool mig_capable;
+    int virtualization;
+  } cases[] = {
+      {"h200", 0, true, NVML_GPU_VIRTUALIZATION_MODE_PASSTHROUGH},
+      {"dgx8", 7, true, NVML_GPU_VIRTUALIZATION_MODE_NONE},
+      {"homelab", 0, false, NVML_GPU_VIRTUALIZATION_MODE_NONE},
+      {"homelab", 1, false, NVML_GPU_VIRTUALIZATION_MODE_NONE},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.fixture) + " GPU " + std::to_string(c.index));
+    UseFixture(c.fixture);
+    ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+    nvmlDevice_t device = Handle(c.index);
+    unsigned current = 9, pending = 9;
+    if (c.mig_capable) {
+      ASSERT_EQ(Api().GetMigMode(device, &current, &pending), NVML_SUCCESS);
+      EXPECT_EQ(current, 0u);  // NVML_DEVICE_MIG_DISABLE
+      EXPECT_EQ(pending, 0u);
+    } else {
+      EXPECT_EQ(Api().GetMigMode(device, &current, &pending), NVML_ERROR_NOT_SUPPORTED);
+    }
+    EXPECT_EQ(Api().GetMigMode(device, nullptr, &pending), NVML_ERROR_INVALID_ARGUMENT);
+    int mode = -1;
+    ASSERT_EQ(Api().GetVirtualizationMode(device, &mode), NVML_SUCCESS);
+    EXPECT_EQ(mode, c.virtualization);
+    EXPECT_EQ(Api().GetVirtualizationMode(device, nullptr), NVML_ERROR_INVALID_ARGUMENT);
+    ASSERT_EQ(Api().Shutdown(), NVML_SUCCESS);
+  }
+}
+
+TEST_F(NvmlSimTest, BadGpmNvLinkAndMigFixturesFailInit) {
+  const std::string bad = dir_ + "/bad.yaml";
+  struct Case {
+    const char* gpu_keys;
+    const char* expected;  // in the one-line error
+  } cases[] = {
+      {"gpm: {sm_util: 120}", "gpus[0].gpm.sm_util: expected a percentage from 0 to 100"},
+      {"gpm: {pcie_tx_mib_s: -1}", "gpus[0].gpm.pcie_tx_mib_s: expected a rate in MiB/s"},
+      {"gpm: {sm_utilization: 5}", "unknown key \"sm_utilization\""},
+      {"gpm: {sm_util: lots}", "gpus[0].gpm.sm_util: expected a number"},
+      {"nvlink: {links: 19}", "gpus[0].nvlink.links: expected an integer from 0 to 18"},
+      {"nvlink: {remote: nvswitch}", "gpus[0].nvlink.links: expected 1 to 18"},
+      {"nvlink: {links: 4, remote: cpu}", "gpus[0].nvlink.remote: \"cpu\" is not one of"},
+      {"nvlink: {links: 4, errors: {crc: 1}}", "gpus[0].nvlink.errors: unknown key \"crc\""},
+      {"nvlink: {links: 4, down: [4]}", "gpus[0].nvlink.down: expected link numbers 0 to 3"},
+      {"nvlink: {links: 4, down: some}", "gpus[0].nvlink.down: expected `all` or a list"},
+      {"mig: {current: on}", "gpus[0].mig.current: \"on\" is not one of"},
+      {"virtualization: vm", "gpus[0].virtualization: \"vm\" is not one of"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.gpu_keys);
+    {
+      std::ofstream out(bad);
+      out << "driver: {version: \"1\", nvml_version: \"1\", cuda_driver_version: 12080}\n"
+             "gpus:\n"
+             "  - {name: x, uuid: GPU-x, pci: {bus_id: \"0000:01:00.0\", device_id: 0x2330},\n"
+             "     memory: {total_mib: 1024}, "
+          << c.gpu_keys << "}\n";
+    }
+    setenv("GPULET_SIM_FIXTURE", bad.c_str(), 1);
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(Api().Init(), NVML_ERROR_UNKNOWN);
+    const std::string log = testing::internal::GetCapturedStderr();
+    EXPECT_NE(log.find(c.expected), std::string::npos) << log;
+  }
 }
 
 TEST_F(NvmlSimTest, BadFixtureFailsInitWithOneLine) {

@@ -15,6 +15,7 @@
 
 #include "common/atomic_file.h"
 #include "common/read_file.h"
+#include "gpu/nvml_api.h"
 
 namespace gpulet::sim {
 namespace {
@@ -55,6 +56,31 @@ constexpr Uint64Field kLoadUint64Fields[] = {
     {"clocks_event_reasons", &LoadOverride::clocks_event_reasons},
 };
 constexpr const char* kPowerField = "power_w";
+constexpr const char* kGpmField = "gpm";
+
+constexpr GpmMetric kGpmMetrics[] = {
+    {"graphics_util", NVML_GPM_METRIC_GRAPHICS_UTIL, true, "Graphics engine utilization"},
+    {"sm_util", NVML_GPM_METRIC_SM_UTIL, true, "SM utilization"},
+    {"sm_occupancy", NVML_GPM_METRIC_SM_OCCUPANCY, true, "SM occupancy"},
+    {"integer_util", NVML_GPM_METRIC_INTEGER_UTIL, true, "Integer pipe utilization"},
+    {"any_tensor_util", NVML_GPM_METRIC_ANY_TENSOR_UTIL, true, "Tensor (any) utilization"},
+    {"dfma_tensor_util", NVML_GPM_METRIC_DFMA_TENSOR_UTIL, true, "Tensor (DFMA) utilization"},
+    {"hmma_tensor_util", NVML_GPM_METRIC_HMMA_TENSOR_UTIL, true, "Tensor (HMMA) utilization"},
+    {"imma_tensor_util", NVML_GPM_METRIC_IMMA_TENSOR_UTIL, true, "Tensor (IMMA) utilization"},
+    {"dram_bw_util", NVML_GPM_METRIC_DRAM_BW_UTIL, true, "DRAM bandwidth utilization"},
+    {"fp64_util", NVML_GPM_METRIC_FP64_UTIL, true, "FP64 pipe utilization"},
+    {"fp32_util", NVML_GPM_METRIC_FP32_UTIL, true, "FP32 pipe utilization"},
+    {"fp16_util", NVML_GPM_METRIC_FP16_UTIL, true, "FP16 pipe utilization"},
+    {"pcie_tx_mib_s", NVML_GPM_METRIC_PCIE_TX_PER_SEC, false, "PCIe transmit rate"},
+    {"pcie_rx_mib_s", NVML_GPM_METRIC_PCIE_RX_PER_SEC, false, "PCIe receive rate"},
+    {"nvlink_total_rx_mib_s", NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, false,
+     "NVLink total receive rate"},
+    {"nvlink_total_tx_mib_s", NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, false,
+     "NVLink total transmit rate"},
+};
+static_assert(kNvLinkCounterNames.size() == 4 && NVML_NVLINK_ERROR_DL_CRC_DATA == 3,
+              "kNvLinkCounterNames is indexed by nvmlNvLinkErrorCounter_t");
+static_assert(kMaxNvLinks == NVML_NVLINK_MAX_LINKS);
 
 void SetError(std::string* error, std::string message) {
   if (error != nullptr) *error = std::move(message);
@@ -160,7 +186,7 @@ bool ReadLoad(const json& j, const std::string& where, LoadOverride* out, std::s
   if (!CheckObject(j, where, error)) return false;
   for (const auto& item : j.items()) {
     const std::string& key = item.key();
-    bool known = key == kPowerField;
+    bool known = key == kPowerField || key == kGpmField;
     for (const auto& f : kLoadUintFields) known = known || key == f.name;
     for (const auto& f : kLoadUint64Fields) known = known || key == f.name;
     if (!known) {
@@ -182,6 +208,81 @@ bool ReadLoad(const json& j, const std::string& where, LoadOverride* out, std::s
   if (out->pstate.has_value() && *out->pstate > 15) {
     SetError(error, where + ".pstate: expected 0 to 15");
     return false;
+  }
+  if (auto it = j.find(kGpmField); it != j.end()) {
+    const std::string w = where + "." + kGpmField;
+    if (!CheckObject(*it, w, error)) return false;
+    for (const auto& item : it->items()) {
+      const GpmMetric* metric = FindGpmMetric(item.key());
+      if (metric == nullptr) {
+        SetError(error,
+                 w + ": unknown metric \"" + item.key() + "\" (known: " + GpmMetricNames() + ")");
+        return false;
+      }
+      if (!item.value().is_number() || !GpmValueInRange(*metric, item.value().get<double>())) {
+        SetError(error, w + "." + item.key() +
+                            (metric->percent ? ": expected a percentage from 0 to 100"
+                                             : ": expected a rate in MiB/s, >= 0"));
+        return false;
+      }
+      out->gpm[item.key()] = item.value().get<double>();
+    }
+  }
+  return true;
+}
+
+// A link number as a JSON key or list entry: canonical decimal below kMaxNvLinks.
+bool ParseLinkKey(std::string_view text, unsigned* link) {
+  if (text.empty() || text.size() > 2 || (text.size() > 1 && text[0] == '0')) return false;
+  unsigned value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+    value = value * 10 + static_cast<unsigned>(c - '0');
+  }
+  if (value >= kMaxNvLinks) return false;
+  *link = value;
+  return true;
+}
+
+bool ReadNvLink(const json& j, const std::string& where, NvLinkOverride* out, std::string* error) {
+  if (!CheckObject(j, where, error) || !CheckKeys(j, {"down", "errors"}, where, error)) {
+    return false;
+  }
+  const std::string link_range = "a link number from 0 to " + std::to_string(kMaxNvLinks - 1);
+  if (auto it = j.find("down"); it != j.end()) {
+    if (!it->is_array()) {
+      SetError(error, where + ".down: expected a list of link numbers");
+      return false;
+    }
+    for (size_t i = 0; i < it->size(); ++i) {
+      const json& link = (*it)[i];
+      if (!link.is_number_unsigned() || link.get<uint64_t>() >= kMaxNvLinks) {
+        SetError(error, where + ".down[" + std::to_string(i) + "]: expected " + link_range);
+        return false;
+      }
+      out->down.insert(static_cast<unsigned>(link.get<uint64_t>()));
+    }
+  }
+  if (auto it = j.find("errors"); it != j.end()) {
+    const std::string w = where + ".errors";
+    if (!CheckObject(*it, w, error)) return false;
+    for (const auto& item : it->items()) {
+      const std::string lw = w + "[\"" + item.key() + "\"]";
+      unsigned link = 0;
+      if (!ParseLinkKey(item.key(), &link)) {
+        SetError(error, lw + ": key must be " + link_range);
+        return false;
+      }
+      if (!CheckObject(item.value(), lw, error) ||
+          !CheckKeys(item.value(), {"replay", "recovery", "crc_flit", "crc_data"}, lw, error)) {
+        return false;
+      }
+      NvLinkCounters& counters = out->errors[link];
+      for (size_t c = 0; c < kNvLinkCounterNames.size(); ++c) {
+        const std::string name(kNvLinkCounterNames[c]);
+        if (!ReadOptionalUint(item.value(), name.c_str(), lw, &counters[c], error)) return false;
+      }
+    }
   }
   return true;
 }
@@ -217,7 +318,7 @@ bool ReadGpu(const json& j, const std::string& where, GpuState* out, std::string
   if (!CheckObject(j, where, error) ||
       !CheckKeys(j,
                  {"lost", "reset_required", "hang_seconds", "xids", "load", "processes",
-                  "remapped_rows", "ecc_errors", "recovery_action"},
+                  "remapped_rows", "ecc_errors", "recovery_action", "nvlink"},
                  where, error) ||
       !ReadBool(j, "lost", where, &out->lost, error) ||
       !ReadBool(j, "reset_required", where, &out->reset_required, error) ||
@@ -292,6 +393,9 @@ bool ReadGpu(const json& j, const std::string& where, GpuState* out, std::string
     }
     out->ecc_errors = ecc;
   }
+  if (auto it = j.find("nvlink"); it != j.end()) {
+    if (!ReadNvLink(*it, where + ".nvlink", &out->nvlink, error)) return false;
+  }
   return true;
 }
 
@@ -345,6 +449,30 @@ json LoadToJson(const LoadOverride& load) {
     if ((load.*f.member).has_value()) j[f.name] = *(load.*f.member);
   }
   if (load.power_w.has_value()) j[kPowerField] = *load.power_w;
+  if (!load.gpm.empty()) {
+    json gpm = json::object();
+    for (const auto& [name, value] : load.gpm) gpm[name] = value;
+    j[kGpmField] = std::move(gpm);
+  }
+  return j;
+}
+
+json NvLinkToJson(const NvLinkOverride& nvlink) {
+  json j = json::object();
+  if (!nvlink.down.empty()) {
+    json down = json::array();
+    for (unsigned link : nvlink.down) down.push_back(link);
+    j["down"] = std::move(down);
+  }
+  json errors = json::object();
+  for (const auto& [link, counters] : nvlink.errors) {
+    json c = json::object();
+    for (size_t i = 0; i < counters.size(); ++i) {
+      if (counters[i].has_value()) c[std::string(kNvLinkCounterNames[i])] = *counters[i];
+    }
+    if (!c.empty()) errors[std::to_string(link)] = std::move(c);
+  }
+  if (!errors.empty()) j["errors"] = std::move(errors);
   return j;
 }
 
@@ -384,6 +512,7 @@ json GpuToJson(const GpuState& gpu) {
                        {"aggregate_corrected", e.aggregate_corrected},
                        {"aggregate_uncorrected", e.aggregate_uncorrected}};
   }
+  if (json nvlink = NvLinkToJson(gpu.nvlink); !nvlink.empty()) j["nvlink"] = std::move(nvlink);
   return j;
 }
 
@@ -414,6 +543,12 @@ void MergeInto(const GpuState& from, GpuState* into) {
     MergeOptional(from.load.*f.member, &(into->load.*f.member));
   }
   MergeOptional(from.load.power_w, &into->load.power_w);
+  for (const auto& [name, value] : from.load.gpm) into->load.gpm[name] = value;
+  into->nvlink.down.insert(from.nvlink.down.begin(), from.nvlink.down.end());
+  for (const auto& [link, counters] : from.nvlink.errors) {
+    NvLinkCounters& merged = into->nvlink.errors[link];
+    for (size_t i = 0; i < counters.size(); ++i) MergeOptional(counters[i], &merged[i]);
+  }
   MergeOptional(from.processes, &into->processes);
   MergeOptional(from.remapped_rows, &into->remapped_rows);
   MergeOptional(from.ecc_errors, &into->ecc_errors);
@@ -421,6 +556,35 @@ void MergeInto(const GpuState& from, GpuState* into) {
 }
 
 }  // namespace
+
+std::span<const GpmMetric> GpmMetrics() { return kGpmMetrics; }
+
+const GpmMetric* FindGpmMetric(std::string_view name) {
+  for (const GpmMetric& m : kGpmMetrics) {
+    if (std::string_view(m.name) == name) return &m;
+  }
+  return nullptr;
+}
+
+const GpmMetric* FindGpmMetricById(unsigned id) {
+  for (const GpmMetric& m : kGpmMetrics) {
+    if (m.id == id) return &m;
+  }
+  return nullptr;
+}
+
+bool GpmValueInRange(const GpmMetric& metric, double value) {
+  return std::isfinite(value) && value >= 0 && (!metric.percent || value <= 100);
+}
+
+std::string GpmMetricNames() {
+  std::string names;
+  for (const GpmMetric& m : kGpmMetrics) {
+    if (!names.empty()) names += ", ";
+    names += m.name;
+  }
+  return names;
+}
 
 bool IsValidGpuKey(std::string_view key) {
   if (key.size() > 4 && (key.substr(0, 4) == "GPU-" || key.substr(0, 4) == "MIG-")) return true;
@@ -582,6 +746,27 @@ bool SetEccErrors(SimState* state, const std::string& gpu_key, const EccErrors& 
   GpuState* gpu = Entry(state, gpu_key);
   if (gpu == nullptr) return false;
   gpu->ecc_errors = errors;
+  return true;
+}
+
+bool SetNvLink(SimState* state, const std::string& gpu_key, unsigned link, std::optional<bool> down,
+               const NvLinkCounters& errors) {
+  if (link >= kMaxNvLinks) return false;
+  GpuState* gpu = Entry(state, gpu_key);
+  if (gpu == nullptr) return false;
+  if (down.has_value()) {
+    if (*down) {
+      gpu->nvlink.down.insert(link);
+    } else {
+      gpu->nvlink.down.erase(link);
+    }
+  }
+  bool any = false;
+  for (const auto& counter : errors) any = any || counter.has_value();
+  if (any) {
+    NvLinkCounters& counters = gpu->nvlink.errors[link];
+    for (size_t i = 0; i < errors.size(); ++i) MergeOptional(errors[i], &counters[i]);
+  }
   return true;
 }
 

@@ -17,9 +17,12 @@
 #ifndef GPULET_SIM_STATE_H_
 #define GPULET_SIM_STATE_H_
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +45,41 @@ struct SimProcess {
   ProcessType type = ProcessType::kCompute;
 };
 
+// A GPU Performance Monitoring metric the simulator serves, by the name fixtures, state files
+// and `gpulet sim load --gpm` use. Values are in NVML's units: utilisations in percent
+// (0..100), rates in MiB per second (>= 0).
+struct GpmMetric {
+  const char* name;       // e.g. "sm_util"
+  unsigned id;            // NVML_GPM_METRIC_*
+  bool percent;           // false: a rate in MiB/s
+  const char* long_name;  // for nvmlGpmMetric_t.metricInfo
+};
+// Every metric served, in NVML id order.
+std::span<const GpmMetric> GpmMetrics();
+// nullptr when the name or id is not one of GpmMetrics().
+const GpmMetric* FindGpmMetric(std::string_view name);
+const GpmMetric* FindGpmMetricById(unsigned id);
+// Whether `value` is in the metric's range (finite; 0..100 for percent, >= 0 for rates).
+bool GpmValueInRange(const GpmMetric& metric, double value);
+// "graphics_util, sm_util, ...", for error messages.
+std::string GpmMetricNames();
+
+// NVLink: NVML_NVLINK_MAX_LINKS, and the data-link error counters by nvmlNvLinkErrorCounter_t
+// (replay 0, recovery 1, crc_flit 2, crc_data 3) as fixtures, state files and `gpulet sim`
+// name them.
+constexpr unsigned kMaxNvLinks = 18;
+constexpr std::array<std::string_view, 4> kNvLinkCounterNames = {"replay", "recovery", "crc_flit",
+                                                                 "crc_data"};
+using NvLinkCounters = std::array<std::optional<uint64_t>, 4>;  // unset: keep the fixture's
+
+// Per-link NVLink faults on one GPU. Links past the GPU's link count are ignored.
+struct NvLinkOverride {
+  std::set<unsigned> down;                    // links forced inactive
+  std::map<unsigned, NvLinkCounters> errors;  // error counters by link
+
+  bool empty() const { return down.empty() && errors.empty(); }
+};
+
 // Live values that replace the fixture's. Unset fields keep the fixture value. An override
 // never makes an unsupported value supported: a fixture's `unsupported` wins.
 struct LoadOverride {
@@ -61,6 +99,9 @@ struct LoadOverride {
   std::optional<unsigned> sm_clock_mhz;
   std::optional<unsigned> memory_clock_mhz;
   std::optional<unsigned> video_clock_mhz;
+  // GPM metric values by GpmMetric::name. A metric (or the whole of GPM) that the fixture
+  // does not serve stays unsupported.
+  std::map<std::string, double> gpm;
 };
 
 struct RemappedRows {
@@ -90,6 +131,7 @@ struct GpuState {
   // NVML_FI_DEV_GET_GPU_RECOVERY_ACTION's value (0 none .. 4 drain and reset); absent: the
   // field is not supported, as on drivers before R570.
   std::optional<unsigned> recovery_action;
+  NvLinkOverride nvlink;
 };
 
 struct SimState {
@@ -141,6 +183,10 @@ bool SetRemappedRows(SimState* state, const std::string& gpu_key, const Remapped
 bool SetEccErrors(SimState* state, const std::string& gpu_key, const EccErrors& errors);
 // nullopt: the GPU's driver does not report a recovery action (the field is unsupported).
 bool SetRecoveryAction(SimState* state, const std::string& gpu_key, std::optional<unsigned> action);
+// Forces NVLink `link` down (true) or back up (false; nullopt leaves it) and sets the error
+// counters given in `errors`. False (nothing changed) for a bad key or link >= kMaxNvLinks.
+bool SetNvLink(SimState* state, const std::string& gpu_key, unsigned link, std::optional<bool> down,
+               const NvLinkCounters& errors);
 void SetDriverNotLoaded(SimState* state, bool not_loaded);
 void SetInitCrash(SimState* state, bool crash);
 void SetInitHang(SimState* state, double seconds);
@@ -150,7 +196,8 @@ void Reset(SimState* state);
 
 // The effective state of GPU `index` with UUID `uuid`: the entries keyed by index and by
 // UUID combined. Flags are OR-ed, the hang is the longer one, XIDs are concatenated (sorted
-// by seq), and for overrides the UUID entry wins field by field.
+// by seq), NVLinks forced down by either are down, and for overrides (GPM metrics and NVLink
+// counters included) the UUID entry wins field by field.
 GpuState MergedGpuState(const SimState& state, unsigned index, std::string_view uuid);
 
 }  // namespace gpulet::sim

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -90,6 +91,97 @@ TEST(SimStateTest, ParsingIsStrict) {
   EXPECT_TRUE(state.gpus.at("0").lost);
 }
 
+TEST(SimStateTest, GpmAndNvLinkJsonRoundTrip) {
+  SimState state;
+  LoadOverride load;
+  load.gpm["any_tensor_util"] = 50;
+  load.gpm["nvlink_total_tx_mib_s"] = 120000.5;
+  ASSERT_TRUE(SetLoad(&state, "0", load));
+  NvLinkCounters errors;
+  errors[2] = 12;  // crc_flit
+  errors[0] = 4;   // replay
+  ASSERT_TRUE(SetNvLink(&state, "0", 3, true, errors));
+  ASSERT_TRUE(SetNvLink(&state, "0", 17, true, {}));
+  ASSERT_TRUE(SetNvLink(&state, "0", 5, std::nullopt, {std::nullopt, 1, std::nullopt, 2}));
+  EXPECT_FALSE(SetNvLink(&state, "0", 18, true, {}));
+  EXPECT_FALSE(SetNvLink(&state, "gpu0", 1, true, {}));
+
+  const std::string text = StateToJson(state);
+  EXPECT_NE(text.find("\"crc_flit\": 12"), std::string::npos) << text;
+  SimState back;
+  std::string error;
+  ASSERT_TRUE(StateFromJson(text, &back, &error)) << error << "\n" << text;
+  EXPECT_EQ(StateToJson(back), text);
+  const GpuState& gpu = back.gpus.at("0");
+  EXPECT_DOUBLE_EQ(gpu.load.gpm.at("any_tensor_util"), 50);
+  EXPECT_DOUBLE_EQ(gpu.load.gpm.at("nvlink_total_tx_mib_s"), 120000.5);
+  EXPECT_EQ(gpu.nvlink.down, (std::set<unsigned>{3, 17}));
+  ASSERT_EQ(gpu.nvlink.errors.count(3), 1u);
+  EXPECT_EQ(gpu.nvlink.errors.at(3)[2], 12u);
+  EXPECT_EQ(gpu.nvlink.errors.at(3)[0], 4u);
+  EXPECT_FALSE(gpu.nvlink.errors.at(3)[1].has_value());
+  EXPECT_EQ(gpu.nvlink.errors.at(5)[3], 2u);
+
+  // The documented form parses too.
+  ASSERT_TRUE(StateFromJson(
+      R"({"gpus": {"2": {"load": {"gpm": {"sm_util": 12.5}},
+                         "nvlink": {"down": [3], "errors": {"3": {"crc_flit": 12, "replay": 4}}}}}})",
+      &back, &error))
+      << error;
+  EXPECT_EQ(back.gpus.at("2").nvlink.errors.at(3)[0], 4u);
+
+  // Up again: the link leaves the down list; an entry with nothing left is not written.
+  ASSERT_TRUE(SetNvLink(&state, "1", 2, true, {}));
+  ASSERT_TRUE(SetNvLink(&state, "1", 2, false, {}));
+  EXPECT_TRUE(state.gpus.at("1").nvlink.empty());
+  EXPECT_EQ(StateToJson(state).find("\"1\""), std::string::npos);
+}
+
+TEST(SimStateTest, GpmAndNvLinkParsingIsStrict) {
+  const struct {
+    const char* json;
+    const char* error;  // in the message
+  } cases[] = {
+      {R"({"gpus": {"0": {"load": {"gpm": {"sm_utilization": 5}}}}})", "sm_utilization"},
+      {R"({"gpus": {"0": {"load": {"gpm": {"sm_util": 101}}}}})", "load.gpm.sm_util"},
+      {R"({"gpus": {"0": {"load": {"gpm": {"sm_util": -1}}}}})", "percentage"},
+      {R"({"gpus": {"0": {"load": {"gpm": {"pcie_tx_mib_s": -5}}}}})", "MiB/s"},
+      {R"({"gpus": {"0": {"load": {"gpm": {"sm_util": "high"}}}}})", "load.gpm.sm_util"},
+      {R"({"gpus": {"0": {"load": {"gpm": [1]}}}})", "load.gpm: expected an object"},
+      {R"({"gpus": {"0": {"nvlink": {"up": [1]}}}})", "nvlink: unknown key \"up\""},
+      {R"({"gpus": {"0": {"nvlink": {"down": [18]}}}})", "nvlink.down[0]"},
+      {R"({"gpus": {"0": {"nvlink": {"down": [-1]}}}})", "nvlink.down[0]"},
+      {R"({"gpus": {"0": {"nvlink": {"down": 3}}}})", "nvlink.down"},
+      {R"({"gpus": {"0": {"nvlink": {"errors": {"03": {"replay": 1}}}}}})", "errors[\"03\"]"},
+      {R"({"gpus": {"0": {"nvlink": {"errors": {"18": {"replay": 1}}}}}})", "errors[\"18\"]"},
+      {R"({"gpus": {"0": {"nvlink": {"errors": {"3": {"crc": 1}}}}}})", "unknown key \"crc\""},
+      {R"({"gpus": {"0": {"nvlink": {"errors": {"3": {"replay": -2}}}}}})", "replay"},
+  };
+  for (const auto& c : cases) {
+    SimState state;
+    std::string error;
+    EXPECT_FALSE(StateFromJson(c.json, &state, &error)) << c.json;
+    EXPECT_NE(error.find(c.error), std::string::npos) << c.json << ": " << error;
+  }
+}
+
+TEST(SimStateTest, GpmNamesMatchTheirRanges) {
+  const GpmMetric* sm = FindGpmMetric("sm_util");
+  ASSERT_NE(sm, nullptr);
+  EXPECT_TRUE(sm->percent);
+  EXPECT_TRUE(GpmValueInRange(*sm, 100));
+  EXPECT_FALSE(GpmValueInRange(*sm, 100.5));
+  const GpmMetric* tx = FindGpmMetric("nvlink_total_tx_mib_s");
+  ASSERT_NE(tx, nullptr);
+  EXPECT_FALSE(tx->percent);
+  EXPECT_TRUE(GpmValueInRange(*tx, 1e6));
+  EXPECT_FALSE(GpmValueInRange(*tx, -0.5));
+  EXPECT_EQ(FindGpmMetricById(tx->id), tx);
+  EXPECT_EQ(FindGpmMetric("nope"), nullptr);
+  EXPECT_EQ(FindGpmMetricById(999), nullptr);
+  for (const GpmMetric& m : GpmMetrics()) EXPECT_EQ(FindGpmMetric(m.name), &m);
+}
+
 TEST(SimStateTest, HelpersRejectBadKeys) {
   SimState state;
   EXPECT_FALSE(InjectXid(&state, "gpu0", 79));
@@ -132,7 +224,24 @@ TEST(SimStateTest, MergesIndexAndUuidEntries) {
   ASSERT_TRUE(InjectXid(&state, "1", 48));
   ASSERT_TRUE(InjectXid(&state, "0", 13));  // another GPU
 
+  LoadOverride gpm_by_index;
+  gpm_by_index.gpm = {{"sm_util", 10}, {"fp16_util", 20}};
+  LoadOverride gpm_by_uuid;
+  gpm_by_uuid.gpm = {{"sm_util", 90}};
+  ASSERT_TRUE(SetLoad(&state, "1", gpm_by_index));
+  ASSERT_TRUE(SetLoad(&state, kUuid, gpm_by_uuid));
+  ASSERT_TRUE(SetNvLink(&state, "1", 2, true, {1, std::nullopt, std::nullopt, 5}));
+  ASSERT_TRUE(SetNvLink(&state, kUuid, 4, true, {7, std::nullopt, std::nullopt, std::nullopt}));
+  ASSERT_TRUE(
+      SetNvLink(&state, kUuid, 2, std::nullopt, {9, std::nullopt, std::nullopt, std::nullopt}));
+
   const GpuState merged = MergedGpuState(state, 1, kUuid);
+  EXPECT_DOUBLE_EQ(merged.load.gpm.at("sm_util"), 90);
+  EXPECT_DOUBLE_EQ(merged.load.gpm.at("fp16_util"), 20);
+  EXPECT_EQ(merged.nvlink.down, (std::set<unsigned>{2, 4}));
+  EXPECT_EQ(merged.nvlink.errors.at(2)[0], 9u);  // the UUID entry wins
+  EXPECT_EQ(merged.nvlink.errors.at(2)[3], 5u);
+  EXPECT_EQ(merged.nvlink.errors.at(4)[0], 7u);
   EXPECT_TRUE(merged.lost);
   EXPECT_DOUBLE_EQ(merged.hang_seconds, 3);
   EXPECT_EQ(*merged.load.temperature_c, 90u);

@@ -8,10 +8,15 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "cli/command.h"
 #include "gtest/gtest.h"
+#include "sim/state.h"
+#include "testing/files.h"
 #include "testing/subprocess.h"
 
 namespace gpulet {
@@ -100,6 +105,57 @@ TEST(CliTest, ListJsonDgx8HasEightHoppersOnTwoNumaNodes) {
   }
   EXPECT_EQ(count, 8u);
   EXPECT_NE(r.out.find("\"numa_node\": 1"), std::string::npos);
+}
+
+// `gpulet sim load --gpm` and `gpulet sim nvlink` write what the state file documents, and
+// reject bad names, values and links as usage errors before touching the file.
+TEST(CliTest, SimGpmAndNvLinkVerbsEditTheStateFile) {
+  testing::ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string state = dir.path() + "/state.json";
+  auto sim = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {Gpulet(), "--simulate", "dgx8", "--sim-state", state, "sim"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunProgram(argv);
+  };
+  auto r = sim({"load", "2", "--gpm", "any_tensor_util=50", "--gpm", "pcie_tx_mib_s=4096.5"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = sim({"nvlink", "2", "3", "down", "--crc-flit", "12", "--replay", "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("NVLink 3 is down"), std::string::npos) << r.out;
+  r = sim({"nvlink", "2", "5", "down"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = sim({"nvlink", "2", "5", "up"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = sim({"show"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  sim::SimState parsed;
+  std::string error;
+  ASSERT_TRUE(sim::StateFromJson(r.out, &parsed, &error)) << error << "\n" << r.out;
+  const sim::GpuState& gpu = parsed.gpus.at("2");
+  EXPECT_EQ(gpu.load.gpm,
+            (std::map<std::string, double>{{"any_tensor_util", 50}, {"pcie_tx_mib_s", 4096.5}}));
+  EXPECT_EQ(gpu.nvlink.down, std::set<unsigned>{3});  // 5 went down and back up
+  const sim::NvLinkCounters expected = {4, std::nullopt, 12, std::nullopt};  // replay, crc_flit
+  EXPECT_EQ(gpu.nvlink.errors.at(3), expected);
+
+  const struct {
+    std::vector<std::string> args;
+    const char* error;
+  } bad[] = {
+      {{"load", "2", "--gpm", "sm_util=120"}, "sm_util is a percentage from 0 to 100"},
+      {{"load", "2", "--gpm", "pcie_rx_mib_s=-1"}, "is a rate in MiB/s"},
+      {{"load", "2", "--gpm", "tensor=5"}, "NAME one of graphics_util"},
+      {{"load", "2", "--gpm", "sm_util"}, "expected NAME=VALUE"},
+      {{"nvlink", "2", "18", "down"}, "link"},
+      {{"nvlink", "2", "3", "sideways"}, "state"},
+      {{"nvlink", "2", "3", "down", "--crc-flit", "-1"}, "crc-flit"},
+  };
+  for (const auto& c : bad) {
+    r = sim(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args[c.args.size() - 1];
+    EXPECT_NE(r.err.find(c.error), std::string::npos) << r.err;
+  }
 }
 
 TEST(CliTest, ListWithMissingExplicitLibraryFailsWithTheFix) {

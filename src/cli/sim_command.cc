@@ -2,9 +2,13 @@
 // file, which a running simulator picks up on its next NVML call.
 #include <sys/stat.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "cli/commands.h"
@@ -13,6 +17,29 @@
 
 namespace gpulet {
 namespace {
+
+// Parses `--gpm NAME=VALUE`: a metric name from sim::GpmMetrics() and a value in its range.
+std::optional<std::pair<std::string, double>> ParseGpmAssignment(const std::string& text,
+                                                                 std::string* error) {
+  const size_t eq = text.find('=');
+  const std::string name = text.substr(0, eq);
+  const sim::GpmMetric* metric = sim::FindGpmMetric(name);
+  if (eq == std::string::npos || metric == nullptr) {
+    *error =
+        absl::StrCat("'", text, "': expected NAME=VALUE with NAME one of ", sim::GpmMetricNames());
+    return std::nullopt;
+  }
+  const std::string number = text.substr(eq + 1);
+  char* end = nullptr;
+  const double value = std::strtod(number.c_str(), &end);
+  if (number.empty() || *end != '\0' || !sim::GpmValueInRange(*metric, value)) {
+    *error = absl::StrCat(
+        "'", text, "': ", name,
+        metric->percent ? " is a percentage from 0 to 100" : " is a rate in MiB/s, 0 or more");
+    return std::nullopt;
+  }
+  return std::make_pair(name, value);
+}
 
 class SimCommand final : public CommandHandler {
  public:
@@ -145,6 +172,16 @@ class SimCommand final : public CommandHandler {
     load->add_option("--mem-used", mem_used_mib_, "Memory used, MiB");
     load->add_option("--temp", temp_c_, "GPU temperature, Celsius");
     load->add_option("--power", power_w_, "Power draw, watts");
+    load->add_option("--gpm", gpm_,
+                     "GPM metric NAME=VALUE, repeatable (percent, or MiB/s for the *_mib_s rates; "
+                     "GPUs whose fixture has GPM only)")
+        ->allow_extra_args(false)
+        ->check(CLI::Validator(
+            [](std::string& text) {
+              std::string error;
+              return ParseGpmAssignment(text, &error) ? std::string() : error;
+            },
+            "NAME=VALUE"));
     load->callback([this] {
       action_ = [this](sim::SimState* s) {
         sim::LoadOverride o;
@@ -153,9 +190,45 @@ class SimCommand final : public CommandHandler {
         if (mem_used_mib_ >= 0) o.memory_used_mib = static_cast<uint64_t>(mem_used_mib_);
         if (temp_c_ >= 0) o.temperature_c = static_cast<unsigned>(temp_c_);
         if (power_w_ >= 0) o.power_w = power_w_;
+        for (const std::string& text : gpm_) {
+          std::string error;
+          const auto assignment = ParseGpmAssignment(text, &error);
+          if (!assignment) return false;  // the option's check has rejected it already
+          o.gpm[assignment->first] = assignment->second;
+        }
         return sim::SetLoad(s, gpu_, o);
       };
       what_ = absl::StrCat("load set on GPU ", gpu_);
+    });
+
+    CLI::App* nvlink = app.add_subcommand(
+        "nvlink", "Force an NVLink down or up and set its error counters (NVLink GPUs only)");
+    gpu_arg(nvlink);
+    nvlink->add_option("link", number_, "Link number")
+        ->required()
+        ->check(CLI::Range(0u, sim::kMaxNvLinks - 1));
+    nvlink->add_option("state", word_, "down or up")
+        ->required()
+        ->check(CLI::IsMember({"down", "up"}));
+    const char* const kCounterFlags[] = {"--replay", "--recovery", "--crc-flit", "--crc-data"};
+    for (size_t i = 0; i < sim::kNvLinkCounterNames.size(); ++i) {
+      // NonNegativeNumber: CLI11 would otherwise wrap "-1" into a huge unsigned count.
+      counter_options_[i] =
+          nvlink
+              ->add_option(kCounterFlags[i], counters_[i],
+                           absl::StrCat("Set the link's ", std::string(sim::kNvLinkCounterNames[i]),
+                                        " error counter"))
+              ->check(CLI::NonNegativeNumber);
+    }
+    nvlink->callback([this] {
+      action_ = [this](sim::SimState* s) {
+        sim::NvLinkCounters errors;
+        for (size_t i = 0; i < errors.size(); ++i) {
+          if (counter_options_[i]->count() > 0) errors[i] = counters_[i];
+        }
+        return sim::SetNvLink(s, gpu_, number_, word_ == "down", errors);
+      };
+      what_ = absl::StrCat("GPU ", gpu_, " NVLink ", number_, " is ", word_);
     });
 
     CLI::App* process = app.add_subcommand("process", "Add a process using GPU memory");
@@ -236,6 +309,9 @@ class SimCommand final : public CommandHandler {
   double seconds_ = 0;
   int util_ = -1, mem_util_ = -1, temp_c_ = -1;
   double mem_used_mib_ = -1, power_w_ = -1;
+  std::vector<std::string> gpm_;
+  uint64_t counters_[4] = {0, 0, 0, 0};  // indexed like sim::kNvLinkCounterNames
+  CLI::Option* counter_options_[4] = {nullptr, nullptr, nullptr, nullptr};
   bool show_ = false;
   std::function<bool(sim::SimState*)> action_;
   std::string what_;

@@ -330,10 +330,59 @@ TEST_F(NvmlLoaderTest, SimulatorLoadsThroughTheRealPath) {
   EXPECT_EQ(id->name, "NVIDIA GeForce RTX 5090");
   EXPECT_EQ(id->bus_id, "00000000:02:00.0");
   EXPECT_EQ(id->nvml_architecture, NVML_DEVICE_ARCH_BLACKWELL);
+  // GeForce: no MIG, no GPM, no NVLink; bare metal.
+  EXPECT_EQ(id->mig_capable, false);
+  EXPECT_EQ(id->virtualization_mode, NVML_GPU_VIRTUALIZATION_MODE_NONE);
   absl::StatusOr<SystemInfo> sys = gpus.GetSystemInfo();
   ASSERT_TRUE(sys.ok());
   EXPECT_EQ(sys->driver_version, "570.133.20");
   EXPECT_EQ(sys->CudaVersionString(), "12.8");
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<DeviceSample> sample = gpus.Sample(1, absl::Seconds(5));
+    ASSERT_TRUE(sample.ok()) << sample.status();
+    EXPECT_FALSE(sample->profiling.has_value());
+    EXPECT_TRUE(sample->nvlinks.empty());
+    EXPECT_FALSE(sample->nvlink_data_tx_kib.has_value());
+  }
+}
+
+// gpulet's GPM, NVLink and MIG readers (nvml_profiling.cc) against the simulator's DGX H100.
+TEST_F(NvmlLoaderTest, SimulatorServesGpmNvLinksAndMigToTheReaders) {
+  setenv("GPULET_SIM_FIXTURE", (std::string(GPULET_SOURCE_DIR) + "/sim/fixtures/dgx8.yaml").c_str(),
+         1);
+  NvmlLoadResult r = LoadExplicit(GPULET_SIM_LIB);
+  ASSERT_NE(r.library, nullptr) << r.status;
+  NvmlGpuLibrary gpus(std::shared_ptr<NvmlLibrary>(std::move(r.library)), {});
+  absl::StatusOr<DeviceIdentity> id = gpus.GetDeviceIdentity(0);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(id->mig_capable, true);
+  EXPECT_EQ(id->virtualization_mode, NVML_GPU_VIRTUALIZATION_MODE_NONE);
+
+  absl::StatusOr<DeviceSample> first = gpus.Sample(0, absl::Seconds(5));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE(first->profiling.has_value());  // GPM needs a pair
+  ASSERT_EQ(first->nvlinks.size(), 18u);
+  for (const NvLinkSample& link : first->nvlinks) {
+    EXPECT_TRUE(link.active) << link.link;
+    EXPECT_EQ(link.remote_type, NVML_NVLINK_DEVICE_TYPE_SWITCH);
+    EXPECT_EQ(link.crc_flit_errors, 0u);
+    EXPECT_EQ(link.replay_errors, 0u);
+  }
+  ASSERT_TRUE(first->nvlink_data_tx_kib.has_value());
+  EXPECT_GE(*first->nvlink_data_tx_kib, 50009525452800u);
+
+  absl::StatusOr<DeviceSample> second = gpus.Sample(0, absl::Seconds(5));
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_TRUE(second->profiling.has_value());
+  const ProfilingSample& p = *second->profiling;
+  ASSERT_TRUE(p.sm_active && p.tensor_active && p.fp64_active && p.nvlink_tx_bytes_per_second &&
+              p.pcie_rx_bytes_per_second);
+  EXPECT_NEAR(*p.sm_active, 0.918, 1e-9);
+  EXPECT_NEAR(*p.tensor_active, 0.631, 1e-9);
+  EXPECT_NEAR(*p.fp64_active, 0.0, 1e-9);
+  EXPECT_NEAR(*p.nvlink_tx_bytes_per_second, 141312.0 * 1024 * 1024, 1);
+  EXPECT_NEAR(*p.pcie_rx_bytes_per_second, 640.0 * 1024 * 1024, 1);
+  EXPECT_GT(*second->nvlink_data_tx_kib, *first->nvlink_data_tx_kib);
 }
 
 TEST_F(NvmlLoaderTest, FindsLibraryInTalosLayoutUnderHostRoot) {

@@ -461,13 +461,13 @@ TEST(MetricsDaemonTest, DcgmDefaultCountersOnH200MatchTheDocTable) {
                    {}, (dir / "log").string()));
   httplib::Client c("127.0.0.1", port);
   c.set_connection_timeout(1, 0);
+  // The profiling series need two GPM samples: they appear one sampling interval after the
+  // others, so wait for them too (a test that saw only the first sample would be wrong).
   std::string text;
   for (int i = 0; i < 200; ++i) {
     auto r = c.Get("/metrics");
-    if (r && absl::StrContains(r->body, "DCGM_FI_DEV_GPU_TEMP{")) {
-      text = r->body;
-      break;
-    }
+    if (r && absl::StrContains(r->body, "DCGM_FI_DEV_GPU_TEMP{")) text = r->body;
+    if (absl::StrContains(text, "DCGM_FI_PROF_GR_ENGINE_ACTIVE{")) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_FALSE(text.empty()) << daemon.Log();
