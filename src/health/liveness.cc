@@ -94,7 +94,8 @@ void LivenessMonitor::CheckRecoveryAction(const Gpu& gpu, const ProbeAnswer& ans
     c = HealthCondition{state,
                         absl::StrCat("the driver reports recovery action ", action, " (", what,
                                      ") for GPU ", gpu.bus_id),
-                        std::string(GpuActionDescription(todo)), absl::InfinitePast()};
+                        std::string(GpuActionDescription(todo)), absl::InfinitePast(),
+                        todo == GpuAction::kRebootNode};
   };
   switch (action) {
     case NVML_GPU_RECOVERY_ACTION_NONE:

@@ -157,14 +157,17 @@ bool XidPolicy::OnXid(const std::string& gpu, int xid, const std::string& messag
       h.Clear(kSource, now);  // the driver says no recovery is needed any more
       return;
     }
+    const bool reboot = a.action == GpuAction::kRebootNode;
     if (a.severity == XidSeverity::kFatal) {
-      h.Raise(kSource, {HealthState::kUnhealthy, reason, action, absl::InfinitePast()}, now);
+      h.Raise(kSource, {HealthState::kUnhealthy, reason, action, absl::InfinitePast(), reboot},
+              now);
     } else if (a.severity == XidSeverity::kWarning) {
       // A warning never lowers an existing Unhealthy verdict from an earlier fatal XID,
       // unless the driver itself announced the lighter action.
       if (announced || !h.Has(kSource) ||
           h.conditions[kSource].severity != HealthState::kUnhealthy) {
-        h.Raise(kSource, {HealthState::kDegraded, reason, action, absl::InfinitePast()}, now);
+        h.Raise(kSource, {HealthState::kDegraded, reason, action, absl::InfinitePast(), reboot},
+                now);
       }
     }
   });

@@ -38,6 +38,9 @@ struct HealthCondition {
   std::string reason;  // in words: "XID 79: GPU has fallen off the bus"
   std::string action;  // what to do: "reboot the node"
   absl::Time since = absl::InfinitePast();
+  // Only a node reboot clears it (the XID catalogue or the driver's recovery action says so);
+  // the cluster reporter turns it into the node's GpuRebootRequired condition.
+  bool reboot_required = false;
 };
 
 struct GpuHealth {
