@@ -205,7 +205,9 @@ std::vector<EventWrite> EventAggregator::Record(const NodeEvent& event, absl::Ti
   if (it == series_.end()) {
     Series s;
     // client-go names events <object>.<hex UnixNano>; nanoseconds keep names unique here.
-    s.name = absl::StrFormat("%s.%x", node_name_, absl::ToUnixNanos(now));
+    // Two events recorded at the same instant still get distinct names.
+    last_name_nanos_ = std::max(last_name_nanos_ + 1, absl::ToUnixNanos(now));
+    s.name = absl::StrFormat("%s.%x", node_name_, last_name_nanos_);
     s.event = event;
     s.count = event.count;
     s.written_count = event.count;
@@ -251,8 +253,8 @@ std::string ApiTime(absl::Time t) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());
 }
 
-std::string EventObjectJson(const EventWrite& write, const std::string& node_name,
-                            const std::string& node_uid, const std::string& instance) {
+nlohmann::json EventObject(const EventWrite& write, const std::string& node_name,
+                           const std::string& node_uid, const std::string& instance) {
   nlohmann::json regarding = {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node_name}};
   if (!node_uid.empty()) regarding["uid"] = node_uid;
   nlohmann::json event = {
@@ -271,17 +273,15 @@ std::string EventObjectJson(const EventWrite& write, const std::string& node_nam
   if (write.count > 1) {
     event["series"] = {{"count", write.count}, {"lastObservedTime", ApiMicroTime(write.last)}};
   }
-  return event.dump();
+  return event;
 }
 
-std::string EventSeriesPatchJson(const EventWrite& write) {
-  nlohmann::json patch = {
-      {"series", {{"count", write.count}, {"lastObservedTime", ApiMicroTime(write.last)}}}};
-  return patch.dump();
+nlohmann::json EventSeriesPatch(const EventWrite& write) {
+  return {{"series", {{"count", write.count}, {"lastObservedTime", ApiMicroTime(write.last)}}}};
 }
 
-std::string NodeConditionsPatchJson(const std::vector<NodeConditionState>& conditions,
-                                    absl::Time heartbeat) {
+nlohmann::json NodeConditionsPatch(const std::vector<NodeConditionState>& conditions,
+                                   absl::Time heartbeat) {
   nlohmann::json list = nlohmann::json::array();
   for (const NodeConditionState& c : conditions) {
     list.push_back({{"type", c.type},
@@ -291,8 +291,7 @@ std::string NodeConditionsPatchJson(const std::vector<NodeConditionState>& condi
                     {"lastHeartbeatTime", ApiTime(heartbeat)},
                     {"lastTransitionTime", ApiTime(c.last_transition)}});
   }
-  nlohmann::json patch = {{"status", {{"conditions", list}}}};
-  return patch.dump();
+  return {{"status", {{"conditions", list}}}};
 }
 
 }  // namespace gpulet

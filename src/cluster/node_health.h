@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "nlohmann/json.hpp"
 #include "state/device_store.h"
 
 namespace gpulet {
@@ -122,19 +123,20 @@ class EventAggregator {
   std::string node_name_;
   absl::Duration window_, series_interval_;
   std::map<Key, Series> series_;
+  int64_t last_name_nanos_ = 0;
 };
 
 // The events.k8s.io/v1 Event object for a create, and the merge patch for a series update.
 // `node_uid` may be empty.
-std::string EventObjectJson(const EventWrite& write, const std::string& node_name,
-                            const std::string& node_uid, const std::string& instance);
-std::string EventSeriesPatchJson(const EventWrite& write);
+nlohmann::json EventObject(const EventWrite& write, const std::string& node_name,
+                           const std::string& node_uid, const std::string& instance);
+nlohmann::json EventSeriesPatch(const EventWrite& write);
 
 // The strategic merge patch of the Node's status for `conditions` (merged by type, so the
 // kubelet's and other agents' conditions are left alone), with `heartbeat` as
 // lastHeartbeatTime.
-std::string NodeConditionsPatchJson(const std::vector<NodeConditionState>& conditions,
-                                    absl::Time heartbeat);
+nlohmann::json NodeConditionsPatch(const std::vector<NodeConditionState>& conditions,
+                                   absl::Time heartbeat);
 
 // RFC 3339 with microseconds, UTC, as the API's MicroTime ("2026-12-03T13:59:00.123456Z"),
 // and with seconds for metav1.Time.

@@ -195,15 +195,16 @@ TEST(EventAggregatorTest, AnXidStormMakesOneSeries) {
   EXPECT_EQ(later[0].kind, EventWrite::Kind::kCreate);
   EXPECT_NE(later[0].name, name);
   NodeEvent other{"Warning", "GpuXid", "XID 48 on GPU 0", 1};
-  later = agg.Record(other, kT0 + absl::Minutes(30));
-  ASSERT_EQ(later.size(), 1u);
-  EXPECT_EQ(later[0].kind, EventWrite::Kind::kCreate);
+  std::vector<EventWrite> same_instant = agg.Record(other, kT0 + absl::Minutes(30));
+  ASSERT_EQ(same_instant.size(), 1u);
+  EXPECT_EQ(same_instant[0].kind, EventWrite::Kind::kCreate);
+  EXPECT_NE(same_instant[0].name, later[0].name) << "two events at one instant share a name";
 }
 
 TEST(NodeHealthJsonTest, EventAndConditionObjectsUseTheApiFields) {
   EventWrite w{EventWrite::Kind::kCreate, "node-1.187e", {"Warning", "GpuXid", "XID 79", 1}, 3, kT0,
                kT0 + absl::Seconds(2)};
-  nlohmann::json e = nlohmann::json::parse(EventObjectJson(w, "node-1", "uid-1", "gpulet-abc"));
+  nlohmann::json e = EventObject(w, "node-1", "uid-1", "gpulet-abc");
   EXPECT_EQ(e["apiVersion"], "events.k8s.io/v1");
   EXPECT_EQ(e["metadata"]["name"], "node-1.187e");
   EXPECT_EQ(e["regarding"]["kind"], "Node");
@@ -213,14 +214,14 @@ TEST(NodeHealthJsonTest, EventAndConditionObjectsUseTheApiFields) {
   EXPECT_EQ(e["reportingController"], "gpulet.dev/gpulet");
   EXPECT_EQ(e["action"], "GpuHealthCheck");
   EXPECT_EQ(ApiMicroTime(kT0 + absl::Microseconds(12)), "2025-12-03T13:53:20.000012Z");
-  nlohmann::json p = nlohmann::json::parse(EventSeriesPatchJson(w));
+  nlohmann::json p = EventSeriesPatch(w);
   EXPECT_EQ(p["series"]["count"], 3);
 
   Snapshot bad = TwoGpus();
   FallOffTheBus(bad);
   ConditionGate gate(absl::Minutes(5));
-  nlohmann::json s = nlohmann::json::parse(
-      NodeConditionsPatchJson(gate.Apply(NodeConditionsFor(bad), kT0), kT0 + absl::Seconds(1)));
+  nlohmann::json s =
+      NodeConditionsPatch(gate.Apply(NodeConditionsFor(bad), kT0), kT0 + absl::Seconds(1));
   const nlohmann::json& list = s["status"]["conditions"];
   ASSERT_EQ(list.size(), 3u);
   EXPECT_EQ(list[0]["type"], "GpuUnhealthy");

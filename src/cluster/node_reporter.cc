@@ -1,0 +1,229 @@
+#include "cluster/node_reporter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/periodic_worker.h"
+
+namespace gpulet {
+namespace {
+
+// How long the thread waits for a store change before it looks at its own deadlines again;
+// also bounds how long Stop waits for the thread.
+constexpr absl::Duration kMaxWait = absl::Milliseconds(250);
+constexpr int kTaintAttempts = 3;
+
+bool SameAsWritten(const std::vector<NodeConditionState>& a,
+                   const std::vector<NodeConditionState>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].type != b[i].type || a[i].problem != b[i].problem || a[i].reason != b[i].reason ||
+        a[i].message != b[i].message || a[i].last_transition != b[i].last_transition) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+NodeReporter::NodeReporter(DeviceStore* store, kube::KubeClient* client, Options options,
+                           const Clock* clock)
+    : store_(store),
+      client_(client),
+      options_(std::move(options)),
+      clock_(clock),
+      gate_(options_.hold),
+      aggregator_(options_.node_name, options_.event_window, options_.series_interval) {}
+
+NodeReporter::~NodeReporter() { Stop(); }
+
+void NodeReporter::Start() {
+  thread_ = StartNamedThread("gpulet-kube", [this] { Run(); });
+}
+
+void NodeReporter::Stop() {
+  stopping_.store(true);
+  client_->Cancel();
+  if (thread_.joinable()) thread_.join();
+}
+
+NodeReporter::Stats NodeReporter::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+void NodeReporter::Failed(const std::string& what, const absl::Status& status) {
+  if (stopping_.load()) return;  // Stop cancelled the call: not an API problem
+  std::string error = absl::StrCat(what, ": ", status.message());
+  bool repeat;
+  {
+    absl::MutexLock lock(&mu_);
+    ++stats_.errors;
+    repeat = stats_.last_error == error;
+    stats_.last_error = error;
+  }
+  // One line per distinct failure: an API server down for an hour is one line, not 720.
+  if (!repeat) GPULET_LOG_WARN("cluster reporting: {} (kept, retried)", error);
+}
+
+void NodeReporter::Run() {
+  uint64_t seen = 0;
+  std::shared_ptr<const Snapshot> before;
+  while (!stopping_.load()) {
+    const absl::Duration until = NextDue() - clock_->Now();
+    const absl::Duration wait = std::clamp(until, absl::ZeroDuration(), kMaxWait);
+    std::shared_ptr<const Snapshot> snap = store_->WaitForChange(seen, wait);
+    if (stopping_.load() || store_->shut_down()) break;
+    const absl::Time now = clock_->Now();
+    if (snap->version != seen) {
+      for (const NodeEvent& e : NodeEventsBetween(before.get(), *snap)) {
+        for (EventWrite& w : aggregator_.Record(e, now)) pending_.push_back(std::move(w));
+      }
+      before = snap;
+      seen = snap->version;
+    }
+    Pass(*snap, now);
+  }
+}
+
+absl::Time NodeReporter::NextDue() const {
+  absl::Time due = last_condition_write_ + options_.heartbeat;
+  due = std::min(due, gate_.NextChange());
+  due = std::min(due, aggregator_.NextFlush());
+  if (!pending_.empty()) due = std::min(due, events_retry_at_);
+  if (written_.empty()) due = std::min(due, conditions_retry_at_);
+  return due;
+}
+
+void NodeReporter::Pass(const Snapshot& snap, absl::Time now) {
+  for (EventWrite& w : aggregator_.Flush(now)) pending_.push_back(std::move(w));
+  while (pending_.size() > options_.max_pending_events) {
+    pending_.pop_front();
+    absl::MutexLock lock(&mu_);
+    ++stats_.events_dropped;
+  }
+  WriteConditions(snap, now);
+  WriteEvents(now);
+  ReconcileTaint(snap, now);
+}
+
+void NodeReporter::WriteConditions(const Snapshot& snap, absl::Time now) {
+  std::vector<NodeConditionState> wanted = gate_.Apply(NodeConditionsFor(snap), now);
+  const bool changed = !SameAsWritten(wanted, written_);
+  const bool heartbeat_due = now >= last_condition_write_ + options_.heartbeat;
+  if (!changed && !heartbeat_due) return;
+  if (now < conditions_retry_at_) return;
+  const std::string path = absl::StrCat("/api/v1/nodes/", options_.node_name, "/status");
+  absl::StatusOr<nlohmann::json> node =
+      client_->Patch(path, kube::PatchType::kStrategicMerge, NodeConditionsPatch(wanted, now));
+  if (!node.ok()) {
+    conditions_retry_at_ = now + options_.retry_interval;
+    Failed(absl::StrCat("PATCH ", path), node.status());
+    return;
+  }
+  if (node->contains("metadata") && (*node)["metadata"].contains("uid")) {
+    node_uid_ = (*node)["metadata"]["uid"].get<std::string>();
+  }
+  written_ = std::move(wanted);
+  last_condition_write_ = now;
+  absl::MutexLock lock(&mu_);
+  ++stats_.condition_writes;
+}
+
+void NodeReporter::WriteEvents(absl::Time now) {
+  if (now < events_retry_at_) return;
+  const std::string base =
+      absl::StrCat("/apis/events.k8s.io/v1/namespaces/", options_.events_namespace, "/events");
+  while (!pending_.empty() && !stopping_.load()) {
+    const EventWrite& w = pending_.front();
+    absl::Status status;
+    if (w.kind == EventWrite::Kind::kCreate) {
+      status =
+          client_->Create(base, EventObject(w, options_.node_name, node_uid_, options_.instance))
+              .status();
+      // A retried create whose first attempt landed: the event is there.
+      if (absl::IsAlreadyExists(status)) status = absl::OkStatus();
+    } else {
+      status =
+          client_
+              ->Patch(absl::StrCat(base, "/", w.name), kube::PatchType::kMerge, EventSeriesPatch(w))
+              .status();
+      // The event is gone (expired, deleted): its series ends; later repeats start another.
+      if (absl::IsNotFound(status)) status = absl::OkStatus();
+    }
+    if (!status.ok()) {
+      events_retry_at_ = now + options_.retry_interval;
+      Failed(absl::StrCat("writing event ", w.name), status);
+      return;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      ++(w.kind == EventWrite::Kind::kCreate ? stats_.events_created : stats_.series_updates);
+    }
+    pending_.pop_front();
+  }
+}
+
+void NodeReporter::ReconcileTaint(const Snapshot& snap, absl::Time now) {
+  size_t unhealthy = 0;
+  for (const DeviceRecord& d : snap.devices) unhealthy += d.health.state == HealthState::kUnhealthy;
+  const size_t needed = static_cast<size_t>(
+      std::max(1.0, std::ceil(options_.taint_share * static_cast<double>(snap.devices.size()))));
+  const bool want = options_.taint && !snap.devices.empty() && unhealthy >= needed;
+  if (taint_written_ == want || now < taint_retry_at_) return;
+  const std::string path = absl::StrCat("/api/v1/nodes/", options_.node_name);
+  absl::Status last;
+  for (int attempt = 0; attempt < kTaintAttempts && !stopping_.load(); ++attempt) {
+    absl::StatusOr<nlohmann::json> node = client_->Get(path);
+    if (!node.ok()) {
+      last = node.status();
+      break;
+    }
+    // Keep every taint but gpulet's; add gpulet's when wanted.
+    nlohmann::json taints = nlohmann::json::array();
+    bool had = false, had_as_wanted = false;
+    const nlohmann::json spec = node->value("spec", nlohmann::json::object());
+    for (const nlohmann::json& t : spec.value("taints", nlohmann::json::array())) {
+      if (t.value("key", "") == kUnhealthyTaintKey) {
+        had = true;
+        had_as_wanted = t.value("effect", "") == options_.taint_effect;
+        continue;
+      }
+      taints.push_back(t);
+    }
+    if (want) {
+      taints.push_back({{"key", kUnhealthyTaintKey},
+                        {"effect", options_.taint_effect},
+                        {"timeAdded", ApiTime(now)}});
+    }
+    if ((!want && !had) || (want && had_as_wanted)) {  // already as wanted
+      taint_written_ = want;
+      absl::MutexLock lock(&mu_);
+      stats_.tainted = want;
+      return;
+    }
+    const std::string rv = (*node)["metadata"].value("resourceVersion", "");
+    nlohmann::json patch = {{"metadata", {{"resourceVersion", rv}}},
+                            {"spec", {{"taints", taints}}}};
+    absl::StatusOr<nlohmann::json> done = client_->Patch(path, kube::PatchType::kMerge, patch);
+    if (done.ok()) {
+      taint_written_ = want;
+      absl::MutexLock lock(&mu_);
+      ++stats_.taint_writes;
+      stats_.tainted = want;
+      return;
+    }
+    last = done.status();
+    if (!kube::IsConflict(last)) break;  // someone else wrote the Node: read it again
+  }
+  taint_retry_at_ = now + options_.retry_interval;
+  Failed(
+      absl::StrCat(want ? "adding" : "removing", " the taint ", kUnhealthyTaintKey, " on ", path),
+      last);
+}
+
+}  // namespace gpulet

@@ -1,0 +1,122 @@
+// NodeReporter: writes what the cluster should see of this node's GPU health (node_health.h)
+// to the API server through kube::KubeClient: the Node's GPU conditions (a strategic merge
+// patch of nodes/<name>/status, merged by condition type so the kubelet's own conditions are
+// left alone), Events on the Node (events.k8s.io/v1, repeats folded into series), and the
+// optional taint gpulet.dev/gpu-unhealthy.
+//
+// It runs on its own thread ("gpulet-kube") and reads the DeviceStore's snapshots, so an API
+// server that is slow or unreachable delays nothing else: the device plugin, health and
+// metrics never wait for it. What it could not write it keeps and writes later: conditions
+// are level-triggered (the latest wanted state is written when the server answers again,
+// and re-sent every `heartbeat`), Events wait in a bounded queue (the oldest dropped, with
+// a log line, past `max_pending_events`).
+//
+// The taint is gpulet's alone: only the taint with key gpulet.dev/gpu-unhealthy is added or
+// removed, through a read-modify-write of spec.taints guarded by the Node's resourceVersion
+// (a 409 re-reads and tries again), so taints others set are never touched. With the taint
+// disabled, one that an earlier gpulet left is removed.
+//
+// Thread-safety: Start and Stop from one thread; stats() from any thread.
+#ifndef GPULET_CLUSTER_NODE_REPORTER_H_
+#define GPULET_CLUSTER_NODE_REPORTER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "cluster/node_health.h"
+#include "common/clock.h"
+#include "kube/kube_client.h"
+#include "state/device_store.h"
+
+namespace gpulet {
+
+inline constexpr char kUnhealthyTaintKey[] = "gpulet.dev/gpu-unhealthy";
+
+class NodeReporter {
+ public:
+  struct Options {
+    std::string node_name;
+    std::string instance;  // reportingInstance of the Events: the pod, else the host name
+    std::string events_namespace = "default";  // where the kubelet puts Node events too
+    absl::Duration heartbeat = absl::Minutes(1);
+    absl::Duration hold = absl::Minutes(5);  // the health policy's quiet period
+    absl::Duration event_window = absl::Minutes(10);
+    absl::Duration series_interval = absl::Seconds(10);
+    absl::Duration retry_interval = absl::Seconds(5);
+    size_t max_pending_events = 256;
+    bool taint = false;
+    std::string taint_effect = "NoSchedule";  // NoSchedule, PreferNoSchedule or NoExecute
+    // The share of the node's GPUs that must be Unhealthy for the taint (1: all of them).
+    double taint_share = 1.0;
+  };
+
+  struct Stats {
+    uint64_t condition_writes = 0;
+    uint64_t events_created = 0;
+    uint64_t series_updates = 0;
+    uint64_t events_dropped = 0;
+    uint64_t taint_writes = 0;
+    uint64_t errors = 0;
+    std::optional<bool> tainted;  // as last written or read; nullopt before
+    std::string last_error;
+  };
+
+  NodeReporter(DeviceStore* store, kube::KubeClient* client, Options options,
+               const Clock* clock = RealClock());
+  ~NodeReporter();
+  NodeReporter(const NodeReporter&) = delete;
+  NodeReporter& operator=(const NodeReporter&) = delete;
+
+  void Start();
+  // Cancels the client's calls in flight and joins the thread. Idempotent.
+  void Stop();
+
+  Stats stats() const;
+
+ private:
+  void Run();
+  // One round at `now` on the latest snapshot: conditions, queued events, taint.
+  void Pass(const Snapshot& snap, absl::Time now);
+  void WriteConditions(const Snapshot& snap, absl::Time now);
+  void WriteEvents(absl::Time now);
+  void ReconcileTaint(const Snapshot& snap, absl::Time now);
+  // The next moment a pass is due without a store change.
+  absl::Time NextDue() const;
+  void Failed(const std::string& what, const absl::Status& status);
+
+  DeviceStore* const store_;
+  kube::KubeClient* const client_;
+  const Options options_;
+  const Clock* const clock_;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+
+  // Owned by the reporter's thread.
+  ConditionGate gate_;
+  EventAggregator aggregator_;
+  std::vector<NodeConditionState> written_;  // as last written successfully
+  absl::Time last_condition_write_ = absl::InfinitePast();
+  absl::Time conditions_retry_at_ = absl::InfinitePast();
+  std::deque<EventWrite> pending_;
+  absl::Time events_retry_at_ = absl::InfinitePast();
+  std::optional<bool> taint_written_;
+  absl::Time taint_retry_at_ = absl::InfinitePast();
+  std::string node_uid_;
+
+  mutable absl::Mutex mu_;
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gpulet
+
+#endif  // GPULET_CLUSTER_NODE_REPORTER_H_

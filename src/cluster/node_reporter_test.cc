@@ -1,0 +1,264 @@
+// NodeReporter against the stand-in API server (testing/fake_apiserver.h) over real TLS on
+// loopback, with a real DeviceStore: the wiring from health verdicts to Node conditions,
+// Events and the taint. The rules themselves are node_health_test.cc's.
+#include "cluster/node_reporter.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "kube/kube_client.h"
+#include "kube/kube_config.h"
+#include "testing/fake_apiserver.h"
+#include "testing/files.h"
+
+namespace gpulet {
+namespace {
+
+using nlohmann::json;
+
+#if GPULET_SANITIZED
+constexpr absl::Duration kPromptly = absl::Seconds(3);  // sanitizers slow TLS several-fold
+#else
+constexpr absl::Duration kPromptly = absl::Seconds(1);
+#endif
+
+// Polls `done` every 10 ms until it holds or `limit` passes; returns how long it took, or
+// InfiniteDuration when it never held.
+absl::Duration WaitFor(const std::function<bool()>& done,
+                       absl::Duration limit = absl::Seconds(10)) {
+  const absl::Time start = absl::Now();
+  while (absl::Now() - start < limit) {
+    if (done()) return absl::Now() - start;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return absl::InfiniteDuration();
+}
+
+Inventory TwoGpus() {
+  Inventory inv;
+  inv.nvml_status = absl::OkStatus();
+  for (unsigned i = 0; i < 2; ++i) {
+    Gpu g;
+    g.index = i;
+    g.uuid = absl::StrCat("GPU-", i);
+    g.name = "NVIDIA H100 80GB HBM3";
+    g.bus_id = absl::StrCat("0000:0", i + 1, ":00.0");
+    g.in_nvml = true;
+    g.on_pci = true;
+    inv.gpus.push_back(g);
+  }
+  return inv;
+}
+
+class NodeReporterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(server_.Start("token-1").ok());
+    server_.AddNode(
+        {{"metadata", {{"name", "node-1"}, {"uid", "uid-node-1"}}},
+         {"spec",
+          {{"taints",
+            json::array({{{"key", "example.com/maintenance"}, {"effect", "NoSchedule"}}})}}},
+         {"status",
+          {{"conditions",
+            json::array({{{"type", "Ready"}, {"status", "True"}, {"reason", "KubeletReady"}}})}}}});
+    token_file_ = dir_.Write("token", "token-1\n");
+    chmod(token_file_.c_str(), 0600);
+    kube::KubeConfig c;
+    ASSERT_TRUE(kube::ParseServerUrl(server_.url(), "test", &c).ok());
+    c.ca_pem = server_.ca().cert_pem;
+    c.ca_source = "the test CA";
+    c.token_file = token_file_;
+    c.source = "test";
+    kube::KubeClientOptions o;
+    o.qps = 0;
+    o.initial_backoff = absl::Milliseconds(5);
+    o.max_backoff = absl::Milliseconds(50);
+    o.max_attempts = 2;
+    absl::StatusOr<std::unique_ptr<kube::KubeClient>> client =
+        kube::KubeClient::FromConfig(c, o, RealClock());
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = std::move(*client);
+    store_.SetInventory(TwoGpus(), absl::Now());
+  }
+
+  void Start(NodeReporter::Options o = {}) {
+    o.node_name = "node-1";
+    o.instance = "gpulet-test";
+    o.retry_interval = absl::Milliseconds(50);
+    if (o.hold == absl::Minutes(5)) o.hold = absl::Milliseconds(300);
+    if (o.series_interval == absl::Seconds(10)) o.series_interval = absl::Milliseconds(200);
+    reporter_ = std::make_unique<NodeReporter>(&store_, client_.get(), o);
+    reporter_->Start();
+  }
+
+  // The client goes before the server: its open keep-alive connection would hold the
+  // server's stop for the keep-alive timeout.
+  void TearDown() override {
+    reporter_.reset();
+    client_.reset();
+    server_.Stop();
+  }
+
+  // The node's condition of `type`, or null.
+  json Condition(const std::string& type) {
+    std::optional<json> node = server_.Node("node-1");
+    if (!node) return nullptr;
+    for (const json& c : (*node)["status"].value("conditions", json::array())) {
+      if (c.value("type", "") == type) return c;
+    }
+    return nullptr;
+  }
+  bool ConditionIs(const std::string& type, const std::string& status) {
+    json c = Condition(type);
+    return !c.is_null() && c.value("status", "") == status;
+  }
+  std::vector<json> EventsWithReason(const std::string& reason) {
+    std::vector<json> out;
+    for (const json& e : server_.Events()) {
+      if (e.value("reason", "") == reason) out.push_back(e);
+    }
+    return out;
+  }
+
+  void Xid(const std::string& uuid, int xid, int times = 1) {
+    store_.UpdateHealth(uuid, [&](GpuHealth& h) {
+      h.last_xid = xid;
+      h.last_xid_message = "the GPU fell off the bus";
+      h.xid_counts[xid] += times;
+      h.Raise("xid",
+              {HealthState::kUnhealthy, absl::StrCat("XID ", xid, " (GPU_HAS_FALLEN_OFF_THE_BUS)"),
+               "drain and reboot the node", absl::InfinitePast(), true},
+              absl::Now());
+    });
+  }
+  void Recover(const std::string& uuid) {
+    store_.UpdateHealth(uuid, [&](GpuHealth& h) { h.Clear("xid", absl::Now()); });
+  }
+
+  gpulet::testing::ScratchDir dir_;
+  gpulet::testing::FakeApiServer server_;
+  std::string token_file_;
+  std::unique_ptr<kube::KubeClient> client_;
+  DeviceStore store_;
+  std::unique_ptr<NodeReporter> reporter_;
+};
+
+TEST_F(NodeReporterTest, XidMakesTheConditionTrueAndAnEventPromptly) {
+  Start();
+  ASSERT_NE(WaitFor([&] { return ConditionIs("GpuUnhealthy", "False"); }),
+            absl::InfiniteDuration());
+  EXPECT_TRUE(ConditionIs("GpuNvmlUnavailable", "False"));
+  EXPECT_TRUE(ConditionIs("GpuRebootRequired", "False"));
+  EXPECT_TRUE(ConditionIs("Ready", "True")) << "the kubelet's condition was touched";
+
+  Xid("GPU-1", 79);
+  absl::Duration took = WaitFor([&] {
+    return ConditionIs("GpuUnhealthy", "True") && !EventsWithReason("GpuUnhealthy").empty() &&
+           !EventsWithReason("GpuXid").empty();
+  });
+  EXPECT_LE(took, kPromptly);
+  json c = Condition("GpuUnhealthy");
+  EXPECT_EQ(c["reason"], "XidCriticalError");
+  EXPECT_NE(c["message"].get<std::string>().find("GPU 1 (NVIDIA H100 80GB HBM3, GPU-1)"),
+            std::string::npos)
+      << c;
+  EXPECT_TRUE(ConditionIs("GpuRebootRequired", "True"));
+  json e = EventsWithReason("GpuXid")[0];
+  EXPECT_EQ(e["type"], "Warning");
+  EXPECT_EQ(e["regarding"]["kind"], "Node");
+  EXPECT_EQ(e["regarding"]["name"], "node-1");
+  EXPECT_EQ(e["regarding"]["uid"], "uid-node-1");
+  EXPECT_EQ(e["reportingInstance"], "gpulet-test");
+}
+
+// The condition clears no sooner than the hold after it appeared, and a recovery Event says so.
+TEST_F(NodeReporterTest, RecoveryClearsTheConditionAfterTheHold) {
+  NodeReporter::Options o;
+  o.hold = absl::Milliseconds(400);
+  Start(o);
+  Xid("GPU-0", 79);
+  ASSERT_NE(WaitFor([&] { return ConditionIs("GpuUnhealthy", "True"); }), absl::InfiniteDuration());
+  const absl::Time true_at = absl::Now();
+  Recover("GPU-0");
+  ASSERT_NE(WaitFor([&] { return ConditionIs("GpuUnhealthy", "False"); }),
+            absl::InfiniteDuration());
+  EXPECT_GE(absl::Now() - true_at, absl::Milliseconds(300));
+  EXPECT_NE(WaitFor([&] { return !EventsWithReason("GpuRecovered").empty(); }),
+            absl::InfiniteDuration());
+}
+
+// While the API server fails every call, the store (what the device plugin and metrics read)
+// is never held up; when it answers again, the conditions and events catch up.
+TEST_F(NodeReporterTest, AnUnreachableApiServerDelaysNothingAndIsCaughtUpAfter) {
+  Start();
+  ASSERT_NE(WaitFor([&] { return ConditionIs("GpuUnhealthy", "False"); }),
+            absl::InfiniteDuration());
+  server_.FailNext(1000000, 503, -1);
+  const absl::Time before = absl::Now();
+  Xid("GPU-1", 79);
+  EXPECT_LT(absl::Now() - before, absl::Milliseconds(100)) << "a store write waited";
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_TRUE(ConditionIs("GpuUnhealthy", "False")) << "written through a failing server?";
+  EXPECT_GT(reporter_->stats().errors, 0u);
+  server_.FailNext(0, 503, -1);
+  EXPECT_NE(WaitFor([&] {
+              return ConditionIs("GpuUnhealthy", "True") && !EventsWithReason("GpuXid").empty();
+            }),
+            absl::InfiniteDuration());
+}
+
+// A storm of XIDs on one GPU makes one Event object whose series counts them all.
+TEST_F(NodeReporterTest, AnXidStormMakesOneEventSeries) {
+  Start();
+  for (int i = 0; i < 1000; ++i) {
+    Xid("GPU-1", 79);
+    if (i % 100 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_NE(WaitFor([&] {
+              std::vector<json> xids = EventsWithReason("GpuXid");
+              return xids.size() == 1 && xids[0].contains("series") &&
+                     xids[0]["series"].value("count", 0) == 1000;
+            }),
+            absl::InfiniteDuration())
+      << json(EventsWithReason("GpuXid")).dump();
+  EXPECT_EQ(EventsWithReason("GpuUnhealthy").size(), 1u);
+}
+
+// The taint: only when every GPU is out, with the configured effect; other taints are kept;
+// removed when a GPU returns.
+TEST_F(NodeReporterTest, TaintOnlyWhenEveryGpuIsOutAndOnlyGpuletsOwn) {
+  NodeReporter::Options o;
+  o.taint = true;
+  o.taint_effect = "NoExecute";
+  o.hold = absl::Milliseconds(50);
+  Start(o);
+  auto taints = [&] { return (*server_.Node("node-1"))["spec"].value("taints", json::array()); };
+  auto has_ours = [&] {
+    for (const json& t : taints()) {
+      if (t.value("key", "") == kUnhealthyTaintKey) return t.value("effect", "") == "NoExecute";
+    }
+    return false;
+  };
+  Xid("GPU-0", 79);
+  ASSERT_NE(WaitFor([&] { return ConditionIs("GpuUnhealthy", "True"); }), absl::InfiniteDuration());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(has_ours()) << "tainted with one GPU of two out";
+  Xid("GPU-1", 79);
+  ASSERT_NE(WaitFor(has_ours), absl::InfiniteDuration()) << taints().dump();
+  EXPECT_EQ(taints().size(), 2u);
+  Recover("GPU-1");
+  ASSERT_NE(WaitFor([&] { return !has_ours(); }), absl::InfiniteDuration());
+  ASSERT_EQ(taints().size(), 1u);
+  EXPECT_EQ(taints()[0]["key"], "example.com/maintenance");
+}
+
+}  // namespace
+}  // namespace gpulet

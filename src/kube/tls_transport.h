@@ -1,0 +1,96 @@
+// TlsTransport: HTTP/1.1 over TLS to one API server, with OpenSSL directly (no HTTP library:
+// the binary is meant to be mostly static, and Debian 12 ships cpp-httplib only as a shared
+// library).
+//
+// Security, fail closed: TLS 1.2 or newer; the server's chain must verify against the
+// configured CA bundle alone (never the system store: an API server's CA is its cluster's);
+// its certificate must name the host, checked by OpenSSL (X509_VERIFY_PARAM_set1_host for a
+// DNS name, with SNI; set1_ip_asc for an IP literal, matched against IP SANs only). An
+// optional `server_name` replaces the host for the check and SNI (kubeconfig's
+// tls-server-name). A client certificate and key are presented when configured. ALPN offers
+// only http/1.1, so the server never picks HTTP/2.
+//
+// Connections: a round trip takes an idle keep-alive connection when there is one (at most
+// `max_idle_connections` are kept, each for at most `idle_keepalive`), else connects anew;
+// after a complete response that allows it, the connection goes back to the pool. A reused
+// connection that the server had already closed (the request fails before a single response
+// byte arrives) is retried once on a new connection: the server closing idle connections is
+// the common cause, so the request was never processed. A stream (a watch) always has its
+// own connection and closes it at the end.
+//
+// Deadlines run on the real monotonic clock (they bound real sockets): a round trip's
+// `timeout` covers connect, handshake, request and the whole response; a stream's
+// connect_timeout covers everything up to the response head, then each wait for body bytes
+// is bounded by StreamOptions::idle_timeout. Name resolution (getaddrinfo) is blocking and
+// not bounded by the deadline; in-cluster the host is an IP literal, so none happens.
+//
+// Thread-safety: RoundTrip and Stream may be called from any number of threads at once;
+// each call uses its own connection.
+#ifndef GPULET_KUBE_TLS_TRANSPORT_H_
+#define GPULET_KUBE_TLS_TRANSPORT_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "kube/http.h"
+
+typedef struct ssl_ctx_st SSL_CTX;
+
+namespace gpulet::kube {
+
+struct TlsTransportOptions {
+  std::string host;  // DNS name or IP literal (IPv6 without brackets)
+  int port = 443;
+  std::string server_name;      // checked against the certificate instead of `host` when set
+  std::string ca_pem;           // PEM bundle of the CA certificates to trust; required
+  std::string ca_source;        // where ca_pem came from, for messages ("/path/ca.crt")
+  std::string client_cert_pem;  // optional: PEM certificate (and chain) to present
+  std::string client_key_pem;   // with its PEM private key
+  HttpResponseParser::Limits limits;
+  int max_idle_connections = 2;
+  absl::Duration idle_keepalive = absl::Seconds(50);
+};
+
+class TlsTransport final : public HttpTransport {
+ public:
+  // Checks and loads the CA bundle and client credentials. InvalidArgument names what is
+  // wrong with them (no certificate in the bundle, a key that does not match, ...).
+  static absl::StatusOr<std::unique_ptr<TlsTransport>> Create(TlsTransportOptions options);
+  ~TlsTransport() override;
+  TlsTransport(const TlsTransport&) = delete;
+  TlsTransport& operator=(const TlsTransport&) = delete;
+
+  absl::StatusOr<HttpResponse> RoundTrip(const HttpRequest& request,
+                                         absl::Duration timeout) override;
+  absl::StatusOr<HttpResponse> Stream(const HttpRequest& request, absl::Duration connect_timeout,
+                                      const StreamOptions& options,
+                                      const BodySink& on_body) override;
+
+  // Connections opened so far (for tests of keep-alive reuse).
+  int connections_opened() const;
+
+  struct Connection;
+
+ private:
+  TlsTransport(TlsTransportOptions options, SSL_CTX* ctx);
+
+  absl::StatusOr<std::unique_ptr<Connection>> Connect(absl::Duration timeout);
+  std::unique_ptr<Connection> TakeIdle();
+  void ReturnIdle(std::unique_ptr<Connection> conn);
+
+  const TlsTransportOptions options_;
+  const std::string host_header_;
+  SSL_CTX* const ctx_;
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<Connection>> idle_ ABSL_GUARDED_BY(mu_);
+  int connections_opened_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace gpulet::kube
+
+#endif  // GPULET_KUBE_TLS_TRANSPORT_H_

@@ -1,0 +1,696 @@
+#include "testing/fake_apiserver.h"
+
+#include <httplib.h>
+#include <openssl/bio.h>
+#include <openssl/pem.h>
+
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
+
+namespace gpulet::testing {
+namespace {
+
+using nlohmann::json;
+
+// The fields of Node and events.k8s.io/v1 Event that strict validation knows (from the API
+// reference). An object lists its fields; "*" is anything (maps of labels, quantities); a
+// one-element array is a list of that.
+const json& Schemas() {
+  static const json* schemas = new json(json::parse(R"({
+    "meta": {"name": "*", "generateName": "*", "namespace": "*", "uid": "*",
+             "resourceVersion": "*", "generation": "*", "creationTimestamp": "*",
+             "deletionTimestamp": "*", "deletionGracePeriodSeconds": "*", "labels": "*",
+             "annotations": "*", "ownerReferences": "*", "finalizers": "*",
+             "managedFields": "*", "selfLink": "*"},
+    "node": {"apiVersion": "*", "kind": "*", "metadata": "META",
+             "spec": {"podCIDR": "*", "podCIDRs": "*", "providerID": "*",
+                      "unschedulable": "*", "configSource": "*", "externalID": "*",
+                      "taints": [{"key": "*", "value": "*", "effect": "*", "timeAdded": "*"}]},
+             "status": {"capacity": "*", "allocatable": "*", "phase": "*",
+                        "conditions": [{"type": "*", "status": "*", "lastHeartbeatTime": "*",
+                                        "lastTransitionTime": "*", "reason": "*",
+                                        "message": "*"}],
+                        "addresses": [{"type": "*", "address": "*"}],
+                        "daemonEndpoints": "*", "nodeInfo": "*", "images": "*",
+                        "volumesInUse": "*", "volumesAttached": "*", "config": "*",
+                        "runtimeHandlers": "*", "features": "*"}},
+    "event": {"apiVersion": "*", "kind": "*", "metadata": "META", "eventTime": "*",
+              "series": {"count": "*", "lastObservedTime": "*"},
+              "reportingController": "*", "reportingInstance": "*", "action": "*",
+              "reason": "*", "note": "*", "type": "*",
+              "regarding": {"kind": "*", "namespace": "*", "name": "*", "uid": "*",
+                            "apiVersion": "*", "resourceVersion": "*", "fieldPath": "*"},
+              "related": {"kind": "*", "namespace": "*", "name": "*", "uid": "*",
+                          "apiVersion": "*", "resourceVersion": "*", "fieldPath": "*"},
+              "deprecatedSource": {"component": "*", "host": "*"},
+              "deprecatedFirstTimestamp": "*", "deprecatedLastTimestamp": "*",
+              "deprecatedCount": "*"}
+  })"));
+  return *schemas;
+}
+
+// Finds fields `schema` does not know in `v` (removing them when `prune`), as the real
+// server names them: "spec.foo", "status.conditions[0].bar".
+void UnknownFields(json& v, const json& schema, const std::string& path,
+                   std::vector<std::string>* out, bool prune) {
+  if (schema.is_string()) {
+    if (schema == "META") UnknownFields(v, Schemas()["meta"], path, out, prune);
+    return;
+  }
+  if (schema.is_array()) {
+    if (!v.is_array()) return;
+    for (size_t i = 0; i < v.size(); ++i) {
+      UnknownFields(v[i], schema[0], absl::StrCat(path, "[", i, "]"), out, prune);
+    }
+    return;
+  }
+  if (!v.is_object()) return;
+  std::vector<std::string> drop;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    const std::string& k = it.key();
+    if (absl::StartsWith(k, "$")) continue;  // strategic-merge directives
+    std::string p = path.empty() ? k : absl::StrCat(path, ".", k);
+    if (!schema.contains(k)) {
+      out->push_back(p);
+      drop.push_back(k);
+      continue;
+    }
+    UnknownFields(it.value(), schema[k], p, out, prune);
+  }
+  if (prune) {
+    for (const std::string& k : drop) v.erase(k);
+  }
+}
+
+json StatusObject(int code, const std::string& reason, const std::string& message,
+                  json details = nullptr) {
+  json s = {{"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", json::object()},
+            {"status", "Failure"}, {"message", message}, {"reason", reason},
+            {"code", code}};
+  if (!details.is_null()) s["details"] = std::move(details);
+  return s;
+}
+
+void Reply(httplib::Response& res, int code, const json& body) {
+  res.status = code;
+  res.set_content(body.dump(), "application/json");
+}
+
+void ReplyStatus(httplib::Response& res, int code, const std::string& reason,
+                 const std::string& message, json details = nullptr) {
+  Reply(res, code, StatusObject(code, reason, message, std::move(details)));
+}
+
+std::string MergeKey(const std::string& path) {
+  if (path == "status.conditions" || path == "status.addresses") return "type";
+  if (path == "metadata.ownerReferences") return "uid";
+  return "";
+}
+
+json StrategicMerge(json target, const json& patch, const std::string& path);
+
+json MergeList(const json& existing, const json& items, const std::string& key) {
+  json result = existing.is_array() ? existing : json::array();
+  for (const json& item : items) {
+    if (!item.is_object() || !item.contains(key)) continue;
+    size_t at = result.size();
+    for (size_t i = 0; i < result.size(); ++i) {
+      if (result[i].is_object() && result[i].value(key, json()) == item[key]) at = i;
+    }
+    if (item.value("$patch", "") == "delete") {
+      if (at < result.size()) result.erase(result.begin() + static_cast<long>(at));
+      continue;
+    }
+    json clean = item;
+    clean.erase("$patch");
+    if (at < result.size()) {
+      result[at] = StrategicMerge(result[at], clean, "");
+    } else {
+      result.push_back(clean);
+    }
+  }
+  return result;
+}
+
+json StrategicMerge(json target, const json& patch, const std::string& path) {
+  if (!patch.is_object()) return patch;
+  if (!target.is_object()) target = json::object();
+  for (auto it = patch.begin(); it != patch.end(); ++it) {
+    const std::string& k = it.key();
+    if (absl::StartsWith(k, "$")) continue;  // $setElementOrder/..., $retainKeys, $patch
+    const std::string p = path.empty() ? k : absl::StrCat(path, ".", k);
+    const json& v = it.value();
+    if (v.is_null()) {
+      target.erase(k);
+    } else if (v.is_array() && !MergeKey(p).empty()) {
+      target[k] = MergeList(target.contains(k) ? target[k] : json(), v, MergeKey(p));
+    } else if (v.is_object()) {
+      target[k] = StrategicMerge(target.contains(k) ? target[k] : json::object(), v, p);
+    } else {
+      target[k] = v;
+    }
+  }
+  return target;
+}
+
+// The parsed body with strict or warn field validation applied; answers `res` on failure.
+bool CheckedBody(const httplib::Request& req, httplib::Response& res, const json& schema,
+                 const std::string& kind, json* out) {
+  *out = json::parse(req.body, nullptr, false);
+  if (out->is_discarded() || !out->is_object()) {
+    ReplyStatus(
+        res, 400, "BadRequest",
+        absl::StrCat("the body of the request was not a JSON object: ", req.body.substr(0, 64)));
+    return false;
+  }
+  const std::string mode = req.get_param_value("fieldValidation");
+  if (!mode.empty() && mode != "Strict" && mode != "Warn" && mode != "Ignore") {
+    ReplyStatus(res, 400, "BadRequest",
+                absl::StrCat("fieldValidation parameter unsupported: ", mode));
+    return false;
+  }
+  std::vector<std::string> unknown;
+  UnknownFields(*out, schema, "", &unknown, mode != "Strict");
+  if (unknown.empty()) return true;
+  std::vector<std::string> parts;
+  for (const std::string& u : unknown) parts.push_back(absl::StrCat("unknown field \"", u, "\""));
+  if (mode == "Strict") {
+    ReplyStatus(res, 400, "BadRequest",
+                absl::StrCat(kind, " in version \"v1\" cannot be handled as a ", kind,
+                             ": strict decoding error: ", absl::StrJoin(parts, ", ")));
+    return false;
+  }
+  if (mode != "Ignore") {
+    for (const std::string& p : parts) {
+      res.set_header("Warning",
+                     absl::StrCat("299 - \"", absl::StrReplaceAll(p, {{"\"", "\\\""}}), "\""));
+    }
+  }
+  return true;
+}
+
+// Applies a PATCH body to `current` by its Content-Type; answers `res` on failure.
+bool ApplyPatch(const httplib::Request& req, httplib::Response& res, const json& patch,
+                json* current) {
+  std::string type = req.get_header_value("Content-Type");
+  type = std::string(absl::StripAsciiWhitespace(type.substr(0, type.find(';'))));
+  if (type == "application/merge-patch+json") {
+    current->merge_patch(patch);
+  } else if (type == "application/strategic-merge-patch+json") {
+    *current = StrategicMerge(*current, patch, "");
+  } else {
+    ReplyStatus(res, 415, "UnsupportedMediaType",
+                "the body of the request was in an unknown format - accepted media types "
+                "include: application/json-patch+json, application/merge-patch+json, "
+                "application/apply-patch+yaml, application/strategic-merge-patch+json");
+    return false;
+  }
+  return true;
+}
+
+std::string RvOf(const json& obj) {
+  if (!obj.is_object() || !obj.contains("metadata") || !obj["metadata"].is_object()) return "";
+  const json& rv = obj["metadata"].value("resourceVersion", json());
+  return rv.is_string() ? rv.get<std::string>() : "";
+}
+
+}  // namespace
+
+FakeApiServer::FakeApiServer() = default;
+
+FakeApiServer::~FakeApiServer() { Stop(); }
+
+std::string FakeApiServer::url() const { return absl::StrCat("https://127.0.0.1:", port_); }
+
+absl::Status FakeApiServer::Start(const std::string& token) {
+  {
+    absl::MutexLock lock(&mu_);
+    token_ = token;
+  }
+  absl::StatusOr<TestCert> ca = MakeTestCa("gpulet-test-ca");
+  if (!ca.ok()) return ca.status();
+  ca_ = *ca;
+  absl::StatusOr<TestCert> cert =
+      MakeTestCert(ca_, "kube-apiserver", {"127.0.0.1"}, {"localhost"}, /*client=*/false);
+  if (!cert.ok()) return cert.status();
+  server_cert_ = *cert;
+  BIO* cb = BIO_new_mem_buf(server_cert_.cert_pem.data(), -1);
+  X509* x = PEM_read_bio_X509(cb, nullptr, nullptr, nullptr);
+  BIO_free(cb);
+  BIO* kb = BIO_new_mem_buf(server_cert_.key_pem.data(), -1);
+  EVP_PKEY* k = PEM_read_bio_PrivateKey(kb, nullptr, nullptr, nullptr);
+  BIO_free(kb);
+  if (x == nullptr || k == nullptr) return absl::InternalError("reading the test server cert");
+  server_ = std::make_unique<httplib::SSLServer>(x, k);  // it takes references of its own
+  X509_free(x);
+  EVP_PKEY_free(k);
+  if (!server_->is_valid()) return absl::InternalError("httplib::SSLServer is not valid");
+
+  Route("GET", R"(/api/v1/nodes/([^/]+))", &FakeApiServer::GetNode);
+  Route("GET", R"(/api/v1/nodes)", &FakeApiServer::ListOrWatchNodes);
+  Route("PATCH", R"(/api/v1/nodes/([^/]+)(/status)?)", &FakeApiServer::PatchNode);
+  Route("PUT", R"(/api/v1/nodes/([^/]+))", &FakeApiServer::PutNode);
+  Route("POST", R"(/apis/events\.k8s\.io/v1/namespaces/([^/]+)/events)",
+        &FakeApiServer::CreateEvent);
+  Route("PATCH", R"(/apis/events\.k8s\.io/v1/namespaces/([^/]+)/events/([^/]+))",
+        &FakeApiServer::PatchEvent);
+  Route("GET", R"(/apis/events\.k8s\.io/v1/namespaces/([^/]+)/events/([^/]+))",
+        &FakeApiServer::GetEvent);
+  port_ = server_->bind_to_any_port("127.0.0.1");
+  if (port_ <= 0) return absl::UnavailableError("the stand-in API server cannot bind 127.0.0.1");
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  return absl::OkStatus();
+}
+
+void FakeApiServer::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void FakeApiServer::Route(const char* method, const char* pattern, Handler h) {
+  auto fn = [this, h](const httplib::Request& req, httplib::Response& res) { Serve(req, res, h); };
+  const std::string m = method;
+  if (m == "GET") server_->Get(pattern, fn);
+  if (m == "PATCH") server_->Patch(pattern, fn);
+  if (m == "PUT") server_->Put(pattern, fn);
+  if (m == "POST") server_->Post(pattern, fn);
+}
+
+void FakeApiServer::Serve(const httplib::Request& req, httplib::Response& res, Handler h) {
+  RecordedRequest rec;
+  rec.method = req.method;
+  rec.target = req.target;
+  rec.path = req.path;
+  for (const auto& [k, v] : req.params) rec.params.emplace(k, v);
+  rec.authorization = req.get_header_value("Authorization");
+  rec.content_type = req.get_header_value("Content-Type");
+  rec.body = req.body;
+  bool handled = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (rec.authorization != absl::StrCat("Bearer ", token_)) {
+      // The real server's answer to a missing, wrong or expired token.
+      ReplyStatus(res, 401, "Unauthorized", "Unauthorized");
+      handled = true;
+    } else if (fail_left_ > 0 && req.get_param_value("watch") != "true") {
+      --fail_left_;
+      if (fail_status_ == 429) {
+        ReplyStatus(res, 429, "TooManyRequests", "Too many requests, please try again later.",
+                    {{"retryAfterSeconds", std::max(fail_retry_after_, 0)}});
+      } else {
+        ReplyStatus(res, fail_status_, fail_status_ == 503 ? "ServiceUnavailable" : "InternalError",
+                    "the stand-in was told to fail this request");
+      }
+      if (fail_retry_after_ >= 0) res.set_header("Retry-After", absl::StrCat(fail_retry_after_));
+      handled = true;
+    }
+  }
+  if (!handled) (this->*h)(req, res);
+  rec.status = res.status;
+  absl::MutexLock lock(&mu_);
+  requests_.push_back(std::move(rec));
+}
+
+void FakeApiServer::StoreNodeLocked(json node, const std::string& type) {
+  ++rv_;
+  node["metadata"]["resourceVersion"] = absl::StrCat(rv_);
+  const std::string name = node["metadata"].value("name", "");
+  nodes_[name] = node;
+  history_.push_back({rv_, type, node});
+  const std::string line = json{{"type", type}, {"object", node}}.dump() + "\n";
+  for (const auto& w : watchers_) {
+    if (w->name.empty() || w->name == name) w->lines.push_back(line);
+  }
+}
+
+void FakeApiServer::AddNode(json node) {
+  absl::MutexLock lock(&mu_);
+  const std::string name = node["metadata"].value("name", "");
+  if (!node["metadata"].contains("uid")) node["metadata"]["uid"] = absl::StrCat("uid-", name);
+  node["kind"] = "Node";
+  node["apiVersion"] = "v1";
+  StoreNodeLocked(std::move(node), nodes_.count(name) ? "MODIFIED" : "ADDED");
+}
+
+std::optional<json> FakeApiServer::Node(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<json> FakeApiServer::Events() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<json> out;
+  for (const auto& [k, v] : events_) out.push_back(v);
+  return out;
+}
+
+int64_t FakeApiServer::resource_version() const {
+  absl::MutexLock lock(&mu_);
+  return rv_;
+}
+
+void FakeApiServer::SetToken(const std::string& token) {
+  absl::MutexLock lock(&mu_);
+  token_ = token;
+}
+
+void FakeApiServer::FailNext(int n, int status, int retry_after_seconds) {
+  absl::MutexLock lock(&mu_);
+  fail_left_ = n;
+  fail_status_ = status;
+  fail_retry_after_ = retry_after_seconds;
+}
+
+void FakeApiServer::Compact(int64_t resource_version) {
+  absl::MutexLock lock(&mu_);
+  compacted_ = resource_version;
+  std::erase_if(history_, [&](const HistoryEntry& e) { return e.rv < resource_version; });
+}
+
+void FakeApiServer::SendBookmarks() {
+  absl::MutexLock lock(&mu_);
+  json bm = {{"type", "BOOKMARK"},
+             {"object",
+              {{"kind", "Node"},
+               {"apiVersion", "v1"},
+               {"metadata", {{"resourceVersion", absl::StrCat(rv_)}}}}}};
+  const std::string line = bm.dump() + "\n";
+  for (const auto& w : watchers_) {
+    if (w->bookmarks) w->lines.push_back(line);
+  }
+}
+
+void FakeApiServer::DropWatches() {
+  absl::MutexLock lock(&mu_);
+  for (const auto& w : watchers_) w->drop = true;
+  watchers_.clear();
+}
+
+std::vector<FakeApiServer::RecordedRequest> FakeApiServer::Requests() const {
+  absl::MutexLock lock(&mu_);
+  return requests_;
+}
+
+bool FakeApiServer::AwaitRequests(size_t n, absl::Duration limit) const {
+  absl::MutexLock lock(&mu_);
+  struct Ctx {
+    const FakeApiServer* s;
+    size_t n;
+  } ctx{this, n};
+  return mu_.AwaitWithTimeout(
+      absl::Condition(
+          +[](Ctx* c) ABSL_NO_THREAD_SAFETY_ANALYSIS { return c->s->requests_.size() >= c->n; },
+          &ctx),
+      limit);
+}
+
+bool FakeApiServer::AwaitOpenWatches(int n, absl::Duration limit) const {
+  absl::MutexLock lock(&mu_);
+  struct Ctx {
+    const FakeApiServer* s;
+    int n;
+  } ctx{this, n};
+  return mu_.AwaitWithTimeout(absl::Condition(
+                                  +[](Ctx* c) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                    return static_cast<int>(c->s->watchers_.size()) >= c->n;
+                                  },
+                                  &ctx),
+                              limit);
+}
+
+void FakeApiServer::GetNode(const httplib::Request& req, httplib::Response& res) {
+  const std::string name = req.matches[1];
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) {
+    ReplyStatus(res, 404, "NotFound", absl::StrCat("nodes \"", name, "\" not found"),
+                {{"name", name}, {"kind", "nodes"}});
+    return;
+  }
+  Reply(res, 200, it->second);
+}
+
+void FakeApiServer::ListOrWatchNodes(const httplib::Request& req, httplib::Response& res) {
+  std::string name;
+  const std::string selector = req.get_param_value("fieldSelector");
+  if (!selector.empty()) {
+    absl::string_view s = selector;
+    if (!absl::ConsumePrefix(&s, "metadata.name=")) {
+      ReplyStatus(res, 400, "BadRequest",
+                  absl::StrCat("field label not supported by the stand-in: ", selector));
+      return;
+    }
+    name = std::string(s);
+  }
+  absl::MutexLock lock(&mu_);
+  if (req.get_param_value("watch") != "true") {
+    json items = json::array();
+    for (const auto& [n, node] : nodes_) {
+      if (name.empty() || n == name) items.push_back(node);
+    }
+    Reply(res, 200,
+          {{"kind", "NodeList"},
+           {"apiVersion", "v1"},
+           {"metadata", {{"resourceVersion", absl::StrCat(rv_)}}},
+           {"items", items}});
+    return;
+  }
+  auto w = std::make_shared<Watcher>();
+  w->name = name;
+  w->bookmarks = req.get_param_value("allowWatchBookmarks") == "true";
+  const std::string rv_param = req.get_param_value("resourceVersion");
+  int64_t from = 0;
+  if (rv_param.empty() || rv_param == "0") {
+    for (const auto& [n, node] : nodes_) {
+      if (name.empty() || n == name) {
+        w->lines.push_back(json{{"type", "ADDED"}, {"object", node}}.dump() + "\n");
+      }
+    }
+    watchers_.push_back(w);
+  } else if (!absl::SimpleAtoi(rv_param, &from)) {
+    ReplyStatus(res, 400, "BadRequest", absl::StrCat("invalid resource version: ", rv_param));
+    return;
+  } else if (from < compacted_) {
+    // As the real server: 200, then an ERROR event with a 410 Status, then the end.
+    w->lines.push_back(json{{"type", "ERROR"},
+                            {"object", StatusObject(410, "Expired",
+                                                    absl::StrCat("too old resource version: ", from,
+                                                                 " (", compacted_, ")"))}}
+                           .dump() +
+                       "\n");
+    w->done = true;
+  } else {
+    for (const HistoryEntry& e : history_) {
+      if (e.rv > from && (name.empty() || e.object["metadata"].value("name", "") == name)) {
+        w->lines.push_back(json{{"type", e.type}, {"object", e.object}}.dump() + "\n");
+      }
+    }
+    watchers_.push_back(w);
+  }
+  res.status = 200;
+  res.set_chunked_content_provider("application/json", [this, w](size_t, httplib::DataSink& sink) {
+    std::deque<std::string> out;
+    bool drop;
+    bool done;
+    {
+      absl::MutexLock lock(&mu_);
+      struct Ctx {
+        const FakeApiServer* s;
+        const Watcher* w;
+      } ctx{this, w.get()};
+      mu_.AwaitWithTimeout(absl::Condition(
+                               +[](Ctx* c) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                 return !c->w->lines.empty() || c->w->drop || c->w->done ||
+                                        c->s->stopping_;
+                               },
+                               &ctx),
+                           absl::Milliseconds(100));
+      out.swap(w->lines);
+      drop = w->drop || stopping_;
+      done = w->done;
+    }
+    if (drop) return false;  // the connection closes with the chunked body unfinished
+    for (const std::string& line : out) {
+      if (!sink.write(line.data(), line.size())) return false;
+    }
+    if (done) sink.done();
+    return true;
+  });
+}
+
+void FakeApiServer::PatchNode(const httplib::Request& req, httplib::Response& res) {
+  const std::string name = req.matches[1];
+  const bool status = req.matches[2].matched;
+  json patch;
+  if (!CheckedBody(req, res, Schemas()["node"], "Node", &patch)) return;
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) {
+    ReplyStatus(res, 404, "NotFound", absl::StrCat("nodes \"", name, "\" not found"),
+                {{"name", name}, {"kind", "nodes"}});
+    return;
+  }
+  const std::string want = RvOf(patch);
+  if (!want.empty() && want != RvOf(it->second)) {
+    ReplyStatus(res, 409, "Conflict",
+                absl::StrCat("Operation cannot be fulfilled on nodes \"", name,
+                             "\": the object has been modified; please apply your changes to "
+                             "the latest version and try again"),
+                {{"name", name}, {"kind", "nodes"}});
+    return;
+  }
+  json updated = it->second;
+  if (!ApplyPatch(req, res, patch, &updated)) return;
+  // The status subresource changes only status; the main resource never changes it.
+  if (status) {
+    updated["spec"] = it->second.value("spec", json::object());
+  } else {
+    updated["status"] = it->second.value("status", json::object());
+  }
+  updated["metadata"]["name"] = name;
+  updated["metadata"]["uid"] = it->second["metadata"]["uid"];
+  StoreNodeLocked(updated, "MODIFIED");
+  Reply(res, 200, nodes_[name]);
+}
+
+void FakeApiServer::PutNode(const httplib::Request& req, httplib::Response& res) {
+  const std::string name = req.matches[1];
+  json body;
+  if (!CheckedBody(req, res, Schemas()["node"], "Node", &body)) return;
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) {
+    ReplyStatus(res, 404, "NotFound", absl::StrCat("nodes \"", name, "\" not found"),
+                {{"name", name}, {"kind", "nodes"}});
+    return;
+  }
+  const std::string want = RvOf(body);
+  if (!want.empty() && want != RvOf(it->second)) {
+    ReplyStatus(res, 409, "Conflict",
+                absl::StrCat("Operation cannot be fulfilled on nodes \"", name,
+                             "\": the object has been modified; please apply your changes to "
+                             "the latest version and try again"),
+                {{"name", name}, {"kind", "nodes"}});
+    return;
+  }
+  body["status"] = it->second.value("status", json::object());
+  body["metadata"]["name"] = name;
+  body["metadata"]["uid"] = it->second["metadata"]["uid"];
+  body["kind"] = "Node";
+  body["apiVersion"] = "v1";
+  StoreNodeLocked(body, "MODIFIED");
+  Reply(res, 200, nodes_[name]);
+}
+
+void FakeApiServer::CreateEvent(const httplib::Request& req, httplib::Response& res) {
+  const std::string ns = req.matches[1];
+  json ev;
+  if (!CheckedBody(req, res, Schemas()["event"], "Event", &ev)) return;
+  json& meta = ev["metadata"];
+  if (!meta.is_object()) meta = json::object();
+  if (meta.contains("namespace") && meta["namespace"] != ns) {
+    ReplyStatus(res, 400, "BadRequest",
+                "the namespace of the provided object does not match the namespace sent on the "
+                "request");
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  if (!meta.contains("name") && meta.contains("generateName")) {
+    meta["name"] = absl::StrCat(meta["generateName"].get<std::string>(), rv_ + 1);
+  }
+  const std::string name = meta.value("name", "");
+  // events.k8s.io/v1 validation of a new Event: what the API reference marks required.
+  std::vector<std::string> missing;
+  if (name.empty())
+    missing.push_back("metadata.name: Required value: name or generateName is required");
+  for (const char* f :
+       {"eventTime", "reportingController", "reportingInstance", "action", "reason"}) {
+    if (!ev.contains(f) || ev[f] == "" || ev[f].is_null()) {
+      missing.push_back(absl::StrCat(f, ": Required value"));
+    }
+  }
+  if (ev.value("type", "") != "Normal" && ev.value("type", "") != "Warning") {
+    missing.push_back("type: Unsupported value: must be Normal or Warning");
+  }
+  if (!missing.empty()) {
+    ReplyStatus(
+        res, 422, "Invalid",
+        absl::StrCat("Event.events.k8s.io \"", name, "\" is invalid: ",
+                     missing.size() == 1 ? missing[0]
+                                         : absl::StrCat("[", absl::StrJoin(missing, ", "), "]")),
+        {{"name", name}, {"group", "events.k8s.io"}, {"kind", "Event"}});
+    return;
+  }
+  const std::string key = absl::StrCat(ns, "/", name);
+  if (events_.count(key)) {
+    ReplyStatus(res, 409, "AlreadyExists",
+                absl::StrCat("events.events.k8s.io \"", name, "\" already exists"),
+                {{"name", name}, {"group", "events.k8s.io"}, {"kind", "events"}});
+    return;
+  }
+  ++rv_;
+  meta["namespace"] = ns;
+  meta["resourceVersion"] = absl::StrCat(rv_);
+  meta["uid"] = absl::StrCat("event-uid-", rv_);
+  ev["kind"] = "Event";
+  ev["apiVersion"] = "events.k8s.io/v1";
+  events_[key] = ev;
+  Reply(res, 201, ev);
+}
+
+void FakeApiServer::PatchEvent(const httplib::Request& req, httplib::Response& res) {
+  const std::string ns = req.matches[1];
+  const std::string name = req.matches[2];
+  json patch;
+  if (!CheckedBody(req, res, Schemas()["event"], "Event", &patch)) return;
+  absl::MutexLock lock(&mu_);
+  auto it = events_.find(absl::StrCat(ns, "/", name));
+  if (it == events_.end()) {
+    ReplyStatus(res, 404, "NotFound", absl::StrCat("events.events.k8s.io \"", name, "\" not found"),
+                {{"name", name}, {"group", "events.k8s.io"}, {"kind", "events"}});
+    return;
+  }
+  const std::string want = RvOf(patch);
+  if (!want.empty() && want != RvOf(it->second)) {
+    ReplyStatus(res, 409, "Conflict",
+                absl::StrCat("Operation cannot be fulfilled on events.events.k8s.io \"", name,
+                             "\": the object has been modified; please apply your changes to "
+                             "the latest version and try again"),
+                {{"name", name}, {"group", "events.k8s.io"}, {"kind", "events"}});
+    return;
+  }
+  json updated = it->second;
+  if (!ApplyPatch(req, res, patch, &updated)) return;
+  ++rv_;
+  updated["metadata"]["resourceVersion"] = absl::StrCat(rv_);
+  updated["metadata"]["name"] = name;
+  it->second = updated;
+  Reply(res, 200, updated);
+}
+
+void FakeApiServer::GetEvent(const httplib::Request& req, httplib::Response& res) {
+  const std::string ns = req.matches[1];
+  const std::string name = req.matches[2];
+  absl::MutexLock lock(&mu_);
+  auto it = events_.find(absl::StrCat(ns, "/", name));
+  if (it == events_.end()) {
+    ReplyStatus(res, 404, "NotFound", absl::StrCat("events.events.k8s.io \"", name, "\" not found"),
+                {{"name", name}, {"group", "events.k8s.io"}, {"kind", "events"}});
+    return;
+  }
+  Reply(res, 200, it->second);
+}
+
+}  // namespace gpulet::testing

@@ -1,0 +1,178 @@
+// FakeApiServer: a stand-in Kubernetes API server for tests. It is NOT the real server: it
+// is written from the Kubernetes API reference's documented behaviour (API Concepts: "Efficient
+// detection of changes", "Resource versions", "Field validation", "Watch bookmarks"; the Node
+// and events.k8s.io/v1 Event references) for the few endpoints gpulet uses, and where the
+// reference is silent it copies what a real server sends (the Status objects' wording).
+//
+// HTTPS on 127.0.0.1 (a port of its own), with a CA and a server certificate made at start
+// (testing/test_pki.h; IP SAN 127.0.0.1, DNS SAN localhost). It is cpp-httplib's SSLServer
+// (tests only: Debian's cpp-httplib is built with OpenSSL): an HTTP implementation written
+// by others, so the client's own HTTP/1.1 parser and TLS code are tested against a peer that
+// is not their mirror image.
+//
+// Endpoints and semantics:
+//   GET    /api/v1/nodes/{name}                 the Node, or 404 NotFound
+//   PATCH  /api/v1/nodes/{name}                 merge or strategic-merge patch; status kept
+//   PATCH  /api/v1/nodes/{name}/status          the same on the status subresource; spec kept
+//   PUT    /api/v1/nodes/{name}                 update (status kept)
+//   GET    /api/v1/nodes[?fieldSelector=metadata.name%3D{name}]   NodeList, with its
+//          resourceVersion; with watch=true a watch (below)
+//   POST   /apis/events.k8s.io/v1/namespaces/{ns}/events         create (201), 409
+//          AlreadyExists for a taken name, 422 Invalid without the required fields
+//   PATCH  /apis/events.k8s.io/v1/namespaces/{ns}/events/{name}  patch (series updates)
+//   GET    /apis/events.k8s.io/v1/namespaces/{ns}/events/{name}
+// Every request needs "Authorization: Bearer <token>" with the token now accepted
+// (SetToken rotates it): else 401 with the real server's Status ("Unauthorized").
+// Writes: fieldValidation=Strict rejects an unknown field with 400 BadRequest and the real
+// message, `strict decoding error: unknown field "spec.foo"`; without it (the server's
+// default, Warn) the field is dropped and a `Warning: 299 - "unknown field \"spec.foo\""`
+// header says so. The fields known are those of Node and Event that gpulet may write (the
+// API reference's, not every one). resourceVersion: one counter for the server, bumped by
+// every write and stored in metadata.resourceVersion; a patch or update whose
+// metadata.resourceVersion is set and differs: 409 Conflict with the real message.
+// Strategic merge patches merge status.conditions by type and status.addresses by type (their
+// patchMergeKey), honour "$patch": "delete" in those lists, and drop $setElementOrder
+// directives; every other list is replaced, as the Node's patch strategy says.
+// Watches (GET with watch=true): chunked JSON lines, one watch event each. Without a
+// resourceVersion (or "0"), ADDED events for the current objects first; with one, every later
+// change from history; one older than the compaction point (Compact) gets HTTP 200 and an
+// ERROR event holding a Status with code 410 (reason Expired), then the end of the stream, as
+// the real server does. BOOKMARK events go to watches that asked allowWatchBookmarks=true
+// when the test calls SendBookmarks(). DropWatches() cuts every watch connection without
+// ending its chunked body (a dropped connection, not a server timeout).
+// Scripted failures: FailNext(n, status, retry_after) answers the next n authenticated
+// non-watch requests with `status` (429 TooManyRequests with Retry-After, or a 5xx).
+// Every request is recorded (Requests()) for assertions.
+//
+// Thread-safety: all methods are thread-safe; handlers run on httplib's worker threads.
+#ifndef GPULET_TESTING_FAKE_APISERVER_H_
+#define GPULET_TESTING_FAKE_APISERVER_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+#include "testing/test_pki.h"
+
+namespace httplib {
+class SSLServer;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace gpulet::testing {
+
+class FakeApiServer {
+ public:
+  struct RecordedRequest {
+    std::string method;
+    std::string target;  // path and query as sent
+    std::string path;
+    std::multimap<std::string, std::string> params;  // decoded query
+    std::string authorization;
+    std::string content_type;
+    std::string body;
+    int status = 0;  // the status answered (200 for a watch, even one that ends in ERROR)
+  };
+
+  FakeApiServer();
+  ~FakeApiServer();
+  FakeApiServer(const FakeApiServer&) = delete;
+  FakeApiServer& operator=(const FakeApiServer&) = delete;
+
+  // Makes the PKI and starts serving; `token` is the bearer token accepted.
+  absl::Status Start(const std::string& token);
+  void Stop();
+
+  int port() const { return port_; }
+  std::string url() const;  // https://127.0.0.1:<port>
+  const TestCert& ca() const { return ca_; }
+
+  // Objects. AddNode stores (or replaces) a Node, stamping resourceVersion, and tells the
+  // watches (ADDED or MODIFIED).
+  void AddNode(nlohmann::json node);
+  std::optional<nlohmann::json> Node(const std::string& name) const;
+  std::vector<nlohmann::json> Events() const;
+  int64_t resource_version() const;
+
+  // Only `token` is accepted from now on.
+  void SetToken(const std::string& token);
+  // The next `n` authenticated requests that are not watches get `status` (429: reason
+  // TooManyRequests) with `Retry-After: retry_after_seconds` when that is >= 0.
+  void FailNext(int n, int status, int retry_after_seconds);
+  // History before `resource_version` is forgotten: watches from older versions get 410.
+  void Compact(int64_t resource_version);
+  // A BOOKMARK with the current resourceVersion to every watch that allows bookmarks.
+  void SendBookmarks();
+  // Cuts every open watch connection.
+  void DropWatches();
+
+  std::vector<RecordedRequest> Requests() const;
+  // Real-time waits (a guard against a hang; tests pass long before): until `n` requests
+  // have been recorded / `n` watches are streaming.
+  bool AwaitRequests(size_t n, absl::Duration limit = absl::Seconds(10)) const;
+  bool AwaitOpenWatches(int n, absl::Duration limit = absl::Seconds(10)) const;
+
+ private:
+  struct Watcher {
+    std::string name;  // from fieldSelector metadata.name=..., "" for all
+    bool bookmarks = false;
+    std::deque<std::string> lines;
+    bool drop = false;
+    bool done = false;  // end the stream properly after the lines
+  };
+  struct HistoryEntry {
+    int64_t rv;
+    std::string type;
+    nlohmann::json object;
+  };
+
+  using Handler = void (FakeApiServer::*)(const httplib::Request&, httplib::Response&);
+  void Route(const char* method, const char* pattern, Handler h);
+  void Serve(const httplib::Request& req, httplib::Response& res, Handler h);
+
+  void GetNode(const httplib::Request& req, httplib::Response& res);
+  void ListOrWatchNodes(const httplib::Request& req, httplib::Response& res);
+  void PatchNode(const httplib::Request& req, httplib::Response& res);
+  void PutNode(const httplib::Request& req, httplib::Response& res);
+  void CreateEvent(const httplib::Request& req, httplib::Response& res);
+  void PatchEvent(const httplib::Request& req, httplib::Response& res);
+  void GetEvent(const httplib::Request& req, httplib::Response& res);
+
+  void StoreNodeLocked(nlohmann::json node, const std::string& type)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  TestCert ca_;
+  TestCert server_cert_;
+  std::unique_ptr<httplib::SSLServer> server_;
+  std::thread thread_;
+  int port_ = 0;
+
+  mutable absl::Mutex mu_;
+  std::string token_ ABSL_GUARDED_BY(mu_);
+  int64_t rv_ ABSL_GUARDED_BY(mu_) = 1000;
+  int64_t compacted_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, nlohmann::json> nodes_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, nlohmann::json> events_ ABSL_GUARDED_BY(mu_);  // "ns/name"
+  std::vector<HistoryEntry> history_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<Watcher>> watchers_ ABSL_GUARDED_BY(mu_);
+  int fail_left_ ABSL_GUARDED_BY(mu_) = 0;
+  int fail_status_ ABSL_GUARDED_BY(mu_) = 0;
+  int fail_retry_after_ ABSL_GUARDED_BY(mu_) = -1;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<RecordedRequest> requests_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gpulet::testing
+
+#endif  // GPULET_TESTING_FAKE_APISERVER_H_
