@@ -14,8 +14,9 @@
 # and each /dev/kmsg record as its own input) and the explain catalogue's examples; the ELF reader (src/gpu/elf_check_fuzz.cc)
 # from a few small system shared libraries; the pod-identity parsers from the simulator
 # fixtures' /proc/<pid>/cgroup files and /var/log/pods names; the config parser from README's
-# example; the web-config parser from a few small files. Inputs that grow coverage accumulate in
-# build-fuzz/corpus/NAME; a crashing input is saved in build-fuzz/artifacts/NAME/.
+# example; the web-config parser from a few small files; the API client's HTTP response parser
+# (src/kube/http_response_fuzz.cc) from a few responses as the API server sends them.
+# Inputs that grow coverage accumulate in build-fuzz/corpus/NAME; a crashing input is saved in build-fuzz/artifacts/NAME/.
 # Reproduce one with: build-fuzz/bin/NAME build-fuzz/artifacts/NAME/crash-...
 set -euo pipefail
 
@@ -170,6 +171,17 @@ make_seeds() {
       printf 'basic_auth_users:\n  prom: %s\n' \
         '$2y$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy' > "$dir/users.yml"
       printf 'http_server_config:\n  http2: true\n' > "$dir/http.yml"
+      ;;
+    src/kube/http_response_fuzz.cc)
+      # Responses as the API server sends them: a flag byte first (HEAD, EOF, split point).
+      printf '\002HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}' \
+        > "$dir/length"
+      printf '\000HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1a\r\n{"type":"ADDED","object":{}}\r\n0\r\n\r\n' \
+        > "$dir/chunked"
+      printf '\006HTTP/1.1 100 Continue\r\n\r\nHTTP/1.0 409 Conflict\r\n\r\n{"kind":"Status"}' \
+        > "$dir/interim"
+      printf '\001HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1\r\nContent-Length: 5\r\n\r\n' \
+        > "$dir/head"
       ;;
     src/gpu/elf_check_fuzz.cc)
       local lib

@@ -183,10 +183,11 @@ ManifestFiles* DeployManifestsTest::files_ = nullptr;
 TEST_F(DeployManifestsTest, TreeHasTheExpectedFiles) {
   for (const char* path :
        {"deploy/base/kustomization.yaml", "deploy/base/namespace.yaml",
-        "deploy/base/serviceaccount.yaml", "deploy/base/configmap.yaml",
-        "deploy/base/daemonset.yaml", "deploy/base/service.yaml", "deploy/base/servicemonitor.yaml",
-        "deploy/overlays/talos/kustomization.yaml", "deploy/overlays/talos/runtimeclass.yaml",
-        kTalosMachinePatchPath, kTalosSchematicPath, "deploy/overlays/generic/kustomization.yaml",
+        "deploy/base/serviceaccount.yaml", "deploy/base/clusterrole.yaml",
+        "deploy/base/configmap.yaml", "deploy/base/daemonset.yaml", "deploy/base/service.yaml",
+        "deploy/base/servicemonitor.yaml", "deploy/overlays/talos/kustomization.yaml",
+        "deploy/overlays/talos/runtimeclass.yaml", kTalosMachinePatchPath, kTalosSchematicPath,
+        "deploy/overlays/generic/kustomization.yaml",
         "deploy/examples/ollama/whole-card/kustomization.yaml"}) {
     EXPECT_EQ(files_->count(path), 1u) << path;
   }

@@ -81,6 +81,12 @@ constexpr FlagKey kFlagKeys[] = {
     {"--kmsg", "GPULET_KMSG", "health.kmsg", "Read the kernel log for XIDs: true or false"},
     {"--xid-history-file", "GPULET_XID_HISTORY_FILE", "health.xidHistoryFile",
      "Host path where XID repeats are kept across restarts (empty: memory only)"},
+    {"--cluster-reporting", "GPULET_CLUSTER_REPORTING", "cluster.enabled",
+     "Report GPU health on the Node (conditions, events) through the API server: true or false"},
+    {"--kubeconfig", "GPULET_KUBECONFIG", "cluster.kubeconfig",
+     "kubeconfig file for the API server (default: the pod's service account)"},
+    {"--taint-unhealthy", "GPULET_TAINT_UNHEALTHY", "cluster.taint.enabled",
+     "Taint the Node gpulet.dev/gpu-unhealthy while its GPUs are out: true or false"},
 };
 
 // In a pod, gethostname() is the pod's name, which changes on every rollout; the DaemonSet

@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/log.h"
 #include "common/periodic_worker.h"
 
@@ -79,13 +83,13 @@ void NodeReporter::Run() {
     std::shared_ptr<const Snapshot> snap = store_->WaitForChange(seen, wait);
     if (stopping_.load() || store_->shut_down()) break;
     const absl::Time now = clock_->Now();
-    if (snap->version != seen) {
+    if (snap->version != seen && options_.events) {
       for (const NodeEvent& e : NodeEventsBetween(before.get(), *snap)) {
         for (EventWrite& w : aggregator_.Record(e, now)) pending_.push_back(std::move(w));
       }
-      before = snap;
-      seen = snap->version;
     }
+    before = snap;
+    seen = snap->version;
     Pass(*snap, now);
   }
 }
@@ -96,6 +100,8 @@ absl::Time NodeReporter::NextDue() const {
   due = std::min(due, aggregator_.NextFlush());
   if (!pending_.empty()) due = std::min(due, events_retry_at_);
   if (written_.empty()) due = std::min(due, conditions_retry_at_);
+  if (taint_written_ == std::nullopt) due = std::min(due, taint_retry_at_);
+  if (!labels_done_) due = std::min(due, labels_retry_at_);
   return due;
 }
 
@@ -109,6 +115,7 @@ void NodeReporter::Pass(const Snapshot& snap, absl::Time now) {
   WriteConditions(snap, now);
   WriteEvents(now);
   ReconcileTaint(snap, now);
+  ReconcileLabels(now);
 }
 
 void NodeReporter::WriteConditions(const Snapshot& snap, absl::Time now) {
@@ -122,7 +129,12 @@ void NodeReporter::WriteConditions(const Snapshot& snap, absl::Time now) {
       client_->Patch(path, kube::PatchType::kStrategicMerge, NodeConditionsPatch(wanted, now));
   if (!node.ok()) {
     conditions_retry_at_ = now + options_.retry_interval;
-    Failed(absl::StrCat("PATCH ", path), node.status());
+    std::string what = absl::StrCat("PATCH ", path);
+    if (absl::IsNotFound(node.status())) {
+      absl::StrAppend(&what, " (no Node is named ", options_.node_name,
+                      ": NODE_NAME must be the pod's spec.nodeName, as deploy/base sets it)");
+    }
+    Failed(what, node.status());
     return;
   }
   if (node->contains("metadata") && (*node)["metadata"].contains("uid")) {
@@ -224,6 +236,69 @@ void NodeReporter::ReconcileTaint(const Snapshot& snap, absl::Time now) {
   Failed(
       absl::StrCat(want ? "adding" : "removing", " the taint ", kUnhealthyTaintKey, " on ", path),
       last);
+}
+
+}  // namespace gpulet
+
+namespace gpulet {
+
+void NodeReporter::ReconcileLabels(absl::Time now) {
+  if (labels_done_ || now < labels_retry_at_) return;
+  const std::string path = absl::StrCat("/api/v1/nodes/", options_.node_name);
+  absl::StatusOr<nlohmann::json> node = client_->Get(path);
+  if (!node.ok()) {
+    labels_retry_at_ = now + options_.retry_interval;
+    Failed(absl::StrCat("GET ", path), node.status());
+    return;
+  }
+  const nlohmann::json meta = node->value("metadata", nlohmann::json::object());
+  const nlohmann::json annotations = meta.value("annotations", nlohmann::json::object());
+  const nlohmann::json current = meta.value("labels", nlohmann::json::object());
+  std::set<std::string> before;  // the keys an earlier gpulet wrote
+  for (absl::string_view key :
+       absl::StrSplit(annotations.value(kNodeLabelsAnnotation, ""), ',', absl::SkipEmpty())) {
+    before.insert(std::string(key));
+  }
+  nlohmann::json labels = nlohmann::json::object();
+  std::vector<std::string> written;
+  bool changed = false;
+  if (options_.node_labels) {
+    for (const auto& [key, value] : options_.labels) {
+      if (!absl::StartsWith(key, "nvidia.com/") && !absl::StartsWith(key, "gpulet.dev/")) continue;
+      written.push_back(key);
+      if (current.value(key, std::string("\x01")) != value) {
+        labels[key] = value;
+        changed = true;
+      }
+    }
+  }
+  for (const std::string& key : before) {
+    if (std::find(written.begin(), written.end(), key) != written.end()) continue;
+    if (current.contains(key)) {
+      labels[key] = nullptr;  // merge patch: remove
+      changed = true;
+    }
+  }
+  const std::string list = absl::StrJoin(written, ",");
+  const bool annotation_changed = annotations.value(kNodeLabelsAnnotation, "") != list;
+  if (!changed && !annotation_changed) {
+    labels_done_ = true;
+    return;
+  }
+  nlohmann::json patch = {{"metadata",
+                           {{"labels", labels},
+                            {"annotations",
+                             {{kNodeLabelsAnnotation, written.empty() ? nlohmann::json(nullptr)
+                                                                      : nlohmann::json(list)}}}}}};
+  absl::StatusOr<nlohmann::json> done = client_->Patch(path, kube::PatchType::kMerge, patch);
+  if (!done.ok()) {
+    labels_retry_at_ = now + options_.retry_interval;
+    Failed(absl::StrCat("PATCH ", path, " (labels)"), done.status());
+    return;
+  }
+  labels_done_ = true;
+  absl::MutexLock lock(&mu_);
+  ++stats_.label_writes;
 }
 
 }  // namespace gpulet

@@ -11,6 +11,11 @@
 // and re-sent every `heartbeat`), Events wait in a bounded queue (the oldest dropped, with
 // a log line, past `max_pending_events`).
 //
+// Node labels (with `node_labels`): the GPU labels are merged into metadata.labels, and the
+// keys gpulet wrote are listed in the annotation gpulet.dev/node-labels, so that a key gpulet
+// no longer writes (or all of them, once turned off) is removed without touching labels
+// others set. Only keys under nvidia.com/ and gpulet.dev/ are written.
+//
 // The taint is gpulet's alone: only the taint with key gpulet.dev/gpu-unhealthy is added or
 // removed, through a read-modify-write of spec.taints guarded by the Node's resourceVersion
 // (a 409 re-reads and tries again), so taints others set are never touched. With the taint
@@ -23,6 +28,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,6 +47,7 @@
 namespace gpulet {
 
 inline constexpr char kUnhealthyTaintKey[] = "gpulet.dev/gpu-unhealthy";
+inline constexpr char kNodeLabelsAnnotation[] = "gpulet.dev/node-labels";
 
 class NodeReporter {
  public:
@@ -58,6 +65,9 @@ class NodeReporter {
     std::string taint_effect = "NoSchedule";  // NoSchedule, PreferNoSchedule or NoExecute
     // The share of the node's GPUs that must be Unhealthy for the taint (1: all of them).
     double taint_share = 1.0;
+    bool events = true;
+    bool node_labels = false;
+    std::map<std::string, std::string> labels;  // written when node_labels
   };
 
   struct Stats {
@@ -66,6 +76,7 @@ class NodeReporter {
     uint64_t series_updates = 0;
     uint64_t events_dropped = 0;
     uint64_t taint_writes = 0;
+    uint64_t label_writes = 0;
     uint64_t errors = 0;
     std::optional<bool> tainted;  // as last written or read; nullopt before
     std::string last_error;
@@ -90,6 +101,7 @@ class NodeReporter {
   void WriteConditions(const Snapshot& snap, absl::Time now);
   void WriteEvents(absl::Time now);
   void ReconcileTaint(const Snapshot& snap, absl::Time now);
+  void ReconcileLabels(absl::Time now);
   // The next moment a pass is due without a store change.
   absl::Time NextDue() const;
   void Failed(const std::string& what, const absl::Status& status);
@@ -111,6 +123,8 @@ class NodeReporter {
   absl::Time events_retry_at_ = absl::InfinitePast();
   std::optional<bool> taint_written_;
   absl::Time taint_retry_at_ = absl::InfinitePast();
+  bool labels_done_ = false;
+  absl::Time labels_retry_at_ = absl::InfinitePast();
   std::string node_uid_;
 
   mutable absl::Mutex mu_;

@@ -77,6 +77,7 @@ class NodeReporterTest : public ::testing::Test {
     c.ca_source = "the test CA";
     c.token_file = token_file_;
     c.source = "test";
+    config_ = c;
     kube::KubeClientOptions o;
     o.qps = 0;
     o.initial_backoff = absl::Milliseconds(5);
@@ -146,6 +147,7 @@ class NodeReporterTest : public ::testing::Test {
   gpulet::testing::ScratchDir dir_;
   gpulet::testing::FakeApiServer server_;
   std::string token_file_;
+  kube::KubeConfig config_;
   std::unique_ptr<kube::KubeClient> client_;
   DeviceStore store_;
   std::unique_ptr<NodeReporter> reporter_;
@@ -258,6 +260,59 @@ TEST_F(NodeReporterTest, TaintOnlyWhenEveryGpuIsOutAndOnlyGpuletsOwn) {
   ASSERT_NE(WaitFor([&] { return !has_ours(); }), absl::InfiniteDuration());
   ASSERT_EQ(taints().size(), 1u);
   EXPECT_EQ(taints()[0]["key"], "example.com/maintenance");
+}
+
+// With the taint off, a taint an earlier gpulet left is removed; others stay.
+TEST_F(NodeReporterTest, ATaintLeftBehindIsRemovedWhenTheTaintIsOff) {
+  json node = *server_.Node("node-1");
+  node["spec"]["taints"].push_back({{"key", kUnhealthyTaintKey}, {"effect", "NoSchedule"}});
+  server_.AddNode(node);
+  Start();
+  auto taints = [&] { return (*server_.Node("node-1"))["spec"].value("taints", json::array()); };
+  ASSERT_NE(WaitFor([&] { return taints().size() == 1; }), absl::InfiniteDuration())
+      << taints().dump();
+  EXPECT_EQ(taints()[0]["key"], "example.com/maintenance");
+}
+
+// Node labels: written with the annotation that lists them; a gpulet with them off removes
+// exactly those, and labels others set stay.
+TEST_F(NodeReporterTest, NodeLabelsAreWrittenAndOnlyGpuletsAreRemoved) {
+  json node = *server_.Node("node-1");
+  node["metadata"]["labels"] = {{"kubernetes.io/hostname", "node-1"}, {"team", "ml"}};
+  server_.AddNode(node);
+  NodeReporter::Options o;
+  o.node_labels = true;
+  o.labels = {{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
+              {"gpulet.dev/kernel-module-flavor", "open"},
+              {"example.com/not-ours", "x"}};
+  Start(o);
+  auto labels = [&] {
+    return (*server_.Node("node-1"))["metadata"].value("labels", json::object());
+  };
+  ASSERT_NE(WaitFor([&] { return labels().contains("nvidia.com/gpu.product"); }),
+            absl::InfiniteDuration());
+  EXPECT_EQ(labels()["gpulet.dev/kernel-module-flavor"], "open");
+  EXPECT_FALSE(labels().contains("example.com/not-ours")) << "a key outside gpulet's prefixes";
+  EXPECT_EQ((*server_.Node("node-1"))["metadata"]["annotations"][kNodeLabelsAnnotation],
+            "gpulet.dev/kernel-module-flavor,nvidia.com/gpu.product");
+
+  reporter_->Stop();
+  NodeReporter::Options off;
+  off.node_name = "node-1";
+  off.retry_interval = absl::Milliseconds(50);
+  auto client = kube::KubeClient::FromConfig(config_, kube::KubeClientOptions(), RealClock());
+  ASSERT_TRUE(client.ok());
+  NodeReporter again(&store_, client->get(), off);
+  again.Start();
+  ASSERT_NE(WaitFor([&] { return !labels().contains("nvidia.com/gpu.product"); }),
+            absl::InfiniteDuration());
+  again.Stop();
+  EXPECT_FALSE(labels().contains("gpulet.dev/kernel-module-flavor"));
+  EXPECT_EQ(labels()["team"], "ml");
+  EXPECT_EQ(labels()["kubernetes.io/hostname"], "node-1");
+  EXPECT_FALSE((*server_.Node("node-1"))["metadata"]
+                   .value("annotations", json::object())
+                   .contains(kNodeLabelsAnnotation));
 }
 
 }  // namespace

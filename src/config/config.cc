@@ -75,6 +75,7 @@ constexpr DurationBounds kDurationBounds[] = {
     {"health.probeInterval", absl::Milliseconds(100), absl::Hours(1)},
     {"health.hangTimeout", absl::Milliseconds(100), absl::Seconds(10)},
     {"health.quietPeriod", absl::ZeroDuration(), absl::Hours(24)},
+    {"cluster.heartbeat", absl::Seconds(10), absl::Hours(1)},
 };
 
 const DurationBounds& BoundsOf(const char* key) {
@@ -352,6 +353,58 @@ const std::vector<Field>& Fields() {
          return absl::OkStatus();
        },
        [](const Config& c) { return Str(c.health.xid_history_file); }},
+      {"cluster.enabled", "true or false",
+       [](Config& c, const std::string& v) {
+         return ParseBool("cluster.enabled", v, &c.cluster.enabled);
+       },
+       [](const Config& c) { return YAML::Node(c.cluster.enabled); }},
+      {"cluster.kubeconfig", "an absolute path, or empty for the pod's service account",
+       [](Config& c, const std::string& v) {
+         if (!v.empty() && (v[0] != '/' || v.back() == '/')) {
+           return Bad("cluster.kubeconfig", v,
+                      "an absolute path of a kubeconfig file, or empty for the pod's service "
+                      "account");
+         }
+         c.cluster.kubeconfig = v;
+         return absl::OkStatus();
+       },
+       [](const Config& c) { return Str(c.cluster.kubeconfig); }},
+      Dur("cluster.heartbeat", &Config::cluster, &Config::Cluster::heartbeat),
+      {"cluster.events", "true or false",
+       [](Config& c, const std::string& v) {
+         return ParseBool("cluster.events", v, &c.cluster.events);
+       },
+       [](const Config& c) { return YAML::Node(c.cluster.events); }},
+      {"cluster.nodeLabels", "true or false",
+       [](Config& c, const std::string& v) {
+         return ParseBool("cluster.nodeLabels", v, &c.cluster.node_labels);
+       },
+       [](const Config& c) { return YAML::Node(c.cluster.node_labels); }},
+      {"cluster.taint.enabled", "true or false",
+       [](Config& c, const std::string& v) {
+         return ParseBool("cluster.taint.enabled", v, &c.cluster.taint.enabled);
+       },
+       [](const Config& c) { return YAML::Node(c.cluster.taint.enabled); }},
+      {"cluster.taint.effect", "NoSchedule, PreferNoSchedule or NoExecute",
+       [](Config& c, const std::string& v) {
+         if (v != "NoSchedule" && v != "PreferNoSchedule" && v != "NoExecute") {
+           return Bad("cluster.taint.effect", v, "NoSchedule, PreferNoSchedule or NoExecute");
+         }
+         c.cluster.taint.effect = v;
+         return absl::OkStatus();
+       },
+       [](const Config& c) { return Str(c.cluster.taint.effect); }},
+      {"cluster.taint.share", "a number from 0.01 to 1",
+       [](Config& c, const std::string& v) {
+         double share = 0;
+         if (!absl::SimpleAtod(v, &share) || !(share >= 0.01 && share <= 1.0)) {
+           return Bad("cluster.taint.share", v,
+                      "a number from 0.01 to 1: the share of the node's GPUs that must be out");
+         }
+         c.cluster.taint.share = share;
+         return absl::OkStatus();
+       },
+       [](const Config& c) { return YAML::Node(c.cluster.taint.share); }},
   };
   return *kFields;
 }

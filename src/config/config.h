@@ -131,6 +131,31 @@ struct Config {
     std::string xid_history_file = "/var/lib/gpulet/xid-history.json";
   } health;
 
+  struct Cluster {
+    // Tell the cluster about the GPUs' health through the Kubernetes API server: conditions
+    // on the Node, Events, the optional taint and node labels (cluster/node_reporter.h).
+    // Needs the RBAC in deploy/base. Default: false.
+    bool enabled = false;
+    // A kubeconfig file, for gpulet outside a pod; empty: the pod's service account.
+    // Default: "".
+    std::string kubeconfig;
+    // How often the conditions are sent again when nothing changed. Default: 1m.
+    absl::Duration heartbeat = absl::Minutes(1);
+    // Events on the Node for health transitions and XIDs. Default: true.
+    bool events = true;
+    // Write the GPU labels (deploy/labels.h) on the Node itself, besides or instead of the
+    // node-feature-discovery file. Default: false.
+    bool node_labels = false;
+    struct Taint {
+      // Taint the Node gpulet.dev/gpu-unhealthy while enough GPUs are out. Default: false.
+      bool enabled = false;
+      // NoSchedule, PreferNoSchedule or NoExecute. Default: NoSchedule.
+      std::string effect = "NoSchedule";
+      // The share of the node's GPUs that must be Unhealthy (0.01 to 1). Default: 1 (all).
+      double share = 1.0;
+    } taint;
+  } cluster;
+
   // The resource names this config advertises (one per plugin server).
   std::vector<std::string> AdvertisedResources() const;
 };

@@ -1,6 +1,7 @@
 #include "daemon/daemon.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 #include <utility>
 
@@ -10,6 +11,7 @@
 #include "common/host_fs.h"
 #include "common/log.h"
 #include "daemon/reload_table.h"
+#include "deploy/labels.h"
 #include "health/kmsg_source.h"
 #include "plugin/resources.h"
 
@@ -152,6 +154,13 @@ absl::Status Daemon::StartAll() {
   xid_policy_ = MakeXidPolicy(config_, &xid_history_);
   events_ = MakeEvents(config_, /*kmsg_at_end=*/false);
   events_->Start();
+  absl::StatusOr<std::unique_ptr<Cluster>> cluster = MakeCluster(config_);
+  if (!cluster.ok()) return cluster.status();
+  cluster_ = std::move(*cluster);
+  if (cluster_ != nullptr) {
+    cluster_->reporter->Start();
+    GPULET_LOG_INFO("reporting GPU health on Node {} to the API server", options_.node_name);
+  }
   PeriodicWorker::Options check;
   check.name = "gpulet-files";
   check.interval = options_.file_check_interval;
@@ -174,12 +183,49 @@ void Daemon::Stop() {
   store_.Shutdown();
   // Reverse declaration order, as the destructor would.
   file_check_.reset();
+  cluster_.reset();
   events_.reset();
   xid_policy_.reset();
   xid_history_.reset();
   liveness_.reset();
   plugins_.reset();
   metrics_.reset();
+}
+
+absl::StatusOr<std::unique_ptr<Daemon::Cluster>> Daemon::MakeCluster(const Config& config) {
+  if (!config.cluster.enabled) return nullptr;
+  const bool in_cluster = config.cluster.kubeconfig.empty();
+  absl::StatusOr<kube::KubeConfig> api =
+      in_cluster ? kube::LoadInClusterConfig(kube::InClusterSource::FromEnvironment())
+                 : kube::LoadKubeconfig(config.cluster.kubeconfig);
+  if (!api.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        in_cluster ? "cluster.enabled: the pod's service account: " : "cluster.kubeconfig: ",
+        api.status().message()));
+  }
+  auto cluster = std::make_unique<Cluster>();
+  absl::StatusOr<std::unique_ptr<kube::KubeClient>> client =
+      kube::KubeClient::FromConfig(*api, kube::KubeClientOptions(), options_.clock);
+  if (!client.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        in_cluster ? "cluster.enabled: " : "cluster.kubeconfig: ", client.status().message()));
+  }
+  cluster->client = std::move(*client);
+  NodeReporter::Options ro;
+  ro.node_name = options_.node_name;
+  const char* pod = std::getenv("POD_NAME");
+  ro.instance = pod != nullptr && *pod != '\0' ? pod : options_.node_name;
+  ro.heartbeat = config.cluster.heartbeat;
+  ro.hold = config.health.quiet_period;
+  ro.events = config.cluster.events;
+  ro.taint = config.cluster.taint.enabled;
+  ro.taint_effect = config.cluster.taint.effect;
+  ro.taint_share = config.cluster.taint.share;
+  ro.node_labels = config.cluster.node_labels;
+  if (ro.node_labels) ro.labels = NodeGpuLabels(node_.inventory, *node_.host, config);
+  cluster->reporter =
+      std::make_unique<NodeReporter>(&store_, cluster->client.get(), ro, options_.clock);
+  return cluster;
 }
 
 std::unique_ptr<PluginManager> Daemon::MakePlugins() {
@@ -381,6 +427,19 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
     }
   }
 
+  // The cluster reporter is rebuilt for its own keys, and for a sharing change that alters the
+  // labels it writes on the Node.
+  const bool rebuild_cluster =
+      (effects & kReloadCluster) != 0 || (next.cluster.enabled && next.cluster.node_labels &&
+                                          NodeGpuLabels(node_.inventory, *node_.host, next) !=
+                                              NodeGpuLabels(node_.inventory, *node_.host, config_));
+  std::unique_ptr<Cluster> cluster;
+  if (rebuild_cluster) {
+    absl::StatusOr<std::unique_ptr<Cluster>> built = MakeCluster(next);
+    if (!built.ok()) return built.status();
+    cluster = std::move(*built);
+  }
+
   // 3. Commit: nothing below fails. Files first, so a new CDI kind resolves before the
   // plugin answers with it.
   {
@@ -428,6 +487,16 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
     events_ = MakeEvents(next, /*kmsg_at_end=*/kmsg_was_read);
     events_->Start();
     result.actions.push_back("event monitor rebuilt");
+  }
+  if (rebuild_cluster) {
+    cluster_.reset();  // its thread stops before the new one writes
+    cluster_ = std::move(cluster);
+    if (cluster_ != nullptr) {
+      cluster_->reporter->Start();
+      result.actions.push_back("cluster reporter rebuilt");
+    } else {
+      result.actions.push_back("cluster reporter stopped (cluster.enabled is false)");
+    }
   }
   config_ = next;
   return result;

@@ -9,6 +9,7 @@
 //     listening with a first round of samples before the kubelet learns of any GPU;
 //   PluginManager (kubelet device plugin), LivenessMonitor (only with NVML);
 //   XidPolicy and EventMonitor (NVML events and the kernel log);
+//   the cluster reporter (only with cluster.enabled): the API client and NodeReporter;
 //   the file check ("gpulet-files", a PeriodicWorker): NodeFiles::Check every 10 s.
 // Members are declared in that order, so destruction is shutdown; Stop() does the same
 // explicitly, first waking every DeviceStore waiter so that ListAndWatch streams end. Start()
@@ -38,6 +39,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "cluster/node_reporter.h"
 #include "common/clock.h"
 #include "common/periodic_worker.h"
 #include "config/config.h"
@@ -46,6 +48,7 @@
 #include "health/event_monitor.h"
 #include "health/liveness.h"
 #include "health/xid_policy.h"
+#include "kube/kube_client.h"
 #include "metrics/http_server.h"
 #include "metrics/pod_attribution.h"
 #include "metrics/sampler.h"
@@ -131,6 +134,13 @@ class Daemon {
                                            std::unique_ptr<XidHistoryStore>* history);
   // `kmsg_at_end`: read the kernel log on from its end (a rebuild; the start was read).
   std::unique_ptr<EventMonitor> MakeEvents(const Config& config, bool kmsg_at_end);
+  // The API client and its NodeReporter (not started) for `config`; both null when
+  // cluster.enabled is false. Errors name cluster.kubeconfig or cluster.enabled.
+  struct Cluster {
+    std::unique_ptr<kube::KubeClient> client;
+    std::unique_ptr<NodeReporter> reporter;  // declared after the client it uses
+  };
+  absl::StatusOr<std::unique_ptr<Cluster>> MakeCluster(const Config& config);
 
   const DaemonOptions options_;
   Node node_;
@@ -147,6 +157,7 @@ class Daemon {
   std::unique_ptr<XidHistoryStore> xid_history_;  // outlives the policy that saves to it
   std::unique_ptr<XidPolicy> xid_policy_;
   std::unique_ptr<EventMonitor> events_;  // after the policy it feeds
+  std::unique_ptr<Cluster> cluster_;      // reads the store; null without cluster.enabled
   std::unique_ptr<PeriodicWorker> file_check_;
   bool started_ = false;
   bool stopped_ = false;

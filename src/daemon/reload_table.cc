@@ -69,6 +69,18 @@ constexpr ReloadRule kRules[] = {
     {"health.kmsg", kReloadEvents,
      "rebuilt: event monitor; a kernel log already read is read on from its end, a newly "
      "enabled one from its start (as at startup)"},
+    {"cluster.enabled", kReloadCluster,
+     "rebuilt: the cluster reporter starts or stops (conditions it wrote stay on the Node)"},
+    {"cluster.kubeconfig", kReloadCluster,
+     "rebuilt: a new API client; refused when the file is unusable"},
+    {"cluster.heartbeat", kReloadCluster, "rebuilt: the cluster reporter"},
+    {"cluster.events", kReloadCluster, "rebuilt: the cluster reporter"},
+    {"cluster.nodeLabels", kReloadCluster,
+     "rebuilt: the cluster reporter (labels it wrote are removed when turned off)"},
+    {"cluster.taint.enabled", kReloadCluster,
+     "rebuilt: the cluster reporter adds or removes its taint"},
+    {"cluster.taint.effect", kReloadCluster, "rebuilt: the cluster reporter rewrites its taint"},
+    {"cluster.taint.share", kReloadCluster, "rebuilt: the cluster reporter"},
 };
 
 // The node at a dotted key in a ConfigToYaml document.

@@ -41,6 +41,8 @@ enum ReloadEffect : unsigned {
   kReloadXidPolicy = 1u << 6,
   // Rebuild: EventMonitor and its kernel-log source.
   kReloadEvents = 1u << 7,
+  // Rebuild: the API client and the NodeReporter; the conditions are sent again at once.
+  kReloadCluster = 1u << 8,
 };
 
 struct ReloadRule {

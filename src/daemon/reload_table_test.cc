@@ -63,6 +63,14 @@ const std::map<std::string, std::string>& OtherValues() {
       {"health.applicationXids", "13"},
       {"health.kmsg", "false"},
       {"health.xidHistoryFile", "/var/lib/other/xids.json"},
+      {"cluster.enabled", "true"},
+      {"cluster.kubeconfig", "/etc/gpulet/kubeconfig"},
+      {"cluster.heartbeat", "30s"},
+      {"cluster.events", "false"},
+      {"cluster.nodeLabels", "true"},
+      {"cluster.taint.enabled", "true"},
+      {"cluster.taint.effect", "NoExecute"},
+      {"cluster.taint.share", "0.5"},
   };
   return *kValues;
 }

@@ -1,15 +1,21 @@
 // The API client against the stand-in API server (testing/fake_apiserver.h) over real TLS on
 // loopback: certificate checks, keep-alive, token rotation, strict field validation,
 // conflicts, 429 storms, events, and watches with bookmarks, drops and 410 Gone.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
@@ -77,6 +83,14 @@ class KubeApiServerTest : public ::testing::Test {
   std::string token_file_;
 };
 
+// Joins a thread running a client call; after a failed assertion (the call still waiting),
+// cancels the client first so that the test ends instead of hanging.
+void Finish(KubeClient* client, std::thread* t) {
+  if (!t->joinable()) return;
+  client->Cancel();
+  t->join();
+}
+
 TlsTransportOptions TransportOptions(const Server& server) {
   TlsTransportOptions t;
   t.host = "127.0.0.1";
@@ -100,6 +114,14 @@ TEST_F(KubeApiServerTest, TlsVerifiesTheServerAndReusesTheConnection) {
     EXPECT_EQ(json::parse(r->body)["metadata"]["name"], "n1");
   }
   EXPECT_EQ((*t)->connections_opened(), 1) << "keep-alive connections must be reused";
+  // Every certificate in the bundle is an anchor (as in client-go): here the server's own.
+  TlsTransportOptions pinned = TransportOptions(server_);
+  pinned.ca_pem = server_.server_cert().cert_pem;
+  t = TlsTransport::Create(pinned);
+  ASSERT_TRUE(t.ok());
+  absl::StatusOr<HttpResponse> p = (*t)->RoundTrip(GetNodeRequest("token-1"), absl::Seconds(10));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->status, 200);
   // The DNS SAN works as well as the IP SAN.
   TlsTransportOptions by_name = TransportOptions(server_);
   by_name.host = "localhost";
@@ -155,6 +177,82 @@ TEST_F(KubeApiServerTest, TlsFailsClosedOnAWrongCaOrName) {
   ASSERT_TRUE(t.ok());
   s = (*t)->RoundTrip(GetNodeRequest("token-1"), absl::Seconds(10)).status();
   EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+}
+
+TEST_F(KubeApiServerTest, ClientCertificateAndKeyMustMatch) {
+  absl::StatusOr<gpulet::testing::TestCert> a =
+      gpulet::testing::MakeTestCert(server_.ca(), "system:node:n1", {}, {}, /*client=*/true);
+  absl::StatusOr<gpulet::testing::TestCert> b =
+      gpulet::testing::MakeTestCert(server_.ca(), "other", {}, {}, /*client=*/true);
+  ASSERT_TRUE(a.ok() && b.ok());
+  TlsTransportOptions o = TransportOptions(server_);
+  o.client_cert_pem = a->cert_pem;
+  o.client_key_pem = a->key_pem;
+  absl::StatusOr<std::unique_ptr<TlsTransport>> t = TlsTransport::Create(o);
+  ASSERT_TRUE(t.ok()) << t.status();
+  absl::StatusOr<HttpResponse> r = (*t)->RoundTrip(GetNodeRequest("token-1"), absl::Seconds(10));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200);
+  o.client_key_pem = b->key_pem;
+  absl::Status s = TlsTransport::Create(o).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("does not match"));
+  o.client_key_pem = "";
+  EXPECT_THAT(std::string(TlsTransport::Create(o).status().message()), HasSubstr("give both"));
+}
+
+TEST_F(KubeApiServerTest, ConcurrentCallsShareOneClient) {
+  std::unique_ptr<KubeClient> client = Client();
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      for (int j = 0; j < 5; ++j) {
+        json patch = {
+            {"metadata", {{"labels", {{absl::StrCat("gpulet.dev/t", i), absl::StrCat(j)}}}}}};
+        if (client->Patch("/api/v1/nodes/n1", PatchType::kMerge, patch).ok() &&
+            client->Get("/api/v1/nodes/n1").ok()) {
+          ++ok;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 20);
+  json labels = server_.Node("n1")->at("metadata").at("labels");
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(labels[absl::StrCat("gpulet.dev/t", i)], "4");
+}
+
+TEST_F(KubeApiServerTest, TransportDeadlinesAndSizeCap) {
+  // A listener that never accepts: the TCP connect succeeds (the backlog), the TLS handshake
+  // never does, and the round trip ends at its deadline.
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  absl::Cleanup close_fd = [fd] { close(fd); };
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 4), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  TlsTransportOptions silent = TransportOptions(server_);
+  silent.port = ntohs(addr.sin_port);
+  absl::StatusOr<std::unique_ptr<TlsTransport>> t = TlsTransport::Create(silent);
+  ASSERT_TRUE(t.ok());
+  const absl::Time start = absl::Now();
+  absl::Status s = (*t)->RoundTrip(GetNodeRequest("token-1"), absl::Milliseconds(300)).status();
+  EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+
+  // A response over the size cap is refused, not buffered.
+  TlsTransportOptions small = TransportOptions(server_);
+  small.limits.max_body_bytes = 64;
+  t = TlsTransport::Create(small);
+  ASSERT_TRUE(t.ok());
+  s = (*t)->RoundTrip(GetNodeRequest("token-1"), absl::Seconds(10)).status();
+  EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("over the limit of 64"));
 }
 
 TEST_F(KubeApiServerTest, TokenRotationMidRun) {
@@ -325,6 +423,7 @@ TEST_F(KubeApiServerTest, A429StormIsRespected) {
   server_.FailNext(3, 429, /*retry_after_seconds=*/2);
   absl::StatusOr<json> result;
   std::thread t([&] { result = client->Get("/api/v1/nodes/n1"); });
+  absl::Cleanup join = [&] { Finish(client.get(), &t); };
   for (size_t n = 1; n <= 3; ++n) {
     // Asleep after the n-th 429, for exactly Retry-After.
     ASSERT_TRUE(clock.AwaitSleepers(1));
@@ -343,6 +442,7 @@ TEST_F(KubeApiServerTest, A429StormIsRespected) {
   // bucket (burst 1) is empty at first: the last request took its token at this instant.
   server_.FailNext(3, 429, /*retry_after_seconds=*/0);
   std::thread t2([&] { result = client->Get("/api/v1/nodes/n1"); });
+  absl::Cleanup join2 = [&] { Finish(client.get(), &t2); };
   for (size_t n = 4; n <= 7; ++n) {
     ASSERT_TRUE(clock.AwaitSleepers(1));
     EXPECT_EQ(server_.Requests().size(), n);
@@ -401,6 +501,7 @@ TEST_F(KubeApiServerTest, WatchGetsBookmarksSurvivesADropAndResumes) {
     result = client->Watch("/api/v1/nodes?fieldSelector=metadata.name%3Dn1", "",
                            [&](const WatchEvent& ev) { return log.Add(ev); });
   });
+  absl::Cleanup join = [&] { Finish(client.get(), &t); };
   ASSERT_TRUE(log.AwaitCount(1));
   EXPECT_EQ(log.events()[0].type, "ADDED");
   std::vector<Server::RecordedRequest> w = Watches(server_);
@@ -438,6 +539,32 @@ TEST_F(KubeApiServerTest, WatchGetsBookmarksSurvivesADropAndResumes) {
   EXPECT_EQ(log.events().size(), 4u) << "no event twice, none lost";
 }
 
+TEST_F(KubeApiServerTest, ASilentWatchIsReopenedFromItsResourceVersion) {
+  KubeClientOptions o;
+  o.watch_idle_timeout = absl::Milliseconds(300);  // the real default is minutes
+  std::unique_ptr<KubeClient> client = Client(o);
+  EventLog log;
+  absl::Status result;
+  std::thread t([&] {
+    result = client->Watch("/api/v1/nodes?fieldSelector=metadata.name%3Dn1", "",
+                           [&](const WatchEvent& ev) { return log.Add(ev); });
+  });
+  absl::Cleanup join = [&] { Finish(client.get(), &t); };
+  ASSERT_TRUE(log.AwaitCount(1));
+  const std::string rv = log.events()[0].object["metadata"]["resourceVersion"];
+  // No bookmark, no event: past the idle timeout the client opens a new watch.
+  ASSERT_TRUE(server_.AwaitRequests(2));
+  std::vector<Server::RecordedRequest> w = Watches(server_);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(Param(w[1], "resourceVersion"), rv);
+  json changed = NodeObject("n1");
+  changed["metadata"]["labels"]["stop"] = "1";
+  server_.AddNode(changed);
+  t.join();
+  EXPECT_TRUE(result.ok()) << result;
+  EXPECT_EQ(log.events().size(), 2u);
+}
+
 TEST_F(KubeApiServerTest, AnExpiredResourceVersionIsReportedForARelist) {
   std::unique_ptr<KubeClient> client = Client();
   const int64_t old_rv = server_.resource_version();
@@ -467,6 +594,7 @@ TEST_F(KubeApiServerTest, CancelEndsAWatch) {
   std::thread t([&] {
     result = client->Watch("/api/v1/nodes", "", [&](const WatchEvent& ev) { return log.Add(ev); });
   });
+  absl::Cleanup join = [&] { Finish(client.get(), &t); };
   ASSERT_TRUE(log.AwaitCount(1));
   client->Cancel();
   t.join();

@@ -75,7 +75,7 @@ struct KubeClientOptions {
   absl::Duration request_timeout = absl::Seconds(30);
   absl::Duration watch_idle_timeout = absl::Minutes(5);  // bookmarks come about every minute
   bool strict_field_validation = true;
-  std::string user_agent = "gpulet";
+  std::string user_agent = "gpulet/" GPULET_VERSION;  // the API server logs and audits it
   // Uniform in [0, 1), for jitter; tests pin it. Default: absl::BitGen.
   std::function<double()> random;
 };

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
@@ -122,6 +123,7 @@ TEST(KubeClientTest, ShapesRequests) {
   };
   EXPECT_EQ(header(reqs[0], "Authorization"), "Bearer t0k");
   EXPECT_EQ(header(reqs[0], "Accept"), "application/json");
+  EXPECT_EQ(header(reqs[0], "User-Agent"), "gpulet/" GPULET_VERSION);
   EXPECT_EQ(reqs[1].method, "PATCH");
   EXPECT_EQ(reqs[1].target, "/prefix/api/v1/nodes/n1/status?fieldValidation=Strict");
   EXPECT_EQ(header(reqs[1], "Content-Type"), "application/strategic-merge-patch+json");
@@ -178,6 +180,11 @@ TEST(KubeClientTest, RetriesConnectionErrorsAndServerErrorsWithJitteredBackoff) 
   rig.transport->Push(Response(200, "{}"));
   absl::StatusOr<nlohmann::json> result;
   std::thread t([&] { result = rig.client->Get("/api/v1/nodes/n1"); });
+  absl::Cleanup join = [&] {
+    if (!t.joinable()) return;
+    rig.client->Cancel();
+    t.join();
+  };
   // Backoff caps 200, 400, 800 ms; half of each with the jitter pinned.
   for (absl::Duration wait :
        {absl::Milliseconds(100), absl::Milliseconds(200), absl::Milliseconds(400)}) {
@@ -222,6 +229,11 @@ TEST(KubeClientTest, RetryAfterIsHonouredAndCapped) {
   rig.transport->Push(Response(200, "{}"));
   absl::StatusOr<nlohmann::json> result;
   std::thread t([&] { result = rig.client->Get("/api"); });
+  absl::Cleanup join = [&] {
+    if (!t.joinable()) return;
+    rig.client->Cancel();
+    t.join();
+  };
   for (absl::Duration wait : {absl::Seconds(3), absl::Seconds(10)}) {
     ASSERT_TRUE(rig.clock.AwaitSleepers(1));
     const size_t n = rig.transport->count();
@@ -241,6 +253,11 @@ TEST(KubeClientTest, CancelEndsAWaitingCall) {
       Response(503, StatusBody(503, "ServiceUnavailable", "busy"), {{"Retry-After", "30"}}));
   absl::Status s;
   std::thread t([&] { s = rig.client->Get("/api").status(); });
+  absl::Cleanup join = [&] {
+    if (!t.joinable()) return;
+    rig.client->Cancel();
+    t.join();
+  };
   ASSERT_TRUE(rig.clock.AwaitSleepers(1));
   rig.client->Cancel();
   t.join();

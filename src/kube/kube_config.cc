@@ -309,12 +309,13 @@ absl::StatusOr<KubeConfig> LoadKubeconfig(const std::string& path, const std::st
       if (f.value.has_value() && f.value->empty()) f.value.reset();
     }
     auto& [token, token_file, cert_file, cert_data, key_file, key_data] = fields;
-    if (token.value.has_value()) {
-      c.token = *token.value;
-    } else if (token_file.value.has_value()) {
+    // tokenFile wins over token: it is the one that can rotate.
+    if (token_file.value.has_value()) {
       c.token_file = Resolve(path, *token_file.value);
       absl::StatusOr<std::string> t = ReadFileNamed(c.token_file, "token file");
       if (!t.ok()) return Annotate(t.status(), absl::StrCat(uw, ".tokenFile"));
+    } else if (token.value.has_value()) {
+      c.token = *token.value;
     }
     auto load = [&](const Field& data, const Field& file_field, std::string* out) -> absl::Status {
       if (data.value.has_value()) {

@@ -10,8 +10,8 @@
 // A kubeconfig file (YAML): current-context (or the context asked for) names a cluster and
 // a user. From the cluster: server, certificate-authority (a path, relative to the file's
 // directory as kubectl resolves it) or certificate-authority-data (base64 PEM), and
-// tls-server-name. From the user: token, tokenFile, client-certificate(-data) with
-// client-key(-data). From the context: namespace.
+// tls-server-name. From the user: tokenFile (preferred: it can rotate) or token, and/or
+// client-certificate(-data) with client-key(-data). From the context: namespace.
 //
 // Fail closed: an http:// server, insecure-skip-tls-verify: true, a server without a CA (the
 // system trust store is never used for a cluster's API server), a proxy-url, and auth gpulet

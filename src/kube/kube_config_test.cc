@@ -115,7 +115,7 @@ TEST(KubeConfigTest, KubeconfigWithDataFieldsAndTokenFile) {
       Kubeconfig(absl::StrCat("    server: https://[fd00::2]\n"
                               "    certificate-authority-data: ",
                               b64),
-                 absl::StrCat("    tokenFile: tok\n"
+                 absl::StrCat("    token: ignored\n    tokenFile: tok\n"
                               "    client-certificate-data: ",
                               b64, "\n    client-key-data: ", absl::Base64Escape("KEY"))));
   absl::StatusOr<KubeConfig> c = LoadKubeconfig(path);
@@ -124,6 +124,7 @@ TEST(KubeConfigTest, KubeconfigWithDataFieldsAndTokenFile) {
   EXPECT_EQ(c->port, 443);
   EXPECT_EQ(c->ca_pem, kCa);
   EXPECT_EQ(c->token_file, dir.path() + "/tok");
+  EXPECT_TRUE(c->token.empty()) << "tokenFile wins: it can rotate";
   EXPECT_EQ(c->client_cert_pem, kCa);
   EXPECT_EQ(c->client_key_pem, "KEY");
 }

@@ -169,6 +169,9 @@ absl::StatusOr<std::unique_ptr<TlsTransport>> TlsTransport::Create(TlsTransportO
   absl::StatusOr<std::vector<X509*>> cas = ReadCerts(options.ca_pem, ca_what);
   if (!cas.ok()) return fail(cas.status());
   X509_STORE* store = SSL_CTX_get_cert_store(ctx);  // empty: the system store is never loaded
+  // Every certificate in the bundle is a trust anchor, as in client-go (Go's x509 pools): a
+  // ca.crt holding an intermediate CA works without its root.
+  X509_STORE_set_flags(store, X509_V_FLAG_PARTIAL_CHAIN);
   for (X509* c : *cas) {
     X509_STORE_add_cert(store, c);
     X509_free(c);
@@ -232,7 +235,10 @@ int TlsTransport::connections_opened() const {
 absl::StatusOr<std::unique_ptr<TlsTransport::Connection>> TlsTransport::Connect(
     absl::Duration timeout) {
   const MonoTime deadline = Now() + timeout;
-  const std::string where = absl::StrCat(host_header_, " (port ", options_.port, ")");
+  const std::string where = absl::StrCat(options_.host.find(':') != std::string::npos
+                                             ? absl::StrCat("[", options_.host, "]")
+                                             : options_.host,
+                                         ":", options_.port);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;

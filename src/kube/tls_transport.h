@@ -3,7 +3,8 @@
 // library).
 //
 // Security, fail closed: TLS 1.2 or newer; the server's chain must verify against the
-// configured CA bundle alone (never the system store: an API server's CA is its cluster's);
+// configured CA bundle alone (never the system store: an API server's CA is its cluster's;
+// each certificate in the bundle is an anchor, as in client-go);
 // its certificate must name the host, checked by OpenSSL (X509_VERIFY_PARAM_set1_host for a
 // DNS name, with SNI; set1_ip_asc for an IP literal, matched against IP SANs only). An
 // optional `server_name` replaces the host for the check and SNI (kubeconfig's

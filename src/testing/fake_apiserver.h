@@ -97,6 +97,7 @@ class FakeApiServer {
   int port() const { return port_; }
   std::string url() const;  // https://127.0.0.1:<port>
   const TestCert& ca() const { return ca_; }
+  const TestCert& server_cert() const { return server_cert_; }
 
   // Objects. AddNode stores (or replaces) a Node, stamping resourceVersion, and tells the
   // watches (ADDED or MODIFIED).

@@ -1,0 +1,174 @@
+// `gpulet serve` with cluster reporting on, end to end: the daemon (a real process on the
+// homelab simulator) talks to the stand-in API server (testing/fake_apiserver.h) through a
+// kubeconfig; an XID injected into the simulator reaches the Node as a condition and Events.
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "testing/daemon_process.h"
+#include "testing/fake_apiserver.h"
+#include "testing/files.h"
+#include "testing/free_port.h"
+#include "testing/http_clients.h"
+#include "testing/subprocess.h"
+
+namespace gpulet {
+namespace {
+
+using nlohmann::json;
+
+#if GPULET_SANITIZED
+constexpr absl::Duration kPromptly = absl::Seconds(3);
+#else
+constexpr absl::Duration kPromptly = absl::Seconds(1);
+#endif
+
+absl::Duration WaitFor(const std::function<bool()>& done,
+                       absl::Duration limit = absl::Seconds(20)) {
+  const absl::Time start = absl::Now();
+  while (absl::Now() - start < limit) {
+    if (done()) return absl::Now() - start;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return absl::InfiniteDuration();
+}
+
+class ClusterServeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(server_.Start("serve-token").ok());
+    server_.AddNode({{"metadata", {{"name", "talos-08"}, {"uid", "uid-talos-08"}}},
+                     {"status", {{"conditions", json::array()}}}});
+    kubeconfig_ = dir_.Write(
+        "kubeconfig",
+        absl::StrCat("apiVersion: v1\nkind: Config\ncurrent-context: test\n"
+                     "clusters:\n- name: test\n  cluster:\n    server: ",
+                     server_.url(), "\n    certificate-authority-data: ",
+                     absl::Base64Escape(server_.ca().cert_pem),
+                     "\nusers:\n- name: gpulet\n  user:\n    token: serve-token\n"
+                     "contexts:\n- name: test\n  context: {cluster: test, user: gpulet}\n"));
+    state_ = dir_.path() + "/state.json";
+  }
+  void TearDown() override {
+    daemon_.Stop(SIGTERM, absl::Seconds(10));
+    server_.Stop();
+  }
+
+  void Serve(const std::string& cluster_yaml) {
+    const std::string config = dir_.Write(
+        "config.yaml",
+        absl::StrCat("version: v1\nhealth: {quietPeriod: 2s}\ncluster: ", cluster_yaml, "\n"));
+    port_ = gpulet::testing::FreeLoopbackPort();
+    ASSERT_TRUE(daemon_.Start(
+        {std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate", "homelab", "--sim-state", state_,
+         "serve", "--config", config, "--kubelet-dir", dir_.path() + "/kubelet",
+         "--metrics-address", absl::StrCat("127.0.0.1:", port_)},
+        {{"NODE_NAME", "talos-08"}, {"POD_NAME", "gpulet-x7k2p"}}, dir_.path() + "/log"));
+  }
+
+  json Condition(const std::string& type) {
+    std::optional<json> node = server_.Node("talos-08");
+    if (!node) return nullptr;
+    for (const json& c : (*node)["status"].value("conditions", json::array())) {
+      if (c.value("type", "") == type) return c;
+    }
+    return nullptr;
+  }
+  bool ConditionIs(const std::string& type, const std::string& status) {
+    json c = Condition(type);
+    return !c.is_null() && c.value("status", "") == status;
+  }
+  std::string Metrics() {
+    std::optional<gpulet::testing::HttpResponse> r =
+        gpulet::testing::Get(port_, "/metrics", absl::Seconds(2));
+    return r ? r->body : "";
+  }
+  size_t EventsWithReason(const std::string& reason) {
+    size_t n = 0;
+    for (const json& e : server_.Events()) n += e.value("reason", "") == reason;
+    return n;
+  }
+
+  gpulet::testing::ScratchDir dir_;
+  gpulet::testing::FakeApiServer server_;
+  gpulet::testing::DaemonProcess daemon_;
+  std::string kubeconfig_, state_;
+  int port_ = 0;
+};
+
+TEST_F(ClusterServeTest, InjectedXid79MakesTheConditionTrueAndAnEventWithinASecond) {
+  Serve(absl::StrCat("{enabled: true, kubeconfig: ", kubeconfig_, "}"));
+  ASSERT_NE(WaitFor([&] { return ConditionIs("GpuUnhealthy", "False"); }), absl::InfiniteDuration())
+      << daemon_.Log();
+  EXPECT_TRUE(ConditionIs("GpuNvmlUnavailable", "False"));
+
+  const absl::Time injected = absl::Now();
+  auto sim =
+      gpulet::testing::RunProgram({std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate",
+                                   "homelab", "--sim-state", state_, "sim", "xid", "1", "79"});
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  ASSERT_NE(WaitFor([&] {
+              return ConditionIs("GpuUnhealthy", "True") && EventsWithReason("GpuXid") > 0 &&
+                     EventsWithReason("GpuUnhealthy") > 0;
+            }),
+            absl::InfiniteDuration())
+      << daemon_.Log();
+  EXPECT_LE(absl::Now() - injected, kPromptly);
+  json c = Condition("GpuUnhealthy");
+  EXPECT_EQ(c["reason"], "XidCriticalError");
+  EXPECT_NE(c["message"].get<std::string>().find("GPU 1 (NVIDIA GeForce RTX 5090"),
+            std::string::npos)
+      << c;
+  EXPECT_TRUE(ConditionIs("GpuRebootRequired", "True"));
+
+  // Every request carried the kubeconfig's token and the Node's name.
+  for (const auto& r : server_.Requests()) {
+    EXPECT_EQ(r.authorization, "Bearer serve-token") << r.target;
+  }
+}
+
+// The API server failing for a while holds up nothing gpulet serves, and the Node catches up.
+TEST_F(ClusterServeTest, AnApiServerOutageLeavesMetricsAndThePluginAloneAndIsCaughtUp) {
+  Serve(absl::StrCat("{enabled: true, kubeconfig: ", kubeconfig_, "}"));
+  ASSERT_NE(WaitFor([&] { return ConditionIs("GpuUnhealthy", "False"); }), absl::InfiniteDuration())
+      << daemon_.Log();
+  server_.FailNext(1000000, 503, -1);
+  auto sim =
+      gpulet::testing::RunProgram({std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate",
+                                   "homelab", "--sim-state", state_, "sim", "xid", "1", "79"});
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  // Meanwhile /metrics reports the GPU Unhealthy: health and metrics did not wait.
+  ASSERT_NE(WaitFor([&] {
+              const std::string text = Metrics();
+              return text.find("gpulet_gpu_health_state{gpu=\"1\"") != std::string::npos &&
+                     text.find("state=\"Unhealthy\"} 1") != std::string::npos;
+            }),
+            absl::InfiniteDuration());
+  EXPECT_TRUE(ConditionIs("GpuUnhealthy", "False"));
+  server_.FailNext(0, 503, -1);
+  EXPECT_NE(WaitFor([&] {
+              return ConditionIs("GpuUnhealthy", "True") && EventsWithReason("GpuXid") > 0;
+            }),
+            absl::InfiniteDuration())
+      << daemon_.Log();
+}
+
+// Off by default: serve never calls the API server.
+TEST_F(ClusterServeTest, DisabledMakesNoApiCalls) {
+  Serve("{enabled: false}");
+  auto ready = [&] { return Metrics().find("gpulet_gpu_up{") != std::string::npos; };
+  ASSERT_NE(WaitFor(ready), absl::InfiniteDuration()) << daemon_.Log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(server_.Requests().empty());
+}
+
+}  // namespace
+}  // namespace gpulet
