@@ -15,7 +15,7 @@ all: build
 help:
 	@echo "make demo   - build and run gpulet on a simulated homelab node"
 	@echo "make test   - build and run all tests (plus the unit tests under ASan+UBSan)"
-	@echo "make bench  - run the benchmarks"
+	@echo "make bench  - run the benchmarks (GPULET_BENCH_SOAK_S=600: seconds of the memory soak)"
 	@echo "make fuzz   - run the parser fuzzers for longer"
 	@echo "make lint   - format check and clang thread-safety analysis (part of make test)"
 	@echo "make format - reformat the C++ sources with clang-format"
@@ -64,7 +64,7 @@ test: unit-test lint asan-test fuzz-smoke
 
 bench: build
 	@scripts/deps.sh bench
-	$(BUILD)/bench/gpulet_bench
+	GPULET_BENCH_IMAGE=$(IMAGE) $(BUILD)/bench/gpulet_bench
 
 fuzz: deps
 	scripts/fuzz.sh 300

@@ -47,6 +47,8 @@ class BenchTable {
 void RunPluginBenchmarks(BenchTable& table);
 void RunHealthBenchmarks(BenchTable& table);
 void RunMetricsBenchmarks(BenchTable& table);
+void RunMemoryBenchmarks(BenchTable& table);
+void RunImageBenchmarks(BenchTable& table);
 
 }  // namespace gpulet
 

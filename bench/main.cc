@@ -1,18 +1,21 @@
 // gpulet_bench: every benchmark behind `make bench`, printed as one table.
-// Usage: gpulet_bench [plugin|health|metrics]...   (no argument: all of them)
+// Usage: gpulet_bench [plugin|health|metrics|memory|image]...   (no argument: all of them)
+// The memory soak takes GPULET_BENCH_SOAK_S seconds (default 600; 0 skips it).
 #include <cstdio>
-#include <cstring>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "bench/bench_util.h"
 
 int main(int argc, char** argv) {
+  const std::set<std::string> groups = {"plugin", "health", "metrics", "memory", "image"};
   std::set<std::string> only;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "plugin") != 0 && std::strcmp(argv[i], "health") != 0 &&
-        std::strcmp(argv[i], "metrics") != 0) {
-      std::fprintf(stderr, "gpulet_bench: unknown group '%s' (allowed: plugin health metrics)\n",
+    if (groups.count(argv[i]) == 0) {
+      std::fprintf(stderr,
+                   "gpulet_bench: unknown group '%s' (allowed: plugin health metrics memory "
+                   "image)\n",
                    argv[i]);
       return 2;
     }
@@ -23,6 +26,8 @@ int main(int argc, char** argv) {
   if (wanted("plugin")) gpulet::RunPluginBenchmarks(table);
   if (wanted("health")) gpulet::RunHealthBenchmarks(table);
   if (wanted("metrics")) gpulet::RunMetricsBenchmarks(table);
+  if (wanted("memory")) gpulet::RunMemoryBenchmarks(table);
+  if (wanted("image")) gpulet::RunImageBenchmarks(table);
   table.Print();
   return 0;
 }

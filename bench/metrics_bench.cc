@@ -181,7 +181,8 @@ void AddRows(BenchTable& table, const std::string& who, const ExporterFigures& f
             (peer ? "target < 1 ms" : "") + ratio(f.p99_ms, peer ? peer->p99_ms : 0));
   table.Add("metrics", who + " scrapes/s", f.rps, "1/s", ratio(f.rps, peer ? peer->rps : 0));
   table.Add("metrics", who + " resident memory", f.rss_mib, "MiB",
-            absl::StrFormat("peak %.1f MiB", f.hwm_mib) + (peer ? "; target < 20 MiB" : "") +
+            absl::StrFormat("peak %.1f MiB", f.hwm_mib) +
+                (peer ? "; after wrk (targets: memory soak rows)" : "") +
                 ratio(f.rss_mib, peer ? peer->rss_mib : 0));
   table.Add("metrics", who + " private memory (RssAnon)", f.anon_mib, "MiB",
             "RSS less mapped library code" + ratio(f.anon_mib, peer ? peer->anon_mib : 0));

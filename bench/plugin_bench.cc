@@ -73,7 +73,7 @@ void RunDaemonBenchmarks(BenchTable& table) {
         alloc_us.push_back(absl::ToDoubleMicroseconds(absl::Now() - a0));
       }
       table.Add("plugin", "start to Register (gpulet serve)", Percentile(start_ms, 50), "ms",
-                "p50 of 5 starts; target < 100 ms");
+                "p50 of 5 starts, process start to the kubelet's Register; target <= 30 ms");
       table.Add(
           "plugin", "re-register after kubelet restart", Percentile(rereg_ms, 50), "ms",
           absl::StrCat("p50 of ", rereg_ms.size(), ", max ",

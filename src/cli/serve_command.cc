@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -20,13 +21,19 @@
 #include <utility>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "cli/commands.h"
 #include "common/log.h"
+#include "common/startup_pages.h"
 #include "config/config.h"
 #include "daemon/daemon.h"
 
 namespace gpulet {
 namespace {
+
+// When `serve` gives back the code pages only its start-up used (common/startup_pages.h).
+constexpr absl::Duration kReleaseStartupCodeAfter = absl::Seconds(10);
 
 // A daemon flag and the config key it sets (flag > env > file, applied in LoadConfig).
 struct FlagKey {
@@ -198,8 +205,27 @@ class ServeCommand final : public CommandHandler {
       return absl::IsInvalidArgument(started) ? kExitUsage : kExitFailure;
     }
 
+    // Start-up is over well within this (the first NVML round, the kubelet's Register, the
+    // first scrapes): then the code pages only start-up ran go back (common/startup_pages.h).
+    const absl::Time release_startup_code_at = absl::Now() + kReleaseStartupCodeAfter;
+    bool startup_code_released = false;
     while (true) {
-      int sig = sigwaitinfo(&signals, nullptr);
+      int sig;
+      if (startup_code_released) {
+        sig = sigwaitinfo(&signals, nullptr);
+      } else {
+        const timespec wait =
+            absl::ToTimespec(std::max(release_startup_code_at - absl::Now(), absl::ZeroDuration()));
+        sig = sigtimedwait(&signals, nullptr, &wait);
+        if (sig < 0 && errno == EAGAIN) {
+          startup_code_released = true;
+          absl::StatusOr<size_t> released = ReleaseStartupCode();
+          if (!released.ok()) {
+            GPULET_LOG_DEBUG("start-up code stays resident: {}", released.status().message());
+          }
+          continue;
+        }
+      }
       if (sig < 0) continue;  // EINTR: a signal we do not wait for
       if (sig == SIGHUP) {
         absl::StatusOr<Config> next = Load();
