@@ -1,6 +1,7 @@
 #include "metrics/exposition.h"
 
 #include <functional>
+#include <map>
 #include <set>
 #include <utility>
 #include <vector>
@@ -250,8 +251,11 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
                  "1 when the NVLink is active, 0 when it is down; `remote` is the device at its "
                  "other end.");
   Family link_errors("gpulet_nvlink_errors_total", "counter",
-                     "NVLink data-link errors since the driver loaded, by type (crc_flit, "
-                     "crc_data, replay, recovery).");
+                     "NVLink data-link errors on all the GPU's links since the driver loaded, "
+                     "by type (crc_flit, crc_data, replay, recovery).");
+  Family per_link_errors("gpulet_nvlink_link_errors_total", "counter",
+                         "NVLink data-link errors on one link since the driver loaded, by "
+                         "type; present only for a link whose count is above zero.");
   Family link_bytes("gpulet_nvlink_data_bytes_total", "counter",
                     "NVLink data payload sent (tx) or received (rx) over all links since the "
                     "driver loaded.");
@@ -385,6 +389,10 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
                        static_cast<double>(*kib) * 1024);
       }
     }
+    // Per GPU and type, the sum over its links (always present once NVML reports the
+    // counter, so rate() sees the first error); per link only where errors were counted: 18
+    // links times 4 types of zeros would triple a DGX node's exposition.
+    std::map<std::string, uint64_t> totals;
     for (const NvLinkSample& l : s.nvlinks) {
       std::string link = absl::StrCat(labels, ",link=\"", l.link, "\"");
       link_up.Add(absl::StrCat(link, ",remote=\"", NvLinkRemoteName(l.remote_type), "\""),
@@ -393,10 +401,16 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
                                  {"crc_data", l.crc_data_errors},
                                  {"replay", l.replay_errors},
                                  {"recovery", l.recovery_errors}}) {
-        if (count) {
-          link_errors.Add(absl::StrCat(link, ",type=\"", type, "\""), static_cast<double>(*count));
+        if (!count) continue;
+        totals[type] += *count;
+        if (*count > 0) {
+          per_link_errors.Add(absl::StrCat(link, ",type=\"", type, "\""),
+                              static_cast<double>(*count));
         }
       }
+    }
+    for (const auto& [type, total] : totals) {
+      link_errors.Add(absl::StrCat(labels, ",type=\"", type, "\""), static_cast<double>(total));
     }
     for (const GpuProcess& p : s.processes) {
       if (!p.used_bytes) continue;
@@ -423,31 +437,57 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
 
   std::string out;
   out.reserve(16384);
-  for (const Family* f : {&sm_clock,    &mem_clock,
-                          &mem_temp,    &gpu_temp,
-                          &power,       &energy,
-                          &replay,      &gpu_util,
-                          &copy_util,   &enc,
-                          &dec,         &xid,
-                          &fb_free,     &fb_used,
-                          &fb_res,      &nvlink_total,
-                          &unc_rows,    &cor_rows,
-                          &remap_fail,  &gr_active,
-                          &sm_active,   &sm_occupancy,
-                          &tensor,      &dram,
-                          &fp64,        &fp32,
-                          &fp16,        &pcie_tx,
-                          &pcie_rx,     &nvlink_tx,
-                          &nvlink_rx,   &up,
-                          &age,         &health,
-                          &health_info, &xid_total,
-                          &throttle,    &power_limit,
-                          &mem_total,   &proc_mem,
-                          &allocation,  &link_up,
-                          &link_errors, &link_bytes,
-                          &pods_up,     &sampler_seconds,
-                          &nvml_errors, &nvml_up,
-                          &build,       &reload_errors}) {
+  for (const Family* f : {&sm_clock,
+                          &mem_clock,
+                          &mem_temp,
+                          &gpu_temp,
+                          &power,
+                          &energy,
+                          &replay,
+                          &gpu_util,
+                          &copy_util,
+                          &enc,
+                          &dec,
+                          &xid,
+                          &fb_free,
+                          &fb_used,
+                          &fb_res,
+                          &nvlink_total,
+                          &unc_rows,
+                          &cor_rows,
+                          &remap_fail,
+                          &gr_active,
+                          &sm_active,
+                          &sm_occupancy,
+                          &tensor,
+                          &dram,
+                          &fp64,
+                          &fp32,
+                          &fp16,
+                          &pcie_tx,
+                          &pcie_rx,
+                          &nvlink_tx,
+                          &nvlink_rx,
+                          &up,
+                          &age,
+                          &health,
+                          &health_info,
+                          &xid_total,
+                          &throttle,
+                          &power_limit,
+                          &mem_total,
+                          &proc_mem,
+                          &allocation,
+                          &link_up,
+                          &link_errors,
+                          &per_link_errors,
+                          &link_bytes,
+                          &pods_up,
+                          &sampler_seconds,
+                          &nvml_errors,
+                          &nvml_up,
+                          &build,
+                          &reload_errors}) {
     f->AppendTo(&out, openmetrics);
   }
   if (openmetrics) out += "# EOF\n";

@@ -421,10 +421,18 @@ TEST(ExpositionTest, NvLinkSeriesPerLinkAndTotal) {
   ASSERT_EQ(links.size(), 2u) << text;
   EXPECT_TRUE(absl::EndsWith(links[0], ",link=\"0\",remote=\"nvswitch\"} 1")) << links[0];
   EXPECT_TRUE(absl::EndsWith(links[1], ",link=\"1\",remote=\"unknown\"} 0")) << links[1];
+  // Per GPU, summed over links, for every counter NVML reported (zeros included)...
   std::vector<std::string> errors = LinesStartingWith(text, "gpulet_nvlink_errors_total{");
-  ASSERT_EQ(errors.size(), 2u) << text;  // only the counters NVML reported
-  EXPECT_TRUE(absl::EndsWith(errors[0], ",link=\"0\",type=\"crc_flit\"} 3")) << errors[0];
-  EXPECT_TRUE(absl::EndsWith(errors[1], ",link=\"0\",type=\"replay\"} 1")) << errors[1];
+  ASSERT_EQ(errors.size(), 2u) << text;
+  EXPECT_TRUE(absl::EndsWith(errors[0],
+                             "nvidia0\",model_name=\"Card \\\"A\\\"\","
+                             "hostname=\"node1\",type=\"crc_flit\"} 3"))
+      << errors[0];
+  EXPECT_TRUE(absl::EndsWith(errors[1], ",type=\"replay\"} 1")) << errors[1];
+  // ...and per link only where errors were counted.
+  std::vector<std::string> per_link = LinesStartingWith(text, "gpulet_nvlink_link_errors_total{");
+  ASSERT_EQ(per_link.size(), 2u) << text;
+  EXPECT_TRUE(absl::EndsWith(per_link[0], ",link=\"0\",type=\"crc_flit\"} 3")) << per_link[0];
   std::vector<std::string> bytes = LinesStartingWith(text, "gpulet_nvlink_data_bytes_total{");
   ASSERT_EQ(bytes.size(), 2u);
   EXPECT_TRUE(absl::EndsWith(bytes[0], ",direction=\"tx\"} 1024000")) << bytes[0];
@@ -621,7 +629,7 @@ TEST(ExpositionTest, EveryFamilyIsDocumented) {
   s.nvlink_data_tx_kib = s.nvlink_data_rx_kib = 1;
   NvLinkSample link;
   link.active = true;
-  link.crc_flit_errors = 0;
+  link.crc_flit_errors = 1;
   s.nvlinks.push_back(link);
   st.last = s;
   set.by_uuid["GPU-test-0"] = st;
@@ -642,7 +650,7 @@ TEST(ExpositionTest, EveryFamilyIsDocumented) {
     EXPECT_NE(doc.str().find(absl::StrCat("`", name, "`")), std::string::npos)
         << name << " is not in docs/metrics.md";
   }
-  EXPECT_GE(families, 49);
+  EXPECT_GE(families, 50);
   // The allocated GPU's DCGM series carry the pod; the other GPU's do not.
   EXPECT_NE(
       text.find("DCGM_FI_DEV_GPU_TEMP{gpu=\"0\",UUID=\"GPU-test-0\",pci_bus_id=\"00000000:"
