@@ -20,6 +20,7 @@
 #include "testing/free_port.h"
 #include "testing/http_clients.h"
 #include "testing/subprocess.h"
+#include "testing/wait_for.h"
 
 namespace gpulet {
 namespace {
@@ -31,16 +32,7 @@ constexpr absl::Duration kPromptly = absl::Seconds(3);
 #else
 constexpr absl::Duration kPromptly = absl::Seconds(1);
 #endif
-
-absl::Duration WaitFor(const std::function<bool()>& done,
-                       absl::Duration limit = absl::Seconds(20)) {
-  const absl::Time start = absl::Now();
-  while (absl::Now() - start < limit) {
-    if (done()) return absl::Now() - start;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return absl::InfiniteDuration();
-}
+using gpulet::testing::WaitFor;
 
 class ClusterServeTest : public ::testing::Test {
  protected:

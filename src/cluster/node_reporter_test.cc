@@ -17,6 +17,7 @@
 #include "kube/kube_config.h"
 #include "testing/fake_apiserver.h"
 #include "testing/files.h"
+#include "testing/wait_for.h"
 
 namespace gpulet {
 namespace {
@@ -29,17 +30,7 @@ constexpr absl::Duration kPromptly = absl::Seconds(3);  // sanitizers slow TLS s
 constexpr absl::Duration kPromptly = absl::Seconds(1);
 #endif
 
-// Polls `done` every 10 ms until it holds or `limit` passes; returns how long it took, or
-// InfiniteDuration when it never held.
-absl::Duration WaitFor(const std::function<bool()>& done,
-                       absl::Duration limit = absl::Seconds(10)) {
-  const absl::Time start = absl::Now();
-  while (absl::Now() - start < limit) {
-    if (done()) return absl::Now() - start;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return absl::InfiniteDuration();
-}
+using gpulet::testing::WaitFor;
 
 Inventory TwoGpus() {
   Inventory inv;

@@ -530,27 +530,35 @@ void FakeApiServer::ListOrWatchNodes(const httplib::Request& req, httplib::Respo
   });
 }
 
-void FakeApiServer::PatchNode(const httplib::Request& req, httplib::Response& res) {
-  const std::string name = req.matches[1];
-  const bool status = req.matches[2].matched;
-  json patch;
-  if (!CheckedBody(req, res, Schemas()["node"], "Node", &patch)) return;
-  absl::MutexLock lock(&mu_);
+std::map<std::string, json>::iterator FakeApiServer::WritableNodeLocked(const std::string& name,
+                                                                        const json& write,
+                                                                        httplib::Response& res) {
   auto it = nodes_.find(name);
   if (it == nodes_.end()) {
     ReplyStatus(res, 404, "NotFound", absl::StrCat("nodes \"", name, "\" not found"),
                 {{"name", name}, {"kind", "nodes"}});
-    return;
+    return it;
   }
-  const std::string want = RvOf(patch);
+  const std::string want = RvOf(write);
   if (!want.empty() && want != RvOf(it->second)) {
     ReplyStatus(res, 409, "Conflict",
                 absl::StrCat("Operation cannot be fulfilled on nodes \"", name,
                              "\": the object has been modified; please apply your changes to "
                              "the latest version and try again"),
                 {{"name", name}, {"kind", "nodes"}});
-    return;
+    return nodes_.end();
   }
+  return it;
+}
+
+void FakeApiServer::PatchNode(const httplib::Request& req, httplib::Response& res) {
+  const std::string name = req.matches[1];
+  const bool status = req.matches[2].matched;
+  json patch;
+  if (!CheckedBody(req, res, Schemas()["node"], "Node", &patch)) return;
+  absl::MutexLock lock(&mu_);
+  auto it = WritableNodeLocked(name, patch, res);
+  if (it == nodes_.end()) return;
   json updated = it->second;
   if (!ApplyPatch(req, res, patch, &updated)) return;
   // The status subresource changes only status; the main resource never changes it.
@@ -570,21 +578,8 @@ void FakeApiServer::PutNode(const httplib::Request& req, httplib::Response& res)
   json body;
   if (!CheckedBody(req, res, Schemas()["node"], "Node", &body)) return;
   absl::MutexLock lock(&mu_);
-  auto it = nodes_.find(name);
-  if (it == nodes_.end()) {
-    ReplyStatus(res, 404, "NotFound", absl::StrCat("nodes \"", name, "\" not found"),
-                {{"name", name}, {"kind", "nodes"}});
-    return;
-  }
-  const std::string want = RvOf(body);
-  if (!want.empty() && want != RvOf(it->second)) {
-    ReplyStatus(res, 409, "Conflict",
-                absl::StrCat("Operation cannot be fulfilled on nodes \"", name,
-                             "\": the object has been modified; please apply your changes to "
-                             "the latest version and try again"),
-                {{"name", name}, {"kind", "nodes"}});
-    return;
-  }
+  auto it = WritableNodeLocked(name, body, res);
+  if (it == nodes_.end()) return;
   body["status"] = it->second.value("status", json::object());
   body["metadata"]["name"] = name;
   body["metadata"]["uid"] = it->second["metadata"]["uid"];

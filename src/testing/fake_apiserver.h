@@ -150,6 +150,12 @@ class FakeApiServer {
   void PatchEvent(const httplib::Request& req, httplib::Response& res);
   void GetEvent(const httplib::Request& req, httplib::Response& res);
 
+  // The Node `name` that `write` may change: else end() after answering 404 (no such Node)
+  // or 409 (`write` carries a resourceVersion that is not the Node's).
+  std::map<std::string, nlohmann::json>::iterator WritableNodeLocked(const std::string& name,
+                                                                     const nlohmann::json& write,
+                                                                     httplib::Response& res)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StoreNodeLocked(nlohmann::json node, const std::string& type)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
