@@ -119,16 +119,23 @@ std::vector<NodeConditionState> ConditionGate::Apply(const std::vector<NodeCondi
         p.last_transition = since;
       }
     }
-    result.push_back(it->second);
+    // Its hold runs from the moment it turned True until `hold_` later; once that moment
+    // has passed it can no longer change by itself, so it stops being a deadline.
+    const NodeConditionState& p = it->second;
+    const absl::Time until = p.last_transition + hold_;
+    if (p.problem && now < until) {
+      hold_until_[w.type] = until;
+    } else {
+      hold_until_.erase(w.type);
+    }
+    result.push_back(p);
   }
   return result;
 }
 
 absl::Time ConditionGate::NextChange() const {
   absl::Time next = absl::InfiniteFuture();
-  for (const auto& [type, p] : published_) {
-    if (p.problem) next = std::min(next, p.last_transition + hold_);
-  }
+  for (const auto& [type, until] : hold_until_) next = std::min(next, until);
   return next;
 }
 

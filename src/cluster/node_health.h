@@ -66,13 +66,16 @@ class ConditionGate {
   std::vector<NodeConditionState> Apply(const std::vector<NodeConditionState>& wanted,
                                         absl::Time now);
 
-  // When a held condition may next change by itself (InfiniteFuture when none is held), so
-  // the reporter knows when to look again without a store change.
+  // When a True condition's hold ends, the earliest of those still ahead at the last Apply
+  // (InfiniteFuture when none is): the moment a held clearing may publish without a store
+  // change. A condition that stays True past its hold is no longer a deadline, so a reporter
+  // waiting on this does not wake again and again while a GPU stays out.
   absl::Time NextChange() const;
 
  private:
   absl::Duration hold_;
   std::map<std::string, NodeConditionState> published_;  // by type
+  std::map<std::string, absl::Time> hold_until_;         // True conditions inside their hold
 };
 
 // One Event about the Node.

@@ -102,6 +102,12 @@ TEST(ConditionGateTest, ReportsAtOnceAndHoldsTheClearing) {
 
   c = gate.Apply(NodeConditionsFor(good), kT0 + absl::Seconds(11));
   EXPECT_TRUE(c[0].problem) << "cleared a second after it appeared";
+  // A problem that outlasts its hold is no longer a deadline: nothing would change then.
+  ConditionGate lasting(hold);
+  lasting.Apply(NodeConditionsFor(bad), kT0);
+  EXPECT_EQ(lasting.NextChange(), kT0 + hold);
+  lasting.Apply(NodeConditionsFor(bad), kT0 + hold + absl::Seconds(1));
+  EXPECT_EQ(lasting.NextChange(), absl::InfiniteFuture());
   EXPECT_EQ(c[0].reason, "XidCriticalError");
   c = gate.Apply(NodeConditionsFor(good), kT0 + absl::Seconds(10) + hold);
   EXPECT_FALSE(c[0].problem);

@@ -95,11 +95,12 @@ void NodeReporter::Run() {
 }
 
 absl::Time NodeReporter::NextDue() const {
-  absl::Time due = last_condition_write_ + options_.heartbeat;
+  // The heartbeat waits for the retry time too: while the API server fails, a heartbeat
+  // already due must not make every wait zero.
+  absl::Time due = std::max(last_condition_write_ + options_.heartbeat, conditions_retry_at_);
   due = std::min(due, gate_.NextChange());
   due = std::min(due, aggregator_.NextFlush());
   if (!pending_.empty()) due = std::min(due, events_retry_at_);
-  if (written_.empty()) due = std::min(due, conditions_retry_at_);
   if (taint_written_ == std::nullopt) due = std::min(due, taint_retry_at_);
   if (!labels_done_) due = std::min(due, labels_retry_at_);
   return due;
