@@ -67,16 +67,8 @@ class ClusterServeTest : public ::testing::Test {
         {{"NODE_NAME", "talos-08"}, {"POD_NAME", "gpulet-x7k2p"}}, dir_.path() + "/log"));
   }
 
-  json Condition(const std::string& type) {
-    std::optional<json> node = server_.Node("talos-08");
-    if (!node) return nullptr;
-    for (const json& c : (*node)["status"].value("conditions", json::array())) {
-      if (c.value("type", "") == type) return c;
-    }
-    return nullptr;
-  }
   bool ConditionIs(const std::string& type, const std::string& status) {
-    json c = Condition(type);
+    json c = server_.NodeCondition("talos-08", type);
     return !c.is_null() && c.value("status", "") == status;
   }
   std::string Metrics() {
@@ -85,9 +77,7 @@ class ClusterServeTest : public ::testing::Test {
     return r ? r->body : "";
   }
   size_t EventsWithReason(const std::string& reason) {
-    size_t n = 0;
-    for (const json& e : server_.Events()) n += e.value("reason", "") == reason;
-    return n;
+    return server_.EventsWithReason(reason).size();
   }
 
   gpulet::testing::ScratchDir dir_;
@@ -115,7 +105,7 @@ TEST_F(ClusterServeTest, InjectedXid79MakesTheConditionTrueAndAnEventWithinASeco
             absl::InfiniteDuration())
       << daemon_.Log();
   EXPECT_LE(absl::Now() - injected, kPromptly);
-  json c = Condition("GpuUnhealthy");
+  json c = server_.NodeCondition("talos-08", "GpuUnhealthy");
   EXPECT_EQ(c["reason"], "XidCriticalError");
   EXPECT_NE(c["message"].get<std::string>().find("GPU 1 (NVIDIA GeForce RTX 5090"),
             std::string::npos)

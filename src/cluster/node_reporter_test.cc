@@ -99,25 +99,12 @@ class NodeReporterTest : public ::testing::Test {
     server_.Stop();
   }
 
-  // The node's condition of `type`, or null.
-  json Condition(const std::string& type) {
-    std::optional<json> node = server_.Node("node-1");
-    if (!node) return nullptr;
-    for (const json& c : (*node)["status"].value("conditions", json::array())) {
-      if (c.value("type", "") == type) return c;
-    }
-    return nullptr;
-  }
   bool ConditionIs(const std::string& type, const std::string& status) {
-    json c = Condition(type);
+    json c = server_.NodeCondition("node-1", type);
     return !c.is_null() && c.value("status", "") == status;
   }
   std::vector<json> EventsWithReason(const std::string& reason) {
-    std::vector<json> out;
-    for (const json& e : server_.Events()) {
-      if (e.value("reason", "") == reason) out.push_back(e);
-    }
-    return out;
+    return server_.EventsWithReason(reason);
   }
 
   void Xid(const std::string& uuid, int xid, int times = 1) {
@@ -158,7 +145,7 @@ TEST_F(NodeReporterTest, XidMakesTheConditionTrueAndAnEventPromptly) {
            !EventsWithReason("GpuXid").empty();
   });
   EXPECT_LE(took, kPromptly);
-  json c = Condition("GpuUnhealthy");
+  json c = server_.NodeCondition("node-1", "GpuUnhealthy");
   EXPECT_EQ(c["reason"], "XidCriticalError");
   EXPECT_NE(c["message"].get<std::string>().find("GPU 1 (NVIDIA H100 80GB HBM3, GPU-1)"),
             std::string::npos)

@@ -356,6 +356,23 @@ std::vector<json> FakeApiServer::Events() const {
   return out;
 }
 
+json FakeApiServer::NodeCondition(const std::string& name, const std::string& type) const {
+  std::optional<json> node = Node(name);
+  if (!node) return nullptr;
+  for (const json& c : (*node).value("status", json::object()).value("conditions", json::array())) {
+    if (c.value("type", "") == type) return c;
+  }
+  return nullptr;
+}
+
+std::vector<json> FakeApiServer::EventsWithReason(const std::string& reason) const {
+  std::vector<json> out;
+  for (json& e : Events()) {
+    if (e.value("reason", "") == reason) out.push_back(std::move(e));
+  }
+  return out;
+}
+
 int64_t FakeApiServer::resource_version() const {
   absl::MutexLock lock(&mu_);
   return rv_;

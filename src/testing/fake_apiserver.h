@@ -104,6 +104,10 @@ class FakeApiServer {
   void AddNode(nlohmann::json node);
   std::optional<nlohmann::json> Node(const std::string& name) const;
   std::vector<nlohmann::json> Events() const;
+  // The condition of `type` in Node `name`'s status, or null when either is missing.
+  nlohmann::json NodeCondition(const std::string& name, const std::string& type) const;
+  // The stored Events whose reason is `reason`.
+  std::vector<nlohmann::json> EventsWithReason(const std::string& reason) const;
   int64_t resource_version() const;
 
   // Only `token` is accepted from now on.
