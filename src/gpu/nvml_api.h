@@ -169,6 +169,12 @@ enum : int {
   NVML_GPU_VIRTUALIZATION_MODE_HOST_VSGA = 4,
 };
 
+// nvmlDeviceGetMigMode's modes.
+enum : unsigned { NVML_DEVICE_MIG_DISABLE = 0, NVML_DEVICE_MIG_ENABLE = 1 };
+// nvmlProcessInfo_t / nvmlEventData_t instance ids when the process or event is not tied to a
+// MIG instance.
+constexpr unsigned NVML_INVALID_INSTANCE_ID = 0xFFFFFFFFu;
+
 // GPU Performance Monitoring (GPM, Hopper and newer): nvmlGpmMetricId_t values gpulet reads.
 // Utilisations are percent (0.0-100.0), rates MiB per second, both averaged over the time
 // between the two samples given to nvmlGpmMetricsGet.
@@ -273,6 +279,20 @@ typedef struct nvmlFieldValue_st {
   nvmlValue_t value;
 } nvmlFieldValue_t;
 
+// nvmlDeviceGetAttributes_v2: what a MIG device handle (or a whole GPU) has. For a MIG device,
+// the slice counts and memory name its profile ("1g.18gb", "1c.2g.35gb").
+typedef struct nvmlDeviceAttributes_st {
+  unsigned int multiprocessorCount;
+  unsigned int sharedCopyEngineCount;
+  unsigned int sharedDecoderCount;
+  unsigned int sharedEncoderCount;
+  unsigned int sharedJpegCount;
+  unsigned int sharedOfaCount;
+  unsigned int gpuInstanceSliceCount;
+  unsigned int computeInstanceSliceCount;
+  unsigned long long memorySizeMB;
+} nvmlDeviceAttributes_t;
+
 typedef struct nvmlGpmSample_st* nvmlGpmSample_t;  // opaque, from nvmlGpmSampleAlloc
 
 typedef struct nvmlGpmMetric_st {
@@ -303,6 +323,7 @@ typedef struct nvmlGpmSupport_st {
 
 static_assert(sizeof(nvmlGpmMetric_t) == 40, "nvmlGpmMetric_t layout");
 static_assert(offsetof(nvmlGpmMetricsGet_t, metrics) == 24, "nvmlGpmMetricsGet_t layout");
+static_assert(sizeof(nvmlDeviceAttributes_t) == 40, "nvmlDeviceAttributes_t layout");
 static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t layout");
 static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t layout");
 static_assert(nvmlMemory_v2 == 0x02000028u, "nvmlMemory_v2 version word");
@@ -343,6 +364,12 @@ using DeviceGetLinkUintFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, unsigne
 using DeviceGetLinkIntFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, int*);
 using DeviceGetLinkErrorFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, int, unsigned long long*);
 using DeviceGetMigModeFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, unsigned int*);
+// MIG: nvmlDeviceGetMaxMigDeviceCount, nvmlDeviceGetGpuInstanceId,
+// nvmlDeviceGetComputeInstanceId and nvmlDeviceIsMigDeviceHandle are DeviceGetUintFn.
+using DeviceGetMigDeviceHandleByIndexFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int,
+                                                           nvmlDevice_t*);
+using DeviceGetAttributesFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlDeviceAttributes_t*);
+using GpmMigSampleGetFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, nvmlGpmSample_t);
 using GpmQueryDeviceSupportFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlGpmSupport_t*);
 using GpmSampleAllocFn = nvmlReturn_t (*)(nvmlGpmSample_t*);
 using GpmSampleFreeFn = nvmlReturn_t (*)(nvmlGpmSample_t);
