@@ -103,6 +103,11 @@ json Answer(gpulet::GpuLibrary& gpus, const wire::Request& r) {
       return v.ok() ? wire::EncodeResult(r.id, wire::ToJson(*v))
                     : wire::EncodeError(r.id, v.status());
     }
+    case wire::Op::kMigLayout: {
+      auto v = gpus.GetMigLayout(r.index, r.timeout);
+      return v.ok() ? wire::EncodeResult(r.id, wire::ToJson(*v))
+                    : wire::EncodeError(r.id, v.status());
+    }
     case wire::Op::kRegisterEvents: {
       absl::Status s = gpus.RegisterEvents(r.index);
       return s.ok() ? wire::EncodeResult(r.id, json::object()) : wire::EncodeError(r.id, s);

@@ -278,6 +278,33 @@ absl::StatusOr<GeneratedSpec> GenerateSpec(const Inventory& inventory, const Hos
   if (options.names != NameStrategy::kIndex) {
     for (const auto& [gpu, node] : usable) add_device(gpu->uuid, {node});
   }
+  // MIG devices, named as nvidia-ctk names them ("<GPU index>:<MIG index>" and the MIG
+  // UUID): the parent GPU's node plus the capability nodes of the GPU and compute instance.
+  for (const auto& [gpu, node] : usable) {
+    for (const MigDeviceInfo& mig : gpu->mig_devices) {
+      std::vector<std::string> caps = MigCapDevicePaths(
+          inventory.driver.mig_minors, *gpu->minor, mig.gpu_instance_id, mig.compute_instance_id);
+      std::vector<DeviceNode> nodes{node};
+      for (const std::string& cap : caps) {
+        if (std::optional<DeviceNode> n = NodeFor(dev, cap)) nodes.push_back(*n);
+      }
+      if (caps.empty() || nodes.size() != caps.size() + 1) {
+        out.warnings.push_back(absl::StrCat(
+            "GPU ", *gpu->index, " MIG device ", mig.index, " (", mig.profile, ", ", mig.uuid,
+            ") is left out of the spec: ",
+            caps.empty() ? "/proc/driver/nvidia-caps/mig-minors does not list its capabilities"
+                         : absl::StrCat("its capability nodes (", absl::StrJoin(caps, ", "),
+                                        ") are missing under ", dev.fs().root()),
+            ". `nvidia-modprobe -f /proc/driver/nvidia/capabilities/gpu", *gpu->minor, "/mig/gi",
+            mig.gpu_instance_id, "/access` creates them (the toolkit does this on a MIG node)."));
+        continue;
+      }
+      if (options.names != NameStrategy::kUuid) {
+        add_device(absl::StrCat(*gpu->index, ":", mig.index), nodes);
+      }
+      if (options.names != NameStrategy::kIndex) add_device(mig.uuid, nodes);
+    }
+  }
   if (options.all_device) {
     std::vector<DeviceNode> all;
     for (const auto& [gpu, node] : usable) all.push_back(node);

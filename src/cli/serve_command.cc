@@ -50,6 +50,8 @@ constexpr FlagKey kFlagKeys[] = {
      "envvar, volume-mounts, cdi-annotations, cdi-cri (comma-separated)"},
     {"--device-id-strategy", "GPULET_DEVICE_ID_STRATEGY", "plugin.deviceIdStrategy",
      "uuid or index"},
+    {"--mig-strategy", "GPULET_MIG_STRATEGY", "plugin.migStrategy",
+     "none, single or mixed (as NVIDIA's device plugin)"},
     {"--pass-device-specs", "GPULET_PASS_DEVICE_SPECS", "plugin.passDeviceSpecs", "true or false"},
     {"--cdi-kind", "GPULET_CDI_KIND", "plugin.cdiKind", "CDI kind for CDI strategies"},
     {"--dev-root", "GPULET_DEV_ROOT", "plugin.devRoot", "Host directory holding dev/"},

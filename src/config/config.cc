@@ -19,6 +19,18 @@
 #include "yaml-cpp/yaml.h"
 
 namespace gpulet {
+
+const char* MigStrategyName(MigStrategy strategy) {
+  switch (strategy) {
+    case MigStrategy::kNone:
+      return "none";
+    case MigStrategy::kSingle:
+      return "single";
+    case MigStrategy::kMixed:
+      return "mixed";
+  }
+  return "none";
+}
 namespace {
 
 using Setter = std::function<absl::Status(Config&, const std::string&)>;
@@ -207,6 +219,17 @@ const std::vector<Field>& Fields() {
        [](const Config& c) {
          return Str(c.plugin.device_id_strategy == DeviceIdStrategy::kUuid ? "uuid" : "index");
        }},
+      {"plugin.migStrategy", "none, single or mixed",
+       [](Config& c, const std::string& v) {
+         for (MigStrategy m : {MigStrategy::kNone, MigStrategy::kSingle, MigStrategy::kMixed}) {
+           if (v == MigStrategyName(m)) {
+             c.plugin.mig_strategy = m;
+             return absl::OkStatus();
+           }
+         }
+         return Bad("plugin.migStrategy", v, "none, single or mixed");
+       },
+       [](const Config& c) { return Str(MigStrategyName(c.plugin.mig_strategy)); }},
       {"plugin.passDeviceSpecs", "true or false",
        [](Config& c, const std::string& v) {
          return ParseBool("plugin.passDeviceSpecs", v, &c.plugin.pass_device_specs);

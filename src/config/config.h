@@ -29,6 +29,12 @@ namespace gpulet {
 
 enum class DeviceListStrategy { kEnvvar, kVolumeMounts, kCdiAnnotations, kCdiCri };
 enum class DeviceIdStrategy { kUuid, kIndex };
+// How GPUs with MIG enabled are advertised, as NVIDIA's device plugin's --mig-strategy:
+// none (whole GPUs only, MIG ignored), single (every GPU's MIG devices under resourceName;
+// every GPU must have MIG enabled with one profile), mixed (one resource per profile,
+// nvidia.com/mig-<profile>, beside whole GPUs without MIG).
+enum class MigStrategy { kNone, kSingle, kMixed };
+const char* MigStrategyName(MigStrategy strategy);
 
 struct Config {
   // Directory holding device-plugins/ and pod-resources/. Default: /var/lib/kubelet.
@@ -42,6 +48,8 @@ struct Config {
     std::vector<DeviceListStrategy> device_list_strategy = {DeviceListStrategy::kEnvvar};
     // Whether device IDs in responses are GPU UUIDs or NVML indexes. Default: uuid.
     DeviceIdStrategy device_id_strategy = DeviceIdStrategy::kUuid;
+    // How MIG devices are advertised (none, single, mixed). Default: none.
+    MigStrategy mig_strategy = MigStrategy::kNone;
     // Also return DeviceSpecs for /dev/nvidiaN and the control nodes. Default: false.
     bool pass_device_specs = false;
     // CDI kind used in cdi-cri / cdi-annotations names, and of the spec `gpulet serve`

@@ -30,12 +30,19 @@ ControlNodes ControlNodesOf(const DriverInfo& drv) {
   if (drv.dev_nvidia_uvm) control.paths.push_back("/dev/nvidia-uvm");
   if (drv.dev_nvidia_uvm_tools) control.paths.push_back("/dev/nvidia-uvm-tools");
   if (drv.dev_nvidia_modeset) control.paths.push_back("/dev/nvidia-modeset");
+  control.mig_minors = drv.mig_minors;
   return control;
 }
 
+// The resource names pod attribution counts as ours; the mixed MIG strategy's per-profile
+// resources come and go with the layout, so they are matched by prefix.
 std::set<std::string> ResourceNames(const Config& config) {
   std::set<std::string> out;
   for (const ResourceSpec& r : ResourcesFor(config)) out.insert(r.name);
+  if (config.plugin.mig_strategy == MigStrategy::kMixed) {
+    const std::string& name = config.resource_name;
+    out.insert(absl::StrCat(name.substr(0, name.find('/')), "/mig-*"));
+  }
   return out;
 }
 
@@ -97,7 +104,8 @@ Daemon::Daemon(Node node, Config config, DaemonOptions options)
       node_(std::move(node)),
       config_(std::move(config)),
       control_(ControlNodesOf(node_.inventory.driver)),
-      files_(node_.host.get(), &node_.inventory, options_.bundled_fixture_root) {}
+      files_inventory_(node_.inventory),
+      files_(node_.host.get(), &files_inventory_, options_.bundled_fixture_root) {}
 
 Daemon::~Daemon() { Stop(); }
 
@@ -121,6 +129,9 @@ absl::Status Daemon::StartAll() {
                      node_.inventory.nvml_status.message());
   }
   GPULET_LOG_INFO("found {} GPU(s)", node_.inventory.gpus.size());
+  // A layout the MIG strategy cannot serve is the operator's to fix, as NVIDIA's plugin
+  // refuses it; at start it is an error (later changes are logged and advertise nothing).
+  if (absl::Status layout = MigLayoutError(config_, *store_.Get()); !layout.ok()) return layout;
   // The CDI spec that the names in Allocate answers resolve in; before the plugin serves,
   // so that no answer names a device no spec defines.
   {
@@ -150,6 +161,21 @@ absl::Status Daemon::StartAll() {
   if (node_.gpus != nullptr) {
     liveness_ = MakeLiveness(config_);
     liveness_->Start();
+    MigWatcher::Options mo;
+    mo.clock = options_.clock;
+    mig_ = std::make_unique<MigWatcher>(node_.gpus.get(), &store_, mo, [this] {
+      // The CDI spec names MIG devices, the labels count them: rewrite both.
+      std::shared_ptr<const Snapshot> snap = store_.Get();
+      absl::MutexLock lock(&files_mu_);
+      for (const DeviceRecord& d : snap->devices) {
+        if (Gpu* g = files_inventory_.FindByUuid(d.gpu.uuid); g != nullptr) {
+          g->mig_enabled = d.gpu.mig_enabled;
+          g->mig_devices = d.gpu.mig_devices;
+        }
+      }
+      files_.Refresh();
+    });
+    mig_->Start();
   }
   xid_policy_ = MakeXidPolicy(config_, &xid_history_);
   events_ = MakeEvents(config_, /*kmsg_at_end=*/false);
@@ -182,6 +208,7 @@ void Daemon::Stop() {
   // Wake every ListAndWatch stream waiting on the store, so the gRPC servers can stop.
   store_.Shutdown();
   // Reverse declaration order, as the destructor would.
+  mig_.reset();
   file_check_.reset();
   cluster_.reset();
   events_.reset();
@@ -346,6 +373,7 @@ void Daemon::CountReloadError() { ++reload_errors_; }
 absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
   if (!started_ || stopped_) return absl::FailedPreconditionError("the daemon is not running");
   if (absl::Status valid = ValidateConfig(next); !valid.ok()) return valid;
+  if (absl::Status layout = MigLayoutError(next, *store_.Get()); !layout.ok()) return layout;
   ReloadResult result;
   result.changed_keys = ChangedConfigKeys(config_, next);
   const unsigned effects = ReloadEffectsOf(result.changed_keys);

@@ -54,6 +54,7 @@
 #include "metrics/sampler.h"
 #include "plugin/plugin_manager.h"
 #include "state/device_store.h"
+#include "state/mig_watcher.h"
 
 namespace gpulet {
 
@@ -148,6 +149,9 @@ class Daemon {
   ControlNodes control_;
   DeviceStore store_;
   absl::Mutex files_mu_;
+  // The inventory the node files are written from: node_.inventory with the MIG layouts the
+  // MIG watcher has seen since (node_.inventory itself is read on the main thread only).
+  Inventory files_inventory_ ABSL_GUARDED_BY(files_mu_);
   NodeFiles files_ ABSL_GUARDED_BY(files_mu_);
   // Refused reloads; declared before the metrics stack that renders it.
   std::atomic<uint64_t> reload_errors_{0};
@@ -159,6 +163,8 @@ class Daemon {
   std::unique_ptr<EventMonitor> events_;  // after the policy it feeds
   std::unique_ptr<Cluster> cluster_;      // reads the store; null without cluster.enabled
   std::unique_ptr<PeriodicWorker> file_check_;
+  // Follows MIG layout changes into the store and the node files; null without NVML.
+  std::unique_ptr<MigWatcher> mig_;
   bool started_ = false;
   bool stopped_ = false;
 };

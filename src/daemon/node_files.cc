@@ -48,7 +48,12 @@ NodeFiles::NodeFiles(const HostFs* host, const Inventory* inventory, bool bundle
       spec_(host),
       labels_(host, inventory) {}
 
+void NodeFiles::Refresh() {
+  if (config_) Reconcile(*config_);
+}
+
 void NodeFiles::Reconcile(const Config& config) {
+  config_ = config;
   if (bundled_fixture_root_) {
     if (!told_bundled_) {
       GPULET_LOG_INFO(

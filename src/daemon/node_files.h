@@ -11,6 +11,7 @@
 #ifndef GPULET_DAEMON_NODE_FILES_H_
 #define GPULET_DAEMON_NODE_FILES_H_
 
+#include <optional>
 #include <string>
 
 #include "cdi/spec_keeper.h"
@@ -65,6 +66,9 @@ class NodeFiles {
   // Rewrites the spec or labels file when missing or changed on disk.
   void Check();
 
+  // Writes both again for the last Reconcile's config: the inventory changed (a MIG layout).
+  void Refresh();
+
   // Host path of the spec last written; "" when none.
   const std::string& spec_path() const { return spec_.host_path(); }
 
@@ -77,7 +81,8 @@ class NodeFiles {
   bool told_bundled_ = false;
   cdi::SpecKeeper spec_;
   LabelsFile labels_;
-  std::string labels_path_;  // "" until Reconcile, and on the bundled root
+  std::string labels_path_;       // "" until Reconcile, and on the bundled root
+  std::optional<Config> config_;  // of the last Reconcile
   ErrorOnce spec_errors_;
 };
 

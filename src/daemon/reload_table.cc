@@ -19,6 +19,8 @@ constexpr ReloadRule kRules[] = {
      "live: the plugin manager re-serves and re-registers; pod attribution follows"},
     {"plugin.deviceListStrategy", kReloadPluginConfig, "live: the plugin manager re-serves"},
     {"plugin.deviceIdStrategy", kReloadPluginConfig, "live: the plugin manager re-serves"},
+    {"plugin.migStrategy", kReloadPluginConfig | kReloadLabelsFile,
+     "live: the plugin manager re-serves; labels rewritten"},
     {"plugin.passDeviceSpecs", kReloadPluginConfig, "live: the plugin manager re-serves"},
     {"plugin.cdiKind", kReloadPluginConfig | kReloadCdiSpec,
      "live: the CDI spec of the new kind is written (the old kind's removed), then the plugin "

@@ -37,6 +37,7 @@ const std::map<std::string, std::string>& OtherValues() {
       {"resourceName", "example.com/gpu"},
       {"plugin.deviceListStrategy", "cdi-cri"},
       {"plugin.deviceIdStrategy", "index"},
+      {"plugin.migStrategy", "mixed"},
       {"plugin.passDeviceSpecs", "true"},
       {"plugin.cdiKind", "example.com/gpu"},
       {"plugin.cdiAnnotationPrefix", "example.com/"},

@@ -149,6 +149,7 @@ LabelSharing LabelSharingFromConfig(const Config& config) {
   LabelSharing sharing;
   sharing.replicas = config.sharing.time_slicing.replicas;
   sharing.renamed = config.sharing.time_slicing.rename_by_default;
+  sharing.mig_strategy = config.plugin.mig_strategy;
   return sharing;
 }
 
@@ -264,6 +265,68 @@ NodeLabels ComputeGpuLabels(const Inventory& inv, const LabelExtras& extras,
       // story, so a selector on gpu.product can be written knowingly.
       labels["gpulet.dev/gpu.mixed"] = "true";
       break;
+    }
+  }
+  // GFD's MIG labels (internal/lm/mig-strategy.go): nvidia.com/mig.strategy under single and
+  // mixed; per MIG resource its product, count, replicas, sharing strategy and the MIG
+  // device's attributes (memory in MiB, multiprocessors, slices, engines). Under single the
+  // resource is nvidia.com/gpu (its labels replace the whole GPU's), under mixed
+  // nvidia.com/mig-<profile>. A single layout gpulet refuses gets GFD's "-MIG-INVALID".
+  if (sharing.mig_strategy != MigStrategy::kNone) {
+    set("mig.strategy", MigStrategyName(sharing.mig_strategy));
+    struct MigResource {
+      const Gpu* parent = nullptr;
+      const MigDeviceInfo* device = nullptr;
+      int count = 0;
+    };
+    std::map<std::string, MigResource> by_profile;
+    bool any_enabled = false, any_disabled = false, empty_enabled = false;
+    for (const Gpu* g : gpus) {
+      if (!g->in_nvml) continue;
+      (g->mig_enabled ? any_enabled : any_disabled) = true;
+      if (g->mig_enabled && g->mig_devices.empty()) empty_enabled = true;
+      for (const MigDeviceInfo& m : g->mig_devices) {
+        MigResource& r = by_profile[m.profile];
+        if (r.device == nullptr) {
+          r.parent = g;
+          r.device = &m;
+        }
+        ++r.count;
+      }
+    }
+    const bool shared = sharing.replicas > 1;
+    auto resource_labels = [&](const std::string& prefix, const MigResource& r) {
+      auto put = [&](absl::string_view key, const std::string& value) {
+        labels[absl::StrCat(prefix, ".", key)] = value;
+      };
+      put("product", absl::StrCat(SanitizeLabelValue(r.parent->name), "-MIG-", r.device->profile));
+      put("count", absl::StrCat(r.count));
+      put("replicas", absl::StrCat(shared ? sharing.replicas : 1));
+      put("sharing-strategy", shared ? "time-slicing" : "none");
+      put("memory", absl::StrCat(r.device->memory_bytes >> 20));
+      put("multiprocessors", absl::StrCat(r.device->sm_count));
+      put("slices.gi", absl::StrCat(r.device->gpu_instance_slices));
+      put("slices.ci", absl::StrCat(r.device->compute_instance_slices));
+      put("engines.copy", absl::StrCat(r.device->copy_engines));
+      put("engines.decoder", absl::StrCat(r.device->decoders));
+      put("engines.encoder", absl::StrCat(r.device->encoders));
+      put("engines.jpeg", absl::StrCat(r.device->jpeg_engines));
+      put("engines.ofa", absl::StrCat(r.device->ofa_engines));
+    };
+    if (sharing.mig_strategy == MigStrategy::kMixed) {
+      for (const auto& [profile, r] : by_profile) {
+        resource_labels(absl::StrCat(kNvidia, "mig-", profile), r);
+      }
+    } else if (any_enabled) {
+      if (any_disabled || empty_enabled || by_profile.size() != 1) {
+        set("gpu.product", absl::StrCat(SanitizeLabelValue(first.name), "-MIG-INVALID"));
+        set("gpu.count", "0");
+        set("gpu.replicas", "0");
+        set("gpu.sharing-strategy", "");
+        set("gpu.memory", "0");
+      } else {
+        resource_labels(absl::StrCat(kNvidia, "gpu"), by_profile.begin()->second);
+      }
     }
   }
   return labels;

@@ -84,6 +84,7 @@ std::string GpuFamilyFromArchitecture(Architecture arch);
 struct LabelSharing {
   int replicas = 1;      // sharing.timeSlicing.replicas
   bool renamed = false;  // sharing.timeSlicing.renameByDefault: advertised as <name>.shared
+  MigStrategy mig_strategy = MigStrategy::kNone;  // plugin.migStrategy
 };
 
 // The sharing of `config` (sharing.timeSlicing).

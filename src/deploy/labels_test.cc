@@ -125,13 +125,30 @@ TEST(LabelsTest, EveryLabelIsDocumented) {
   extras.gpu_pci_classes = {0x030200, 0x030200};
   NodeLabels labels = ComputeGpuLabels(inv, extras, {});
   EXPECT_GE(labels.size(), 27u);
+  // The MIG labels of the mixed strategy, with a MIG device on the first GPU.
+  inv.gpus[0].mig_enabled = true;
+  MigDeviceInfo mig;
+  mig.profile = "1g.10gb";
+  inv.gpus[0].mig_devices = {mig};
+  LabelSharing mixed;
+  mixed.mig_strategy = MigStrategy::kMixed;
+  for (auto& [key, value] : ComputeGpuLabels(inv, extras, mixed)) labels[key] = value;
+  EXPECT_EQ(labels.at("nvidia.com/mig-1g.10gb.count"), "1");
   std::ifstream in(std::string(GPULET_SOURCE_DIR) + "/docs/labels.md");
   std::stringstream doc;
   doc << in.rdbuf();
   const std::string table = doc.str().substr(0, doc.str().find("## GFD labels gpulet does not"));
   for (const auto& [key, value] : labels) {
-    // A row may list several keys sharing a prefix: `a.b.major`, `.minor`.
+    // A row may list several keys sharing a prefix: `a.b.major`, `.minor`; the per-profile
+    // MIG labels are listed once as `nvidia.com/mig-<profile>.…`.
     std::string last = key.substr(key.rfind('.'));
+    if (absl::StartsWith(key, "nvidia.com/mig-")) {
+      std::string suffix = key.substr(key.find('.', key.find("gb")));
+      EXPECT_TRUE(absl::StrContains(table, absl::StrCat("`", suffix, "`")) ||
+                  absl::StrContains(table, absl::StrCat("`nvidia.com/mig-<profile>", suffix, "`")))
+          << key << " is not in docs/labels.md";
+      continue;
+    }
     EXPECT_TRUE(absl::StrContains(table, absl::StrCat("`", key, "`")) ||
                 absl::StrContains(table, absl::StrCat("`", last, "`")))
         << key << " is not in docs/labels.md";
@@ -174,6 +191,55 @@ TEST(LabelsTest, MigCapableAndVgpuPresentFollowGfd) {
 // GFD (k8s-device-plugin internal/lm/resource.go, baseLabeler and getProductName): replicas
 // and strategy from the sharing config, "-SHARED" on the product unless the resource is
 // renamed; mig-strategy.go newGPULabelers: gpu.count counts the labelled product's GPUs.
+TEST(LabelsTest, MigStrategiesWriteGfdsMigLabels) {
+  Inventory inv;
+  inv.system.driver_version = "570.133.20";
+  for (unsigned i = 0; i < 2; ++i) {
+    Gpu g;
+    g.index = i;
+    g.name = "NVIDIA H200";
+    g.in_nvml = true;
+    g.memory_total_bytes = 143771ull << 20;
+    g.mig_capable = true;
+    g.mig_enabled = true;
+    MigDeviceInfo m;
+    m.profile = "3g.71gb";
+    m.memory_bytes = 71680ull << 20;
+    m.sm_count = 60;
+    m.gpu_instance_slices = m.compute_instance_slices = 3;
+    m.copy_engines = 3;
+    m.decoders = 3;
+    m.jpeg_engines = 3;
+    g.mig_devices = {m, m};
+    inv.gpus.push_back(g);
+  }
+  LabelSharing sharing;
+  EXPECT_EQ(ComputeGpuLabels(inv, {}, sharing).count("nvidia.com/mig.strategy"), 0u);  // none
+  sharing.mig_strategy = MigStrategy::kSingle;
+  NodeLabels single = ComputeGpuLabels(inv, {}, sharing);
+  EXPECT_EQ(single.at("nvidia.com/mig.strategy"), "single");
+  EXPECT_EQ(single.at("nvidia.com/gpu.product"), "NVIDIA-H200-MIG-3g.71gb");
+  EXPECT_EQ(single.at("nvidia.com/gpu.count"), "4");
+  EXPECT_EQ(single.at("nvidia.com/gpu.memory"), "71680");
+  EXPECT_EQ(single.at("nvidia.com/gpu.multiprocessors"), "60");
+  EXPECT_EQ(single.at("nvidia.com/gpu.slices.gi"), "3");
+  EXPECT_EQ(single.at("nvidia.com/gpu.engines.decoder"), "3");
+  sharing.mig_strategy = MigStrategy::kMixed;
+  inv.gpus[1].mig_devices[1].profile = "1g.18gb";
+  NodeLabels mixed = ComputeGpuLabels(inv, {}, sharing);
+  EXPECT_EQ(mixed.at("nvidia.com/mig.strategy"), "mixed");
+  EXPECT_EQ(mixed.at("nvidia.com/mig-3g.71gb.count"), "3");
+  EXPECT_EQ(mixed.at("nvidia.com/mig-1g.18gb.count"), "1");
+  EXPECT_EQ(mixed.at("nvidia.com/mig-3g.71gb.product"), "NVIDIA-H200-MIG-3g.71gb");
+  EXPECT_EQ(mixed.at("nvidia.com/mig-3g.71gb.replicas"), "1");
+  EXPECT_EQ(mixed.at("nvidia.com/gpu.product"), "NVIDIA-H200");  // the whole GPUs' labels stay
+  // Two profiles under single: GFD's invalid labels.
+  sharing.mig_strategy = MigStrategy::kSingle;
+  NodeLabels invalid = ComputeGpuLabels(inv, {}, sharing);
+  EXPECT_EQ(invalid.at("nvidia.com/gpu.product"), "NVIDIA-H200-MIG-INVALID");
+  EXPECT_EQ(invalid.at("nvidia.com/gpu.count"), "0");
+}
+
 TEST(LabelsTest, SharingAndMixedProductsFollowGfd) {
   Inventory inv;
   for (const char* name : {"NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB", "Tesla T4"}) {

@@ -61,6 +61,8 @@ struct DeviceIdentity {
 struct GpuProcess {
   unsigned pid = 0;
   std::optional<uint64_t> used_bytes;  // absent when the driver does not say
+  // The MIG instance the process runs in; absent on GPUs without MIG enabled.
+  std::optional<unsigned> gpu_instance_id, compute_instance_id;
 };
 
 // GPU Performance Monitoring values (Hopper and newer), averaged over the time since the
@@ -79,6 +81,39 @@ struct NvLinkSample {
   bool active = false;
   std::optional<int> remote_type;  // NVML_NVLINK_DEVICE_TYPE_*: GPU, SWITCH, ...
   std::optional<uint64_t> replay_errors, recovery_errors, crc_flit_errors, crc_data_errors;
+};
+
+// One MIG device (a compute instance inside a GPU instance) as NVML describes it. Its
+// profile name is NVIDIA's ("1g.18gb", "1c.3g.71gb"), derived from the slice counts and the
+// memory by MigProfileName (gpu/mig.h), as NVIDIA's device plugin names its resources.
+struct MigDeviceInfo {
+  unsigned index = 0;  // nvmlDeviceGetMigDeviceHandleByIndex's index on its GPU
+  std::string uuid;    // "MIG-…"
+  unsigned gpu_instance_id = 0, compute_instance_id = 0;
+  unsigned gpu_instance_slices = 0, compute_instance_slices = 0;
+  uint64_t memory_bytes = 0;
+  unsigned sm_count = 0;
+  unsigned copy_engines = 0, decoders = 0, encoders = 0, jpeg_engines = 0, ofa_engines = 0;
+  std::string profile;  // "1g.18gb"
+
+  bool operator==(const MigDeviceInfo&) const = default;
+};
+
+// A GPU's MIG mode and the MIG devices it has now. An operator (nvidia-smi, mig-parted)
+// changes it while gpulet runs; gpulet reads it again every second.
+struct MigLayout {
+  bool enabled = false;                // the current mode
+  bool pending_enabled = false;        // the mode after the next GPU reset
+  std::vector<MigDeviceInfo> devices;  // by GPU instance id, then compute instance id
+
+  bool operator==(const MigLayout&) const = default;
+};
+
+// Live values of one MIG device. Absent: NVML does not report it for MIG devices.
+struct MigInstanceSample {
+  unsigned gpu_instance_id = 0, compute_instance_id = 0;
+  std::optional<uint64_t> fb_total_bytes, fb_used_bytes, fb_free_bytes;
+  std::optional<ProfilingSample> profiling;  // GPM of the GPU instance (Hopper and newer)
 };
 
 // Live values of one GPU at one moment. Absent means the GPU or driver does not provide it.
@@ -103,6 +138,8 @@ struct DeviceSample {
   std::vector<NvLinkSample> nvlinks;
   // NVLink data payload sent and received over all links, KiB since the driver loaded.
   std::optional<uint64_t> nvlink_data_tx_kib, nvlink_data_rx_kib;
+  // One entry per MIG device, on GPUs with MIG enabled.
+  std::vector<MigInstanceSample> mig;
 };
 
 // One NVML event (an XID, or an ECC error) on one GPU.
@@ -110,6 +147,8 @@ struct GpuEvent {
   unsigned index = 0;
   unsigned long long type = 0;  // nvmlEventType* bit
   unsigned long long data = 0;  // the XID for XidCriticalError
+  // The MIG instance the event names; absent when it names none.
+  std::optional<unsigned> gpu_instance_id, compute_instance_id;
 };
 
 // What a liveness probe learns: who answered, and the GPU's row-remapping state where the
@@ -140,6 +179,10 @@ class GpuLibrary {
 
   // Reads every live value within `timeout`. Fails like Probe for a lost or hung GPU.
   virtual absl::StatusOr<DeviceSample> Sample(unsigned index, absl::Duration timeout) = 0;
+
+  // The GPU's MIG mode and devices within `timeout`. A GPU without MIG support answers a
+  // disabled layout; fails like Probe for a lost or hung GPU.
+  virtual absl::StatusOr<MigLayout> GetMigLayout(unsigned index, absl::Duration timeout) = 0;
 
   // Registers for XID and ECC events on every GPU (only the types each GPU supports).
   // Returns the indexes that could not be registered, with why, for logging.

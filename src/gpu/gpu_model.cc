@@ -56,6 +56,10 @@ const Gpu* Inventory::FindByUuid(const std::string& uuid) const {
   return nullptr;
 }
 
+Gpu* Inventory::FindByUuid(const std::string& uuid) {
+  return const_cast<Gpu*>(static_cast<const Inventory*>(this)->FindByUuid(uuid));
+}
+
 const Gpu* Inventory::FindByBusId(const std::string& any_bus_id_form) const {
   std::string want = NormalizeBusId(any_bus_id_form);
   if (want.empty()) return nullptr;  // not a bus id; must not match GPUs without one
@@ -175,7 +179,38 @@ Inventory BuildInventory(GpuLibrary* library, const HostFs& host, absl::Status n
     }
   }
   inv.gpus = MergeGpuViews(nvml, pci);
+  if (library != nullptr && inv.nvml_status.ok()) {
+    for (Gpu& g : inv.gpus) {
+      if (!g.index || g.mig_capable != true) continue;
+      // A GPU whose layout cannot be read now is served whole; the MIG watcher reads again.
+      absl::StatusOr<MigLayout> layout = library->GetMigLayout(*g.index, absl::Seconds(5));
+      if (layout.ok()) ApplyMigLayout(*layout, &g);
+    }
+  }
   return inv;
+}
+
+void ApplyMigLayout(const MigLayout& layout, Gpu* gpu) {
+  gpu->mig_enabled = layout.enabled;
+  gpu->mig_devices = layout.enabled ? layout.devices : std::vector<MigDeviceInfo>();
+}
+
+const MigDeviceInfo* Gpu::FindMig(const std::string& mig_uuid) const {
+  for (const MigDeviceInfo& m : mig_devices) {
+    if (m.uuid == mig_uuid) return &m;
+  }
+  return nullptr;
+}
+
+const MigDeviceInfo* Gpu::FindMigInstance(unsigned gpu_instance_id,
+                                          std::optional<unsigned> compute_instance_id) const {
+  for (const MigDeviceInfo& m : mig_devices) {
+    if (m.gpu_instance_id == gpu_instance_id &&
+        (!compute_instance_id || m.compute_instance_id == *compute_instance_id)) {
+      return &m;
+    }
+  }
+  return nullptr;
 }
 
 void to_json(nlohmann::json& j, const Gpu& g) {
@@ -198,6 +233,20 @@ void to_json(nlohmann::json& j, const Gpu& g) {
   if (g.serial) j["serial"] = *g.serial;
   if (g.vbios_version) j["vbios_version"] = *g.vbios_version;
   if (g.mig_capable) j["mig_capable"] = *g.mig_capable;
+  if (g.mig_capable == true) j["mig_enabled"] = g.mig_enabled;
+  if (!g.mig_devices.empty()) {
+    nlohmann::json migs = nlohmann::json::array();
+    for (const MigDeviceInfo& m : g.mig_devices) {
+      migs.push_back({{"index", m.index},
+                      {"uuid", m.uuid},
+                      {"profile", m.profile},
+                      {"gpu_instance_id", m.gpu_instance_id},
+                      {"compute_instance_id", m.compute_instance_id},
+                      {"memory_bytes", m.memory_bytes},
+                      {"sm_count", m.sm_count}});
+    }
+    j["mig_devices"] = std::move(migs);
+  }
   if (g.virtualization_mode) j["virtualization_mode"] = *g.virtualization_mode;
   nlohmann::json sources = nlohmann::json::array();
   if (g.in_nvml) sources.push_back("nvml");

@@ -47,7 +47,9 @@ struct Gpu {
   std::string kernel_driver;  // bound PCI driver: "nvidia", "nouveau", "vfio-pci", ""
   std::optional<std::string> serial;
   std::optional<std::string> vbios_version;
-  std::optional<bool> mig_capable;         // NVML: the GPU supports MIG
+  std::optional<bool> mig_capable;  // NVML: the GPU supports MIG
+  bool mig_enabled = false;         // MIG mode is on now (then only its MIG devices run work)
+  std::vector<MigDeviceInfo> mig_devices;  // the MIG devices it has now
   std::optional<int> virtualization_mode;  // NVML_GPU_VIRTUALIZATION_MODE_*
   bool in_nvml = false;                    // NVML returned an identity for it
   bool on_pci = false;                     // PCI sysfs lists it
@@ -57,6 +59,10 @@ struct Gpu {
   std::string DeviceNode() const;
   // "8.6", or "".
   std::string ComputeCapability() const;
+  // The MIG device with that UUID, or with that GPU instance (and compute instance) id.
+  const MigDeviceInfo* FindMig(const std::string& mig_uuid) const;
+  const MigDeviceInfo* FindMigInstance(unsigned gpu_instance_id,
+                                       std::optional<unsigned> compute_instance_id) const;
 };
 
 struct Inventory {
@@ -69,6 +75,7 @@ struct Inventory {
   DriverInfo driver;        // kernel-side facts (/proc/driver/nvidia, /proc/modules, /dev)
 
   const Gpu* FindByUuid(const std::string& uuid) const;
+  Gpu* FindByUuid(const std::string& uuid);
   const Gpu* FindByBusId(const std::string& any_bus_id_form) const;
 };
 
@@ -76,6 +83,9 @@ struct Inventory {
 // could not be read). Pure function: no I/O.
 std::vector<Gpu> MergeGpuViews(const std::vector<absl::StatusOr<DeviceIdentity>>& nvml,
                                const std::vector<PciGpu>& pci);
+
+// Sets the GPU's MIG mode and devices from a layout read from NVML.
+void ApplyMigLayout(const MigLayout& layout, Gpu* gpu);
 
 // Builds an inventory from an open GPU library (null when NVML is unavailable; then
 // `nvml_status` should say why) and the host's PCI sysfs.

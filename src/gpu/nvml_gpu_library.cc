@@ -57,6 +57,13 @@ std::shared_ptr<GpmReader> NvmlGpuLibrary::Gpm(unsigned index) {
   return reader;
 }
 
+std::shared_ptr<NvmlGpuLibrary::MigGpmReaders> NvmlGpuLibrary::MigGpm(unsigned index) {
+  absl::MutexLock lock(&mu_);
+  std::shared_ptr<MigGpmReaders>& readers = mig_gpm_[index];
+  if (!readers) readers = std::make_shared<MigGpmReaders>();
+  return readers;
+}
+
 absl::Status NvmlGpuLibrary::RunOnLane(int index, std::function<void()> work,
                                        absl::string_view what, absl::Duration timeout) {
   absl::Status status = Lane(index).Run(std::move(work), timeout, what);
@@ -275,6 +282,10 @@ void ReadProcesses(nvml::DeviceGetProcessesFn fn, nvmlDevice_t dev, std::vector<
       proc.pid = p.pid;
       // NVML_VALUE_NOT_AVAILABLE (all ones) means unknown (e.g. no permission).
       if (p.usedGpuMemory != ~0ULL) proc.used_bytes = p.usedGpuMemory;
+      if (p.gpuInstanceId != NVML_INVALID_INSTANCE_ID) {
+        proc.gpu_instance_id = p.gpuInstanceId;
+        proc.compute_instance_id = p.computeInstanceId;
+      }
     }
     return;
   }
@@ -291,9 +302,10 @@ absl::StatusOr<DeviceSample> NvmlGpuLibrary::Sample(unsigned index, absl::Durati
   auto job = std::make_shared<SampleJob>();
   auto lib = library_;
   std::shared_ptr<GpmReader> gpm = Gpm(index);
+  std::shared_ptr<MigGpmReaders> mig_gpm = MigGpm(index);
   absl::Status status = RunOnLane(
       static_cast<int>(index),
-      [job, lib, gpm, index] {
+      [job, lib, gpm, mig_gpm, index] {
         const NvmlFunctions& f = lib->fn();
         nvmlDevice_t dev = nullptr;
         job->handle_ret = f.device_get_handle_by_index(index, &dev);
@@ -381,6 +393,27 @@ absl::StatusOr<DeviceSample> NvmlGpuLibrary::Sample(unsigned index, absl::Durati
         ReadProcesses(f.device_get_graphics_processes, dev, &s.processes);
         ReadNvLinks(f, dev, &s);
         s.profiling = gpm->Read(dev);
+        ReadMigMemory(f, dev, &s);
+        // One GPM pair per GPU instance; an instance destroyed (and perhaps re-created with
+        // the same id) starts a new pair.
+        MigGpmReaders live;
+        for (MigInstanceSample& m : s.mig) {
+          if (live.count(m.gpu_instance_id) != 0) continue;  // its GPU instance's, below
+          auto it = mig_gpm->find(m.gpu_instance_id);
+          std::unique_ptr<GpmReader> reader =
+              it != mig_gpm->end() ? std::move(it->second)
+                                   : std::make_unique<GpmReader>(lib, m.gpu_instance_id);
+          m.profiling = reader->Read(dev);
+          live[m.gpu_instance_id] = std::move(reader);
+        }
+        for (MigInstanceSample& m : s.mig) {
+          // Compute instances of one GPU instance share its GPM values.
+          if (m.profiling) continue;
+          for (const MigInstanceSample& o : s.mig) {
+            if (o.gpu_instance_id == m.gpu_instance_id && o.profiling) m.profiling = o.profiling;
+          }
+        }
+        *mig_gpm = std::move(live);
       },
       absl::StrCat("sampling GPU ", index), timeout);
   if (!status.ok()) return status;
@@ -395,6 +428,33 @@ absl::StatusOr<DeviceSample> NvmlGpuLibrary::Sample(unsigned index, absl::Durati
   // simulated) driver, so its lanes and stamps use the real clock.
   job->s.taken = RealClock()->Now();
   return job->s;
+}
+
+absl::StatusOr<MigLayout> NvmlGpuLibrary::GetMigLayout(unsigned index, absl::Duration timeout) {
+  struct MigJob {
+    nvmlReturn_t handle_ret = NVML_ERROR_UNKNOWN;
+    nvmlReturn_t ret = NVML_SUCCESS;
+    MigLayout layout;
+  };
+  auto job = std::make_shared<MigJob>();
+  auto lib = library_;
+  absl::Status status = RunOnLane(
+      static_cast<int>(index),
+      [job, lib, index] {
+        const NvmlFunctions& f = lib->fn();
+        nvmlDevice_t dev = nullptr;
+        job->handle_ret = f.device_get_handle_by_index(index, &dev);
+        if (job->handle_ret != NVML_SUCCESS) return;
+        job->ret = ReadMigLayout(f, dev, &job->layout);
+      },
+      absl::StrCat("reading the MIG layout of GPU ", index), timeout);
+  if (!status.ok()) return status;
+  std::string ctx = absl::StrCat("GPU index ", index);
+  if (job->handle_ret != NVML_SUCCESS) {
+    return NvmlError(job->handle_ret, "nvmlDeviceGetHandleByIndex_v2", ctx);
+  }
+  if (job->ret != NVML_SUCCESS) return NvmlError(job->ret, "nvmlDeviceGetMigMode", ctx);
+  return job->layout;
 }
 
 absl::Status NvmlGpuLibrary::RegisterEvents(unsigned count) {
@@ -448,7 +508,17 @@ absl::StatusOr<std::optional<GpuEvent>> NvmlGpuLibrary::WaitEvent(absl::Duration
   if (ret != NVML_SUCCESS) return NvmlError(ret, "nvmlEventSetWait_v2");
   auto it = event_devices_.find(data.device);
   if (it == event_devices_.end()) return std::optional<GpuEvent>();
-  return std::optional<GpuEvent>(GpuEvent{it->second, data.eventType, data.eventData});
+  GpuEvent event;
+  event.index = it->second;
+  event.type = data.eventType;
+  event.data = data.eventData;
+  if (data.gpuInstanceId != NVML_INVALID_INSTANCE_ID) {
+    event.gpu_instance_id = data.gpuInstanceId;
+    if (data.computeInstanceId != NVML_INVALID_INSTANCE_ID) {
+      event.compute_instance_id = data.computeInstanceId;
+    }
+  }
+  return std::optional<GpuEvent>(event);
 }
 
 }  // namespace gpulet

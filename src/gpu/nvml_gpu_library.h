@@ -39,6 +39,7 @@ class NvmlGpuLibrary final : public GpuLibrary {
   absl::StatusOr<DeviceIdentity> GetDeviceIdentity(unsigned index) override;
   absl::StatusOr<ProbeAnswer> Probe(unsigned index, absl::Duration timeout) override;
   absl::StatusOr<DeviceSample> Sample(unsigned index, absl::Duration timeout) override;
+  absl::StatusOr<MigLayout> GetMigLayout(unsigned index, absl::Duration timeout) override;
   absl::Status RegisterEvents(unsigned count) override;
   absl::StatusOr<std::optional<GpuEvent>> WaitEvent(absl::Duration timeout) override;
 
@@ -49,6 +50,10 @@ class NvmlGpuLibrary final : public GpuLibrary {
   TimedLane& Lane(int index);
   // GPU `index`'s GPM sample pair, used only on that GPU's lane.
   std::shared_ptr<GpmReader> Gpm(unsigned index);
+  // GPU `index`'s GPM readers of its MIG GPU instances, by instance id; used only on that
+  // GPU's lane.
+  using MigGpmReaders = std::map<unsigned, std::unique_ptr<GpmReader>>;
+  std::shared_ptr<MigGpmReaders> MigGpm(unsigned index);
   // Runs `work` on a lane; on a deadline overrun marks the library stuck.
   absl::Status RunOnLane(int index, std::function<void()> work, absl::string_view what,
                          absl::Duration timeout);
@@ -58,6 +63,7 @@ class NvmlGpuLibrary final : public GpuLibrary {
   absl::Mutex mu_;
   std::map<int, std::unique_ptr<TimedLane>> lanes_ ABSL_GUARDED_BY(mu_);
   std::map<unsigned, std::shared_ptr<GpmReader>> gpm_ ABSL_GUARDED_BY(mu_);
+  std::map<unsigned, std::shared_ptr<MigGpmReaders>> mig_gpm_ ABSL_GUARDED_BY(mu_);
   // Event set and the handle → index map; used by the event thread only.
   nvmlEventSet_t event_set_ = nullptr;
   std::map<nvmlDevice_t, unsigned> event_devices_;

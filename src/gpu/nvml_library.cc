@@ -102,6 +102,13 @@ NvmlFunctions NvmlLibrary::Resolve(void* handle, std::vector<std::string>* missi
   Bind(handle, &f.device_get_nvlink_remote_device_type, {"nvmlDeviceGetNvLinkRemoteDeviceType"},
        opt);
   Bind(handle, &f.device_get_mig_mode, {"nvmlDeviceGetMigMode"}, opt);
+  Bind(handle, &f.device_get_max_mig_device_count, {"nvmlDeviceGetMaxMigDeviceCount"}, opt);
+  Bind(handle, &f.device_get_mig_device_handle_by_index, {"nvmlDeviceGetMigDeviceHandleByIndex"},
+       opt);
+  Bind(handle, &f.device_get_gpu_instance_id, {"nvmlDeviceGetGpuInstanceId"}, opt);
+  Bind(handle, &f.device_get_compute_instance_id, {"nvmlDeviceGetComputeInstanceId"}, opt);
+  Bind(handle, &f.device_get_attributes, {"nvmlDeviceGetAttributes_v2"}, opt);
+  Bind(handle, &f.gpm_mig_sample_get, {"nvmlGpmMigSampleGet"}, opt);
   Bind(handle, &f.device_get_virtualization_mode, {"nvmlDeviceGetVirtualizationMode"}, opt);
   Bind(handle, &f.gpm_query_device_support, {"nvmlGpmQueryDeviceSupport"}, opt);
   Bind(handle, &f.gpm_sample_alloc, {"nvmlGpmSampleAlloc"}, opt);

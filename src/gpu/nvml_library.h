@@ -81,6 +81,12 @@ struct NvmlFunctions {
   nvml::DeviceGetLinkErrorFn device_get_nvlink_error_counter = nullptr;
   nvml::DeviceGetLinkIntFn device_get_nvlink_remote_device_type = nullptr;
   nvml::DeviceGetMigModeFn device_get_mig_mode = nullptr;
+  nvml::DeviceGetUintFn device_get_max_mig_device_count = nullptr;
+  nvml::DeviceGetMigDeviceHandleByIndexFn device_get_mig_device_handle_by_index = nullptr;
+  nvml::DeviceGetUintFn device_get_gpu_instance_id = nullptr;
+  nvml::DeviceGetUintFn device_get_compute_instance_id = nullptr;
+  nvml::DeviceGetAttributesFn device_get_attributes = nullptr;  // _v2
+  nvml::GpmMigSampleGetFn gpm_mig_sample_get = nullptr;
   nvml::DeviceGetIntFn device_get_virtualization_mode = nullptr;
   // GPU Performance Monitoring (drivers from R520; GPUs from Hopper).
   nvml::GpmQueryDeviceSupportFn gpm_query_device_support = nullptr;

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <tuple>
 #include <utility>
+
+#include "gpu/mig.h"
 
 namespace gpulet {
 namespace {
@@ -69,7 +72,7 @@ std::optional<ProfilingSample> GpmReader::Read(nvmlDevice_t device) {
   if (support_ == Support::kUnknown) {
     support_ = Support::kNo;
     if (!f.gpm_query_device_support || !f.gpm_sample_alloc || !f.gpm_sample_free ||
-        !f.gpm_sample_get || !f.gpm_metrics_get) {
+        !f.gpm_sample_get || !f.gpm_metrics_get || (gpu_instance_ && !f.gpm_mig_sample_get)) {
       return std::nullopt;
     }
     nvmlGpmSupport_t support;
@@ -84,7 +87,9 @@ std::optional<ProfilingSample> GpmReader::Read(nvmlDevice_t device) {
     if (previous_ == nullptr || current_ == nullptr) return std::nullopt;  // freed later
     support_ = Support::kYes;
   }
-  if (f.gpm_sample_get(device, current_) != NVML_SUCCESS) {
+  const nvmlReturn_t got = gpu_instance_ ? f.gpm_mig_sample_get(device, *gpu_instance_, current_)
+                                         : f.gpm_sample_get(device, current_);
+  if (got != NVML_SUCCESS) {
     have_previous_ = false;
     return std::nullopt;
   }
@@ -161,6 +166,101 @@ std::optional<bool> ReadMigCapable(const NvmlFunctions& f, nvmlDevice_t device) 
   if (ret == NVML_SUCCESS) return true;
   if (ret == NVML_ERROR_NOT_SUPPORTED) return false;
   return std::nullopt;
+}
+
+nvmlReturn_t ReadMigLayout(const NvmlFunctions& f, nvmlDevice_t device, MigLayout* layout) {
+  *layout = MigLayout();
+  if (!f.device_get_mig_mode) return NVML_SUCCESS;
+  unsigned current = 0, pending = 0;
+  nvmlReturn_t ret = f.device_get_mig_mode(device, &current, &pending);
+  if (ret == NVML_ERROR_GPU_IS_LOST || ret == NVML_ERROR_RESET_REQUIRED) return ret;
+  if (ret != NVML_SUCCESS) return NVML_SUCCESS;  // not MIG-capable
+  layout->enabled = current == NVML_DEVICE_MIG_ENABLE;
+  layout->pending_enabled = pending == NVML_DEVICE_MIG_ENABLE;
+  if (!layout->enabled || !f.device_get_max_mig_device_count ||
+      !f.device_get_mig_device_handle_by_index) {
+    return NVML_SUCCESS;
+  }
+  unsigned max = 0;
+  ret = f.device_get_max_mig_device_count(device, &max);
+  if (ret == NVML_ERROR_GPU_IS_LOST || ret == NVML_ERROR_RESET_REQUIRED) return ret;
+  if (ret != NVML_SUCCESS) return NVML_SUCCESS;
+  // The profile name's memory part is relative to the whole GPU's memory.
+  uint64_t gpu_total = 0;
+  nvmlMemory_t mem;
+  if (f.device_get_memory_info && f.device_get_memory_info(device, &mem) == NVML_SUCCESS) {
+    gpu_total = mem.total;
+  }
+  // Indexes past the existing devices answer NOT_FOUND; a hole (a device destroyed while we
+  // read) is skipped rather than ending the list.
+  for (unsigned i = 0; i < std::min(max, 64u); ++i) {
+    nvmlDevice_t mig = nullptr;
+    if (f.device_get_mig_device_handle_by_index(device, i, &mig) != NVML_SUCCESS) continue;
+    MigDeviceInfo d;
+    d.index = i;
+    char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+    if (!f.device_get_uuid || f.device_get_uuid(mig, buf, sizeof(buf)) != NVML_SUCCESS) continue;
+    d.uuid = std::string(buf, strnlen(buf, sizeof(buf)));
+    if (f.device_get_gpu_instance_id) f.device_get_gpu_instance_id(mig, &d.gpu_instance_id);
+    if (f.device_get_compute_instance_id) {
+      f.device_get_compute_instance_id(mig, &d.compute_instance_id);
+    }
+    nvmlDeviceAttributes_t attr;
+    std::memset(&attr, 0, sizeof(attr));
+    if (f.device_get_attributes && f.device_get_attributes(mig, &attr) == NVML_SUCCESS) {
+      d.sm_count = attr.multiprocessorCount;
+      d.copy_engines = attr.sharedCopyEngineCount;
+      d.decoders = attr.sharedDecoderCount;
+      d.encoders = attr.sharedEncoderCount;
+      d.jpeg_engines = attr.sharedJpegCount;
+      d.ofa_engines = attr.sharedOfaCount;
+      d.gpu_instance_slices = attr.gpuInstanceSliceCount;
+      d.compute_instance_slices = attr.computeInstanceSliceCount;
+      d.memory_bytes = attr.memorySizeMB << 20;
+      d.profile = MigProfileName(attr.gpuInstanceSliceCount, attr.computeInstanceSliceCount,
+                                 attr.memorySizeMB, gpu_total);
+    }
+    layout->devices.push_back(std::move(d));
+  }
+  std::sort(layout->devices.begin(), layout->devices.end(),
+            [](const MigDeviceInfo& a, const MigDeviceInfo& b) {
+              return std::tie(a.gpu_instance_id, a.compute_instance_id) <
+                     std::tie(b.gpu_instance_id, b.compute_instance_id);
+            });
+  return NVML_SUCCESS;
+}
+
+void ReadMigMemory(const NvmlFunctions& f, nvmlDevice_t device, DeviceSample* sample) {
+  if (!f.device_get_mig_mode || !f.device_get_mig_device_handle_by_index ||
+      !f.device_get_max_mig_device_count) {
+    return;
+  }
+  unsigned current = 0, pending = 0;
+  if (f.device_get_mig_mode(device, &current, &pending) != NVML_SUCCESS ||
+      current != NVML_DEVICE_MIG_ENABLE) {
+    return;
+  }
+  unsigned max = 0;
+  if (f.device_get_max_mig_device_count(device, &max) != NVML_SUCCESS) return;
+  for (unsigned i = 0; i < std::min(max, 64u); ++i) {
+    nvmlDevice_t mig = nullptr;
+    if (f.device_get_mig_device_handle_by_index(device, i, &mig) != NVML_SUCCESS) continue;
+    MigInstanceSample m;
+    if (!f.device_get_gpu_instance_id ||
+        f.device_get_gpu_instance_id(mig, &m.gpu_instance_id) != NVML_SUCCESS) {
+      continue;
+    }
+    if (f.device_get_compute_instance_id) {
+      f.device_get_compute_instance_id(mig, &m.compute_instance_id);
+    }
+    nvmlMemory_t mem;
+    if (f.device_get_memory_info && f.device_get_memory_info(mig, &mem) == NVML_SUCCESS) {
+      m.fb_total_bytes = mem.total;
+      m.fb_used_bytes = mem.used;
+      m.fb_free_bytes = mem.free;
+    }
+    sample->mig.push_back(std::move(m));
+  }
 }
 
 }  // namespace gpulet

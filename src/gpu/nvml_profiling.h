@@ -21,7 +21,11 @@ namespace gpulet {
 
 class GpmReader {
  public:
-  explicit GpmReader(std::shared_ptr<NvmlLibrary> library) : library_(std::move(library)) {}
+  // `gpu_instance`: sample that MIG GPU instance of the device (nvmlGpmMigSampleGet) rather
+  // than the whole GPU.
+  explicit GpmReader(std::shared_ptr<NvmlLibrary> library,
+                     std::optional<unsigned> gpu_instance = std::nullopt)
+      : library_(std::move(library)), gpu_instance_(gpu_instance) {}
   ~GpmReader();
   GpmReader(const GpmReader&) = delete;
   GpmReader& operator=(const GpmReader&) = delete;
@@ -35,6 +39,7 @@ class GpmReader {
   enum class Support { kUnknown, kYes, kNo };
 
   std::shared_ptr<NvmlLibrary> library_;
+  std::optional<unsigned> gpu_instance_;
   Support support_ = Support::kUnknown;
   nvmlGpmSample_t previous_ = nullptr;  // holds the last good sample when have_previous_
   nvmlGpmSample_t current_ = nullptr;
@@ -47,6 +52,15 @@ void ReadNvLinks(const NvmlFunctions& f, nvmlDevice_t device, DeviceSample* samp
 
 // Whether the GPU supports MIG; nullopt when this NVML has no nvmlDeviceGetMigMode.
 std::optional<bool> ReadMigCapable(const NvmlFunctions& f, nvmlDevice_t device);
+
+// Reads the GPU's MIG mode and MIG devices. Returns the NVML code of the first call that
+// failed in a way that says the GPU is gone (GPU_IS_LOST, RESET_REQUIRED), else SUCCESS; a
+// GPU without MIG gives a disabled layout.
+nvmlReturn_t ReadMigLayout(const NvmlFunctions& f, nvmlDevice_t device, MigLayout* layout);
+
+// Reads each MIG device's memory into `sample->mig` (GPM is read by the caller, which owns
+// the per-instance GpmReaders).
+void ReadMigMemory(const NvmlFunctions& f, nvmlDevice_t device, DeviceSample* sample);
 
 }  // namespace gpulet
 

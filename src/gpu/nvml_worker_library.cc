@@ -615,6 +615,18 @@ absl::StatusOr<DeviceSample> NvmlWorkerGpuLibrary::Sample(unsigned index, absl::
   return sample;
 }
 
+absl::StatusOr<MigLayout> NvmlWorkerGpuLibrary::GetMigLayout(unsigned index,
+                                                             absl::Duration timeout) {
+  wire::Request r;
+  r.op = wire::Op::kMigLayout;
+  r.index = index;
+  r.timeout = timeout;
+  auto result = Call(static_cast<int>(index), r, timeout + options_.slack,
+                     absl::StrCat("reading the MIG layout of GPU ", index));
+  if (!result.ok()) return result.status();
+  return wire::MigLayoutFromJson(*result);
+}
+
 absl::Status NvmlWorkerGpuLibrary::RegisterEvents(unsigned count) {
   uint64_t generation;
   {

@@ -132,6 +132,7 @@ class NvmlWorkerGpuLibrary final : public GpuLibrary {
   absl::StatusOr<DeviceIdentity> GetDeviceIdentity(unsigned index) override;
   absl::StatusOr<ProbeAnswer> Probe(unsigned index, absl::Duration timeout) override;
   absl::StatusOr<DeviceSample> Sample(unsigned index, absl::Duration timeout) override;
+  absl::StatusOr<MigLayout> GetMigLayout(unsigned index, absl::Duration timeout) override;
   absl::Status RegisterEvents(unsigned count) override;
   absl::StatusOr<std::optional<GpuEvent>> WaitEvent(absl::Duration timeout) override;
 

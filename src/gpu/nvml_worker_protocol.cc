@@ -124,6 +124,7 @@ constexpr struct {
     {Op::kSample, "sample"},
     {Op::kRegisterEvents, "register_events"},
     {Op::kWaitEvent, "wait_event"},
+    {Op::kMigLayout, "mig_layout"},
 };
 
 }  // namespace
@@ -195,10 +196,11 @@ std::string_view OpName(Op op) {
 json EncodeRequest(const Request& r) {
   json j = {{"v", kProtocolVersion}, {"id", r.id}, {"op", std::string(OpName(r.op))}};
   if (r.op == Op::kIdentity || r.op == Op::kProbe || r.op == Op::kSample ||
-      r.op == Op::kRegisterEvents) {
+      r.op == Op::kRegisterEvents || r.op == Op::kMigLayout) {
     j["index"] = r.index;
   }
-  if (r.op == Op::kProbe || r.op == Op::kSample || r.op == Op::kWaitEvent) {
+  if (r.op == Op::kProbe || r.op == Op::kSample || r.op == Op::kWaitEvent ||
+      r.op == Op::kMigLayout) {
     j["timeout_ms"] = absl::ToInt64Milliseconds(r.timeout);
   }
   return j;
@@ -383,6 +385,19 @@ constexpr ProfilingField kProfilingFields[] = {
     {"nvlink_rx_bytes_per_second", &ProfilingSample::nvlink_rx_bytes_per_second},
 };
 
+json ProfilingToJson(const ProfilingSample& p) {
+  json pj = json::object();
+  for (const ProfilingField& f : kProfilingFields) Put(pj, f.name, p.*(f.member));
+  return pj;
+}
+
+ProfilingSample ProfilingFromJson(const json& pj) {
+  RequireObject(pj, "the profiling values");
+  ProfilingSample p;
+  for (const ProfilingField& f : kProfilingFields) p.*(f.member) = OptDouble(pj, f.name);
+  return p;
+}
+
 json ToJson(const DeviceSample& v) {
   json j = json::object();
   Put(j, "sm_clock_mhz", v.sm_clock_mhz);
@@ -412,15 +427,12 @@ json ToJson(const DeviceSample& v) {
   for (const GpuProcess& p : v.processes) {
     json pj = {{"pid", p.pid}};
     Put(pj, "used_bytes", p.used_bytes);
+    Put(pj, "gpu_instance_id", p.gpu_instance_id);
+    Put(pj, "compute_instance_id", p.compute_instance_id);
     procs.push_back(std::move(pj));
   }
   j["processes"] = std::move(procs);
-  if (v.profiling) {
-    const ProfilingSample& p = *v.profiling;
-    json pj = json::object();
-    for (const ProfilingField& f : kProfilingFields) Put(pj, f.name, p.*(f.member));
-    j["profiling"] = std::move(pj);
-  }
+  if (v.profiling) j["profiling"] = ProfilingToJson(*v.profiling);
   if (!v.nvlinks.empty()) {
     json links = json::array();
     for (const NvLinkSample& l : v.nvlinks) {
@@ -436,6 +448,19 @@ json ToJson(const DeviceSample& v) {
   }
   Put(j, "nvlink_data_tx_kib", v.nvlink_data_tx_kib);
   Put(j, "nvlink_data_rx_kib", v.nvlink_data_rx_kib);
+  if (!v.mig.empty()) {
+    json instances = json::array();
+    for (const MigInstanceSample& m : v.mig) {
+      json mj = {{"gpu_instance_id", m.gpu_instance_id},
+                 {"compute_instance_id", m.compute_instance_id}};
+      Put(mj, "fb_total_bytes", m.fb_total_bytes);
+      Put(mj, "fb_used_bytes", m.fb_used_bytes);
+      Put(mj, "fb_free_bytes", m.fb_free_bytes);
+      if (m.profiling) mj["profiling"] = ProfilingToJson(*m.profiling);
+      instances.push_back(std::move(mj));
+    }
+    j["mig"] = std::move(instances);
+  }
   return j;
 }
 
@@ -473,14 +498,12 @@ absl::StatusOr<DeviceSample> SampleFromJson(const json& j) {
         GpuProcess p;
         p.pid = Required(OptUnsigned<unsigned>(pj, "pid"), "pid");
         p.used_bytes = OptUnsigned<uint64_t>(pj, "used_bytes");
+        p.gpu_instance_id = OptUnsigned<unsigned>(pj, "gpu_instance_id");
+        p.compute_instance_id = OptUnsigned<unsigned>(pj, "compute_instance_id");
         v.processes.push_back(p);
       }
     }
-    if (const json* pj = Find(j, "profiling"); pj != nullptr) {
-      RequireObject(*pj, "the profiling values");
-      ProfilingSample& p = v.profiling.emplace();
-      for (const ProfilingField& f : kProfilingFields) p.*(f.member) = OptDouble(*pj, f.name);
-    }
+    if (const json* pj = Find(j, "profiling"); pj != nullptr) v.profiling = ProfilingFromJson(*pj);
     if (const json* links = Find(j, "nvlinks"); links != nullptr) {
       if (!links->is_array()) Bad("nvlinks", "an array");
       for (const json& lj : *links) {
@@ -498,13 +521,34 @@ absl::StatusOr<DeviceSample> SampleFromJson(const json& j) {
     }
     v.nvlink_data_tx_kib = OptUnsigned<uint64_t>(j, "nvlink_data_tx_kib");
     v.nvlink_data_rx_kib = OptUnsigned<uint64_t>(j, "nvlink_data_rx_kib");
+    if (const json* instances = Find(j, "mig"); instances != nullptr) {
+      if (!instances->is_array()) Bad("mig", "an array");
+      for (const json& mj : *instances) {
+        RequireObject(mj, "a MIG device's sample");
+        MigInstanceSample m;
+        m.gpu_instance_id =
+            Required(OptUnsigned<unsigned>(mj, "gpu_instance_id"), "gpu_instance_id");
+        m.compute_instance_id =
+            Required(OptUnsigned<unsigned>(mj, "compute_instance_id"), "compute_instance_id");
+        m.fb_total_bytes = OptUnsigned<uint64_t>(mj, "fb_total_bytes");
+        m.fb_used_bytes = OptUnsigned<uint64_t>(mj, "fb_used_bytes");
+        m.fb_free_bytes = OptUnsigned<uint64_t>(mj, "fb_free_bytes");
+        if (const json* pj = Find(mj, "profiling"); pj != nullptr) {
+          m.profiling = ProfilingFromJson(*pj);
+        }
+        v.mig.push_back(std::move(m));
+      }
+    }
     return v;
   });
 }
 
 json ToJson(const std::optional<GpuEvent>& v) {
   if (!v.has_value()) return nullptr;
-  return {{"index", v->index}, {"type", v->type}, {"data", v->data}};
+  json j = {{"index", v->index}, {"type", v->type}, {"data", v->data}};
+  Put(j, "gpu_instance_id", v->gpu_instance_id);
+  Put(j, "compute_instance_id", v->compute_instance_id);
+  return j;
 }
 
 absl::StatusOr<std::optional<GpuEvent>> EventFromJson(const json& j) {
@@ -515,7 +559,62 @@ absl::StatusOr<std::optional<GpuEvent>> EventFromJson(const json& j) {
     e.index = Required(OptUnsigned<unsigned>(j, "index"), "index");
     e.type = Required(OptUnsigned<unsigned long long>(j, "type"), "type");
     e.data = Required(OptUnsigned<unsigned long long>(j, "data"), "data");
+    e.gpu_instance_id = OptUnsigned<unsigned>(j, "gpu_instance_id");
+    e.compute_instance_id = OptUnsigned<unsigned>(j, "compute_instance_id");
     return e;
+  });
+}
+
+json ToJson(const MigLayout& v) {
+  json devices = json::array();
+  for (const MigDeviceInfo& d : v.devices) {
+    devices.push_back({{"index", d.index},
+                       {"uuid", d.uuid},
+                       {"gpu_instance_id", d.gpu_instance_id},
+                       {"compute_instance_id", d.compute_instance_id},
+                       {"gpu_instance_slices", d.gpu_instance_slices},
+                       {"compute_instance_slices", d.compute_instance_slices},
+                       {"memory_bytes", d.memory_bytes},
+                       {"sm_count", d.sm_count},
+                       {"copy_engines", d.copy_engines},
+                       {"decoders", d.decoders},
+                       {"encoders", d.encoders},
+                       {"jpeg_engines", d.jpeg_engines},
+                       {"ofa_engines", d.ofa_engines},
+                       {"profile", d.profile}});
+  }
+  return {{"enabled", v.enabled}, {"pending_enabled", v.pending_enabled}, {"devices", devices}};
+}
+
+absl::StatusOr<MigLayout> MigLayoutFromJson(const json& j) {
+  return Guard<MigLayout>("MIG layout", [&] {
+    RequireObject(j, "the MIG layout");
+    MigLayout v;
+    v.enabled = Required(OptBool(j, "enabled"), "enabled");
+    v.pending_enabled = Required(OptBool(j, "pending_enabled"), "pending_enabled");
+    const json* devices = Find(j, "devices");
+    if (devices == nullptr || !devices->is_array()) Bad("devices", "an array");
+    for (const json& dj : *devices) {
+      RequireObject(dj, "a MIG device");
+      MigDeviceInfo d;
+      auto u = [&](const char* key) { return Required(OptUnsigned<unsigned>(dj, key), key); };
+      d.index = u("index");
+      d.uuid = Required(OptString(dj, "uuid"), "uuid");
+      d.gpu_instance_id = u("gpu_instance_id");
+      d.compute_instance_id = u("compute_instance_id");
+      d.gpu_instance_slices = u("gpu_instance_slices");
+      d.compute_instance_slices = u("compute_instance_slices");
+      d.memory_bytes = Required(OptUnsigned<uint64_t>(dj, "memory_bytes"), "memory_bytes");
+      d.sm_count = u("sm_count");
+      d.copy_engines = u("copy_engines");
+      d.decoders = u("decoders");
+      d.encoders = u("encoders");
+      d.jpeg_engines = u("jpeg_engines");
+      d.ofa_engines = u("ofa_engines");
+      d.profile = Required(OptString(dj, "profile"), "profile");
+      v.devices.push_back(std::move(d));
+    }
+    return v;
   });
 }
 

@@ -63,6 +63,7 @@ enum class Op {
   kSample,          // Sample(index, timeout)
   kRegisterEvents,  // RegisterEvents(index = count)
   kWaitEvent,       // WaitEvent(timeout)
+  kMigLayout,       // GetMigLayout(index, timeout)
 };
 
 struct Request {
@@ -96,6 +97,7 @@ nlohmann::json ToJson(const DeviceIdentity& v);
 nlohmann::json ToJson(const ProbeAnswer& v);
 nlohmann::json ToJson(const DeviceSample& v);
 nlohmann::json ToJson(const std::optional<GpuEvent>& v);  // null for "no event"
+nlohmann::json ToJson(const MigLayout& v);
 
 // The reverse; DataLoss naming the field when a field has the wrong type or range.
 absl::StatusOr<SystemInfo> SystemInfoFromJson(const nlohmann::json& j);
@@ -104,6 +106,7 @@ absl::StatusOr<DeviceIdentity> IdentityFromJson(const nlohmann::json& j);
 absl::StatusOr<ProbeAnswer> ProbeAnswerFromJson(const nlohmann::json& j);
 absl::StatusOr<DeviceSample> SampleFromJson(const nlohmann::json& j);
 absl::StatusOr<std::optional<GpuEvent>> EventFromJson(const nlohmann::json& j);
+absl::StatusOr<MigLayout> MigLayoutFromJson(const nlohmann::json& j);
 
 // The worker's hello (response id 0): who it is and what it loaded.
 struct Hello {

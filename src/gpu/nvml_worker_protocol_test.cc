@@ -161,7 +161,7 @@ TEST(NvmlWorkerProtocolTest, ValuesRoundTrip) {
   s.power_w = 486.2;
   s.energy_mj = 214503118000ULL;
   s.pstate = 0;
-  s.processes = {{4242, 9663676416ULL}, {3117, std::nullopt}};
+  s.processes = {{4242, 9663676416ULL, 3u, 0u}, {3117, std::nullopt, std::nullopt, std::nullopt}};
   s.profiling.emplace().tensor_active = 0.376;
   s.profiling->pcie_rx_bytes_per_second = 1.25e9;
   NvLinkSample link;
@@ -171,6 +171,11 @@ TEST(NvmlWorkerProtocolTest, ValuesRoundTrip) {
   link.crc_flit_errors = 5;
   s.nvlinks = {link};
   s.nvlink_data_tx_kib = 1ULL << 40;
+  MigInstanceSample mig;
+  mig.gpu_instance_id = 3;
+  mig.fb_used_bytes = 1ULL << 33;
+  mig.profiling.emplace().sm_active = 0.5;
+  s.mig = {mig};
   auto s2 = SampleFromJson(ToJson(s));
   ASSERT_TRUE(s2.ok()) << s2.status();
   EXPECT_EQ(s2->gpu_util, 71u);
@@ -193,6 +198,35 @@ TEST(NvmlWorkerProtocolTest, ValuesRoundTrip) {
   EXPECT_FALSE(s2->nvlinks[0].replay_errors.has_value());
   EXPECT_EQ(s2->nvlink_data_tx_kib, 1ULL << 40);
   EXPECT_FALSE(s2->nvlink_data_rx_kib.has_value());
+  EXPECT_EQ(s2->processes[0].gpu_instance_id, 3u);
+  EXPECT_EQ(s2->processes[0].compute_instance_id, 0u);
+  EXPECT_FALSE(s2->processes[1].gpu_instance_id.has_value());
+  ASSERT_EQ(s2->mig.size(), 1u);
+  EXPECT_EQ(s2->mig[0].gpu_instance_id, 3u);
+  EXPECT_EQ(s2->mig[0].fb_used_bytes, 1ULL << 33);
+  EXPECT_FALSE(s2->mig[0].fb_total_bytes.has_value());
+  EXPECT_DOUBLE_EQ(*s2->mig[0].profiling->sm_active, 0.5);
+
+  MigLayout layout;
+  layout.enabled = true;
+  layout.pending_enabled = true;
+  MigDeviceInfo d;
+  d.index = 2;
+  d.uuid = "MIG-1b2c3d4e-0000-5000-8000-000000000003";
+  d.gpu_instance_id = 9;
+  d.gpu_instance_slices = 3;
+  d.compute_instance_slices = 3;
+  d.memory_bytes = 72704ULL << 20;
+  d.sm_count = 60;
+  d.copy_engines = 3;
+  d.profile = "3g.71gb";
+  layout.devices = {d};
+  auto layout2 = MigLayoutFromJson(ToJson(layout));
+  ASSERT_TRUE(layout2.ok()) << layout2.status();
+  EXPECT_EQ(*layout2, layout);
+  nlohmann::json broken = ToJson(layout);
+  broken["devices"][0].erase("uuid");
+  EXPECT_FALSE(MigLayoutFromJson(broken).ok());
   // A sample without GPM or NVLink stays without.
   auto bare = SampleFromJson(ToJson(DeviceSample{}));
   ASSERT_TRUE(bare.ok());
@@ -202,7 +236,7 @@ TEST(NvmlWorkerProtocolTest, ValuesRoundTrip) {
   auto none = EventFromJson(ToJson(std::optional<GpuEvent>()));
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->has_value());
-  auto ev = EventFromJson(ToJson(std::optional<GpuEvent>(GpuEvent{1, 8, 79})));
+  auto ev = EventFromJson(ToJson(std::optional<GpuEvent>(GpuEvent{1, 8, 79, 5, 0})));
   ASSERT_TRUE(ev.ok());
   EXPECT_EQ((*ev)->data, 79u);
 }

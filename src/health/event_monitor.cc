@@ -72,7 +72,7 @@ void EventMonitor::NvmlLoop() {
     if (e.type & nvmlEventTypeXidCriticalError) {
       GPULET_LOG_WARN("NVML event: XID {} on GPU {}", e.data, e.index);
       policy_->OnXid(absl::StrCat("index:", e.index), static_cast<int>(e.data), "", "nvml",
-                     options_.clock->Now());
+                     options_.clock->Now(), e.gpu_instance_id);
     } else if (e.type & nvmlEventTypeDoubleBitEccError) {
       // An uncorrectable ECC error is reported by the driver as XID 48 as well.
       policy_->OnXid(absl::StrCat("index:", e.index), 48, "double-bit ECC error event", "nvml",
@@ -101,7 +101,11 @@ void EventMonitor::KmsgLoop() {
     for (const KernelLogFinding& f : scanner.Scan((*rec)->text)) {
       if (const XidEvent* x = std::get_if<XidEvent>(&f)) {
         GPULET_LOG_WARN("kernel log: XID {} on {}", x->xid, x->bus_id);
-        policy_->OnXid(x->bus_id, x->xid, x->message, "kmsg", options_.clock->Now());
+        std::optional<unsigned> instance;
+        if (x->gpu_instance && *x->gpu_instance >= 0) {
+          instance = static_cast<unsigned>(*x->gpu_instance);
+        }
+        policy_->OnXid(x->bus_id, x->xid, x->message, "kmsg", options_.clock->Now(), instance);
       }
     }
   }

@@ -55,7 +55,8 @@ void XidPolicy::SaveHistoryLocked() {
 }
 
 bool XidPolicy::OnXid(const std::string& gpu, int xid, const std::string& message,
-                      const std::string& source, absl::Time now) {
+                      const std::string& source, absl::Time now,
+                      std::optional<unsigned> gpu_instance) {
   std::shared_ptr<const Snapshot> snap = store_->Get();
   std::string key = gpu;
   // Normalise to the UUID when we know it, so both sources share one de-duplication key.
@@ -67,9 +68,19 @@ bool XidPolicy::OnXid(const std::string& gpu, int xid, const std::string& messag
       key = d.gpu.uuid.empty() ? d.gpu.bus_id : d.gpu.uuid;
     }
   }
+  // The MIG device the XID names, when it names one that exists now.
+  std::optional<unsigned> instance;
+  if (gpu_instance) {
+    for (const DeviceRecord& d : snap->devices) {
+      if ((d.gpu.uuid.empty() ? d.gpu.bus_id : d.gpu.uuid) == key && d.gpu.mig_enabled &&
+          d.gpu.FindMigInstance(*gpu_instance, std::nullopt) != nullptr) {
+        instance = gpu_instance;
+      }
+    }
+  }
   {
     absl::MutexLock lock(&mu_);
-    auto& seen = seen_[{key, xid}];
+    auto& seen = seen_[{instance ? absl::StrCat(key, "/gi", *instance) : key, xid}];
     if (seen.second != "" && seen.second != source && now - seen.first < kDedupWindow) {
       return false;  // the other source already reported this one
     }
@@ -91,7 +102,11 @@ bool XidPolicy::OnXid(const std::string& gpu, int xid, const std::string& messag
   }
   if (!application && known) {
     absl::MutexLock lock(&mu_);
-    last_bad_[key] = now;
+    if (instance) {
+      last_bad_mig_[{key, *instance}] = now;
+    } else {
+      last_bad_[key] = now;
+    }
     if (announced) {
       auto last = last_xid_.find(key);
       if (last != last_xid_.end()) earlier_xid = last->second;
@@ -138,13 +153,16 @@ bool XidPolicy::OnXid(const std::string& gpu, int xid, const std::string& messag
       SaveHistoryLocked();
     }
   }
-  return store_->UpdateHealth(key, [&](GpuHealth& h) {
+  // Counted on the GPU (dcgm-exporter's XID series are per GPU), whatever it names.
+  auto count = [&](GpuHealth& h) {
     h.last_xid = xid;
     // dcgm-exporter says "Unknown Error" for a code its table lacks; so does gpulet.
     const XidInfo* listed = FindXid(xid);
     h.last_xid_message = listed != nullptr ? std::string(listed->meaning) : "Unknown Error";
     ++h.xid_counts[xid];
-    if (application) return;  // counted; the GPU stays schedulable
+  };
+  if (application) return store_->UpdateHealth(key, count);  // the GPU stays schedulable
+  auto assess = [&](GpuHealth& h) {
     std::string reason = absl::StrCat("XID ", xid, " (", a.info.mnemonic, "): ", a.info.meaning);
     if (announced && earlier_xid != 0) {
       absl::StrAppend(&reason, "; the driver asks for ", GpuActionName(*announced), " after XID ",
@@ -170,16 +188,44 @@ bool XidPolicy::OnXid(const std::string& gpu, int xid, const std::string& messag
                 now);
       }
     }
+  };
+  if (instance) {
+    const bool raised = store_->UpdateMigHealth(
+        key, *instance,
+        [&](GpuHealth& h) {
+          assess(h);
+          if (h.state != HealthState::kHealthy) {
+            h.reason = absl::StrCat("MIG GPU instance ", *instance, ": ", h.reason);
+          }
+        },
+        count);
+    if (raised) return true;  // else the layout changed meanwhile: the GPU's, below
+  }
+  return store_->UpdateHealth(key, [&](GpuHealth& h) {
+    count(h);
+    assess(h);
   });
 }
 
 void XidPolicy::Tick(absl::Time now) {
   std::map<std::string, absl::Time> last;
+  std::map<std::pair<std::string, unsigned>, absl::Time> last_mig;
   {
     absl::MutexLock lock(&mu_);
     last = last_bad_;
+    last_mig = last_bad_mig_;
   }
   std::shared_ptr<const Snapshot> snap = store_->Get();
+  for (const DeviceRecord& d : snap->devices) {
+    const std::string key = d.gpu.uuid.empty() ? d.gpu.bus_id : d.gpu.uuid;
+    for (const auto& [gi, h] : d.mig_health) {
+      if (!h.Has(kSource)) continue;
+      auto it = last_mig.find({key, gi});
+      if (it == last_mig.end() || now - it->second >= quiet_period_) {
+        store_->UpdateMigHealth(key, gi, [&](GpuHealth& mh) { mh.Clear(kSource, now); });
+      }
+    }
+  }
   for (const DeviceRecord& d : snap->devices) {
     if (!d.health.Has(kSource)) continue;
     std::string key = d.gpu.uuid.empty() ? d.gpu.bus_id : d.gpu.uuid;

@@ -27,6 +27,7 @@
 #define GPULET_HEALTH_XID_POLICY_H_
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -56,10 +57,14 @@ class XidPolicy {
             XidPolicyOptions options = {});
 
   // Applies one XID for the GPU named by UUID, bus id (any form) or "index:N". `source` is
-  // "nvml" or "kmsg".
+  // "nvml" or "kmsg". `gpu_instance`: the MIG GPU instance the XID names ("GPU-I:05" in the
+  // kernel log, the event's gpuInstanceId); when that instance exists, the XID's condition
+  // is raised on that MIG device alone, and the GPU's other MIG devices keep working. An XID
+  // naming no instance (or one that does not exist) is the whole GPU's: every MIG device of
+  // it goes out with it. Counts are the GPU's either way.
   // Returns false when the GPU is unknown or the XID was a duplicate.
   bool OnXid(const std::string& gpu, int xid, const std::string& message, const std::string& source,
-             absl::Time now);
+             absl::Time now, std::optional<unsigned> gpu_instance = std::nullopt);
 
   // Clears "xid" conditions whose quiet period has passed.
   void Tick(absl::Time now);
@@ -86,6 +91,8 @@ class XidPolicy {
   std::map<std::pair<std::string, int>, std::pair<absl::Time, std::string>> seen_
       ABSL_GUARDED_BY(mu_);
   std::map<std::string, absl::Time> last_bad_ ABSL_GUARDED_BY(mu_);  // gpu → last non-app XID
+  // (gpu, GPU instance) → last non-app XID naming that MIG instance.
+  std::map<std::pair<std::string, unsigned>, absl::Time> last_bad_mig_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpulet

@@ -239,6 +239,14 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
   Family allocation("gpulet_gpu_allocation_info", "gauge",
                     "Always 1; one series per advertised device of the GPU that the kubelet "
                     "allocated to a container (from the PodResources API).");
+  Family mig_info("gpulet_mig_device_info", "gauge",
+                  "Always 1; one series per MIG device of the GPU, labelled with its profile "
+                  "(GPU_I_PROFILE), GPU instance (GPU_I_ID), compute instance and MIG UUID.");
+  Family mig_mem_total("gpulet_mig_device_memory_total_bytes", "gauge",
+                       "Memory of the MIG device (its GPU instance's share).");
+  Family mig_healthy("gpulet_mig_device_healthy", "gauge",
+                     "1 when the MIG device can take work: neither its GPU nor an XID naming "
+                     "its GPU instance took it out.");
   Family pods_up("gpulet_pod_resources_up", "gauge",
                  "1 when the latest kubelet PodResources List succeeded.");
   Family sampler_seconds("gpulet_sampler_duration_seconds", "gauge",
@@ -283,17 +291,24 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
 
     // A GPU held by pods carries their pod/namespace/container labels on its DCGM series,
     // as dcgm-exporter's Kubernetes mode does: one series per holder of a shared GPU.
+    // A MIG device's holders label that device's series instead (below).
     std::vector<std::string> holders;
+    std::map<std::string, std::vector<std::string>> mig_holders;  // MIG UUID → pod labels
     if (samples.pods != nullptr) {
       auto held = samples.pods->by_gpu.find(g.uuid);
       if (held != samples.pods->by_gpu.end()) {
-        std::set<PodContainer> seen;
+        std::set<std::pair<std::string, PodContainer>> seen;
         for (const GpuAssignment& a : held->second) {
           std::string who = PodLabels(a.holder);
           allocation.Add(absl::StrCat(labels, ",resource=\"", EscapeLabel(a.resource),
                                       "\",device_id=\"", EscapeLabel(a.device_id), "\"", who),
                          1);
-          if (seen.insert(a.holder).second) holders.push_back(std::move(who));
+          if (!seen.insert({a.mig_uuid, a.holder}).second) continue;
+          if (a.mig_uuid.empty()) {
+            holders.push_back(std::move(who));
+          } else {
+            mig_holders[a.mig_uuid].push_back(std::move(who));
+          }
         }
       }
     }
@@ -326,6 +341,30 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
       xid_total.Add(absl::StrCat(labels, ",xid=\"", code, "\""), static_cast<double>(count));
     }
     if (g.memory_total_bytes) mem_total.Add(labels, static_cast<double>(*g.memory_total_bytes));
+    // MIG devices: dcgm-exporter's GPU_I_PROFILE and GPU_I_ID labels on the parent GPU's
+    // DCGM labels, then the device's pods.
+    std::map<unsigned, std::string> mig_dcgm;  // GPU instance id → DCGM labels
+    for (const MigDeviceInfo& m : g.mig_devices) {
+      std::string inst = absl::StrCat(",GPU_I_PROFILE=\"", EscapeLabel(m.profile), "\",GPU_I_ID=\"",
+                                      m.gpu_instance_id, "\"");
+      mig_dcgm.emplace(m.gpu_instance_id, dcgm + inst);
+      std::string mig_labels = absl::StrCat(labels, inst, ",mig_uuid=\"", EscapeLabel(m.uuid),
+                                            "\",compute_instance=\"", m.compute_instance_id, "\"");
+      mig_info.Add(absl::StrCat(mig_labels, ",sm_count=\"", m.sm_count, "\""), 1);
+      mig_mem_total.Add(mig_labels, static_cast<double>(m.memory_bytes));
+      mig_healthy.Add(mig_labels, d.MigHealthy(m.gpu_instance_id) ? 1 : 0);
+    }
+    auto add_mig_dcgm = [&](Family& f, const MigInstanceSample& ms, double value) {
+      auto base = mig_dcgm.find(ms.gpu_instance_id);
+      if (base == mig_dcgm.end()) return;  // an instance the store does not know yet
+      const MigDeviceInfo* m = g.FindMigInstance(ms.gpu_instance_id, ms.compute_instance_id);
+      auto who = m == nullptr ? mig_holders.end() : mig_holders.find(m->uuid);
+      if (who == mig_holders.end()) {
+        f.Add(base->second, value);
+        return;
+      }
+      for (const std::string& w : who->second) f.Add(base->second + w, value);
+    };
 
     auto it = samples.by_uuid.find(g.uuid);
     const GpuSampleState* st = it == samples.by_uuid.end() ? nullptr : &it->second;
@@ -378,6 +417,26 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
         if (value) add_dcgm(*family, *value);
       }
     }
+    for (const MigInstanceSample& ms : s.mig) {
+      if (ms.fb_free_bytes) {
+        add_mig_dcgm(fb_free, ms, static_cast<double>(*ms.fb_free_bytes / (1 << 20)));
+      }
+      if (ms.fb_used_bytes) {
+        add_mig_dcgm(fb_used, ms, static_cast<double>(*ms.fb_used_bytes / (1 << 20)));
+      }
+      if (!ms.profiling) continue;
+      const ProfilingSample& p = *ms.profiling;
+      for (auto [family, value] : {std::pair{&gr_active, p.gr_engine_active},
+                                   {&sm_active, p.sm_active},
+                                   {&sm_occupancy, p.sm_occupancy},
+                                   {&tensor, p.tensor_active},
+                                   {&dram, p.dram_active},
+                                   {&fp64, p.fp64_active},
+                                   {&fp32, p.fp32_active},
+                                   {&fp16, p.fp16_active}}) {
+        if (value) add_mig_dcgm(*family, ms, *value);
+      }
+    }
     if (s.nvlink_data_tx_kib && s.nvlink_data_rx_kib) {
       // DCGM's total counts both directions over every link; NVML counts them in KiB.
       add_dcgm(nvlink_total, static_cast<double>(*s.nvlink_data_tx_kib + *s.nvlink_data_rx_kib));
@@ -421,9 +480,15 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
         std::optional<PodContainer> pod = ProcessPod(samples, g.uuid, proc->second);
         if (pod) who = PodLabels(*pod);
       }
-      proc_mem.Add(
-          absl::StrCat(labels, ",pid=\"", p.pid, "\",process=\"", EscapeLabel(name), "\"", who),
-          static_cast<double>(*p.used_bytes));
+      std::string inst;
+      if (p.gpu_instance_id) {
+        const MigDeviceInfo* m = g.FindMigInstance(*p.gpu_instance_id, p.compute_instance_id);
+        inst = absl::StrCat(",GPU_I_ID=\"", *p.gpu_instance_id, "\",GPU_I_PROFILE=\"",
+                            m == nullptr ? "" : EscapeLabel(m->profile), "\"");
+      }
+      proc_mem.Add(absl::StrCat(labels, ",pid=\"", p.pid, "\",process=\"", EscapeLabel(name), "\"",
+                                inst, who),
+                   static_cast<double>(*p.used_bytes));
     }
   }
   sampler_seconds.Add("", samples.last_round_seconds);
@@ -478,6 +543,9 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
                           &mem_total,
                           &proc_mem,
                           &allocation,
+                          &mig_info,
+                          &mig_mem_total,
+                          &mig_healthy,
                           &link_up,
                           &link_errors,
                           &per_link_errors,

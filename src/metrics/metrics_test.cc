@@ -620,7 +620,7 @@ TEST(ExpositionTest, EveryFamilyIsDocumented) {
   s.remapped_correctable = s.remapped_uncorrectable = 1;
   s.remap_failure = false;
   s.clocks_event_reasons = 1;
-  s.processes.push_back({42, 1 << 20});
+  s.processes.push_back({42, 1 << 20, std::nullopt, std::nullopt});
   ProfilingSample& prof = s.profiling.emplace();
   prof.gr_engine_active = prof.sm_active = prof.sm_occupancy = prof.tensor_active = 0.5;
   prof.dram_active = prof.fp64_active = prof.fp32_active = prof.fp16_active = 0.5;
@@ -635,7 +635,7 @@ TEST(ExpositionTest, EveryFamilyIsDocumented) {
   set.by_uuid["GPU-test-0"] = st;
   auto pods = std::make_shared<PodMap>();
   pods->ok = true;
-  pods->by_gpu["GPU-test-0"] = {{{"ns", "p", "c"}, "nvidia.com/gpu", "GPU-test-0"}};
+  pods->by_gpu["GPU-test-0"] = {{{"ns", "p", "c"}, "nvidia.com/gpu", "GPU-test-0", ""}};
   set.pods = pods;
   snap.devices[0].gpu.memory_total_bytes = 1 << 30;
   std::string text = RenderMetrics(snap, set, {"node1", "570.1"}, false, absl::Now());

@@ -45,16 +45,34 @@ class KubeletPodResourcesClient final : public PodResourcesClient {
   std::string socket_path_;
 };
 
-// The GPU UUID an advertised device ID names: "<uuid>[::…]" or "<index>[::…]".
-const Gpu* GpuOfDeviceId(const Snapshot& snap, const std::string& id) {
+// The GPU an advertised device ID names: "<uuid>[::…]", "<index>[::…]" or, for a MIG device,
+// "MIG-<uuid>[::…]" (then `mig_uuid` is set).
+const Gpu* GpuOfDeviceId(const Snapshot& snap, const std::string& id, std::string* mig_uuid) {
   std::string phys = PhysicalId(id);
   unsigned index = 0;
   bool numeric = absl::SimpleAtoi(phys, &index);
   for (const DeviceRecord& d : snap.devices) {
     if (d.gpu.uuid == phys) return &d.gpu;
     if (numeric && d.gpu.index && *d.gpu.index == index) return &d.gpu;
+    if (d.gpu.FindMig(phys) != nullptr) {
+      *mig_uuid = phys;
+      return &d.gpu;
+    }
   }
   return nullptr;
+}
+
+// Whether `resource` is one of ours: listed, or under a listed "<prefix>*" (the MIG
+// strategy's per-profile resources, "nvidia.com/mig-*").
+bool OurResource(const std::set<std::string>& resources, const std::string& resource) {
+  if (resources.count(resource)) return true;
+  for (const std::string& r : resources) {
+    if (!r.empty() && r.back() == '*' &&
+        resource.compare(0, r.size() - 1, r, 0, r.size() - 1) == 0) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -66,12 +84,13 @@ std::map<std::string, std::vector<GpuAssignment>> MapAssignments(
   for (const v1::PodResources& pod : list.pod_resources()) {
     for (const v1::ContainerResources& c : pod.containers()) {
       for (const v1::ContainerDevices& devs : c.devices()) {
-        if (!resources.count(devs.resource_name())) continue;
+        if (!OurResource(resources, devs.resource_name())) continue;
         for (const std::string& id : devs.device_ids()) {
-          const Gpu* gpu = GpuOfDeviceId(snap, id);
+          std::string mig;
+          const Gpu* gpu = GpuOfDeviceId(snap, id, &mig);
           if (gpu == nullptr) continue;
           out[gpu->uuid].push_back(
-              {{pod.namespace_(), pod.name(), c.name()}, devs.resource_name(), id});
+              {{pod.namespace_(), pod.name(), c.name()}, devs.resource_name(), id, mig});
         }
       }
     }

@@ -52,6 +52,7 @@ struct GpuAssignment {
   PodContainer holder;
   std::string resource;   // "nvidia.com/gpu"
   std::string device_id;  // as advertised: "GPU-…::2"
+  std::string mig_uuid;   // the MIG device the ID names ("MIG-…"); "" for a whole GPU
 };
 
 struct PodMap {
@@ -73,7 +74,9 @@ struct PodMap {
 std::optional<PodContainer> AttributeProcess(const PodMap& map, const std::string& gpu_uuid,
                                              const CgroupPod& cgroup);
 
-// GPU UUID → assignments, from a List response. Only `resources` count; device IDs that name
+// GPU UUID → assignments, from a List response. Only `resources` count (an entry ending in
+// '*' matches by prefix: "nvidia.com/mig-*"); a MIG device's ID counts for its GPU, with
+// `mig_uuid` set; device IDs that name
 // no GPU of `snap` are skipped.
 std::map<std::string, std::vector<GpuAssignment>> MapAssignments(
     const v1::ListPodResourcesResponse& list, const Snapshot& snap,

@@ -134,7 +134,7 @@ TEST(MapAssignmentsTest, EveryIdFormOfOurResourcesOnly) {
 TEST(AttributeProcessTest, ContainerWhenItCanBeToldApart) {
   PodMap map;
   map.pods_by_uid[kUid] = {"ai", "ollama-0", {"ollama", "sidecar"}};
-  map.by_gpu["GPU-1"] = {{{"ai", "ollama-0", "ollama"}, "nvidia.com/gpu", "GPU-1"}};
+  map.by_gpu["GPU-1"] = {{{"ai", "ollama-0", "ollama"}, "nvidia.com/gpu", "GPU-1", ""}};
   CgroupPod cg{kUid, kCid};
   EXPECT_EQ(AttributeProcess(map, "GPU-1", cg), (PodContainer{"ai", "ollama-0", "ollama"}));
   // On a GPU the pod does not hold (by the list), two containers: the container is unknown.

@@ -47,7 +47,9 @@ void FillEverything(Snapshot* snap, SampleSet* samples) {
   s.fb_used_bytes = uint64_t{1} << 30;
   s.gpu_temp_c = 55;
   s.power_w = 250.5;
-  s.processes = {{4242, uint64_t{512} << 20}, {5120, std::nullopt}, {77, uint64_t{1} << 20}};
+  s.processes = {{4242, uint64_t{512} << 20, std::nullopt, std::nullopt},
+                 {5120, std::nullopt, std::nullopt, std::nullopt},
+                 {77, uint64_t{1} << 20, std::nullopt, std::nullopt}};
   sa.last = s;
   sa.processes[4242] = {"ollama", CgroupPod{"uid-1", ""}};
   sa.processes[5120] = {"python3", std::nullopt};
@@ -57,7 +59,7 @@ void FillEverything(Snapshot* snap, SampleSet* samples) {
   sb.last = s;
   auto pods = std::make_shared<PodMap>();
   pods->ok = true;
-  pods->by_gpu["GPU-a"] = {{{"ai", "ollama-0", "ollama"}, "nvidia.com/gpu", "GPU-a"}};
+  pods->by_gpu["GPU-a"] = {{{"ai", "ollama-0", "ollama"}, "nvidia.com/gpu", "GPU-a", ""}};
   pods->pods_by_uid["uid-1"] = {"ai", "ollama-0", {"ollama"}};
   samples->pods = pods;
 }

@@ -120,6 +120,12 @@ DriverInfo ReadDriverInfo(const HostFs& fs) {
     info.modules = ParseProcModules(*text);
   }
 
+  if (absl::StatusOr<std::string> text = fs.ReadFile("/proc/driver/nvidia-caps/mig-minors");
+      text.ok()) {
+    if (absl::StatusOr<MigMinors> minors = ParseMigMinors(*text); minors.ok()) {
+      info.mig_minors = *std::move(minors);
+    }
+  }
   info.dev_nvidiactl = fs.Exists("/dev/nvidiactl");
   info.dev_nvidia_uvm = fs.Exists("/dev/nvidia-uvm");
   info.dev_nvidia_uvm_tools = fs.Exists("/dev/nvidia-uvm-tools");

@@ -18,6 +18,7 @@
 
 #include "absl/strings/string_view.h"
 #include "common/host_fs.h"
+#include "node/mig_minors.h"
 #include "node/pci_ids.h"
 
 namespace gpulet {
@@ -78,6 +79,10 @@ struct DriverInfo {
   bool dev_nvidia_uvm_tools = false;
   bool dev_nvidia_modeset = false;
   std::vector<int> dev_gpu_minors;  // N for each /dev/nvidiaN, ascending
+
+  // /proc/driver/nvidia-caps/mig-minors: the MIG capability devices' minors; empty when the
+  // file is absent (no MIG-capable driver) or unreadable.
+  MigMinors mig_minors;
 };
 
 // Collects the above from the host. Never fails: what cannot be read is reported as absent.

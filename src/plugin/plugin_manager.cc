@@ -43,7 +43,12 @@ absl::Status PluginManager::Start(std::shared_ptr<const Config> config) {
                      " into the gpulet pod (see deploy/) or pass --kubelet-dir"));
   }
   watcher_ = std::make_unique<DirWatcher>(plugin_dir_);
-  for (const ResourceSpec& r : ResourcesFor(*config_)) {
+  std::shared_ptr<const Snapshot> snap = store_->Get();
+  if (absl::Status layout = MigLayoutError(*config_, *snap); !layout.ok()) {
+    GPULET_LOG_ERROR("{}; no MIG device is advertised until the layout is fixed", layout.message());
+    mig_error_ = std::string(layout.message());
+  }
+  for (const ResourceSpec& r : ResourcesFor(*config_, snap.get())) {
     servers_.push_back(
         std::make_unique<DevicePluginServer>(r, config_, store_, control_, plugin_dir_));
     absl::Status s = servers_.back()->Start();
@@ -76,6 +81,50 @@ void PluginManager::Stop() {
   watcher_.reset();
 }
 
+void PluginManager::FollowLayout(std::vector<bool>* registered) {
+  std::shared_ptr<const Snapshot> snap = store_->Get();
+  if (snap->version == layout_version_) return;
+  layout_version_ = snap->version;
+  absl::Status layout = MigLayoutError(*config_, *snap);
+  std::string error = layout.ok() ? "" : std::string(layout.message());
+  if (error != mig_error_) {
+    if (!error.empty()) {
+      GPULET_LOG_ERROR("{}; no MIG device is advertised until the layout is fixed", error);
+    } else {
+      GPULET_LOG_INFO("the MIG layout is servable again with plugin.migStrategy {}",
+                      MigStrategyName(config_->plugin.mig_strategy));
+    }
+    mig_error_ = error;
+  }
+  std::vector<ResourceSpec> want = ResourcesFor(*config_, snap.get());
+  std::vector<std::unique_ptr<DevicePluginServer>> kept;
+  std::vector<bool> kept_registered;
+  for (const ResourceSpec& r : want) {
+    bool found = false;
+    for (size_t i = 0; i < servers_.size(); ++i) {
+      if (servers_[i] != nullptr && servers_[i]->resource() == r) {
+        kept.push_back(std::move(servers_[i]));
+        kept_registered.push_back((*registered)[i]);
+        found = true;
+        break;
+      }
+    }
+    if (!found) {
+      GPULET_LOG_INFO("MIG layout changed: now serving {}", r.name);
+      kept.push_back(
+          std::make_unique<DevicePluginServer>(r, config_, store_, control_, plugin_dir_));
+      kept_registered.push_back(false);  // started and registered by the loop below
+    }
+  }
+  for (auto& s : servers_) {
+    if (s == nullptr) continue;
+    GPULET_LOG_INFO("MIG layout changed: no longer serving {}", s->resource().name);
+    s->Stop();  // its socket goes; the kubelet drops the resource's devices
+  }
+  servers_ = std::move(kept);
+  *registered = std::move(kept_registered);
+}
+
 void PluginManager::Run() {
   std::vector<bool> registered(servers_.size(), false);
   absl::Duration backoff = kMinBackoff;
@@ -95,12 +144,16 @@ void PluginManager::Run() {
       for (auto& s : servers_) s->Stop();
       servers_.clear();
       config_ = next;
-      for (const ResourceSpec& r : ResourcesFor(*config_)) {
+      for (const ResourceSpec& r : ResourcesFor(*config_, store_->Get().get())) {
         servers_.push_back(
             std::make_unique<DevicePluginServer>(r, config_, store_, control_, plugin_dir_));
       }
       registered.assign(servers_.size(), false);
       GPULET_LOG_INFO("configuration changed: serving {} resource(s) again", servers_.size());
+    } else {
+      // The resource set follows the MIG layout (a profile appears or goes under the mixed
+      // strategy, single switches between whole GPUs and MIG devices): serve what it is now.
+      FollowLayout(&registered);
     }
     // Our socket gone (kubelet restart cleans the directory) or never started: serve again.
     mkdir(plugin_dir_.c_str(), 0750);

@@ -54,6 +54,9 @@ class PluginManager {
  private:
   void Run();
   void Wake();
+  // Rebuilds the server set when the store's MIG layout calls for other resources; keeps
+  // `registered` in step with servers_. Watch thread only.
+  void FollowLayout(std::vector<bool>* registered);
 
   DeviceStore* store_;
   ControlNodes control_;
@@ -68,6 +71,8 @@ class PluginManager {
   std::shared_ptr<const Config> pending_config_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const Config> config_;  // owned by the watch thread after Start
   std::vector<std::unique_ptr<DevicePluginServer>> servers_;  // watch thread only
+  uint64_t layout_version_ = 0;  // store version FollowLayout last looked at (watch thread)
+  std::string mig_error_;        // the MIG layout error last logged (watch thread)
 };
 
 }  // namespace gpulet

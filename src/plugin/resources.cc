@@ -78,36 +78,141 @@ std::string CdiAnnotationKey(const std::string& prefix, const std::string& resou
   return absl::StrCat(prefix, name);
 }
 
-std::vector<ResourceSpec> ResourcesFor(const Config& config) {
+namespace {
+
+bool AnyMigEnabled(const Snapshot* snap) {
+  if (snap == nullptr) return false;
+  for (const DeviceRecord& d : snap->devices) {
+    if (d.gpu.mig_enabled) return true;
+  }
+  return false;
+}
+
+// "nvidia.com" for resourceName "nvidia.com/gpu": the domain of the MIG resources.
+std::string ResourceDomain(const Config& config) {
+  const std::string& name = config.resource_name;
+  size_t slash = name.find('/');
+  return slash == std::string::npos ? "nvidia.com" : name.substr(0, slash);
+}
+
+// Whether whole GPU `d` is advertised by a kGpu or kMemorySlice resource: with a MIG
+// strategy, a GPU with MIG enabled is served by its MIG devices instead.
+bool ServedWhole(const DeviceRecord& d, const Config& config) {
+  return config.plugin.mig_strategy == MigStrategy::kNone || !d.gpu.mig_enabled;
+}
+
+}  // namespace
+
+std::vector<ResourceSpec> ResourcesFor(const Config& config, const Snapshot* snap) {
   std::vector<ResourceSpec> out;
   std::vector<std::string> names = config.AdvertisedResources();
-  out.push_back({names[0], SocketFor(names[0]), ResourceKind::kGpu});
+  const MigStrategy mig = config.plugin.mig_strategy;
+  if (mig == MigStrategy::kSingle && AnyMigEnabled(snap)) {
+    out.push_back({names[0], SocketFor(names[0]), ResourceKind::kMig, ""});
+  } else {
+    out.push_back({names[0], SocketFor(names[0]), ResourceKind::kGpu, ""});
+  }
   if (config.sharing.memory_slices.enabled) {
     const std::string& mem = config.sharing.memory_slices.resource_name;
-    out.push_back({mem, SocketFor(mem), ResourceKind::kMemorySlice});
+    out.push_back({mem, SocketFor(mem), ResourceKind::kMemorySlice, ""});
+  }
+  if (mig == MigStrategy::kMixed && snap != nullptr) {
+    std::set<std::string> profiles;
+    for (const DeviceRecord& d : snap->devices) {
+      if (!d.gpu.mig_enabled) continue;
+      for (const MigDeviceInfo& m : d.gpu.mig_devices) {
+        if (!m.profile.empty()) profiles.insert(m.profile);
+      }
+    }
+    for (const std::string& profile : profiles) {
+      std::string name = absl::StrCat(ResourceDomain(config), "/mig-", profile);
+      out.push_back({name, SocketFor(name), ResourceKind::kMig, profile});
+    }
   }
   return out;
+}
+
+absl::Status MigLayoutError(const Config& config, const Snapshot& snap) {
+  if (config.plugin.mig_strategy != MigStrategy::kSingle || !AnyMigEnabled(&snap)) {
+    return absl::OkStatus();
+  }
+  std::vector<std::string> without, empty;
+  std::map<std::string, std::vector<std::string>> profiles;  // profile → GPUs
+  for (const DeviceRecord& d : snap.devices) {
+    if (!d.gpu.in_nvml) continue;
+    std::string gpu = d.gpu.index ? absl::StrCat(*d.gpu.index) : d.gpu.bus_id;
+    if (!d.gpu.mig_enabled) {
+      without.push_back(gpu);
+      continue;
+    }
+    if (d.gpu.mig_devices.empty()) empty.push_back(gpu);
+    for (const MigDeviceInfo& m : d.gpu.mig_devices) {
+      std::vector<std::string>& on = profiles[m.profile];
+      if (on.empty() || on.back() != gpu) on.push_back(gpu);
+    }
+  }
+  const char* fix =
+      "; give every GPU MIG with one profile (e.g. nvidia-smi mig or mig-parted "
+      "all-1g.18gb), or set plugin.migStrategy to mixed";
+  if (!without.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "plugin.migStrategy single: all GPUs on the node must have the same MIG mode, but GPU ",
+        absl::StrJoin(without, ", "), " has MIG disabled while others have it enabled", fix));
+  }
+  if (!empty.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("plugin.migStrategy single: GPU ",
+                                                      absl::StrJoin(empty, ", "),
+                                                      " has MIG enabled but no MIG devices", fix));
+  }
+  if (profiles.size() > 1) {
+    std::vector<std::string> parts;
+    for (const auto& [profile, gpus] : profiles) {
+      parts.push_back(absl::StrCat(profile, " on GPU ", absl::StrJoin(gpus, ", ")));
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "plugin.migStrategy single: more than one MIG device type present on the node (",
+        absl::StrJoin(parts, "; "), ")", fix));
+  }
+  return absl::OkStatus();
 }
 
 std::vector<AdvertisedDevice> AdvertisedDevices(const ResourceSpec& resource, const Config& config,
                                                 const Snapshot& snap) {
   std::vector<AdvertisedDevice> out;
+  const int replicas = std::max(config.sharing.time_slicing.replicas, 1);
+  if (resource.kind == ResourceKind::kMig) {
+    if (!MigLayoutError(config, snap).ok()) return out;
+    for (size_t i = 0; i < snap.devices.size(); ++i) {
+      const DeviceRecord& d = snap.devices[i];
+      if (!d.gpu.mig_enabled) continue;
+      for (size_t m = 0; m < d.gpu.mig_devices.size(); ++m) {
+        const MigDeviceInfo& mig = d.gpu.mig_devices[m];
+        if (!resource.mig_profile.empty() && mig.profile != resource.mig_profile) continue;
+        const bool healthy = d.MigHealthy(mig.gpu_instance_id);
+        for (int k = 0; k < replicas; ++k) {
+          std::string id = replicas <= 1 ? mig.uuid : ReplicaDeviceId(mig.uuid, k);
+          out.push_back({std::move(id), i, healthy, d.gpu.numa_node, static_cast<int>(m)});
+        }
+      }
+    }
+    return out;
+  }
   for (size_t i = 0; i < snap.devices.size(); ++i) {
     const DeviceRecord& d = snap.devices[i];
+    if (!ServedWhole(d, config)) continue;
     bool healthy = d.health.state != HealthState::kUnhealthy;
     std::string base = BaseId(d);
     int count = 1;
     if (resource.kind == ResourceKind::kMemorySlice) {
       count = SlicesOf(d, config);
-    } else if (config.sharing.time_slicing.replicas > 1) {
-      count = config.sharing.time_slicing.replicas;
+    } else if (replicas > 1) {
+      count = replicas;
     }
     for (int k = 0; k < count; ++k) {
-      std::string id =
-          resource.kind == ResourceKind::kMemorySlice
-              ? MemorySliceDeviceId(base, k)
-              : (config.sharing.time_slicing.replicas <= 1 ? base : ReplicaDeviceId(base, k));
-      out.push_back({std::move(id), i, healthy, d.gpu.numa_node});
+      std::string id = resource.kind == ResourceKind::kMemorySlice
+                           ? MemorySliceDeviceId(base, k)
+                           : (replicas <= 1 ? base : ReplicaDeviceId(base, k));
+      out.push_back({std::move(id), i, healthy, d.gpu.numa_node, -1});
     }
   }
   return out;
@@ -139,7 +244,8 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
   std::map<std::string, const AdvertisedDevice*> by_id;
   for (const AdvertisedDevice& a : advertised) by_id[a.id] = &a;
   std::vector<std::string> unknown, unhealthy;
-  std::vector<size_t> gpus;  // physical GPUs, first-use order, de-duplicated
+  // Physical devices, first-use order, de-duplicated: (GPU, MIG device or -1).
+  std::vector<std::pair<size_t, int>> gpus;
   for (const std::string& id : ids) {
     auto it = by_id.find(id);
     if (it == by_id.end()) {
@@ -147,9 +253,8 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
       continue;
     }
     if (!it->second->healthy) unhealthy.push_back(id);
-    if (std::find(gpus.begin(), gpus.end(), it->second->gpu) == gpus.end()) {
-      gpus.push_back(it->second->gpu);
-    }
+    std::pair<size_t, int> device{it->second->gpu, it->second->mig};
+    if (std::find(gpus.begin(), gpus.end(), device) == gpus.end()) gpus.push_back(device);
   }
   if (!unknown.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("unknown ", resource.name,
@@ -161,8 +266,13 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
   if (!unhealthy.empty()) {
     std::vector<std::string> reasons;
     for (const std::string& id : unhealthy) {
-      const DeviceRecord& d = snap.devices[by_id[id]->gpu];
-      reasons.push_back(absl::StrCat(id, " (", d.health.reason, ")"));
+      const AdvertisedDevice& a = *by_id[id];
+      const DeviceRecord& d = snap.devices[a.gpu];
+      reasons.push_back(
+          absl::StrCat(id, " (",
+                       a.mig < 0 ? d.health.reason
+                                 : d.MigUnhealthyReason(d.gpu.mig_devices[a.mig].gpu_instance_id),
+                       ")"));
     }
     return absl::FailedPreconditionError(absl::StrCat(
         "unhealthy ", resource.name, " devices requested: ", absl::StrJoin(reasons, "; ")));
@@ -174,11 +284,17 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
         "from one GPU (the kubelet follows gpulet's preferred allocation, which packs them)"));
   }
 
-  // The IDs the container runtime understands: UUIDs or NVML indexes.
+  // The IDs the container runtime understands: UUIDs or NVML indexes; for a MIG device its
+  // MIG UUID or "<GPU index>:<MIG index>", as NVIDIA's plugin and nvidia-ctk name them.
+  const bool by_index = config.plugin.device_id_strategy == DeviceIdStrategy::kIndex;
   std::vector<std::string> runtime_ids;
-  for (size_t g : gpus) {
+  for (const auto& [g, m] : gpus) {
     const Gpu& gpu = snap.devices[g].gpu;
-    if (config.plugin.device_id_strategy == DeviceIdStrategy::kIndex && gpu.index) {
+    if (m >= 0) {
+      const MigDeviceInfo& mig = gpu.mig_devices[m];
+      runtime_ids.push_back(by_index && gpu.index ? absl::StrCat(*gpu.index, ":", mig.index)
+                                                  : mig.uuid);
+    } else if (by_index && gpu.index) {
       runtime_ids.push_back(absl::StrCat(*gpu.index));
     } else {
       runtime_ids.push_back(gpu.uuid);
@@ -244,7 +360,23 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
     };
     // The control nodes that exist first, then the GPUs' nodes, as NVIDIA's GetDevicePaths.
     for (const std::string& path : control.paths) add_spec(path);
-    if (resource.kind == ResourceKind::kGpu) {
+    if (resource.kind == ResourceKind::kMig) {
+      // The parent GPU's node and the MIG device's two capability nodes, per device.
+      std::set<std::string> seen;
+      for (const auto& [g, m] : gpus) {
+        const Gpu& gpu = snap.devices[g].gpu;
+        if (!gpu.minor) continue;
+        const MigDeviceInfo& mig = gpu.mig_devices[m];
+        std::vector<std::string> paths{gpu.DeviceNode()};
+        for (std::string& cap : MigCapDevicePaths(control.mig_minors, *gpu.minor,
+                                                  mig.gpu_instance_id, mig.compute_instance_id)) {
+          paths.push_back(std::move(cap));
+        }
+        for (const std::string& path : paths) {
+          if (seen.insert(path).second) add_spec(path);
+        }
+      }
+    } else if (resource.kind == ResourceKind::kGpu) {
       // One node per requested ID, as NVIDIA (each replica carries its GPU's paths): two
       // replicas of GPU 1 give /dev/nvidia1 twice. The kubelet keeps the first spec of a
       // container path and skips the rest.
@@ -256,7 +388,7 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
       }
     } else {
       // Memory slices, gpulet's own: the GPU's node once.
-      for (size_t g : gpus) {
+      for (const auto& [g, m] : gpus) {
         const Gpu& gpu = snap.devices[g].gpu;
         if (gpu.minor) add_spec(gpu.DeviceNode());
       }

@@ -2,9 +2,17 @@
 // DeviceStore snapshot (no gRPC, no I/O), so every rule is unit-testable.
 //
 // A *resource* is one extended resource with its own plugin socket: whole GPUs (optionally
-// time-sliced into replicas with IDs "<uuid>::<n>") or memory slices (one unit per
-// configured MiB of a GPU, IDs "<uuid>::mem<k>"). Each advertised ID maps back to one
-// physical GPU, whose health every ID of it shares.
+// time-sliced into replicas with IDs "<uuid>::<n>"), memory slices (one unit per
+// configured MiB of a GPU, IDs "<uuid>::mem<k>") or MIG devices (IDs "MIG-<uuid>", or
+// "MIG-<uuid>::<n>" time-sliced). Each advertised ID maps back to one physical GPU (and
+// MIG device), whose health every ID of it shares.
+//
+// MIG follows NVIDIA's device plugin's --mig-strategy (config.h MigStrategy): with `none`
+// MIG is ignored; with `single` resourceName carries every MIG device, and a node whose GPUs
+// do not all have MIG enabled with one profile is refused (MigLayoutError); with `mixed`
+// each profile present is its own resource, "<domain>/mig-<profile>", and resourceName
+// carries the GPUs without MIG. The resource set therefore depends on the layout: the
+// plugin manager asks again whenever the store changes.
 //
 // Thread-safety: pure functions over values.
 #ifndef GPULET_PLUGIN_RESOURCES_H_
@@ -16,28 +24,41 @@
 
 #include "absl/status/statusor.h"
 #include "config/config.h"
+#include "node/mig_minors.h"
 #include "proto/deviceplugin/v1beta1/api.pb.h"
 #include "state/device_id.h"
 #include "state/device_store.h"
 
 namespace gpulet {
 
-enum class ResourceKind { kGpu, kMemorySlice };
+enum class ResourceKind { kGpu, kMemorySlice, kMig };
 
 struct ResourceSpec {
   std::string name;         // "nvidia.com/gpu"
   std::string socket_name;  // "gpulet-gpu.sock", relative to the device-plugins dir
   ResourceKind kind = ResourceKind::kGpu;
+  // kMig: the profile it carries ("1g.18gb"); "" for every profile (single strategy).
+  std::string mig_profile;
+
+  bool operator==(const ResourceSpec&) const = default;
 };
 
-// The resources `config` asks for, in a stable order.
-std::vector<ResourceSpec> ResourcesFor(const Config& config);
+// The resources `config` asks for on a node whose GPUs are `snap` (nullptr: as if no GPU
+// had MIG enabled), in a stable order.
+std::vector<ResourceSpec> ResourcesFor(const Config& config, const Snapshot* snap = nullptr);
+
+// Why the MIG layout cannot be served with the configured strategy (single: a mix of GPUs
+// with and without MIG, a MIG GPU without MIG devices, more than one profile), naming the
+// GPUs and profiles and what to do; OK otherwise. The resources are still advertised, with
+// no devices, so that the kubelet schedules nothing onto a layout gpulet refuses.
+absl::Status MigLayoutError(const Config& config, const Snapshot& snap);
 
 struct AdvertisedDevice {
   std::string id;
   size_t gpu = 0;  // index into Snapshot::devices
   bool healthy = true;
   int numa_node = -1;
+  int mig = -1;  // index into the GPU's mig_devices; -1 for a whole GPU
 };
 
 // The devices a resource advertises for a snapshot.
@@ -50,6 +71,7 @@ v1beta1::ListAndWatchResponse ToListAndWatch(const std::vector<AdvertisedDevice>
 // Control device nodes (/dev/nvidiactl, ...) that exist on the host, for DeviceSpecs.
 struct ControlNodes {
   std::vector<std::string> paths;  // container paths, e.g. "/dev/nvidiactl"
+  MigMinors mig_minors;            // for MIG devices' /dev/nvidia-caps nodes
 };
 
 // Builds the response for one container, field for field as NVIDIA's k8s-device-plugin

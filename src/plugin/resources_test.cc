@@ -53,9 +53,9 @@ Snapshot TwoGpus() {
   return s;
 }
 
-const ResourceSpec kGpuResource{"nvidia.com/gpu", "gpulet-gpu.sock", ResourceKind::kGpu};
+const ResourceSpec kGpuResource{"nvidia.com/gpu", "gpulet-gpu.sock", ResourceKind::kGpu, ""};
 const ResourceSpec kMemoryResource{"nvidia.com/gpu-memory", "gpulet-gpu-memory.sock",
-                                   ResourceKind::kMemorySlice};
+                                   ResourceKind::kMemorySlice, ""};
 
 Config WithReplicas(int replicas) {
   Config c;
@@ -294,7 +294,7 @@ constexpr char kSpecs[] = R"pb(
   devices { container_path: "/dev/nvidia0" host_path: "/dev/nvidia0" permissions: "rw" }
 )pb";
 
-const ControlNodes kControl{{"/dev/nvidiactl", "/dev/nvidia-uvm"}};
+const ControlNodes kControl{{"/dev/nvidiactl", "/dev/nvidia-uvm"}, {}};
 
 TEST(AllocateContainerTest, EveryStrategyCombinationAnswersAsNvidia) {
   using S = DeviceListStrategy;

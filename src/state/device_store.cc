@@ -90,6 +90,7 @@ void DeviceStore::SetInventory(const Inventory& inventory, absl::Time now) {
     if (const DeviceRecord* prev =
             FindRecord(*current_, gpu.uuid.empty() ? gpu.bus_id : gpu.uuid)) {
       record.health = prev->health;
+      record.mig_health = prev->mig_health;
     }
     // Without NVML nothing can vouch for a GPU: advertising it Healthy would send pods to
     // a card that cannot run them.
@@ -114,6 +115,55 @@ void DeviceStore::SetInventory(const Inventory& inventory, absl::Time now) {
     next->devices.push_back(std::move(record));
   }
   PublishLocked(std::move(next));
+}
+
+bool DeviceRecord::MigHealthy(unsigned gpu_instance_id) const {
+  if (health.state == HealthState::kUnhealthy) return false;
+  auto it = mig_health.find(gpu_instance_id);
+  return it == mig_health.end() || it->second.state != HealthState::kUnhealthy;
+}
+
+std::string DeviceRecord::MigUnhealthyReason(unsigned gpu_instance_id) const {
+  if (health.state == HealthState::kUnhealthy) return health.reason;
+  auto it = mig_health.find(gpu_instance_id);
+  if (it == mig_health.end() || it->second.state != HealthState::kUnhealthy) return "";
+  return it->second.reason;
+}
+
+bool DeviceStore::UpdateMigHealth(const std::string& key, unsigned gpu_instance_id,
+                                  const std::function<void(GpuHealth&)>& update,
+                                  const std::function<void(GpuHealth&)>& update_gpu) {
+  absl::MutexLock lock(&mu_);
+  auto next = std::make_shared<Snapshot>(*current_);
+  DeviceRecord* record = FindRecord(*next, key);
+  if (record == nullptr || record->gpu.FindMigInstance(gpu_instance_id, std::nullopt) == nullptr) {
+    return false;
+  }
+  update(record->mig_health[gpu_instance_id]);
+  if (update_gpu) update_gpu(record->health);
+  PublishLocked(std::move(next));
+  return true;
+}
+
+bool DeviceStore::SetMigLayout(const std::string& key, const MigLayout& layout) {
+  absl::MutexLock lock(&mu_);
+  const DeviceRecord* now = FindRecord(*current_, key);
+  if (now == nullptr) return false;
+  Gpu changed = now->gpu;
+  ApplyMigLayout(layout, &changed);
+  if (changed.mig_enabled == now->gpu.mig_enabled && changed.mig_devices == now->gpu.mig_devices) {
+    return false;
+  }
+  auto next = std::make_shared<Snapshot>(*current_);
+  DeviceRecord* record = FindRecord(*next, key);
+  record->gpu = std::move(changed);
+  for (auto it = record->mig_health.begin(); it != record->mig_health.end();) {
+    it = record->gpu.FindMigInstance(it->first, std::nullopt) == nullptr
+             ? record->mig_health.erase(it)
+             : std::next(it);
+  }
+  PublishLocked(std::move(next));
+  return true;
 }
 
 bool DeviceStore::UpdateHealth(const std::string& key,

@@ -69,7 +69,16 @@ struct GpuHealth {
 // One GPU as the store knows it.
 struct DeviceRecord {
   Gpu gpu;
-  GpuHealth health;
+  GpuHealth health;  // the whole GPU's: when Unhealthy, every MIG device of it is out too
+  // Health of the GPU's MIG devices that a fault named (an XID with "GPU-I:NN"), by GPU
+  // instance id. Instances without an entry are as healthy as their GPU.
+  std::map<unsigned, GpuHealth> mig_health;
+
+  // Whether the MIG device in GPU instance `gpu_instance_id` can take work: neither its GPU
+  // nor the instance itself is Unhealthy.
+  bool MigHealthy(unsigned gpu_instance_id) const;
+  // The reason it cannot ("" when it can): the GPU's, else the instance's.
+  std::string MigUnhealthyReason(unsigned gpu_instance_id) const;
 };
 
 struct Snapshot {
@@ -98,6 +107,17 @@ class DeviceStore {
   // Applies `update` to one GPU's health under the lock (read-modify-write for policy).
   bool UpdateHealth(const std::string& uuid_or_bus_id,
                     const std::function<void(GpuHealth&)>& update);
+  // The same for the MIG device in GPU instance `gpu_instance_id` of that GPU, and, in the
+  // same snapshot, `update_gpu` (when given) for the GPU's own health. Returns false (and
+  // changes nothing) when the GPU is unknown or has no such instance now.
+  bool UpdateMigHealth(const std::string& uuid_or_bus_id, unsigned gpu_instance_id,
+                       const std::function<void(GpuHealth&)>& update,
+                       const std::function<void(GpuHealth&)>& update_gpu = nullptr);
+
+  // Replaces one GPU's MIG mode and devices (an operator changed the layout). Health of
+  // instances that are gone is dropped. Publishes a new snapshot, and returns true, only
+  // when something changed (false also for an unknown GPU).
+  bool SetMigLayout(const std::string& uuid_or_bus_id, const MigLayout& layout);
 
   std::shared_ptr<const Snapshot> Get() const;
 

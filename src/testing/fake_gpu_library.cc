@@ -101,11 +101,11 @@ bool FakeGpuLibrary::AwaitBlockedCalls(int n, absl::Duration limit) const {
 }
 
 void FakeGpuLibrary::InjectXid(unsigned index, unsigned long long xid) {
-  InjectEvent({index, nvmlEventTypeXidCriticalError, xid});
+  InjectEvent({index, nvmlEventTypeXidCriticalError, xid, std::nullopt, std::nullopt});
 }
 
 void FakeGpuLibrary::InjectDoubleBitEcc(unsigned index) {
-  InjectEvent({index, nvmlEventTypeDoubleBitEccError, 0});
+  InjectEvent({index, nvmlEventTypeDoubleBitEccError, 0, std::nullopt, std::nullopt});
 }
 
 void FakeGpuLibrary::InjectEvent(GpuEvent event) {
@@ -226,6 +226,22 @@ absl::StatusOr<DeviceSample> FakeGpuLibrary::Sample(unsigned index, absl::Durati
   DeviceSample s = dev.sample;
   s.taken = clock_->Now();
   return s;
+}
+
+void FakeGpuLibrary::SetMigLayout(unsigned index, MigLayout layout) {
+  absl::MutexLock lock(&mu_);
+  devices_[index].mig = std::move(layout);
+}
+
+absl::StatusOr<MigLayout> FakeGpuLibrary::GetMigLayout(unsigned index, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<Device*> d = FindLocked(index);
+  if (!d.ok()) return d.status();
+  absl::Status hang = WaitWhileHungLocked(index, timeout, "nvmlDeviceGetMigMode");
+  if (!hang.ok()) return hang;
+  Device& dev = devices_[index];
+  if (!dev.failure.ok()) return dev.failure;
+  return dev.mig;
 }
 
 absl::Status FakeGpuLibrary::RegisterEvents(unsigned count) {

@@ -53,6 +53,8 @@ class FakeGpuLibrary final : public GpuLibrary {
   void SetRowRemap(unsigned index, std::optional<bool> pending, std::optional<bool> failure);
   // The driver's recovery action Probe reports (absent: a driver that does not report it).
   void SetRecoveryAction(unsigned index, std::optional<unsigned> action);
+  // The MIG layout GetMigLayout reports (default: MIG disabled, no devices).
+  void SetMigLayout(unsigned index, MigLayout layout);
 
   // --- how they answer ---------------------------------------------------------------
   // Every call about the GPU (identity, probe, sample) fails with `status`.
@@ -90,6 +92,7 @@ class FakeGpuLibrary final : public GpuLibrary {
   absl::StatusOr<DeviceIdentity> GetDeviceIdentity(unsigned index) override;
   absl::StatusOr<ProbeAnswer> Probe(unsigned index, absl::Duration timeout) override;
   absl::StatusOr<DeviceSample> Sample(unsigned index, absl::Duration timeout) override;
+  absl::StatusOr<MigLayout> GetMigLayout(unsigned index, absl::Duration timeout) override;
   absl::Status RegisterEvents(unsigned count) override;
   absl::StatusOr<std::optional<GpuEvent>> WaitEvent(absl::Duration timeout) override;
 
@@ -98,6 +101,7 @@ class FakeGpuLibrary final : public GpuLibrary {
     DeviceIdentity identity;
     DeviceSample sample;
     ProbeAnswer probe;  // remap fields only; the UUID comes from identity/uuid_override
+    MigLayout mig;
     absl::Status failure;
     std::optional<std::string> uuid_override;
     bool hung = false;

@@ -36,7 +36,7 @@ PluginRig::PluginRig(const std::string& tag) : dir_(FreshDir(tag)), kubelet_(dir
   }
   store_.SetInventory(inv, absl::Now());
   server_ = std::make_unique<DevicePluginServer>(
-      ResourceSpec{kResource, "rig.sock", ResourceKind::kGpu}, std::make_shared<const Config>(),
+      ResourceSpec{kResource, "rig.sock", ResourceKind::kGpu, ""}, std::make_shared<const Config>(),
       &store_, ControlNodes{}, dir_.string());
 }
 
