@@ -11,6 +11,8 @@
 #include <string_view>
 #include <utility>
 
+#include "sim/mig.h"
+
 namespace gpulet::sim {
 namespace {
 
@@ -141,6 +143,27 @@ class Parser {
       }
       if (gpu.memory_reserved_mib > gpu.memory_total_mib) {
         return Fail(g, path + ": memory.reserved_mib exceeds memory.total_mib");
+      }
+      if (gpu.mig.has_value()) {
+        // Checked here, once the entry and the defaults are merged: the product comes from
+        // the name, which gpu_defaults may hold.
+        const YAML::Node at = g["mig"] ? g["mig"] : g;
+        const std::string who = path + ".mig (" + gpu.uuid + ", " + gpu.name + ")";
+        gpu.mig_product = FindMigProduct(gpu.name);
+        if (gpu.mig_product == nullptr && !gpu.mig->instances.empty()) {
+          std::string known;
+          for (const MigProduct& product : MigProducts()) {
+            for (const std::string& name : product.names)
+              known += (known.empty() ? "" : ", ") + name;
+          }
+          return Fail(at, who + ": no MIG profile table for this GPU name (products with one: " +
+                              known + ")");
+        }
+        if (gpu.mig_product != nullptr) {
+          const std::string why =
+              CheckMigLayout(*gpu.mig_product, gpu.mig->current == 1, gpu.mig->instances);
+          if (!why.empty()) return Fail(at, who + ": " + why);
+        }
       }
       for (const FixtureGpu& other : out->gpus) {
         if (other.uuid == gpu.uuid) return Fail(g, path + ": duplicate uuid " + gpu.uuid);
@@ -311,7 +334,7 @@ class Parser {
       if (IsUnsupported(mig)) {
         g->mig.reset();
       } else if (ExpectMap(mig, p)) {
-        CheckKeys(mig, p, {"current", "pending"});
+        CheckKeys(mig, p, {"current", "pending", "instances"});
         MigMode mode = g->mig.value_or(MigMode{});
         uint64_t value = 0;
         if (mig["current"] && LookupName(mig["current"], p + ".current", kMigModes, &value)) {
@@ -323,6 +346,9 @@ class Parser {
         }
         if (mode.current > 1 || mode.pending > 1) {
           return Fail(mig, p + ": modes are disabled or enabled");
+        }
+        if (const YAML::Node instances = mig["instances"]) {
+          ApplyMigInstances(instances, p + ".instances", g->uuid, &mode.instances);
         }
         g->mig = mode;
       }
@@ -369,6 +395,55 @@ class Parser {
       values[metric->id] = value;
     }
     g->gpm = std::move(values);
+  }
+
+  // `instances: [{gpu_instance: 1, profile: 3g.71gb, placement: 4, uuid: MIG-...}]`. The
+  // layout is checked against the product's table once the whole entry is read (ParseTop).
+  void ApplyMigInstances(const YAML::Node& n, const std::string& p, const std::string& parent_uuid,
+                         std::vector<MigInstance>* out) {
+    if (!n.IsSequence()) return Fail(n, p + ": expected a list");
+    out->clear();
+    for (size_t i = 0; i < n.size() && ok(); ++i) {
+      const std::string ip = p + "[" + std::to_string(i) + "]";
+      const YAML::Node m = n[i];
+      if (!ExpectMap(m, ip)) return;
+      CheckKeys(m, ip, {"gpu_instance", "compute_instance", "profile", "placement", "uuid", "gpm"});
+      if (!m["gpu_instance"] || !m["profile"] || !m["placement"]) {
+        return Fail(m, ip + ": needs gpu_instance, profile and placement");
+      }
+      MigInstance instance;
+      SetUint(m, "gpu_instance", ip, 1000, &instance.gpu_instance);
+      SetUint(m, "compute_instance", ip, 1000, &instance.compute_instance);
+      SetString(m, "profile", ip, &instance.profile);
+      SetUint(m, "placement", ip, 1000, &instance.placement);
+      SetString(m, "uuid", ip, &instance.uuid);
+      if (instance.uuid.empty()) {
+        instance.uuid = MigUuid(parent_uuid, instance.gpu_instance, instance.compute_instance);
+      }
+      if (const YAML::Node gpm = m["gpm"]) {
+        const std::string gp = ip + ".gpm";
+        if (!ExpectMap(gpm, gp)) return;
+        std::map<std::string, double> values;
+        for (const auto& kv : gpm) {
+          const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : std::string("?");
+          const GpmMetric* metric = FindGpmMetric(key);
+          if (metric == nullptr) {
+            return Fail(kv.first, gp + ": unknown key \"" + key +
+                                      "\" (GPM metrics: " + GpmMetricNames() + ")");
+          }
+          double value = 0;
+          if (!ReadDouble(kv.second, gp + "." + key, &value)) return;
+          if (!GpmValueInRange(*metric, value)) {
+            return Fail(kv.second, gp + "." + key +
+                                       (metric->percent ? ": expected a percentage from 0 to 100"
+                                                        : ": expected a rate in MiB/s, >= 0"));
+          }
+          values[key] = value;
+        }
+        instance.gpm = std::move(values);
+      }
+      out->push_back(std::move(instance));
+    }
   }
 
   void ApplyNvLink(const YAML::Node& n, const std::string& p, FixtureGpu* g) {
@@ -502,8 +577,13 @@ class Parser {
       const std::string pp = p + "[" + std::to_string(i) + "]";
       const YAML::Node n = procs[i];
       if (!ExpectMap(n, pp)) return;
-      CheckKeys(n, pp, {"pid", "name", "used_mib", "type"});
+      CheckKeys(n, pp, {"pid", "name", "used_mib", "type", "gpu_instance", "compute_instance"});
       SimProcess process;
+      SetOptUint(n, "gpu_instance", pp, 1000, &process.gpu_instance);
+      SetOptUint(n, "compute_instance", pp, 1000, &process.compute_instance);
+      if (process.compute_instance.has_value() && !process.gpu_instance.has_value()) {
+        return Fail(n, pp + ": compute_instance needs gpu_instance");
+      }
       if (!n["pid"]) return Fail(n, pp + ": missing \"pid\"");
       SetUint(n, "pid", pp, std::numeric_limits<unsigned>::max(), &process.pid);
       SetString(n, "name", pp, &process.name);

@@ -23,6 +23,8 @@
 
 namespace gpulet::sim {
 
+struct MigProduct;
+
 struct EccInfo {
   bool enabled = true;
   bool pending = true;  // the mode after the next reboot
@@ -47,10 +49,14 @@ struct NvLinkInfo {
   std::map<unsigned, std::array<uint64_t, 4>> link_errors;  // links whose counters differ
 };
 
-// nvmlDeviceGetMigMode's answer (NVML_DEVICE_MIG_DISABLE 0 / ENABLE 1); present = MIG-capable.
+// nvmlDeviceGetMigMode's answer (NVML_DEVICE_MIG_DISABLE 0 / ENABLE 1) and the MIG devices;
+// present = MIG-capable.
 struct MigMode {
   unsigned current = 0;
   unsigned pending = 0;  // the mode after the next GPU reset
+  // The layout, checked against the product's profile table (sim/mig.h); empty unless current
+  // is enabled.
+  std::vector<MigInstance> instances;
 };
 
 struct FixtureGpu {
@@ -103,7 +109,10 @@ struct FixtureGpu {
   std::optional<std::map<unsigned, double>> gpm;
   std::optional<NvLinkInfo> nvlink;  // absent: no NVLink (every NVLink query NOT_SUPPORTED)
   std::optional<MigMode> mig;        // absent: not MIG-capable
-  int virtualization_mode = 0;       // nvmlGpuVirtualizationMode_t; 0 = none (bare metal)
+  // The MIG profile table of this product (found by `name`); nullptr when sim/mig.h has none,
+  // and then the GPU can have no MIG instances.
+  const MigProduct* mig_product = nullptr;
+  int virtualization_mode = 0;  // nvmlGpuVirtualizationMode_t; 0 = none (bare metal)
 };
 
 struct Fixture {

@@ -37,6 +37,7 @@
 
 #include "gpu/nvml_api.h"
 #include "sim/fixture.h"
+#include "sim/mig.h"
 #include "sim/state.h"
 
 // The opaque handle types of the NVML ABI. A device handle is the address of one entry of a
@@ -64,8 +65,9 @@ struct nvmlGpmSample_st {
   bool filled = false;  // nvmlGpmSampleGet succeeded on it (since the last nvmlInit)
   unsigned index = 0;
   std::chrono::steady_clock::time_point taken;
-  uint64_t seq = 0;                   // orders samples taken within one clock tick
-  std::map<unsigned, double> values;  // NVML_GPM_METRIC_* -> percent or MiB/s
+  uint64_t seq = 0;                     // orders samples taken within one clock tick
+  unsigned gpu_instance = 0xFFFFFFFFu;  // nvmlGpmMigSampleGet's instance; all ones: whole GPU
+  std::map<unsigned, double> values;    // NVML_GPM_METRIC_* -> percent or MiB/s
 };
 
 namespace gpulet::sim {
@@ -93,9 +95,37 @@ constexpr unsigned kFieldRemappedUncorrectable = 143;
 constexpr unsigned kFieldRemappedPending = 144;
 constexpr unsigned kFieldRemappedFailure = 145;
 
+// A MIG instance's memory use beyond its processes' (the instance's own contexts and page
+// tables), in MiB: an idle instance is not at zero, as on real GPUs.
+constexpr uint64_t kMigInstanceOverheadMib = 13;
+
 nvmlDevice_st g_handles[kMaxDevices];
+// MIG device handles, one per (GPU, GPU instance id, compute instance id) that can exist, so
+// a MIG handle, too, stays a valid address for the process's life; one whose instance was
+// destroyed is recognised and refused.
+nvmlDevice_st g_mig_handles[kMaxDevices][kMaxGpuInstanceId + 1][kMaxComputeInstanceId + 1];
 
 nvmlDevice_t HandleFor(unsigned index) { return &g_handles[index]; }
+
+nvmlDevice_t MigHandleFor(unsigned index, unsigned gpu_instance, unsigned compute_instance) {
+  return &g_mig_handles[index][gpu_instance][compute_instance];
+}
+
+// A MIG handle's GPU index and instance ids, without trusting the handle.
+bool MigTableIndex(nvmlDevice_t device, unsigned* index, unsigned* gpu_instance,
+                   unsigned* compute_instance) {
+  const auto base = reinterpret_cast<uintptr_t>(&g_mig_handles[0][0][0]);
+  const auto addr = reinterpret_cast<uintptr_t>(device);
+  if (addr < base || addr >= base + sizeof(g_mig_handles)) return false;
+  const uintptr_t offset = addr - base;
+  if (offset % sizeof(nvmlDevice_st) != 0) return false;
+  size_t slot = offset / sizeof(nvmlDevice_st);
+  *compute_instance = static_cast<unsigned>(slot % (kMaxComputeInstanceId + 1));
+  slot /= kMaxComputeInstanceId + 1;
+  *gpu_instance = static_cast<unsigned>(slot % (kMaxGpuInstanceId + 1));
+  *index = static_cast<unsigned>(slot / (kMaxGpuInstanceId + 1));
+  return true;
+}
 
 // Maps a handle back to its table index without trusting it.
 bool TableIndex(nvmlDevice_t device, unsigned* index) {
@@ -199,6 +229,16 @@ FixtureGpu Effective(const FixtureGpu& fixture, const GpuState& state) {
   replace(load.memory_clock_mhz, &g.clocks_mhz[NVML_CLOCK_MEM]);
   replace(load.video_clock_mhz, &g.clocks_mhz[NVML_CLOCK_VIDEO]);
   if (state.processes) g.processes = *state.processes;
+  // A MIG override applies to a MIG-capable GPU and only with a layout its product takes
+  // (RefreshLocked says on stderr when one is ignored).
+  if (state.mig && g.mig &&
+      (g.mig_product != nullptr
+           ? CheckMigLayout(*g.mig_product, state.mig->enabled, state.mig->instances).empty()
+           : state.mig->instances.empty())) {
+    g.mig->current = g.mig->pending =
+        state.mig->enabled ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+    g.mig->instances = state.mig->instances;
+  }
   if (state.remapped_rows && g.remapped_rows) g.remapped_rows = state.remapped_rows;
   if (state.recovery_action) g.recovery_action = state.recovery_action;
   if (g.gpm.has_value()) {
@@ -252,6 +292,9 @@ unsigned long long SupportedEvents(const FixtureGpu& gpu) {
 struct DeviceCall {
   unsigned index = 0;
   FixtureGpu gpu;  // fixture values with the state's overrides applied
+  // Set when the handle is a MIG device's: its instance and profile in the current layout.
+  std::optional<MigInstance> mig;
+  const MigProfile* mig_profile = nullptr;
   double energy_mj = 0;
   double nvlink_tx_kib = 0;  // all links
   double nvlink_rx_kib = 0;
@@ -370,7 +413,7 @@ class Simulator {
       std::lock_guard<std::mutex> lock(mu_);
       if (init_count_ == 0) return NVML_ERROR_UNINITIALIZED;
       RefreshLocked();
-      if (!ValidIndexLocked(device, &index)) return NVML_ERROR_INVALID_ARGUMENT;
+      if (!ResolveLocked(device, &index, nullptr)) return NVML_ERROR_INVALID_ARGUMENT;
       hang_seconds = MergedLocked(index).hang_seconds;
     }
     if (hang_seconds > 0) SleepForHang(index, hang_seconds);
@@ -378,12 +421,30 @@ class Simulator {
     std::lock_guard<std::mutex> lock(mu_);
     if (init_count_ == 0) return NVML_ERROR_UNINITIALIZED;
     RefreshLocked();
-    if (!ValidIndexLocked(device, &index)) return NVML_ERROR_INVALID_ARGUMENT;
+    std::optional<std::pair<unsigned, unsigned>> mig_ids;
+    if (!ResolveLocked(device, &index, &mig_ids)) return NVML_ERROR_INVALID_ARGUMENT;
     const GpuState state = MergedLocked(index);
     if (state.lost) return NVML_ERROR_GPU_IS_LOST;
     if (state.reset_required && !for_handle) return NVML_ERROR_RESET_REQUIRED;
     call->index = index;
     call->gpu = Effective(fixture_->gpus[index], state);
+    if (mig_ids.has_value()) {
+      // A MIG handle is valid while its instance is in the current layout; after a `sim mig`
+      // change destroyed it, it is stale, like a handle from before nvmlShutdown.
+      const FixtureGpu& g = call->gpu;
+      if (!g.mig || g.mig->current != NVML_DEVICE_MIG_ENABLE || g.mig_product == nullptr) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+      }
+      for (const MigInstance& m : g.mig->instances) {
+        if (m.gpu_instance == mig_ids->first && m.compute_instance == mig_ids->second) {
+          call->mig = m;
+          call->mig_profile = FindMigProfile(*g.mig_product, m.profile);
+        }
+      }
+      if (!call->mig.has_value() || call->mig_profile == nullptr) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+      }
+    }
     AccumulateCountersLocked(index, Clock::now());
     call->energy_mj = runtime_[index].energy_mj;
     call->nvlink_tx_kib = runtime_[index].nvlink_tx_kib;
@@ -416,6 +477,31 @@ class Simulator {
     return NVML_SUCCESS;
   }
 
+  // nvmlDeviceGetHandleByUUID with a "MIG-..." UUID: the MIG device of the current layouts,
+  // after the same checks as a call on its parent GPU.
+  nvmlReturn_t GetMigHandleByUuid(const std::string& uuid, nvmlDevice_t* device) {
+    nvmlDevice_t handle = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (init_count_ == 0) return NVML_ERROR_UNINITIALIZED;
+      if (device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+      RefreshLocked();
+      for (unsigned i = 0; i < fixture_->gpus.size() && handle == nullptr; ++i) {
+        const FixtureGpu g = Effective(fixture_->gpus[i], MergedLocked(i));
+        if (!g.mig || g.mig->current != NVML_DEVICE_MIG_ENABLE) continue;
+        for (const MigInstance& m : g.mig->instances) {
+          if (m.uuid == uuid) handle = MigHandleFor(i, m.gpu_instance, m.compute_instance);
+        }
+      }
+    }
+    if (handle == nullptr) return NVML_ERROR_NOT_FOUND;
+    DeviceCall call;
+    const nvmlReturn_t ret = BeginDeviceCall(handle, &call, /*for_handle=*/true);
+    if (ret != NVML_SUCCESS) return ret;
+    *device = handle;
+    return NVML_SUCCESS;
+  }
+
   nvmlReturn_t EventSetCreate(nvmlEventSet_t* set) {
     std::lock_guard<std::mutex> lock(mu_);
     if (init_count_ == 0) return NVML_ERROR_UNINITIALIZED;
@@ -441,6 +527,7 @@ class Simulator {
     DeviceCall call;
     const nvmlReturn_t ret = BeginDeviceCall(device, &call);
     if (ret != NVML_SUCCESS) return ret;
+    if (call.mig.has_value()) return NVML_ERROR_NOT_SUPPORTED;  // events come on the parent
     std::lock_guard<std::mutex> lock(mu_);
     if (init_count_ == 0) return NVML_ERROR_UNINITIALIZED;
     auto it = event_sets_.find(set);
@@ -488,19 +575,37 @@ class Simulator {
     DeviceCall call;
     const nvmlReturn_t ret = BeginDeviceCall(device, &call);
     if (ret != NVML_SUCCESS) return ret;
-    if (!call.gpu.gpm.has_value()) return NVML_ERROR_NOT_SUPPORTED;
-    std::lock_guard<std::mutex> lock(mu_);
-    // Looked up again: the sample may have been freed, or NVML shut down, during a hang.
-    if (init_count_ == 0) return NVML_ERROR_UNINITIALIZED;
-    auto it = gpm_samples_.find(sample);
-    if (it == gpm_samples_.end()) return NVML_ERROR_INVALID_ARGUMENT;
-    nvmlGpmSample_st& s = *it->second;
-    s.filled = true;
-    s.index = call.index;
-    s.taken = Clock::now();
-    s.seq = ++gpm_seq_;
-    s.values = *call.gpu.gpm;
-    return NVML_SUCCESS;
+    // GPM on a MIG device goes through nvmlGpmMigSampleGet on its parent.
+    if (call.mig.has_value() || !call.gpu.gpm.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+    return FillSample(call.index, kNoInstance, *call.gpu.gpm, sample);
+  }
+
+  // nvmlGpmSampleGet for one GPU instance of a MIG-enabled GPU: the instance's own `gpm`
+  // values from the fixture or the state's layout (the state's load.gpm is the whole GPU's).
+  nvmlReturn_t GpmMigSampleGet(nvmlDevice_t device, unsigned gpu_instance, nvmlGpmSample_t sample) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (init_count_ == 0) return NVML_ERROR_UNINITIALIZED;
+      if (gpm_samples_.count(sample) == 0) return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    DeviceCall call;
+    const nvmlReturn_t ret = BeginDeviceCall(device, &call);
+    if (ret != NVML_SUCCESS) return ret;
+    if (call.mig.has_value()) return NVML_ERROR_INVALID_ARGUMENT;  // takes the parent GPU
+    if (!call.gpu.gpm.has_value() || !call.gpu.mig.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+    const MigInstance* instance = nullptr;
+    if (call.gpu.mig->current == NVML_DEVICE_MIG_ENABLE) {
+      for (const MigInstance& m : call.gpu.mig->instances) {
+        if (m.gpu_instance == gpu_instance) instance = &m;
+      }
+    }
+    if (instance == nullptr) return NVML_ERROR_NOT_FOUND;
+    if (!instance->gpm.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+    std::map<unsigned, double> values;
+    for (const auto& [name, value] : *instance->gpm) {
+      if (const GpmMetric* metric = FindGpmMetric(name)) values[metric->id] = value;
+    }
+    return FillSample(call.index, gpu_instance, values, sample);
   }
 
   // NVML averages counters over the time between the samples; the simulator's values are
@@ -518,7 +623,7 @@ class Simulator {
     }
     const nvmlGpmSample_st& s1 = *first->second;
     const nvmlGpmSample_st& s2 = *second->second;
-    if (!s1.filled || !s2.filled || s1.index != s2.index ||
+    if (!s1.filled || !s2.filled || s1.index != s2.index || s1.gpu_instance != s2.gpu_instance ||
         std::tie(s2.taken, s2.seq) <= std::tie(s1.taken, s1.seq)) {
       return NVML_ERROR_INVALID_ARGUMENT;
     }
@@ -582,8 +687,36 @@ class Simulator {
     return TableIndex(device, index) && *index < fixture_->gpus.size();
   }
 
+  // A whole-GPU or MIG handle: its GPU index and, for a MIG handle (when `mig` is not null),
+  // its (GPU instance, compute instance) ids.
+  bool ResolveLocked(nvmlDevice_t device, unsigned* index,
+                     std::optional<std::pair<unsigned, unsigned>>* mig) const {
+    if (ValidIndexLocked(device, index)) return true;
+    unsigned gi = 0, ci = 0;
+    if (!MigTableIndex(device, index, &gi, &ci) || *index >= fixture_->gpus.size()) return false;
+    if (mig != nullptr) *mig = std::make_pair(gi, ci);
+    return true;
+  }
+
   GpuState MergedLocked(unsigned index) const {
     return MergedGpuState(state_, index, fixture_->gpus[index].uuid);
+  }
+
+  nvmlReturn_t FillSample(unsigned index, unsigned gpu_instance,
+                          const std::map<unsigned, double>& values, nvmlGpmSample_t sample) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Looked up again: the sample may have been freed, or NVML shut down, during a hang.
+    if (init_count_ == 0) return NVML_ERROR_UNINITIALIZED;
+    auto it = gpm_samples_.find(sample);
+    if (it == gpm_samples_.end()) return NVML_ERROR_INVALID_ARGUMENT;
+    nvmlGpmSample_st& s = *it->second;
+    s.filled = true;
+    s.index = index;
+    s.gpu_instance = gpu_instance;
+    s.taken = Clock::now();
+    s.seq = ++gpm_seq_;
+    s.values = values;
+    return NVML_SUCCESS;
   }
 
   // Sleeps for an injected hang in short slices, ending early when the hang is cleared from
@@ -622,6 +755,7 @@ class Simulator {
     const Clock::time_point now = Clock::now();
     for (unsigned i = 0; i < runtime_.size(); ++i) AccumulateCountersLocked(i, now);
     state_ = std::move(next);
+    if (changed) WarnAboutMigOverridesLocked();
     DispatchXidsLocked();
     cv_.notify_all();
   }
@@ -652,6 +786,27 @@ class Simulator {
     }
   }
 
+  // Effective() ignores a MIG layout the product cannot take; say so once per state change.
+  void WarnAboutMigOverridesLocked() const {
+    for (unsigned i = 0; i < fixture_->gpus.size(); ++i) {
+      const FixtureGpu& gpu = fixture_->gpus[i];
+      const GpuState state = MergedLocked(i);
+      if (!state.mig.has_value()) continue;
+      std::string why;
+      if (!gpu.mig.has_value()) {
+        why = "the GPU is not MIG-capable";
+      } else if (gpu.mig_product == nullptr) {
+        if (!state.mig->instances.empty()) why = "no MIG profile table for " + gpu.name;
+      } else {
+        why = CheckMigLayout(*gpu.mig_product, state.mig->enabled, state.mig->instances);
+      }
+      if (!why.empty()) {
+        std::fprintf(stderr, "gpulet-nvml-sim: ignoring the MIG layout of GPU %u (%s): %s\n", i,
+                     gpu.uuid.c_str(), why.c_str());
+      }
+    }
+  }
+
   void DispatchXidsLocked() {
     for (unsigned i = 0; i < fixture_->gpus.size(); ++i) {
       DeviceRuntime& rt = runtime_[i];
@@ -664,8 +819,8 @@ class Simulator {
         event.device = HandleFor(i);
         event.eventType = nvmlEventTypeXidCriticalError;
         event.eventData = xid.xid;
-        event.gpuInstanceId = kNoInstance;
-        event.computeInstanceId = kNoInstance;
+        event.gpuInstanceId = xid.gpu_instance.value_or(kNoInstance);
+        event.computeInstanceId = xid.compute_instance.value_or(kNoInstance);
         for (auto& entry : event_sets_) {
           nvmlEventSet_st& set = *entry.second;
           for (const auto& reg : set.registrations) {
@@ -715,14 +870,60 @@ nvmlReturn_t Guarded(F&& body) noexcept {
   return NVML_ERROR_UNKNOWN;
 }
 
+// A call on a whole GPU. On a MIG device handle it answers NOT_SUPPORTED: real NVML serves
+// only a subset of queries on MIG handles, and the simulator only those OnAnyDevice serves.
 template <typename F>
 nvmlReturn_t OnDevice(nvmlDevice_t device, F&& body) {
   return Guarded([&]() -> nvmlReturn_t {
     DeviceCall call;
     const nvmlReturn_t ret = Sim().BeginDeviceCall(device, &call);
     if (ret != NVML_SUCCESS) return ret;
+    if (call.mig.has_value()) return NVML_ERROR_NOT_SUPPORTED;
     return body(call);
   });
+}
+
+// A call that takes a whole-GPU or a MIG device handle (call.mig says which).
+template <typename F>
+nvmlReturn_t OnAnyDevice(nvmlDevice_t device, F&& body) {
+  return Guarded([&]() -> nvmlReturn_t {
+    DeviceCall call;
+    const nvmlReturn_t ret = Sim().BeginDeviceCall(device, &call);
+    if (ret != NVML_SUCCESS) return ret;
+    return body(call);
+  });
+}
+
+bool MigEnabled(const FixtureGpu& gpu) {
+  return gpu.mig.has_value() && gpu.mig->current == NVML_DEVICE_MIG_ENABLE;
+}
+
+// The instance of the current layout a process names; nullptr when it names none, or one the
+// layout lacks.
+const MigInstance* ProcessInstance(const FixtureGpu& gpu, const SimProcess& p) {
+  if (!p.gpu_instance.has_value() || !MigEnabled(gpu)) return nullptr;
+  for (const MigInstance& m : gpu.mig->instances) {
+    if (m.gpu_instance == *p.gpu_instance &&
+        (!p.compute_instance.has_value() || *p.compute_instance == m.compute_instance)) {
+      return &m;
+    }
+  }
+  return nullptr;
+}
+
+// Memory of one MIG device in MiB: the profile's size, the instance's processes plus a fixed
+// overhead in use (at most the size).
+std::pair<uint64_t, uint64_t> MigMemoryMib(const DeviceCall& call) {
+  const uint64_t total = call.mig_profile->memory_mib;
+  uint64_t used = kMigInstanceOverheadMib;
+  for (const SimProcess& p : call.gpu.processes) {
+    const MigInstance* m = ProcessInstance(call.gpu, p);
+    if (m != nullptr && m->gpu_instance == call.mig->gpu_instance &&
+        m->compute_instance == call.mig->compute_instance) {
+      used += p.used_mib;
+    }
+  }
+  return {total, std::min(used, total)};
 }
 
 nvmlReturn_t CopyString(const std::string& value, char* buffer, unsigned length) {
@@ -750,8 +951,15 @@ nvmlReturn_t Processes(const DeviceCall& call, ProcessType type, unsigned* count
                        nvmlProcessInfo_t* infos) {
   if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   std::vector<const SimProcess*> matching;
+  std::vector<const MigInstance*> instances;
   for (const SimProcess& p : call.gpu.processes) {
-    if (p.type == type) matching.push_back(&p);
+    if (p.type != type) continue;
+    const MigInstance* instance = ProcessInstance(call.gpu, p);
+    // A process in an instance the current layout lacks (destroyed, or MIG turned off) is
+    // gone with it.
+    if (p.gpu_instance.has_value() && instance == nullptr) continue;
+    matching.push_back(&p);
+    instances.push_back(instance);
   }
   if (*count < matching.size()) {
     *count = static_cast<unsigned>(matching.size());
@@ -761,8 +969,9 @@ nvmlReturn_t Processes(const DeviceCall& call, ProcessType type, unsigned* count
   for (size_t i = 0; i < matching.size(); ++i) {
     infos[i].pid = matching[i]->pid;
     infos[i].usedGpuMemory = matching[i]->used_mib * kMiB;
-    infos[i].gpuInstanceId = kNoInstance;
-    infos[i].computeInstanceId = kNoInstance;
+    infos[i].gpuInstanceId = instances[i] != nullptr ? instances[i]->gpu_instance : kNoInstance;
+    infos[i].computeInstanceId =
+        instances[i] != nullptr ? instances[i]->compute_instance : kNoInstance;
   }
   *count = static_cast<unsigned>(matching.size());
   return NVML_SUCCESS;
@@ -1007,6 +1216,7 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvml
           [](const Fixture&) -> nvmlReturn_t { return NVML_ERROR_INVALID_ARGUMENT; });
     }
     const std::string wanted(uuid);
+    if (wanted.rfind("MIG-", 0) == 0) return Sim().GetMigHandleByUuid(wanted, device);
     return Sim().GetHandle([&](const FixtureGpu& g, unsigned) { return g.uuid == wanted; },
                            NVML_ERROR_NOT_FOUND, device);
   });
@@ -1028,17 +1238,18 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* pci
   });
 }
 
+// On a MIG device, "<GPU name> MIG <profile>", as NVML names them.
 GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name,
                                                   unsigned int length) {
-  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
-    return CopyString(c.gpu.name, name, length);
+  return OnAnyDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    return CopyString(c.mig ? c.gpu.name + " MIG " + c.mig->profile : c.gpu.name, name, length);
   });
 }
 
 GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid,
                                                   unsigned int length) {
-  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
-    return CopyString(c.gpu.uuid, uuid, length);
+  return OnAnyDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    return CopyString(c.mig ? c.mig->uuid : c.gpu.uuid, uuid, length);
   });
 }
 
@@ -1087,8 +1298,15 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvm
 }
 
 GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
-  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+  return OnAnyDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
     if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (c.mig) {
+      const auto [total, used] = MigMemoryMib(c);
+      memory->total = total * kMiB;
+      memory->used = used * kMiB;
+      memory->free = memory->total - memory->used;
+      return NVML_SUCCESS;
+    }
     const FixtureGpu& g = c.gpu;
     memory->total = g.memory_total_mib * kMiB;
     memory->used = (g.memory_used_mib + g.memory_reserved_mib) * kMiB;  // v1 counts reserved
@@ -1099,9 +1317,17 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvm
 
 GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
                                                            nvmlMemory_v2_t* memory) {
-  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+  return OnAnyDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
     if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     if (memory->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (c.mig) {
+      const auto [total, used] = MigMemoryMib(c);
+      memory->total = total * kMiB;
+      memory->reserved = 0;
+      memory->used = used * kMiB;
+      memory->free = memory->total - memory->used;
+      return NVML_SUCCESS;
+    }
     const FixtureGpu& g = c.gpu;
     memory->total = g.memory_total_mib * kMiB;
     memory->reserved = g.memory_reserved_mib * kMiB;
@@ -1115,7 +1341,8 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t devic
                                                               nvmlUtilization_t* utilization) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
     if (utilization == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    if (!c.gpu.utilization.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+    // With MIG on, drivers have no whole-GPU utilisation to give (GPM per instance replaces it).
+    if (!c.gpu.utilization.has_value() || MigEnabled(c.gpu)) return NVML_ERROR_NOT_SUPPORTED;
     utilization->gpu = c.gpu.utilization->first;
     utilization->memory = c.gpu.utilization->second;
     return NVML_SUCCESS;
@@ -1376,6 +1603,89 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsign
   });
 }
 
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device,
+                                                               unsigned int* count) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!c.gpu.mig.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+    *count = kMigComputeSlices;  // every product in sim/mig.h is a 7-slice GPU
+    return NVML_SUCCESS;
+  });
+}
+
+// The index-th MIG device, by GPU instance id then compute instance id. NVML answers
+// INVALID_ARGUMENT when MIG is off and NOT_FOUND past the last device; so does this.
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device,
+                                                                    unsigned int index,
+                                                                    nvmlDevice_t* mig) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (mig == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!c.gpu.mig.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+    if (!MigEnabled(c.gpu)) return NVML_ERROR_INVALID_ARGUMENT;
+    const std::vector<MigInstance> sorted = SortedMigLayout(c.gpu.mig->instances);
+    if (index >= sorted.size()) return NVML_ERROR_NOT_FOUND;
+    *mig = MigHandleFor(c.index, sorted[index].gpu_instance, sorted[index].compute_instance);
+    return NVML_SUCCESS;
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device,
+                                                            unsigned int* is_mig) {
+  return OnAnyDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (is_mig == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *is_mig = c.mig ? 1 : 0;
+    return NVML_SUCCESS;
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t device,
+                                                                             nvmlDevice_t* parent) {
+  return OnAnyDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (parent == nullptr || !c.mig) return NVML_ERROR_INVALID_ARGUMENT;
+    *parent = HandleFor(c.index);
+    return NVML_SUCCESS;
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id) {
+  return OnAnyDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (id == nullptr || !c.mig) return NVML_ERROR_INVALID_ARGUMENT;
+    *id = c.mig->gpu_instance;
+    return NVML_SUCCESS;
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device,
+                                                               unsigned int* id) {
+  return OnAnyDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (id == nullptr || !c.mig) return NVML_ERROR_INVALID_ARGUMENT;
+    *id = c.mig->compute_instance;
+    return NVML_SUCCESS;
+  });
+}
+
+// A MIG device's profile, or the whole GPU (all slices, all memory) of a product with a MIG
+// table; NOT_SUPPORTED for GPUs sim/mig.h has no table for.
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device,
+                                                           nvmlDeviceAttributes_t* attributes) {
+  return OnAnyDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (attributes == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (c.gpu.mig_product == nullptr) return NVML_ERROR_NOT_SUPPORTED;
+    const MigProfile& p = c.mig ? *c.mig_profile : c.gpu.mig_product->Full();
+    attributes->multiprocessorCount =
+        c.mig ? p.multiprocessors : c.gpu.mig_product->multiprocessors;
+    attributes->sharedCopyEngineCount = p.copy_engines;
+    attributes->sharedDecoderCount = p.decoders;
+    attributes->sharedEncoderCount = p.encoders;
+    attributes->sharedJpegCount = p.jpegs;
+    attributes->sharedOfaCount = p.ofas;
+    attributes->gpuInstanceSliceCount = c.mig ? p.slices : kMigComputeSlices;
+    attributes->computeInstanceSliceCount = c.mig ? p.slices : kMigComputeSlices;
+    attributes->memorySizeMB = c.mig ? p.memory_mib : c.gpu.memory_total_mib;
+    return NVML_SUCCESS;
+  });
+}
+
 GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetVirtualizationMode(nvmlDevice_t device, int* mode) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
     if (mode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
@@ -1404,6 +1714,12 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t sample) {
 
 GPULET_NVML_EXPORT nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t sample) {
   return Guarded([&]() -> nvmlReturn_t { return Sim().GpmSampleGet(device, sample); });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t device, unsigned int gpu_instance,
+                                                    nvmlGpmSample_t sample) {
+  return Guarded(
+      [&]() -> nvmlReturn_t { return Sim().GpmMigSampleGet(device, gpu_instance, sample); });
 }
 
 GPULET_NVML_EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t* metrics) {

@@ -20,6 +20,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +40,7 @@ constexpr unsigned long long kMiB = 1ULL << 20;
 using InitWithFlagsFn = nvmlReturn_t (*)(unsigned int);
 using DeviceGetUint2Fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, unsigned int*);
 using DeviceGetInt2Fn = nvmlReturn_t (*)(nvmlDevice_t, int*, int*);
+using DeviceGetHandleFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlDevice_t*);
 
 // The simulator's entry points, resolved once for the whole test binary.
 struct Nvml {
@@ -91,6 +93,14 @@ struct Nvml {
   nvml::GpmSampleFreeFn GpmSampleFree;
   nvml::GpmSampleGetFn GpmSampleGet;
   nvml::GpmMetricsGetFn GpmMetricsGet;
+  nvml::DeviceGetUintFn GetMaxMigDeviceCount;
+  nvml::DeviceGetMigDeviceHandleByIndexFn GetMigDeviceHandleByIndex;
+  nvml::DeviceGetUintFn IsMigDeviceHandle;
+  DeviceGetHandleFn GetDeviceHandleFromMigDeviceHandle;
+  nvml::DeviceGetUintFn GetGpuInstanceId;
+  nvml::DeviceGetUintFn GetComputeInstanceId;
+  nvml::DeviceGetAttributesFn GetAttributes;
+  nvml::GpmMigSampleGetFn GpmMigSampleGet;
 };
 
 template <typename T>
@@ -156,6 +166,15 @@ const Nvml& Api() {
     Resolve(lib, "nvmlGpmSampleFree", &n->GpmSampleFree);
     Resolve(lib, "nvmlGpmSampleGet", &n->GpmSampleGet);
     Resolve(lib, "nvmlGpmMetricsGet", &n->GpmMetricsGet);
+    Resolve(lib, "nvmlDeviceGetMaxMigDeviceCount", &n->GetMaxMigDeviceCount);
+    Resolve(lib, "nvmlDeviceGetMigDeviceHandleByIndex", &n->GetMigDeviceHandleByIndex);
+    Resolve(lib, "nvmlDeviceIsMigDeviceHandle", &n->IsMigDeviceHandle);
+    Resolve(lib, "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
+            &n->GetDeviceHandleFromMigDeviceHandle);
+    Resolve(lib, "nvmlDeviceGetGpuInstanceId", &n->GetGpuInstanceId);
+    Resolve(lib, "nvmlDeviceGetComputeInstanceId", &n->GetComputeInstanceId);
+    Resolve(lib, "nvmlDeviceGetAttributes_v2", &n->GetAttributes);
+    Resolve(lib, "nvmlGpmMigSampleGet", &n->GpmMigSampleGet);
     return n;
   }();
   return *api;
@@ -323,7 +342,9 @@ std::vector<Identity> IdentityTable() {
 }
 
 TEST_F(NvmlSimTest, FixturesMatchTheIdentityTable) {
-  const std::map<std::string, unsigned> counts = {{"homelab", 2}, {"h200", 1}, {"dgx8", 8}};
+  // The -mig fixtures are the same machines, partitioned: same identities.
+  const std::map<std::string, unsigned> counts = {
+      {"homelab", 2}, {"h200", 1}, {"dgx8", 8}, {"h200-mig", 1}, {"dgx8-mig", 8}};
   for (const auto& [fixture, expected_count] : counts) {
     SCOPED_TRACE(fixture);
     UseFixture(fixture);
@@ -332,7 +353,7 @@ TEST_F(NvmlSimTest, FixturesMatchTheIdentityTable) {
     ASSERT_EQ(Api().GetCount(&count), NVML_SUCCESS);
     EXPECT_EQ(count, expected_count);
     for (const Identity& id : IdentityTable()) {
-      if (fixture != id.fixture) continue;
+      if (fixture != id.fixture && fixture != std::string(id.fixture) + "-mig") continue;
       SCOPED_TRACE(id.index);
       nvmlDevice_t device = Handle(id.index);
       char buf[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
@@ -514,7 +535,9 @@ TEST_F(NvmlSimTest, StateOverridesLiveValues) {
   load.utilization_gpu = 100;
   load.memory_temperature_c = 95;  // GeForce has no such sensor: stays unsupported
   ASSERT_TRUE(SetLoad(&state, "GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090", load));
-  ASSERT_TRUE(SetProcesses(&state, "1", {{777, "llama-server", 20000, ProcessType::kCompute}}));
+  ASSERT_TRUE(SetProcesses(
+      &state, "1",
+      {{777, "llama-server", 20000, ProcessType::kCompute, std::nullopt, std::nullopt}}));
   Write(state);
 
   unsigned temp = 0, power = 0;
@@ -1143,6 +1166,408 @@ TEST_F(NvmlSimTest, BadFixtureFailsInitWithOneLine) {
   EXPECT_EQ(Api().Init(), NVML_ERROR_UNKNOWN);
   log = testing::internal::GetCapturedStderr();
   EXPECT_NE(log.find("missing.yaml"), std::string::npos) << log;
+}
+
+// --- MIG --------------------------------------------------------------------------------
+
+// The MIG devices of `parent`, in nvmlDeviceGetMigDeviceHandleByIndex order.
+std::vector<nvmlDevice_t> MigDevices(nvmlDevice_t parent) {
+  std::vector<nvmlDevice_t> devices;
+  for (unsigned i = 0;; ++i) {
+    nvmlDevice_t mig = nullptr;
+    const nvmlReturn_t ret = Api().GetMigDeviceHandleByIndex(parent, i, &mig);
+    if (ret == NVML_ERROR_NOT_FOUND) break;
+    EXPECT_EQ(ret, NVML_SUCCESS) << "MIG device " << i;
+    if (ret != NVML_SUCCESS || i > 16) break;
+    devices.push_back(mig);
+  }
+  return devices;
+}
+
+std::string Uuid(nvmlDevice_t device) {
+  char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+  EXPECT_EQ(Api().GetUUID(device, buf, sizeof(buf)), NVML_SUCCESS);
+  return buf;
+}
+
+TEST_F(NvmlSimTest, H200MigDevicesFollowTheFixtureLayout) {
+  UseFixture("h200-mig");
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  nvmlDevice_t gpu = Handle(0);
+  unsigned current = 9, pending = 9, value = 0;
+  ASSERT_EQ(Api().GetMigMode(gpu, &current, &pending), NVML_SUCCESS);
+  EXPECT_EQ(current, NVML_DEVICE_MIG_ENABLE);
+  EXPECT_EQ(pending, NVML_DEVICE_MIG_ENABLE);
+  ASSERT_EQ(Api().GetMaxMigDeviceCount(gpu, &value), NVML_SUCCESS);
+  EXPECT_EQ(value, 7u);
+  ASSERT_EQ(Api().IsMigDeviceHandle(gpu, &value), NVML_SUCCESS);
+  EXPECT_EQ(value, 0u);
+  EXPECT_EQ(Api().GetGpuInstanceId(gpu, &value), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(Api().GetComputeInstanceId(gpu, &value), NVML_ERROR_INVALID_ARGUMENT);
+  nvmlDevice_t parent = nullptr;
+  EXPECT_EQ(Api().GetDeviceHandleFromMigDeviceHandle(gpu, &parent), NVML_ERROR_INVALID_ARGUMENT);
+  nvmlUtilization_t utilization;
+  EXPECT_EQ(Api().GetUtilizationRates(gpu, &utilization), NVML_ERROR_NOT_SUPPORTED);
+
+  nvmlDeviceAttributes_t attributes;
+  ASSERT_EQ(Api().GetAttributes(gpu, &attributes), NVML_SUCCESS);
+  EXPECT_EQ(attributes.gpuInstanceSliceCount, 7u);
+  EXPECT_EQ(attributes.computeInstanceSliceCount, 7u);
+  EXPECT_EQ(attributes.memorySizeMB, 143771u);
+  EXPECT_EQ(attributes.multiprocessorCount, 132u);
+
+  struct Expected {
+    unsigned gi;
+    const char* profile;
+    unsigned slices;
+    unsigned long long memory_mib;
+    unsigned sms;
+    unsigned long long used_mib;  // processes + the 13 MiB instance overhead
+  } expected[] = {
+      {1, "3g.71gb", 3, 71680, 60, 64500 + 13},
+      {2, "2g.35gb", 2, 35840, 32, 13},
+      {3, "1g.18gb", 1, 17920, 16, 6144 + 13},
+      {4, "1g.18gb", 1, 17920, 16, 13},
+  };
+  const std::vector<nvmlDevice_t> migs = MigDevices(gpu);
+  ASSERT_EQ(migs.size(), 4u);
+  for (size_t i = 0; i < migs.size(); ++i) {
+    const Expected& e = expected[i];
+    SCOPED_TRACE(e.profile);
+    nvmlDevice_t mig = migs[i];
+    EXPECT_EQ(Uuid(mig), "MIG-c1a7e0f2-9b34-5d58-8e61-2f0b7a3d020" + std::to_string(e.gi));
+    ASSERT_EQ(Api().IsMigDeviceHandle(mig, &value), NVML_SUCCESS);
+    EXPECT_EQ(value, 1u);
+    ASSERT_EQ(Api().GetGpuInstanceId(mig, &value), NVML_SUCCESS);
+    EXPECT_EQ(value, e.gi);
+    ASSERT_EQ(Api().GetComputeInstanceId(mig, &value), NVML_SUCCESS);
+    EXPECT_EQ(value, 0u);
+    ASSERT_EQ(Api().GetDeviceHandleFromMigDeviceHandle(mig, &parent), NVML_SUCCESS);
+    EXPECT_EQ(parent, gpu);
+    ASSERT_EQ(Api().GetAttributes(mig, &attributes), NVML_SUCCESS);
+    EXPECT_EQ(attributes.gpuInstanceSliceCount, e.slices);
+    EXPECT_EQ(attributes.computeInstanceSliceCount, e.slices);
+    EXPECT_EQ(attributes.memorySizeMB, e.memory_mib);
+    EXPECT_EQ(attributes.multiprocessorCount, e.sms);
+    EXPECT_EQ(attributes.sharedCopyEngineCount, e.slices);
+    nvmlMemory_t memory;
+    ASSERT_EQ(Api().GetMemoryInfo(mig, &memory), NVML_SUCCESS);
+    EXPECT_EQ(memory.total, e.memory_mib * kMiB);
+    EXPECT_EQ(memory.used, e.used_mib * kMiB);
+    EXPECT_EQ(memory.free, memory.total - memory.used);
+    nvmlMemory_v2_t memory2;
+    memory2.version = nvmlMemory_v2;
+    ASSERT_EQ(Api().GetMemoryInfoV2(mig, &memory2), NVML_SUCCESS);
+    EXPECT_EQ(memory2.total, memory.total);
+    EXPECT_EQ(memory2.used, memory.used);
+    EXPECT_EQ(memory2.reserved, 0u);
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+    ASSERT_EQ(Api().GetName(mig, name, sizeof(name)), NVML_SUCCESS);
+    EXPECT_EQ(std::string(name), std::string("NVIDIA H200 MIG ") + e.profile);
+    // Whole-GPU queries are not served on a MIG handle.
+    unsigned temp = 0;
+    EXPECT_EQ(Api().GetTemperature(mig, NVML_TEMPERATURE_GPU, &temp), NVML_ERROR_NOT_SUPPORTED);
+    EXPECT_EQ(Api().GetUtilizationRates(mig, &utilization), NVML_ERROR_NOT_SUPPORTED);
+    EXPECT_EQ(Api().GetMaxMigDeviceCount(mig, &value), NVML_ERROR_NOT_SUPPORTED);
+    nvmlDevice_t nested = nullptr;
+    EXPECT_EQ(Api().GetMigDeviceHandleByIndex(mig, 0, &nested), NVML_ERROR_NOT_SUPPORTED);
+  }
+  nvmlDevice_t by_uuid = nullptr;
+  ASSERT_EQ(Api().GetHandleByUUID("MIG-c1a7e0f2-9b34-5d58-8e61-2f0b7a3d0203", &by_uuid),
+            NVML_SUCCESS);
+  EXPECT_EQ(by_uuid, migs[2]);
+  EXPECT_EQ(Api().GetHandleByUUID("MIG-c1a7e0f2-9b34-5d58-8e61-2f0b7a3d0209", &by_uuid),
+            NVML_ERROR_NOT_FOUND);
+  nvmlDevice_t past = nullptr;
+  EXPECT_EQ(Api().GetMigDeviceHandleByIndex(gpu, 4, &past), NVML_ERROR_NOT_FOUND);
+  EXPECT_EQ(Api().GetMigDeviceHandleByIndex(gpu, 0, nullptr), NVML_ERROR_INVALID_ARGUMENT);
+
+  // Processes carry the instance they run in.
+  nvmlProcessInfo_t infos[4];
+  unsigned count = 4;
+  ASSERT_EQ(Api().GetComputeProcesses(gpu, &count, infos), NVML_SUCCESS);
+  ASSERT_EQ(count, 2u);
+  EXPECT_EQ(infos[0].pid, 90211u);
+  EXPECT_EQ(infos[0].gpuInstanceId, 1u);
+  EXPECT_EQ(infos[0].computeInstanceId, 0u);
+  EXPECT_EQ(infos[1].pid, 90377u);
+  EXPECT_EQ(infos[1].gpuInstanceId, 3u);
+  EXPECT_EQ(infos[1].computeInstanceId, 0u);
+}
+
+TEST_F(NvmlSimTest, GpmPerGpuInstance) {
+  UseFixture("h200-mig");
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  nvmlDevice_t gpu = Handle(0);
+  nvmlGpmSample_t first = nullptr, second = nullptr, whole = nullptr;
+  ASSERT_EQ(Api().GpmSampleAlloc(&first), NVML_SUCCESS);
+  ASSERT_EQ(Api().GpmSampleAlloc(&second), NVML_SUCCESS);
+  ASSERT_EQ(Api().GpmSampleAlloc(&whole), NVML_SUCCESS);
+  ASSERT_EQ(Api().GpmMigSampleGet(gpu, 1, first), NVML_SUCCESS);
+  ASSERT_EQ(Api().GpmMigSampleGet(gpu, 1, second), NVML_SUCCESS);
+  auto get = MetricsRequest(
+      first, second,
+      {NVML_GPM_METRIC_SM_UTIL, NVML_GPM_METRIC_FP16_UTIL, NVML_GPM_METRIC_PCIE_TX_PER_SEC});
+  ASSERT_EQ(Api().GpmMetricsGet(get.get()), NVML_SUCCESS);
+  EXPECT_EQ(get->metrics[0].nvmlReturn, NVML_SUCCESS);
+  EXPECT_DOUBLE_EQ(get->metrics[0].value, 84.6);
+  EXPECT_DOUBLE_EQ(get->metrics[1].value, 40.8);
+  EXPECT_EQ(get->metrics[2].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);  // not in the instance's gpm
+
+  // Another instance's (or the whole GPU's) sample does not pair with it.
+  ASSERT_EQ(Api().GpmMigSampleGet(gpu, 3, second), NVML_SUCCESS);
+  EXPECT_EQ(Api().GpmMetricsGet(get.get()), NVML_ERROR_INVALID_ARGUMENT);
+  ASSERT_EQ(Api().GpmSampleGet(gpu, whole), NVML_SUCCESS);
+  get->sample2 = whole;
+  EXPECT_EQ(Api().GpmMetricsGet(get.get()), NVML_ERROR_INVALID_ARGUMENT);
+
+  EXPECT_EQ(Api().GpmMigSampleGet(gpu, 2, first), NVML_ERROR_NOT_SUPPORTED);  // no gpm there
+  EXPECT_EQ(Api().GpmMigSampleGet(gpu, 9, first), NVML_ERROR_NOT_FOUND);
+  const std::vector<nvmlDevice_t> migs = MigDevices(gpu);
+  ASSERT_FALSE(migs.empty());
+  EXPECT_EQ(Api().GpmMigSampleGet(migs[0], 1, first), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(Api().GpmSampleGet(migs[0], first), NVML_ERROR_NOT_SUPPORTED);
+  for (nvmlGpmSample_t s : {first, second, whole}) EXPECT_EQ(Api().GpmSampleFree(s), NVML_SUCCESS);
+  ASSERT_EQ(Api().Shutdown(), NVML_SUCCESS);
+
+  UseFixture("h200");  // MIG off: no instances to sample
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  ASSERT_EQ(Api().GpmSampleAlloc(&first), NVML_SUCCESS);
+  EXPECT_EQ(Api().GpmMigSampleGet(Handle(0), 1, first), NVML_ERROR_NOT_FOUND);
+  EXPECT_EQ(Api().GpmSampleFree(first), NVML_SUCCESS);
+}
+
+TEST_F(NvmlSimTest, Dgx8MigHasThirtyMigDevicesInMixedLayouts) {
+  UseFixture("dgx8-mig");
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  const std::vector<std::vector<const char*>> layouts = {
+      {"1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb"},
+      {"1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb"},
+      {"2g.20gb", "2g.20gb", "2g.20gb"},
+      {"2g.20gb", "2g.20gb", "2g.20gb"},
+      {"4g.40gb", "3g.40gb"},
+      {"7g.80gb"},
+      {},
+      {"1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb"},
+  };
+  std::set<std::string> uuids;
+  size_t total = 0;
+  for (unsigned g = 0; g < 8; ++g) {
+    SCOPED_TRACE("GPU " + std::to_string(g));
+    nvmlDevice_t gpu = Handle(g);
+    unsigned current = 9, pending = 9;
+    ASSERT_EQ(Api().GetMigMode(gpu, &current, &pending), NVML_SUCCESS);
+    nvmlUtilization_t utilization;
+    if (g == 6) {
+      EXPECT_EQ(current, NVML_DEVICE_MIG_DISABLE);
+      nvmlDevice_t mig = nullptr;
+      EXPECT_EQ(Api().GetMigDeviceHandleByIndex(gpu, 0, &mig), NVML_ERROR_INVALID_ARGUMENT);
+      EXPECT_EQ(Api().GetUtilizationRates(gpu, &utilization), NVML_SUCCESS);
+      nvmlProcessInfo_t info;
+      unsigned count = 1;
+      ASSERT_EQ(Api().GetComputeProcesses(gpu, &count, &info), NVML_SUCCESS);
+      ASSERT_EQ(count, 1u);
+      EXPECT_EQ(info.gpuInstanceId, NVML_INVALID_INSTANCE_ID);
+      EXPECT_EQ(info.computeInstanceId, NVML_INVALID_INSTANCE_ID);
+      continue;
+    }
+    EXPECT_EQ(current, NVML_DEVICE_MIG_ENABLE);
+    EXPECT_EQ(Api().GetUtilizationRates(gpu, &utilization), NVML_ERROR_NOT_SUPPORTED);
+    const std::vector<nvmlDevice_t> migs = MigDevices(gpu);
+    ASSERT_EQ(migs.size(), layouts[g].size());
+    for (size_t i = 0; i < migs.size(); ++i) {
+      char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+      ASSERT_EQ(Api().GetName(migs[i], name, sizeof(name)), NVML_SUCCESS);
+      EXPECT_EQ(std::string(name), std::string("NVIDIA H100 80GB HBM3 MIG ") + layouts[g][i]);
+      uuids.insert(Uuid(migs[i]));
+    }
+    total += migs.size();
+  }
+  EXPECT_EQ(total, 30u);
+  EXPECT_EQ(uuids.size(), 30u);
+  // The 7g.80gb is GPU instance 0, as drivers number a whole-GPU instance.
+  unsigned gi = 9;
+  ASSERT_EQ(Api().GetGpuInstanceId(MigDevices(Handle(5))[0], &gi), NVML_SUCCESS);
+  EXPECT_EQ(gi, 0u);
+  ASSERT_EQ(Api().Shutdown(), NVML_SUCCESS);
+
+  UseFixture("homelab");  // not MIG-capable
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  unsigned value = 0;
+  EXPECT_EQ(Api().GetMaxMigDeviceCount(Handle(0), &value), NVML_ERROR_NOT_SUPPORTED);
+  nvmlDevice_t mig = nullptr;
+  EXPECT_EQ(Api().GetMigDeviceHandleByIndex(Handle(0), 0, &mig), NVML_ERROR_NOT_SUPPORTED);
+  nvmlDeviceAttributes_t attributes;
+  EXPECT_EQ(Api().GetAttributes(Handle(0), &attributes), NVML_ERROR_NOT_SUPPORTED);
+}
+
+TEST_F(NvmlSimTest, XidEventsCarryTheMigInstance) {
+  UseFixture("h200-mig");
+  UseState();
+  SimState state;
+  Write(state);
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  nvmlDevice_t gpu = Handle(0);
+  nvmlEventSet_t set = nullptr;
+  ASSERT_EQ(Api().EventSetCreate(&set), NVML_SUCCESS);
+  ASSERT_EQ(Api().RegisterEvents(gpu, nvmlEventTypeXidCriticalError, set), NVML_SUCCESS);
+  EXPECT_EQ(Api().RegisterEvents(MigDevices(gpu)[0], nvmlEventTypeXidCriticalError, set),
+            NVML_ERROR_NOT_SUPPORTED);
+  ASSERT_TRUE(InjectXid(&state, "0", 31, 3, 0));
+  ASSERT_TRUE(InjectXid(&state, "0", 43, 1));
+  ASSERT_TRUE(InjectXid(&state, "0", 79));
+  Write(state);
+  nvmlEventData_t data;
+  ASSERT_EQ(Api().EventSetWait(set, &data, 2000), NVML_SUCCESS);
+  EXPECT_EQ(data.device, gpu);
+  EXPECT_EQ(data.eventData, 31u);
+  EXPECT_EQ(data.gpuInstanceId, 3u);
+  EXPECT_EQ(data.computeInstanceId, 0u);
+  ASSERT_EQ(Api().EventSetWait(set, &data, 2000), NVML_SUCCESS);
+  EXPECT_EQ(data.eventData, 43u);
+  EXPECT_EQ(data.gpuInstanceId, 1u);
+  EXPECT_EQ(data.computeInstanceId, NVML_INVALID_INSTANCE_ID);
+  ASSERT_EQ(Api().EventSetWait(set, &data, 2000), NVML_SUCCESS);
+  EXPECT_EQ(data.eventData, 79u);
+  EXPECT_EQ(data.gpuInstanceId, NVML_INVALID_INSTANCE_ID);
+  EXPECT_EQ(data.computeInstanceId, NVML_INVALID_INSTANCE_ID);
+  EXPECT_EQ(Api().EventSetFree(set), NVML_SUCCESS);
+}
+
+// `gpulet sim mig` writes a MIG override into the state; a running simulator sees it on its
+// next call, as an operator's mig-parted change would show.
+TEST_F(NvmlSimTest, MigLayoutChangesReachARunningSimulator) {
+  UseFixture("h200-mig");
+  UseState();
+  SimState state;
+  Write(state);
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  nvmlDevice_t gpu = Handle(0);
+  const std::vector<nvmlDevice_t> before = MigDevices(gpu);
+  ASSERT_EQ(before.size(), 4u);
+  nvmlDevice_t three_g = before[0];
+
+  // Destroy GPU instance 1 (the 3g.71gb, where vLLM runs) and make two 1g.35gb in its place.
+  MigOverride mig;
+  mig.enabled = true;
+  for (const char* uuid_tail : {"02", "03", "04"}) {
+    MigInstance m;
+    m.gpu_instance = static_cast<unsigned>(std::stoul(uuid_tail));
+    m.profile = m.gpu_instance == 2 ? "2g.35gb" : "1g.18gb";
+    m.placement = m.gpu_instance == 2 ? 0 : m.gpu_instance - 1;
+    m.uuid = std::string("MIG-c1a7e0f2-9b34-5d58-8e61-2f0b7a3d02") + uuid_tail;
+    mig.instances.push_back(m);
+  }
+  for (unsigned gi : {5u, 6u}) {
+    MigInstance m;
+    m.gpu_instance = gi;
+    m.profile = "1g.35gb";
+    m.placement = gi == 5 ? 4 : 6;
+    m.uuid = "MIG-00000000-0000-0000-0000-00000000000" + std::to_string(gi);
+    mig.instances.push_back(m);
+  }
+  ASSERT_TRUE(SetMig(&state, "GPU-c1a7e0f2-9b34-4d58-8e61-2f0b7a3d0200", mig));
+  Write(state);
+  const std::vector<nvmlDevice_t> after = MigDevices(gpu);
+  ASSERT_EQ(after.size(), 5u);
+  EXPECT_EQ(Uuid(after[3]), "MIG-00000000-0000-0000-0000-000000000005");
+  unsigned value = 0;
+  EXPECT_EQ(Api().GetGpuInstanceId(three_g, &value), NVML_ERROR_INVALID_ARGUMENT);  // stale
+  nvmlProcessInfo_t infos[4];
+  unsigned count = 4;
+  ASSERT_EQ(Api().GetComputeProcesses(gpu, &count, infos), NVML_SUCCESS);
+  ASSERT_EQ(count, 1u);  // vLLM went with its instance
+  EXPECT_EQ(infos[0].gpuInstanceId, 3u);
+
+  // A layout the product cannot take is ignored, with one stderr line: the fixture's shows.
+  mig.instances.push_back(mig.instances.back());
+  ASSERT_TRUE(SetMig(&state, "GPU-c1a7e0f2-9b34-4d58-8e61-2f0b7a3d0200", mig));
+  testing::internal::CaptureStderr();
+  Write(state);
+  EXPECT_EQ(MigDevices(gpu).size(), 4u);
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("ignoring the MIG layout of GPU 0"), std::string::npos) << log;
+
+  // MIG off: no MIG devices, utilisation back.
+  mig.enabled = false;
+  mig.instances.clear();
+  ASSERT_TRUE(SetMig(&state, "0", mig));
+  ASSERT_TRUE(ClearMig(&state, "GPU-c1a7e0f2-9b34-4d58-8e61-2f0b7a3d0200"));
+  Write(state);
+  nvmlDevice_t none = nullptr;
+  EXPECT_EQ(Api().GetMigDeviceHandleByIndex(gpu, 0, &none), NVML_ERROR_INVALID_ARGUMENT);
+  nvmlUtilization_t utilization;
+  EXPECT_EQ(Api().GetUtilizationRates(gpu, &utilization), NVML_SUCCESS);
+  unsigned current = 9, pending = 9;
+  ASSERT_EQ(Api().GetMigMode(gpu, &current, &pending), NVML_SUCCESS);
+  EXPECT_EQ(current, NVML_DEVICE_MIG_DISABLE);
+  EXPECT_EQ(pending, NVML_DEVICE_MIG_DISABLE);
+  count = 4;
+  ASSERT_EQ(Api().GetComputeProcesses(gpu, &count, infos), NVML_SUCCESS);
+  EXPECT_EQ(count, 0u);  // both processes named instances that are gone
+}
+
+TEST_F(NvmlSimTest, BadMigLayoutsFailInit) {
+  const std::string bad = dir_ + "/bad.yaml";
+  struct Case {
+    const char* mig;
+    const char* expected;  // in the one-line error
+  } cases[] = {
+      {"{current: enabled, instances: [{gpu_instance: 1, profile: 1g.18gb, placement: 0}]}",
+       "gpus[0].mig (GPU-x, NVIDIA H100 80GB HBM3): GPU instance 1 (1g.18gb at placement 0): "
+       "unknown profile for H100 80GB"},
+      {"{current: enabled, instances: [{gpu_instance: 1, profile: 3g.40gb, placement: 1}]}",
+       "placement 1 is not one 3g.40gb takes on H100 80GB (it starts at 0, 4)"},
+      {"{current: enabled, instances: [{gpu_instance: 1, profile: 4g.40gb, placement: 0},\n"
+       "  {gpu_instance: 2, profile: 3g.40gb, placement: 0}]}",
+       "GPU instance 2 (3g.40gb at placement 0): 3g.40gb at placement 0 overlaps GPU instance 1"},
+      {"{current: enabled, instances: [{gpu_instance: 1, profile: 1g.10gb, placement: 0},\n"
+       "  {gpu_instance: 1, profile: 1g.10gb, placement: 1}]}",
+       "GPU instance id 1 is already GPU instance 1"},
+      {"{current: disabled, instances: [{gpu_instance: 1, profile: 1g.10gb, placement: 0}]}",
+       "MIG mode is disabled, so there can be no instances"},
+      {"{current: enabled, instances: [{gpu_instance: 1, profile: 1g.10gb, placement: 0, "
+       "slot: 1}]}",
+       "gpus[0].mig.instances[0]: unknown key \"slot\""},
+      {"{current: enabled, instances: [{gpu_instance: 1, profile: 1g.10gb}]}",
+       "needs gpu_instance, profile and placement"},
+      {"{current: enabled, instances: [{gpu_instance: 1, profile: 1g.10gb, placement: 0, "
+       "gpm: {sm_util: 200}}]}",
+       "instances[0].gpm.sm_util: expected a percentage"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.mig);
+    {
+      std::ofstream out(bad);
+      out << "driver: {version: \"1\", nvml_version: \"1\", cuda_driver_version: 12080}\n"
+             "gpus:\n"
+             "  - {name: NVIDIA H100 80GB HBM3, uuid: GPU-x,\n"
+             "     pci: {bus_id: \"0000:01:00.0\", device_id: 0x2330},\n"
+             "     memory: {total_mib: 81559}, mig: "
+          << c.mig << "}\n";
+    }
+    setenv("GPULET_SIM_FIXTURE", bad.c_str(), 1);
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(Api().Init(), NVML_ERROR_UNKNOWN);
+    const std::string log = testing::internal::GetCapturedStderr();
+    EXPECT_NE(log.find(c.expected), std::string::npos) << log;
+    EXPECT_NE(log.find(bad + ":"), std::string::npos) << log;  // file:line:col
+  }
+  // A process naming an instance the layout lacks is valid, and simply not reported.
+  {
+    std::ofstream out(bad);
+    out << "driver: {version: \"1\", nvml_version: \"1\", cuda_driver_version: 12080}\n"
+           "gpus:\n"
+           "  - {name: NVIDIA H100 80GB HBM3, uuid: GPU-x,\n"
+           "     pci: {bus_id: \"0000:01:00.0\", device_id: 0x2330},\n"
+           "     memory: {total_mib: 81559}, mig: {current: enabled},\n"
+           "     processes: [{pid: 1, used_mib: 5, gpu_instance: 4}]}\n";
+  }
+  setenv("GPULET_SIM_FIXTURE", bad.c_str(), 1);
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  unsigned count = 0;
+  EXPECT_EQ(Api().GetComputeProcesses(Handle(0), &count, nullptr), NVML_SUCCESS);
+  EXPECT_EQ(count, 0u);
 }
 
 }  // namespace

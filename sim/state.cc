@@ -182,6 +182,73 @@ bool ReadString(const json& obj, const char* key, const std::string& where, std:
   return true;
 }
 
+// `{"sm_util": 50, ...}`: GPM metric names with values in their ranges.
+bool ReadGpmMap(const json& j, const std::string& where, std::map<std::string, double>* out,
+                std::string* error) {
+  if (!CheckObject(j, where, error)) return false;
+  for (const auto& item : j.items()) {
+    const GpmMetric* metric = FindGpmMetric(item.key());
+    if (metric == nullptr) {
+      SetError(error,
+               where + ": unknown metric \"" + item.key() + "\" (known: " + GpmMetricNames() + ")");
+      return false;
+    }
+    if (!item.value().is_number() || !GpmValueInRange(*metric, item.value().get<double>())) {
+      SetError(error, where + "." + item.key() +
+                          (metric->percent ? ": expected a percentage from 0 to 100"
+                                           : ": expected a rate in MiB/s, >= 0"));
+      return false;
+    }
+    (*out)[item.key()] = item.value().get<double>();
+  }
+  return true;
+}
+
+bool ReadMig(const json& j, const std::string& where, MigOverride* out, std::string* error) {
+  if (!CheckObject(j, where, error) || !CheckKeys(j, {"mode", "instances"}, where, error)) {
+    return false;
+  }
+  std::string mode = "disabled";
+  if (!ReadString(j, "mode", where, &mode, error)) return false;
+  if (mode != "enabled" && mode != "disabled") {
+    SetError(error, where + ".mode: expected \"enabled\" or \"disabled\"");
+    return false;
+  }
+  out->enabled = mode == "enabled";
+  if (auto it = j.find("instances"); it != j.end()) {
+    if (!it->is_array()) {
+      SetError(error, where + ".instances: expected a list");
+      return false;
+    }
+    for (size_t i = 0; i < it->size(); ++i) {
+      const std::string w = where + ".instances[" + std::to_string(i) + "]";
+      const json& m = (*it)[i];
+      MigInstance instance;
+      if (!CheckObject(m, w, error) ||
+          !CheckKeys(m, {"gpu_instance", "compute_instance", "profile", "placement", "uuid", "gpm"},
+                     w, error) ||
+          !ReadUint(m, "gpu_instance", w, &instance.gpu_instance, error) ||
+          !ReadUint(m, "compute_instance", w, &instance.compute_instance, error) ||
+          !ReadString(m, "profile", w, &instance.profile, error) ||
+          !ReadUint(m, "placement", w, &instance.placement, error) ||
+          !ReadString(m, "uuid", w, &instance.uuid, error)) {
+        return false;
+      }
+      if (!m.contains("gpu_instance") || !m.contains("profile") || !m.contains("placement") ||
+          !m.contains("uuid")) {
+        SetError(error, w + ": needs gpu_instance, profile, placement and uuid");
+        return false;
+      }
+      if (auto g = m.find("gpm"); g != m.end()) {
+        instance.gpm.emplace();
+        if (!ReadGpmMap(*g, w + ".gpm", &*instance.gpm, error)) return false;
+      }
+      out->instances.push_back(std::move(instance));
+    }
+  }
+  return true;
+}
+
 bool ReadLoad(const json& j, const std::string& where, LoadOverride* out, std::string* error) {
   if (!CheckObject(j, where, error)) return false;
   for (const auto& item : j.items()) {
@@ -210,23 +277,7 @@ bool ReadLoad(const json& j, const std::string& where, LoadOverride* out, std::s
     return false;
   }
   if (auto it = j.find(kGpmField); it != j.end()) {
-    const std::string w = where + "." + kGpmField;
-    if (!CheckObject(*it, w, error)) return false;
-    for (const auto& item : it->items()) {
-      const GpmMetric* metric = FindGpmMetric(item.key());
-      if (metric == nullptr) {
-        SetError(error,
-                 w + ": unknown metric \"" + item.key() + "\" (known: " + GpmMetricNames() + ")");
-        return false;
-      }
-      if (!item.value().is_number() || !GpmValueInRange(*metric, item.value().get<double>())) {
-        SetError(error, w + "." + item.key() +
-                            (metric->percent ? ": expected a percentage from 0 to 100"
-                                             : ": expected a rate in MiB/s, >= 0"));
-        return false;
-      }
-      out->gpm[item.key()] = item.value().get<double>();
-    }
+    if (!ReadGpmMap(*it, where + "." + kGpmField, &out->gpm, error)) return false;
   }
   return true;
 }
@@ -289,7 +340,14 @@ bool ReadNvLink(const json& j, const std::string& where, NvLinkOverride* out, st
 
 bool ReadProcess(const json& j, const std::string& where, SimProcess* out, std::string* error) {
   if (!CheckObject(j, where, error) ||
-      !CheckKeys(j, {"pid", "name", "used_mib", "type"}, where, error)) {
+      !CheckKeys(j, {"pid", "name", "used_mib", "type", "gpu_instance", "compute_instance"}, where,
+                 error) ||
+      !ReadOptionalUint(j, "gpu_instance", where, &out->gpu_instance, error) ||
+      !ReadOptionalUint(j, "compute_instance", where, &out->compute_instance, error)) {
+    return false;
+  }
+  if (out->compute_instance.has_value() && !out->gpu_instance.has_value()) {
+    SetError(error, where + ": compute_instance needs gpu_instance");
     return false;
   }
   if (!j.contains("pid")) {
@@ -318,7 +376,7 @@ bool ReadGpu(const json& j, const std::string& where, GpuState* out, std::string
   if (!CheckObject(j, where, error) ||
       !CheckKeys(j,
                  {"lost", "reset_required", "hang_seconds", "xids", "load", "processes",
-                  "remapped_rows", "ecc_errors", "recovery_action", "nvlink"},
+                  "remapped_rows", "ecc_errors", "recovery_action", "nvlink", "mig"},
                  where, error) ||
       !ReadBool(j, "lost", where, &out->lost, error) ||
       !ReadBool(j, "reset_required", where, &out->reset_required, error) ||
@@ -335,8 +393,11 @@ bool ReadGpu(const json& j, const std::string& where, GpuState* out, std::string
       const std::string w = where + ".xids[" + std::to_string(i) + "]";
       const json& x = (*it)[i];
       XidEvent event;
-      if (!CheckObject(x, w, error) || !CheckKeys(x, {"seq", "xid"}, w, error) ||
-          !ReadUint(x, "seq", w, &event.seq, error) || !ReadUint(x, "xid", w, &event.xid, error)) {
+      if (!CheckObject(x, w, error) ||
+          !CheckKeys(x, {"seq", "xid", "gpu_instance", "compute_instance"}, w, error) ||
+          !ReadUint(x, "seq", w, &event.seq, error) || !ReadUint(x, "xid", w, &event.xid, error) ||
+          !ReadOptionalUint(x, "gpu_instance", w, &event.gpu_instance, error) ||
+          !ReadOptionalUint(x, "compute_instance", w, &event.compute_instance, error)) {
         return false;
       }
       if (!x.contains("seq") || !x.contains("xid")) {
@@ -395,6 +456,11 @@ bool ReadGpu(const json& j, const std::string& where, GpuState* out, std::string
   }
   if (auto it = j.find("nvlink"); it != j.end()) {
     if (!ReadNvLink(*it, where + ".nvlink", &out->nvlink, error)) return false;
+  }
+  if (auto it = j.find("mig"); it != j.end()) {
+    MigOverride mig;
+    if (!ReadMig(*it, where + ".mig", &mig, error)) return false;
+    out->mig = std::move(mig);
   }
   return true;
 }
@@ -483,17 +549,25 @@ json GpuToJson(const GpuState& gpu) {
   if (gpu.hang_seconds > 0) j["hang_seconds"] = gpu.hang_seconds;
   if (!gpu.xids.empty()) {
     json xids = json::array();
-    for (const XidEvent& x : gpu.xids) xids.push_back({{"seq", x.seq}, {"xid", x.xid}});
+    for (const XidEvent& x : gpu.xids) {
+      json xid = {{"seq", x.seq}, {"xid", x.xid}};
+      if (x.gpu_instance.has_value()) xid["gpu_instance"] = *x.gpu_instance;
+      if (x.compute_instance.has_value()) xid["compute_instance"] = *x.compute_instance;
+      xids.push_back(std::move(xid));
+    }
     j["xids"] = std::move(xids);
   }
   if (json load = LoadToJson(gpu.load); !load.empty()) j["load"] = std::move(load);
   if (gpu.processes.has_value()) {
     json processes = json::array();
     for (const SimProcess& p : *gpu.processes) {
-      processes.push_back({{"pid", p.pid},
-                           {"name", p.name},
-                           {"used_mib", p.used_mib},
-                           {"type", p.type == ProcessType::kGraphics ? "graphics" : "compute"}});
+      json process = {{"pid", p.pid},
+                      {"name", p.name},
+                      {"used_mib", p.used_mib},
+                      {"type", p.type == ProcessType::kGraphics ? "graphics" : "compute"}};
+      if (p.gpu_instance.has_value()) process["gpu_instance"] = *p.gpu_instance;
+      if (p.compute_instance.has_value()) process["compute_instance"] = *p.compute_instance;
+      processes.push_back(std::move(process));
     }
     j["processes"] = std::move(processes);
   }
@@ -513,6 +587,20 @@ json GpuToJson(const GpuState& gpu) {
                        {"aggregate_uncorrected", e.aggregate_uncorrected}};
   }
   if (json nvlink = NvLinkToJson(gpu.nvlink); !nvlink.empty()) j["nvlink"] = std::move(nvlink);
+  if (gpu.mig.has_value()) {
+    json instances = json::array();
+    for (const MigInstance& m : gpu.mig->instances) {
+      json instance = {{"gpu_instance", m.gpu_instance},
+                       {"compute_instance", m.compute_instance},
+                       {"profile", m.profile},
+                       {"placement", m.placement},
+                       {"uuid", m.uuid}};
+      if (m.gpm.has_value()) instance["gpm"] = *m.gpm;
+      instances.push_back(std::move(instance));
+    }
+    j["mig"] = {{"mode", gpu.mig->enabled ? "enabled" : "disabled"},
+                {"instances", std::move(instances)}};
+  }
   return j;
 }
 
@@ -553,6 +641,7 @@ void MergeInto(const GpuState& from, GpuState* into) {
   MergeOptional(from.remapped_rows, &into->remapped_rows);
   MergeOptional(from.ecc_errors, &into->ecc_errors);
   MergeOptional(from.recovery_action, &into->recovery_action);
+  MergeOptional(from.mig, &into->mig);
 }
 
 }  // namespace
@@ -665,11 +754,13 @@ bool SaveStateAtomic(const std::string& path, const SimState& state, std::string
   return true;
 }
 
-bool InjectXid(SimState* state, const std::string& gpu_key, unsigned xid) {
+bool InjectXid(SimState* state, const std::string& gpu_key, unsigned xid,
+               std::optional<unsigned> gpu_instance, std::optional<unsigned> compute_instance) {
+  if (compute_instance.has_value() && !gpu_instance.has_value()) return false;
   GpuState* gpu = Entry(state, gpu_key);
   if (gpu == nullptr) return false;
   const uint64_t seq = std::max(state->next_xid_seq, MicrosSinceEpoch());
-  gpu->xids.push_back({seq, xid});
+  gpu->xids.push_back({seq, xid, gpu_instance, compute_instance});
   state->next_xid_seq = seq + 1;
   return true;
 }
@@ -767,6 +858,20 @@ bool SetNvLink(SimState* state, const std::string& gpu_key, unsigned link, std::
     NvLinkCounters& counters = gpu->nvlink.errors[link];
     for (size_t i = 0; i < errors.size(); ++i) MergeOptional(errors[i], &counters[i]);
   }
+  return true;
+}
+
+bool SetMig(SimState* state, const std::string& gpu_key, const MigOverride& mig) {
+  GpuState* gpu = Entry(state, gpu_key);
+  if (gpu == nullptr) return false;
+  gpu->mig = mig;
+  return true;
+}
+
+bool ClearMig(SimState* state, const std::string& gpu_key) {
+  if (!IsValidGpuKey(gpu_key)) return false;
+  auto it = state->gpus.find(gpu_key);
+  if (it != state->gpus.end()) it->second.mig.reset();
   return true;
 }
 

@@ -34,6 +34,10 @@ namespace gpulet::sim {
 struct XidEvent {
   uint64_t seq = 0;
   unsigned xid = 0;
+  // The MIG instance the XID names (the driver's "GPU-I:NN GPU-CI:NN"); unset: the whole GPU,
+  // reported as NVML_INVALID_INSTANCE_ID.
+  std::optional<unsigned> gpu_instance;
+  std::optional<unsigned> compute_instance;
 };
 
 enum class ProcessType { kCompute, kGraphics };
@@ -43,6 +47,31 @@ struct SimProcess {
   std::string name;
   uint64_t used_mib = 0;
   ProcessType type = ProcessType::kCompute;
+  // The MIG instance the process runs in; unset: not in one. A process naming an instance the
+  // GPU's current layout lacks is not reported at all.
+  std::optional<unsigned> gpu_instance;
+  std::optional<unsigned> compute_instance;  // unset: the GPU instance's compute instance
+};
+
+// One MIG device: a GPU instance with one compute instance spanning it (the layout
+// mig-parted creates). Profiles and placements are checked against sim/mig.h's tables.
+struct MigInstance {
+  unsigned gpu_instance = 0;
+  unsigned compute_instance = 0;
+  std::string profile;     // "3g.71gb"
+  unsigned placement = 0;  // first memory slice, 0..7
+  std::string uuid;        // "MIG-..."
+  // GPM values for nvmlGpmMigSampleGet by GpmMetric name; absent: that call is NOT_SUPPORTED.
+  std::optional<std::map<std::string, double>> gpm;
+
+  bool operator==(const MigInstance&) const = default;
+};
+
+// A GPU's MIG mode and instances, replacing the fixture's (`gpulet sim mig`). Current and
+// pending mode are both `enabled`: the simulated operator resets the GPU after a change.
+struct MigOverride {
+  bool enabled = false;
+  std::vector<MigInstance> instances;
 };
 
 // A GPU Performance Monitoring metric the simulator serves, by the name fixtures, state files
@@ -132,6 +161,9 @@ struct GpuState {
   // field is not supported, as on drivers before R570.
   std::optional<unsigned> recovery_action;
   NvLinkOverride nvlink;
+  // Ignored on GPUs that are not MIG-capable, and (with one stderr line) when the layout does
+  // not fit the product's profile table.
+  std::optional<MigOverride> mig;
 };
 
 struct SimState {
@@ -168,7 +200,9 @@ bool SaveStateAtomic(const std::string& path, const SimState& state, std::string
 // Appends an XID with a fresh sequence number: max(next_xid_seq, microseconds since the
 // epoch), so numbers keep increasing even when the file is deleted and written anew while
 // the simulator runs.
-bool InjectXid(SimState* state, const std::string& gpu_key, unsigned xid);
+bool InjectXid(SimState* state, const std::string& gpu_key, unsigned xid,
+               std::optional<unsigned> gpu_instance = std::nullopt,
+               std::optional<unsigned> compute_instance = std::nullopt);
 bool SetLost(SimState* state, const std::string& gpu_key, bool lost);
 bool SetResetRequired(SimState* state, const std::string& gpu_key, bool reset_required);
 bool SetHang(SimState* state, const std::string& gpu_key, double seconds);
@@ -187,6 +221,10 @@ bool SetRecoveryAction(SimState* state, const std::string& gpu_key, std::optiona
 // counters given in `errors`. False (nothing changed) for a bad key or link >= kMaxNvLinks.
 bool SetNvLink(SimState* state, const std::string& gpu_key, unsigned link, std::optional<bool> down,
                const NvLinkCounters& errors);
+// Replaces the GPU's MIG mode and layout (no checks here: sim/mig.h has them); ClearMig
+// returns to the fixture's.
+bool SetMig(SimState* state, const std::string& gpu_key, const MigOverride& mig);
+bool ClearMig(SimState* state, const std::string& gpu_key);
 void SetDriverNotLoaded(SimState* state, bool not_loaded);
 void SetInitCrash(SimState* state, bool crash);
 void SetInitHang(SimState* state, double seconds);
@@ -197,7 +235,7 @@ void Reset(SimState* state);
 // The effective state of GPU `index` with UUID `uuid`: the entries keyed by index and by
 // UUID combined. Flags are OR-ed, the hang is the longer one, XIDs are concatenated (sorted
 // by seq), NVLinks forced down by either are down, and for overrides (GPM metrics and NVLink
-// counters included) the UUID entry wins field by field.
+// counters, the MIG layout included) the UUID entry wins field by field.
 GpuState MergedGpuState(const SimState& state, unsigned index, std::string_view uuid);
 
 }  // namespace gpulet::sim

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -45,9 +46,12 @@ TEST(SimStateTest, JsonRoundTrip) {
   load.memory_used_mib = 1234;
   load.clocks_event_reasons = 0x44;
   ASSERT_TRUE(SetLoad(&state, "1", load));
-  ASSERT_TRUE(AddProcess(&state, "1", {4242, "ollama", 9216, ProcessType::kCompute}));
-  ASSERT_TRUE(AddProcess(&state, "1", {1000, "Xorg", 20, ProcessType::kGraphics}));
-  ASSERT_TRUE(AddProcess(&state, "1", {4242, "ollama", 9300, ProcessType::kCompute}));
+  ASSERT_TRUE(AddProcess(
+      &state, "1", {4242, "ollama", 9216, ProcessType::kCompute, std::nullopt, std::nullopt}));
+  ASSERT_TRUE(AddProcess(&state, "1",
+                         {1000, "Xorg", 20, ProcessType::kGraphics, std::nullopt, std::nullopt}));
+  ASSERT_TRUE(AddProcess(
+      &state, "1", {4242, "ollama", 9300, ProcessType::kCompute, std::nullopt, std::nullopt}));
   ASSERT_TRUE(SetRemappedRows(&state, "1", {1, 2, true, false}));
   ASSERT_TRUE(SetEccErrors(&state, "1", {0, 3, 5, 7}));
 
@@ -162,6 +166,84 @@ TEST(SimStateTest, GpmAndNvLinkParsingIsStrict) {
     std::string error;
     EXPECT_FALSE(StateFromJson(c.json, &state, &error)) << c.json;
     EXPECT_NE(error.find(c.error), std::string::npos) << c.json << ": " << error;
+  }
+}
+
+TEST(SimStateTest, MigJsonRoundTrip) {
+  SimState state;
+  MigOverride mig;
+  mig.enabled = true;
+  MigInstance m;
+  m.gpu_instance = 2;
+  m.compute_instance = 0;
+  m.profile = "2g.35gb";
+  m.placement = 0;
+  m.uuid = "MIG-c1a7e0f2-9b34-5d58-8e61-2f0b7a3d0202";
+  m.gpm = std::map<std::string, double>{{"sm_util", 12.5}};
+  mig.instances.push_back(m);
+  m.gpu_instance = 3;
+  m.profile = "1g.18gb";
+  m.placement = 2;
+  m.uuid = "MIG-c1a7e0f2-9b34-5d58-8e61-2f0b7a3d0203";
+  m.gpm.reset();
+  mig.instances.push_back(m);
+  ASSERT_TRUE(SetMig(&state, "0", mig));
+  SimProcess p;
+  p.pid = 90211;
+  p.name = "vllm";
+  p.used_mib = 1000;
+  p.gpu_instance = 3;
+  ASSERT_TRUE(AddProcess(&state, "0", p));
+  ASSERT_TRUE(InjectXid(&state, "0", 31, 3, 0));
+  ASSERT_TRUE(InjectXid(&state, "0", 43, 3));
+  EXPECT_FALSE(InjectXid(&state, "0", 43, std::nullopt, 1));  // a CI needs its GI
+
+  SimState parsed;
+  std::string error;
+  ASSERT_TRUE(StateFromJson(StateToJson(state), &parsed, &error)) << error;
+  const GpuState& gpu = parsed.gpus.at("0");
+  ASSERT_TRUE(gpu.mig.has_value());
+  EXPECT_TRUE(gpu.mig->enabled);
+  EXPECT_EQ(gpu.mig->instances, mig.instances);
+  ASSERT_EQ(gpu.processes->size(), 1u);
+  EXPECT_EQ((*gpu.processes)[0].gpu_instance, 3u);
+  EXPECT_FALSE((*gpu.processes)[0].compute_instance.has_value());
+  ASSERT_EQ(gpu.xids.size(), 2u);
+  EXPECT_EQ(gpu.xids[0].gpu_instance, 3u);
+  EXPECT_EQ(gpu.xids[0].compute_instance, 0u);
+  EXPECT_FALSE(gpu.xids[1].compute_instance.has_value());
+
+  // The UUID entry's layout wins over the index entry's; ClearMig goes back to the fixture.
+  MigOverride off;
+  ASSERT_TRUE(SetMig(&state, kUuid, off));
+  EXPECT_FALSE(MergedGpuState(state, 0, kUuid).mig->enabled);
+  EXPECT_TRUE(MergedGpuState(state, 0, "GPU-other").mig->enabled);
+  ASSERT_TRUE(ClearMig(&state, kUuid));
+  ASSERT_TRUE(ClearMig(&state, "0"));
+  EXPECT_FALSE(MergedGpuState(state, 0, kUuid).mig.has_value());
+  Reset(&state);
+  EXPECT_TRUE(state.gpus.empty());
+}
+
+TEST(SimStateTest, MigParsingIsStrict) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"gpus": {"0": {"mig": {"mode": "on"}}}})", "mig.mode: expected"},
+      {R"({"gpus": {"0": {"mig": {"mode": "enabled", "layout": []}}}})", "unknown key \"layout\""},
+      {R"({"gpus": {"0": {"mig": {"mode": "enabled", "instances": [{"gpu_instance": 1}]}}}})",
+       "needs gpu_instance, profile, placement and uuid"},
+      {R"({"gpus": {"0": {"mig": {"instances": [{"gpu_instance": 1, "profile": "1g.18gb",
+          "placement": 0, "uuid": "MIG-x", "gpm": {"sm_util": 101}}]}}}})",
+       "instances[0].gpm.sm_util: expected a percentage"},
+      {R"({"gpus": {"0": {"processes": [{"pid": 1, "compute_instance": 0}]}}})",
+       "compute_instance needs gpu_instance"},
+      {R"({"gpus": {"0": {"xids": [{"seq": 1, "xid": 31, "gpu_instance": -1}]}}})",
+       "xids[0].gpu_instance: expected an integer"},
+  };
+  for (const auto& [text, expected] : cases) {
+    SimState state;
+    std::string error;
+    EXPECT_FALSE(StateFromJson(text, &state, &error)) << text;
+    EXPECT_NE(error.find(expected), std::string::npos) << text << " -> " << error;
   }
 }
 

@@ -107,6 +107,91 @@ TEST(CliTest, ListJsonDgx8HasEightHoppersOnTwoNumaNodes) {
   EXPECT_NE(r.out.find("\"numa_node\": 1"), std::string::npos);
 }
 
+// `gpulet sim mig` edits a GPU's MIG layout in the state file, starting from the fixture's, and
+// refuses what the product's profile table does not allow with the reason and the exit code
+// (2: a malformed request, 1: refused by the current layout).
+TEST(CliTest, SimMigVerbsEditTheLayout) {
+  testing::ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string state = dir.path() + "/state.json";
+  auto sim = [&](const char* fixture, std::vector<std::string> args) {
+    std::vector<std::string> argv = {Gpulet(), "--simulate", fixture, "--sim-state", state, "sim"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunProgram(argv);
+  };
+  auto r = sim("h200-mig", {"mig", "0", "create", "1g.18gb"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("GPU 0 (NVIDIA H200): no room for 1g.18gb"), std::string::npos) << r.err;
+  r = sim("h200-mig", {"mig", "0", "create", "1g.10gb"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("\"1g.10gb\" is not a MIG profile of H200 141GB (profiles: 1g.18gb, "
+                       "1g.18gb+me, 1g.35gb, 2g.35gb, 3g.71gb, 4g.71gb, 7g.141gb)"),
+            std::string::npos)
+      << r.err;
+  r = sim("h200-mig", {"mig", "0", "destroy", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = sim("h200-mig", {"mig", "0", "create", "3g.71gb", "--placement", "2"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("placement 2 is not one 3g.71gb takes on H200 141GB (it starts at 0, 4)"),
+            std::string::npos)
+      << r.err;
+  r = sim("h200-mig", {"mig", "GPU-c1a7e0f2-9b34-4d58-8e61-2f0b7a3d0200", "create", "1g.35gb",
+                       "--placement", "6"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = sim("h200-mig", {"mig", "0", "destroy", "9"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no GPU instance 9 (existing: 1, 2, 3, 4)"), std::string::npos) << r.err;
+  r = sim("h200-mig", {"mig", "0", "disable"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("cannot disable MIG while 4 GPU instances exist"), std::string::npos)
+      << r.err;
+  r = sim("h200-mig", {"show"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  sim::SimState parsed;
+  std::string error;
+  ASSERT_TRUE(sim::StateFromJson(r.out, &parsed, &error)) << error << "\n" << r.out;
+  // The UUID-keyed edit took the layout over from the index key.
+  EXPECT_FALSE(parsed.gpus.count("0") != 0 && parsed.gpus.at("0").mig.has_value());
+  const sim::GpuState& gpu = parsed.gpus.at("GPU-c1a7e0f2-9b34-4d58-8e61-2f0b7a3d0200");
+  ASSERT_TRUE(gpu.mig.has_value());
+  EXPECT_TRUE(gpu.mig->enabled);
+  ASSERT_EQ(gpu.mig->instances.size(), 4u);
+  EXPECT_EQ(gpu.mig->instances.back().profile, "1g.35gb");
+  EXPECT_EQ(gpu.mig->instances.back().gpu_instance, 1u);  // the lowest free id
+  EXPECT_EQ(gpu.mig->instances.back().placement, 6u);
+
+  r = sim("h200-mig", {"mig", "0", "layout", "1g.18gb,1g.18gb,2g.35gb,3g.71gb"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("3g.71gb (GPU instance 1, placement 4"), std::string::npos) << r.out;
+  r = sim("h200-mig", {"mig", "0", "layout", "none"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = sim("h200-mig", {"mig", "0", "disable"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = sim("h200-mig", {"mig", "0", "create", "1g.18gb"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("MIG mode is disabled; run `gpulet --simulate h200-mig sim mig 0 enable`"),
+            std::string::npos)
+      << r.err;
+
+  r = sim("homelab", {"mig", "1", "enable"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("GPU 1 (NVIDIA GeForce RTX 5090): not MIG-capable"), std::string::npos)
+      << r.err;
+  r = sim("dgx8-mig", {"mig", "8", "enable"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("fixture dgx8-mig has no GPU '8'"), std::string::npos) << r.err;
+
+  r = sim("dgx8-mig", {"xid", "0", "31", "--gpu-instance", "3", "--compute-instance", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = sim("dgx8-mig", {"xid", "0", "43", "--compute-instance", "0"});
+  EXPECT_EQ(r.exit_code, 2);
+  r = sim("dgx8-mig", {"show"});
+  ASSERT_TRUE(sim::StateFromJson(r.out, &parsed, &error)) << error << "\n" << r.out;
+  ASSERT_EQ(parsed.gpus.at("0").xids.size(), 1u);
+  EXPECT_EQ(parsed.gpus.at("0").xids[0].gpu_instance, 3u);
+  EXPECT_EQ(parsed.gpus.at("0").xids[0].compute_instance, 0u);
+}
+
 // `gpulet sim load --gpm` and `gpulet sim nvlink` write what the state file documents, and
 // reject bad names, values and links as usage errors before touching the file.
 TEST(CliTest, SimGpmAndNvLinkVerbsEditTheStateFile) {

@@ -13,6 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "cli/commands.h"
 #include "cli/simulate.h"
+#include "sim/fixture.h"
+#include "sim/mig.h"
 #include "sim/state.h"
 
 namespace gpulet {
@@ -52,10 +54,48 @@ class SimCommand final : public CommandHandler {
     CLI::App* xid = app.add_subcommand("xid", "Inject an XID error event on a GPU");
     gpu_arg(xid);
     xid->add_option("code", number_, "XID number (e.g. 79, 13, 48)")->required();
+    CLI::Option* xid_gi =
+        xid->add_option("--gpu-instance", xid_gpu_instance_,
+                        "The MIG GPU instance the XID names (the event's gpuInstanceId)")
+            ->check(CLI::Range(0u, sim::kMaxGpuInstanceId));
+    xid->add_option("--compute-instance", xid_compute_instance_,
+                    "The MIG compute instance (needs --gpu-instance)")
+        ->check(CLI::Range(0u, sim::kMaxComputeInstanceId))
+        ->needs(xid_gi);
     xid->callback([this] {
-      action_ = [this](sim::SimState* s) { return sim::InjectXid(s, gpu_, number_); };
-      what_ = absl::StrCat("injected XID ", number_, " on GPU ", gpu_);
+      action_ = [this](sim::SimState* s) {
+        return sim::InjectXid(s, gpu_, number_, xid_gpu_instance_, xid_compute_instance_);
+      };
+      what_ = absl::StrCat(
+          "injected XID ", number_, " on GPU ", gpu_,
+          xid_gpu_instance_ ? absl::StrCat(" GPU instance ", *xid_gpu_instance_) : std::string(),
+          xid_compute_instance_ ? absl::StrCat(" compute instance ", *xid_compute_instance_)
+                                : std::string());
     });
+
+    // `sim mig GPU ACTION ...`: what an operator running mig-parted does, on a running sim.
+    CLI::App* mig = app.add_subcommand(
+        "mig", "Change a GPU's MIG mode and instances (MIG-capable GPUs: h200, dgx8, ...-mig)");
+    mig->require_subcommand(1, 1);
+    gpu_arg(mig);
+    mig->add_subcommand("enable", "Turn MIG mode on (current and pending)")->callback([this] {
+      mig_action_ = "enable";
+    });
+    mig->add_subcommand("disable", "Turn MIG mode off (the GPU must have no instances)")
+        ->callback([this] { mig_action_ = "disable"; });
+    CLI::App* create = mig->add_subcommand("create", "Create a GPU instance");
+    create->add_option("profile", word_, "Profile, e.g. 1g.18gb")->required();
+    create->add_option("--placement", placement_, "First memory slice (default: the first free)")
+        ->check(CLI::Range(0u, sim::kMigMemorySlices - 1));
+    create->callback([this] { mig_action_ = "create"; });
+    CLI::App* destroy = mig->add_subcommand("destroy", "Destroy a GPU instance");
+    destroy->add_option("gpu_instance", number_, "GPU instance id")->required();
+    destroy->callback([this] { mig_action_ = "destroy"; });
+    CLI::App* layout = mig->add_subcommand(
+        "layout", "Replace every instance: PROFILE[,PROFILE...] placed largest first, or none");
+    layout->add_option("profiles", word_, "e.g. 3g.71gb,2g.35gb,1g.18gb,1g.18gb, or none")
+        ->required();
+    layout->callback([this] { mig_action_ = "layout"; });
 
     CLI::App* lose = app.add_subcommand("lose", "Make a GPU fall off the bus (GPU_IS_LOST)");
     gpu_arg(lose);
@@ -286,7 +326,10 @@ class SimCommand final : public CommandHandler {
                    gpu_.c_str());
       return kExitUsage;
     }
-    if (!action_ || !action_(&state)) {
+    if (!mig_action_.empty()) {
+      if (const int code = ApplyMig(*simulation, &state); code != kExitOk) return code;
+    }
+    if (mig_action_.empty() && (!action_ || !action_(&state))) {
       std::fprintf(stderr, "gpulet sim: could not apply the change to GPU '%s'\n", gpu_.c_str());
       return kExitUsage;
     }
@@ -303,6 +346,99 @@ class SimCommand final : public CommandHandler {
   }
 
  private:
+  // `sim mig`: reads the fixture for the GPU's product and layout, applies mig_action_ to the
+  // layout in force (the state's, else the fixture's) and stores the result in the state.
+  // Returns kExitOk, or the exit code after printing why not.
+  int ApplyMig(const Simulation& simulation, sim::SimState* state) {
+    sim::Fixture fixture;
+    std::string error;
+    if (!sim::LoadFixture(simulation.fixture_yaml, &fixture, &error)) {
+      std::fprintf(stderr, "gpulet sim mig: %s\n", error.c_str());
+      return kExitFailure;
+    }
+    unsigned index = 0;
+    bool found = false;
+    for (unsigned i = 0; i < fixture.gpus.size(); ++i) {
+      if (gpu_ == std::to_string(i) || gpu_ == fixture.gpus[i].uuid) {
+        index = i;
+        found = true;
+      }
+    }
+    if (!found) {
+      std::fprintf(stderr,
+                   "gpulet sim mig: fixture %s has no GPU '%s' (its GPUs: 0 to %zu, or their "
+                   "UUIDs)\n",
+                   simulation.fixture_name.c_str(), gpu_.c_str(), fixture.gpus.size() - 1);
+      return kExitUsage;
+    }
+    const sim::FixtureGpu& gpu = fixture.gpus[index];
+    const std::string who = absl::StrCat("GPU ", index, " (", gpu.name, ")");
+    auto fail = [&](const std::string& why, int code) {
+      std::fprintf(stderr, "gpulet sim mig: %s: %s\n", who.c_str(), why.c_str());
+      return code;
+    };
+    if (!gpu.mig.has_value()) return fail("not MIG-capable in this fixture", kExitFailure);
+    if (gpu.mig_product == nullptr) {
+      return fail("the simulator has no MIG profile table for this product", kExitFailure);
+    }
+    const sim::MigProduct& product = *gpu.mig_product;
+    const sim::GpuState merged = sim::MergedGpuState(*state, index, gpu.uuid);
+    sim::MigOverride mig;
+    if (merged.mig.has_value()) {
+      mig = *merged.mig;
+    } else {
+      mig.enabled = gpu.mig->current == 1;
+      mig.instances = gpu.mig->instances;
+    }
+    bool usage = false;
+    std::string why;
+    if (mig_action_ == "enable") {
+      mig.enabled = true;
+    } else if (mig_action_ == "disable") {
+      if (!mig.instances.empty()) {
+        return fail(absl::StrCat(
+                        "cannot disable MIG while ", mig.instances.size(),
+                        mig.instances.size() == 1 ? " GPU instance exists" : " GPU instances exist",
+                        " (destroy them, or `layout none`, first)"),
+                    kExitFailure);
+      }
+      mig.enabled = false;
+    } else if (!mig.enabled) {
+      return fail(absl::StrCat("MIG mode is disabled; run `gpulet --simulate ",
+                               simulation.fixture_name, " sim mig ", gpu_, " enable` first"),
+                  kExitFailure);
+    } else if (mig_action_ == "create") {
+      why = sim::MigCreate(product, gpu.uuid, word_, placement_, &mig.instances, &usage);
+    } else if (mig_action_ == "destroy") {
+      why = sim::MigDestroy(number_, &mig.instances, &usage);
+    } else if (mig_action_ == "layout") {
+      std::vector<std::string> profiles;
+      if (word_ != "none") {
+        for (size_t start = 0; start <= word_.size();) {
+          const size_t comma = std::min(word_.find(',', start), word_.size());
+          profiles.push_back(word_.substr(start, comma - start));
+          start = comma + 1;
+        }
+      }
+      why = sim::MigLayout(product, gpu.uuid, profiles, &mig.instances, &usage);
+    }
+    if (!why.empty()) return fail(why, usage ? kExitUsage : kExitFailure);
+    // The layout lives under the key the user gave; the GPU's other key must not shadow it.
+    const std::string other = gpu_ == gpu.uuid ? std::to_string(index) : gpu.uuid;
+    if (!sim::SetMig(state, gpu_, mig) || !sim::ClearMig(state, other)) {
+      return fail("could not store the layout", kExitFailure);
+    }
+    std::string layout;
+    for (const sim::MigInstance& m : sim::SortedMigLayout(mig.instances)) {
+      absl::StrAppend(&layout, layout.empty() ? "" : ", ", m.profile, " (GPU instance ",
+                      m.gpu_instance, ", placement ", m.placement, ", ", m.uuid, ")");
+    }
+    what_ = absl::StrCat(
+        who, " MIG ", mig.enabled ? "enabled" : "disabled",
+        mig.enabled ? absl::StrCat(": ", layout.empty() ? "no instances" : layout) : std::string());
+    return kExitOk;
+  }
+
   std::string gpu_;
   std::string word_;
   unsigned number_ = 0;
@@ -313,6 +449,9 @@ class SimCommand final : public CommandHandler {
   uint64_t counters_[4] = {0, 0, 0, 0};  // indexed like sim::kNvLinkCounterNames
   CLI::Option* counter_options_[4] = {nullptr, nullptr, nullptr, nullptr};
   bool show_ = false;
+  std::optional<unsigned> xid_gpu_instance_, xid_compute_instance_;
+  std::string mig_action_;  // enable, disable, create, destroy or layout
+  std::optional<unsigned> placement_;
   std::function<bool(sim::SimState*)> action_;
   std::string what_;
 };

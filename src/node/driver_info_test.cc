@@ -111,10 +111,17 @@ TEST(ReadDriverInfoTest, HomelabRunsOpenModules) {
 }
 
 TEST(ReadDriverInfoTest, EveryShippedFixtureMatchesItsGpuCount) {
-  EXPECT_EQ(ReadDriverInfo(HostFs(FixtureRoot("h200"))).dev_gpu_minors, (std::vector<int>{0}));
-  EXPECT_EQ(ReadDriverInfo(HostFs(FixtureRoot("dgx8"))).dev_gpu_minors,
-            (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
-  for (const char* name : {"h200", "dgx8"}) {
+  // The -mig fixtures are the same machines; /dev/nvidia-caps is no GPU.
+  for (const char* name : {"h200", "h200-mig"}) {
+    EXPECT_EQ(ReadDriverInfo(HostFs(FixtureRoot(name))).dev_gpu_minors, (std::vector<int>{0}))
+        << name;
+  }
+  for (const char* name : {"dgx8", "dgx8-mig"}) {
+    EXPECT_EQ(ReadDriverInfo(HostFs(FixtureRoot(name))).dev_gpu_minors,
+              (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}))
+        << name;
+  }
+  for (const char* name : {"h200", "dgx8", "h200-mig", "dgx8-mig"}) {
     DriverInfo info = ReadDriverInfo(HostFs(FixtureRoot(name)));
     EXPECT_EQ(info.version, "570.133.20") << name;
     EXPECT_EQ(info.flavor, DriverFlavor::kOpen) << name;
