@@ -5,9 +5,9 @@
 // optional answers NVML_ERROR_NOT_SUPPORTED. Values are in NVML's units (MiB in the YAML
 // are converted to bytes only at the API boundary; power is milliwatts here).
 //
-// Only the simulator library uses this (it needs yaml-cpp); gpulet itself never parses a
-// fixture. Thread-safety: LoadFixture keeps no state; a Fixture is a plain value, safe to
-// read from many threads once built.
+// The simulator library reads fixtures; gpulet itself reads one only for `gpulet sim mig`,
+// which checks a MIG layout against the fixture GPU's product. Thread-safety: LoadFixture
+// keeps no state; a Fixture is a plain value, safe to read from many threads once built.
 #ifndef GPULET_SIM_FIXTURE_H_
 #define GPULET_SIM_FIXTURE_H_
 

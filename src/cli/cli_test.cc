@@ -185,8 +185,12 @@ TEST(CliTest, SimMigVerbsEditTheLayout) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = sim("dgx8-mig", {"xid", "0", "43", "--compute-instance", "0"});
   EXPECT_EQ(r.exit_code, 2);
+  r = sim("dgx8-mig", {"process", "2", "4242", "ollama", "9000", "--gpu-instance", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   r = sim("dgx8-mig", {"show"});
   ASSERT_TRUE(sim::StateFromJson(r.out, &parsed, &error)) << error << "\n" << r.out;
+  ASSERT_EQ(parsed.gpus.at("2").processes->size(), 1u);
+  EXPECT_EQ((*parsed.gpus.at("2").processes)[0].gpu_instance, 1u);
   ASSERT_EQ(parsed.gpus.at("0").xids.size(), 1u);
   EXPECT_EQ(parsed.gpus.at("0").xids[0].gpu_instance, 3u);
   EXPECT_EQ(parsed.gpus.at("0").xids[0].compute_instance, 0u);

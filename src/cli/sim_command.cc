@@ -276,12 +276,23 @@ class SimCommand final : public CommandHandler {
     process->add_option("pid", number_, "Process id")->required();
     process->add_option("name", word_, "Process name")->required();
     process->add_option("mib", mem_used_mib_, "GPU memory used, MiB")->required();
+    CLI::Option* process_gi =
+        process
+            ->add_option("--gpu-instance", xid_gpu_instance_,
+                         "The MIG GPU instance the process runs in (not reported while the "
+                         "layout lacks it)")
+            ->check(CLI::Range(0u, sim::kMaxGpuInstanceId));
+    process->add_option("--compute-instance", xid_compute_instance_, "Its compute instance")
+        ->check(CLI::Range(0u, sim::kMaxComputeInstanceId))
+        ->needs(process_gi);
     process->callback([this] {
       action_ = [this](sim::SimState* s) {
         sim::SimProcess p;
         p.pid = number_;
         p.name = word_;
         p.used_mib = static_cast<uint64_t>(mem_used_mib_);
+        p.gpu_instance = xid_gpu_instance_;
+        p.compute_instance = xid_compute_instance_;
         return sim::AddProcess(s, gpu_, p);
       };
       what_ = absl::StrCat("process ", number_, " (", word_, ") added on GPU ", gpu_);
@@ -449,6 +460,7 @@ class SimCommand final : public CommandHandler {
   uint64_t counters_[4] = {0, 0, 0, 0};  // indexed like sim::kNvLinkCounterNames
   CLI::Option* counter_options_[4] = {nullptr, nullptr, nullptr, nullptr};
   bool show_ = false;
+  // MIG instance ids for `xid` and `process`.
   std::optional<unsigned> xid_gpu_instance_, xid_compute_instance_;
   std::string mig_action_;  // enable, disable, create, destroy or layout
   std::optional<unsigned> placement_;
