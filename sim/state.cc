@@ -404,6 +404,10 @@ bool ReadGpu(const json& j, const std::string& where, GpuState* out, std::string
         SetError(error, w + ": needs both \"seq\" and \"xid\"");
         return false;
       }
+      if (event.compute_instance.has_value() && !event.gpu_instance.has_value()) {
+        SetError(error, w + ": compute_instance needs gpu_instance");
+        return false;
+      }
       out->xids.push_back(event);
     }
   }

@@ -238,6 +238,8 @@ TEST(SimStateTest, MigParsingIsStrict) {
        "compute_instance needs gpu_instance"},
       {R"({"gpus": {"0": {"xids": [{"seq": 1, "xid": 31, "gpu_instance": -1}]}}})",
        "xids[0].gpu_instance: expected an integer"},
+      {R"({"gpus": {"0": {"xids": [{"seq": 1, "xid": 31, "compute_instance": 0}]}}})",
+       "xids[0]: compute_instance needs gpu_instance"},
   };
   for (const auto& [text, expected] : cases) {
     SimState state;

@@ -54,23 +54,23 @@ class SimCommand final : public CommandHandler {
     CLI::App* xid = app.add_subcommand("xid", "Inject an XID error event on a GPU");
     gpu_arg(xid);
     xid->add_option("code", number_, "XID number (e.g. 79, 13, 48)")->required();
-    CLI::Option* xid_gi =
-        xid->add_option("--gpu-instance", xid_gpu_instance_,
+    CLI::Option* gi_option =
+        xid->add_option("--gpu-instance", gpu_instance_,
                         "The MIG GPU instance the XID names (the event's gpuInstanceId)")
             ->check(CLI::Range(0u, sim::kMaxGpuInstanceId));
-    xid->add_option("--compute-instance", xid_compute_instance_,
+    xid->add_option("--compute-instance", compute_instance_,
                     "The MIG compute instance (needs --gpu-instance)")
         ->check(CLI::Range(0u, sim::kMaxComputeInstanceId))
-        ->needs(xid_gi);
+        ->needs(gi_option);
     xid->callback([this] {
       action_ = [this](sim::SimState* s) {
-        return sim::InjectXid(s, gpu_, number_, xid_gpu_instance_, xid_compute_instance_);
+        return sim::InjectXid(s, gpu_, number_, gpu_instance_, compute_instance_);
       };
       what_ = absl::StrCat(
           "injected XID ", number_, " on GPU ", gpu_,
-          xid_gpu_instance_ ? absl::StrCat(" GPU instance ", *xid_gpu_instance_) : std::string(),
-          xid_compute_instance_ ? absl::StrCat(" compute instance ", *xid_compute_instance_)
-                                : std::string());
+          gpu_instance_ ? absl::StrCat(" GPU instance ", *gpu_instance_) : std::string(),
+          compute_instance_ ? absl::StrCat(" compute instance ", *compute_instance_)
+                            : std::string());
     });
 
     // `sim mig GPU ACTION ...`: what an operator running mig-parted does, on a running sim.
@@ -276,23 +276,23 @@ class SimCommand final : public CommandHandler {
     process->add_option("pid", number_, "Process id")->required();
     process->add_option("name", word_, "Process name")->required();
     process->add_option("mib", mem_used_mib_, "GPU memory used, MiB")->required();
-    CLI::Option* process_gi =
+    CLI::Option* process_gi_option =
         process
-            ->add_option("--gpu-instance", xid_gpu_instance_,
+            ->add_option("--gpu-instance", gpu_instance_,
                          "The MIG GPU instance the process runs in (not reported while the "
                          "layout lacks it)")
             ->check(CLI::Range(0u, sim::kMaxGpuInstanceId));
-    process->add_option("--compute-instance", xid_compute_instance_, "Its compute instance")
+    process->add_option("--compute-instance", compute_instance_, "Its compute instance")
         ->check(CLI::Range(0u, sim::kMaxComputeInstanceId))
-        ->needs(process_gi);
+        ->needs(process_gi_option);
     process->callback([this] {
       action_ = [this](sim::SimState* s) {
         sim::SimProcess p;
         p.pid = number_;
         p.name = word_;
         p.used_mib = static_cast<uint64_t>(mem_used_mib_);
-        p.gpu_instance = xid_gpu_instance_;
-        p.compute_instance = xid_compute_instance_;
+        p.gpu_instance = gpu_instance_;
+        p.compute_instance = compute_instance_;
         return sim::AddProcess(s, gpu_, p);
       };
       what_ = absl::StrCat("process ", number_, " (", word_, ") added on GPU ", gpu_);
@@ -461,7 +461,7 @@ class SimCommand final : public CommandHandler {
   CLI::Option* counter_options_[4] = {nullptr, nullptr, nullptr, nullptr};
   bool show_ = false;
   // MIG instance ids for `xid` and `process`.
-  std::optional<unsigned> xid_gpu_instance_, xid_compute_instance_;
+  std::optional<unsigned> gpu_instance_, compute_instance_;
   std::string mig_action_;  // enable, disable, create, destroy or layout
   std::optional<unsigned> placement_;
   std::function<bool(sim::SimState*)> action_;
