@@ -37,7 +37,9 @@
 #include "absl/time/clock.h"
 #include "bench/bench_util.h"
 #include "httplib.h"
+#include "nlohmann/json.hpp"
 #include "testing/daemon_process.h"
+#include "testing/fake_pod_resources.h"
 #include "testing/free_port.h"
 #include "testing/http_clients.h"
 #include "testing/subprocess.h"
@@ -369,6 +371,70 @@ void RunServerBenchmarks(BenchTable& table, const fs::path& dir) {
 
 }  // namespace
 
+// dgx8-mig (30 MIG devices on seven H100s, mixed strategy) scraped the same way while a
+// PodResources stand-in says 30 pods hold one MIG device each: the per-instance series and
+// their pod labels, against the same scrape of dgx8 without MIG (target: p99 <= 2x).
+void MigScrapeRow(BenchTable& table, const fs::path& dir, const ExporterFigures* dgx8) {
+  const std::string gpulet_bin = std::string(GPULET_BINARY_DIR) + "/gpulet";
+  testing::RunResult list =
+      testing::RunProgram({gpulet_bin, "--simulate", "dgx8-mig", "--sim-state",
+                           (dir / "mig-list.json").string(), "list", "--json"});
+  v1::ListPodResourcesResponse pods;
+  int n = 0;
+  try {
+    const nlohmann::json listed = nlohmann::json::parse(list.out);
+    for (const auto& g : listed.at("gpus")) {
+      if (!g.contains("mig_devices")) continue;
+      for (const auto& m : g.at("mig_devices")) {
+        testing::FakePodResources::AddContainer(
+            &pods, "ml", absl::StrCat("infer-", n++), "server",
+            absl::StrCat("nvidia.com/mig-", m.at("profile").get<std::string>()),
+            {m.at("uuid").get<std::string>()});
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpulet dgx8-mig: cannot read `gpulet list --json`: %s\n", e.what());
+    return;
+  }
+  if (n == 0) {
+    std::fprintf(stderr,
+                 "gpulet dgx8-mig: `gpulet list --json` listed no MIG device (exit %d): %s\n",
+                 list.exit_code, list.err.c_str());
+    return;
+  }
+  fs::create_directories(dir / "kubelet-mig/pod-resources");
+  testing::FakePodResources kubelet((dir / "kubelet-mig/pod-resources/kubelet.sock").string());
+  kubelet.SetResponse(pods);
+  if (!kubelet.Start().ok()) return;
+  DaemonProcess gpulet;
+  int port = testing::FreeLoopbackPort();
+  gpulet.Start(
+      {gpulet_bin, "--simulate", "dgx8-mig", "--sim-state", (dir / "dgx8-mig.state.json").string(),
+       "serve", "--kubelet-dir", (dir / "kubelet-mig").string(), "--metrics-address",
+       absl::StrCat("127.0.0.1:", port), "--mig-strategy", "mixed", "--pod-resources-interval",
+       "1s"},
+      {}, (dir / "dgx8-mig.log").string());
+  // Measure once the pods are on the series.
+  ExporterFigures f = Measure(gpulet, port, absl::StrCat("pod=\"infer-", n - 1, "\""));
+  gpulet.Stop(SIGTERM, absl::Seconds(5));
+  if (!f.ok) {
+    std::fprintf(stderr, "gpulet dgx8-mig: %s\n", f.error.c_str());
+    return;
+  }
+  const std::string who = absl::StrCat("gpulet dgx8-mig (", n, " MIG pods)");
+  auto vs = [&](double mine, double theirs, const char* target) {
+    return dgx8 != nullptr && theirs > 0
+               ? absl::StrFormat("%.3gx dgx8 without MIG%s", mine / theirs, target)
+               : std::string();
+  };
+  table.Add("metrics", who + " scrape p50", f.p50_ms, "ms",
+            absl::StrCat("wrk -t2 -c8 -d5s; ", f.bytes, " bytes/scrape; ",
+                         vs(f.p50_ms, dgx8 ? dgx8->p50_ms : 0, "")));
+  table.Add("metrics", who + " scrape p99", f.p99_ms, "ms",
+            vs(f.p99_ms, dgx8 ? dgx8->p99_ms : 0, " (target <= 2x)"));
+  table.Add("metrics", who + " scrapes/s", f.rps, "1/s", vs(f.rps, dgx8 ? dgx8->rps : 0, ""));
+}
+
 void RunMetricsBenchmarks(BenchTable& table) {
   if (!fs::exists(kWrk) || !fs::exists(kNodeExporter)) {
     std::fprintf(stderr,
@@ -398,6 +464,7 @@ void RunMetricsBenchmarks(BenchTable& table) {
     }
     if (!peer.ok) std::fprintf(stderr, "node_exporter: %s\n", peer.error.c_str());
   }
+  std::optional<ExporterFigures> dgx8;
   for (const char* fixture : {"homelab", "dgx8"}) {
     DaemonProcess gpulet;
     int port = testing::FreeLoopbackPort();
@@ -413,7 +480,9 @@ void RunMetricsBenchmarks(BenchTable& table) {
       continue;
     }
     AddRows(table, absl::StrCat("gpulet ", fixture), f, peer.ok ? &peer : nullptr);
+    if (absl::string_view(fixture) == "dgx8") dgx8 = f;
   }
+  MigScrapeRow(table, dir, dgx8 ? &*dgx8 : nullptr);
   if (peer.ok) AddRows(table, "node_exporter", peer, nullptr);
   fs::remove_all(dir);
 }

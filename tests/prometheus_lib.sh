@@ -24,16 +24,20 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
-# prometheus_start FIXTURE: gpulet on the fixture, Prometheus scraping it (job "gpulet").
+# prometheus_start FIXTURE [SERVE_FLAG...]: gpulet on the fixture (with any extra `serve`
+# flags), Prometheus scraping it (job "gpulet").
 prometheus_start() {
   local fixture=$1
+  shift
   work=$(mktemp -d /tmp/gpt.XXXXXX)
   pids=()
   trap prometheus_cleanup EXIT
   gport=$(free_port)
   pport=$(free_port)
+  # A caller's stand-ins that gpulet finds at start (e.g. the kubelet's PodResources socket).
+  if declare -F prometheus_before_gpulet >/dev/null; then prometheus_before_gpulet; fi
   "$build/gpulet" --simulate "$fixture" --sim-state "$work/state.json" serve \
-    --kubelet-dir "$work/kubelet" --metrics-address "127.0.0.1:$gport" >"$work/gpulet.log" 2>&1 &
+    --kubelet-dir "$work/kubelet" --metrics-address "127.0.0.1:$gport" "$@" >"$work/gpulet.log" 2>&1 &
   pids+=($!)
   cat >"$work/prometheus.yml" <<YAML
 global:

@@ -264,6 +264,67 @@ TEST_F(ServeFilesTest, AnUnusableWebConfigAtStartIsAUsageError) {
   }
 }
 
+// An operator changes a MIG layout under a serving gpulet: the spec names the new MIG
+// device (with its capability nodes) and no longer the destroyed one, within 2 s.
+TEST(ServeMigFilesTest, AMigLayoutChangeReachesTheCdiSpecWithinTwoSeconds) {
+  fs::path dir = fs::temp_directory_path() / absl::StrCat("gpulet-serve-mig-", getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir / "kubelet/device-plugins");
+  fs::copy(absl::StrCat(GPULET_SOURCE_DIR, "/sim/fixtures/h200-mig/root"), dir / "root",
+           fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  // Placeholders for every capability node the driver lists for GPU 0 (the dev root).
+  fs::create_directories(dir / "root/dev/nvidia-caps");
+  for (int minor = 3; minor < 138; ++minor) {
+    std::ofstream(dir / absl::StrCat("root/dev/nvidia-caps/nvidia-cap", minor));
+  }
+  const std::vector<std::string> global = {Gpulet(),
+                                           "--simulate",
+                                           "h200-mig",
+                                           "--host-root",
+                                           (dir / "root").string(),
+                                           "--sim-state",
+                                           (dir / "sim-state.json").string()};
+  std::vector<std::string> argv = global;
+  argv.insert(argv.end(), {"serve", "--metrics-address", "", "--kubelet-dir",
+                           (dir / "kubelet").string(), "--mig-strategy", "mixed"});
+  testing::DaemonProcess d;
+  ASSERT_TRUE(d.Start(argv, {}, (dir / "serve.log").string()));
+  const fs::path spec = dir / "root" / kSpec;
+  auto spec_text = [&spec] {
+    std::ifstream in(spec);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  ASSERT_TRUE(WaitFor(spec, absl::Seconds(20))) << d.Log();
+  // GPU instance 1 is the 3g.71gb: its caps are gpu0/gi1/access (12) and gi1/ci0 (13).
+  const std::string destroyed = "MIG-c1a7e0f2-9b34-5d58-8e61-2f0b7a3d0201";
+  EXPECT_THAT(spec_text(), HasSubstr(destroyed));
+  EXPECT_THAT(spec_text(), HasSubstr("/dev/nvidia-caps/nvidia-cap13"));
+  std::vector<std::string> sim = global;
+  sim.insert(sim.end(), {"sim", "mig", "0", "destroy", "1"});
+  auto r = testing::RunProgram(sim);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const absl::Time changed = absl::Now();
+  while (absl::Now() - changed < absl::Seconds(2) &&
+         spec_text().find(destroyed) != std::string::npos) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_THAT(spec_text(), ::testing::Not(HasSubstr(destroyed))) << d.Log();
+  sim = global;
+  sim.insert(sim.end(), {"sim", "mig", "0", "create", "3g.71gb"});
+  r = testing::RunProgram(sim);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const absl::Time created = absl::Now();
+  while (absl::Now() - created < absl::Seconds(2) &&
+         spec_text().find("name: \"0:3\"") == std::string::npos) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_THAT(spec_text(), HasSubstr("name: \"0:3\"")) << spec_text();
+  EXPECT_EQ(d.Stop(SIGTERM, absl::Seconds(10)), 0) << d.Log();
+  fs::remove_all(dir);
+}
+
 // Simulating on the bundled fixture (no --host-root) writes nothing into it.
 TEST(ServeBundledFixtureTest, WritesNoSpecIntoTheFixture) {
   fs::path dir = fs::temp_directory_path() / absl::StrCat("gpulet-serve-bundled-", getpid());

@@ -153,7 +153,10 @@ absl::Status Daemon::StartAll() {
     metrics_ = std::move(*metrics);
     GPULET_LOG_INFO("{}", MetricsLine(config_));
   }
-  plugins_ = MakePlugins();
+  {
+    absl::MutexLock lock(&plugins_mu_);
+    plugins_ = MakePlugins();
+  }
   if (absl::Status s = plugins_->Start(std::make_shared<const Config>(config_)); !s.ok()) {
     // The node's kubelet directory, never the user's syntax: a failure exit, not usage.
     return absl::FailedPreconditionError(s.message());
@@ -161,6 +164,11 @@ absl::Status Daemon::StartAll() {
   if (node_.gpus != nullptr) {
     liveness_ = MakeLiveness(config_);
     liveness_->Start();
+  }
+  // Only a MIG-capable GPU can change its layout under gpulet.
+  const bool mig_capable = std::any_of(node_.inventory.gpus.begin(), node_.inventory.gpus.end(),
+                                       [](const Gpu& g) { return g.mig_capable == true; });
+  if (node_.gpus != nullptr && mig_capable) {
     MigWatcher::Options mo;
     mo.clock = options_.clock;
     mig_ = std::make_unique<MigWatcher>(node_.gpus.get(), &store_, mo, [this] {
@@ -174,6 +182,9 @@ absl::Status Daemon::StartAll() {
         }
       }
       files_.Refresh();
+      // A profile may have appeared or gone: the plugin manager serves the resource set anew.
+      absl::MutexLock plugins_lock(&plugins_mu_);
+      if (plugins_ != nullptr) plugins_->Wake();
     });
     mig_->Start();
   }
@@ -478,7 +489,12 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
     result.actions.push_back("node files rewritten");
   }
   if (plugins != nullptr) {
-    plugins_ = std::move(plugins);  // the old manager stops and removes its sockets
+    std::unique_ptr<PluginManager> old;
+    {
+      absl::MutexLock lock(&plugins_mu_);
+      old = std::exchange(plugins_, std::move(plugins));
+    }
+    old.reset();  // the old manager stops and removes its sockets
     result.actions.push_back(
         absl::StrCat("plugin manager rebuilt in ", JoinPath(next.kubelet_dir, "device-plugins")));
   } else if ((effects & kReloadPluginConfig) != 0) {

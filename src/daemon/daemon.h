@@ -156,6 +156,9 @@ class Daemon {
   // Refused reloads; declared before the metrics stack that renders it.
   std::atomic<uint64_t> reload_errors_{0};
   std::unique_ptr<Metrics> metrics_;
+  // The main thread replaces plugins_ (start, reload) under plugins_mu_ and reads it without;
+  // the MIG watcher's thread reads it under plugins_mu_ only, to wake it.
+  absl::Mutex plugins_mu_;
   std::unique_ptr<PluginManager> plugins_;
   std::unique_ptr<LivenessMonitor> liveness_;
   std::unique_ptr<XidHistoryStore> xid_history_;  // outlives the policy that saves to it

@@ -522,5 +522,128 @@ TEST_F(PluginIntegrationTest, HealthReachesPluginAndMetricsAndHangBlocksNeither)
   Sim({"hang", "0", "0"});
 }
 
+// --- MIG: NVIDIA's strategies against the simulated DGX with mixed layouts -----------------
+
+bool CountIs(const v1beta1::ListAndWatchResponse& r, int n) { return r.devices_size() == n; }
+
+TEST_F(PluginIntegrationTest, MigMixedAdvertisesEachProfileAsItsOwnResource) {
+  fixture_ = "dgx8-mig";
+  // nvidia.com/gpu (GPU 6, MIG disabled) and one resource per profile in use.
+  StartDaemon({"--mig-strategy", "mixed"}, 6);
+  const std::map<std::string, int> want = {
+      {"nvidia.com/gpu", 1},         {"nvidia.com/mig-1g.10gb", 21}, {"nvidia.com/mig-2g.20gb", 6},
+      {"nvidia.com/mig-3g.40gb", 1}, {"nvidia.com/mig-4g.40gb", 1},  {"nvidia.com/mig-7g.80gb", 1}};
+  for (const auto& [resource, count] : want) {
+    EXPECT_TRUE(kubelet_->WaitForDevices(
+        resource, [count](const auto& r) { return CountIs(r, count) && CountHealthy(r) == count; },
+        absl::Seconds(5)))
+        << resource << "\n"
+        << daemon_.Log();
+  }
+  // Allocate answers with the MIG UUID the kubelet was given.
+  const std::string mig = "MIG-5e0c3b7a-6d21-5f8e-a9c4-1b2d3e4f0003";
+  auto a = kubelet_->Allocate("nvidia.com/mig-1g.10gb", {mig});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES"), mig);
+  // The whole GPU without MIG is still an nvidia.com/gpu; a MIG device is not.
+  EXPECT_FALSE(kubelet_->Allocate("nvidia.com/gpu", {mig}).ok());
+}
+
+TEST_F(PluginIntegrationTest, MigSingleRefusesAMixedLayoutWithAClearError) {
+  fixture_ = "dgx8-mig";
+  std::vector<std::string> argv = ServeArgv();
+  argv.insert(argv.end(), {"--mig-strategy", "single"});
+  auto r = RunProgram(argv);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("plugin.migStrategy single: all GPUs on the node must have the same MIG "
+                       "mode, but GPU 6 has MIG disabled"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("set plugin.migStrategy to mixed"), std::string::npos) << r.err;
+}
+
+TEST_F(PluginIntegrationTest, MigSingleServesAUniformLayoutUnderTheGpuResource) {
+  fixture_ = "h200-mig";
+  Sim({"mig", "0", "layout", "1g.18gb,1g.18gb,1g.18gb,1g.18gb,1g.18gb,1g.18gb,1g.18gb"});
+  StartDaemon({"--mig-strategy", "single", "--device-id-strategy", "index"});
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/gpu", [](const auto& r) { return CountIs(r, 7); }, absl::Seconds(5)))
+      << daemon_.Log();
+  std::vector<std::string> ids;
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/gpu",
+      [&ids](const auto& r) {
+        ids.clear();
+        for (const auto& d : r.devices()) ids.push_back(d.id());
+        return true;
+      },
+      absl::Seconds(1)));
+  for (const std::string& id : ids) EXPECT_EQ(id.rfind("MIG-", 0), 0u) << id;
+  auto a = kubelet_->Allocate("nvidia.com/gpu", {ids[2]});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES"), "0:2");
+}
+
+TEST_F(PluginIntegrationTest, AMigLayoutChangeReachesListAndWatchWithinTwoSeconds) {
+  fixture_ = "h200-mig";
+  // 3g.71gb, 2g.35gb and two 1g.18gb: four resources.
+  StartDaemon({"--mig-strategy", "mixed"}, 4);
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/mig-1g.18gb", [](const auto& r) { return CountIs(r, 2); }, absl::Seconds(5)));
+  // An operator destroys the 3g.71gb instance (GPU instance 1) and makes three 1g.18gb.
+  absl::Time changed = absl::Now();
+  Sim({"mig", "0", "destroy", "1"});
+  Sim({"mig", "0", "create", "1g.18gb"});
+  Sim({"mig", "0", "create", "1g.18gb"});
+  Sim({"mig", "0", "create", "1g.18gb"});
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/mig-1g.18gb", [](const auto& r) { return CountIs(r, 5); }, absl::Seconds(2)))
+      << daemon_.Log();
+  EXPECT_LE(absl::Now() - changed, absl::Seconds(2) + absl::Milliseconds(500));
+  // The 3g.71gb resource is gone: its socket is removed, the kubelet drops its devices.
+  const fs::path gone = dir_ / "kubelet/device-plugins/gpulet-mig-3g.71gb.sock";
+  for (int i = 0; i < 100 && fs::exists(gone); ++i) absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_FALSE(fs::exists(gone)) << daemon_.Log();
+  // A new profile becomes a new resource, registered with the kubelet.
+  const int before = kubelet_->registrations();
+  Sim({"mig", "0", "destroy", "2"});  // the 2g.35gb
+  Sim({"mig", "0", "create", "1g.35gb"});
+  ASSERT_TRUE(kubelet_->WaitForRegistrations(before + 1, absl::Seconds(3))) << daemon_.Log();
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/mig-1g.35gb", [](const auto& r) { return CountIs(r, 1); }, absl::Seconds(2)));
+}
+
+TEST_F(PluginIntegrationTest, AnXidInAGpuInstanceTakesOnlyThatMigDeviceOut) {
+  fixture_ = "h200-mig";
+  StartDaemon({"--mig-strategy", "mixed"}, 4);
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/mig-1g.18gb", [](const auto& r) { return CountHealthy(r) == 2; },
+      absl::Seconds(5)));
+  Sim({"xid", "0", "79", "--gpu-instance", "3"});
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/mig-1g.18gb",
+      [](const auto& r) {
+        for (const auto& d : r.devices()) {
+          if ((d.health() == "Unhealthy") !=
+              (d.id() == "MIG-c1a7e0f2-9b34-5d58-8e61-2f0b7a3d0203")) {
+            return false;
+          }
+        }
+        return r.devices_size() == 2;
+      },
+      absl::Seconds(5)))
+      << daemon_.Log();
+  // The GPU's other MIG devices keep working.
+  EXPECT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/mig-3g.71gb", [](const auto& r) { return CountHealthy(r) == 1; },
+      absl::Seconds(1)));
+  // A GPU-level fault (no instance) takes every MIG device out.
+  Sim({"xid", "0", "79"});
+  EXPECT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/mig-3g.71gb", [](const auto& r) { return CountHealthy(r) == 0; },
+      absl::Seconds(5)))
+      << daemon_.Log();
+}
+
 }  // namespace
 }  // namespace gpulet

@@ -48,12 +48,15 @@ class PluginManager {
   // Stops the thread and the servers; sockets are removed.
   void Stop();
 
+  // Looks at the store's MIG layout now rather than within a second (the MIG watcher calls
+  // it after a change). Thread-safe.
+  void Wake();
+
   // Successful Register calls so far (for tests and benchmarks).
   int registrations() const { return registrations_.load(); }
 
  private:
   void Run();
-  void Wake();
   // Rebuilds the server set when the store's MIG layout calls for other resources; keeps
   // `registered` in step with servers_. Watch thread only.
   void FollowLayout(std::vector<bool>* registered);
