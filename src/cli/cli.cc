@@ -80,7 +80,7 @@ void PrintHelp(FILE* out) {
                "host is mounted)\n"
                "  --nvml-lib PATH      use this libnvidia-ml instead of searching for one\n"
                "  --simulate FIXTURE   use the bundled NVML simulator and fixture host root "
-               "(homelab, h200, dgx8)\n"
+               "(homelab, h200, dgx8, h200-mig, dgx8-mig)\n"
                "  --sim-state PATH     the simulator's fault-injection state file\n"
                "  --probe-timeout SEC  deadline for loading NVML in a child process, 0.1 to "
                "600 s (default 15; 30s and 500ms work too)\n"

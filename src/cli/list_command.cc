@@ -72,6 +72,16 @@ class ListCommand final : public CommandHandler {
              g.bus_id.empty() ? "-" : g.bus_id, g.numa_node >= 0 ? absl::StrCat(g.numa_node) : "-",
              g.on_pci ? (g.kernel_driver.empty() ? "none" : g.kernel_driver) : "-",
              g.uuid.empty() ? "-" : g.uuid});
+        // MIG devices under their GPU, named as nvidia-smi -L and nvidia-ctk name them.
+        for (const MigDeviceInfo& m : g.mig_devices) {
+          rows.push_back({absl::StrCat(g.index ? absl::StrCat(*g.index) : "-", ":", m.index),
+                          absl::StrCat("  MIG ", m.profile, " (GI ", m.gpu_instance_id, ", CI ",
+                                       m.compute_instance_id, ")"),
+                          FormatMemory(m.memory_bytes), "", "", "", "", "", m.uuid});
+        }
+        if (g.mig_enabled && g.mig_devices.empty()) {
+          rows.push_back({"", "  MIG enabled, no MIG devices", "", "", "", "", "", "", ""});
+        }
       }
       PrintTable(rows);
     }

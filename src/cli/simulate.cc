@@ -75,9 +75,10 @@ absl::StatusOr<Simulation> FindSimulation(const GlobalOptions& options) {
     }
   }
   if (sim.fixture_yaml.empty() || !IsFile(sim.fixture_yaml)) {
-    return absl::NotFoundError(absl::StrCat(
-        "simulator fixture '", want, "' not found; looked at: ", absl::StrJoin(looked, ", "),
-        ". Bundled fixtures are homelab, h200 and dgx8; or pass a path to a fixture .yaml"));
+    return absl::NotFoundError(absl::StrCat("simulator fixture '", want,
+                                            "' not found; looked at: ", absl::StrJoin(looked, ", "),
+                                            ". Bundled fixtures are homelab, h200, dgx8, h200-mig "
+                                            "and dgx8-mig; or pass a path to a fixture .yaml"));
   }
   if (!IsDir(sim.host_root)) {
     return absl::NotFoundError(absl::StrCat("fixture '", want, "' has no host root at ",

@@ -37,6 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         (void)wire::ProbeAnswerFromJson(r);
         (void)wire::SampleFromJson(r);
         (void)wire::EventFromJson(r);
+        (void)wire::MigLayoutFromJson(r);
         (void)wire::HelloFromJson(r);
       }
     }

@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "gpu/nvml_api.h"
+#include "gpu/nvml_api.h"
 #include "gtest/gtest.h"
 #include "health/kmsg_source.h"
 #include "health/xid_policy.h"
@@ -112,6 +114,32 @@ TEST_F(EventMonitorTest, KernelLogXidReachesTheStore) {
   AndWaitForStore([&] { kmsg_->Push(XidRecord(1, "02", 79)); });
   EXPECT_EQ(Count(kGpu1, 79), 1u);
   EXPECT_EQ(Health(kGpu1).state, HealthState::kUnhealthy);
+}
+
+TEST_F(EventMonitorTest, AnXidNamingAGpuInstanceReachesThatMigDeviceFromEitherSource) {
+  MigLayout layout;
+  layout.enabled = true;
+  for (unsigned gi : {3u, 4u}) {
+    MigDeviceInfo m;
+    m.gpu_instance_id = gi;
+    m.uuid = absl::StrCat("MIG-", gi);
+    layout.devices.push_back(m);
+  }
+  ASSERT_TRUE(store_.SetMigLayout(kGpu1, layout));
+  Start();
+  AndWaitForStore([&] {
+    kmsg_->Push(
+        "4,1,1001,-;NVRM: Xid (PCI:0000:02:00 GPU-I:03): 79, pid='<unknown>', name=<unknown>, x");
+  });
+  snap_ = store_.Get();
+  const DeviceRecord* d = snap_->FindByUuid(kGpu1);
+  EXPECT_EQ(d->health.state, HealthState::kHealthy);
+  EXPECT_FALSE(d->MigHealthy(3));
+  EXPECT_TRUE(d->MigHealthy(4));
+  AndWaitForStore([&] { library_.InjectEvent({1, nvmlEventTypeXidCriticalError, 48, 4u, 0u}); });
+  snap_ = store_.Get();
+  EXPECT_FALSE(snap_->FindByUuid(kGpu1)->MigHealthy(4));
+  EXPECT_EQ(snap_->FindByUuid(kGpu1)->health.state, HealthState::kHealthy);
 }
 
 TEST_F(EventMonitorTest, SameXidFromBothSourcesWithinTwoSecondsCountsOnce) {

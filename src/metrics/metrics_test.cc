@@ -506,6 +506,7 @@ TEST(MetricsDaemonTest, DcgmDefaultCountersOnH200MatchTheDocTable) {
   for (const auto& [name, type] : exported) {
     EXPECT_EQ(csv.count(name) + extra.count(name), 1u) << name;
   }
+  daemon.Stop(SIGTERM, absl::Seconds(5));  // before its directory goes
   fs::remove_all(dir);
 }
 
