@@ -7,7 +7,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gpu/nvml_api.h"
-#include "gpu/nvml_api.h"
 #include "gtest/gtest.h"
 #include "health/kmsg_source.h"
 #include "health/xid_policy.h"
