@@ -533,7 +533,9 @@ TEST_F(PluginIntegrationTest, MigMixedAdvertisesEachProfileAsItsOwnResource) {
   const std::map<std::string, int> want = {
       {"nvidia.com/gpu", 1},         {"nvidia.com/mig-1g.10gb", 21}, {"nvidia.com/mig-2g.20gb", 6},
       {"nvidia.com/mig-3g.40gb", 1}, {"nvidia.com/mig-4g.40gb", 1},  {"nvidia.com/mig-7g.80gb", 1}};
-  for (const auto& [resource, count] : want) {
+  for (const auto& entry : want) {
+    const std::string& resource = entry.first;
+    const int count = entry.second;  // a plain local: lambdas cannot capture bindings in clang
     EXPECT_TRUE(kubelet_->WaitForDevices(
         resource, [count](const auto& r) { return CountIs(r, count) && CountHealthy(r) == count; },
         absl::Seconds(5)))
