@@ -1,5 +1,6 @@
 #include "metrics/exposition.h"
 
+#include <array>
 #include <functional>
 #include <map>
 #include <set>
@@ -272,6 +273,14 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
                        "or unreadable file, or a change that cannot apply now. The running "
                        "configuration was kept.");
 
+  // The DCGM_FI_PROF_* activity ratios of a GPM sample, by family.
+  auto activity = [&](const ProfilingSample& p) {
+    return std::array{
+        std::pair{&gr_active, p.gr_engine_active}, std::pair{&sm_active, p.sm_active},
+        std::pair{&sm_occupancy, p.sm_occupancy},  std::pair{&tensor, p.tensor_active},
+        std::pair{&dram, p.dram_active},           std::pair{&fp64, p.fp64_active},
+        std::pair{&fp32, p.fp32_active},           std::pair{&fp16, p.fp16_active}};
+  };
   for (const DeviceRecord& d : snap.devices) {
     const Gpu& g = d.gpu;
     std::string index = g.index ? absl::StrCat(*g.index) : "";
@@ -402,15 +411,10 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
     }
     if (s.profiling) {
       const ProfilingSample& p = *s.profiling;
-      for (auto [family, value] : {std::pair{&gr_active, p.gr_engine_active},
-                                   {&sm_active, p.sm_active},
-                                   {&sm_occupancy, p.sm_occupancy},
-                                   {&tensor, p.tensor_active},
-                                   {&dram, p.dram_active},
-                                   {&fp64, p.fp64_active},
-                                   {&fp32, p.fp32_active},
-                                   {&fp16, p.fp16_active},
-                                   {&pcie_tx, p.pcie_tx_bytes_per_second},
+      for (auto [family, value] : activity(p)) {
+        if (value) add_dcgm(*family, *value);
+      }
+      for (auto [family, value] : {std::pair{&pcie_tx, p.pcie_tx_bytes_per_second},
                                    {&pcie_rx, p.pcie_rx_bytes_per_second},
                                    {&nvlink_tx, p.nvlink_tx_bytes_per_second},
                                    {&nvlink_rx, p.nvlink_rx_bytes_per_second}}) {
@@ -425,15 +429,8 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
         add_mig_dcgm(fb_used, ms, static_cast<double>(*ms.fb_used_bytes / (1 << 20)));
       }
       if (!ms.profiling) continue;
-      const ProfilingSample& p = *ms.profiling;
-      for (auto [family, value] : {std::pair{&gr_active, p.gr_engine_active},
-                                   {&sm_active, p.sm_active},
-                                   {&sm_occupancy, p.sm_occupancy},
-                                   {&tensor, p.tensor_active},
-                                   {&dram, p.dram_active},
-                                   {&fp64, p.fp64_active},
-                                   {&fp32, p.fp32_active},
-                                   {&fp16, p.fp16_active}}) {
+      // Per GPU instance, GPM has the activity ratios; the PCIe and NVLink rates are the GPU's.
+      for (auto [family, value] : activity(*ms.profiling)) {
         if (value) add_mig_dcgm(*family, ms, *value);
       }
     }
