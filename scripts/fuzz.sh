@@ -15,7 +15,8 @@
 # from a few small system shared libraries; the pod-identity parsers from the simulator
 # fixtures' /proc/<pid>/cgroup files and /var/log/pods names; the config parser from README's
 # example; the web-config parser from a few small files; the API client's HTTP response parser
-# (src/kube/http_response_fuzz.cc) from a few responses as the API server sends them.
+# (src/kube/http_response_fuzz.cc) from a few responses as the API server sends them; the DRA
+# checkpoint parser (src/dra/checkpoint_fuzz.cc) from a checkpoint and claims gpulet writes.
 # Inputs that grow coverage accumulate in build-fuzz/corpus/NAME; a crashing input is saved in build-fuzz/artifacts/NAME/.
 # Reproduce one with: build-fuzz/bin/NAME build-fuzz/artifacts/NAME/crash-...
 set -euo pipefail
@@ -182,6 +183,15 @@ make_seeds() {
         > "$dir/interim"
       printf '\001HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1\r\nContent-Length: 5\r\n\r\n' \
         > "$dir/head"
+      ;;
+    src/dra/checkpoint_fuzz.cc)
+      # A checkpoint as gpulet writes it, and claims alone ('!': the target wraps them in a
+      # valid envelope, so mutations reach the claim parser past the checksum).
+      printf '{"kind":"GpuletDraCheckpoint","version":1,"checksum":"fnv1a64:08f44b07b5901a25","claims":{}}' \
+        > "$dir/empty.json"
+      printf '!{"u1":{"namespace":"ml","name":"gpu","devices":[{"requestNames":["gpu"],"pool":"node-a","device":"gpu-0","cdiDeviceIds":["gpulet.dev/claim=u1-gpu-0"],"shareId":""}]}}' \
+        > "$dir/claims.json"
+      printf '!{"u2":{"namespace":"ml","name":"x","devices":[]}}' > "$dir/no-devices.json"
       ;;
     src/gpu/elf_check_fuzz.cc)
       local lib

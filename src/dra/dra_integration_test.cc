@@ -1,0 +1,248 @@
+// The DRA kubelet plugin against the kubelet stand-in (testing/fake_dra_kubelet.h), over real
+// unix sockets: registration, kubelet restarts, lost sockets, prepare/unprepare in both API
+// versions, and a gpulet killed between prepare and unprepare.
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+
+#include "dra/kubelet_plugin.h"
+#include "dra/prepared_claims.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/fake_claim_preparer.h"
+#include "testing/fake_dra_kubelet.h"
+#include "testing/files.h"
+#include "testing/wait_for.h"
+
+namespace gpulet::dra {
+namespace {
+
+using ::gpulet::testing::FakeClaimPreparer;
+using ::gpulet::testing::FakeDraKubelet;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr char kDriver[] = "gpu.gpulet.dev";
+const absl::Duration kLimit = absl::Seconds(10);
+
+unsigned ModeOf(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 ? st.st_mode & 0777 : 0;
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return lstat(path.c_str(), &st) == 0;
+}
+
+// What a killed process leaves: a socket file nobody listens on.
+void LeaveDeadSocket(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+  unlink(path.c_str());
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  close(fd);
+}
+
+class DraIntegrationTest : public ::testing::Test {
+ protected:
+  // gpulet's side: the claims (on the checkpoint) and the plugin serving them.
+  void StartGpulet() {
+    absl::StatusOr<std::unique_ptr<PreparedClaims>> c =
+        PreparedClaims::Open(checkpoint_, &preparer_);
+    ASSERT_TRUE(c.ok()) << c.status();
+    claims_ = std::move(*c);
+    plugin_ = std::make_unique<KubeletPlugin>(kDriver, dir_.path(), claims_.get(),
+                                              absl::Milliseconds(50));
+    absl::Status s = plugin_->Start();
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  void StopGpulet() {
+    plugin_.reset();
+    claims_.reset();
+  }
+
+  static std::vector<testing::drapb::Claim> Claims(std::initializer_list<const char*> uids) {
+    std::vector<testing::drapb::Claim> out;
+    for (const char* uid : uids) {
+      out.push_back(FakeDraKubelet::MakeClaim("ml", uid, std::string("claim-") + uid));
+    }
+    return out;
+  }
+
+  gpulet::testing::ScratchDir dir_;
+  std::string checkpoint_ = dir_.path() + "/gpulet/dra-checkpoint.json";
+  FakeClaimPreparer preparer_;
+  FakeDraKubelet kubelet_{dir_.path()};
+  std::unique_ptr<PreparedClaims> claims_;
+  std::unique_ptr<KubeletPlugin> plugin_;
+};
+
+TEST_F(DraIntegrationTest, RegistersWithTheKubeletOverRealSockets) {
+  ASSERT_NO_FATAL_FAILURE(StartGpulet());
+  ASSERT_TRUE(kubelet_.Start().ok());
+  ASSERT_TRUE(kubelet_.WaitForRegistrations(1, kLimit));
+  std::optional<FakeDraKubelet::Plugin> p = kubelet_.plugin(kDriver);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->info.type(), "DRAPlugin");
+  EXPECT_EQ(p->info.name(), kDriver);
+  const DraPaths paths = DraPaths::For(dir_.path(), kDriver);
+  EXPECT_EQ(p->socket, paths.registration_socket);
+  EXPECT_EQ(p->info.endpoint(), paths.dra_socket);
+  EXPECT_THAT(p->info.supported_versions(), ElementsAre("v1.DRAPlugin", "v1beta1.DRAPlugin"));
+  EXPECT_EQ(p->version, "v1");
+  ASSERT_TRUE(plugin_->registration().WaitForNotifications(1, kLimit));
+  EXPECT_TRUE(plugin_->verdict().registered);
+  EXPECT_EQ(ModeOf(paths.registration_socket), 0600u);
+  EXPECT_EQ(ModeOf(paths.dra_socket), 0600u);
+  EXPECT_EQ(ModeOf(paths.registry_dir), 0750u);
+  EXPECT_EQ(ModeOf(paths.plugin_dir), 0750u);
+
+  StopGpulet();
+  EXPECT_FALSE(Exists(paths.registration_socket));
+  EXPECT_FALSE(Exists(paths.dra_socket));
+  EXPECT_TRUE(kubelet_.WaitForDeregistered(kDriver, kLimit));
+}
+
+TEST_F(DraIntegrationTest, ARefusalIsRecordedWithTheKubeletsReason) {
+  kubelet_.set_versions({"v2"});
+  ASSERT_TRUE(kubelet_.Start().ok());
+  ASSERT_NO_FATAL_FAILURE(StartGpulet());
+  ASSERT_TRUE(plugin_->registration().WaitForNotifications(1, kLimit));
+  RegistrationServer::Verdict v = plugin_->verdict();
+  EXPECT_FALSE(v.registered);
+  EXPECT_THAT(v.error, HasSubstr("supports none of this kubelet's versions"));
+  EXPECT_FALSE(kubelet_.Prepare(kDriver, Claims({"a"})).ok());
+}
+
+TEST_F(DraIntegrationTest, AKubeletRestartRegistersAgain) {
+  ASSERT_TRUE(kubelet_.Start().ok());
+  ASSERT_NO_FATAL_FAILURE(StartGpulet());
+  ASSERT_TRUE(kubelet_.WaitForRegistrations(1, kLimit));
+  ASSERT_TRUE(kubelet_.Restart().ok());
+  ASSERT_TRUE(kubelet_.WaitForRegistrations(2, kLimit));
+  ASSERT_TRUE(plugin_->registration().WaitForNotifications(2, kLimit));
+  EXPECT_TRUE(plugin_->verdict().registered);
+  EXPECT_EQ(plugin_->reserves(), 0);  // nothing to serve again: the sockets stayed
+  auto r = kubelet_.Prepare(kDriver, Claims({"a"}));
+  ASSERT_TRUE(r.ok()) << r.status();
+}
+
+TEST_F(DraIntegrationTest, ADeletedSocketIsServedAndRegisteredAgain) {
+  ASSERT_TRUE(kubelet_.Start().ok());
+  ASSERT_NO_FATAL_FAILURE(StartGpulet());
+  ASSERT_TRUE(kubelet_.WaitForRegistrations(1, kLimit));
+  const DraPaths& paths = plugin_->paths();
+  ASSERT_EQ(unlink(paths.registration_socket.c_str()), 0);
+  ASSERT_TRUE(kubelet_.WaitForRegistrations(2, kLimit));
+  EXPECT_GE(plugin_->reserves(), 1);
+  // The DRA service's socket too: the registration is renewed so the kubelet dials anew.
+  ASSERT_EQ(unlink(paths.dra_socket.c_str()), 0);
+  ASSERT_TRUE(kubelet_.WaitForRegistrations(3, kLimit));
+  auto r = kubelet_.Prepare(kDriver, Claims({"a"}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->claims().at("a").error(), "");
+}
+
+TEST_F(DraIntegrationTest, PrepareUnprepareRoundTripInBothVersions) {
+  for (const char* version : {"v1", "v1beta1"}) {
+    SCOPED_TRACE(version);
+    kubelet_.set_versions({version});
+    ASSERT_TRUE(kubelet_.Restart().ok());
+    if (!plugin_) {
+      ASSERT_NO_FATAL_FAILURE(StartGpulet());
+    }
+    ASSERT_TRUE(testing::WaitFor([&] {
+                  auto p = kubelet_.plugin(kDriver);
+                  return p && p->registered && p->version == version;
+                }) != absl::InfiniteDuration());
+    const std::string uid = std::string("uid-") + version;
+    preparer_.SetDevices(uid, {PreparedDevice{.request_names = {"gpu"},
+                                              .pool = "node-a",
+                                              .device = "gpu-1",
+                                              .cdi_device_ids = {"gpulet.dev/claim=" + uid},
+                                              .share_id = "share-1"}});
+    auto prepared = kubelet_.Prepare(kDriver, Claims({uid.c_str()}));
+    ASSERT_TRUE(prepared.ok()) << prepared.status();
+    const auto& entry = prepared->claims().at(uid);
+    EXPECT_EQ(entry.error(), "");
+    ASSERT_EQ(entry.devices_size(), 1);
+    EXPECT_THAT(entry.devices(0).request_names(), ElementsAre("gpu"));
+    EXPECT_EQ(entry.devices(0).pool_name(), "node-a");
+    EXPECT_EQ(entry.devices(0).device_name(), "gpu-1");
+    EXPECT_THAT(entry.devices(0).cdi_device_ids(), ElementsAre("gpulet.dev/claim=" + uid));
+    // v1beta1 has no share IDs.
+    EXPECT_EQ(entry.devices(0).has_share_id(), std::string(version) == "v1");
+
+    // Asked again (the kubelet retries after its own restart): the same answer, not prepared
+    // twice.
+    auto again = kubelet_.Prepare(kDriver, Claims({uid.c_str()}));
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->SerializeAsString(), prepared->SerializeAsString());
+
+    auto un = kubelet_.Unprepare(kDriver, Claims({uid.c_str(), "never-prepared"}));
+    ASSERT_TRUE(un.ok()) << un.status();
+    ASSERT_EQ(un->claims_size(), 2);  // every claim answered, even with an empty entry
+    EXPECT_EQ(un->claims().at(uid).error(), "");
+    EXPECT_EQ(un->claims().at("never-prepared").error(), "");
+    EXPECT_THAT(preparer_.made(), IsEmpty());
+  }
+  EXPECT_EQ(preparer_.prepare_calls(), 2);
+  EXPECT_EQ(preparer_.unprepare_calls(), 2);
+}
+
+TEST_F(DraIntegrationTest, PerClaimErrorsReachTheKubelet) {
+  ASSERT_TRUE(kubelet_.Start().ok());
+  ASSERT_NO_FATAL_FAILURE(StartGpulet());
+  ASSERT_TRUE(kubelet_.WaitForRegistrations(1, kLimit));
+  preparer_.FailPrepare("b", "ResourceClaim ml/claim-b is allocated to another node");
+  auto r = kubelet_.Prepare(kDriver, Claims({"a", "b"}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->claims().at("a").error(), "");
+  EXPECT_EQ(r->claims().at("b").error(), "ResourceClaim ml/claim-b is allocated to another node");
+  EXPECT_EQ(r->claims().at("b").devices_size(), 0);
+}
+
+// gpulet killed (no Stop, sockets left behind) between prepare and unprepare; a new gpulet on
+// the same checkpoint answers the unprepare with what the first one prepared.
+TEST_F(DraIntegrationTest, AKillBetweenPrepareAndUnprepareLosesNothing) {
+  ASSERT_TRUE(kubelet_.Start().ok());
+  ASSERT_NO_FATAL_FAILURE(StartGpulet());
+  ASSERT_TRUE(kubelet_.WaitForRegistrations(1, kLimit));
+  auto prepared = kubelet_.Prepare(kDriver, Claims({"a", "b"}));
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+
+  const DraPaths paths = plugin_->paths();
+  StopGpulet();
+  ASSERT_NO_FATAL_FAILURE(LeaveDeadSocket(paths.dra_socket));
+  ASSERT_NO_FATAL_FAILURE(LeaveDeadSocket(paths.registration_socket));
+  // The preparer's work (CDI specs, in a real one) is still there, as after a kill.
+  EXPECT_THAT(preparer_.made(), ElementsAre("a", "b"));
+
+  ASSERT_NO_FATAL_FAILURE(StartGpulet());
+  ASSERT_TRUE(kubelet_.WaitForRegistrations(2, kLimit));
+  auto again = kubelet_.Prepare(kDriver, Claims({"a"}));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->claims().at("a").SerializeAsString(),
+            prepared->claims().at("a").SerializeAsString());
+  EXPECT_EQ(preparer_.prepare_calls(), 1);
+
+  auto un = kubelet_.Unprepare(kDriver, Claims({"a", "b"}));
+  ASSERT_TRUE(un.ok()) << un.status();
+  EXPECT_EQ(un->claims().at("a").error(), "");
+  EXPECT_EQ(un->claims().at("b").error(), "");
+  EXPECT_THAT(preparer_.unprepared_uids_seen(), ElementsAre("a", "b"));
+  EXPECT_THAT(preparer_.made(), IsEmpty());
+  EXPECT_THAT(claims_->prepared(), IsEmpty());
+}
+
+}  // namespace
+}  // namespace gpulet::dra

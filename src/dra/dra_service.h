@@ -1,0 +1,72 @@
+// DraPluginServer: the kubelet DRA service, `v1.DRAPlugin` and `v1beta1.DRAPlugin`
+// (proto/dra/), served over gRPC on the unix socket the registration advertises
+// (<kubelet-dir>/plugins/<driver>/dra.sock).
+//
+// Both versions are the same two calls: NodePrepareResources and NodeUnprepareResources take
+// claim references and answer per claim UID. They translate between the protos and
+// PreparedClaims (prepared_claims.h), which holds the idempotency and checkpoint rules and
+// calls the ClaimPreparer; this class only serves. A failure is always reported per claim,
+// never as a failed call, so that the kubelet keeps the other claims' answers; v1beta1 has no
+// share IDs, so a share's ID is dropped there.
+//
+// The socket's directory is created (mode 0750) when missing; the socket is mode 0600 and
+// removed by Stop unless it was replaced meanwhile.
+//
+// Thread-safety: Start/Stop are called from one owning thread; running() and SocketIntact()
+// from any; RPCs run on gRPC's threads. `claims` must outlive the server.
+#ifndef GPULET_DRA_DRA_SERVICE_H_
+#define GPULET_DRA_DRA_SERVICE_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "dra/prepared_claims.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace gpulet::dra {
+
+class DraPluginServer {
+ public:
+  DraPluginServer(std::string socket_path, PreparedClaims* claims);
+  ~DraPluginServer();
+  DraPluginServer(const DraPluginServer&) = delete;
+  DraPluginServer& operator=(const DraPluginServer&) = delete;
+
+  // Creates the directory if needed, removes a stale socket and serves both versions. Errors
+  // name the path and what to do. Idempotent while running.
+  absl::Status Start();
+  // Finishes in-flight calls (2 s at most), stops serving, removes the socket if ours.
+  void Stop();
+  bool running() const;
+  // Serving, and the socket file is still the one Start created.
+  bool SocketIntact() const;
+
+  const std::string& socket_path() const { return socket_path_; }
+
+ private:
+  class V1Service;
+  class V1beta1Service;
+
+  const std::string socket_path_;
+  PreparedClaims* const claims_;
+
+  // Replaced only by Start/Stop, on the owning thread.
+  std::unique_ptr<V1Service> v1_;
+  std::unique_ptr<V1beta1Service> v1beta1_;
+
+  mutable absl::Mutex mu_;
+  std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(mu_);
+  ino_t socket_inode_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace gpulet::dra
+
+#endif  // GPULET_DRA_DRA_SERVICE_H_

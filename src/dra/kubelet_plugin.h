@@ -1,0 +1,68 @@
+// KubeletPlugin: keeps gpulet's DRA driver known to the kubelet: the DRA service
+// (dra_service.h) on <kubelet-dir>/plugins/<driver>/dra.sock and its registration
+// (registration.h) on <kubelet-dir>/plugins_registry/<driver>-reg.sock.
+//
+// Start serves the DRA service first and the registration second, so that the kubelet, which
+// dials the endpoint as soon as it sees the registration socket, always finds it. A kubelet
+// restart needs nothing from us (the new kubelet finds the socket still there and calls
+// GetInfo again); but a socket deleted from under us (a cleaned directory, an operator) would
+// leave the driver unknown for good, so one thread ("gpulet-dra") watches the registry
+// directory with inotify, checks both sockets at least every `recheck` and serves again
+// whatever was lost (the DRA service before the registration). Stop withdraws the
+// registration first, then the service.
+//
+// Thread-safety: Start/Stop from one owning thread; the accessors from any thread.
+// `claims` must outlive the object.
+#ifndef GPULET_DRA_KUBELET_PLUGIN_H_
+#define GPULET_DRA_KUBELET_PLUGIN_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/dir_watcher.h"
+#include "dra/dra_service.h"
+#include "dra/prepared_claims.h"
+#include "dra/registration.h"
+
+namespace gpulet::dra {
+
+class KubeletPlugin {
+ public:
+  KubeletPlugin(std::string driver, std::string kubelet_dir, PreparedClaims* claims,
+                absl::Duration recheck = absl::Seconds(1));
+  ~KubeletPlugin();
+  KubeletPlugin(const KubeletPlugin&) = delete;
+  KubeletPlugin& operator=(const KubeletPlugin&) = delete;
+
+  // Serves both sockets and starts the watch thread. Errors (a socket path too long, a
+  // directory that cannot be made or served in) name the path; nothing is left running.
+  absl::Status Start();
+  void Stop();
+
+  // How often a lost socket was served again since Start (for tests and status).
+  int reserves() const { return reserves_.load(); }
+  RegistrationServer::Verdict verdict() const { return registration_.verdict(); }
+  const DraPaths& paths() const { return paths_; }
+  const RegistrationServer& registration() const { return registration_; }
+  const DraPluginServer& service() const { return service_; }
+
+ private:
+  void Run();
+
+  const DraPaths paths_;
+  const absl::Duration recheck_;
+  DraPluginServer service_;
+  RegistrationServer registration_;
+  std::unique_ptr<DirWatcher> watcher_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> reserves_{0};
+};
+
+}  // namespace gpulet::dra
+
+#endif  // GPULET_DRA_KUBELET_PLUGIN_H_

@@ -1,0 +1,124 @@
+// FakeDraKubelet: a stand-in for the kubelet's side of a DRA driver, over real unix sockets,
+// for integration tests. It is written from the kubelet's documented behaviour, not from its
+// code:
+//  - the plugin manager watches <kubelet-dir>/plugins_registry (inotify here too, plus a
+//    rescan every 50 ms) and, for each new socket whose name ends in ".sock" (hidden files and
+//    anything that is not a socket are ignored), dials it and calls Registration.GetInfo;
+//  - it checks the answer: type "DRAPlugin" (any other type: "no handler registered"), a
+//    driver name, an endpoint, and a version in supported_versions that this kubelet speaks
+//    (v1.DRAPlugin preferred over v1beta1.DRAPlugin, as kubelets since 1.34 do); then it dials
+//    the endpoint;
+//  - it reports the verdict with NotifyRegistrationStatus(true), or (false, the reason);
+//  - a socket created again registers again; a socket that disappears deregisters its driver.
+// Prepare and Unprepare then call NodePrepareResources / NodeUnprepareResources on the
+// registered driver's endpoint in the version chosen at registration. Restart() is a kubelet
+// restart: it forgets every driver and registers again whatever sockets are still there.
+//
+// Thread-safety: all methods are thread-safe; registration runs on the stand-in's own thread.
+#ifndef GPULET_TESTING_FAKE_DRA_KUBELET_H_
+#define GPULET_TESTING_FAKE_DRA_KUBELET_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/dir_watcher.h"
+#include "proto/dra/v1/api.pb.h"
+#include "proto/pluginregistration/v1/api.pb.h"
+
+namespace gpulet::testing {
+
+namespace drapb = ::k8s::io::kubelet::pkg::apis::dra::v1;
+
+class FakeDraKubelet {
+ public:
+  // `kubelet_dir` holds plugins_registry/ (created by Start when missing).
+  explicit FakeDraKubelet(std::string kubelet_dir);
+  ~FakeDraKubelet();
+  FakeDraKubelet(const FakeDraKubelet&) = delete;
+  FakeDraKubelet& operator=(const FakeDraKubelet&) = delete;
+
+  // The DRA versions this kubelet speaks, preferred first. Default: {"v1", "v1beta1"}; a
+  // kubelet 1.32/1.33 would be {"v1beta1"}. Applies to registrations after the call.
+  void set_versions(std::vector<std::string> versions);
+
+  absl::Status Start();
+  // Stops watching and forgets every driver; the plugins' sockets stay.
+  void Stop();
+  absl::Status Restart();
+
+  struct Plugin {
+    std::string socket;  // the registration socket
+    pluginregistration::PluginInfo info;
+    std::string version;  // the DRA version chosen ("v1", "v1beta1"); "" when refused
+    bool registered = false;
+    std::string error;  // why not, as sent in NotifyRegistrationStatus
+  };
+  // The driver registered (or refused) from `driver`'s socket; nullopt when none.
+  std::optional<Plugin> plugin(const std::string& driver) const;
+  // Registration attempts (GetInfo answered) and successes, over all restarts.
+  int attempts() const;
+  int registrations() const;
+  bool WaitForRegistrations(int n, absl::Duration timeout) const;
+  bool WaitForAttempts(int n, absl::Duration timeout) const;
+  // Waits until no driver named `driver` is known (its socket went away).
+  bool WaitForDeregistered(const std::string& driver, absl::Duration timeout) const;
+
+  // The kubelet's calls to a registered driver. Errors: the driver is not registered, or the
+  // call itself failed (per-claim errors are in the response).
+  absl::StatusOr<drapb::NodePrepareResourcesResponse> Prepare(
+      const std::string& driver, const std::vector<drapb::Claim>& claims,
+      absl::Duration timeout = absl::Seconds(5));
+  absl::StatusOr<drapb::NodeUnprepareResourcesResponse> Unprepare(
+      const std::string& driver, const std::vector<drapb::Claim>& claims,
+      absl::Duration timeout = absl::Seconds(5));
+
+  static drapb::Claim MakeClaim(const std::string& ns, const std::string& uid,
+                                const std::string& name);
+
+  // Which instance of a socket: a file system may give a socket created again the inode of
+  // the one just deleted, never the same modification time too (chmod changes only ctime).
+  struct Stamp {
+    ino_t inode = 0;
+    int64_t mtime_ns = 0;
+    friend bool operator==(const Stamp&, const Stamp&) = default;
+  };
+
+ private:
+  struct Known {
+    Stamp stamp;
+    std::string driver;
+  };
+  void Run();
+  void Scan();
+  // Registers the plugin on `socket` (the instance `stamp`); returns the driver name, ""
+  // when GetInfo failed or the socket was replaced meanwhile (tried again on the next scan).
+  std::string Register(const std::string& socket, const Stamp& stamp);
+
+  const std::string registry_dir_;
+  std::unique_ptr<DirWatcher> watcher_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::map<std::string, Known> known_;  // by socket path; the watch thread only
+
+  mutable absl::Mutex mu_;
+  std::vector<std::string> versions_ ABSL_GUARDED_BY(mu_) = {"v1", "v1beta1"};
+  std::map<std::string, Plugin> plugins_ ABSL_GUARDED_BY(mu_);  // by driver name
+  int attempts_ ABSL_GUARDED_BY(mu_) = 0;
+  int registrations_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace gpulet::testing
+
+#endif  // GPULET_TESTING_FAKE_DRA_KUBELET_H_
