@@ -4,6 +4,7 @@
 #include <openssl/bio.h>
 #include <openssl/pem.h>
 
+#include <set>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
 namespace gpulet::testing {
@@ -50,7 +52,22 @@ const json& Schemas() {
                           "apiVersion": "*", "resourceVersion": "*", "fieldPath": "*"},
               "deprecatedSource": {"component": "*", "host": "*"},
               "deprecatedFirstTimestamp": "*", "deprecatedLastTimestamp": "*",
-              "deprecatedCount": "*"}
+              "deprecatedCount": "*"},
+    "resourceslice": {"apiVersion": "*", "kind": "*", "metadata": "META",
+      "spec": {"driver": "*", "pool": {"name": "*", "generation": "*", "resourceSliceCount": "*"},
+               "nodeName": "*", "nodeSelector": "*", "allNodes": "*",
+               "perDeviceNodeSelection": "*", "sharedCounters": [{"name": "*", "counters": "*"}],
+               "devices": [{"name": "*", "attributes": "MAP:attribute", "capacity": "MAP:capacity",
+                            "consumesCounters": "*", "nodeName": "*", "nodeSelector": "*",
+                            "allNodes": "*",
+                            "taints": [{"key": "*", "value": "*", "effect": "*",
+                                        "timeAdded": "*"}],
+                            "bindsToNode": "*", "bindingConditions": "*",
+                            "bindingFailureConditions": "*", "allowMultipleAllocations": "*"}]}},
+    "attribute": {"int": "*", "bool": "*", "string": "*", "version": "*"},
+    "capacity": {"value": "*",
+                 "requestPolicy": {"default": "*", "validValues": "*",
+                                   "validRange": {"min": "*", "max": "*", "step": "*"}}}
   })"));
   return *schemas;
 }
@@ -60,7 +77,15 @@ const json& Schemas() {
 void UnknownFields(json& v, const json& schema, const std::string& path,
                    std::vector<std::string>* out, bool prune) {
   if (schema.is_string()) {
-    if (schema == "META") UnknownFields(v, Schemas()["meta"], path, out, prune);
+    const std::string& kind = schema.get_ref<const std::string&>();
+    if (kind == "META") UnknownFields(v, Schemas()["meta"], path, out, prune);
+    // "MAP:<schema>": a map with keys of the user's choice, each value of that schema.
+    if (absl::StartsWith(kind, "MAP:") && v.is_object()) {
+      for (auto it = v.begin(); it != v.end(); ++it) {
+        UnknownFields(it.value(), Schemas()[kind.substr(4)], absl::StrCat(path, "[", it.key(), "]"),
+                      out, prune);
+      }
+    }
     return;
   }
   if (schema.is_array()) {
@@ -220,6 +245,260 @@ std::string RvOf(const json& obj) {
   return rv.is_string() ? rv.get<std::string>() : "";
 }
 
+// --- resource.k8s.io/v1 validation --------------------------------------------------------
+// Limits from kubernetes/api resource/v1/types.go at v0.35.0 (Kubernetes 1.35):
+// ResourceSliceMaxDevices = 128, ResourceSliceMaxDevicesWithTaintsOrConsumesCounters = 64,
+// ResourceSliceMaxAttributesAndCapacitiesPerDevice = 32, DeviceTaintsMaxLength = 16,
+// DeviceAttributeMaxValueLength = 64, DriverNameMaxLength = 63, PoolNameMaxLength = 253
+// (a DNS subdomain's). The messages are the API server's field errors (apimachinery
+// field.Error: "<path>: <type>: <detail>") as pkg/apis/resource/validation words them.
+constexpr size_t kMaxDevicesPerSlice = 128;
+constexpr size_t kMaxDevicesPerSliceWithTaintsOrCounters = 64;
+constexpr size_t kMaxAttributesAndCapacitiesPerDevice = 32;
+constexpr size_t kMaxTaintsPerDevice = 16;
+constexpr size_t kMaxAttributeValueLength = 64;
+constexpr size_t kMaxDriverNameLength = 63;
+constexpr size_t kMaxPoolNameLength = 253;
+
+bool IsDnsLabel(const std::string& s) {
+  if (s.empty() || s.size() > 63) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    if (!alnum && (c != '-' || i == 0 || i + 1 == s.size())) return false;
+  }
+  return true;
+}
+
+bool IsDnsSubdomain(const std::string& s) {
+  if (s.empty() || s.size() > 253) return false;
+  for (absl::string_view part : absl::StrSplit(s, '.')) {
+    if (!IsDnsLabel(std::string(part))) return false;
+  }
+  return true;
+}
+
+const char kDnsLabelMessage[] =
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
+    "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used "
+    "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const char kDnsSubdomainMessage[] =
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
+    "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
+// field.Invalid's rendering of a value: strings quoted, numbers and booleans plain, anything
+// else as JSON.
+std::string Shown(const json& v) { return v.dump(); }
+
+std::string Str(const json& obj, const char* key) {
+  if (!obj.is_object()) return "";
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+int64_t Int(const json& obj, const char* key) {
+  if (!obj.is_object()) return 0;
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
+
+// "true", "false" or "" (absent or null) for an optional boolean.
+std::string Bool(const json& obj, const char* key) {
+  if (!obj.is_object()) return "";
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->is_boolean()) return "";
+  return it->get<bool>() ? "true" : "false";
+}
+
+void ValidateDevice(const json& d, const std::string& p, std::vector<std::string>* errs) {
+  if (!d.is_object()) {
+    errs->push_back(absl::StrCat(p, ": Invalid value: ", Shown(d), ": must be an object"));
+    return;
+  }
+  const std::string name = Str(d, "name");
+  if (name.empty()) {
+    errs->push_back(absl::StrCat(p, ".name: Required value"));
+  } else if (!IsDnsLabel(name)) {
+    errs->push_back(absl::StrCat(p, ".name: Invalid value: ", Shown(name), ": ", kDnsLabelMessage));
+  }
+  const json attrs = d.value("attributes", json::object());
+  const json caps = d.value("capacity", json::object());
+  const size_t n = (attrs.is_object() ? attrs.size() : 0) + (caps.is_object() ? caps.size() : 0);
+  if (n > kMaxAttributesAndCapacitiesPerDevice) {
+    errs->push_back(absl::StrCat(p, ": Invalid value: ", n,
+                                 ": the total number of attributes and capacities must not exceed ",
+                                 kMaxAttributesAndCapacitiesPerDevice));
+  }
+  if (attrs.is_object()) {
+    for (auto it = attrs.begin(); it != attrs.end(); ++it) {
+      const std::string ap = absl::StrCat(p, ".attributes[", it.key(), "]");
+      const json& a = it.value();
+      int values = 0;
+      for (const char* k : {"int", "bool", "string", "version"}) {
+        values += a.is_object() && a.contains(k) && !a[k].is_null();
+      }
+      if (values != 1) {
+        errs->push_back(absl::StrCat(ap, ": Invalid value: ", values == 0 ? "\"\"" : a.dump(),
+                                     ": exactly one value must be specified"));
+      }
+      for (const char* k : {"string", "version"}) {
+        if (Str(a, k).size() > kMaxAttributeValueLength) {
+          errs->push_back(absl::StrCat(ap, ".", k, ": Too long: may not be more than ",
+                                       kMaxAttributeValueLength, " bytes"));
+        }
+      }
+    }
+  }
+  const bool multiple = Bool(d, "allowMultipleAllocations") == "true";
+  if (caps.is_object() && !multiple) {
+    for (auto it = caps.begin(); it != caps.end(); ++it) {
+      if (it.value().is_object() && it.value().contains("requestPolicy") &&
+          !it.value()["requestPolicy"].is_null()) {
+        errs->push_back(absl::StrCat(p, ".capacity[", it.key(),
+                                     "].requestPolicy: Forbidden: allowMultipleAllocations must "
+                                     "be true"));
+      }
+    }
+  }
+  const json taints = d.value("taints", json::array());
+  if (taints.is_array()) {
+    if (taints.size() > kMaxTaintsPerDevice) {
+      errs->push_back(absl::StrCat(p, ".taints: Too many: ", taints.size(), ": must have at most ",
+                                   kMaxTaintsPerDevice, " items"));
+    }
+    for (size_t t = 0; t < taints.size(); ++t) {
+      const std::string tp = absl::StrCat(p, ".taints[", t, "]");
+      if (Str(taints[t], "key").empty()) errs->push_back(absl::StrCat(tp, ".key: Required value"));
+      const std::string effect = Str(taints[t], "effect");
+      if (effect.empty()) {
+        errs->push_back(absl::StrCat(tp, ".effect: Required value"));
+      } else if (effect != "NoSchedule" && effect != "NoExecute" && effect != "None") {
+        errs->push_back(
+            absl::StrCat(tp, ".effect: Unsupported value: ", Shown(effect),
+                         ": supported values: \"NoExecute\", \"NoSchedule\", \"None\""));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> ValidateResourceSlice(const json& slice, const json* old) {
+  std::vector<std::string> errs;
+  const json spec = slice.is_object() ? slice.value("spec", json::object()) : json::object();
+  const std::string driver = Str(spec, "driver");
+  if (driver.empty()) {
+    errs.push_back("spec.driver: Required value");
+  } else if (driver.size() > kMaxDriverNameLength) {
+    errs.push_back(absl::StrCat("spec.driver: Too long: may not be more than ",
+                                kMaxDriverNameLength, " bytes"));
+  } else if (!IsDnsSubdomain(driver)) {
+    errs.push_back(
+        absl::StrCat("spec.driver: Invalid value: ", Shown(driver), ": ", kDnsSubdomainMessage));
+  }
+  const json pool = spec.value("pool", json::object());
+  const std::string pool_name = Str(pool, "name");
+  if (pool_name.empty()) {
+    errs.push_back("spec.pool.name: Required value");
+  } else if (pool_name.size() > kMaxPoolNameLength) {
+    errs.push_back(absl::StrCat("spec.pool.name: Too long: may not be more than ",
+                                kMaxPoolNameLength, " bytes"));
+  } else {
+    for (absl::string_view part : absl::StrSplit(pool_name, '/')) {
+      if (!IsDnsSubdomain(std::string(part))) {
+        errs.push_back(absl::StrCat("spec.pool.name: Invalid value: ", Shown(std::string(part)),
+                                    ": ", kDnsSubdomainMessage));
+      }
+    }
+  }
+  if (Int(pool, "resourceSliceCount") <= 0) {
+    errs.push_back(absl::StrCat("spec.pool.resourceSliceCount: Invalid value: ",
+                                Int(pool, "resourceSliceCount"), ": must be greater than zero"));
+  }
+  if (Int(pool, "generation") < 0) {
+    errs.push_back(absl::StrCat("spec.pool.generation: Invalid value: ", Int(pool, "generation"),
+                                ": must be greater than or equal to zero"));
+  }
+  std::vector<std::string> set;
+  if (!Str(spec, "nodeName").empty()) set.push_back("`nodeName`");
+  if (spec.contains("nodeSelector") && !spec["nodeSelector"].is_null()) {
+    set.push_back("`nodeSelector`");
+  }
+  for (const char* k : {"allNodes", "perDeviceNodeSelection"}) {
+    if (Bool(spec, k) == "true") set.push_back(absl::StrCat("`", k, "`"));
+    if (Bool(spec, k) == "false") {
+      errs.push_back(
+          absl::StrCat("spec.", k, ": Invalid value: false: must be either unset or set to true"));
+    }
+  }
+  const char kOneOf[] =
+      "exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is "
+      "required";
+  if (set.empty()) errs.push_back(absl::StrCat("spec: Required value: ", kOneOf));
+  if (set.size() > 1) {
+    errs.push_back(absl::StrCat("spec: Invalid value: \"{", absl::StrJoin(set, ", "),
+                                "}\": ", kOneOf, ", but multiple fields are set"));
+  }
+  const json devices = spec.value("devices", json::array());
+  if (spec.contains("sharedCounters") && !spec["sharedCounters"].is_null() &&
+      spec.contains("devices") && !spec["devices"].is_null()) {
+    errs.push_back(
+        "spec: Invalid value: \"\": only one of `sharedCounters` or `devices` is allowed");
+  }
+  if (devices.is_array()) {
+    bool advanced = false;
+    for (const json& d : devices) {
+      advanced |= d.is_object() &&
+                  ((d.contains("taints") && d["taints"].is_array() && !d["taints"].empty()) ||
+                   (d.contains("consumesCounters") && d["consumesCounters"].is_array() &&
+                    !d["consumesCounters"].empty()));
+    }
+    const size_t max = advanced ? kMaxDevicesPerSliceWithTaintsOrCounters : kMaxDevicesPerSlice;
+    if (devices.size() > max) {
+      errs.push_back(absl::StrCat("spec.devices: Too many: ", devices.size(),
+                                  ": must have at most ", max, " items"));
+    }
+    std::set<std::string> names;
+    for (size_t i = 0; i < devices.size(); ++i) {
+      const std::string p = absl::StrCat("spec.devices[", i, "]");
+      ValidateDevice(devices[i], p, &errs);
+      const std::string name = Str(devices[i], "name");
+      if (!name.empty() && !names.insert(name).second) {
+        errs.push_back(absl::StrCat(p, ".name: Duplicate value: ", Shown(name)));
+      }
+    }
+  }
+  if (old != nullptr) {
+    const json old_spec = old->value("spec", json::object());
+    for (const char* k : {"driver", "nodeName"}) {
+      if (Str(spec, k) != Str(old_spec, k)) {
+        errs.push_back(absl::StrCat("spec.", k, ": Invalid value: ", Shown(Str(spec, k)),
+                                    ": field is immutable"));
+      }
+    }
+  }
+  return errs;
+}
+
+namespace {
+
+// 422 Invalid for a ResourceSlice, worded as the real server's.
+void ReplyInvalidSlice(httplib::Response& res, const std::string& name,
+                       const std::vector<std::string>& errs) {
+  ReplyStatus(
+      res, 422, "Invalid",
+      absl::StrCat("ResourceSlice.resource.k8s.io \"", name, "\" is invalid: ",
+                   errs.size() == 1 ? errs[0] : absl::StrCat("[", absl::StrJoin(errs, ", "), "]")),
+      {{"name", name}, {"group", "resource.k8s.io"}, {"kind", "ResourceSlice"}});
+}
+
+void ReplyNotFound(httplib::Response& res, const std::string& resource, const std::string& name) {
+  ReplyStatus(res, 404, "NotFound",
+              absl::StrCat(resource, ".resource.k8s.io \"", name, "\" not found"),
+              {{"name", name}, {"group", "resource.k8s.io"}, {"kind", resource}});
+}
+
 }  // namespace
 
 FakeApiServer::FakeApiServer() = default;
@@ -262,6 +541,17 @@ absl::Status FakeApiServer::Start(const std::string& token) {
         &FakeApiServer::PatchEvent);
   Route("GET", R"(/apis/events\.k8s\.io/v1/namespaces/([^/]+)/events/([^/]+))",
         &FakeApiServer::GetEvent);
+  Route("POST", R"(/apis/resource\.k8s\.io/v1/resourceslices)",
+        &FakeApiServer::CreateResourceSlice);
+  Route("GET", R"(/apis/resource\.k8s\.io/v1/resourceslices)", &FakeApiServer::ListResourceSlices);
+  Route("GET", R"(/apis/resource\.k8s\.io/v1/resourceslices/([^/]+))",
+        &FakeApiServer::GetResourceSlice);
+  Route("PUT", R"(/apis/resource\.k8s\.io/v1/resourceslices/([^/]+))",
+        &FakeApiServer::PutResourceSlice);
+  Route("DELETE", R"(/apis/resource\.k8s\.io/v1/resourceslices/([^/]+))",
+        &FakeApiServer::DeleteResourceSlice);
+  Route("GET", R"(/apis/resource\.k8s\.io/v1/namespaces/([^/]+)/resourceclaims/([^/]+))",
+        &FakeApiServer::GetResourceClaim);
   port_ = server_->bind_to_any_port("127.0.0.1");
   if (port_ <= 0) return absl::UnavailableError("the stand-in API server cannot bind 127.0.0.1");
   thread_ = std::thread([this] { server_->listen_after_bind(); });
@@ -284,6 +574,7 @@ void FakeApiServer::Route(const char* method, const char* pattern, Handler h) {
   if (m == "PATCH") server_->Patch(pattern, fn);
   if (m == "PUT") server_->Put(pattern, fn);
   if (m == "POST") server_->Post(pattern, fn);
+  if (m == "DELETE") server_->Delete(pattern, fn);
 }
 
 void FakeApiServer::Serve(const httplib::Request& req, httplib::Response& res, Handler h) {
@@ -700,6 +991,192 @@ void FakeApiServer::GetEvent(const httplib::Request& req, httplib::Response& res
   if (it == events_.end()) {
     ReplyStatus(res, 404, "NotFound", absl::StrCat("events.events.k8s.io \"", name, "\" not found"),
                 {{"name", name}, {"group", "events.k8s.io"}, {"kind", "events"}});
+    return;
+  }
+  Reply(res, 200, it->second);
+}
+
+// --- resource.k8s.io/v1 ---------------------------------------------------------------------
+
+std::vector<json> FakeApiServer::ResourceSlices() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<json> out;
+  for (const auto& [name, slice] : slices_) out.push_back(slice);
+  return out;
+}
+
+std::optional<json> FakeApiServer::ResourceSlice(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = slices_.find(name);
+  if (it == slices_.end()) return std::nullopt;
+  return it->second;
+}
+
+void FakeApiServer::PutResourceClaim(json claim) {
+  absl::MutexLock lock(&mu_);
+  json& meta = claim["metadata"];
+  const std::string key = absl::StrCat(meta.value("namespace", ""), "/", meta.value("name", ""));
+  ++rv_;
+  if (!meta.contains("uid")) meta["uid"] = absl::StrCat("claim-uid-", rv_);
+  meta["resourceVersion"] = absl::StrCat(rv_);
+  claim["kind"] = "ResourceClaim";
+  claim["apiVersion"] = "resource.k8s.io/v1";
+  claims_[key] = std::move(claim);
+}
+
+void FakeApiServer::DeleteResourceClaim(const std::string& ns, const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  claims_.erase(absl::StrCat(ns, "/", name));
+}
+
+void FakeApiServer::CreateResourceSlice(const httplib::Request& req, httplib::Response& res) {
+  json slice;
+  if (!CheckedBody(req, res, Schemas()["resourceslice"], "ResourceSlice", &slice)) return;
+  json& meta = slice["metadata"];
+  if (!meta.is_object()) meta = json::object();
+  absl::MutexLock lock(&mu_);
+  if (Str(meta, "name").empty() && !Str(meta, "generateName").empty()) {
+    // The real server appends five random characters; a counter is enough to be unique.
+    meta["name"] = absl::StrCat(Str(meta, "generateName"), "g", rv_ + 1);
+  }
+  const std::string name = Str(meta, "name");
+  std::vector<std::string> errs;
+  if (name.empty()) {
+    errs.push_back("metadata.name: Required value: name or generateName is required");
+  } else if (!IsDnsSubdomain(name)) {
+    errs.push_back(
+        absl::StrCat("metadata.name: Invalid value: ", Shown(name), ": ", kDnsSubdomainMessage));
+  }
+  for (std::string& e : ValidateResourceSlice(slice, nullptr)) errs.push_back(std::move(e));
+  if (!errs.empty()) {
+    ReplyInvalidSlice(res, name, errs);
+    return;
+  }
+  if (slices_.count(name)) {
+    ReplyStatus(res, 409, "AlreadyExists",
+                absl::StrCat("resourceslices.resource.k8s.io \"", name, "\" already exists"),
+                {{"name", name}, {"group", "resource.k8s.io"}, {"kind", "resourceslices"}});
+    return;
+  }
+  ++rv_;
+  meta["resourceVersion"] = absl::StrCat(rv_);
+  meta["uid"] = absl::StrCat("slice-uid-", rv_);
+  meta["generation"] = 1;
+  slice["kind"] = "ResourceSlice";
+  slice["apiVersion"] = "resource.k8s.io/v1";
+  slices_[name] = slice;
+  Reply(res, 201, slice);
+}
+
+void FakeApiServer::GetResourceSlice(const httplib::Request& req, httplib::Response& res) {
+  const std::string name = req.matches[1];
+  absl::MutexLock lock(&mu_);
+  auto it = slices_.find(name);
+  if (it == slices_.end()) {
+    ReplyNotFound(res, "resourceslices", name);
+    return;
+  }
+  Reply(res, 200, it->second);
+}
+
+void FakeApiServer::ListResourceSlices(const httplib::Request& req, httplib::Response& res) {
+  // The field selectors the real server offers for ResourceSlices: spec.nodeName, spec.driver
+  // (comma-separated terms, all of which must hold).
+  std::vector<std::pair<std::string, std::string>> terms;
+  const std::string selector = req.get_param_value("fieldSelector");
+  if (!selector.empty()) {
+    for (absl::string_view term : absl::StrSplit(selector, ',')) {
+      std::vector<std::string> kv = absl::StrSplit(term, absl::MaxSplits('=', 1));
+      if (kv.size() != 2 || (kv[0] != "spec.nodeName" && kv[0] != "spec.driver")) {
+        ReplyStatus(res, 400, "BadRequest",
+                    absl::StrCat("field label not supported: ", kv.empty() ? "" : kv[0]));
+        return;
+      }
+      terms.emplace_back(kv[0].substr(5), kv[1]);  // "nodeName" or "driver"
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  json items = json::array();
+  for (const auto& [name, slice] : slices_) {
+    bool match = true;
+    for (const auto& [field, value] : terms) {
+      match &= Str(slice.value("spec", json::object()), field.c_str()) == value;
+    }
+    if (match) items.push_back(slice);
+  }
+  Reply(res, 200,
+        {{"kind", "ResourceSliceList"},
+         {"apiVersion", "resource.k8s.io/v1"},
+         {"metadata", {{"resourceVersion", absl::StrCat(rv_)}}},
+         {"items", items}});
+}
+
+void FakeApiServer::PutResourceSlice(const httplib::Request& req, httplib::Response& res) {
+  const std::string name = req.matches[1];
+  json slice;
+  if (!CheckedBody(req, res, Schemas()["resourceslice"], "ResourceSlice", &slice)) return;
+  json& meta = slice["metadata"];
+  if (!meta.is_object()) meta = json::object();
+  if (!Str(meta, "name").empty() && Str(meta, "name") != name) {
+    ReplyStatus(res, 400, "BadRequest",
+                absl::StrCat("the name of the object (", Str(meta, "name"),
+                             ") does not match the name on the URL (", name, ")"));
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  auto it = slices_.find(name);
+  if (it == slices_.end()) {
+    ReplyNotFound(res, "resourceslices", name);
+    return;
+  }
+  const std::string want = RvOf(slice);
+  if (!want.empty() && want != RvOf(it->second)) {
+    ReplyStatus(
+        res, 409, "Conflict",
+        absl::StrCat("Operation cannot be fulfilled on resourceslices.resource.k8s.io \"", name,
+                     "\": the object has been modified; please apply your changes to "
+                     "the latest version and try again"),
+        {{"name", name}, {"group", "resource.k8s.io"}, {"kind", "resourceslices"}});
+    return;
+  }
+  std::vector<std::string> errs = ValidateResourceSlice(slice, &it->second);
+  if (!errs.empty()) {
+    ReplyInvalidSlice(res, name, errs);
+    return;
+  }
+  ++rv_;
+  meta["name"] = name;
+  meta["uid"] = it->second["metadata"]["uid"];
+  meta["resourceVersion"] = absl::StrCat(rv_);
+  const int64_t generation = Int(it->second["metadata"], "generation");
+  meta["generation"] = slice["spec"] == it->second["spec"] ? generation : generation + 1;
+  slice["kind"] = "ResourceSlice";
+  slice["apiVersion"] = "resource.k8s.io/v1";
+  it->second = slice;
+  Reply(res, 200, slice);
+}
+
+void FakeApiServer::DeleteResourceSlice(const httplib::Request& req, httplib::Response& res) {
+  const std::string name = req.matches[1];
+  absl::MutexLock lock(&mu_);
+  auto it = slices_.find(name);
+  if (it == slices_.end()) {
+    ReplyNotFound(res, "resourceslices", name);
+    return;
+  }
+  ++rv_;
+  json gone = std::move(it->second);
+  slices_.erase(it);
+  Reply(res, 200, gone);  // no finalizers: deleted at once, and the object answered
+}
+
+void FakeApiServer::GetResourceClaim(const httplib::Request& req, httplib::Response& res) {
+  const std::string ns = req.matches[1];
+  const std::string name = req.matches[2];
+  absl::MutexLock lock(&mu_);
+  auto it = claims_.find(absl::StrCat(ns, "/", name));
+  if (it == claims_.end()) {
+    ReplyNotFound(res, "resourceclaims", name);
     return;
   }
   Reply(res, 200, it->second);

@@ -21,19 +21,32 @@
 //          AlreadyExists for a taken name, 422 Invalid without the required fields
 //   PATCH  /apis/events.k8s.io/v1/namespaces/{ns}/events/{name}  patch (series updates)
 //   GET    /apis/events.k8s.io/v1/namespaces/{ns}/events/{name}
+//   resource.k8s.io/v1 (DRA; limits and messages from kubernetes/api resource/v1/types.go at
+//   v0.35.0 and the API server's resource validation, see fake_apiserver.cc):
+//   POST   /apis/resource.k8s.io/v1/resourceslices                  create (201; name or
+//          generateName), 409 AlreadyExists, 422 Invalid (ValidateResourceSlice below)
+//   GET    /apis/resource.k8s.io/v1/resourceslices/{name}           the slice, or 404
+//   GET    /apis/resource.k8s.io/v1/resourceslices[?fieldSelector=spec.nodeName%3D{node}
+//          [,spec.driver%3D{driver}]]                              ResourceSliceList
+//   PUT    /apis/resource.k8s.io/v1/resourceslices/{name}           update: 409 Conflict on a
+//          stale metadata.resourceVersion (none: unconditional, as the real strategy allows),
+//          422 on an invalid spec or a changed spec.driver / spec.nodeName (immutable)
+//   DELETE /apis/resource.k8s.io/v1/resourceslices/{name}           200 with the object, 404
+//   GET    /apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}   the claim, or 404
+//          (claims are put by the test: PutResourceClaim)
 // Every request needs "Authorization: Bearer <token>" with the token now accepted
 // (SetToken rotates it): else 401 with the real server's Status ("Unauthorized").
 // Writes: fieldValidation=Strict rejects an unknown field with 400 BadRequest and the real
 // message, `strict decoding error: unknown field "spec.foo"`; without it (the server's
 // default, Warn) the field is dropped and a `Warning: 299 - "unknown field \"spec.foo\""`
 // header says so. The fields known are those of Node and Event that gpulet may write (the
-// API reference's, not every one). resourceVersion: one counter for the server, bumped by
-// every write and stored in metadata.resourceVersion; a patch or update whose
-// metadata.resourceVersion is set and differs: 409 Conflict with the real message.
-// Strategic merge patches merge status.conditions by type and status.addresses by type (their
-// patchMergeKey), honour "$patch": "delete" in those lists, and drop $setElementOrder
-// directives; every other list is replaced, as the Node's patch strategy says.
-// Watches (GET with watch=true): chunked JSON lines, one watch event each. Without a
+// API reference's, not every one), and every field of resource.k8s.io/v1 ResourceSlice.
+// resourceVersion: one counter for the server, bumped by every write and stored in
+// metadata.resourceVersion; a patch or update whose metadata.resourceVersion is set and differs:
+// 409 Conflict with the real message. Strategic merge patches merge status.conditions by type and
+// status.addresses by type (their patchMergeKey), honour "$patch": "delete" in those lists, and
+// drop $setElementOrder directives; every other list is replaced, as the Node's patch strategy
+// says. Watches (GET with watch=true): chunked JSON lines, one watch event each. Without a
 // resourceVersion (or "0"), ADDED events for the current objects first; with one, every later
 // change from history; one older than the compaction point (Compact) gets HTTP 200 and an
 // ERROR event holding a Status with code 410 (reason Expired), then the end of the stream, as
@@ -110,6 +123,14 @@ class FakeApiServer {
   std::vector<nlohmann::json> EventsWithReason(const std::string& reason) const;
   int64_t resource_version() const;
 
+  // DRA objects. ResourceSlices as stored (by name); PutResourceClaim stores (or replaces) a
+  // ResourceClaim as the scheduler would have left it (uid and resourceVersion stamped when
+  // missing), for gpulet to GET.
+  std::vector<nlohmann::json> ResourceSlices() const;
+  std::optional<nlohmann::json> ResourceSlice(const std::string& name) const;
+  void PutResourceClaim(nlohmann::json claim);
+  void DeleteResourceClaim(const std::string& ns, const std::string& name);
+
   // Only `token` is accepted from now on.
   void SetToken(const std::string& token);
   // The next `n` authenticated requests that are not watches get `status` (429: reason
@@ -153,6 +174,12 @@ class FakeApiServer {
   void CreateEvent(const httplib::Request& req, httplib::Response& res);
   void PatchEvent(const httplib::Request& req, httplib::Response& res);
   void GetEvent(const httplib::Request& req, httplib::Response& res);
+  void CreateResourceSlice(const httplib::Request& req, httplib::Response& res);
+  void GetResourceSlice(const httplib::Request& req, httplib::Response& res);
+  void ListResourceSlices(const httplib::Request& req, httplib::Response& res);
+  void PutResourceSlice(const httplib::Request& req, httplib::Response& res);
+  void DeleteResourceSlice(const httplib::Request& req, httplib::Response& res);
+  void GetResourceClaim(const httplib::Request& req, httplib::Response& res);
 
   // The Node `name` that `write` may change: else end() after answering 404 (no such Node)
   // or 409 (`write` carries a resourceVersion that is not the Node's).
@@ -175,6 +202,8 @@ class FakeApiServer {
   int64_t compacted_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, nlohmann::json> nodes_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, nlohmann::json> events_ ABSL_GUARDED_BY(mu_);  // "ns/name"
+  std::map<std::string, nlohmann::json> slices_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, nlohmann::json> claims_ ABSL_GUARDED_BY(mu_);  // "ns/name"
   std::vector<HistoryEntry> history_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<Watcher>> watchers_ ABSL_GUARDED_BY(mu_);
   int fail_left_ ABSL_GUARDED_BY(mu_) = 0;
@@ -183,6 +212,17 @@ class FakeApiServer {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<RecordedRequest> requests_ ABSL_GUARDED_BY(mu_);
 };
+
+// The API server's validation of a resource.k8s.io/v1 ResourceSlice (its spec; `old` is the
+// stored object on an update, else null): each error as the server words it inside a 422
+// Status message ("spec.driver: Required value", "spec.devices: Too many: 129: must have at
+// most 128 items"). Empty when valid. Covers what a driver can get wrong: required fields,
+// node selection, the limits of types.go (devices per slice, attributes and capacities per
+// device, taints per device, string attribute length), device names (DNS labels, unique),
+// attribute values (exactly one), taint effects, request policies only on devices that allow
+// multiple allocations, and the immutable spec.driver and spec.nodeName.
+std::vector<std::string> ValidateResourceSlice(const nlohmann::json& slice,
+                                               const nlohmann::json* old);
 
 }  // namespace gpulet::testing
 
