@@ -143,7 +143,7 @@ TEST_F(DraIntegrationTest, ADeletedSocketIsServedAndRegisteredAgain) {
   const DraPaths& paths = plugin_->paths();
   ASSERT_EQ(unlink(paths.registration_socket.c_str()), 0);
   ASSERT_TRUE(kubelet_.WaitForRegistrations(2, kLimit));
-  EXPECT_GE(plugin_->reserves(), 1);
+  EXPECT_NE(testing::WaitFor([&] { return plugin_->reserves() >= 1; }), absl::InfiniteDuration());
   // The DRA service's socket too: the registration is renewed so the kubelet dials anew.
   ASSERT_EQ(unlink(paths.dra_socket.c_str()), 0);
   ASSERT_TRUE(kubelet_.WaitForRegistrations(3, kLimit));
@@ -242,6 +242,27 @@ TEST_F(DraIntegrationTest, AKillBetweenPrepareAndUnprepareLosesNothing) {
   EXPECT_THAT(preparer_.unprepared_uids_seen(), ElementsAre("a", "b"));
   EXPECT_THAT(preparer_.made(), IsEmpty());
   EXPECT_THAT(claims_->prepared(), IsEmpty());
+}
+
+TEST_F(DraIntegrationTest, StartRefusesBadNamesAndPathsNamingThem) {
+  absl::StatusOr<std::unique_ptr<PreparedClaims>> claims =
+      PreparedClaims::Open(checkpoint_, &preparer_);
+  ASSERT_TRUE(claims.ok());
+  for (const char* driver :
+       {"", "../etc", "GPU.example.com", "gpu..example.com", "-gpu.dev", "gpu/x"}) {
+    SCOPED_TRACE(driver);
+    KubeletPlugin plugin(driver, dir_.path(), claims->get());
+    absl::Status s = plugin.Start();
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("is not a DNS subdomain"));
+  }
+  EXPECT_TRUE(CheckDriverName("gpu.gpulet.dev").ok());
+  EXPECT_TRUE(CheckDriverName("a-1.b").ok());
+  // A kubelet directory so deep that the socket path cannot be a unix socket address.
+  KubeletPlugin deep(kDriver, dir_.path() + "/" + std::string(100, 'k'), claims->get());
+  absl::Status s = deep.Start();
+  EXPECT_THAT(std::string(s.message()), HasSubstr("unix sockets allow at most 107"));
+  EXPECT_FALSE(deep.service().running());
 }
 
 }  // namespace

@@ -18,7 +18,9 @@ KubeletPlugin::~KubeletPlugin() { Stop(); }
 
 absl::Status KubeletPlugin::Start() {
   if (thread_.joinable()) return absl::OkStatus();
-  absl::Status s = service_.Start();
+  absl::Status s = CheckDriverName(registration_.driver());
+  if (!s.ok()) return s;
+  s = service_.Start();
   if (!s.ok()) return s;
   s = registration_.Start();
   if (!s.ok()) {
@@ -45,27 +47,31 @@ void KubeletPlugin::Stop() {
 }
 
 void KubeletPlugin::Run() {
+  // A socket that cannot be served again (a directory gone read-only) is retried every
+  // recheck; its error is logged once, not every time.
+  std::string last_error;
   while (!stop_.load()) {
     // Service first: a registration must never point at an endpoint that is not there.
-    bool lost_service = !service_.SocketIntact();
+    const bool lost_service = !service_.SocketIntact();
     if (lost_service || !registration_.SocketIntact()) {
-      GPULET_LOG_WARN("DRA driver {}: {} was removed; serving it again", registration_.driver(),
-                      lost_service ? paths_.dra_socket : paths_.registration_socket);
+      if (last_error.empty()) {
+        GPULET_LOG_WARN("DRA driver {}: {} was removed; serving it again", registration_.driver(),
+                        lost_service ? paths_.dra_socket : paths_.registration_socket);
+      }
+      absl::Status s = absl::OkStatus();
       if (lost_service) {
         // The kubelet may hold a registration pointing at the old endpoint: register anew
         // after the service is back, so it dials the new one.
         registration_.Stop();
         service_.Stop();
-        absl::Status s = service_.Start();
-        if (!s.ok()) GPULET_LOG_ERROR("{}", s.message());
+        s = service_.Start();
       } else {
         registration_.Stop();
       }
-      if (service_.running()) {
-        absl::Status s = registration_.Start();
-        if (!s.ok()) GPULET_LOG_ERROR("{}", s.message());
-      }
-      reserves_.fetch_add(1);
+      if (s.ok()) s = registration_.Start();
+      if (!s.ok() && s.message() != last_error) GPULET_LOG_ERROR("{}; retrying", s.message());
+      last_error = s.ok() ? "" : std::string(s.message());
+      if (s.ok()) reserves_.fetch_add(1);
     }
     watcher_->Wait(recheck_);
   }

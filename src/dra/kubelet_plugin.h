@@ -38,12 +38,13 @@ class KubeletPlugin {
   KubeletPlugin(const KubeletPlugin&) = delete;
   KubeletPlugin& operator=(const KubeletPlugin&) = delete;
 
-  // Serves both sockets and starts the watch thread. Errors (a socket path too long, a
-  // directory that cannot be made or served in) name the path; nothing is left running.
+  // Serves both sockets and starts the watch thread. Errors (a driver name that is not a DNS
+  // subdomain, a socket path too long, a directory that cannot be made or served in) name
+  // the name or path; nothing is left running.
   absl::Status Start();
   void Stop();
 
-  // How often a lost socket was served again since Start (for tests and status).
+  // How often lost sockets were served again since Start (for tests and status).
   int reserves() const { return reserves_.load(); }
   RegistrationServer::Verdict verdict() const { return registration_.verdict(); }
   const DraPaths& paths() const { return paths_; }

@@ -36,6 +36,31 @@ absl::Status CheckSocketPath(const std::string& path, const std::string& what) {
   return absl::OkStatus();
 }
 
+absl::Status CheckDriverName(const std::string& driver) {
+  bool ok = !driver.empty() && driver.size() <= 63;
+  bool label_start = true;  // at the start of a dot-separated label
+  for (size_t i = 0; ok && i < driver.size(); ++i) {
+    const char c = driver[i];
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    const bool label_end = i + 1 == driver.size() || driver[i + 1] == '.';
+    if (c == '.') {
+      ok = !label_start;
+      label_start = true;
+      continue;
+    }
+    ok = alnum || (c == '-' && !label_start && !label_end);
+    label_start = false;
+  }
+  ok = ok && !label_start;
+  if (!ok) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DRA driver name \"", driver,
+        "\" is not a DNS subdomain of at most 63 lower-case letters, digits, '-' and '.' "
+        "(e.g. gpu.example.com), as the ResourceSlice API requires"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status MakeDirs(const std::string& dir) {
   struct stat st;
   if (stat(dir.c_str(), &st) == 0) {

@@ -19,6 +19,7 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,6 +56,11 @@ inline constexpr size_t kMaxUnixSocketPath = 107;
 // Checks that `path` fits a unix socket address; the error names the path, what it is for
 // (`what`) and what to do.
 absl::Status CheckSocketPath(const std::string& path, const std::string& what);
+
+// Checks a DRA driver name as the API server does for ResourceSlice spec.driver (a DNS
+// subdomain of at most 63 bytes, lower case), before it becomes part of socket paths: a name
+// with "/" or ".." would put them outside the kubelet's directories.
+absl::Status CheckDriverName(const std::string& driver);
 
 // Creates `dir` and its missing parents with mode 0750 (existing ones are left as they are).
 absl::Status MakeDirs(const std::string& dir);
