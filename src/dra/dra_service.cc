@@ -106,72 +106,26 @@ class DraPluginServer::V1beta1Service final : public v1beta1::DRAPlugin::Service
 };
 
 DraPluginServer::DraPluginServer(std::string socket_path, PreparedClaims* claims)
-    : socket_path_(std::move(socket_path)), claims_(claims) {}
+    : claims_(claims), server_(std::move(socket_path), "DRA service", "plugins") {}
 
 DraPluginServer::~DraPluginServer() { Stop(); }
 
 absl::Status DraPluginServer::Start() {
-  if (running()) return absl::OkStatus();
-  absl::Status s = CheckSocketPath(socket_path_, "DRA service");
-  if (!s.ok()) return s;
-  size_t slash = socket_path_.find_last_of('/');
-  if (slash != std::string::npos && slash > 0) {
-    s = MakeDirs(socket_path_.substr(0, slash));
-    if (!s.ok()) return s;
-  }
-  unlink(socket_path_.c_str());  // a stale socket from an earlier run would make bind fail
+  if (server_.running()) return absl::OkStatus();
   v1_ = std::make_unique<V1Service>(claims_);
   v1beta1_ = std::make_unique<V1beta1Service>(claims_);
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(absl::StrCat("unix://", socket_path_),
-                           grpc::InsecureServerCredentials());
-  builder.RegisterService(v1_.get());
-  builder.RegisterService(v1beta1_.get());
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server) {
+  absl::Status s = server_.Start({v1_.get(), v1beta1_.get()});
+  if (!s.ok()) {
     v1_.reset();
     v1beta1_.reset();
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve the DRA service on ", socket_path_,
-                     ": check that the directory is writable (mount the kubelet's plugins "
-                     "directory into the gpulet pod)"));
   }
-  chmod(socket_path_.c_str(), 0600);  // only root (the kubelet) calls it
-  struct stat st;
-  absl::MutexLock lock(&mu_);
-  server_ = std::move(server);
-  socket_inode_ = stat(socket_path_.c_str(), &st) == 0 ? st.st_ino : 0;
-  return absl::OkStatus();
+  return s;
 }
 
 void DraPluginServer::Stop() {
-  std::unique_ptr<grpc::Server> server;
-  ino_t inode = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    server = std::move(server_);
-    inode = std::exchange(socket_inode_, 0);
-  }
-  if (!server) return;
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  server->Wait();
-  server.reset();
+  server_.Stop();  // in-flight calls finish before the services go
   v1_.reset();
   v1beta1_.reset();
-  struct stat st;
-  if (stat(socket_path_.c_str(), &st) == 0 && st.st_ino == inode) unlink(socket_path_.c_str());
-}
-
-bool DraPluginServer::running() const {
-  absl::MutexLock lock(&mu_);
-  return server_ != nullptr;
-}
-
-bool DraPluginServer::SocketIntact() const {
-  absl::MutexLock lock(&mu_);
-  struct stat st;
-  return server_ != nullptr && stat(socket_path_.c_str(), &st) == 0 && st.st_ino == socket_inode_ &&
-         S_ISSOCK(st.st_mode);
 }
 
 }  // namespace gpulet::dra

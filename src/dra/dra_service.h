@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "dra/prepared_claims.h"
+#include "dra/socket_server.h"
 
 namespace grpc {
 class Server;
@@ -45,26 +46,22 @@ class DraPluginServer {
   absl::Status Start();
   // Finishes in-flight calls (2 s at most), stops serving, removes the socket if ours.
   void Stop();
-  bool running() const;
+  bool running() const { return server_.running(); }
   // Serving, and the socket file is still the one Start created.
-  bool SocketIntact() const;
+  bool SocketIntact() const { return server_.SocketIntact(); }
 
-  const std::string& socket_path() const { return socket_path_; }
+  const std::string& socket_path() const { return server_.socket_path(); }
 
  private:
   class V1Service;
   class V1beta1Service;
 
-  const std::string socket_path_;
   PreparedClaims* const claims_;
 
-  // Replaced only by Start/Stop, on the owning thread.
+  // Replaced only by Start/Stop, on the owning thread; they outlive the server that calls them.
   std::unique_ptr<V1Service> v1_;
   std::unique_ptr<V1beta1Service> v1beta1_;
-
-  mutable absl::Mutex mu_;
-  std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(mu_);
-  ino_t socket_inode_ ABSL_GUARDED_BY(mu_) = 0;
+  SocketServer server_;
 };
 
 }  // namespace gpulet::dra

@@ -109,79 +109,28 @@ class RegistrationServer::Service final : public pluginregistration::Registratio
 RegistrationServer::RegistrationServer(std::string driver, std::string socket_path,
                                        std::string endpoint, std::vector<std::string> versions)
     : driver_(std::move(driver)),
-      socket_path_(std::move(socket_path)),
       endpoint_(std::move(endpoint)),
-      versions_(std::move(versions)) {}
+      versions_(std::move(versions)),
+      server_(std::move(socket_path), "DRA registration", "plugins_registry") {}
 
 RegistrationServer::~RegistrationServer() { Stop(); }
 
 absl::Status RegistrationServer::Start() {
-  if (running()) return absl::OkStatus();
-  absl::Status s = CheckSocketPath(socket_path_, "DRA registration");
-  if (!s.ok()) return s;
-  size_t slash = socket_path_.find_last_of('/');
-  if (slash != std::string::npos && slash > 0) {
-    s = MakeDirs(socket_path_.substr(0, slash));
-    if (!s.ok()) return s;
-  }
-  unlink(socket_path_.c_str());  // a stale socket from an earlier run would make bind fail
+  if (server_.running()) return absl::OkStatus();
   {
     // Before serving: the kubelet may answer as soon as the socket exists.
     absl::MutexLock lock(&mu_);
     verdict_ = Verdict{};
   }
   service_ = std::make_unique<Service>(this);
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(absl::StrCat("unix://", socket_path_),
-                           grpc::InsecureServerCredentials());
-  builder.RegisterService(service_.get());
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server) {
-    service_.reset();
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve DRA plugin registration for ", driver_, " on ", socket_path_,
-                     ": check that the directory is writable (mount the kubelet's plugins_registry "
-                     "directory into the gpulet pod)"));
-  }
-  // Only root (the kubelet) talks to this socket.
-  chmod(socket_path_.c_str(), 0600);
-  struct stat st;
-  absl::MutexLock lock(&mu_);
-  server_ = std::move(server);
-  socket_inode_ = stat(socket_path_.c_str(), &st) == 0 ? st.st_ino : 0;
-  return absl::OkStatus();
+  absl::Status s = server_.Start({service_.get()});
+  if (!s.ok()) service_.reset();
+  return s;
 }
 
 void RegistrationServer::Stop() {
-  std::unique_ptr<grpc::Server> server;
-  ino_t inode = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    server = std::move(server_);
-    inode = std::exchange(socket_inode_, 0);
-  }
-  if (!server) return;
-  // Outside the lock: in-flight RPCs finish first, and they take it.
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  server->Wait();
-  server.reset();
+  server_.Stop();  // in-flight calls (which take mu_) finish before the service goes
   service_.reset();
-  // Remove the socket only if it is still ours: a new gpulet taking over (rolling update)
-  // may have put its own there already.
-  struct stat st;
-  if (stat(socket_path_.c_str(), &st) == 0 && st.st_ino == inode) unlink(socket_path_.c_str());
-}
-
-bool RegistrationServer::running() const {
-  absl::MutexLock lock(&mu_);
-  return server_ != nullptr;
-}
-
-bool RegistrationServer::SocketIntact() const {
-  absl::MutexLock lock(&mu_);
-  struct stat st;
-  return server_ != nullptr && stat(socket_path_.c_str(), &st) == 0 && st.st_ino == socket_inode_ &&
-         S_ISSOCK(st.st_mode);
 }
 
 void RegistrationServer::OnNotify(bool registered, const std::string& error) {
@@ -195,7 +144,7 @@ void RegistrationServer::OnNotify(bool registered, const std::string& error) {
     GPULET_LOG_INFO("the kubelet registered DRA driver {} (endpoint {})", driver_, endpoint_);
   } else {
     GPULET_LOG_ERROR("the kubelet refused DRA driver {} (registration socket {}): {}", driver_,
-                     socket_path_, error.empty() ? "no reason given" : error);
+                     server_.socket_path(), error.empty() ? "no reason given" : error);
   }
 }
 

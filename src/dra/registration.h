@@ -28,10 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-
-namespace grpc {
-class Server;
-}
+#include "dra/socket_server.h"
 
 namespace gpulet::dra {
 
@@ -80,10 +77,10 @@ class RegistrationServer {
   absl::Status Start();
   // Stops serving and removes the socket if it is still the one Start made. Idempotent.
   void Stop();
-  bool running() const;
+  bool running() const { return server_.running(); }
   // Serving, and the socket file is still the one Start created (deleting it deregisters
   // the driver, so an owner re-serves when this turns false).
-  bool SocketIntact() const;
+  bool SocketIntact() const { return server_.SocketIntact(); }
 
   // The kubelet's last verdict since Start.
   struct Verdict {
@@ -95,7 +92,7 @@ class RegistrationServer {
   // Waits until at least `n` notifications arrived since Start; false on timeout.
   bool WaitForNotifications(int n, absl::Duration timeout) const;
 
-  const std::string& socket_path() const { return socket_path_; }
+  const std::string& socket_path() const { return server_.socket_path(); }
   const std::string& driver() const { return driver_; }
 
  private:
@@ -104,18 +101,16 @@ class RegistrationServer {
 
   // Constant after construction.
   const std::string driver_;
-  const std::string socket_path_;
   const std::string endpoint_;
   const std::vector<std::string> versions_;
 
-  // The service outlives the server that calls it; only Start/Stop replace it.
-  std::unique_ptr<Service> service_;
-
   // Never held while the server shuts down (its RPCs take it).
   mutable absl::Mutex mu_;
-  std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(mu_);
-  ino_t socket_inode_ ABSL_GUARDED_BY(mu_) = 0;
   Verdict verdict_ ABSL_GUARDED_BY(mu_);
+
+  // The service outlives the server that calls it; only Start/Stop replace it.
+  std::unique_ptr<Service> service_;
+  SocketServer server_;
 };
 
 }  // namespace gpulet::dra
