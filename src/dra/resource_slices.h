@@ -1,0 +1,63 @@
+// What gpulet publishes as its DRA driver's ResourceSlices for this node, as a pure function
+// of a DeviceStore snapshot (no API calls, no clock), so every rule is unit-tested.
+//
+// One pool per node (named after it), split into slices of at most 64 devices: the API allows
+// 128 per slice, but only 64 once any device carries taints (resource.k8s.io/v1 types.go,
+// ResourceSliceMaxDevicesWithTaintsOrConsumesCounters), and a GPU's taint must never force a
+// re-split. Devices:
+//   - whole GPUs, "gpu-<index>", for GPUs without MIG enabled;
+//   - MIG devices, "gpu-<index>-mig-<gi>-<ci>", for GPUs with MIG enabled.
+// Attributes, named as NVIDIA's DRA driver (dra-driver-nvidia-gpu) names them where the
+// meaning is the same: type ("gpu" or "mig"), uuid, productName, brand, architecture,
+// cudaComputeCapability (a version), index, minor, and the standard
+// resource.kubernetes.io/pciBusID; for MIG devices also profile, parentUUID and the instance
+// ids (gpuInstanceID, computeInstanceID). The driver and CUDA driver versions are the node's,
+// added by the publisher. Capacity: memory. With memory shares on, a whole GPU allows multiple
+// allocations and its memory is consumable in `share_mib` steps (KEP-5075).
+//
+// Health: a GPU (or MIG device) that is not schedulable gets the taint
+// "gpu.gpulet.dev/unhealthy" with a short value naming the cause, effect NoSchedule, or
+// NoExecute when the condition needs a node reboot and `no_execute_on_fatal` is set; the
+// taint goes away with the condition.
+//
+// Thread-safety: pure functions over values.
+#ifndef GPULET_DRA_RESOURCE_SLICES_H_
+#define GPULET_DRA_RESOURCE_SLICES_H_
+
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "state/device_store.h"
+
+namespace gpulet::dra {
+
+inline constexpr char kUnhealthyTaintKey[] = "gpu.gpulet.dev/unhealthy";
+inline constexpr size_t kDevicesPerSlice = 64;
+
+struct SliceOptions {
+  std::string driver;     // "gpu.gpulet.dev"
+  std::string node_name;  // also the pool name
+  int64_t generation = 1;
+  // Whole GPUs allow multiple allocations with memory consumable in steps of `share_mib`.
+  bool memory_shares = false;
+  int share_mib = 1024;
+  bool no_execute_on_fatal = false;
+};
+
+// The DRA device name of a whole GPU and of a MIG device.
+std::string GpuDeviceName(const Gpu& gpu);
+std::string MigDeviceName(const Gpu& gpu, const MigDeviceInfo& mig);
+
+// The taint value for a health reason: a label-value-safe code ("xid-79", "lost", "hung",
+// "nvml", "remap-failure", "unhealthy").
+std::string TaintValue(const GpuHealth& health);
+
+// The spec of each slice of the pool (metadata left to the publisher), in a stable order.
+// GPUs NVML does not know (no index or UUID) are not published: nothing could be allocated
+// on them.
+std::vector<nlohmann::json> BuildSliceSpecs(const Snapshot& snap, const SliceOptions& options);
+
+}  // namespace gpulet::dra
+
+#endif  // GPULET_DRA_RESOURCE_SLICES_H_
