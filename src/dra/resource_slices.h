@@ -11,9 +11,9 @@
 // meaning is the same: type ("gpu" or "mig"), uuid, productName, brand, architecture,
 // cudaComputeCapability (a version), index, minor, and the standard
 // resource.kubernetes.io/pciBusID; for MIG devices also profile, parentUUID and the instance
-// ids (gpuInstanceID, computeInstanceID). The driver and CUDA driver versions are the node's,
-// added by the publisher. Capacity: memory. With memory shares on, a whole GPU allows multiple
-// allocations and its memory is consumable in `share_mib` steps (KEP-5075).
+// ids (gpuInstanceID, computeInstanceID). NVIDIA's driverVersion and cudaDriverVersion (the
+// node's, not the store's) are not among them yet. Capacity: memory. With memory shares on, a whole
+// GPU allows multiple allocations and its memory is consumable in `share_mib` steps (KEP-5075).
 //
 // Health: a GPU (or MIG device) that is not schedulable gets the taint
 // "gpu.gpulet.dev/unhealthy" with a short value naming the cause, effect NoSchedule, or
