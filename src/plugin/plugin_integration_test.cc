@@ -564,6 +564,26 @@ TEST_F(PluginIntegrationTest, MigSingleRefusesAMixedLayoutWithAClearError) {
   EXPECT_NE(r.err.find("set plugin.migStrategy to mixed"), std::string::npos) << r.err;
 }
 
+TEST_F(PluginIntegrationTest, MigSingleIsRefusedOnReloadAndTheRunningStrategyKept) {
+  fixture_ = "dgx8-mig";
+  const fs::path config = dir_ / "config.yaml";
+  std::ofstream(config) << "version: v1\nplugin:\n  migStrategy: mixed\n";
+  StartDaemon({"--config", config.string()}, 6);
+  std::ofstream(config, std::ios::trunc) << "version: v1\nplugin:\n  migStrategy: single\n";
+  ASSERT_EQ(kill(daemon_.pid(), SIGHUP), 0);
+  const std::string want =
+      "configuration not reloaded, the running one is kept: plugin.migStrategy single: all GPUs "
+      "on the node must have the same MIG mode";
+  for (int i = 0; i < 250 && daemon_.Log().find(want) == std::string::npos; ++i) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_NE(daemon_.Log().find(want), std::string::npos) << daemon_.Log();
+  // Still mixed: the per-profile resources keep their devices.
+  EXPECT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/mig-2g.20gb", [](const auto& r) { return CountIs(r, 6); }, absl::Seconds(2)));
+  EXPECT_TRUE(daemon_.Running());
+}
+
 TEST_F(PluginIntegrationTest, MigSingleServesAUniformLayoutUnderTheGpuResource) {
   fixture_ = "h200-mig";
   Sim({"mig", "0", "layout", "1g.18gb,1g.18gb,1g.18gb,1g.18gb,1g.18gb,1g.18gb,1g.18gb"});
