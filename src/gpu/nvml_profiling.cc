@@ -5,6 +5,7 @@
 #include <cstring>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "gpu/mig.h"
 
@@ -168,8 +169,14 @@ std::optional<bool> ReadMigCapable(const NvmlFunctions& f, nvmlDevice_t device) 
   return std::nullopt;
 }
 
-nvmlReturn_t ReadMigLayout(const NvmlFunctions& f, nvmlDevice_t device, MigLayout* layout) {
-  *layout = MigLayout();
+namespace {
+
+// The GPU's MIG mode (into `layout`'s flags) and, while MIG is on, its MIG devices' handles by
+// MIG index. Indexes past the existing devices answer NOT_FOUND; a hole (a device destroyed
+// while we read) is skipped rather than ending the list. Returns GPU_IS_LOST or
+// RESET_REQUIRED when NVML says the GPU is gone, else SUCCESS (a GPU without MIG: no handles).
+nvmlReturn_t MigHandles(const NvmlFunctions& f, nvmlDevice_t device, MigLayout* layout,
+                        std::vector<std::pair<unsigned, nvmlDevice_t>>* handles) {
   if (!f.device_get_mig_mode) return NVML_SUCCESS;
   unsigned current = 0, pending = 0;
   nvmlReturn_t ret = f.device_get_mig_mode(device, &current, &pending);
@@ -185,17 +192,29 @@ nvmlReturn_t ReadMigLayout(const NvmlFunctions& f, nvmlDevice_t device, MigLayou
   ret = f.device_get_max_mig_device_count(device, &max);
   if (ret == NVML_ERROR_GPU_IS_LOST || ret == NVML_ERROR_RESET_REQUIRED) return ret;
   if (ret != NVML_SUCCESS) return NVML_SUCCESS;
+  for (unsigned i = 0; i < std::min(max, 64u); ++i) {
+    nvmlDevice_t mig = nullptr;
+    if (f.device_get_mig_device_handle_by_index(device, i, &mig) == NVML_SUCCESS) {
+      handles->emplace_back(i, mig);
+    }
+  }
+  return NVML_SUCCESS;
+}
+
+}  // namespace
+
+nvmlReturn_t ReadMigLayout(const NvmlFunctions& f, nvmlDevice_t device, MigLayout* layout) {
+  *layout = MigLayout();
+  std::vector<std::pair<unsigned, nvmlDevice_t>> handles;
+  const nvmlReturn_t ret = MigHandles(f, device, layout, &handles);
+  if (ret != NVML_SUCCESS || handles.empty()) return ret;
   // The profile name's memory part is relative to the whole GPU's memory.
   uint64_t gpu_total = 0;
   nvmlMemory_t mem;
   if (f.device_get_memory_info && f.device_get_memory_info(device, &mem) == NVML_SUCCESS) {
     gpu_total = mem.total;
   }
-  // Indexes past the existing devices answer NOT_FOUND; a hole (a device destroyed while we
-  // read) is skipped rather than ending the list.
-  for (unsigned i = 0; i < std::min(max, 64u); ++i) {
-    nvmlDevice_t mig = nullptr;
-    if (f.device_get_mig_device_handle_by_index(device, i, &mig) != NVML_SUCCESS) continue;
+  for (const auto& [i, mig] : handles) {
     MigDeviceInfo d;
     d.index = i;
     char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
@@ -231,20 +250,10 @@ nvmlReturn_t ReadMigLayout(const NvmlFunctions& f, nvmlDevice_t device, MigLayou
 }
 
 void ReadMigMemory(const NvmlFunctions& f, nvmlDevice_t device, DeviceSample* sample) {
-  if (!f.device_get_mig_mode || !f.device_get_mig_device_handle_by_index ||
-      !f.device_get_max_mig_device_count) {
-    return;
-  }
-  unsigned current = 0, pending = 0;
-  if (f.device_get_mig_mode(device, &current, &pending) != NVML_SUCCESS ||
-      current != NVML_DEVICE_MIG_ENABLE) {
-    return;
-  }
-  unsigned max = 0;
-  if (f.device_get_max_mig_device_count(device, &max) != NVML_SUCCESS) return;
-  for (unsigned i = 0; i < std::min(max, 64u); ++i) {
-    nvmlDevice_t mig = nullptr;
-    if (f.device_get_mig_device_handle_by_index(device, i, &mig) != NVML_SUCCESS) continue;
+  MigLayout mode;
+  std::vector<std::pair<unsigned, nvmlDevice_t>> handles;
+  if (MigHandles(f, device, &mode, &handles) != NVML_SUCCESS) return;
+  for (const auto& [i, mig] : handles) {
     MigInstanceSample m;
     if (!f.device_get_gpu_instance_id ||
         f.device_get_gpu_instance_id(mig, &m.gpu_instance_id) != NVML_SUCCESS) {
