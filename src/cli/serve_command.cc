@@ -96,6 +96,14 @@ constexpr FlagKey kFlagKeys[] = {
      "kubeconfig file for the API server (default: the pod's service account)"},
     {"--taint-unhealthy", "GPULET_TAINT_UNHEALTHY", "cluster.taint.enabled",
      "Taint the Node gpulet.dev/gpu-unhealthy while its GPUs are out: true or false"},
+    {"--dra", "GPULET_DRA", "dra.enabled",
+     "Serve GPUs as a DRA driver (ResourceSlices, NodePrepareResources): true or false"},
+    {"--dra-driver-name", "GPULET_DRA_DRIVER_NAME", "dra.driverName",
+     "The DRA driver's name, which DeviceClasses select (default gpu.gpulet.dev)"},
+    {"--dra-gpus", "GPULET_DRA_GPUS", "dra.gpus",
+     "GPUs DRA offers: all, or indexes and UUIDs (comma-separated); the plugin serves the rest"},
+    {"--dra-memory-shares", "GPULET_DRA_MEMORY_SHARES", "dra.memoryShares.enabled",
+     "Let several claims share a GPU by memory (consumable capacity): true or false"},
 };
 
 // In a pod, gethostname() is the pod's name, which changes on every rollout; the DaemonSet

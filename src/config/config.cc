@@ -1,5 +1,6 @@
 #include "config/config.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <functional>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/k8s_names.h"
 #include "common/read_file.h"
 #include "config/yaml_kind.h"
 #include "yaml-cpp/yaml.h"
@@ -428,6 +430,72 @@ const std::vector<Field>& Fields() {
          return absl::OkStatus();
        },
        [](const Config& c) { return YAML::Node(c.cluster.taint.share); }},
+      {"dra.enabled", "true or false",
+       [](Config& c, const std::string& v) { return ParseBool("dra.enabled", v, &c.dra.enabled); },
+       [](const Config& c) { return YAML::Node(c.dra.enabled); }},
+      {"dra.driverName", "a DNS subdomain of at most 63 characters, such as gpu.gpulet.dev",
+       [](Config& c, const std::string& v) {
+         if (!IsDnsSubdomain(v, 63)) {
+           return Bad("dra.driverName", v,
+                      "a DNS subdomain of at most 63 lower-case letters, digits, '-' and '.', "
+                      "such as gpu.gpulet.dev");
+         }
+         c.dra.driver_name = v;
+         return absl::OkStatus();
+       },
+       [](const Config& c) { return Str(c.dra.driver_name); }},
+      {"dra.gpus", "all, or GPU indexes and UUIDs",
+       [](Config& c, const std::string& v) {
+         std::vector<std::string> out;
+         for (absl::string_view part : absl::StrSplit(v, ',', absl::SkipWhitespace())) {
+           std::string item(absl::StripAsciiWhitespace(part));
+           int index = 0;
+           const bool is_index = absl::SimpleAtoi(item, &index) && index >= 0 && index < 1024;
+           if (item != "all" && !is_index && !absl::StartsWith(item, "GPU-")) {
+             return Bad("dra.gpus", item, "all, or GPU indexes (0, 1) and UUIDs (GPU-...)");
+           }
+           if (std::find(out.begin(), out.end(), item) != out.end()) {
+             return Bad("dra.gpus", v, "each GPU once");
+           }
+           out.push_back(item);
+         }
+         if (std::find(out.begin(), out.end(), "all") != out.end() && out.size() > 1) {
+           return Bad("dra.gpus", v, "all alone, or a list of GPU indexes and UUIDs");
+         }
+         c.dra.gpus = out;
+         return absl::OkStatus();
+       },
+       [](const Config& c) {
+         YAML::Node n(YAML::NodeType::Sequence);
+         for (const std::string& g : c.dra.gpus) n.push_back(g);
+         return n;
+       },
+       Shape::kList},
+      {"dra.memoryShares.enabled", "true or false",
+       [](Config& c, const std::string& v) {
+         return ParseBool("dra.memoryShares.enabled", v, &c.dra.memory_shares.enabled);
+       },
+       [](const Config& c) { return YAML::Node(c.dra.memory_shares.enabled); }},
+      {"dra.memoryShares.stepMiB", "an integer from 128 to 1048576",
+       [](Config& c, const std::string& v) {
+         return ParseInt("dra.memoryShares.stepMiB", v, 128, 1 << 20,
+                         &c.dra.memory_shares.step_mib);
+       },
+       [](const Config& c) { return YAML::Node(c.dra.memory_shares.step_mib); }},
+      {"dra.noExecuteOnFatal", "true or false",
+       [](Config& c, const std::string& v) {
+         return ParseBool("dra.noExecuteOnFatal", v, &c.dra.no_execute_on_fatal);
+       },
+       [](const Config& c) { return YAML::Node(c.dra.no_execute_on_fatal); }},
+      {"dra.checkpointFile", "an absolute path of a file",
+       [](Config& c, const std::string& v) {
+         if (v.empty() || v[0] != '/' || v.back() == '/') {
+           return Bad("dra.checkpointFile", v, "an absolute path of a file");
+         }
+         c.dra.checkpoint_file = v;
+         return absl::OkStatus();
+       },
+       [](const Config& c) { return Str(c.dra.checkpoint_file); }},
   };
   return *kFields;
 }
@@ -604,6 +672,11 @@ absl::Status Validate(const Config& c) {
         absl::StrCat("sharing.memorySlices.resourceName must differ from resourceName (both are ",
                      c.resource_name, ")"));
   }
+  if (c.dra.enabled && c.dra.gpus.empty()) {
+    return absl::InvalidArgumentError(
+        "dra.gpus is empty, so DRA would offer no GPU: list the GPUs (indexes or UUIDs) or say "
+        "all, or set dra.enabled to false");
+  }
   std::set<DeviceListStrategy> seen(c.plugin.device_list_strategy.begin(),
                                     c.plugin.device_list_strategy.end());
   if (seen.size() != c.plugin.device_list_strategy.size()) {
@@ -623,6 +696,14 @@ std::vector<std::string> Config::AdvertisedResources() const {
   out.push_back(gpu);
   if (sharing.memory_slices.enabled) out.push_back(sharing.memory_slices.resource_name);
   return out;
+}
+
+bool Config::DraOffers(int index, const std::string& uuid) const {
+  if (!dra.enabled) return false;
+  for (const std::string& g : dra.gpus) {
+    if (g == "all" || g == uuid || g == std::to_string(index)) return true;
+  }
+  return false;
 }
 
 std::vector<std::string> ConfigKeys() {

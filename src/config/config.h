@@ -164,8 +164,37 @@ struct Config {
     } taint;
   } cluster;
 
+  struct Dra {
+    // Serve GPUs as a Kubernetes DRA driver (docs/dra.md): ResourceSlices through the API
+    // server, NodePrepareResources for the kubelet. Needs Kubernetes 1.34+ and the RBAC in
+    // deploy/dra. The API client is cluster's (cluster.kubeconfig). Default: false.
+    bool enabled = false;
+    // The driver's name, which DeviceClasses select on: a DNS subdomain of at most 63
+    // characters. Default: gpu.gpulet.dev.
+    std::string driver_name = "gpu.gpulet.dev";
+    // The GPUs DRA offers: "all", or GPU indexes and UUIDs. The device plugin serves the
+    // others: a GPU is offered by one or the other, never both. Default: [all].
+    std::vector<std::string> gpus = {"all"};
+    struct MemoryShares {
+      // Whole GPUs allow several claims at once, with memory as consumable capacity
+      // (KEP-5075). Default: false.
+      bool enabled = false;
+      // The step a claim's memory request is rounded up to (128 MiB to 1 TiB). Default: 1024.
+      int step_mib = 1024;
+    } memory_shares;
+    // A device taint of NoExecute (evicting the pods) instead of NoSchedule for faults that
+    // need a node reboot (XID 79 and the like). Default: false.
+    bool no_execute_on_fatal = false;
+    // Where prepared claims are recorded across restarts (under --host-root). Default:
+    // /var/lib/gpulet/dra-checkpoint.json.
+    std::string checkpoint_file = "/var/lib/gpulet/dra-checkpoint.json";
+  } dra;
+
   // The resource names this config advertises (one per plugin server).
   std::vector<std::string> AdvertisedResources() const;
+  // Whether DRA offers the GPU with `index` and `uuid` (so the device plugin does not);
+  // false whenever dra.enabled is.
+  bool DraOffers(int index, const std::string& uuid) const;
 };
 
 // Values from flags and environment variables, keyed by config key ("plugin.deviceIdStrategy").

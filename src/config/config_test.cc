@@ -597,3 +597,46 @@ TEST(ConfigDocsTest, ReadmeSaysEveryBound) {
 
 }  // namespace
 }  // namespace gpulet
+
+namespace gpulet {
+namespace {
+
+TEST(DraConfigTest, KeysParseAndTheSplitFollowsThem) {
+  absl::StatusOr<Config> c = ParseConfig(
+      "version: v1\ndra:\n  enabled: true\n  driverName: gpu.example.com\n  gpus: [1, GPU-x]\n"
+      "  memoryShares: {enabled: true, stepMiB: 512}\n  noExecuteOnFatal: true\n",
+      "t", {});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->dra.driver_name, "gpu.example.com");
+  EXPECT_EQ(c->dra.gpus, (std::vector<std::string>{"1", "GPU-x"}));
+  EXPECT_EQ(c->dra.memory_shares.step_mib, 512);
+  EXPECT_TRUE(c->dra.no_execute_on_fatal);
+  EXPECT_TRUE(c->DraOffers(1, "GPU-q"));
+  EXPECT_TRUE(c->DraOffers(0, "GPU-x"));
+  EXPECT_FALSE(c->DraOffers(0, "GPU-q"));
+  // Off by default, and "all" when on.
+  Config d;
+  EXPECT_FALSE(d.DraOffers(0, "GPU-a"));
+  d.dra.enabled = true;
+  EXPECT_TRUE(d.DraOffers(7, "GPU-a"));
+}
+
+TEST(DraConfigTest, BadValuesNameTheKey) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"dra.driverName", "Gpu.Example"},   {"dra.driverName", "../x"},
+      {"dra.gpus", "all,0"},               {"dra.gpus", "0,0"},
+      {"dra.gpus", "first"},               {"dra.memoryShares.stepMiB", "64"},
+      {"dra.checkpointFile", "relative"},  {"dra.checkpointFile", ""},
+  };
+  for (const auto& [key, value] : cases) {
+    absl::StatusOr<Config> c = ParseConfig("", "t", {{key, value}});
+    ASSERT_FALSE(c.ok()) << key << "=" << value;
+    EXPECT_THAT(std::string(c.status().message()), HasSubstr(key)) << c.status();
+  }
+  absl::StatusOr<Config> empty = ParseConfig("version: v1\ndra: {enabled: true, gpus: []}\n", "t", {});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_THAT(std::string(empty.status().message()), HasSubstr("dra.gpus is empty"));
+}
+
+}  // namespace
+}  // namespace gpulet

@@ -83,6 +83,19 @@ constexpr ReloadRule kRules[] = {
      "rebuilt: the cluster reporter adds or removes its taint"},
     {"cluster.taint.effect", kReloadCluster, "rebuilt: the cluster reporter rewrites its taint"},
     {"cluster.taint.share", kReloadCluster, "rebuilt: the cluster reporter"},
+    {"dra.enabled", kReloadDra | kReloadPluginConfig,
+     "rebuilt: the DRA driver starts or stops; the device plugin takes or gives up its GPUs"},
+    {"dra.driverName", kReloadDra,
+     "rebuilt: the DRA driver registers under the new name (the old name's slices stay until "
+     "the kubelet removes them)"},
+    {"dra.gpus", kReloadDra | kReloadPluginConfig,
+     "rebuilt: the DRA driver publishes the new set; the device plugin serves the rest"},
+    {"dra.memoryShares.enabled", kReloadDra, "rebuilt: the DRA driver republishes its slices"},
+    {"dra.memoryShares.stepMiB", kReloadDra, "rebuilt: the DRA driver republishes its slices"},
+    {"dra.noExecuteOnFatal", kReloadDra, "rebuilt: the DRA driver republishes its slices"},
+    {"dra.checkpointFile", kReloadDra,
+     "rebuilt: the DRA driver reads the new checkpoint (claims recorded in the old one are "
+     "not moved)"},
 };
 
 // The node at a dotted key in a ConfigToYaml document.

@@ -43,6 +43,9 @@ enum ReloadEffect : unsigned {
   kReloadEvents = 1u << 7,
   // Rebuild: the API client and the NodeReporter; the conditions are sent again at once.
   kReloadCluster = 1u << 8,
+  // Rebuild: the DRA driver (kubelet plugin, slice publisher); prepared claims are kept in
+  // its checkpoint, so a rebuild loses none.
+  kReloadDra = 1u << 9,
 };
 
 struct ReloadRule {

@@ -72,6 +72,13 @@ const std::map<std::string, std::string>& OtherValues() {
       {"cluster.taint.enabled", "true"},
       {"cluster.taint.effect", "NoExecute"},
       {"cluster.taint.share", "0.5"},
+      {"dra.enabled", "true"},
+      {"dra.driverName", "gpu.example.com"},
+      {"dra.gpus", "0"},
+      {"dra.memoryShares.enabled", "true"},
+      {"dra.memoryShares.stepMiB", "512"},
+      {"dra.noExecuteOnFatal", "true"},
+      {"dra.checkpointFile", "/var/lib/gpulet/other.json"},
   };
   return *kValues;
 }

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/k8s_names.h"
 #include "common/log.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/pluginregistration/v1/api.grpc.pb.h"
@@ -37,21 +38,7 @@ absl::Status CheckSocketPath(const std::string& path, const std::string& what) {
 }
 
 absl::Status CheckDriverName(const std::string& driver) {
-  bool ok = !driver.empty() && driver.size() <= 63;
-  bool label_start = true;  // at the start of a dot-separated label
-  for (size_t i = 0; ok && i < driver.size(); ++i) {
-    const char c = driver[i];
-    const bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-    const bool label_end = i + 1 == driver.size() || driver[i + 1] == '.';
-    if (c == '.') {
-      ok = !label_start;
-      label_start = true;
-      continue;
-    }
-    ok = alnum || (c == '-' && !label_start && !label_end);
-    label_start = false;
-  }
-  ok = ok && !label_start;
+  const bool ok = IsDnsSubdomain(driver, 63);
   if (!ok) {
     return absl::InvalidArgumentError(absl::StrCat(
         "DRA driver name \"", driver,

@@ -80,10 +80,16 @@ std::string CdiAnnotationKey(const std::string& prefix, const std::string& resou
 
 namespace {
 
-bool AnyMigEnabled(const Snapshot* snap) {
+// Whether the device plugin serves GPU `d` at all: a GPU offered to DRA (dra.gpus) is not,
+// so that no GPU can be allocated twice, once by each.
+bool PluginServes(const DeviceRecord& d, const Config& config) {
+  return !(d.gpu.index && config.DraOffers(*d.gpu.index, d.gpu.uuid));
+}
+
+bool AnyMigEnabled(const Config& config, const Snapshot* snap) {
   if (snap == nullptr) return false;
   for (const DeviceRecord& d : snap->devices) {
-    if (d.gpu.mig_enabled) return true;
+    if (d.gpu.mig_enabled && PluginServes(d, config)) return true;
   }
   return false;
 }
@@ -98,6 +104,7 @@ std::string ResourceDomain(const Config& config) {
 // Whether whole GPU `d` is advertised by a kGpu or kMemorySlice resource: with a MIG
 // strategy, a GPU with MIG enabled is served by its MIG devices instead.
 bool ServedWhole(const DeviceRecord& d, const Config& config) {
+  if (!PluginServes(d, config)) return false;
   return config.plugin.mig_strategy == MigStrategy::kNone || !d.gpu.mig_enabled;
 }
 
@@ -107,7 +114,7 @@ std::vector<ResourceSpec> ResourcesFor(const Config& config, const Snapshot* sna
   std::vector<ResourceSpec> out;
   std::vector<std::string> names = config.AdvertisedResources();
   const MigStrategy mig = config.plugin.mig_strategy;
-  if (mig == MigStrategy::kSingle && AnyMigEnabled(snap)) {
+  if (mig == MigStrategy::kSingle && AnyMigEnabled(config, snap)) {
     out.push_back({names[0], SocketFor(names[0]), ResourceKind::kMig, ""});
   } else {
     out.push_back({names[0], SocketFor(names[0]), ResourceKind::kGpu, ""});
@@ -119,7 +126,7 @@ std::vector<ResourceSpec> ResourcesFor(const Config& config, const Snapshot* sna
   if (mig == MigStrategy::kMixed && snap != nullptr) {
     std::set<std::string> profiles;
     for (const DeviceRecord& d : snap->devices) {
-      if (!d.gpu.mig_enabled) continue;
+      if (!d.gpu.mig_enabled || !PluginServes(d, config)) continue;
       for (const MigDeviceInfo& m : d.gpu.mig_devices) {
         if (!m.profile.empty()) profiles.insert(m.profile);
       }
@@ -133,13 +140,13 @@ std::vector<ResourceSpec> ResourcesFor(const Config& config, const Snapshot* sna
 }
 
 absl::Status MigLayoutError(const Config& config, const Snapshot& snap) {
-  if (config.plugin.mig_strategy != MigStrategy::kSingle || !AnyMigEnabled(&snap)) {
+  if (config.plugin.mig_strategy != MigStrategy::kSingle || !AnyMigEnabled(config, &snap)) {
     return absl::OkStatus();
   }
   std::vector<std::string> without, empty;
   std::map<std::string, std::vector<std::string>> profiles;  // profile → GPUs
   for (const DeviceRecord& d : snap.devices) {
-    if (!d.gpu.in_nvml) continue;
+    if (!d.gpu.in_nvml || !PluginServes(d, config)) continue;
     std::string gpu = d.gpu.index ? absl::StrCat(*d.gpu.index) : d.gpu.bus_id;
     if (!d.gpu.mig_enabled) {
       without.push_back(gpu);
@@ -184,7 +191,7 @@ std::vector<AdvertisedDevice> AdvertisedDevices(const ResourceSpec& resource, co
     if (!MigLayoutError(config, snap).ok()) return out;
     for (size_t i = 0; i < snap.devices.size(); ++i) {
       const DeviceRecord& d = snap.devices[i];
-      if (!d.gpu.mig_enabled) continue;
+      if (!d.gpu.mig_enabled || !PluginServes(d, config)) continue;
       for (size_t m = 0; m < d.gpu.mig_devices.size(); ++m) {
         const MigDeviceInfo& mig = d.gpu.mig_devices[m];
         if (!resource.mig_profile.empty() && mig.profile != resource.mig_profile) continue;

@@ -179,6 +179,25 @@ TEST(AdvertisedDevicesTest, Table) {
   }
 }
 
+// A GPU is offered by the device plugin or by DRA, never both (dra.gpus).
+TEST(AdvertisedDevicesTest, GpusOfferedToDraAreNotAdvertisedNorAllocatable) {
+  const Snapshot s = TwoGpus();
+  Config c = WithMemorySlices();
+  c.dra.enabled = true;
+  c.dra.gpus = {"GPU-b"};
+  EXPECT_THAT(Ids(AdvertisedDevices(kGpuResource, c, s)), ElementsAre("GPU-a"));
+  EXPECT_EQ(Ids(AdvertisedDevices(kMemoryResource, c, s)).size(), 10u);  // GPU-a's 10 GiB
+  absl::StatusOr<v1beta1::ContainerAllocateResponse> refused =
+      AllocateContainer(kGpuResource, c, s, ControlNodes{}, {"GPU-b"});
+  EXPECT_FALSE(refused.ok());
+  c.dra.gpus = {"0"};  // by index
+  EXPECT_THAT(Ids(AdvertisedDevices(kGpuResource, c, s)), ElementsAre("GPU-b"));
+  c.dra.gpus = {"all"};
+  EXPECT_TRUE(AdvertisedDevices(kGpuResource, c, s).empty());
+  c.dra.enabled = false;  // the list means nothing while DRA is off
+  EXPECT_EQ(AdvertisedDevices(kGpuResource, c, s).size(), 2u);
+}
+
 TEST(AdvertisedDevicesTest, HealthOfEveryIdFollowsItsGpu) {
   Snapshot s;
   s.devices = {Record(0, "GPU-a", "0000:01:00.0", 0, 2048, HealthState::kUnhealthy),
