@@ -352,6 +352,12 @@ absl::StatusOr<nlohmann::json> KubeClient::Patch(const std::string& path, PatchT
   return Call("PATCH", path, ContentType(type), &text);
 }
 
+absl::Status KubeClient::Delete(const std::string& path) {
+  // No body: DeleteOptions are not needed (background propagation is the default), so
+  // fieldValidation does not apply either.
+  return Call("DELETE", path, "", nullptr).status();
+}
+
 absl::Status KubeClient::Watch(const std::string& path, const std::string& resource_version,
                                const WatchHandler& handler) {
   const std::string what = absl::StrCat("WATCH ", path);

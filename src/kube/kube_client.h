@@ -1,9 +1,9 @@
 // KubeClient: the few Kubernetes API calls gpulet makes, as JSON over HttpTransport.
 //
-// Requests: Get, Create (POST), Update (PUT) and Patch (merge-patch or strategic-merge-patch)
-// on an API path ("/api/v1/nodes/n1", "/api/v1/nodes/n1/status"), bodies as nlohmann::json.
-// Writes ask for fieldValidation=Strict (when `strict_field_validation`), so a field the
-// server does not know is a 400 error, never silently dropped.
+// Requests: Get, Create (POST), Update (PUT), Patch (merge-patch or strategic-merge-patch)
+// and Delete on an API path ("/api/v1/nodes/n1", "/api/v1/nodes/n1/status"), bodies as
+// nlohmann::json. Writes ask for fieldValidation=Strict (when `strict_field_validation`), so a
+// field the server does not know is a 400 error, never silently dropped.
 //
 // Around every attempt:
 //   - the QPS/burst token bucket (kube/token_bucket.h) on the injected Clock; retries take
@@ -119,6 +119,10 @@ class KubeClient {
   absl::StatusOr<nlohmann::json> Update(const std::string& path, const nlohmann::json& body);
   absl::StatusOr<nlohmann::json> Patch(const std::string& path, PatchType type,
                                        const nlohmann::json& patch);
+  // DELETE: OK on 200 (the object, or its last state) and 202 (deletion accepted, finalizers
+  // pending); a missing object is NotFound, as for the other calls (callers that only want it
+  // gone treat that as done).
+  absl::Status Delete(const std::string& path);
 
   // `path` may carry a query already (a fieldSelector); `resource_version` "" starts from
   // the server's current state.

@@ -170,6 +170,35 @@ TEST(KubeClientTest, ErrorsCarryTheApiServersStatusAndAreNotRetried) {
   EXPECT_FALSE(GetApiStatus(absl::InternalError("x")).has_value());
 }
 
+TEST(KubeClientTest, DeleteSendsNoBodyAndMapsStatuses) {
+  Rig rig(Unlimited());
+  rig.transport->Push(Response(200, "{\"kind\":\"ResourceSlice\"}"));
+  rig.transport->Push(Response(202, "{\"kind\":\"ResourceSlice\"}"));
+  rig.transport->Push(Response(404, StatusBody(404, "NotFound", "resourceslices \"s\" not found")));
+  rig.transport->Push(Response(403, StatusBody(403, "Forbidden", "no")));
+  rig.transport->Push(Response(503, StatusBody(503, "ServiceUnavailable", "busy")));
+  rig.transport->Push(Response(200, ""));
+  const std::string path = "/apis/resource.k8s.io/v1/resourceslices/s";
+  EXPECT_TRUE(rig.client->Delete(path).ok());
+  EXPECT_TRUE(rig.client->Delete(path).ok()) << "202: accepted, finalizers pending";
+  absl::Status s = rig.client->Delete(path);
+  EXPECT_TRUE(absl::IsNotFound(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("DELETE " + path));
+  EXPECT_TRUE(absl::IsPermissionDenied(rig.client->Delete(path)));
+  // 503 is retried like any other call; the retry's empty 200 is success.
+  std::thread t([&] { EXPECT_TRUE(rig.client->Delete(path).ok()); });
+  ASSERT_TRUE(rig.clock.AwaitSleepers(1));
+  rig.clock.Advance(absl::Seconds(1));
+  t.join();
+  std::vector<HttpRequest> reqs = rig.transport->requests();
+  ASSERT_EQ(reqs.size(), 6u);
+  for (const HttpRequest& r : reqs) {
+    EXPECT_EQ(r.method, "DELETE");
+    EXPECT_EQ(r.target, "/prefix" + path) << "no fieldValidation without a body";
+    EXPECT_TRUE(r.body.empty());
+  }
+}
+
 TEST(KubeClientTest, RetriesConnectionErrorsAndServerErrorsWithJitteredBackoff) {
   KubeClientOptions o = Unlimited();
   o.initial_backoff = absl::Milliseconds(200);
