@@ -135,6 +135,7 @@ void SlicePublisher::Failed(const absl::Status& status) {
   bool repeat;
   {
     absl::MutexLock lock(&mu_);
+    if (stopping_) return;  // a call Stop's caller cancelled: not an API problem
     ++stats_.errors;
     repeat = stats_.last_error == error;
     stats_.last_error = error;

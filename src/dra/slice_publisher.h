@@ -32,8 +32,9 @@
 //
 // Thread-safety: Start and Stop from one owning thread; SetOptions, stats and
 // WaitForPublished from any thread. `client`, `store` and `clock` must outlive the publisher.
-// Stop does not Cancel the client (it may be shared): a call in flight finishes (bounded by
-// the client's request timeout and attempts) before Stop returns.
+// Stop does not Cancel the client (it may be shared with others): a call in flight finishes
+// (bounded by the client's request timeout and attempts) before Stop returns, so at shutdown
+// cancel the client first (KubeClient::Cancel) for Stop to return at once.
 #ifndef GPULET_DRA_SLICE_PUBLISHER_H_
 #define GPULET_DRA_SLICE_PUBLISHER_H_
 
