@@ -1,6 +1,6 @@
 // The DRA kubelet plugin against the kubelet stand-in (testing/fake_dra_kubelet.h), over real
 // unix sockets: registration, kubelet restarts, lost sockets, prepare/unprepare in both API
-// versions, and a gpulet killed between prepare and unprepare.
+// versions, a gpulet killed between prepare and unprepare, and the device-health stream.
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -8,11 +8,14 @@
 
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "dra/kubelet_plugin.h"
 #include "dra/prepared_claims.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "state/device_store.h"
 #include "testing/fake_claim_preparer.h"
 #include "testing/fake_dra_kubelet.h"
 #include "testing/files.h"
@@ -55,13 +58,19 @@ void LeaveDeadSocket(const std::string& path) {
 class DraIntegrationTest : public ::testing::Test {
  protected:
   // gpulet's side: the claims (on the checkpoint) and the plugin serving them.
-  void StartGpulet() {
+  // With `health`, the DRA socket serves DRAResourceHealth from it too.
+  void StartGpulet(const DeviceStore* health = nullptr) {
     absl::StatusOr<std::unique_ptr<PreparedClaims>> c =
         PreparedClaims::Open(checkpoint_, &preparer_);
     ASSERT_TRUE(c.ok()) << c.status();
     claims_ = std::move(*c);
     plugin_ = std::make_unique<KubeletPlugin>(kDriver, dir_.path(), claims_.get(),
                                               absl::Milliseconds(50));
+    if (health != nullptr) {
+      HealthService::Options o;
+      o.pool = "node-a";
+      plugin_->SetHealthSource(health, o);
+    }
     absl::Status s = plugin_->Start();
     ASSERT_TRUE(s.ok()) << s;
   }
@@ -263,6 +272,123 @@ TEST_F(DraIntegrationTest, StartRefusesBadNamesAndPathsNamingThem) {
   absl::Status s = deep.Start();
   EXPECT_THAT(std::string(s.message()), HasSubstr("unix sockets allow at most 107"));
   EXPECT_FALSE(deep.service().running());
+}
+
+// The kubelet's health stream, collected on a thread of its own.
+class HealthWatch {
+ public:
+  HealthWatch(FakeDraKubelet* kubelet, const std::string& driver) {
+    thread_ = std::thread([this, kubelet, driver] {
+      absl::Status s = kubelet->WatchHealth(
+          driver,
+          [this](const ::v1alpha1::NodeWatchResourcesResponse& m) {
+            absl::MutexLock lock(&mu_);
+            messages_.push_back(m);
+            return true;
+          },
+          absl::Seconds(30));
+      absl::MutexLock lock(&mu_);
+      end_ = s;
+    });
+  }
+  ~HealthWatch() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // The health in the latest message of `device` ("" when none yet).
+  std::string Latest(const std::string& device) const {
+    absl::MutexLock lock(&mu_);
+    if (messages_.empty()) return "";
+    for (const auto& d : messages_.back().devices()) {
+      if (d.device().device_name() == device) return ::v1alpha1::HealthStatus_Name(d.health());
+    }
+    return "missing";
+  }
+  bool WaitFor(const std::string& device, const std::string& health) const {
+    return gpulet::testing::WaitFor([&] { return Latest(device) == health; }, kLimit) !=
+           absl::InfiniteDuration();
+  }
+  size_t count() const {
+    absl::MutexLock lock(&mu_);
+    return messages_.size();
+  }
+  ::v1alpha1::NodeWatchResourcesResponse last() const {
+    absl::MutexLock lock(&mu_);
+    return messages_.back();
+  }
+  // Waits for the stream's end; its status.
+  absl::Status End() {
+    thread_.join();
+    absl::MutexLock lock(&mu_);
+    return end_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<::v1alpha1::NodeWatchResourcesResponse> messages_ ABSL_GUARDED_BY(mu_);
+  absl::Status end_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+Inventory TwoGpus() {
+  Inventory inv;
+  inv.nvml_status = absl::OkStatus();
+  for (unsigned i = 0; i < 2; ++i) {
+    Gpu g;
+    g.index = i;
+    g.uuid = "GPU-" + std::to_string(i);
+    g.name = "NVIDIA H200";
+    g.bus_id = "0000:0" + std::to_string(i + 1) + ":00.0";
+    g.in_nvml = g.on_pci = true;
+    inv.gpus.push_back(g);
+  }
+  return inv;
+}
+
+TEST_F(DraIntegrationTest, TheHealthStreamReportsAnXidAndTheRecovery) {
+  DeviceStore store;
+  store.SetInventory(TwoGpus(), absl::Now());
+  ASSERT_NO_FATAL_FAILURE(StartGpulet(&store));
+  ASSERT_TRUE(kubelet_.Start().ok());
+  ASSERT_TRUE(kubelet_.WaitForRegistrations(1, kLimit));
+  HealthWatch watch(&kubelet_, kDriver);
+  ASSERT_TRUE(watch.WaitFor("gpu-0", "HEALTHY"));
+  EXPECT_EQ(watch.Latest("gpu-1"), "HEALTHY");
+  const ::v1alpha1::NodeWatchResourcesResponse first = watch.last();
+  ASSERT_EQ(first.devices_size(), 2);
+  EXPECT_EQ(first.devices(0).device().pool_name(), "node-a");
+  EXPECT_NEAR(first.devices(0).last_updated_time(), absl::ToUnixSeconds(absl::Now()), 5);
+
+  // A snapshot that changes no device's health sends nothing.
+  const size_t sent = watch.count();
+  store.UpdateHealth("GPU-1", [](GpuHealth& h) { h.xid_counts[13] += 1; });
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(watch.count(), sent);
+
+  // XID 79 as the health policy raises it.
+  store.UpdateHealth("GPU-0", [](GpuHealth& h) {
+    h.last_xid = 79;
+    h.Raise("xid", {HealthState::kUnhealthy, "XID 79", "reboot the node", absl::Now(), true},
+            absl::Now());
+  });
+  ASSERT_TRUE(watch.WaitFor("gpu-0", "UNHEALTHY"));
+  EXPECT_EQ(watch.Latest("gpu-1"), "HEALTHY");
+  store.UpdateHealth("GPU-0", [](GpuHealth& h) { h.Clear("xid", absl::Now()); });
+  ASSERT_TRUE(watch.WaitFor("gpu-0", "HEALTHY"));
+
+  // gpulet going away ends the stream (promptly: not the server's grace period).
+  const absl::Time before = absl::Now();
+  StopGpulet();
+  EXPECT_TRUE(absl::IsOutOfRange(watch.End())) << "the driver ends the stream";
+  EXPECT_LT(absl::Now() - before, absl::Seconds(1));
+}
+
+TEST_F(DraIntegrationTest, WithoutAHealthSourceTheServiceIsUnimplemented) {
+  ASSERT_NO_FATAL_FAILURE(StartGpulet());
+  ASSERT_TRUE(kubelet_.Start().ok());
+  ASSERT_TRUE(kubelet_.WaitForRegistrations(1, kLimit));
+  absl::Status s = kubelet_.WatchHealth(kDriver, [](const auto&) { return true; });
+  EXPECT_TRUE(absl::IsUnimplemented(s)) << s;
 }
 
 }  // namespace

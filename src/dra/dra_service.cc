@@ -110,22 +110,37 @@ DraPluginServer::DraPluginServer(std::string socket_path, PreparedClaims* claims
 
 DraPluginServer::~DraPluginServer() { Stop(); }
 
+void DraPluginServer::SetHealthSource(const DeviceStore* store, HealthService::Options options) {
+  health_store_ = store;
+  health_options_ = std::move(options);
+}
+
 absl::Status DraPluginServer::Start() {
   if (server_.running()) return absl::OkStatus();
   v1_ = std::make_unique<V1Service>(claims_);
   v1beta1_ = std::make_unique<V1beta1Service>(claims_);
-  absl::Status s = server_.Start({v1_.get(), v1beta1_.get()});
+  std::vector<grpc::Service*> services = {v1_.get(), v1beta1_.get()};
+  if (health_store_ != nullptr) {
+    health_ = std::make_unique<HealthService>(health_store_, health_options_);
+    services.push_back(health_->service());
+  }
+  absl::Status s = server_.Start(services);
   if (!s.ok()) {
     v1_.reset();
     v1beta1_.reset();
+    health_.reset();
   }
   return s;
 }
 
 void DraPluginServer::Stop() {
+  // The health streams never end by themselves: end them first, or the server's shutdown
+  // would wait its whole grace period for them.
+  if (health_ != nullptr) health_->Shutdown();
   server_.Stop();  // in-flight calls finish before the services go
   v1_.reset();
   v1beta1_.reset();
+  health_.reset();
 }
 
 }  // namespace gpulet::dra

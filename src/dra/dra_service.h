@@ -9,11 +9,16 @@
 // never as a failed call, so that the kubelet keeps the other claims' answers; v1beta1 has no
 // share IDs, so a share's ID is dropped there.
 //
+// With a health source (SetHealthSource), the same socket also serves
+// `v1alpha1.DRAResourceHealth` (health_service.h): the kubelet calls it on the DRA endpoint and
+// treats Unimplemented as "this driver reports no health", so without a source it is absent.
+//
 // The socket's directory is created (mode 0750) when missing; the socket is mode 0600 and
 // removed by Stop unless it was replaced meanwhile.
 //
 // Thread-safety: Start/Stop are called from one owning thread; running() and SocketIntact()
-// from any; RPCs run on gRPC's threads. `claims` must outlive the server.
+// from any; RPCs run on gRPC's threads. `claims` (and a health source's store) must outlive
+// the server.
 #ifndef GPULET_DRA_DRA_SERVICE_H_
 #define GPULET_DRA_DRA_SERVICE_H_
 
@@ -25,6 +30,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "dra/health_service.h"
 #include "dra/prepared_claims.h"
 #include "dra/socket_server.h"
 
@@ -40,6 +46,10 @@ class DraPluginServer {
   ~DraPluginServer();
   DraPluginServer(const DraPluginServer&) = delete;
   DraPluginServer& operator=(const DraPluginServer&) = delete;
+
+  // Serves DRAResourceHealth from `store` too, with `options.pool` as the pool name (the node
+  // name); from the next Start on. nullptr: not served.
+  void SetHealthSource(const DeviceStore* store, HealthService::Options options);
 
   // Creates the directory if needed, removes a stale socket and serves both versions. Errors
   // name the path and what to do. Idempotent while running.
@@ -57,10 +67,14 @@ class DraPluginServer {
   class V1beta1Service;
 
   PreparedClaims* const claims_;
+  // Set before Start, on the owning thread.
+  const DeviceStore* health_store_ = nullptr;
+  HealthService::Options health_options_;
 
   // Replaced only by Start/Stop, on the owning thread; they outlive the server that calls them.
   std::unique_ptr<V1Service> v1_;
   std::unique_ptr<V1beta1Service> v1beta1_;
+  std::unique_ptr<HealthService> health_;
   SocketServer server_;
 };
 

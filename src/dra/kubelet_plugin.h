@@ -9,7 +9,8 @@
 // leave the driver unknown for good, so one thread ("gpulet-dra") watches the registry
 // directory with inotify, checks both sockets at least every `recheck` and serves again
 // whatever was lost (the DRA service before the registration). Stop withdraws the
-// registration first, then the service.
+// registration first, then the service. With SetHealthSource, the DRA socket also serves the
+// kubelet's device-health stream (health_service.h).
 //
 // Thread-safety: Start/Stop from one owning thread; the accessors from any thread.
 // `claims` must outlive the object.
@@ -20,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -37,6 +39,12 @@ class KubeletPlugin {
   ~KubeletPlugin();
   KubeletPlugin(const KubeletPlugin&) = delete;
   KubeletPlugin& operator=(const KubeletPlugin&) = delete;
+
+  // Serves DRAResourceHealth from `store` on the DRA socket too (DraPluginServer::
+  // SetHealthSource); before Start.
+  void SetHealthSource(const DeviceStore* store, HealthService::Options options) {
+    service_.SetHealthSource(store, std::move(options));
+  }
 
   // Serves both sockets and starts the watch thread. Errors (a driver name that is not a DNS
   // subdomain, a socket path too long, a directory that cannot be made or served in) name

@@ -14,6 +14,7 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/dra/v1/api.grpc.pb.h"
 #include "proto/dra/v1beta1/api.grpc.pb.h"
+#include "proto/drahealth/v1alpha1/api.grpc.pb.h"
 #include "proto/pluginregistration/v1/api.grpc.pb.h"
 
 namespace gpulet::testing {
@@ -288,6 +289,43 @@ absl::StatusOr<drapb::NodeUnprepareResourcesResponse> FakeDraKubelet::Unprepare(
                                                p->info.endpoint(), ": ", s.error_message()));
   }
   return out;
+}
+
+absl::Status FakeDraKubelet::WatchHealth(
+    const std::string& driver,
+    const std::function<bool(const ::v1alpha1::NodeWatchResourcesResponse&)>& on_message,
+    absl::Duration timeout) {
+  std::optional<Plugin> p = plugin(driver);
+  if (!p || !p->registered) {
+    return absl::FailedPreconditionError(absl::StrCat("DRA driver ", driver, " is not registered"));
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(timeout));
+  std::unique_ptr<grpc::ClientReader<::v1alpha1::NodeWatchResourcesResponse>> reader =
+      ::v1alpha1::DRAResourceHealth::NewStub(Dial(p->info.endpoint()))
+          ->NodeWatchResources(&ctx, ::v1alpha1::NodeWatchResourcesRequest());
+  ::v1alpha1::NodeWatchResourcesResponse message;
+  bool stopped = false;
+  while (reader->Read(&message)) {
+    if (!on_message(message)) {
+      stopped = true;
+      ctx.TryCancel();
+      break;
+    }
+  }
+  grpc::Status s = reader->Finish();
+  if (stopped) return absl::OkStatus();
+  const std::string what = absl::StrCat("NodeWatchResources on ", p->info.endpoint());
+  switch (s.error_code()) {
+    case grpc::StatusCode::OK:
+      return absl::OutOfRangeError(absl::StrCat(what, ": the driver ended the stream"));
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return absl::UnimplementedError(absl::StrCat(what, ": ", s.error_message()));
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return absl::DeadlineExceededError(absl::StrCat(what, ": ", s.error_message()));
+    default:
+      return absl::UnavailableError(absl::StrCat(what, ": ", s.error_message()));
+  }
 }
 
 }  // namespace gpulet::testing

@@ -13,6 +13,8 @@
 // Prepare and Unprepare then call NodePrepareResources / NodeUnprepareResources on the
 // registered driver's endpoint in the version chosen at registration. Restart() is a kubelet
 // restart: it forgets every driver and registers again whatever sockets are still there.
+// WatchHealth is the kubelet's DRAResourceHealth.NodeWatchResources stream (1.34+, feature
+// ResourceHealthStatus) on the same endpoint.
 //
 // Thread-safety: all methods are thread-safe; registration runs on the stand-in's own thread.
 #ifndef GPULET_TESTING_FAKE_DRA_KUBELET_H_
@@ -22,6 +24,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -35,6 +38,7 @@
 #include "absl/time/time.h"
 #include "common/dir_watcher.h"
 #include "proto/dra/v1/api.pb.h"
+#include "proto/drahealth/v1alpha1/api.pb.h"
 #include "proto/pluginregistration/v1/api.pb.h"
 
 namespace gpulet::testing {
@@ -83,6 +87,15 @@ class FakeDraKubelet {
   absl::StatusOr<drapb::NodeUnprepareResourcesResponse> Unprepare(
       const std::string& driver, const std::vector<drapb::Claim>& claims,
       absl::Duration timeout = absl::Seconds(5));
+
+  // NodeWatchResources on a registered driver's endpoint: each message goes to `on_message`
+  // until it returns false (then OK, and the call is cancelled). Else: FailedPrecondition (not
+  // registered), Unimplemented (the driver serves no health), OutOfRange (the driver ended
+  // the stream), DeadlineExceeded (`timeout` passed), Unavailable (the call failed).
+  absl::Status WatchHealth(
+      const std::string& driver,
+      const std::function<bool(const ::v1alpha1::NodeWatchResourcesResponse&)>& on_message,
+      absl::Duration timeout = absl::Seconds(10));
 
   static drapb::Claim MakeClaim(const std::string& ns, const std::string& uid,
                                 const std::string& name);
