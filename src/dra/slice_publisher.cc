@@ -188,7 +188,12 @@ void SlicePublisher::Run() {
       generation_content_.reset();
     }
     active_ = options.slices;
-    if (resync) listed_ = false;
+    if (resync) {
+      // The Node too: one deleted and created again has a new uid, and the garbage collector
+      // deletes slices owned by the old one as soon as they are written again.
+      owner_resolved_ = false;
+      listed_ = false;
+    }
     seen = snap->version;
     absl::Status status = Reconcile(*snap, options);
     if (status.ok()) {
@@ -210,6 +215,7 @@ absl::Status SlicePublisher::ResolveOwner(const std::string& node_name) {
   const std::string path = absl::StrCat("/api/v1/nodes/", node_name);
   absl::StatusOr<json> node = client_->Get(path);
   if (node.ok()) {
+    warned_no_owner_ = false;
     const json meta = node->value("metadata", json::object());
     owner_refs_ = json::array({{{"apiVersion", "v1"},
                                 {"kind", "Node"},
@@ -220,11 +226,14 @@ absl::Status SlicePublisher::ResolveOwner(const std::string& node_name) {
     // Published without the owner: the slices then outlive a deleted Node until the
     // kubelet's cleanup, which is better than not publishing at all.
     owner_refs_ = json();
-    GPULET_LOG_WARN("DRA ResourceSlices: published without an owner reference to the Node ({}): {}",
-                    absl::IsNotFound(node.status())
-                        ? "no such Node; NODE_NAME must be spec.nodeName"
-                        : "no RBAC permission to get nodes",
-                    node.status().message());
+    if (!warned_no_owner_) {
+      warned_no_owner_ = true;
+      GPULET_LOG_WARN(
+          "DRA ResourceSlices: published without an owner reference to the Node ({}): {}",
+          absl::IsNotFound(node.status()) ? "no such Node; NODE_NAME must be spec.nodeName"
+                                          : "no RBAC permission to get nodes",
+          node.status().message());
+    }
   } else {
     return node.status();
   }

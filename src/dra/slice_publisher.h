@@ -26,7 +26,8 @@
 //   - metadata.ownerReferences names the Node (controller), so the slices go with the Node.
 //     When the Node cannot be read (404, or 403: no RBAC for nodes) they are published without
 //     it, with one log line.
-//   - Every `resync` it re-lists the slices and repairs what others changed or deleted.
+//   - Every `resync` it re-reads the Node (a Node created again has a new uid) and the
+//     slices, and repairs what others changed or deleted.
 // Stop leaves the slices in place: a rolling update's new instance takes them over, and the
 // kubelet deletes a driver's slices when the driver deregisters.
 //
@@ -135,7 +136,8 @@ class SlicePublisher {
   // Owned by the publisher's thread.
   std::optional<SliceOptions> active_;  // the slice options of the last pass
   bool owner_resolved_ = false;
-  nlohmann::json owner_refs_;  // array, or null: no owner reference
+  nlohmann::json owner_refs_;     // array, or null: no owner reference
+  bool warned_no_owner_ = false;  // logged once until the Node is found
   bool listed_ = false;
   std::map<std::string, Known> known_;  // the driver's slices on this node, by name
   int64_t generation_ = 0;

@@ -296,6 +296,27 @@ TEST_F(SlicePublisherTest, AnUnavailableServerIsRetriedEveryRetryInterval) {
   EXPECT_THAT(publisher_->stats().last_error, IsEmpty());
 }
 
+TEST_F(SlicePublisherTest, AResyncRepairsADeletedSliceAndFollowsANewNodeUid) {
+  Start();
+  ExpectPublished();
+  other_ = NewClient();
+  ASSERT_TRUE(
+      other_->Delete(absl::StrCat(kResourceSlicesPath, "/", SliceName(kNode, kDriver, 0))).ok());
+  // The Node deleted and created again: a new uid.
+  server_.AddNode({{"metadata", {{"name", kNode}, {"uid", "uid-node-a-2"}}}});
+  const size_t writes = Writes();
+  // Nothing changed in the store: nothing is written before the resync.
+  clock_.Advance(absl::Minutes(4));
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(Writes(), writes);
+  EXPECT_THAT(Slices(), IsEmpty());
+  clock_.Advance(absl::Minutes(1));
+  ASSERT_NE(gpulet::testing::WaitFor([&] { return !Slice(0).is_null(); }, kLimit),
+            absl::InfiniteDuration());
+  EXPECT_EQ(Slice(0)["metadata"]["ownerReferences"][0]["uid"], "uid-node-a-2");
+  EXPECT_EQ(Slice(0)["spec"]["pool"]["generation"], 1) << "the same content";
+}
+
 TEST_F(SlicePublisherTest, MoreThan64DevicesSplitAndFewerDeleteTheExtraSlice) {
   store_.SetInventory(Gpus(70), absl::Now());
   Start();
