@@ -194,10 +194,7 @@ absl::Status Daemon::StartAll() {
   absl::StatusOr<std::unique_ptr<Cluster>> cluster = MakeCluster(config_);
   if (!cluster.ok()) return cluster.status();
   cluster_ = std::move(*cluster);
-  if (cluster_ != nullptr) {
-    cluster_->reporter->Start();
-    GPULET_LOG_INFO("reporting GPU health on Node {} to the API server", options_.node_name);
-  }
+  if (absl::Status s = StartCluster(cluster_.get()); !s.ok()) return s;
   PeriodicWorker::Options check;
   check.name = "gpulet-files";
   check.interval = options_.file_check_interval;
@@ -230,15 +227,87 @@ void Daemon::Stop() {
   metrics_.reset();
 }
 
+absl::Status Daemon::StartCluster(Cluster* cluster) {
+  if (cluster == nullptr) return absl::OkStatus();
+  if (cluster->reporter != nullptr) {
+    cluster->reporter->Start();
+    GPULET_LOG_INFO("reporting GPU health on Node {} to the API server", options_.node_name);
+  }
+  if (cluster->dra != nullptr) {
+    if (absl::Status s = cluster->dra->Start(); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("dra.enabled: ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<dra::DraDriver>> Daemon::MakeDra(const Config& config,
+                                                                kube::KubeClient* client) {
+  if (options_.node_name.empty()) {
+    return absl::InvalidArgumentError(
+        "dra.enabled: the node's name is unknown; set NODE_NAME (the DaemonSet passes it from "
+        "spec.nodeName)");
+  }
+  if (config.cdi.spec_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "dra.enabled needs cdi.specDir: prepared claims are handed to the runtime as CDI "
+        "devices; set cdi.specDir (default /var/run/cdi)");
+  }
+  if (options_.bundled_fixture_root) {
+    return absl::InvalidArgumentError(
+        "dra.enabled needs a host root gpulet can write claim specs and its checkpoint to, not "
+        "the bundled simulator fixture; pass --host-root with a copy of it");
+  }
+  absl::StatusOr<std::string> checkpoint = node_.host->Resolve(config.dra.checkpoint_file);
+  if (!checkpoint.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dra.checkpointFile: ", checkpoint.status().message()));
+  }
+  absl::StatusOr<std::string> cdi_dir = node_.host->Resolve(config.cdi.spec_dir);
+  if (!cdi_dir.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("cdi.specDir: ", cdi_dir.status().message()));
+  }
+  // A checkpoint that cannot be trusted fails the reload before anything is touched.
+  if (absl::StatusOr<dra::ClaimCheckpoint> loaded = dra::CheckpointFile(*checkpoint).Load();
+      !loaded.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("dra.checkpointFile: ", loaded.status().message()));
+  }
+  dra::DraDriverOptions o;
+  o.kubelet_dir = config.kubelet_dir;
+  o.checkpoint_path = *checkpoint;
+  o.slices.driver = config.dra.driver_name;
+  o.slices.node_name = options_.node_name;
+  o.slices.memory_shares = config.dra.memory_shares.enabled;
+  o.slices.share_mib = config.dra.memory_shares.step_mib;
+  o.slices.no_execute_on_fatal = config.dra.no_execute_on_fatal;
+  o.slices.gpus = config.dra.gpus;
+  o.slices.driver_version = node_.inventory.system.driver_version;
+  o.slices.cuda_driver_version = node_.inventory.system.CudaVersionString();
+  o.preparer.cdi_dir = *cdi_dir;
+  o.preparer.generator.driver_root = config.cdi.driver_root;
+  o.preparer.generator.dev_root = config.cdi.dev_root;
+  o.preparer.generator.hook_path = config.cdi.hook_path;
+  return std::make_unique<dra::DraDriver>(
+      std::move(o), client, &store_,
+      [this] {
+        absl::MutexLock lock(&files_mu_);
+        return files_inventory_;
+      },
+      node_.host.get(), options_.clock);
+}
+
 absl::StatusOr<std::unique_ptr<Daemon::Cluster>> Daemon::MakeCluster(const Config& config) {
-  if (!config.cluster.enabled) return nullptr;
+  if (!config.cluster.enabled && !config.dra.enabled) return nullptr;
   const bool in_cluster = config.cluster.kubeconfig.empty();
   absl::StatusOr<kube::KubeConfig> api =
       in_cluster ? kube::LoadInClusterConfig(kube::InClusterSource::FromEnvironment())
                  : kube::LoadKubeconfig(config.cluster.kubeconfig);
   if (!api.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        in_cluster ? "cluster.enabled: the pod's service account: " : "cluster.kubeconfig: ",
+        in_cluster ? (config.cluster.enabled ? "cluster.enabled: the pod's service account: "
+                                             : "dra.enabled: the pod's service account: ")
+                   : "cluster.kubeconfig: ",
         api.status().message()));
   }
   auto cluster = std::make_unique<Cluster>();
@@ -249,6 +318,12 @@ absl::StatusOr<std::unique_ptr<Daemon::Cluster>> Daemon::MakeCluster(const Confi
         in_cluster ? "cluster.enabled: " : "cluster.kubeconfig: ", client.status().message()));
   }
   cluster->client = std::move(*client);
+  if (config.dra.enabled) {
+    absl::StatusOr<std::unique_ptr<dra::DraDriver>> driver = MakeDra(config, cluster->client.get());
+    if (!driver.ok()) return driver.status();
+    cluster->dra = std::move(*driver);
+  }
+  if (!config.cluster.enabled) return cluster;
   NodeReporter::Options ro;
   ro.node_name = options_.node_name;
   const char* pod = std::getenv("POD_NAME");
@@ -469,7 +544,7 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
   // The cluster reporter is rebuilt for its own keys, and for a sharing change that alters the
   // labels it writes on the Node.
   const bool rebuild_cluster =
-      (effects & kReloadCluster) != 0 || (next.cluster.enabled && next.cluster.node_labels &&
+      (effects & (kReloadCluster | kReloadDra)) != 0 || (next.cluster.enabled && next.cluster.node_labels &&
                                           NodeGpuLabels(node_.inventory, *node_.host, next) !=
                                               NodeGpuLabels(node_.inventory, *node_.host, config_));
   std::unique_ptr<Cluster> cluster;
@@ -535,12 +610,18 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
   if (rebuild_cluster) {
     cluster_.reset();  // its thread stops before the new one writes
     cluster_ = std::move(cluster);
-    if (cluster_ != nullptr) {
-      cluster_->reporter->Start();
-      result.actions.push_back("cluster reporter rebuilt");
-    } else {
-      result.actions.push_back("cluster reporter stopped (cluster.enabled is false)");
+    if (absl::Status s = StartCluster(cluster_.get()); !s.ok()) {
+      // Checked before the commit (the checkpoint loads, the names are valid); what is left
+      // is the node (a socket directory), which a restart would meet the same way.
+      GPULET_LOG_ERROR("reload: {}; the DRA driver is not serving", s.message());
+      result.actions.push_back(absl::StrCat("DRA driver failed to start: ", s.message()));
+      cluster_->dra.reset();
     }
+    result.actions.push_back(cluster_ == nullptr        ? "API client stopped"
+                             : next.dra.enabled && next.cluster.enabled
+                                 ? "cluster reporter and DRA driver rebuilt"
+                             : next.dra.enabled ? "DRA driver rebuilt"
+                                                : "cluster reporter rebuilt");
   }
   config_ = next;
   return result;

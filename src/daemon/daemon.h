@@ -9,7 +9,8 @@
 //     listening with a first round of samples before the kubelet learns of any GPU;
 //   PluginManager (kubelet device plugin), LivenessMonitor (only with NVML);
 //   XidPolicy and EventMonitor (NVML events and the kernel log);
-//   the cluster reporter (only with cluster.enabled): the API client and NodeReporter;
+//   the API client (with cluster.enabled or dra.enabled), the NodeReporter (cluster.enabled)
+//     and the DRA driver (dra.enabled: checkpoint, ResourceSlices, kubelet plugin);
 //   the file check ("gpulet-files", a PeriodicWorker): NodeFiles::Check every 10 s.
 // Members are declared in that order, so destruction is shutdown; Stop() does the same
 // explicitly, first waking every DeviceStore waiter so that ListAndWatch streams end. Start()
@@ -44,6 +45,7 @@
 #include "common/periodic_worker.h"
 #include "config/config.h"
 #include "daemon/node_files.h"
+#include "dra/driver.h"
 #include "gpu/discovery.h"
 #include "health/event_monitor.h"
 #include "health/liveness.h"
@@ -135,13 +137,27 @@ class Daemon {
                                            std::unique_ptr<XidHistoryStore>* history);
   // `kmsg_at_end`: read the kernel log on from its end (a rebuild; the start was read).
   std::unique_ptr<EventMonitor> MakeEvents(const Config& config, bool kmsg_at_end);
-  // The API client and its NodeReporter (not started) for `config`; both null when
-  // cluster.enabled is false. Errors name cluster.kubeconfig or cluster.enabled.
+  // The API client with its NodeReporter and DRA driver (not started) for `config`; null
+  // when neither cluster.enabled nor dra.enabled is set. Errors name cluster.kubeconfig,
+  // cluster.enabled or the dra.* key.
+  // The API client and what uses it: the NodeReporter (cluster.enabled) and the DRA driver
+  // (dra.enabled), each null when off; the whole is null when both are.
   struct Cluster {
     std::unique_ptr<kube::KubeClient> client;
     std::unique_ptr<NodeReporter> reporter;  // declared after the client it uses
+    std::unique_ptr<dra::DraDriver> dra;
+    // Cancels the client's calls first, so that the users' threads, which may wait on an
+    // unreachable API server, stop at once.
+    ~Cluster() {
+      if (client != nullptr) client->Cancel();
+    }
   };
+  // Starts what `cluster` holds (null: nothing); errors name dra.* keys.
+  absl::Status StartCluster(Cluster* cluster);
   absl::StatusOr<std::unique_ptr<Cluster>> MakeCluster(const Config& config);
+  // The DRA driver (not started) for `config`, using `client`.
+  absl::StatusOr<std::unique_ptr<dra::DraDriver>> MakeDra(const Config& config,
+                                                          kube::KubeClient* client);
 
   const DaemonOptions options_;
   Node node_;

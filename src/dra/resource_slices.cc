@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cctype>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 
 namespace gpulet::dra {
@@ -14,12 +17,7 @@ using json = nlohmann::json;
 json Str(const std::string& v) { return {{"string", v}}; }
 json Int(int64_t v) { return {{"int", v}}; }
 // A semantic version attribute: "9.0" → "9.0.0", "570.133.20" as it is.
-json Version(const std::string& v) {
-  int dots = static_cast<int>(std::count(v.begin(), v.end(), '.'));
-  std::string out = v;
-  for (; dots < 2; ++dots) out += ".0";
-  return {{"version", out}};
-}
+json Version(const std::string& v) { return {{"version", SemVer(v)}}; }
 
 // The brand as NVML names it, from the product name (the model keeps no NVML brand).
 std::string BrandName(const Gpu& gpu) {
@@ -30,8 +28,12 @@ std::string BrandName(const Gpu& gpu) {
 }
 
 // The attributes every device of `gpu` shares.
-json GpuAttributes(const Gpu& gpu) {
+json GpuAttributes(const Gpu& gpu, const SliceOptions& options) {
   json a = json::object();
+  if (!SemVer(options.driver_version).empty()) a["driverVersion"] = Version(options.driver_version);
+  if (!SemVer(options.cuda_driver_version).empty()) {
+    a["cudaDriverVersion"] = Version(options.cuda_driver_version);
+  }
   a["productName"] = Str(gpu.name);
   a["brand"] = Str(BrandName(gpu));
   a["architecture"] = Str(std::string(ArchitectureName(gpu.architecture)));
@@ -92,12 +94,34 @@ std::string TaintValue(const GpuHealth& health) {
   return "unhealthy";
 }
 
+bool Offers(const SliceOptions& options, const Gpu& gpu) {
+  for (const std::string& g : options.gpus) {
+    if (g == "all" || g == gpu.uuid || (gpu.index && g == std::to_string(*gpu.index))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string SemVer(const std::string& v) {
+  std::vector<std::string> parts = absl::StrSplit(v, '.');
+  if (parts.size() > 3) return "";
+  for (std::string& p : parts) {
+    if (p.empty() || p.size() > 9 || !std::all_of(p.begin(), p.end(), absl::ascii_isdigit)) {
+      return "";
+    }
+    p = std::to_string(std::stoul(p));
+  }
+  while (parts.size() < 3) parts.push_back("0");
+  return absl::StrJoin(parts, ".");
+}
+
 std::vector<json> BuildSliceSpecs(const Snapshot& snap, const SliceOptions& options) {
   std::vector<json> devices;
   for (const DeviceRecord& d : snap.devices) {
     const Gpu& g = d.gpu;
-    if (!g.index || g.uuid.empty()) continue;
-    const json common = GpuAttributes(g);
+    if (!g.index || g.uuid.empty() || !Offers(options, g)) continue;
+    const json common = GpuAttributes(g, options);
     if (!g.mig_enabled) {
       json dev = {{"name", GpuDeviceName(g)}};
       json attrs = common;

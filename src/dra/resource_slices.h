@@ -9,10 +9,9 @@
 //   - MIG devices, "gpu-<index>-mig-<gi>-<ci>", for GPUs with MIG enabled.
 // Attributes, named as NVIDIA's DRA driver (dra-driver-nvidia-gpu) names them where the
 // meaning is the same: type ("gpu" or "mig"), uuid, productName, brand, architecture,
-// cudaComputeCapability (a version), index, minor, and the standard
-// resource.kubernetes.io/pciBusID; for MIG devices also profile, parentUUID and the instance
-// ids (gpuInstanceID, computeInstanceID). NVIDIA's driverVersion and cudaDriverVersion (the
-// node's, not the store's) are not among them yet. Capacity: memory. With memory shares on, a whole
+// cudaComputeCapability, driverVersion and cudaDriverVersion (versions), index, minor, and the
+// standard resource.kubernetes.io/pciBusID; for MIG devices also profile, parentUUID and the
+// instance ids (gpuInstanceID, computeInstanceID). Only the GPUs `gpus` offers are published. Capacity: memory. With memory shares on, a whole
 // GPU allows multiple allocations and its memory is consumable in `share_mib` steps (KEP-5075).
 //
 // Health: a GPU (or MIG device) that is not schedulable gets the taint
@@ -43,7 +42,24 @@ struct SliceOptions {
   bool memory_shares = false;
   int share_mib = 1024;
   bool no_execute_on_fatal = false;
+  // The GPUs offered (config dra.gpus): "all", or indexes and UUIDs; the device plugin
+  // serves the others.
+  std::vector<std::string> gpus = {"all"};
+  // The node's driver and CUDA driver versions ("580.65.06", "13.0"), published as NVIDIA's
+  // driverVersion and cudaDriverVersion version attributes; "" leaves them out.
+  std::string driver_version;
+  std::string cuda_driver_version;
+
+  friend bool operator==(const SliceOptions&, const SliceOptions&) = default;
 };
+
+// Whether `options` offers GPU `gpu` to DRA.
+bool Offers(const SliceOptions& options, const Gpu& gpu);
+
+// A version attribute's value (semantic versioning 2.0.0, as the API checks): missing minor
+// and patch parts added, leading zeros dropped ("580.65.06" -> "580.65.6", "13.0" ->
+// "13.0.0"); "" when `v` is not dotted numbers.
+std::string SemVer(const std::string& v);
 
 // The DRA device name of a whole GPU and of a MIG device.
 std::string GpuDeviceName(const Gpu& gpu);

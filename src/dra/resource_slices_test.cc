@@ -73,6 +73,37 @@ TEST(ResourceSlicesTest, WholeGpusWithNvidiasAttributeNamesAndTheirMemory) {
   EXPECT_FALSE(d.contains("taints"));
 }
 
+TEST(ResourceSlicesTest, DriverVersionsAreSemanticVersionsTheApiTakes) {
+  Snapshot snap;
+  snap.devices = {Record(0, "GPU-a")};
+  SliceOptions o = Options();
+  o.driver_version = "580.65.06";
+  o.cuda_driver_version = "13.0";
+  std::vector<nlohmann::json> specs = BuildSliceSpecs(snap, o);
+  ExpectValid(specs);
+  const nlohmann::json& a = specs[0]["devices"][0]["attributes"];
+  EXPECT_EQ(a["driverVersion"]["version"], "580.65.6");
+  EXPECT_EQ(a["cudaDriverVersion"]["version"], "13.0.0");
+  EXPECT_EQ(SemVer("12"), "12.0.0");
+  EXPECT_EQ(SemVer("570.133.20"), "570.133.20");
+  for (const char* bad : {"", "1.2.3.4", "r570", "1..2", "12.x"}) EXPECT_EQ(SemVer(bad), "") << bad;
+  o.driver_version = "unknown";  // left out, never an attribute the API refuses
+  EXPECT_FALSE(BuildSliceSpecs(snap, o)[0]["devices"][0]["attributes"].contains("driverVersion"));
+}
+
+// A GPU is offered by DRA or by the device plugin (dra.gpus), so only DRA's are published.
+TEST(ResourceSlicesTest, OnlyTheGpusOfferedToDraArePublished) {
+  Snapshot snap;
+  snap.devices = {Record(0, "GPU-a"), Record(1, "GPU-b"), Record(2, "GPU-c")};
+  SliceOptions o = Options();
+  o.gpus = {"1", "GPU-c"};
+  std::vector<nlohmann::json> specs = BuildSliceSpecs(snap, o);
+  ASSERT_EQ(specs.size(), 1u);
+  ASSERT_EQ(specs[0]["devices"].size(), 2u);
+  EXPECT_EQ(specs[0]["devices"][0]["name"], "gpu-1");
+  EXPECT_EQ(specs[0]["devices"][1]["name"], "gpu-2");
+}
+
 TEST(ResourceSlicesTest, MemorySharesMakeMemoryConsumableInSteps) {
   Snapshot snap;
   snap.devices = {Record(0, "GPU-a")};
