@@ -63,9 +63,9 @@ absl::Status StrictObject(const json& object, const std::vector<absl::string_vie
   }
   for (const auto& [key, value] : object.items()) {
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
-      return FieldError(where, absl::StrCat(field, ".", key),
-                        absl::StrCat("unknown field (known here: ", absl::StrJoin(allowed, ", "),
-                                     ")"));
+      return FieldError(
+          where, absl::StrCat(field, ".", key),
+          absl::StrCat("unknown field (known here: ", absl::StrJoin(allowed, ", "), ")"));
     }
   }
   return absl::OkStatus();
@@ -154,9 +154,9 @@ absl::StatusOr<GpuConfig> ParseGpuConfig(const json& parameters, absl::string_vi
   } else if (interval == "Long") {
     config.interval = TimeSliceInterval::kLong;
   } else {
-    return FieldError(where, absl::StrCat(tfield, ".interval"),
-                      absl::StrCat("unknown interval \"", interval,
-                                   "\" (use Default, Short, Medium or Long)"));
+    return FieldError(
+        where, absl::StrCat(tfield, ".interval"),
+        absl::StrCat("unknown interval \"", interval, "\" (use Default, Short, Medium or Long)"));
   }
   return config;
 }
@@ -230,8 +230,8 @@ absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const json& claim,
                         absl::StrCat("expected an object, found ", TypeName(*opaque)));
     }
     std::string config_driver;
-    if (absl::Status st = OptionalString(*opaque, "driver", where, field + ".opaque",
-                                         &config_driver);
+    if (absl::Status st =
+            OptionalString(*opaque, "driver", where, field + ".opaque", &config_driver);
         !st.ok()) {
       return st;
     }
@@ -315,8 +315,8 @@ absl::StatusOr<std::vector<AllocatedDevice>> ParseAllocation(const json& claim,
   }
   if (out.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        where, ": status.allocation.devices.results has no device of driver ", driver,
-        " in pool ", pool,
+        where, ": status.allocation.devices.results has no device of driver ", driver, " in pool ",
+        pool,
         " (this node): the claim was allocated for another node or driver, yet the kubelet of ",
         pool, " asked to prepare it. Check the claim's allocation and the pod's node"));
   }
@@ -351,11 +351,11 @@ absl::StatusOr<uint64_t> ParseQuantityBytes(absl::string_view quantity) {
   absl::string_view suffix = s.substr(i);
   u128 multiplier = 1;
   int exponent10 = -fraction_digits;
-  static const std::pair<absl::string_view, int> kBinary[] = {
-      {"Ki", 10}, {"Mi", 20}, {"Gi", 30}, {"Ti", 40}, {"Pi", 50}, {"Ei", 60}};
+  static const std::pair<absl::string_view, int> kBinary[] = {{"Ki", 10}, {"Mi", 20}, {"Gi", 30},
+                                                              {"Ti", 40}, {"Pi", 50}, {"Ei", 60}};
   static const std::pair<absl::string_view, int> kDecimal[] = {
-      {"n", -9}, {"u", -6}, {"m", -3}, {"", 0}, {"k", 3}, {"M", 6},
-      {"G", 9},  {"T", 12}, {"P", 15}, {"E", 18}};
+      {"n", -9}, {"u", -6}, {"m", -3}, {"", 0},   {"k", 3},
+      {"M", 6},  {"G", 9},  {"T", 12}, {"P", 15}, {"E", 18}};
   bool known = false;
   for (const auto& [name, shift] : kBinary) {
     if (suffix == name) {
@@ -376,9 +376,9 @@ absl::StatusOr<uint64_t> ParseQuantityBytes(absl::string_view quantity) {
       negative = e[0] == '-';
       e.remove_prefix(1);
     }
-    if (!e.empty() && e.size() <= 2 &&
-        std::all_of(e.begin(), e.end(),
-                    [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); })) {
+    if (!e.empty() && e.size() <= 2 && std::all_of(e.begin(), e.end(), [](char c) {
+          return absl::ascii_isdigit(static_cast<unsigned char>(c));
+        })) {
       int v = 0;
       for (char c : e) v = v * 10 + (c - '0');
       exponent10 += negative ? -v : v;
@@ -414,9 +414,8 @@ std::string ClaimCdiDeviceName(absl::string_view claim_uid, absl::string_view de
   return absl::StrCat(claim_uid, "-", device);
 }
 
-KubeClaimPreparer::KubeClaimPreparer(kube::KubeClient* client,
-                                     std::function<Inventory()> inventory, const HostFs* host,
-                                     ClaimPreparerOptions options)
+KubeClaimPreparer::KubeClaimPreparer(kube::KubeClient* client, std::function<Inventory()> inventory,
+                                     const HostFs* host, ClaimPreparerOptions options)
     : client_(client),
       inventory_(std::move(inventory)),
       host_(host),
@@ -468,8 +467,7 @@ std::map<std::string, PrepareResult> KubeClaimPreparer::Prepare(
   return out;
 }
 
-PrepareResult KubeClaimPreparer::PrepareOne(const ClaimRef& ref,
-                                            std::optional<NodeDevices>* node) {
+PrepareResult KubeClaimPreparer::PrepareOne(const ClaimRef& ref, std::optional<NodeDevices>* node) {
   const std::string where = ClaimLabel(ref.ns, ref.name);
   auto fail = [](std::string message) {
     PrepareResult r;
@@ -483,8 +481,8 @@ PrepareResult KubeClaimPreparer::PrepareOne(const ClaimRef& ref,
     return fail(absl::StrCat(where, ": UID \"", ref.uid,
                              "\" cannot name a CDI device (letters, digits, '-', '_', '.')"));
   }
-  absl::StatusOr<json> claim = client_->Get(absl::StrCat(
-      "/apis/resource.k8s.io/v1/namespaces/", ref.ns, "/resourceclaims/", ref.name));
+  absl::StatusOr<json> claim = client_->Get(
+      absl::StrCat("/apis/resource.k8s.io/v1/namespaces/", ref.ns, "/resourceclaims/", ref.name));
   if (!claim.ok()) {
     if (absl::IsNotFound(claim.status())) {
       return fail(absl::StrCat(where,
@@ -492,8 +490,8 @@ PrepareResult KubeClaimPreparer::PrepareOne(const ClaimRef& ref,
                                "prepared. The kubelet retries; if the pod still needs it, "
                                "create the claim again (and then the pod, which names its UID)"));
     }
-    return fail(absl::StrCat("cannot read ", where, " from the API server: ",
-                             claim.status().message(),
+    return fail(absl::StrCat("cannot read ", where,
+                             " from the API server: ", claim.status().message(),
                              ". The kubelet retries; check gpulet's access to resourceclaims "
                              "(RBAC get on resource.k8s.io resourceclaims)"));
   }
@@ -535,7 +533,8 @@ PrepareResult KubeClaimPreparer::PrepareOne(const ClaimRef& ref,
           "off, or a MIG device deleted since the scheduler allocated it). Delete the pod and "
           "the claim so that the scheduler allocates again");
       if (!devices.warnings.empty()) {
-        absl::StrAppend(&why, "; the CDI generator left out: ", absl::StrJoin(devices.warnings, " "));
+        absl::StrAppend(&why,
+                        "; the CDI generator left out: ", absl::StrJoin(devices.warnings, " "));
       }
       return fail(std::move(why));
     }

@@ -113,9 +113,9 @@ absl::StatusOr<GpuConfig> ParseGpuConfig(const nlohmann::json& parameters, absl:
 
 // One allocation result of this driver and pool.
 struct AllocatedDevice {
-  std::string request;   // results[].request ("gpu", or "gpu/subrequest")
-  std::string device;    // results[].device ("gpu-0", "gpu-0-mig-1-0")
-  std::string share_id;  // results[].shareID, "" when not a share
+  std::string request;                   // results[].request ("gpu", or "gpu/subrequest")
+  std::string device;                    // results[].device ("gpu-0", "gpu-0-mig-1-0")
+  std::string share_id;                  // results[].shareID, "" when not a share
   std::optional<uint64_t> memory_bytes;  // results[].consumedCapacity.memory
   std::optional<GpuConfig> config;       // the opaque config of ours that applies, if any
 
