@@ -396,12 +396,12 @@ absl::StatusOr<uint64_t> ParseQuantityBytes(absl::string_view quantity) {
     if (value > limit) return bad("too large");
     value *= 10;
   }
+  // value < 10^30 * 2^60 < 10^49 here only with a binary suffix, where exponent10 >= -30;
+  // below 10^-38 (the largest power of ten a u128 holds) any value is a fraction of a byte.
+  if (exponent10 < -38) return value == 0 ? uint64_t{0} : uint64_t{1};
   u128 divisor = 1;
-  for (; exponent10 < 0; ++exponent10) {
-    if (divisor > limit) return absl::StatusOr<uint64_t>(0);  // far below one byte
-    divisor *= 10;
-  }
-  value = (value + divisor - 1) / divisor;
+  for (; exponent10 < 0; ++exponent10) divisor *= 10;
+  value = value / divisor + (value % divisor != 0 ? 1 : 0);
   if (value > limit) return bad("too large");
   return static_cast<uint64_t>(value);
 }
@@ -553,9 +553,14 @@ PrepareResult KubeClaimPreparer::PrepareOne(const ClaimRef& ref, std::optional<N
           "compute-policy --set-timeslice does it). Use interval Default, or set the time "
           "slice on the node with nvidia-smi"));
     }
-    cdi::Device device = found->second;
-    device.name = ClaimCdiDeviceName(ref.uid, d.device);
-    spec.devices.push_back(std::move(device));
+    // Two results may name one device (two shares of one GPU for two requests): one CDI
+    // device serves both.
+    const std::string cdi_name = ClaimCdiDeviceName(ref.uid, d.device);
+    if (spec.FindDevice(cdi_name) == nullptr) {
+      cdi::Device device = found->second;
+      device.name = cdi_name;
+      spec.devices.push_back(std::move(device));
+    }
     if (d.memory_bytes) {
       shared = true;
       shared_bytes += *d.memory_bytes;
@@ -564,7 +569,7 @@ PrepareResult KubeClaimPreparer::PrepareOne(const ClaimRef& ref, std::optional<N
     prepared.request_names = {d.request};
     prepared.pool = options_.node_name;
     prepared.device = d.device;
-    prepared.cdi_device_ids = {absl::StrCat(kClaimCdiKind, "=", spec.devices.back().name)};
+    prepared.cdi_device_ids = {absl::StrCat(kClaimCdiKind, "=", cdi_name)};
     prepared.share_id = d.share_id;
     result.devices.push_back(std::move(prepared));
   }

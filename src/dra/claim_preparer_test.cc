@@ -256,6 +256,21 @@ TEST_F(ClaimPreparerTest, TwoSharesOfOneGpuGetDistinctNamesAndFiles) {
   EXPECT_THAT(Env(b), Contains("GPULET_DRA_CLAIM=ml/anpr"));
 }
 
+TEST_F(ClaimPreparerTest, TwoSharesOfOneGpuInOneClaimShareACdiDevice) {
+  server_.PutResourceClaim(
+      Claim("pair", "uid-1",
+            {Share("model", "gpu-0", "s-1", "6Gi"), Share("cache", "gpu-0", "s-2", "2Gi")}));
+  PrepareResult r = PrepareOne("pair", "uid-1");
+  ASSERT_EQ(r.error, "");
+  ASSERT_EQ(r.devices.size(), 2u);
+  EXPECT_EQ(r.devices[0].cdi_device_ids, r.devices[1].cdi_device_ids);
+  EXPECT_THAT(r.devices[1].request_names, ElementsAre("cache"));
+  EXPECT_EQ(r.devices[1].share_id, "s-2");
+  cdi::Spec s = ReadSpec("uid-1");
+  ASSERT_EQ(s.devices.size(), 1u);
+  EXPECT_THAT(Env(s), Contains("GPULET_MEMORY_LIMIT_MIB=8192"));
+}
+
 TEST_F(ClaimPreparerTest, Refusals) {
   // Not in the API server.
   PrepareResult r = PrepareOne("gone", "uid-g");
@@ -425,6 +440,11 @@ TEST(ParseQuantityBytesTest, Units) {
   EXPECT_EQ(*ParseQuantityBytes("4294967296"), uint64_t{4} << 30);
   EXPECT_EQ(*ParseQuantityBytes("1500m"), 2u);  // rounded up
   EXPECT_EQ(*ParseQuantityBytes("+1k"), 1000u);
+  EXPECT_EQ(*ParseQuantityBytes("99999999999999999999999999e-25"), 10u);
+  EXPECT_EQ(*ParseQuantityBytes("1e-99"), 1u);
+  EXPECT_EQ(*ParseQuantityBytes("0"), 0u);
+  EXPECT_EQ(*ParseQuantityBytes("15Ei"), uint64_t{15} << 60);
+  EXPECT_FALSE(ParseQuantityBytes("16Ei").ok());
   for (const char* bad : {"", "Gi", "-1Gi", "4GB", "4 Gi", "1e", "99999999999Ei", "1..5"}) {
     EXPECT_FALSE(ParseQuantityBytes(bad).ok()) << bad;
   }
