@@ -15,11 +15,12 @@
 //  - write one CDI spec file for the claim: kind gpulet.dev/claim, file
 //    <cdi_dir>/gpulet.dev-claim_<uid>.json (mode 0644, replaced atomically), one device per
 //    result named "<claim uid>-<DRA device name>" with that GPU's or MIG device's container
-//    edits (the /dev/nvidiaN node; for MIG also the capability nodes), plus the spec-wide edits
-//    of gpulet's node spec (control nodes, driver libraries and utilities, hooks,
+//    edits (the /dev/nvidiaN node; for MIG also the capability nodes; two results naming one
+//    device, two shares of a GPU for two requests, share that one CDI device), plus the spec-wide
+//    edits of gpulet's node spec (control nodes, driver libraries and utilities, hooks,
 //    NVIDIA_VISIBLE_DEVICES=void) and GPULET_DRA_CLAIM=<ns>/<name>. For a memory share (a
 //    result with consumedCapacity.memory) the spec also sets GPULET_MEMORY_LIMIT_MIB to the
-//    claim's consumed memory in MiB, the hint the device plugin's VRAM slices give
+//    memory the claim's shares consume, in MiB, the hint the device plugin's VRAM slices give
 //    (plugin/resources.cc): nothing enforces it, applications that can cap themselves read it;
 //  - answer PreparedDevice{request_names = {result.request}, pool, device,
 //    cdi_device_ids = {"gpulet.dev/claim=<uid>-<device>"}, share_id = result.shareID}.
