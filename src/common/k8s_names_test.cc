@@ -15,8 +15,8 @@ TEST(K8sNamesTest, DnsSubdomainsAreAccepted) {
 }
 
 TEST(K8sNamesTest, EverythingElseIsRefused) {
-  for (const char* bad : {"", "Gpu.dev", "-a.b", "a-.b", "a..b", ".a", "a.", "a/b", "a_b",
-                          "../x", "a b"}) {
+  for (const char* bad :
+       {"", "Gpu.dev", "-a.b", "a-.b", "a..b", ".a", "a.", "a/b", "a_b", "../x", "a b"}) {
     EXPECT_FALSE(IsDnsSubdomain(bad)) << bad;
   }
   EXPECT_FALSE(IsDnsSubdomain(std::string(64, 'a'), 63));

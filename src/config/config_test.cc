@@ -623,17 +623,22 @@ TEST(DraConfigTest, KeysParseAndTheSplitFollowsThem) {
 
 TEST(DraConfigTest, BadValuesNameTheKey) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"dra.driverName", "Gpu.Example"},   {"dra.driverName", "../x"},
-      {"dra.gpus", "all,0"},               {"dra.gpus", "0,0"},
-      {"dra.gpus", "first"},               {"dra.memoryShares.stepMiB", "64"},
-      {"dra.checkpointFile", "relative"},  {"dra.checkpointFile", ""},
+      {"dra.driverName", "Gpu.Example"},
+      {"dra.driverName", "../x"},
+      {"dra.gpus", "all,0"},
+      {"dra.gpus", "0,0"},
+      {"dra.gpus", "first"},
+      {"dra.memoryShares.stepMiB", "64"},
+      {"dra.checkpointFile", "relative"},
+      {"dra.checkpointFile", ""},
   };
   for (const auto& [key, value] : cases) {
     absl::StatusOr<Config> c = ParseConfig("", "t", {{key, value}});
     ASSERT_FALSE(c.ok()) << key << "=" << value;
     EXPECT_THAT(std::string(c.status().message()), HasSubstr(key)) << c.status();
   }
-  absl::StatusOr<Config> empty = ParseConfig("version: v1\ndra: {enabled: true, gpus: []}\n", "t", {});
+  absl::StatusOr<Config> empty =
+      ParseConfig("version: v1\ndra: {enabled: true, gpus: []}\n", "t", {});
   ASSERT_FALSE(empty.ok());
   EXPECT_THAT(std::string(empty.status().message()), HasSubstr("dra.gpus is empty"));
 }

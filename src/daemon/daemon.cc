@@ -543,10 +543,10 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
 
   // The cluster reporter is rebuilt for its own keys, and for a sharing change that alters the
   // labels it writes on the Node.
-  const bool rebuild_cluster =
-      (effects & (kReloadCluster | kReloadDra)) != 0 || (next.cluster.enabled && next.cluster.node_labels &&
-                                          NodeGpuLabels(node_.inventory, *node_.host, next) !=
-                                              NodeGpuLabels(node_.inventory, *node_.host, config_));
+  const bool rebuild_cluster = (effects & (kReloadCluster | kReloadDra)) != 0 ||
+                               (next.cluster.enabled && next.cluster.node_labels &&
+                                NodeGpuLabels(node_.inventory, *node_.host, next) !=
+                                    NodeGpuLabels(node_.inventory, *node_.host, config_));
   std::unique_ptr<Cluster> cluster;
   if (rebuild_cluster) {
     absl::StatusOr<std::unique_ptr<Cluster>> built = MakeCluster(next);
@@ -617,7 +617,7 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
       result.actions.push_back(absl::StrCat("DRA driver failed to start: ", s.message()));
       cluster_->dra.reset();
     }
-    result.actions.push_back(cluster_ == nullptr        ? "API client stopped"
+    result.actions.push_back(cluster_ == nullptr ? "API client stopped"
                              : next.dra.enabled && next.cluster.enabled
                                  ? "cluster reporter and DRA driver rebuilt"
                              : next.dra.enabled ? "DRA driver rebuilt"

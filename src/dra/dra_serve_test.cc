@@ -6,13 +6,12 @@
 // into a device taint and the health stream and back out after recovery.
 #include <signal.h>
 
-#include <memory>
-#include <thread>
-
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/escaping.h"
@@ -30,8 +29,8 @@
 namespace gpulet::dra {
 namespace {
 
-using nlohmann::json;
 using gpulet::testing::WaitFor;
+using nlohmann::json;
 
 #if GPULET_SANITIZED
 constexpr absl::Duration kPromptly = absl::Seconds(3);
@@ -58,13 +57,15 @@ class DraServeTest : public ::testing::Test {
                      "\nusers:\n- name: gpulet\n  user:\n    token: serve-token\n"
                      "contexts:\n- name: test\n  context: {cluster: test, user: gpulet}\n"));
     root_ = dir_.path() + "/root";
-    std::filesystem::copy(std::string(GPULET_SOURCE_DIR) + "/sim/fixtures/homelab/root", root_,
-                          std::filesystem::copy_options::recursive |
-                              std::filesystem::copy_options::copy_symlinks);
+    std::filesystem::copy(
+        std::string(GPULET_SOURCE_DIR) + "/sim/fixtures/homelab/root", root_,
+        std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
     state_ = dir_.path() + "/state.json";
     kubelet_dir_ = dir_.path() + "/kubelet";
+    std::filesystem::create_directories(kubelet_dir_ + "/device-plugins");
     kubelet_ = std::make_unique<gpulet::testing::FakeDraKubelet>(kubelet_dir_);
-    ASSERT_TRUE(kubelet_->Start().ok());
+    absl::Status started = kubelet_->Start();
+    ASSERT_TRUE(started.ok()) << started;
   }
   void TearDown() override {
     daemon_.Stop(SIGTERM, absl::Seconds(10));
@@ -73,15 +74,15 @@ class DraServeTest : public ::testing::Test {
   }
 
   void Serve() {
-    const std::string config = dir_.Write(
-        "config.yaml", absl::StrCat("version: v1\nhealth: {quietPeriod: 2s}\n"
-                                    "cluster: {kubeconfig: ",
-                                    kubeconfig_, "}\ndra: {enabled: true}\n"));
-    ASSERT_TRUE(daemon_.Start(
-        {std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate", "homelab", "--host-root", root_,
-         "--sim-state", state_, "serve", "--config", config, "--kubelet-dir", kubelet_dir_,
-         "--metrics-address", ""},
-        {{"NODE_NAME", kNode}, {"POD_NAME", "gpulet-x7k2p"}}, dir_.path() + "/log"));
+    const std::string config =
+        dir_.Write("config.yaml", absl::StrCat("version: v1\nhealth: {quietPeriod: 2s}\n"
+                                               "cluster: {kubeconfig: ",
+                                               kubeconfig_, "}\ndra: {enabled: true}\n"));
+    ASSERT_TRUE(daemon_.Start({std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate", "homelab",
+                               "--host-root", root_, "--sim-state", state_, "serve", "--config",
+                               config, "--kubelet-dir", kubelet_dir_, "--metrics-address", ""},
+                              {{"NODE_NAME", kNode}, {"POD_NAME", "gpulet-x7k2p"}},
+                              dir_.path() + "/log"));
   }
 
   // The published device named `name`, or null.
@@ -149,8 +150,10 @@ TEST_F(DraServeTest, RegistersPublishesPreparesAndSurvivesKill9BeforeUnprepare) 
   EXPECT_EQ(answer.devices(0).device_name(), "gpu-1");
   EXPECT_EQ(answer.devices(0).pool_name(), kNode);
   ASSERT_EQ(answer.devices(0).cdi_device_ids_size(), 1);
-  EXPECT_EQ(answer.devices(0).cdi_device_ids(0), absl::StrCat("gpulet.dev/claim=", kClaimUid, "-gpu-1"));
+  EXPECT_EQ(answer.devices(0).cdi_device_ids(0),
+            absl::StrCat("gpulet.dev/claim=", kClaimUid, "-gpu-1"));
   EXPECT_TRUE(std::filesystem::exists(ClaimSpecPath()));
+  const std::string cdi_id = answer.devices(0).cdi_device_ids(0);
 
   // kill -9 between prepare and unprepare; the claim is deleted from the API server meanwhile.
   daemon_.Stop(SIGKILL, absl::Seconds(5));
@@ -161,9 +164,9 @@ TEST_F(DraServeTest, RegistersPublishesPreparesAndSurvivesKill9BeforeUnprepare) 
   // The kubelet repeats the prepare: the same answer, from the checkpoint (the claim is gone).
   prepared = Prepare();
   ASSERT_TRUE(prepared.ok()) << prepared.status();
-  EXPECT_EQ(prepared->claims().at(kClaimUid).error(), "");
-  EXPECT_EQ(prepared->claims().at(kClaimUid).devices(0).cdi_device_ids(0),
-            answer.devices(0).cdi_device_ids(0));
+  ASSERT_EQ(prepared->claims().at(kClaimUid).error(), "");
+  ASSERT_EQ(prepared->claims().at(kClaimUid).devices_size(), 1);
+  EXPECT_EQ(prepared->claims().at(kClaimUid).devices(0).cdi_device_ids(0), cdi_id);
   absl::StatusOr<testing::drapb::NodeUnprepareResourcesResponse> unprepared = kubelet_->Unprepare(
       kDriver, {gpulet::testing::FakeDraKubelet::MakeClaim("ml", kClaimUid, "ollama-gpu")});
   ASSERT_TRUE(unprepared.ok()) << unprepared.status();
@@ -187,8 +190,9 @@ TEST_F(DraServeTest, AnXid79TaintsTheDeviceWithinASecondAndTheTaintGoesAfterReco
   absl::Mutex mu;
   std::map<std::string, int> last;  // device -> status of the latest message
   bool saw_unhealthy = false;
+  absl::Status watched;
   std::thread watch([&] {
-    kubelet_->WatchHealth(
+    watched = kubelet_->WatchHealth(
         kDriver,
         [&](const ::v1alpha1::NodeWatchResourcesResponse& m) {
           absl::MutexLock lock(&mu);
@@ -224,6 +228,7 @@ TEST_F(DraServeTest, AnXid79TaintsTheDeviceWithinASecondAndTheTaintGoesAfterReco
   // The quiet period (2 s) passes without another XID: the taint goes, the stream says Healthy.
   ASSERT_NE(WaitFor([&] { return !Tainted("gpu-1"); }), absl::InfiniteDuration()) << daemon_.Log();
   watch.join();
+  EXPECT_TRUE(watched.ok()) << watched;
   absl::MutexLock lock(&mu);
   EXPECT_EQ(last["gpu-1"], ::v1alpha1::HEALTHY);
   EXPECT_EQ(last["gpu-0"], ::v1alpha1::HEALTHY);

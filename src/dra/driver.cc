@@ -18,9 +18,8 @@ ClaimPreparerOptions PreparerOptions(const DraDriverOptions& o) {
 
 }  // namespace
 
-DraDriver::DraDriver(DraDriverOptions options, kube::KubeClient* client,
-                     const DeviceStore* store, std::function<Inventory()> inventory,
-                     const HostFs* host, const Clock* clock)
+DraDriver::DraDriver(DraDriverOptions options, kube::KubeClient* client, const DeviceStore* store,
+                     std::function<Inventory()> inventory, const HostFs* host, const Clock* clock)
     : options_(std::move(options)),
       client_(client),
       store_(store),
@@ -32,7 +31,8 @@ DraDriver::~DraDriver() { Stop(); }
 absl::Status DraDriver::Start() {
   // /var/lib/gpulet exists where the DaemonSet mounts it; elsewhere (a first start outside a
   // pod) the directory is made, as the sockets' are.
-  if (size_t slash = options_.checkpoint_path.rfind('/'); slash != 0 && slash != std::string::npos) {
+  if (size_t slash = options_.checkpoint_path.rfind('/');
+      slash != 0 && slash != std::string::npos) {
     if (absl::Status s = MakeDirs(options_.checkpoint_path.substr(0, slash)); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("dra.checkpointFile: ", s.message()));
     }
@@ -60,9 +60,8 @@ absl::Status DraDriver::Start() {
     Stop();
     return s;
   }
-  GPULET_LOG_INFO("DRA driver {} serving on {} ({} claims prepared before)",
-                  options_.slices.driver, plugin_->paths().dra_socket,
-                  claims_->prepared().size());
+  GPULET_LOG_INFO("DRA driver {} serving on {} ({} claims prepared before)", options_.slices.driver,
+                  plugin_->paths().dra_socket, claims_->prepared().size());
   return absl::OkStatus();
 }
 

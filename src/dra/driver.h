@@ -34,9 +34,9 @@
 namespace gpulet::dra {
 
 struct DraDriverOptions {
-  std::string kubelet_dir;      // the kubelet's root directory, as the plugin sees it
-  std::string checkpoint_path;  // a local path (the caller resolves --host-root)
-  SliceOptions slices;          // driver and node_name name the driver and its pool
+  std::string kubelet_dir;        // the kubelet's root directory, as the plugin sees it
+  std::string checkpoint_path;    // a local path (the caller resolves --host-root)
+  SliceOptions slices;            // driver and node_name name the driver and its pool
   ClaimPreparerOptions preparer;  // driver and node_name are taken from `slices`
 };
 

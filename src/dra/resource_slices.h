@@ -11,8 +11,9 @@
 // meaning is the same: type ("gpu" or "mig"), uuid, productName, brand, architecture,
 // cudaComputeCapability, driverVersion and cudaDriverVersion (versions), index, minor, and the
 // standard resource.kubernetes.io/pciBusID; for MIG devices also profile, parentUUID and the
-// instance ids (gpuInstanceID, computeInstanceID). Only the GPUs `gpus` offers are published. Capacity: memory. With memory shares on, a whole
-// GPU allows multiple allocations and its memory is consumable in `share_mib` steps (KEP-5075).
+// instance ids (gpuInstanceID, computeInstanceID). Only the GPUs `gpus` offers are published.
+// Capacity: memory. With memory shares on, a whole GPU allows multiple allocations and its memory
+// is consumable in `share_mib` steps (KEP-5075).
 //
 // Health: a GPU (or MIG device) that is not schedulable gets the taint
 // "gpu.gpulet.dev/unhealthy" with a short value naming the cause, effect NoSchedule, or

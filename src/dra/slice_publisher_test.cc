@@ -158,7 +158,8 @@ TEST(SliceNameTest, IsADnsSubdomainAndStaysDistinctWhenCut) {
         {"apiVersion", "resource.k8s.io/v1"},
         {"kind", "ResourceSlice"},
         {"metadata", {{"name", name}}},
-        {"spec", BuildSliceSpecs(Snapshot(), {kDriver, kNode, 1, false, 1024, false})[0]}};
+        {"spec",
+         BuildSliceSpecs(Snapshot(), {kDriver, kNode, 1, false, 1024, false, {"all"}, "", ""})[0]}};
     EXPECT_THAT(gpulet::testing::ValidateResourceSlice(slice, nullptr), IsEmpty()) << name;
   }
 }
@@ -339,7 +340,8 @@ TEST_F(SlicePublisherTest, MoreThan64DevicesSplitAndFewerDeleteTheExtraSlice) {
 TEST_F(SlicePublisherTest, LeftoversOfTheDriverGoAndOtherDriversStay) {
   other_ = NewClient();
   auto slice = [](const std::string& name, const std::string& driver, int64_t generation) {
-    json spec = BuildSliceSpecs(Snapshot(), {driver, kNode, generation, false, 1024, false})[0];
+    json spec = BuildSliceSpecs(
+        Snapshot(), {driver, kNode, generation, false, 1024, false, {"all"}, "", ""})[0];
     return json{{"apiVersion", "resource.k8s.io/v1"},
                 {"kind", "ResourceSlice"},
                 {"metadata", {{"name", name}}},
