@@ -49,6 +49,7 @@ void RunHealthBenchmarks(BenchTable& table);
 void RunMetricsBenchmarks(BenchTable& table);
 void RunMemoryBenchmarks(BenchTable& table);
 void RunImageBenchmarks(BenchTable& table);
+void RunDraBenchmarks(BenchTable& table);
 
 }  // namespace gpulet
 

@@ -10,7 +10,6 @@
 #include <string>
 #include <thread>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -40,14 +39,7 @@ class ClusterServeTest : public ::testing::Test {
     ASSERT_TRUE(server_.Start("serve-token").ok());
     server_.AddNode({{"metadata", {{"name", "talos-08"}, {"uid", "uid-talos-08"}}},
                      {"status", {{"conditions", json::array()}}}});
-    kubeconfig_ = dir_.Write(
-        "kubeconfig",
-        absl::StrCat("apiVersion: v1\nkind: Config\ncurrent-context: test\n"
-                     "clusters:\n- name: test\n  cluster:\n    server: ",
-                     server_.url(), "\n    certificate-authority-data: ",
-                     absl::Base64Escape(server_.ca().cert_pem),
-                     "\nusers:\n- name: gpulet\n  user:\n    token: serve-token\n"
-                     "contexts:\n- name: test\n  context: {cluster: test, user: gpulet}\n"));
+    kubeconfig_ = dir_.Write("kubeconfig", server_.Kubeconfig("serve-token"));
     state_ = dir_.path() + "/state.json";
   }
   void TearDown() override {

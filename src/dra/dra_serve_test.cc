@@ -14,7 +14,6 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
@@ -48,14 +47,7 @@ class DraServeTest : public ::testing::Test {
     ASSERT_TRUE(server_.Start("serve-token").ok());
     server_.AddNode({{"metadata", {{"name", kNode}, {"uid", "uid-talos-08"}}},
                      {"status", {{"conditions", json::array()}}}});
-    kubeconfig_ = dir_.Write(
-        "kubeconfig",
-        absl::StrCat("apiVersion: v1\nkind: Config\ncurrent-context: test\n"
-                     "clusters:\n- name: test\n  cluster:\n    server: ",
-                     server_.url(), "\n    certificate-authority-data: ",
-                     absl::Base64Escape(server_.ca().cert_pem),
-                     "\nusers:\n- name: gpulet\n  user:\n    token: serve-token\n"
-                     "contexts:\n- name: test\n  context: {cluster: test, user: gpulet}\n"));
+    kubeconfig_ = dir_.Write("kubeconfig", server_.Kubeconfig("serve-token"));
     root_ = dir_.path() + "/root";
     std::filesystem::copy(
         std::string(GPULET_SOURCE_DIR) + "/sim/fixtures/homelab/root", root_,

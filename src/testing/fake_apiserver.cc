@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -506,6 +507,14 @@ FakeApiServer::FakeApiServer() = default;
 FakeApiServer::~FakeApiServer() { Stop(); }
 
 std::string FakeApiServer::url() const { return absl::StrCat("https://127.0.0.1:", port_); }
+
+std::string FakeApiServer::Kubeconfig(const std::string& token) const {
+  return absl::StrCat("apiVersion: v1\nkind: Config\ncurrent-context: test\n"
+                      "clusters:\n- name: test\n  cluster:\n    server: ",
+                      url(), "\n    certificate-authority-data: ", absl::Base64Escape(ca_.cert_pem),
+                      "\nusers:\n- name: gpulet\n  user:\n    token: ", token,
+                      "\ncontexts:\n- name: test\n  context: {cluster: test, user: gpulet}\n");
+}
 
 absl::Status FakeApiServer::Start(const std::string& token) {
   {

@@ -109,6 +109,8 @@ class FakeApiServer {
 
   int port() const { return port_; }
   std::string url() const;  // https://127.0.0.1:<port>
+  // A kubeconfig for this server (its CA, `token`), as gpulet's --kubeconfig reads it.
+  std::string Kubeconfig(const std::string& token) const;
   const TestCert& ca() const { return ca_; }
   const TestCert& server_cert() const { return server_cert_; }
 
