@@ -279,9 +279,14 @@ absl::Status ApplyPatchFile(std::vector<KubeObject>& objects, const std::string&
   return absl::OkStatus();
 }
 
+// Renders the kustomization (or, with `component`, the kustomize Component) in `dir`. A
+// Component transforms what the kustomization including it has so far: `inherited` is that,
+// and its resources are added to it before its patches and images apply to the whole.
 absl::StatusOr<std::vector<KubeObject>> RenderDir(const ManifestFiles& files,
                                                   const std::string& dir,
-                                                  std::vector<std::string>& stack) {
+                                                  std::vector<std::string>& stack,
+                                                  std::vector<KubeObject> inherited = {},
+                                                  bool component = false) {
   std::string kpath;
   const std::string* ktext = FindKustomization(files, dir, &kpath);
   if (ktext == nullptr) {
@@ -299,8 +304,25 @@ absl::StatusOr<std::vector<KubeObject>> RenderDir(const ManifestFiles& files,
         absl::StrCat(kpath, ": a kustomization must be exactly one YAML mapping"));
   }
   const YAML::Node& k = (*docs)[0].node;
-  static const std::set<std::string> kSupported = {
-      "apiVersion", "kind", "resources", "patches", "patchesStrategicMerge", "images"};
+  static const std::set<std::string> kSupported = {"apiVersion", "kind",    "resources",
+                                                   "components", "patches", "patchesStrategicMerge",
+                                                   "images"};
+  // kustomize keeps the two kinds apart: a Component only under `components:`, a
+  // Kustomization never there.
+  const std::string kind = ScalarAt(k, {"kind"});
+  if (component && kind != "Component") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kpath, ": listed under components, but its kind is '",
+        kind.empty() ? "Kustomization" : kind,
+        "'; a component's kustomization.yaml says apiVersion: kustomize.config.k8s.io/v1alpha1, "
+        "kind: Component"));
+  }
+  if (!component && kind == "Component") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kpath,
+                     ": a Component renders only as part of a kustomization that lists it under "
+                     "components:, not on its own or under resources:"));
+  }
   for (const auto& kv : k) {
     if (kSupported.count(kv.first.Scalar()) == 0) {
       return absl::UnimplementedError(absl::StrCat(
@@ -310,7 +332,7 @@ absl::StatusOr<std::vector<KubeObject>> RenderDir(const ManifestFiles& files,
     }
   }
 
-  std::vector<KubeObject> objects;
+  std::vector<KubeObject> objects = std::move(inherited);
   for (const auto& r : k["resources"]) {
     std::string rel = r.Scalar();
     std::string path = JoinRelative(dir, rel);
@@ -340,6 +362,19 @@ absl::StatusOr<std::vector<KubeObject>> RenderDir(const ManifestFiles& files,
     }
     return absl::NotFoundError(absl::StrCat(kpath, ": resource '", rel, "' not found (no file ",
                                             path, " and no ", path, "/kustomization.yaml)"));
+  }
+  for (const auto& c : k["components"]) {
+    std::string rel = c.Scalar();
+    std::string path = JoinRelative(dir, rel);
+    std::string sub_kpath;
+    if (path.empty() || FindKustomization(files, path, &sub_kpath) == nullptr) {
+      return absl::NotFoundError(absl::StrCat(kpath, ": component '", rel, "' not found (no ", path,
+                                              "/kustomization.yaml)"));
+    }
+    absl::StatusOr<std::vector<KubeObject>> with =
+        RenderDir(files, path, stack, std::move(objects), /*component=*/true);
+    if (!with.ok()) return with.status();
+    objects = std::move(*with);
   }
 
   std::vector<std::string> patch_paths;

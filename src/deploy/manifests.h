@@ -83,8 +83,11 @@ struct RenderOptions {
 
 // Renders the kustomization in directory `dir` ("deploy/overlays/talos") of `files` the way
 // `kubectl kustomize` would: its resources (files, and directories holding a
-// kustomization.yaml, recursively), then its `patches` (strategic merge, target taken from
-// the patch's kind and name), then its `images`. Objects come out in kustomize's order
+// kustomization.yaml, recursively), then its `components` (directories holding a kustomize
+// Component, kind Component: its resources are added and its patches and images applied to
+// everything rendered so far), then its `patches` (strategic merge, target taken from the
+// patch's kind and name), then its `images`. A Component directory does not render on its
+// own (InvalidArgument), as with kustomize. Objects come out in kustomize's order
 // (Namespace, ServiceAccount, ConfigMap, Service, ..., workloads; by name within a kind).
 // Errors name the file and key: a missing resource or patch, a patch whose target is not
 // rendered, a kustomization field gpulet does not implement, invalid YAML.

@@ -147,6 +147,51 @@ TEST(ManifestsRenderTest, ErrorsNameTheKustomizationAndTheProblem) {
             absl::StatusCode::kNotFound);
 }
 
+// A kustomize Component: its resources join the including kustomization's, and its patches
+// apply to objects the includer rendered before it; the includer's own patches come last.
+TEST(ManifestsRenderTest, ComponentPatchesWhatItsIncluderRendered) {
+  ManifestFiles files = SmallTree();
+  files["deploy/c/kustomization.yaml"] =
+      "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n"
+      "resources: [rc.yaml]\npatches:\n  - path: ds-patch.yaml\n";
+  files["deploy/c/rc.yaml"] = files["deploy/overlays/o/rc.yaml"];
+  files["deploy/c/ds-patch.yaml"] =
+      "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: gpulet, namespace: x}\n"
+      "spec:\n  template:\n    spec:\n      runtimeClassName: nvidia\n      hostPID: true\n";
+  files["deploy/overlays/with-c/kustomization.yaml"] =
+      "resources: [../../base]\ncomponents: [../../c]\npatches:\n  - path: last.yaml\n";
+  files["deploy/overlays/with-c/last.yaml"] =
+      "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: gpulet, namespace: x}\n"
+      "spec:\n  template:\n    spec:\n      hostPID: false\n";
+  absl::StatusOr<std::vector<KubeObject>> objs =
+      RenderKustomization(files, "deploy/overlays/with-c", {});
+  ASSERT_TRUE(objs.ok()) << objs.status();
+  std::vector<std::string> kinds;
+  for (const KubeObject& o : *objs) kinds.push_back(o.Kind());
+  EXPECT_THAT(kinds, ElementsAre("Namespace", "DaemonSet", "RuntimeClass"));
+  YAML::Node pod = (*objs)[1].node["spec"]["template"]["spec"];
+  EXPECT_EQ(pod["runtimeClassName"].Scalar(), "nvidia");
+  EXPECT_EQ(pod["hostPID"].Scalar(), "false");  // the includer's patch wins
+
+  // A Component renders only through `components:`, and only a Component goes there.
+  absl::StatusOr<std::vector<KubeObject>> r = RenderKustomization(files, "deploy/c", {});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("components:"));
+  files["deploy/overlays/as-resource/kustomization.yaml"] = "resources: [../../base, ../../c]\n";
+  r = RenderKustomization(files, "deploy/overlays/as-resource", {});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  files["deploy/overlays/not-c/kustomization.yaml"] =
+      "resources: [../../base]\n"
+      "components: [../img]\n";
+  r = RenderKustomization(files, "deploy/overlays/not-c", {});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("kind: Component"));
+  files["deploy/overlays/no-c/kustomization.yaml"] = "components: [../../none]\n";
+  r = RenderKustomization(files, "deploy/overlays/no-c", {});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("component '../../none'"));
+}
+
 // A writable copy of a fixture host root, optionally with an /etc/os-release.
 class HostRootCopy {
  public:
