@@ -3,7 +3,14 @@
 // schematic, recognised separately), gpulet's containers name the gpulet image and only flags
 // gpulet accepts, every kustomization's resources and patches exist and render, the Talos
 // overlay names extensions that exist, gpulet's ConfigMaps load with gpulet's own config
-// parser, and the binary embeds exactly these files.
+// parser, the binary embeds exactly these files, and (where kubectl is installed) the real
+// kustomize renders every kustomization to the same objects as gpulet's renderer. The DRA
+// manifests against what the slices publish: src/dra/deviceclasses_test.cc.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
 #include <regex>
 #include <set>
 
@@ -48,7 +55,11 @@ constexpr KnownKind kKnownKinds[] = {
     {"monitoring.coreos.com/v1", "ServiceMonitor", true},
     {"monitoring.coreos.com/v1", "PodMonitor", true},
     {"monitoring.coreos.com/v1", "PrometheusRule", true},
+    {"resource.k8s.io/v1", "DeviceClass", false},
+    {"resource.k8s.io/v1", "ResourceClaim", true},
+    {"resource.k8s.io/v1", "ResourceClaimTemplate", true},
     {"kustomize.config.k8s.io/v1beta1", "Kustomization", false},
+    {"kustomize.config.k8s.io/v1alpha1", "Component", false},
 };
 
 const KnownKind* FindKind(const std::string& api_version, const std::string& kind) {
@@ -181,14 +192,29 @@ class DeployManifestsTest : public ::testing::Test {
 ManifestFiles* DeployManifestsTest::files_ = nullptr;
 
 TEST_F(DeployManifestsTest, TreeHasTheExpectedFiles) {
-  for (const char* path :
-       {"deploy/base/kustomization.yaml", "deploy/base/namespace.yaml",
-        "deploy/base/serviceaccount.yaml", "deploy/base/clusterrole.yaml",
-        "deploy/base/configmap.yaml", "deploy/base/daemonset.yaml", "deploy/base/service.yaml",
-        "deploy/base/servicemonitor.yaml", "deploy/overlays/talos/kustomization.yaml",
-        "deploy/overlays/talos/runtimeclass.yaml", kTalosMachinePatchPath, kTalosSchematicPath,
-        "deploy/overlays/generic/kustomization.yaml",
-        "deploy/examples/ollama/whole-card/kustomization.yaml"}) {
+  for (const char* path : {"deploy/base/kustomization.yaml",
+                           "deploy/base/namespace.yaml",
+                           "deploy/base/serviceaccount.yaml",
+                           "deploy/base/clusterrole.yaml",
+                           "deploy/base/configmap.yaml",
+                           "deploy/base/daemonset.yaml",
+                           "deploy/base/service.yaml",
+                           "deploy/base/servicemonitor.yaml",
+                           "deploy/overlays/talos/kustomization.yaml",
+                           "deploy/overlays/talos/runtimeclass.yaml",
+                           kTalosMachinePatchPath,
+                           kTalosSchematicPath,
+                           "deploy/overlays/generic/kustomization.yaml",
+                           "deploy/examples/ollama/whole-card/kustomization.yaml",
+                           "deploy/dra/kustomization.yaml",
+                           "deploy/dra/deviceclasses.yaml",
+                           "deploy/dra/clusterrole.yaml",
+                           "deploy/overlays/dra/kustomization.yaml",
+                           "deploy/overlays/talos-dra/kustomization.yaml",
+                           "deploy/examples/dra/whole-gpu/kustomization.yaml",
+                           "deploy/examples/dra/shared/kustomization.yaml",
+                           "deploy/examples/dra/gpulet-memory-shares/kustomization.yaml",
+                           "deploy/examples/dra/side-by-side/kustomization.yaml"}) {
     EXPECT_EQ(files_->count(path), 1u) << path;
   }
 }
@@ -203,14 +229,15 @@ TEST_F(DeployManifestsTest, EveryDocumentIsAKnownObjectWithAName) {
     const KnownKind* known = FindKind(api, kind);
     ASSERT_NE(known, nullptr) << d.Where() << ": unknown apiVersion/kind '" << api << "' / '"
                               << kind << "'";
-    if (kind == "Kustomization") {
+    if (kind == "Kustomization" || kind == "Component") {
       EXPECT_TRUE(absl::EndsWith(d.file, "/kustomization.yaml")) << d.Where();
       continue;
     }
     EXPECT_FALSE(d.Scalar({"metadata", "name"}).empty()) << d.Where() << ": no metadata.name";
     // gpulet's own objects live in gpulet-system.
-    if (known->namespaced && (absl::StartsWith(d.file, "deploy/base/") ||
-                              absl::StartsWith(d.file, "deploy/overlays/"))) {
+    if (known->namespaced &&
+        (absl::StartsWith(d.file, "deploy/base/") || absl::StartsWith(d.file, "deploy/overlays/") ||
+         absl::StartsWith(d.file, "deploy/dra/"))) {
       EXPECT_EQ(d.Scalar({"metadata", "namespace"}), "gpulet-system") << d.Where();
     }
   }
@@ -367,6 +394,7 @@ TEST_F(DeployManifestsTest, DaemonSetWiring) {
 
 TEST_F(DeployManifestsTest, KustomizationsReferenceExistingFilesAndRender) {
   int rendered = 0;
+  std::set<std::string> components, included;  // Component directories; those listed somewhere
   for (const auto& [path, text] : *files_) {
     if (!absl::EndsWith(path, "/kustomization.yaml")) continue;
     std::string dir = path.substr(0, path.rfind('/'));
@@ -377,10 +405,23 @@ TEST_F(DeployManifestsTest, KustomizationsReferenceExistingFilesAndRender) {
                   std::filesystem::is_regular_file(p / "kustomization.yaml"))
           << path << ": resource " << r.Scalar() << " does not exist";
     }
+    for (const auto& c : k["components"]) {
+      std::filesystem::path p = std::filesystem::path(GPULET_SOURCE_DIR) / dir / c.Scalar();
+      EXPECT_TRUE(std::filesystem::is_regular_file(p / "kustomization.yaml"))
+          << path << ": component " << c.Scalar() << " does not exist";
+      included.insert(std::filesystem::relative(std::filesystem::weakly_canonical(p),
+                                                std::filesystem::path(GPULET_SOURCE_DIR))
+                          .generic_string());
+    }
     for (const auto& p : k["patches"]) {
       EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::path(GPULET_SOURCE_DIR) / dir /
                                                    p["path"].Scalar()))
           << path << ": patch " << p["path"].Scalar() << " does not exist";
+    }
+    // A Component renders only inside a kustomization that lists it (checked below).
+    if (k["kind"] && k["kind"].Scalar() == "Component") {
+      components.insert(dir);
+      continue;
     }
     absl::StatusOr<std::vector<KubeObject>> objs = RenderKustomization(*files_, dir, {});
     ASSERT_TRUE(objs.ok()) << objs.status();
@@ -396,7 +437,70 @@ TEST_F(DeployManifestsTest, KustomizationsReferenceExistingFilesAndRender) {
     }
     ++rendered;
   }
-  EXPECT_GE(rendered, 6);
+  EXPECT_GE(rendered, 12);
+  EXPECT_EQ(components, std::set<std::string>{"deploy/dra"});
+  for (const std::string& c : components) {
+    EXPECT_TRUE(included.count(c)) << c << " is a Component no kustomization lists";
+  }
+}
+
+// The path of `program` on PATH, or "" when it is not there.
+std::string FindOnPath(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  if (path == nullptr) return "";
+  for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
+    std::string candidate = absl::StrCat(dir, "/", program);
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+// The real kustomize (kubectl's) renders every kustomization under deploy/ to the same
+// objects gpulet's RenderKustomization does. Skipped where kubectl is not installed (it is not
+// a Debian 12 package; `make test` runs this wherever it is).
+TEST_F(DeployManifestsTest, KubectlKustomizeRendersEveryKustomizationAsGpuletDoes) {
+  const std::string kubectl = FindOnPath("kubectl");
+  if (kubectl.empty()) {
+    GTEST_SKIP() << "kubectl is not on PATH: install it (kustomize is built in) to check "
+                    "deploy/ against the real kustomize";
+  }
+  int checked = 0;
+  for (const auto& [path, text] : *files_) {
+    if (!absl::EndsWith(path, "/kustomization.yaml")) continue;
+    YAML::Node k = YAML::Load(text);
+    if (k["kind"] && k["kind"].Scalar() == "Component") continue;  // not buildable alone
+    const std::string dir = path.substr(0, path.rfind('/'));
+    testing::RunResult r =
+        testing::RunProgram({kubectl, "kustomize", absl::StrCat(GPULET_SOURCE_DIR, "/", dir)});
+    ASSERT_EQ(r.exit_code, 0) << "kubectl kustomize " << dir << ":\n" << r.err;
+    absl::StatusOr<std::vector<YamlDocument>> theirs =
+        SplitYamlDocuments(r.out, absl::StrCat("kubectl kustomize ", dir));
+    ASSERT_TRUE(theirs.ok()) << theirs.status();
+    absl::StatusOr<std::vector<KubeObject>> ours = RenderKustomization(*files_, dir, {});
+    ASSERT_TRUE(ours.ok()) << ours.status();
+    auto id = [](const YAML::Node& n) {
+      YAML::Node meta = n["metadata"];
+      return absl::StrCat(n["apiVersion"].Scalar(), " ", n["kind"].Scalar(), " ",
+                          meta["namespace"] ? meta["namespace"].Scalar() : "", "/",
+                          meta["name"].Scalar());
+    };
+    std::map<std::string, YAML::Node> by_id;
+    for (const YamlDocument& d : *theirs) by_id.emplace(id(d.node), d.node);
+    EXPECT_EQ(by_id.size(), ours->size()) << dir;
+    for (const KubeObject& o : *ours) {
+      auto it = by_id.find(id(o.node));
+      if (it == by_id.end()) {
+        ADD_FAILURE() << dir << ": kubectl kustomize does not render " << id(o.node);
+        continue;
+      }
+      EXPECT_TRUE(YamlEqual(it->second, o.node))
+          << dir << ": " << id(o.node) << " differs; kubectl:\n"
+          << EmitYaml(it->second) << "gpulet:\n"
+          << EmitYaml(o.node);
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 12);
 }
 
 TEST_F(DeployManifestsTest, TalosOverlayNamesRealExtensions) {
@@ -479,8 +583,30 @@ TEST_F(DeployManifestsTest, GpuletConfigMapsLoadWithGpuletsParser) {
       EXPECT_EQ(config->sharing.time_slicing.replicas, 1);
     }
     EXPECT_EQ(config->resource_name, "nvidia.com/gpu");
+    // DRA: on in deploy/dra and the DRA examples, with the default driver name the
+    // DeviceClasses select; memory shares only in the shared-card example, GPU 1 only in the
+    // side-by-side one.
+    const bool dra =
+        absl::StartsWith(d.file, "deploy/dra/") || absl::StartsWith(d.file, "deploy/examples/dra/");
+    EXPECT_EQ(config->dra.enabled, dra) << d.Where();
+    EXPECT_EQ(config->dra.driver_name, Config().dra.driver_name) << d.Where();
+    EXPECT_EQ(config->dra.memory_shares.enabled,
+              absl::StartsWith(d.file, "deploy/examples/dra/gpulet-memory-shares/"))
+        << d.Where();
+    EXPECT_EQ(config->dra.gpus, absl::StartsWith(d.file, "deploy/examples/dra/side-by-side/")
+                                    ? std::vector<std::string>{"1"}
+                                    : std::vector<std::string>{"all"})
+        << d.Where();
+    if (absl::StartsWith(d.file, "deploy/examples/dra/side-by-side/")) {
+      // GPU 1 is DRA's and GPU 0 the device plugin's: never both.
+      EXPECT_TRUE(config->DraOffers(1, "GPU-b"));
+      EXPECT_FALSE(config->DraOffers(0, "GPU-a"));
+    }
+    // Where DRA is on, its checkpoint stays in gpulet's state directory (mounted writable by
+    // deploy/base; DraWiring checks the mount).
+    EXPECT_EQ(config->dra.checkpoint_file, Config().dra.checkpoint_file) << d.Where();
   }
-  EXPECT_EQ(configs, 2);
+  EXPECT_EQ(configs, 5);
 }
 
 // Returns the limits of the named container of a rendered Deployment.
@@ -526,6 +652,181 @@ TEST_F(DeployManifestsTest, OllamaExample) {
   EXPECT_FALSE(ollama["nvidia.com/gpu"]);
   EXPECT_EQ(ollama["nvidia.com/gpu-memory"].Scalar(), "24");
   EXPECT_EQ(Limits(*shared, "anpr")["nvidia.com/gpu-memory"].Scalar(), "4");
+}
+
+const KubeObject* Find(const std::vector<KubeObject>& objs, const std::string& kind,
+                       const std::string& name) {
+  for (const KubeObject& o : objs) {
+    if (o.Kind() == kind && o.Name() == name) return &o;
+  }
+  return nullptr;
+}
+
+// gpulet with DRA (deploy/dra through both overlays): the kubelet's DRA directories mounted
+// where --kubelet-dir puts them, the checkpoint's and the claims' CDI directories writable
+// under the host root, the node's name, dra.enabled, the RBAC the driver's calls need bound to
+// the pod's ServiceAccount, and the DeviceClasses.
+TEST_F(DeployManifestsTest, DraWiring) {
+  YAML::Node generic_pod;  // the first overlay's pod
+  bool first = true;
+  for (const char* dir : {"deploy/overlays/dra", "deploy/overlays/talos-dra"}) {
+    SCOPED_TRACE(dir);
+    absl::StatusOr<std::vector<KubeObject>> objs = RenderKustomization(*files_, dir, {});
+    ASSERT_TRUE(objs.ok()) << objs.status();
+    const KubeObject* ds = Find(*objs, "DaemonSet", "gpulet");
+    const KubeObject* cm = Find(*objs, "ConfigMap", "gpulet-config");
+    const KubeObject* role = Find(*objs, "ClusterRole", "gpulet-dra");
+    const KubeObject* binding = Find(*objs, "ClusterRoleBinding", "gpulet-dra");
+    ASSERT_TRUE(ds && cm && role && binding);
+    // The base's cluster-reporting role stays as it was.
+    ASSERT_TRUE(Find(*objs, "ClusterRole", "gpulet"));
+    EXPECT_EQ(Find(*objs, "RuntimeClass", "nvidia") != nullptr, absl::StrContains(dir, "talos"));
+
+    YAML::Node pod = ds->node["spec"]["template"]["spec"];
+    YAML::Node c = pod["containers"][0];
+    std::map<std::string, std::string> args;
+    for (const auto& a : c["args"]) {
+      std::string s = a.Scalar();
+      size_t eq = s.find('=');
+      if (eq != std::string::npos) args[s.substr(0, eq)] = s.substr(eq + 1);
+    }
+    std::map<std::string, std::string> host_paths;
+    for (const auto& v : pod["volumes"]) {
+      if (v["hostPath"]) host_paths[v["name"].Scalar()] = v["hostPath"]["path"].Scalar();
+    }
+    std::map<std::string, YAML::Node> mounts;
+    for (const auto& m : c["volumeMounts"]) {
+      mounts.emplace(m["mountPath"].Scalar(), static_cast<const YAML::Node&>(m));
+    }
+    // The registration and DRA sockets: <kubelet-dir>/plugins_registry/<driver>-reg.sock and
+    // <kubelet-dir>/plugins/<driver>/dra.sock, in the same directories on the host.
+    for (const char* sub : {"/plugins_registry", "/plugins"}) {
+      const std::string path = args["--kubelet-dir"] + sub;
+      ASSERT_TRUE(mounts.count(path)) << path;
+      EXPECT_EQ(host_paths[mounts[path]["name"].Scalar()], path);
+      EXPECT_FALSE(mounts[path]["readOnly"]) << path;
+    }
+    // dra.checkpointFile and cdi.specDir resolve under --host-root to writable mounts of the
+    // same host directories.
+    const std::string checkpoint = Config().dra.checkpoint_file;
+    const std::string checkpoint_dir = checkpoint.substr(0, checkpoint.rfind('/'));
+    const std::string in_pod = args["--host-root"] + checkpoint_dir;
+    ASSERT_TRUE(mounts.count(in_pod)) << in_pod;
+    EXPECT_EQ(host_paths[mounts[in_pod]["name"].Scalar()], checkpoint_dir);
+    EXPECT_FALSE(mounts[in_pod]["readOnly"]);
+    const std::string cdi = args["--host-root"] + args["--cdi-spec-dir"];
+    ASSERT_TRUE(mounts.count(cdi)) << cdi;
+    EXPECT_FALSE(mounts[cdi]["readOnly"]);
+    // The pool is named after the node: NODE_NAME from the downward API.
+    bool node_name = false;
+    for (const auto& e : c["env"]) {
+      node_name |= e["name"].Scalar() == "NODE_NAME" &&
+                   e["valueFrom"]["fieldRef"]["fieldPath"].Scalar() == "spec.nodeName";
+    }
+    EXPECT_TRUE(node_name);
+    // The base's mounts are all still there (the patch adds, it does not replace).
+    for (const char* path : {"/var/lib/kubelet/device-plugins", "/var/lib/kubelet/pod-resources",
+                             "/host", "/dev", "/sys"}) {
+      EXPECT_TRUE(mounts.count(path)) << path;
+    }
+    if (first) {
+      generic_pod.reset(pod);
+      first = false;
+    } else {
+      EXPECT_TRUE(YamlEqual(generic_pod, pod)) << "the Talos DRA pod differs from the generic one";
+    }
+
+    absl::StatusOr<Config> config =
+        ParseConfig(cm->node["data"]["config.yaml"].Scalar(), cm->file, {});
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_TRUE(config->dra.enabled);
+    EXPECT_EQ(config->kubelet_dir, args["--kubelet-dir"]);
+
+    // RBAC: exactly what the driver calls.
+    std::map<std::string, std::set<std::string>> verbs;  // "group/resource" -> verbs
+    for (const auto& rule : role->node["rules"]) {
+      for (const auto& g : rule["apiGroups"]) {
+        for (const auto& r : rule["resources"]) {
+          for (const auto& v : rule["verbs"]) {
+            verbs[absl::StrCat(g.Scalar(), "/", r.Scalar())].insert(v.Scalar());
+          }
+        }
+      }
+    }
+    EXPECT_EQ(verbs["resource.k8s.io/resourceslices"],
+              (std::set<std::string>{"get", "list", "watch", "create", "update", "delete"}));
+    EXPECT_EQ(verbs["resource.k8s.io/resourceclaims"], (std::set<std::string>{"get"}));
+    EXPECT_EQ(verbs["/nodes"], (std::set<std::string>{"get"}));
+    EXPECT_EQ(verbs.size(), 3u);
+    EXPECT_EQ(binding->node["roleRef"]["name"].Scalar(), "gpulet-dra");
+    EXPECT_EQ(binding->node["subjects"][0]["kind"].Scalar(), "ServiceAccount");
+    EXPECT_EQ(binding->node["subjects"][0]["name"].Scalar(), pod["serviceAccountName"].Scalar());
+    EXPECT_EQ(binding->node["subjects"][0]["namespace"].Scalar(), ds->Namespace());
+
+    for (const char* name : {"gpu.gpulet.dev", "mig.gpu.gpulet.dev"}) {
+      const KubeObject* dc = Find(*objs, "DeviceClass", name);
+      ASSERT_NE(dc, nullptr) << name;
+      EXPECT_THAT(dc->node["spec"]["selectors"][0]["cel"]["expression"].Scalar(),
+                  HasSubstr(absl::StrCat("device.driver == \"", config->dra.driver_name, "\"")));
+    }
+  }
+}
+
+// The DRA examples: every pod claim names a ResourceClaimTemplate rendered beside it, every
+// container claim a pod claim; the requests ask for gpulet's DeviceClasses, with the memory
+// the README promises; no pod asks for a GPU both ways.
+TEST_F(DeployManifestsTest, DraExamples) {
+  std::map<std::string, std::map<std::string, YAML::Node>> claims;  // dir -> deployment -> req
+  for (const char* dir : {"deploy/examples/dra/whole-gpu", "deploy/examples/dra/shared",
+                          "deploy/examples/dra/side-by-side"}) {
+    SCOPED_TRACE(dir);
+    absl::StatusOr<std::vector<KubeObject>> objs = RenderKustomization(*files_, dir, {});
+    ASSERT_TRUE(objs.ok()) << objs.status();
+    for (const KubeObject& o : *objs) {
+      if (o.Kind() != "Deployment") continue;
+      YAML::Node pod = o.node["spec"]["template"]["spec"];
+      std::set<std::string> pod_claims;
+      for (const auto& rc : pod["resourceClaims"]) {
+        pod_claims.insert(rc["name"].Scalar());
+        const std::string tname = rc["resourceClaimTemplateName"].Scalar();
+        const KubeObject* t = nullptr;
+        for (const KubeObject& x : *objs) {
+          if (x.Kind() == "ResourceClaimTemplate" && x.Name() == tname &&
+              x.Namespace() == o.Namespace()) {
+            t = &x;
+          }
+        }
+        ASSERT_NE(t, nullptr) << o.Name() << ": no ResourceClaimTemplate " << tname << " in "
+                              << o.Namespace();
+        YAML::Node req = t->node["spec"]["spec"]["devices"]["requests"][0];
+        EXPECT_EQ(req["exactly"]["deviceClassName"].Scalar(), "gpu.gpulet.dev");
+        claims[dir].emplace(o.Name(), req);
+        for (const auto& cfg : t->node["spec"]["spec"]["devices"]["config"]) {
+          EXPECT_EQ(cfg["opaque"]["driver"].Scalar(), Config().dra.driver_name);
+          EXPECT_EQ(cfg["opaque"]["parameters"]["apiVersion"].Scalar(), "gpu.gpulet.dev/v1alpha1");
+          EXPECT_EQ(cfg["opaque"]["parameters"]["kind"].Scalar(), "GpuConfig");
+        }
+      }
+      for (const auto& c : pod["containers"]) {
+        YAML::Node res = c["resources"];
+        for (const auto& cl : res["claims"]) {
+          EXPECT_TRUE(pod_claims.count(cl["name"].Scalar())) << o.Name();
+        }
+        const bool by_claim = res["claims"] && res["claims"].size() > 0;
+        const bool by_plugin = res["limits"] && res["limits"]["nvidia.com/gpu"];
+        EXPECT_TRUE(by_claim != by_plugin) << o.Name() << ": a GPU both ways, or none";
+      }
+    }
+  }
+  auto& whole = claims["deploy/examples/dra/whole-gpu"];
+  auto& shared = claims["deploy/examples/dra/shared"];
+  auto& side = claims["deploy/examples/dra/side-by-side"];
+  ASSERT_TRUE(whole.count("ollama") && shared.count("ollama") && shared.count("anpr"));
+  EXPECT_FALSE(whole.at("ollama")["exactly"]["capacity"]);  // the whole card
+  EXPECT_EQ(shared.at("ollama")["exactly"]["capacity"]["requests"]["memory"].Scalar(), "24Gi");
+  EXPECT_EQ(shared.at("anpr")["exactly"]["capacity"]["requests"]["memory"].Scalar(), "4Gi");
+  EXPECT_EQ(side.count("cuda-dra"), 1u);
+  EXPECT_EQ(side.count("cuda-device-plugin"), 0u);
 }
 
 TEST_F(DeployManifestsTest, BinaryEmbedsExactlyTheseFiles) {
