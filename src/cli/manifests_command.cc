@@ -1,6 +1,6 @@
 // `gpulet manifests`: prints the Kubernetes manifests that install gpulet, fitted to a node.
 //
-//   gpulet manifests [--overlay talos|generic] [--talos-version V] [--image REF]
+//   gpulet manifests [--overlay talos|generic] [--dra] [--talos-version V] [--image REF]
 //                    [--inspect|--no-inspect] [--driver-branch production|lts]
 //                    [--talos-machine-patch | --talos-schematic]
 //
@@ -62,6 +62,9 @@ class ManifestsCommand final : public CommandHandler {
     app.add_option("--overlay", overlay_,
                    "talos or generic (default: talos when the host root is a Talos node)")
         ->check(CLI::IsMember({"talos", "generic"}));
+    app.add_flag("--dra", dra_,
+                 "Also gpulet's DRA driver (deploy/dra: RBAC, DeviceClasses, the kubelet's plugin "
+                 "directories; Kubernetes 1.34+; docs/dra.md)");
     app.add_option("--talos-version", talos_version_,
                    "Talos version the node runs, e.g. v1.12.6 (default: from /etc/os-release)");
     app.add_option("--image", image_,
@@ -151,6 +154,7 @@ class ManifestsCommand final : public CommandHandler {
     }
 
     std::string dir = talos ? kTalosOverlayDir : kGenericOverlayDir;
+    if (dra_) dir = talos ? kTalosDraOverlayDir : kDraOverlayDir;
     RenderOptions render;
     render.image = image_;
     absl::StatusOr<std::vector<KubeObject>> objects = RenderKustomization(files, dir, render);
@@ -222,6 +226,7 @@ class ManifestsCommand final : public CommandHandler {
   }
 
   std::string overlay_;
+  bool dra_ = false;
   std::string talos_version_;
   std::string image_;
   std::string branch_ = "production";

@@ -140,6 +140,9 @@ absl::StatusOr<std::string> RenderTalosMachinePatch(const ManifestFiles& files,
 // Paths of the Talos files inside the embedded tree.
 inline constexpr char kTalosOverlayDir[] = "deploy/overlays/talos";
 inline constexpr char kGenericOverlayDir[] = "deploy/overlays/generic";
+// The same with gpulet's DRA driver (the deploy/dra Component).
+inline constexpr char kTalosDraOverlayDir[] = "deploy/overlays/talos-dra";
+inline constexpr char kDraOverlayDir[] = "deploy/overlays/dra";
 inline constexpr char kTalosMachinePatchPath[] = "deploy/overlays/talos/talos-machine-patch.yaml";
 inline constexpr char kTalosSchematicPath[] = "deploy/overlays/talos/talos-schematic.yaml";
 

@@ -487,6 +487,18 @@ TEST(ManifestsCommandTest, TalosVersionsOutsideTheTable) {
   EXPECT_THAT(r.out, HasSubstr("kind: KernelModuleConfig"));
 }
 
+TEST(ManifestsCommandTest, DraRendersTheDraOverlayOfEitherKind) {
+  for (const char* overlay : {"generic", "talos"}) {
+    testing::RunResult r = testing::RunProgram(
+        {Gpulet(), "manifests", "--no-inspect", "--overlay", overlay, "--dra"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.err, HasSubstr(std::string(overlay) == "talos" ? "deploy/overlays/talos-dra"
+                                                                 : "deploy/overlays/dra"));
+    EXPECT_THAT(r.out, HasSubstr("kind: DeviceClass"));
+    EXPECT_THAT(r.out, HasSubstr("resourceslices"));
+  }
+}
+
 TEST(ManifestsCommandTest, TalosNodeGetsTalosOverlayAndOpenModules) {
   HostRootCopy root(Fixture("homelab"), kTalosOsRelease);
   testing::RunResult r = testing::RunProgram(

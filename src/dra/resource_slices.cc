@@ -132,7 +132,12 @@ std::vector<json> BuildSliceSpecs(const Snapshot& snap, const SliceOptions& opti
         json memory = {{"value", absl::StrCat(*g.memory_total_bytes >> 20, "Mi")}};
         if (options.memory_shares) {
           const std::string step = absl::StrCat(options.share_mib, "Mi");
-          memory["requestPolicy"] = {{"default", step},
+          // A claim that names no memory gets the whole card (in whole steps), as it would
+          // without shares: sharing is what a claim asks for, never what it gets by omission.
+          const uint64_t total_mib = *g.memory_total_bytes >> 20;
+          const uint64_t share = static_cast<uint64_t>(options.share_mib);
+          const uint64_t whole = std::max<uint64_t>(total_mib / share, 1) * share;
+          memory["requestPolicy"] = {{"default", absl::StrCat(whole, "Mi")},
                                      {"validRange", {{"min", step}, {"step", step}}}};
           dev["allowMultipleAllocations"] = true;
         }

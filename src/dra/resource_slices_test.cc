@@ -115,6 +115,8 @@ TEST(ResourceSlicesTest, MemorySharesMakeMemoryConsumableInSteps) {
   const nlohmann::json& d = specs[0]["devices"][0];
   EXPECT_EQ(d["allowMultipleAllocations"], true);
   EXPECT_EQ(d["capacity"]["memory"]["requestPolicy"]["validRange"]["step"], "1024Mi");
+  // No memory named: the whole card, in whole steps (143771 MiB -> 140 GiB).
+  EXPECT_EQ(d["capacity"]["memory"]["requestPolicy"]["default"], "143360Mi");
 }
 
 TEST(ResourceSlicesTest, AnUnhealthyGpuIsTaintedAndTheTaintGoesWithTheCondition) {
