@@ -30,33 +30,26 @@ using testing::FakeDraKubelet;
 constexpr char kDriver[] = "gpu.gpulet.dev";
 constexpr char kNode[] = "bench-node";
 
-std::string Uid(int round, int i) {
-  return absl::StrFormat("%08x-0000-4000-8000-%012x", round, i);
-}
+std::string Uid(int round, int i) { return absl::StrFormat("%08x-0000-4000-8000-%012x", round, i); }
 
 // Claims of round `round`, each allocated a share of GPU 1 (two GPUs would limit the count).
 std::vector<testing::drapb::Claim> PutClaims(testing::FakeApiServer& server, int round, int n) {
   std::vector<testing::drapb::Claim> out;
   for (int i = 0; i < n; ++i) {
     const std::string uid = Uid(round, i), name = absl::StrCat("c-", round, "-", i);
-    server.PutResourceClaim(
-        {{"apiVersion", "resource.k8s.io/v1"},
-         {"kind", "ResourceClaim"},
-         {"metadata", {{"namespace", "bench"}, {"name", name}, {"uid", uid}}},
-         {"spec",
-          {{"devices",
-            {{"requests",
-              {{{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.gpulet.dev"}}}}}}}}}},
-         {"status",
-          {{"allocation",
-            {{"devices",
-              {{"results",
-                {{{"request", "gpu"},
-                  {"driver", kDriver},
-                  {"pool", kNode},
-                  {"device", "gpu-1"},
-                  {"shareID", absl::StrFormat("%08x-0000-4000-8000-00000000%04x", round, i)},
-                  {"consumedCapacity", {{"memory", "1Gi"}}}}}}}}}}}}}});
+    json claim = {{"apiVersion", "resource.k8s.io/v1"},
+                  {"kind", "ResourceClaim"},
+                  {"metadata", {{"namespace", "bench"}, {"name", name}, {"uid", uid}}}};
+    claim["spec"]["devices"]["requests"] =
+        json::array({{{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.gpulet.dev"}}}}});
+    json result = {{"request", "gpu"},
+                   {"driver", kDriver},
+                   {"pool", kNode},
+                   {"device", "gpu-1"},
+                   {"shareID", absl::StrFormat("%08x-0000-4000-8000-00000000%04x", round, i)},
+                   {"consumedCapacity", {{"memory", "1Gi"}}}};
+    claim["status"]["allocation"]["devices"]["results"] = json::array({result});
+    server.PutResourceClaim(std::move(claim));
     out.push_back(FakeDraKubelet::MakeClaim("bench", uid, name));
   }
   return out;
@@ -87,10 +80,10 @@ void RunDraBenchmarks(BenchTable& table) {
   FakeDraKubelet kubelet((dir / "kubelet").string());
   if (!kubelet.Start().ok()) return;
   testing::DaemonProcess daemon;
-  daemon.Start({std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate", "homelab",
-                "--host-root", (dir / "root").string(), "--sim-state",
-                (dir / "state.json").string(), "serve", "--config", (dir / "config.yaml").string(),
-                "--kubelet-dir", (dir / "kubelet").string(), "--metrics-address", ""},
+  daemon.Start({std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate", "homelab", "--host-root",
+                (dir / "root").string(), "--sim-state", (dir / "state.json").string(), "serve",
+                "--config", (dir / "config.yaml").string(), "--kubelet-dir",
+                (dir / "kubelet").string(), "--metrics-address", ""},
                {{"NODE_NAME", kNode}}, (dir / "daemon.log").string());
   if (!kubelet.WaitForRegistrations(1, absl::Seconds(20))) {
     std::fprintf(stderr, "gpulet did not register its DRA driver:\n%s\n", daemon.Log().c_str());

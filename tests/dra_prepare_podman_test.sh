@@ -25,21 +25,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 . "$(dirname "$0")/podman_lib.sh"
 podman_require
 
-work=$(mktemp -d /tmp/gpulet-dra-podman.XXXXXX)
-image="localhost/gpulet-dra-podman-test:$$"
+podman_setup dra-podman json
 uid="uid-dra-podman-$$"
-link="/etc/cdi/gpulet-dra-podman-test-$$.json"
-created_cdi_dir=0
-cleanup() {
-  rm -f "$link"
-  [ "$created_cdi_dir" = 1 ] && rmdir /etc/cdi 2>/dev/null
-  podman rmi -f "$image" >/dev/null 2>&1
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-podman_busybox_image "$image"
-podman_fake_dev_root
 
 step "a host root, a driver root and a hook stand-in"
 cp -a "$src/sim/fixtures/homelab/root" "$work/root" || fail "copying the fixture root failed"
@@ -63,8 +50,7 @@ spec="$work/root/var/run/cdi/gpulet.dev-claim_$uid.json"
 [ -f "$spec" ] || fail "no claim spec at $spec: $(ls -la "$work/root/var/run/cdi")"
 [ "$(stat -c %a "$spec")" = 644 ] || fail "the spec's mode is $(stat -c %a "$spec"), not 644"
 [ -f "$work/checkpoint.json" ] || fail "the prepared claim is not checkpointed"
-[ -d /etc/cdi ] || { mkdir -p /etc/cdi && created_cdi_dir=1; }
-ln -s "$spec" "$link" || fail "cannot link $link to the spec"
+podman_link_spec "$spec"
 
 step "podman run --device $name"
 check='

@@ -51,3 +51,33 @@ podman_fake_dev_root() {
     mknod "$work/devroot/dev/$node" c "$major" "$minor" || skip "mknod is not allowed here"
   done
 }
+
+# What every podman test starts with: $work (a scratch directory), $image (the busybox image),
+# $link (where in /etc/cdi the test links its spec: podman 4.3 reads only /etc/cdi and
+# /var/run/cdi), all removed on exit with /etc/cdi itself when the test made it, and the
+# process in $serve_pid killed; then the image and the fake dev root. $1 names the test, $2
+# is the spec's extension (yaml or json).
+podman_setup() {
+  work=$(mktemp -d "/tmp/gpulet-$1.XXXXXX")
+  image="localhost/gpulet-$1-test:$$"
+  link="/etc/cdi/gpulet-$1-test-$$.$2"
+  serve_pid=""
+  created_cdi_dir=0
+  trap podman_cleanup EXIT
+  podman_busybox_image "$image"
+  podman_fake_dev_root
+}
+
+podman_cleanup() {
+  [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
+  rm -f "$link"
+  [ "$created_cdi_dir" = 1 ] && rmdir /etc/cdi 2>/dev/null
+  podman rmi -f "$image" >/dev/null 2>&1
+  rm -rf "$work"
+}
+
+# Links spec $1 into /etc/cdi as $link (making /etc/cdi when missing).
+podman_link_spec() {
+  [ -d /etc/cdi ] || { mkdir -p /etc/cdi && created_cdi_dir=1; }
+  ln -s "$1" "$link" || fail "cannot link $link to the spec"
+}

@@ -27,22 +27,7 @@ fail() { echo "FAIL: $*"; [ -f "${work:-}/serve.log" ] && tail -20 "$work/serve.
 podman_require
 [ -x /usr/bin/python3 ] || skip "the hook stand-in needs /usr/bin/python3"
 
-work=$(mktemp -d /tmp/gpulet-serve-cdi.XXXXXX)
-image="localhost/gpulet-serve-cdi-test:$$"
-link="/etc/cdi/gpulet-serve-test-$$.yaml"
-serve_pid=""
-created_cdi_dir=0
-cleanup() {
-  [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
-  rm -f "$link"
-  [ "$created_cdi_dir" = 1 ] && rmdir /etc/cdi 2>/dev/null
-  podman rmi -f "$image" >/dev/null 2>&1
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-podman_busybox_image "$image"
-podman_fake_dev_root
+podman_setup serve-cdi yaml
 
 step "a host root, and a driver root with the soname links a driver install makes"
 cp -a "$src/sim/fixtures/homelab/root" "$work/root" || fail "copying the fixture root failed"
@@ -106,8 +91,7 @@ name=$(echo "$answer" | sed -n 's/^cdi //p')
 spec="$work/root/var/run/cdi/gpulet.dev-gpu.yaml"
 [ -f "$spec" ] || fail "gpulet serve wrote no spec at $spec: $(ls -la "$work/root/var/run/cdi")"
 grep -q "^kind: ${name%%=*}$" "$spec" || fail "the spec's kind is not that of $name"
-[ -d /etc/cdi ] || { mkdir -p /etc/cdi && created_cdi_dir=1; }
-ln -s "$spec" "$link" || fail "cannot link $link to the spec"
+podman_link_spec "$spec"
 
 step "podman run --device $name"
 check='

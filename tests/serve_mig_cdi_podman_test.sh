@@ -24,22 +24,7 @@ fail() { echo "FAIL: $*"; [ -f "${work:-}/serve.log" ] && tail -20 "$work/serve.
 . "$(dirname "$0")/podman_lib.sh"
 podman_require
 
-work=$(mktemp -d /tmp/gpulet-mig-cdi.XXXXXX)
-image="localhost/gpulet-mig-cdi-test:$$"
-link="/etc/cdi/gpulet-mig-test-$$.yaml"
-serve_pid=""
-created_cdi_dir=0
-cleanup() {
-  [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
-  rm -f "$link"
-  [ "$created_cdi_dir" = 1 ] && rmdir /etc/cdi 2>/dev/null
-  podman rmi -f "$image" >/dev/null 2>&1
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-podman_busybox_image "$image"
-podman_fake_dev_root
+podman_setup mig-cdi yaml
 step "capability nodes for every MIG device of GPU 0 (gpu0/giN/access and giN/ci0/access)"
 major=$((16#$(stat -c %t /dev/null)))
 minor=$((16#$(stat -c %T /dev/null)))
@@ -75,8 +60,7 @@ name=$(echo "$answer" | sed -n 's/^cdi //p')
 [ "$name" = "gpulet.dev/gpu=$mig" ] || fail "expected the CDI name gpulet.dev/gpu=$mig, got: $answer"
 spec="$work/root/var/run/cdi/gpulet.dev-gpu.yaml"
 [ -f "$spec" ] || fail "gpulet serve wrote no spec at $spec"
-[ -d /etc/cdi ] || { mkdir -p /etc/cdi && created_cdi_dir=1; }
-ln -s "$spec" "$link" || fail "cannot link $link to the spec"
+podman_link_spec "$spec"
 
 step "podman run --device $name"
 check='

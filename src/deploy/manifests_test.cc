@@ -489,8 +489,8 @@ TEST(ManifestsCommandTest, TalosVersionsOutsideTheTable) {
 
 TEST(ManifestsCommandTest, DraRendersTheDraOverlayOfEitherKind) {
   for (const char* overlay : {"generic", "talos"}) {
-    testing::RunResult r = testing::RunProgram(
-        {Gpulet(), "manifests", "--no-inspect", "--overlay", overlay, "--dra"});
+    testing::RunResult r =
+        testing::RunProgram({Gpulet(), "manifests", "--no-inspect", "--overlay", overlay, "--dra"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_THAT(r.err, HasSubstr(std::string(overlay) == "talos" ? "deploy/overlays/talos-dra"
                                                                  : "deploy/overlays/dra"));

@@ -82,12 +82,7 @@ class ClaimPreparerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(server_.Start("token-1").ok());
-    kube::KubeConfig c;
-    ASSERT_TRUE(kube::ParseServerUrl(server_.url(), "test", &c).ok());
-    c.ca_pem = server_.ca().cert_pem;
-    c.ca_source = "the test CA";
-    c.token = "token-1";
-    c.source = "test";
+    const kube::KubeConfig c = server_.ClientConfig("token-1");
     kube::KubeClientOptions o;
     o.qps = 0;
     o.max_attempts = 1;

@@ -72,12 +72,7 @@ class SlicePublisherTest : public ::testing::Test {
   }
 
   std::unique_ptr<kube::KubeClient> NewClient() {
-    kube::KubeConfig c;
-    EXPECT_TRUE(kube::ParseServerUrl(server_.url(), "test", &c).ok());
-    c.ca_pem = server_.ca().cert_pem;
-    c.ca_source = "the test CA";
-    c.token = "token-1";
-    c.source = "test";
+    const kube::KubeConfig c = server_.ClientConfig("token-1");
     kube::KubeClientOptions o;
     o.qps = 0;
     o.max_attempts = 1;  // the publisher's own retry is under test

@@ -51,12 +51,7 @@ class ResourceApiTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(server_.Start("token-1").ok());
-    KubeConfig c;
-    ASSERT_TRUE(ParseServerUrl(server_.url(), "test", &c).ok());
-    c.ca_pem = server_.ca().cert_pem;
-    c.ca_source = "the test CA";
-    c.token = "token-1";
-    c.source = "test";
+    const KubeConfig c = server_.ClientConfig("token-1");
     KubeClientOptions o;
     o.qps = 0;
     o.initial_backoff = absl::Milliseconds(5);

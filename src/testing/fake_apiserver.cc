@@ -4,12 +4,13 @@
 #include <openssl/bio.h>
 #include <openssl/pem.h>
 
+#include <cstdlib>
 #include <set>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -508,12 +509,24 @@ FakeApiServer::~FakeApiServer() { Stop(); }
 
 std::string FakeApiServer::url() const { return absl::StrCat("https://127.0.0.1:", port_); }
 
+kube::KubeConfig FakeApiServer::ClientConfig(const std::string& token) const {
+  kube::KubeConfig c;
+  absl::Status parsed = kube::ParseServerUrl(url(), "test", &c);
+  if (!parsed.ok()) std::abort();  // url() is always a valid https URL
+  c.ca_pem = ca_.cert_pem;
+  c.ca_source = "the test CA";
+  c.token = token;
+  c.source = "test";
+  return c;
+}
+
 std::string FakeApiServer::Kubeconfig(const std::string& token) const {
-  return absl::StrCat("apiVersion: v1\nkind: Config\ncurrent-context: test\n"
-                      "clusters:\n- name: test\n  cluster:\n    server: ",
-                      url(), "\n    certificate-authority-data: ", absl::Base64Escape(ca_.cert_pem),
-                      "\nusers:\n- name: gpulet\n  user:\n    token: ", token,
-                      "\ncontexts:\n- name: test\n  context: {cluster: test, user: gpulet}\n");
+  return absl::StrCat(
+      "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
+      "clusters:\n- name: test\n  cluster:\n    server: ",
+      url(), "\n    certificate-authority-data: ", absl::Base64Escape(ca_.cert_pem),
+      "\nusers:\n- name: gpulet\n  user:\n    token: ", token,
+      "\ncontexts:\n- name: test\n  context: {cluster: test, user: gpulet}\n");
 }
 
 absl::Status FakeApiServer::Start(const std::string& token) {

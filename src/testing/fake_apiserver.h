@@ -74,6 +74,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "kube/kube_config.h"
 #include "nlohmann/json.hpp"
 #include "testing/test_pki.h"
 
@@ -111,6 +112,8 @@ class FakeApiServer {
   std::string url() const;  // https://127.0.0.1:<port>
   // A kubeconfig for this server (its CA, `token`), as gpulet's --kubeconfig reads it.
   std::string Kubeconfig(const std::string& token) const;
+  // The same as a parsed config, for a KubeClient in the test's process.
+  kube::KubeConfig ClientConfig(const std::string& token) const;
   const TestCert& ca() const { return ca_; }
   const TestCert& server_cert() const { return server_cert_; }
 
