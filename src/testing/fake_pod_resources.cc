@@ -72,24 +72,56 @@ void FakePodResources::SetResponse(const v1::ListPodResourcesResponse& response)
 
 int FakePodResources::list_calls() const { return service_->calls(); }
 
+namespace {
+
+v1::PodResources* FindOrAddPod(v1::ListPodResourcesResponse* response, const std::string& ns,
+                               const std::string& pod) {
+  for (v1::PodResources& existing : *response->mutable_pod_resources()) {
+    if (existing.namespace_() == ns && existing.name() == pod) return &existing;
+  }
+  v1::PodResources* p = response->add_pod_resources();
+  p->set_namespace_(ns);
+  p->set_name(pod);
+  return p;
+}
+
+}  // namespace
+
 void FakePodResources::AddContainer(v1::ListPodResourcesResponse* response, const std::string& ns,
                                     const std::string& pod, const std::string& container,
                                     const std::string& resource,
                                     const std::vector<std::string>& device_ids) {
-  v1::PodResources* p = nullptr;
-  for (v1::PodResources& existing : *response->mutable_pod_resources()) {
-    if (existing.namespace_() == ns && existing.name() == pod) p = &existing;
-  }
-  if (p == nullptr) {
-    p = response->add_pod_resources();
-    p->set_namespace_(ns);
-    p->set_name(pod);
-  }
+  v1::PodResources* p = FindOrAddPod(response, ns, pod);
   v1::ContainerResources* c = p->add_containers();
   c->set_name(container);
   v1::ContainerDevices* d = c->add_devices();
   d->set_resource_name(resource);
   for (const std::string& id : device_ids) d->add_device_ids(id);
+}
+
+void FakePodResources::AddClaim(v1::ListPodResourcesResponse* response, const std::string& ns,
+                                const std::string& pod, const std::string& container,
+                                const std::string& claim, const std::vector<ClaimDevice>& devices) {
+  v1::PodResources* p = FindOrAddPod(response, ns, pod);
+  v1::ContainerResources* c = nullptr;
+  for (v1::ContainerResources& existing : *p->mutable_containers()) {
+    if (existing.name() == container) c = &existing;
+  }
+  if (c == nullptr) {
+    c = p->add_containers();
+    c->set_name(container);
+  }
+  v1::DynamicResource* r = c->add_dynamic_resources();
+  r->set_claim_name(claim);
+  r->set_claim_namespace(ns);
+  for (const ClaimDevice& d : devices) {
+    v1::ClaimResource* cr = r->add_claim_resources();
+    cr->set_driver_name(d.driver);
+    cr->set_pool_name(d.pool);
+    cr->set_device_name(d.device);
+    if (!d.share_id.empty()) cr->set_share_id(d.share_id);
+    for (const std::string& name : d.cdi_devices) cr->add_cdi_devices()->set_name(name);
+  }
 }
 
 }  // namespace gpulet::testing

@@ -1,5 +1,6 @@
 // FakePodResources: plays the kubelet's PodResources API v1 (List) on a real unix socket,
-// for tests of pod attribution. The response is whatever the test sets.
+// for tests of pod attribution. The response is whatever the test sets; static helpers build
+// one from device-plugin devices and DRA claims.
 //
 // Thread-safety: all methods are thread-safe.
 #ifndef GPULET_TESTING_FAKE_POD_RESOURCES_H_
@@ -29,6 +30,22 @@ class FakePodResources {
   static void AddContainer(v1::ListPodResourcesResponse* response, const std::string& ns,
                            const std::string& pod, const std::string& container,
                            const std::string& resource, const std::vector<std::string>& device_ids);
+
+  // One allocated device of a DRA claim, as a ClaimResource reports it. A kubelet before 1.34
+  // fills only `cdi_devices`: leave driver, pool and device empty then.
+  struct ClaimDevice {
+    std::string driver;    // "gpu.gpulet.dev"
+    std::string pool;      // the node name
+    std::string device;    // "gpu-0"
+    std::string share_id;  // "" for none (a device not shared by capacity)
+    std::vector<std::string> cdi_devices;
+  };
+
+  // Adds DRA claim `claim` (in the pod's namespace) holding `devices` to `container` of the
+  // pod, creating the pod and the container when the response has neither.
+  static void AddClaim(v1::ListPodResourcesResponse* response, const std::string& ns,
+                       const std::string& pod, const std::string& container,
+                       const std::string& claim, const std::vector<ClaimDevice>& devices);
 
  private:
   class Service;
