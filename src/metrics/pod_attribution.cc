@@ -2,8 +2,14 @@
 
 #include <chrono>
 
+#include "absl/algorithm/container.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "common/dir_watcher.h"
 #include "common/log.h"
 #include "common/periodic_worker.h"
@@ -75,22 +81,122 @@ bool OurResource(const std::set<std::string>& resources, const std::string& reso
   return false;
 }
 
+// A decimal number as dra/resource_slices.cc writes one: digits, no sign, no leading zero.
+std::optional<unsigned> DeviceNameNumber(absl::string_view s) {
+  if (s.empty() || (s.size() > 1 && s[0] == '0') || !absl::c_all_of(s, absl::ascii_isdigit)) {
+    return std::nullopt;
+  }
+  unsigned n = 0;
+  if (!absl::SimpleAtoi(s, &n)) return std::nullopt;
+  return n;
+}
+
+// The GPU a DRA device name of gpulet's names ("gpu-<index>", or "gpu-<index>-mig-<gi>-<ci>"
+// for a MIG device, whose UUID then goes to `mig_uuid`), or nullptr with `why` set.
+const Gpu* GpuOfDraDevice(const Snapshot& snap, absl::string_view name, std::string* mig_uuid,
+                          std::string* why) {
+  std::vector<absl::string_view> parts = absl::StrSplit(name, '-');
+  std::optional<unsigned> index, gi, ci;
+  if (parts.size() >= 2 && parts[0] == "gpu") index = DeviceNameNumber(parts[1]);
+  bool mig = parts.size() == 5 && parts[2] == "mig";
+  if (mig) {
+    gi = DeviceNameNumber(parts[3]);
+    ci = DeviceNameNumber(parts[4]);
+  }
+  if (!index || (parts.size() != 2 && !mig) || (mig && (!gi || !ci))) {
+    *why = "not a device name of gpulet's (gpu-<index> or gpu-<index>-mig-<gi>-<ci>)";
+    return nullptr;
+  }
+  for (const DeviceRecord& d : snap.devices) {
+    if (!d.gpu.index || *d.gpu.index != *index) continue;
+    if (!mig) return &d.gpu;
+    const MigDeviceInfo* m = d.gpu.FindMigInstance(*gi, *ci);
+    if (m == nullptr) {
+      *why = "no such MIG device now";
+      return nullptr;
+    }
+    *mig_uuid = m->uuid;
+    return &d.gpu;
+  }
+  *why = "no GPU with that index";
+  return nullptr;
+}
+
+// gpulet's CDI device name for a device of a claim: "gpulet.dev/claim=<claim uid>-<device>".
+constexpr char kClaimCdiPrefix[] = "gpulet.dev/claim=";
+
+// The device name in one of gpulet's per-claim CDI names, "" when `cdi` is not one.
+absl::string_view DeviceOfClaimCdiName(absl::string_view cdi) {
+  if (!absl::ConsumePrefix(&cdi, kClaimCdiPrefix)) return "";
+  // A claim UID is a UUID: 36 characters, dashes at 8, 13, 18 and 23, hex digits elsewhere.
+  constexpr size_t kUidSize = 36;
+  if (cdi.size() <= kUidSize + 1 || cdi[kUidSize] != '-') return "";
+  for (size_t i = 0; i < kUidSize; ++i) {
+    bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? cdi[i] != '-' : !absl::ascii_isxdigit(cdi[i])) return "";
+  }
+  return cdi.substr(kUidSize + 1);
+}
+
+// The names of gpulet's devices in one claim's allocation, by driver and pool, or (from a
+// kubelet that reports only CDI devices) by gpulet's per-claim CDI names.
+std::vector<absl::string_view> OurDraDevices(const v1::ClaimResource& r, const DraPool& dra) {
+  std::vector<absl::string_view> names;
+  if (!r.driver_name().empty()) {
+    if (r.driver_name() == dra.driver && (dra.pool.empty() || r.pool_name() == dra.pool)) {
+      names.push_back(r.device_name());
+    }
+    return names;
+  }
+  for (const v1::CDIDevice& cdi : r.cdi_devices()) {
+    absl::string_view device = DeviceOfClaimCdiName(cdi.name());
+    if (!device.empty()) {
+      names.push_back(device);
+    } else if (absl::StartsWith(cdi.name(), kClaimCdiPrefix)) {
+      GPULET_LOG_DEBUG("pod attribution: skipping CDI device {}: not <claim uid>-<device name>",
+                       cdi.name());
+    }
+  }
+  return names;
+}
+
 }  // namespace
 
 std::map<std::string, std::vector<GpuAssignment>> MapAssignments(
     const v1::ListPodResourcesResponse& list, const Snapshot& snap,
-    const std::set<std::string>& resources) {
+    const std::set<std::string>& resources, const DraPool& dra) {
   std::map<std::string, std::vector<GpuAssignment>> out;
   for (const v1::PodResources& pod : list.pod_resources()) {
     for (const v1::ContainerResources& c : pod.containers()) {
+      const PodContainer holder{pod.namespace_(), pod.name(), c.name()};
       for (const v1::ContainerDevices& devs : c.devices()) {
         if (!OurResource(resources, devs.resource_name())) continue;
         for (const std::string& id : devs.device_ids()) {
           std::string mig;
           const Gpu* gpu = GpuOfDeviceId(snap, id, &mig);
           if (gpu == nullptr) continue;
-          out[gpu->uuid].push_back(
-              {{pod.namespace_(), pod.name(), c.name()}, devs.resource_name(), id, mig});
+          out[gpu->uuid].push_back({holder, devs.resource_name(), id, mig});
+        }
+      }
+      // A device listed twice for one container (one claim referenced twice, or a claim's
+      // CDI names repeating a device) is one series, not two with the same labels.
+      std::set<std::string> seen;
+      for (const v1::DynamicResource& claim : c.dynamic_resources()) {
+        for (const v1::ClaimResource& r : claim.claim_resources()) {
+          for (absl::string_view name : OurDraDevices(r, dra)) {
+            std::string mig, why;
+            const Gpu* gpu = GpuOfDraDevice(snap, name, &mig, &why);
+            if (gpu == nullptr) {
+              GPULET_LOG_DEBUG("pod attribution: skipping DRA device {} of claim {}/{}: {}",
+                               std::string(name), claim.claim_namespace(), claim.claim_name(), why);
+              continue;
+            }
+            std::string id = r.has_share_id() && !r.share_id().empty()
+                                 ? absl::StrCat(name, "/", r.share_id())
+                                 : std::string(name);
+            if (!seen.insert(id).second) continue;
+            out[gpu->uuid].push_back({holder, dra.driver, std::move(id), std::move(mig)});
+          }
         }
       }
     }
@@ -134,6 +240,11 @@ PodAttributor::PodAttributor(std::unique_ptr<PodResourcesClient> client, const D
 PodAttributor::~PodAttributor() { Stop(); }
 
 void PodAttributor::Start() {
+  if (options_.dra.pool.empty()) {
+    GPULET_LOG_DEBUG(
+        "pod attribution: the node name is unknown, so DRA devices of {} in any pool count",
+        options_.dra.driver);
+  }
   watcher_ = std::make_unique<DirWatcher>(options_.socket_dir);
   thread_ = StartNamedThread("gpulet-podres", [this] { Run(); });
 }
@@ -184,7 +295,7 @@ void PodAttributor::RefreshOnce() {
   std::shared_ptr<const PodMap> previous = Current();
   if (list.ok()) {
     map->ok = true;
-    map->by_gpu = MapAssignments(*list, *store_->Get(), options_.resources);
+    map->by_gpu = MapAssignments(*list, *store_->Get(), options_.resources, options_.dra);
   } else {
     map->error = std::string(list.status().message());
     // Keep the last known holders: a kubelet restart should not blank every pod label.

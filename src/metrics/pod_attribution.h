@@ -4,7 +4,10 @@
 // The kubelet's PodResources API v1 (`List` over <kubelet-dir>/pod-resources/kubelet.sock)
 // says which device IDs of our resources each container was given; advertised IDs
 // ("<uuid>", "<uuid>::<n>" replicas, "<uuid>::mem<k>" slices, or index forms) map back to a
-// GPU. The list is refreshed on its own thread ("gpulet-podres") on a timer and when the
+// GPU. It also lists the DRA devices each container holds through ResourceClaims
+// (`dynamic_resources`); those of gpulet's DRA driver in this node's pool map back by their
+// device names ("gpu-<index>", "gpu-<index>-mig-<gi>-<ci>", as dra/resource_slices.h names
+// them). The list is refreshed on its own thread ("gpulet-podres") on a timer and when the
 // kubelet re-creates its socket (inotify on the directory), never inside a scrape, and at
 // most once a second, well under the kubelet's server-side limit (100 qps, burst 10).
 // Pod UIDs come from /var/log/pods under the host root, so a process's cgroup (see
@@ -50,9 +53,24 @@ struct PodContainer {
 // One advertised device of ours held by one container.
 struct GpuAssignment {
   PodContainer holder;
-  std::string resource;   // "nvidia.com/gpu"
-  std::string device_id;  // as advertised: "GPU-…::2"
-  std::string mig_uuid;   // the MIG device the ID names ("MIG-…"); "" for a whole GPU
+  // The device plugin's resource name ("nvidia.com/gpu"), or the DRA driver's name
+  // ("gpu.gpulet.dev") for a device held through a ResourceClaim.
+  std::string resource;
+  // As advertised: "GPU-…::2"; for DRA the device name, "gpu-0" or "gpu-0-mig-3-0", and
+  // "gpu-0/<share id>" for one share of a GPU that allows multiple allocations.
+  std::string device_id;
+  std::string mig_uuid;  // the MIG device the ID names ("MIG-…"); "" for a whole GPU
+};
+
+// The default of config dra.driverName.
+inline constexpr char kDefaultDraDriverName[] = "gpu.gpulet.dev";
+
+// Which DRA allocations are gpulet's: a claim's device of driver `driver` in pool `pool`.
+struct DraPool {
+  std::string driver = kDefaultDraDriverName;  // config dra.driverName
+  // This node's name, which is gpulet's pool name. "" accepts any pool, which is safe: a
+  // kubelet lists only its own node's pods, and gpulet's devices are local to their node.
+  std::string pool;
 };
 
 struct PodMap {
@@ -74,13 +92,22 @@ struct PodMap {
 std::optional<PodContainer> AttributeProcess(const PodMap& map, const std::string& gpu_uuid,
                                              const CgroupPod& cgroup);
 
-// GPU UUID → assignments, from a List response. Only `resources` count (an entry ending in
-// '*' matches by prefix: "nvidia.com/mig-*"); a MIG device's ID counts for its GPU, with
-// `mig_uuid` set; device IDs that name
-// no GPU of `snap` are skipped.
+// GPU UUID → assignments, from a List response. Device-plugin devices count when their
+// resource is in `resources` (an entry ending in '*' matches by prefix: "nvidia.com/mig-*");
+// a MIG device's ID counts for its GPU, with `mig_uuid` set.
+//
+// DRA devices (`dynamic_resources`) count when their driver and pool are `dra`'s; the device
+// name gives the GPU by NVML index and a MIG device by its GPU and compute instance ids.
+// A kubelet that leaves `driver_name` empty (some older ones fill only `cdi_devices`) is
+// read through gpulet's per-claim CDI names, "gpulet.dev/claim=<claim uid>-<device name>",
+// in any pool. A GPU held by several claims (memory shares) has one assignment per claim,
+// like a GPU whose time-slicing replicas went to several pods. Other drivers' devices and
+// CDI names are skipped; a malformed device name of ours is skipped with a debug log.
+//
+// Device IDs and names that name no GPU (or MIG device) of `snap` are skipped.
 std::map<std::string, std::vector<GpuAssignment>> MapAssignments(
     const v1::ListPodResourcesResponse& list, const Snapshot& snap,
-    const std::set<std::string>& resources);
+    const std::set<std::string>& resources, const DraPool& dra);
 
 // The kubelet's PodResources List, behind an interface so tests can fake the kubelet.
 class PodResourcesClient {
@@ -100,6 +127,9 @@ class PodAttributor {
     absl::Duration interval = absl::Seconds(10);
     absl::Duration timeout = absl::Seconds(2);
     std::set<std::string> resources;  // our advertised resource names
+    // Our DRA driver and pool: config dra.driverName and the node name. Default: driver
+    // gpu.gpulet.dev, any pool.
+    DraPool dra;
     const Clock* clock = RealClock();
   };
 

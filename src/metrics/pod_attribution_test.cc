@@ -12,10 +12,13 @@
 #include <filesystem>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
+#include "metrics/exposition.h"
 #include "metrics/pod_identity.h"
 #include "testing/daemon_process.h"
 #include "testing/fake_pod_resources.h"
@@ -121,7 +124,8 @@ TEST(MapAssignmentsTest, EveryIdFormOfOurResourcesOnly) {
   FakePodResources::AddContainer(&list, "x", "other", "c", "example.com/fpga", {"GPU-0"});
   FakePodResources::AddContainer(&list, "x", "gone", "c", "nvidia.com/gpu", {"GPU-9"});
   auto got = MapAssignments(list, TwoGpus(),
-                            {"nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/gpu-memory"});
+                            {"nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/gpu-memory"},
+                            DraPool{});
   ASSERT_EQ(got.size(), 2u);
   ASSERT_EQ(got["GPU-1"].size(), 1u);
   EXPECT_EQ(got["GPU-1"][0].holder, (PodContainer{"ai", "ollama-0", "ollama"}));
@@ -129,6 +133,191 @@ TEST(MapAssignmentsTest, EveryIdFormOfOurResourcesOnly) {
   EXPECT_EQ(got["GPU-0"][0].device_id, "GPU-0::3");
   EXPECT_EQ(got["GPU-0"][1].holder.container, "ocr");
   EXPECT_EQ(got["GPU-0"][2].device_id, "0::mem3");
+}
+
+// GPUs 0 and 1 whole, GPU 2 with MIG devices 1/0 ("MIG-2a") and 2/0 ("MIG-2b").
+Snapshot GpusAndMig() {
+  Snapshot snap = TwoGpus();
+  DeviceRecord d;
+  d.gpu.index = 2;
+  d.gpu.uuid = "GPU-2";
+  d.gpu.mig_enabled = true;
+  for (unsigned gi : {1u, 2u}) {
+    MigDeviceInfo m;
+    m.uuid = gi == 1 ? "MIG-2a" : "MIG-2b";
+    m.gpu_instance_id = gi;
+    m.compute_instance_id = 0;
+    d.gpu.mig_devices.push_back(m);
+  }
+  snap.devices.push_back(d);
+  return snap;
+}
+
+constexpr char kDriver[] = "gpu.gpulet.dev";
+constexpr char kClaimUid[] = "0b6c2f4e-8d1a-4c3b-9e5f-7a2d1c0e9b84";
+const DraPool kNodeA{kDriver, "node-a"};
+
+TEST(DraPodAttributionTest, WholeGpuClaimOfThisNodesPool) {
+  v1::ListPodResourcesResponse list;
+  FakePodResources::AddClaim(&list, "ai", "ollama-0", "ollama", "ollama-gpu",
+                             {{kDriver, "node-a", "gpu-1", "", {}}});
+  // The same driver's device in another node's pool is not this GPU.
+  FakePodResources::AddClaim(&list, "ai", "stray", "c", "elsewhere",
+                             {{kDriver, "node-b", "gpu-0", "", {}}});
+  auto got = MapAssignments(list, GpusAndMig(), {"nvidia.com/gpu"}, kNodeA);
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got["GPU-1"].size(), 1u);
+  EXPECT_EQ(got["GPU-1"][0].holder, (PodContainer{"ai", "ollama-0", "ollama"}));
+  EXPECT_EQ(got["GPU-1"][0].resource, kDriver);
+  EXPECT_EQ(got["GPU-1"][0].device_id, "gpu-1");
+  EXPECT_EQ(got["GPU-1"][0].mig_uuid, "");
+  // Without the node name, any pool counts.
+  got = MapAssignments(list, GpusAndMig(), {}, DraPool{});
+  EXPECT_EQ(got.size(), 2u);
+  EXPECT_EQ(got["GPU-0"].size(), 1u);
+}
+
+TEST(DraPodAttributionTest, MigClaimNamesItsMigDevice) {
+  v1::ListPodResourcesResponse list;
+  FakePodResources::AddClaim(&list, "cv", "anpr", "detector", "mig-claim",
+                             {{kDriver, "node-a", "gpu-2-mig-2-0", "", {}}});
+  // An instance the GPU does not have (any more) names nothing.
+  FakePodResources::AddClaim(&list, "cv", "old", "c", "gone",
+                             {{kDriver, "node-a", "gpu-2-mig-7-0", "", {}}});
+  auto got = MapAssignments(list, GpusAndMig(), {}, kNodeA);
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got["GPU-2"].size(), 1u);
+  EXPECT_EQ(got["GPU-2"][0].holder, (PodContainer{"cv", "anpr", "detector"}));
+  EXPECT_EQ(got["GPU-2"][0].device_id, "gpu-2-mig-2-0");
+  EXPECT_EQ(got["GPU-2"][0].mig_uuid, "MIG-2b");
+}
+
+// Two memory-share claims on GPU 0 make it both pods', exactly as two time-slicing replicas
+// of GPU 0 given to the same two pods do: the same DCGM series, one copy per pod.
+TEST(DraPodAttributionTest, TwoShareClaimsOnOneGpuLabelItLikeReplicas) {
+  v1::ListPodResourcesResponse dra;
+  FakePodResources::AddClaim(&dra, "ai", "ollama-0", "ollama", "vram-24g",
+                             {{kDriver, "node-a", "gpu-0", "3f1c9a2e-share-a", {}}});
+  FakePodResources::AddClaim(&dra, "cv", "anpr", "detector", "vram-4g",
+                             {{kDriver, "node-a", "gpu-0", "7d2b4c6f-share-b", {}}});
+  v1::ListPodResourcesResponse replicas;
+  FakePodResources::AddContainer(&replicas, "ai", "ollama-0", "ollama", "nvidia.com/gpu.shared",
+                                 {"GPU-0::0"});
+  FakePodResources::AddContainer(&replicas, "cv", "anpr", "detector", "nvidia.com/gpu.shared",
+                                 {"GPU-0::1"});
+  Snapshot snap = GpusAndMig();
+  auto got = MapAssignments(dra, snap, {}, kNodeA);
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got["GPU-0"].size(), 2u);
+  EXPECT_EQ(got["GPU-0"][0].holder, (PodContainer{"ai", "ollama-0", "ollama"}));
+  EXPECT_EQ(got["GPU-0"][0].device_id, "gpu-0/3f1c9a2e-share-a");
+  EXPECT_EQ(got["GPU-0"][1].holder, (PodContainer{"cv", "anpr", "detector"}));
+  EXPECT_EQ(got["GPU-0"][1].device_id, "gpu-0/7d2b4c6f-share-b");
+
+  auto render = [&](const v1::ListPodResourcesResponse& list) {
+    SampleSet set;
+    GpuSampleState st;
+    st.answering = true;
+    DeviceSample s;
+    s.taken = absl::Now();
+    s.gpu_temp_c = 50;
+    st.last = s;
+    set.by_uuid["GPU-0"] = st;
+    auto pods = std::make_shared<PodMap>();
+    pods->ok = true;
+    pods->by_gpu = MapAssignments(list, snap, {"nvidia.com/gpu.shared"}, kNodeA);
+    set.pods = pods;
+    std::string text = RenderMetrics(snap, set, {"node-a", "570.1"}, false, absl::Now());
+    std::vector<std::string> temps;
+    for (absl::string_view line : absl::StrSplit(text, '\n')) {
+      if (absl::StartsWith(line, "DCGM_FI_DEV_GPU_TEMP{")) temps.emplace_back(line);
+    }
+    return temps;
+  };
+  std::vector<std::string> by_claims = render(dra);
+  ASSERT_EQ(by_claims.size(), 2u);
+  EXPECT_NE(by_claims[0].find("pod=\"ollama-0\",namespace=\"ai\",container=\"ollama\""),
+            std::string::npos)
+      << by_claims[0];
+  EXPECT_NE(by_claims[1].find("pod=\"anpr\",namespace=\"cv\",container=\"detector\""),
+            std::string::npos)
+      << by_claims[1];
+  EXPECT_EQ(by_claims, render(replicas));
+}
+
+TEST(DraPodAttributionTest, OtherDriversAndMalformedNamesAreSkipped) {
+  v1::ListPodResourcesResponse list;
+  FakePodResources::AddClaim(&list, "x", "nvidia", "c", "theirs",
+                             {{"gpu.nvidia.com", "node-a", "gpu-0", "", {}}});
+  // A kubelet reporting only CDI names: other vendors' names are not ours.
+  FakePodResources::AddClaim(
+      &list, "x", "nvidia-cdi", "c", "theirs",
+      {{"", "", "", "", {"nvidia.com/gpu=0", "k8s.gpu.nvidia.com/claim=1"}}});
+  for (const char* name :
+       {"", "gpu", "gpu-", "gpu-x", "gpu-01", "gpu-+1", "gpu--1", "gpu-1-", "gpu-1-mig-1",
+        "gpu-1-mig-1-", "gpu-2-mig-1-0-0", "gpu-2-mig--1-0", "gpu-2-nig-1-0", "GPU-1", "MIG-2a",
+        "gpu-99999999999999999999", "gpu-9", "gpu-1\n"}) {
+    FakePodResources::AddClaim(&list, "x", "bad", "c", "malformed",
+                               {{kDriver, "node-a", name, "", {}}});
+  }
+  for (const std::string& cdi :
+       {std::string("gpulet.dev/claim=") + kClaimUid,
+        std::string("gpulet.dev/claim=") + kClaimUid + "-",
+        std::string("gpulet.dev/claim=short-uid-gpu-0"),
+        std::string("gpulet.dev/claim=") + kClaimUid + "gpu-0",
+        std::string("gpulet.dev/claim=0b6c2f4e_8d1a-4c3b-9e5f-7a2d1c0e9b84-gpu-0"),
+        std::string("gpulet.dev/claim=") + kClaimUid + "-gpu-x"}) {
+    FakePodResources::AddClaim(&list, "x", "bad-cdi", "c", "malformed", {{"", "", "", "", {cdi}}});
+  }
+  EXPECT_TRUE(MapAssignments(list, GpusAndMig(), {"nvidia.com/gpu"}, kNodeA).empty());
+}
+
+TEST(DraPodAttributionTest, CdiNamesWhenTheKubeletReportsNoDriver) {
+  v1::ListPodResourcesResponse list;
+  FakePodResources::AddClaim(
+      &list, "ai", "ollama-0", "ollama", "whole",
+      {{"", "", "", "", {std::string("gpulet.dev/claim=") + kClaimUid + "-gpu-1"}}});
+  FakePodResources::AddClaim(
+      &list, "cv", "anpr", "detector", "mig",
+      {{"", "", "", "", {std::string("gpulet.dev/claim=") + kClaimUid + "-gpu-2-mig-1-0"}}});
+  auto got = MapAssignments(list, GpusAndMig(), {}, kNodeA);
+  ASSERT_EQ(got.size(), 2u);
+  ASSERT_EQ(got["GPU-1"].size(), 1u);
+  EXPECT_EQ(got["GPU-1"][0].holder, (PodContainer{"ai", "ollama-0", "ollama"}));
+  EXPECT_EQ(got["GPU-1"][0].resource, kDriver);
+  EXPECT_EQ(got["GPU-1"][0].device_id, "gpu-1");
+  ASSERT_EQ(got["GPU-2"].size(), 1u);
+  EXPECT_EQ(got["GPU-2"][0].mig_uuid, "MIG-2a");
+}
+
+TEST(DraPodAttributionTest, DevicePluginAndDraGpusInOnePod) {
+  v1::ListPodResourcesResponse list;
+  FakePodResources::AddContainer(&list, "ai", "trainer", "main", "nvidia.com/gpu", {"GPU-0"});
+  FakePodResources::AddClaim(&list, "ai", "trainer", "main", "extra",
+                             {{kDriver, "node-a", "gpu-1", "", {}}});
+  // The same claim referenced twice by a container is still one device.
+  FakePodResources::AddClaim(&list, "ai", "trainer", "main", "extra",
+                             {{kDriver, "node-a", "gpu-1", "", {}}});
+  FakePodResources::AddClaim(&list, "ai", "trainer", "sidecar", "mig",
+                             {{kDriver, "node-a", "gpu-2-mig-1-0", "", {}}});
+  auto got = MapAssignments(list, GpusAndMig(), {"nvidia.com/gpu"}, kNodeA);
+  ASSERT_EQ(got.size(), 3u);
+  ASSERT_EQ(got["GPU-0"].size(), 1u);
+  EXPECT_EQ(got["GPU-0"][0].resource, "nvidia.com/gpu");
+  EXPECT_EQ(got["GPU-0"][0].holder, (PodContainer{"ai", "trainer", "main"}));
+  ASSERT_EQ(got["GPU-1"].size(), 1u);
+  EXPECT_EQ(got["GPU-1"][0].resource, kDriver);
+  EXPECT_EQ(got["GPU-1"][0].holder, (PodContainer{"ai", "trainer", "main"}));
+  ASSERT_EQ(got["GPU-2"].size(), 1u);
+  EXPECT_EQ(got["GPU-2"][0].holder, (PodContainer{"ai", "trainer", "sidecar"}));
+  // A process of the pod on the DRA GPU is the container's that holds it.
+  PodMap map;
+  map.by_gpu = got;
+  map.pods_by_uid[kUid] = {"ai", "trainer", {"main", "sidecar"}};
+  EXPECT_EQ(AttributeProcess(map, "GPU-1", CgroupPod{kUid, kCid}),
+            (PodContainer{"ai", "trainer", "main"}));
+  EXPECT_EQ(AttributeProcess(map, "GPU-2", CgroupPod{kUid, kCid}),
+            (PodContainer{"ai", "trainer", "sidecar"}));
 }
 
 TEST(AttributeProcessTest, ContainerWhenItCanBeToldApart) {
