@@ -57,7 +57,7 @@ bool SameMetricsInputs(const Config& a, const Config& b) {
   }
   if (!x.pod_attribution) return true;
   return x.pod_resources_interval == y.pod_resources_interval && a.kubelet_dir == b.kubelet_dir &&
-         ResourceNames(a) == ResourceNames(b);
+         ResourceNames(a) == ResourceNames(b) && a.dra.driver_name == b.dra.driver_name;
 }
 
 // Contents too: a certificate renewed at the same path (cert-manager, a cron job) is applied
@@ -376,6 +376,7 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Confi
     po.socket_dir = JoinPath(config.kubelet_dir, "pod-resources");
     po.interval = config.metrics.pod_resources_interval;
     po.resources = ResourceNames(config);
+    po.dra = {config.dra.driver_name, options_.node_name};
     po.clock = options_.clock;
     m->pods = std::make_unique<PodAttributor>(
         MakeKubeletPodResourcesClient(JoinPath(po.socket_dir, "kubelet.sock")), &store_,

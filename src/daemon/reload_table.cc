@@ -85,9 +85,9 @@ constexpr ReloadRule kRules[] = {
     {"cluster.taint.share", kReloadCluster, "rebuilt: the cluster reporter"},
     {"dra.enabled", kReloadDra | kReloadPluginConfig,
      "rebuilt: the DRA driver starts or stops; the device plugin takes or gives up its GPUs"},
-    {"dra.driverName", kReloadDra,
+    {"dra.driverName", kReloadDra | kReloadMetrics,
      "rebuilt: the DRA driver registers under the new name (the old name's slices stay until "
-     "the kubelet removes them)"},
+     "the kubelet removes them); the pod attributor follows the new name"},
     {"dra.gpus", kReloadDra | kReloadPluginConfig,
      "rebuilt: the DRA driver publishes the new set; the device plugin serves the rest"},
     {"dra.memoryShares.enabled", kReloadDra, "rebuilt: the DRA driver republishes its slices"},
