@@ -319,7 +319,22 @@ absl::StatusOr<std::unique_ptr<Daemon::Cluster>> Daemon::MakeCluster(const Confi
   }
   cluster->client = std::move(*client);
   if (config.dra.enabled) {
-    absl::StatusOr<std::unique_ptr<dra::DraDriver>> driver = MakeDra(config, cluster->client.get());
+    // The DRA driver's calls have their own client and rate limit: a claim's prepare is a
+    // pod start the kubelet waits on, so it must not queue behind the reporter's writes, nor
+    // at client-go's 5 per second when a node starts a batch of pods.
+    kube::KubeClientOptions dra_options;
+    dra_options.qps = 20;
+    dra_options.burst = 40;
+    dra_options.request_timeout = absl::Seconds(10);
+    absl::StatusOr<std::unique_ptr<kube::KubeClient>> dra_client =
+        kube::KubeClient::FromConfig(*api, dra_options, options_.clock);
+    if (!dra_client.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          in_cluster ? "dra.enabled: " : "cluster.kubeconfig: ", dra_client.status().message()));
+    }
+    cluster->dra_client = std::move(*dra_client);
+    absl::StatusOr<std::unique_ptr<dra::DraDriver>> driver =
+        MakeDra(config, cluster->dra_client.get());
     if (!driver.ok()) return driver.status();
     cluster->dra = std::move(*driver);
   }

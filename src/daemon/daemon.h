@@ -145,11 +145,13 @@ class Daemon {
   struct Cluster {
     std::unique_ptr<kube::KubeClient> client;
     std::unique_ptr<NodeReporter> reporter;  // declared after the client it uses
+    std::unique_ptr<kube::KubeClient> dra_client;  // the DRA driver's (its own rate limit)
     std::unique_ptr<dra::DraDriver> dra;
-    // Cancels the client's calls first, so that the users' threads, which may wait on an
+    // Cancels the clients' calls first, so that the users' threads, which may wait on an
     // unreachable API server, stop at once.
     ~Cluster() {
       if (client != nullptr) client->Cancel();
+      if (dra_client != nullptr) dra_client->Cancel();
     }
   };
   // Starts what `cluster` holds (null: nothing); errors name dra.* keys.
