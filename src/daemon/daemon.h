@@ -144,7 +144,7 @@ class Daemon {
   // (dra.enabled), each null when off; the whole is null when both are.
   struct Cluster {
     std::unique_ptr<kube::KubeClient> client;
-    std::unique_ptr<NodeReporter> reporter;  // declared after the client it uses
+    std::unique_ptr<NodeReporter> reporter;        // declared after the client it uses
     std::unique_ptr<kube::KubeClient> dra_client;  // the DRA driver's (its own rate limit)
     std::unique_ptr<dra::DraDriver> dra;
     // Cancels the clients' calls first, so that the users' threads, which may wait on an
