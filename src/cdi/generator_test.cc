@@ -346,6 +346,52 @@ TEST(CdiGeneratorTest, RefusesWithoutUsableGpus) {
   EXPECT_TRUE(absl::IsFailedPrecondition(GenerateSpec(no_version, host, {}).status()));
 }
 
+// docs/mig.md: "A MIG device whose capability nodes are missing is left out of the spec with a
+// warning saying how to create them". The h200-mig fixture's H200 has four MIG devices; here
+// only GPU instance 3's capability nodes exist (minors 30 and 31 in its mig-minors).
+TEST(CdiGeneratorTest, MigDeviceWithoutCapabilityNodesIsLeftOutWithTheFix) {
+  TempDir host;
+  fs::copy(SimRoot("h200-mig"), host.path(),
+           fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  for (const char* cap : {"nvidia-cap30", "nvidia-cap31"}) {
+    std::ofstream(fs::path(host.path()) / "dev/nvidia-caps" / cap);
+  }
+  Inventory inv = InventoryFor(
+      host.path(), {Identity(0, "GPU-c1a7e0f2-9b34-4d58-8e61-2f0b7a3d0200", "0000:18:00.0", 0)},
+      "570.133.20");
+  ASSERT_EQ(inv.gpus.size(), 1u);
+  auto mig = [](unsigned index, unsigned gi, const std::string& profile, const std::string& uuid) {
+    MigDeviceInfo m;
+    m.index = index;
+    m.gpu_instance_id = gi;
+    m.profile = profile;
+    m.uuid = uuid;
+    return m;
+  };
+  inv.gpus[0].mig_capable = inv.gpus[0].mig_enabled = true;
+  inv.gpus[0].mig_devices = {mig(0, 3, "1g.18gb", "MIG-c1a7e0f2-9b34-5d58-8e61-2f0b7a3d0203"),
+                             mig(1, 4, "1g.18gb", "MIG-c1a7e0f2-9b34-5d58-8e61-2f0b7a3d0204")};
+  absl::StatusOr<GeneratedSpec> g = GenerateSpec(inv, HostFs(host.path()), {});
+  ASSERT_TRUE(g.ok()) << g.status();
+  // GPU instance 3 by index and UUID; GPU instance 4 not at all.
+  EXPECT_THAT(Names(g->spec), ElementsAre("0", "GPU-c1a7e0f2-9b34-4d58-8e61-2f0b7a3d0200", "0:0",
+                                          "MIG-c1a7e0f2-9b34-5d58-8e61-2f0b7a3d0203", "all"));
+  std::vector<std::string> nodes;
+  for (const DeviceNode& n : g->spec.devices[2].edits.device_nodes) nodes.push_back(n.path);
+  EXPECT_THAT(nodes, ElementsAre("/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap30",
+                                 "/dev/nvidia-caps/nvidia-cap31"));
+  std::string warnings = absl::StrJoin(g->warnings, "\n");
+  EXPECT_THAT(warnings, HasSubstr("GPU 0 MIG device 1 (1g.18gb, "
+                                  "MIG-c1a7e0f2-9b34-5d58-8e61-2f0b7a3d0204) is left out of the "
+                                  "spec: its capability nodes (/dev/nvidia-caps/nvidia-cap39, "
+                                  "/dev/nvidia-caps/nvidia-cap40) are missing"));
+  EXPECT_THAT(
+      warnings,
+      HasSubstr("`nvidia-modprobe -f /proc/driver/nvidia/capabilities/gpu0/mig/gi4/access`"));
+  EXPECT_THAT(warnings, ::testing::Not(HasSubstr("2f0b7a3d0203")));
+  EXPECT_TRUE(ValidateSpec(g->spec).ok());
+}
+
 TEST(CdiGeneratorTest, ParseNameStrategy) {
   EXPECT_EQ(*ParseNameStrategy("index"), NameStrategy::kIndex);
   EXPECT_EQ(*ParseNameStrategy("uuid"), NameStrategy::kUuid);

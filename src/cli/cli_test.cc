@@ -94,6 +94,42 @@ TEST(CliTest, ListHomelabShowsBothGpus) {
   EXPECT_NE(r.err.find("fault-injection state"), std::string::npos);
 }
 
+// docs/mig.md: `gpulet list` shows each MIG device as a row under its GPU, as `nvidia-smi -L`
+// does (GPU index:MIG index, profile, GPU and compute instance ids, memory, MIG UUID), and
+// `--json` adds `mig_enabled` and `mig_devices`.
+TEST(CliTest, ListH200MigShowsEachMigDeviceUnderItsGpu) {
+  auto r = RunProgram({Gpulet(), "--simulate", "h200-mig", "--sim-state",
+                       "/tmp/gpulet-cli-test-none.json", "list"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> rows;
+  for (size_t start = 0, end; start < r.out.size(); start = end + 1) {
+    end = r.out.find('\n', start);
+    if (end == std::string::npos) end = r.out.size();
+    rows.push_back(r.out.substr(start, end - start));
+  }
+  ASSERT_GE(rows.size(), 6u) << r.out;
+  EXPECT_EQ(rows[1].rfind("0    NVIDIA H200 ", 0), 0u) << r.out;
+  const char* const kMig[][3] = {
+      {"0:0", "MIG 3g.71gb (GI 1, CI 0)  70.0 GiB", "MIG-c1a7e0f2-9b34-5d58-8e61-2f0b7a3d0201"},
+      {"0:1", "MIG 2g.35gb (GI 2, CI 0)  35.0 GiB", "MIG-c1a7e0f2-9b34-5d58-8e61-2f0b7a3d0202"},
+      {"0:2", "MIG 1g.18gb (GI 3, CI 0)  17.5 GiB", "MIG-c1a7e0f2-9b34-5d58-8e61-2f0b7a3d0203"},
+      {"0:3", "MIG 1g.18gb (GI 4, CI 0)  17.5 GiB", "MIG-c1a7e0f2-9b34-5d58-8e61-2f0b7a3d0204"}};
+  for (size_t i = 0; i < 4; ++i) {
+    const std::string& row = rows[2 + i];
+    EXPECT_EQ(row.rfind(std::string(kMig[i][0]) + " ", 0), 0u) << row;
+    EXPECT_NE(row.find(kMig[i][1]), std::string::npos) << row;
+    EXPECT_EQ(row.substr(row.find_last_not_of(' ') + 1 - std::string(kMig[i][2]).size()),
+              kMig[i][2])
+        << row;
+  }
+  r = RunProgram({Gpulet(), "--simulate", "h200-mig", "--sim-state",
+                  "/tmp/gpulet-cli-test-none.json", "list", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"mig_enabled\": true"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"mig_devices\": ["), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"profile\": \"3g.71gb\""), std::string::npos) << r.out;
+}
+
 TEST(CliTest, ListJsonDgx8HasEightHoppersOnTwoNumaNodes) {
   auto r = RunProgram({Gpulet(), "--simulate", "dgx8", "--sim-state",
                        "/tmp/gpulet-cli-test-none.json", "list", "--json"});

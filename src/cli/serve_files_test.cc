@@ -403,6 +403,42 @@ TEST(ServeThreadsTest, ArchitectureDocListsEveryThreadServeRuns) {
   fs::remove_all(dir);
 }
 
+// The gpulet-* thread names a running `gpulet serve --simulate <fixture>` has.
+std::set<std::string> ServeThreadNames(const std::string& fixture) {
+  fs::path dir =
+      fs::temp_directory_path() / absl::StrCat("gpulet-serve-threads-", fixture, "-", getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir / "kubelet/device-plugins");
+  testing::DaemonProcess d;
+  std::set<std::string> running;
+  EXPECT_TRUE(
+      d.Start({Gpulet(), "--simulate", fixture, "--sim-state", (dir / "state.json").string(),
+               "serve", "--metrics-address", "", "--kubelet-dir", (dir / "kubelet").string()},
+              {}, (dir / "serve.log").string()));
+  EXPECT_TRUE(WaitFor(dir / "kubelet/device-plugins/gpulet-gpu.sock", absl::Seconds(20)))
+      << d.Log();
+  absl::SleepFor(absl::Milliseconds(500));  // every worker has started
+  for (const auto& task : fs::directory_iterator(absl::StrCat("/proc/", d.pid(), "/task"))) {
+    std::ifstream in(task.path() / "comm");
+    std::string name;
+    std::getline(in, name);
+    if (name.rfind("gpulet-", 0) == 0) running.insert(name);
+  }
+  EXPECT_EQ(d.Stop(SIGTERM, absl::Seconds(10)), 0) << d.Log();
+  fs::remove_all(dir);
+  return running;
+}
+
+// docs/mig.md: the `gpulet-mig` thread runs "only on nodes with a MIG-capable GPU": the
+// homelab's GeForce cards are not, h200-mig's H200 is.
+TEST(ServeThreadsTest, MigThreadRunsOnlyWithAMigCapableGpu) {
+  std::set<std::string> homelab = ServeThreadNames("homelab");
+  EXPECT_FALSE(homelab.empty());
+  EXPECT_FALSE(homelab.count("gpulet-mig"));
+  std::set<std::string> h200 = ServeThreadNames("h200-mig");
+  EXPECT_TRUE(h200.count("gpulet-mig"));
+}
+
 // SIGTERM while discovery waits on an nvmlInit that hangs (the probe's deadline is 30 s):
 // gpulet exits 0 at once instead of finishing discovery first, and leaves no socket.
 TEST(ServeSignalsTest, SigtermDuringAHangingNvmlInitExitsAtOnce) {

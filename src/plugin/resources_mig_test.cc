@@ -114,6 +114,51 @@ TEST(MigResourcesTest, MixedAdvertisesEachProfileAsItsOwnResourceWithItsCount) {
   EXPECT_THAT(Names(ResourcesFor(c, nullptr)), ElementsAre("nvidia.com/gpu"));
 }
 
+// docs/mig.md: "memory slices are for GPUs without MIG only".
+TEST(MigResourcesTest, MemorySlicesSkipGpusInMigModeUnderAMigStrategy) {
+  Snapshot s = Mixed();
+  for (DeviceRecord& d : s.devices) d.gpu.memory_total_bytes = uint64_t{4} << 30;
+  Config c = Strategy(MigStrategy::kMixed);
+  c.sharing.memory_slices.enabled = true;
+  c.sharing.memory_slices.slice_mib = 2048;
+  std::vector<ResourceSpec> specs = ResourcesFor(c, &s);
+  const ResourceSpec* mem = Find(specs, "nvidia.com/gpu-memory");
+  ASSERT_NE(mem, nullptr);
+  EXPECT_EQ(mem->kind, ResourceKind::kMemorySlice);
+  // Only GPU 2 (MIG disabled) is sliced: 4 GiB in 2 GiB slices.
+  std::vector<AdvertisedDevice> slices = AdvertisedDevices(*mem, c, s);
+  ASSERT_EQ(slices.size(), 2u);
+  for (const AdvertisedDevice& a : slices) {
+    EXPECT_EQ(a.gpu, 2u);
+    EXPECT_THAT(a.id, HasSubstr("GPU-2"));
+  }
+  // Under `single` too: with every GPU in MIG mode there is nothing to slice.
+  Snapshot uniform = Uniform();
+  for (DeviceRecord& d : uniform.devices) d.gpu.memory_total_bytes = uint64_t{4} << 30;
+  c.plugin.mig_strategy = MigStrategy::kSingle;
+  mem = Find(ResourcesFor(c, &uniform), "nvidia.com/gpu-memory");
+  ASSERT_NE(mem, nullptr);
+  EXPECT_TRUE(AdvertisedDevices(*mem, c, uniform).empty());
+  // Without a MIG strategy every GPU is sliced, MIG or not.
+  c.plugin.mig_strategy = MigStrategy::kNone;
+  mem = Find(ResourcesFor(c, &s), "nvidia.com/gpu-memory");
+  ASSERT_NE(mem, nullptr);
+  EXPECT_EQ(AdvertisedDevices(*mem, c, s).size(), 6u);
+}
+
+// docs/mig.md: "The resource name domain follows `resourceName`".
+TEST(MigResourcesTest, MigResourceDomainFollowsResourceName) {
+  Snapshot s = Mixed();
+  Config c = Strategy(MigStrategy::kMixed);
+  c.resource_name = "example.com/gpu";
+  std::vector<ResourceSpec> specs = ResourcesFor(c, &s);
+  EXPECT_THAT(Names(specs),
+              ElementsAre("example.com/gpu", "example.com/mig-1g.10gb", "example.com/mig-2g.20gb"));
+  EXPECT_EQ(Find(specs, "example.com/mig-1g.10gb")->socket_name, "gpulet-mig-1g.10gb.sock");
+  EXPECT_THAT(Ids(AdvertisedDevices(*Find(specs, "example.com/mig-1g.10gb"), c, s)),
+              ElementsAre("MIG-0-7", "MIG-0-8"));
+}
+
 TEST(MigResourcesTest, SingleServesUniformLayoutsUnderTheGpuResource) {
   Snapshot s = Uniform();
   Config c = Strategy(MigStrategy::kSingle);
