@@ -501,6 +501,17 @@ void ReplyNotFound(httplib::Response& res, const std::string& resource, const st
               {{"name", name}, {"group", "resource.k8s.io"}, {"kind", resource}});
 }
 
+// The object stored under `key` in `objects` (the caller holds their lock), or nullptr after
+// answering 404 NotFound for `resource` `name`.
+json* FindOrReplyNotFound(std::map<std::string, json>& objects, const std::string& key,
+                          httplib::Response& res, const std::string& resource,
+                          const std::string& name) {
+  auto it = objects.find(key);
+  if (it != objects.end()) return &it->second;
+  ReplyNotFound(res, resource, name);
+  return nullptr;
+}
+
 }  // namespace
 
 FakeApiServer::FakeApiServer() = default;
@@ -1096,12 +1107,9 @@ void FakeApiServer::CreateResourceSlice(const httplib::Request& req, httplib::Re
 void FakeApiServer::GetResourceSlice(const httplib::Request& req, httplib::Response& res) {
   const std::string name = req.matches[1];
   absl::MutexLock lock(&mu_);
-  auto it = slices_.find(name);
-  if (it == slices_.end()) {
-    ReplyNotFound(res, "resourceslices", name);
-    return;
+  if (json* stored = FindOrReplyNotFound(slices_, name, res, "resourceslices", name)) {
+    Reply(res, 200, *stored);
   }
-  Reply(res, 200, it->second);
 }
 
 void FakeApiServer::ListResourceSlices(const httplib::Request& req, httplib::Response& res) {
@@ -1149,13 +1157,10 @@ void FakeApiServer::PutResourceSlice(const httplib::Request& req, httplib::Respo
     return;
   }
   absl::MutexLock lock(&mu_);
-  auto it = slices_.find(name);
-  if (it == slices_.end()) {
-    ReplyNotFound(res, "resourceslices", name);
-    return;
-  }
+  json* stored = FindOrReplyNotFound(slices_, name, res, "resourceslices", name);
+  if (stored == nullptr) return;
   const std::string want = RvOf(slice);
-  if (!want.empty() && want != RvOf(it->second)) {
+  if (!want.empty() && want != RvOf(*stored)) {
     ReplyStatus(
         res, 409, "Conflict",
         absl::StrCat("Operation cannot be fulfilled on resourceslices.resource.k8s.io \"", name,
@@ -1164,34 +1169,31 @@ void FakeApiServer::PutResourceSlice(const httplib::Request& req, httplib::Respo
         {{"name", name}, {"group", "resource.k8s.io"}, {"kind", "resourceslices"}});
     return;
   }
-  std::vector<std::string> errs = ValidateResourceSlice(slice, &it->second);
+  std::vector<std::string> errs = ValidateResourceSlice(slice, stored);
   if (!errs.empty()) {
     ReplyInvalidSlice(res, name, errs);
     return;
   }
   ++rv_;
   meta["name"] = name;
-  meta["uid"] = it->second["metadata"]["uid"];
+  meta["uid"] = (*stored)["metadata"]["uid"];
   meta["resourceVersion"] = absl::StrCat(rv_);
-  const int64_t generation = Int(it->second["metadata"], "generation");
-  meta["generation"] = slice["spec"] == it->second["spec"] ? generation : generation + 1;
+  const int64_t generation = Int((*stored)["metadata"], "generation");
+  meta["generation"] = slice["spec"] == (*stored)["spec"] ? generation : generation + 1;
   slice["kind"] = "ResourceSlice";
   slice["apiVersion"] = "resource.k8s.io/v1";
-  it->second = slice;
+  *stored = slice;
   Reply(res, 200, slice);
 }
 
 void FakeApiServer::DeleteResourceSlice(const httplib::Request& req, httplib::Response& res) {
   const std::string name = req.matches[1];
   absl::MutexLock lock(&mu_);
-  auto it = slices_.find(name);
-  if (it == slices_.end()) {
-    ReplyNotFound(res, "resourceslices", name);
-    return;
-  }
+  json* stored = FindOrReplyNotFound(slices_, name, res, "resourceslices", name);
+  if (stored == nullptr) return;
   ++rv_;
-  json gone = std::move(it->second);
-  slices_.erase(it);
+  json gone = std::move(*stored);
+  slices_.erase(name);
   Reply(res, 200, gone);  // no finalizers: deleted at once, and the object answered
 }
 
@@ -1199,12 +1201,10 @@ void FakeApiServer::GetResourceClaim(const httplib::Request& req, httplib::Respo
   const std::string ns = req.matches[1];
   const std::string name = req.matches[2];
   absl::MutexLock lock(&mu_);
-  auto it = claims_.find(absl::StrCat(ns, "/", name));
-  if (it == claims_.end()) {
-    ReplyNotFound(res, "resourceclaims", name);
-    return;
+  if (json* stored =
+          FindOrReplyNotFound(claims_, absl::StrCat(ns, "/", name), res, "resourceclaims", name)) {
+    Reply(res, 200, *stored);
   }
-  Reply(res, 200, it->second);
 }
 
 }  // namespace gpulet::testing
