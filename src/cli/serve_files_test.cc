@@ -342,6 +342,36 @@ TEST(ServeBundledFixtureTest, WritesNoSpecIntoTheFixture) {
   fs::remove_all(dir);
 }
 
+// The gpulet-* thread names a running `gpulet serve --simulate <fixture>` has (with its
+// metrics server, so that every worker runs).
+std::set<std::string> ServeThreadNames(const std::string& fixture) {
+  fs::path dir =
+      fs::temp_directory_path() / absl::StrCat("gpulet-serve-threads-", fixture, "-", getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir / "kubelet/device-plugins");
+  testing::DaemonProcess d;
+  std::set<std::string> running;
+  if (!d.Start(
+          {Gpulet(), "--simulate", fixture, "--sim-state", (dir / "state.json").string(), "serve",
+           "--metrics-address", "127.0.0.1:0", "--kubelet-dir", (dir / "kubelet").string()},
+          {}, (dir / "serve.log").string())) {
+    ADD_FAILURE() << "gpulet serve did not start";
+    return running;
+  }
+  EXPECT_TRUE(WaitFor(dir / "kubelet/device-plugins/gpulet-gpu.sock", absl::Seconds(20)))
+      << d.Log();
+  absl::SleepFor(absl::Milliseconds(500));  // every worker has started
+  for (const auto& task : fs::directory_iterator(absl::StrCat("/proc/", d.pid(), "/task"))) {
+    std::ifstream in(task.path() / "comm");
+    std::string name;
+    std::getline(in, name);
+    if (name.rfind("gpulet-", 0) == 0) running.insert(name);
+  }
+  EXPECT_EQ(d.Stop(SIGTERM, absl::Seconds(10)), 0) << d.Log();
+  fs::remove_all(dir);
+  return running;
+}
+
 // docs/architecture.md's list of threads is true: every gpulet-* thread a running `gpulet
 // serve` has is in it, and every name in it is one gpulet's sources give a thread.
 TEST(ServeThreadsTest, ArchitectureDocListsEveryThreadServeRuns) {
@@ -376,57 +406,12 @@ TEST(ServeThreadsTest, ArchitectureDocListsEveryThreadServeRuns) {
     EXPECT_THAT(sources, HasSubstr(absl::StrCat("\"", name, "\""))) << name;
   }
 
-  fs::path dir = fs::temp_directory_path() / absl::StrCat("gpulet-serve-threads-", getpid());
-  fs::remove_all(dir);
-  fs::create_directories(dir / "kubelet/device-plugins");
-  testing::DaemonProcess d;
-  ASSERT_TRUE(d.Start(
-      {Gpulet(), "--simulate", "homelab", "--sim-state", (dir / "state.json").string(), "serve",
-       "--metrics-address", "127.0.0.1:0", "--kubelet-dir", (dir / "kubelet").string()},
-      {}, (dir / "serve.log").string()));
-  ASSERT_TRUE(WaitFor(dir / "kubelet/device-plugins/gpulet-gpu.sock", absl::Seconds(20)))
-      << d.Log();
-  absl::SleepFor(absl::Milliseconds(500));  // every worker has started
-  std::set<std::string> running;
-  for (const auto& task : fs::directory_iterator(absl::StrCat("/proc/", d.pid(), "/task"))) {
-    std::ifstream in(task.path() / "comm");
-    std::string name;
-    std::getline(in, name);
-    if (name.rfind("gpulet-", 0) == 0) running.insert(name);
-  }
+  const std::set<std::string> running = ServeThreadNames("homelab");
   EXPECT_GE(running.size(), 5u);
   for (const std::string& name : running) {
     EXPECT_TRUE(documented.count(name))
         << name << " runs but docs/architecture.md does not list it";
   }
-  EXPECT_EQ(d.Stop(SIGTERM, absl::Seconds(10)), 0) << d.Log();
-  fs::remove_all(dir);
-}
-
-// The gpulet-* thread names a running `gpulet serve --simulate <fixture>` has.
-std::set<std::string> ServeThreadNames(const std::string& fixture) {
-  fs::path dir =
-      fs::temp_directory_path() / absl::StrCat("gpulet-serve-threads-", fixture, "-", getpid());
-  fs::remove_all(dir);
-  fs::create_directories(dir / "kubelet/device-plugins");
-  testing::DaemonProcess d;
-  std::set<std::string> running;
-  EXPECT_TRUE(
-      d.Start({Gpulet(), "--simulate", fixture, "--sim-state", (dir / "state.json").string(),
-               "serve", "--metrics-address", "", "--kubelet-dir", (dir / "kubelet").string()},
-              {}, (dir / "serve.log").string()));
-  EXPECT_TRUE(WaitFor(dir / "kubelet/device-plugins/gpulet-gpu.sock", absl::Seconds(20)))
-      << d.Log();
-  absl::SleepFor(absl::Milliseconds(500));  // every worker has started
-  for (const auto& task : fs::directory_iterator(absl::StrCat("/proc/", d.pid(), "/task"))) {
-    std::ifstream in(task.path() / "comm");
-    std::string name;
-    std::getline(in, name);
-    if (name.rfind("gpulet-", 0) == 0) running.insert(name);
-  }
-  EXPECT_EQ(d.Stop(SIGTERM, absl::Seconds(10)), 0) << d.Log();
-  fs::remove_all(dir);
-  return running;
 }
 
 // docs/mig.md: the `gpulet-mig` thread runs "only on nodes with a MIG-capable GPU": the
