@@ -204,6 +204,7 @@ class ServeCommand final : public CommandHandler {
     options.bundled_fixture_root = !ctx.global.simulate.empty() &&
                                    (ctx.global.host_root.empty() || ctx.global.host_root == "/");
     options.node_name = NodeName();
+    if (const char* uid = std::getenv("POD_UID"); uid != nullptr) options.pod_uid = uid;
     DiscoveryOptions discovery;
     if (!PrepareDiscovery(ctx, &discovery, /*quiet_simulation=*/false)) return kExitUsage;
     std::optional<DiscoverySignals> discovery_signals(std::in_place);

@@ -496,6 +496,11 @@ const std::vector<Field>& Fields() {
          return absl::OkStatus();
        },
        [](const Config& c) { return Str(c.dra.checkpoint_file); }},
+      {"dra.rollingUpdate", "true or false",
+       [](Config& c, const std::string& v) {
+         return ParseBool("dra.rollingUpdate", v, &c.dra.rolling_update);
+       },
+       [](const Config& c) { return YAML::Node(c.dra.rolling_update); }},
   };
   return *kFields;
 }

@@ -188,6 +188,10 @@ struct Config {
     // Where prepared claims are recorded across restarts (under --host-root). Default:
     // /var/lib/gpulet/dra-checkpoint.json.
     std::string checkpoint_file = "/var/lib/gpulet/dra-checkpoint.json";
+    // Rolling updates of gpulet without a gap (Kubernetes 1.33+, docs/dra.md): the kubelet
+    // plugin's sockets carry the pod UID, which the DaemonSet passes in POD_UID (downward API
+    // metadata.uid), so an old and a new pod serve side by side. Default: false.
+    bool rolling_update = false;
   } dra;
 
   // The resource names this config advertises (one per plugin server).

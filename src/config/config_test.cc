@@ -259,6 +259,7 @@ const std::vector<KeyCase>& KeyCases() {
        "/var/lib/gpulet/dra-checkpoint.json",
        {{"/data/dra.json", "/data/dra.json"}},
        {"", "relative.json", "/var/lib/gpulet/"}},
+      {"dra.rollingUpdate", "false", {{"true", "true"}}, {"surge"}},
   };
   return *kCases;
 }

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "daemon/reload_table.h"
 #include "deploy/labels.h"
+#include "dra/registration.h"
 #include "health/kmsg_source.h"
 #include "plugin/resources.h"
 
@@ -258,6 +259,16 @@ absl::StatusOr<std::unique_ptr<dra::DraDriver>> Daemon::MakeDra(const Config& co
         "dra.enabled needs a host root gpulet can write claim specs and its checkpoint to, not "
         "the bundled simulator fixture; pass --host-root with a copy of it");
   }
+  if (config.dra.rolling_update) {
+    if (options_.pod_uid.empty()) {
+      return absl::InvalidArgumentError(
+          "dra.rollingUpdate: the pod's UID is unknown; set POD_UID to the pod's metadata.uid "
+          "through the downward API (deploy/dra does), or set dra.rollingUpdate to false");
+    }
+    if (absl::Status s = dra::CheckInstanceName(options_.pod_uid); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("dra.rollingUpdate: POD_UID: ", s.message()));
+    }
+  }
   absl::StatusOr<std::string> checkpoint = node_.host->Resolve(config.dra.checkpoint_file);
   if (!checkpoint.ok()) {
     return absl::InvalidArgumentError(
@@ -276,6 +287,7 @@ absl::StatusOr<std::unique_ptr<dra::DraDriver>> Daemon::MakeDra(const Config& co
   dra::DraDriverOptions o;
   o.kubelet_dir = config.kubelet_dir;
   o.checkpoint_path = *checkpoint;
+  if (config.dra.rolling_update) o.instance = options_.pod_uid;
   o.slices.driver = config.dra.driver_name;
   o.slices.node_name = options_.node_name;
   o.slices.memory_shares = config.dra.memory_shares.enabled;

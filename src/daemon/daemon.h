@@ -63,6 +63,9 @@ namespace gpulet {
 struct DaemonOptions {
   // The node's name for the metrics' hostname label (NODE_NAME, else gethostname()).
   std::string node_name;
+  // The pod's UID (POD_UID, from the downward API's metadata.uid; "" outside a pod): with
+  // dra.rollingUpdate, the DRA driver's socket names carry it.
+  std::string pod_uid;
   // The host root is the bundled simulator fixture: data, not a node; no files written.
   bool bundled_fixture_root = false;
   // Time for the store's timestamps and the file check's ticks.

@@ -96,6 +96,9 @@ constexpr ReloadRule kRules[] = {
     {"dra.checkpointFile", kReloadDra,
      "rebuilt: the DRA driver reads the new checkpoint (claims recorded in the old one are "
      "not moved)"},
+    {"dra.rollingUpdate", kReloadDra,
+     "rebuilt: the DRA driver serves and registers again under the new socket names (with "
+     "or without the pod UID)"},
 };
 
 // The node at a dotted key in a ConfigToYaml document.

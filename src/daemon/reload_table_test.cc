@@ -79,6 +79,7 @@ const std::map<std::string, std::string>& OtherValues() {
       {"dra.memoryShares.stepMiB", "512"},
       {"dra.noExecuteOnFatal", "true"},
       {"dra.checkpointFile", "/var/lib/gpulet/other.json"},
+      {"dra.rollingUpdate", "true"},
   };
   return *kValues;
 }

@@ -50,7 +50,7 @@ absl::Status DraDriver::Start() {
   absl::Status s = publisher_->Start();
   if (s.ok()) {
     plugin_ = std::make_unique<KubeletPlugin>(options_.slices.driver, options_.kubelet_dir,
-                                              claims_.get());
+                                              claims_.get(), absl::Seconds(1), options_.instance);
     HealthService::Options health;
     health.pool = options_.slices.node_name;
     plugin_->SetHealthSource(store_, std::move(health));

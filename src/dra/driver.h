@@ -38,6 +38,9 @@ struct DraDriverOptions {
   std::string checkpoint_path;    // a local path (the caller resolves --host-root)
   SliceOptions slices;            // driver and node_name name the driver and its pool
   ClaimPreparerOptions preparer;  // driver and node_name are taken from `slices`
+  // "" or the pod UID (dra.rollingUpdate): the kubelet plugin's sockets are then unique to
+  // this gpulet pod, for rolling updates (kubelet_plugin.h).
+  std::string instance;
 };
 
 class DraDriver {

@@ -1,15 +1,25 @@
 #include "dra/kubelet_plugin.h"
 
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
 #include "common/log.h"
+#include "common/unix_socket.h"
 #include "common/periodic_worker.h"
 
 namespace gpulet::dra {
 
 KubeletPlugin::KubeletPlugin(std::string driver, std::string kubelet_dir, PreparedClaims* claims,
-                             absl::Duration recheck)
-    : paths_(DraPaths::For(kubelet_dir, driver)),
+                             absl::Duration recheck, std::string instance)
+    : instance_(std::move(instance)),
+      paths_(DraPaths::For(kubelet_dir, driver, instance_)),
       recheck_(recheck),
       service_(paths_.dra_socket, claims),
       registration_(driver, paths_.registration_socket, paths_.dra_socket) {}
@@ -20,6 +30,9 @@ absl::Status KubeletPlugin::Start() {
   if (thread_.joinable()) return absl::OkStatus();
   absl::Status s = CheckDriverName(registration_.driver());
   if (!s.ok()) return s;
+  s = CheckInstanceName(instance_);
+  if (!s.ok()) return s;
+  RemoveStaleInstances();
   s = service_.Start();
   if (!s.ok()) return s;
   s = registration_.Start();
@@ -44,6 +57,62 @@ void KubeletPlugin::Stop() {
   }
   registration_.Stop();  // the kubelet deregisters before the service goes
   service_.Stop();
+}
+
+namespace {
+
+// The instance part of `name` when it is `prefix` + ("" | "-" + pod UID) + `suffix`: "" for
+// the name without instance; nullopt when `name` is not such a name.
+std::optional<std::string> InstanceOf(const std::string& name, const std::string& prefix,
+                                      const std::string& suffix) {
+  if (!absl::StartsWith(name, prefix) || !absl::EndsWith(name, suffix) ||
+      name.size() < prefix.size() + suffix.size()) {
+    return std::nullopt;
+  }
+  std::string middle = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (middle.empty()) return middle;
+  if (middle[0] != '-' || !IsPodUid(middle.substr(1))) return std::nullopt;
+  return middle.substr(1);
+}
+
+// The sockets in `dir` named prefix[-<uid>]suffix, other than `own`.
+std::vector<std::string> OtherInstances(const std::string& dir, const std::string& prefix,
+                                        const std::string& suffix, const std::string& own) {
+  std::vector<std::string> out;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (struct dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (!InstanceOf(name, prefix, suffix).has_value()) continue;
+    std::string path = absl::StrCat(dir, "/", name);
+    if (path != own) out.push_back(std::move(path));
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+void KubeletPlugin::RemoveStaleInstances() {
+  removed_stale_.clear();
+  const std::string& driver = registration_.driver();
+  std::vector<std::string> candidates = OtherInstances(paths_.registry_dir, driver, "-reg.sock",
+                                                       paths_.registration_socket);
+  for (std::string& p : OtherInstances(paths_.plugin_dir, "dra", ".sock", paths_.dra_socket)) {
+    candidates.push_back(std::move(p));
+  }
+  // Only a socket nobody listens on: a live instance (the old pod of a rolling update, still
+  // serving) keeps its sockets, and removes them itself when it stops.
+  for (const std::string& path : candidates) {
+    if (ProbeUnixSocket(path) != SocketProbe::kRefused) continue;
+    if (unlink(path.c_str()) == 0) {
+      GPULET_LOG_INFO("DRA driver {}: removed {}, a socket of an earlier instance that no "
+                      "process serves any more",
+                      driver, path);
+      removed_stale_.push_back(path);
+    }
+  }
 }
 
 void KubeletPlugin::Run() {

@@ -12,6 +12,15 @@
 // registration first, then the service. With SetHealthSource, the DRA socket also serves the
 // kubelet's device-health stream (health_service.h).
 //
+// Rolling updates: with an `instance` (the pod UID) the sockets are
+// <driver>-<instance>-reg.sock and dra-<instance>.sock (DraPaths), so an old and a new gpulet
+// pod serve side by side; the kubelet (1.33+) calls the most recently registered instance of
+// a driver and falls back to another when that one's socket goes. Each instance removes only
+// its own sockets. Start also removes the sockets of other instances of the same driver (any
+// instance name, and none) that are stale, i.e. whose connect() is refused: no process
+// listens on them any more (an instance killed with SIGKILL); a served socket is never
+// touched.
+//
 // Thread-safety: Start/Stop from one owning thread; the accessors from any thread.
 // `claims` must outlive the object.
 #ifndef GPULET_DRA_KUBELET_PLUGIN_H_
@@ -22,6 +31,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -34,8 +44,9 @@ namespace gpulet::dra {
 
 class KubeletPlugin {
  public:
+  // `instance`: "" or the pod UID (CheckInstanceName; Start refuses anything else).
   KubeletPlugin(std::string driver, std::string kubelet_dir, PreparedClaims* claims,
-                absl::Duration recheck = absl::Seconds(1));
+                absl::Duration recheck = absl::Seconds(1), std::string instance = "");
   ~KubeletPlugin();
   KubeletPlugin(const KubeletPlugin&) = delete;
   KubeletPlugin& operator=(const KubeletPlugin&) = delete;
@@ -46,9 +57,10 @@ class KubeletPlugin {
     service_.SetHealthSource(store, std::move(options));
   }
 
-  // Serves both sockets and starts the watch thread. Errors (a driver name that is not a DNS
-  // subdomain, a socket path too long, a directory that cannot be made or served in) name
-  // the name or path; nothing is left running.
+  // Removes stale sockets of other instances (logged), serves both sockets and starts the
+  // watch thread. Errors (a driver name that is not a DNS subdomain, an instance that is not
+  // a pod UID, a socket path too long, a directory that cannot be made or served in) name the
+  // name or path; nothing is left running.
   absl::Status Start();
   void Stop();
 
@@ -56,12 +68,17 @@ class KubeletPlugin {
   int reserves() const { return reserves_.load(); }
   RegistrationServer::Verdict verdict() const { return registration_.verdict(); }
   const DraPaths& paths() const { return paths_; }
+  const std::string& instance() const { return instance_; }
+  // The stale sockets of other instances the last Start removed (for tests and status).
+  const std::vector<std::string>& removed_stale() const { return removed_stale_; }
   const RegistrationServer& registration() const { return registration_; }
   const DraPluginServer& service() const { return service_; }
 
  private:
   void Run();
+  void RemoveStaleInstances();
 
+  const std::string instance_;
   const DraPaths paths_;
   const absl::Duration recheck_;
   DraPluginServer service_;
@@ -70,6 +87,7 @@ class KubeletPlugin {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<int> reserves_{0};
+  std::vector<std::string> removed_stale_;  // written by Start only
 };
 
 }  // namespace gpulet::dra

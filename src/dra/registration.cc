@@ -16,13 +16,37 @@
 
 namespace gpulet::dra {
 
-DraPaths DraPaths::For(const std::string& kubelet_dir, const std::string& driver) {
+DraPaths DraPaths::For(const std::string& kubelet_dir, const std::string& driver,
+                       const std::string& instance) {
+  const std::string suffix = instance.empty() ? "" : absl::StrCat("-", instance);
   DraPaths p;
   p.registry_dir = absl::StrCat(kubelet_dir, "/plugins_registry");
-  p.registration_socket = absl::StrCat(p.registry_dir, "/", driver, "-reg.sock");
+  p.registration_socket = absl::StrCat(p.registry_dir, "/", driver, suffix, "-reg.sock");
   p.plugin_dir = absl::StrCat(kubelet_dir, "/plugins/", driver);
-  p.dra_socket = absl::StrCat(p.plugin_dir, "/dra.sock");
+  p.dra_socket = absl::StrCat(p.plugin_dir, "/dra", suffix, ".sock");
   return p;
+}
+
+absl::Status CheckInstanceName(const std::string& instance) {
+  if (instance.empty() || IsPodUid(instance)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the instance name \"", instance,
+      "\" is not a pod UID (a lower-case UUID such as 0b6c2f7e-6d3c-4a8e-9a55-2f1e4b7c9d10): "
+      "pass the pod's metadata.uid through the downward API"));
+}
+
+bool IsPodUid(const std::string& s) {
+  // 8-4-4-4-12 lower-case hex digits, as the API server generates metadata.uid.
+  if (s.size() != 36) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (i == 8 || i == 13 || i == 18 || i == 23) {
+      if (c != '-') return false;
+    } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+      return false;
+    }
+  }
+  return true;
 }
 
 std::vector<std::string> DraSupportedVersions() { return {"v1.DRAPlugin", "v1beta1.DRAPlugin"}; }

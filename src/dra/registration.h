@@ -32,15 +32,27 @@
 
 namespace gpulet::dra {
 
-// Where the kubelet and a DRA driver meet, for `driver` under `kubelet_dir`.
+// Where the kubelet and a DRA driver meet, for `driver` under `kubelet_dir`. `instance`
+// ("" or the pod UID) makes the socket names unique per gpulet pod, so that an old and a new
+// pod serve side by side during a rolling update (the kubelet's "seamless upgrade", 1.33+;
+// the names are those of the k8s.io/dynamic-resource-allocation kubeletplugin helper's
+// RollingUpdate(uid) option).
 struct DraPaths {
   std::string registry_dir;         // <kubelet-dir>/plugins_registry
-  std::string registration_socket;  // <registry_dir>/<driver>-reg.sock
+  std::string registration_socket;  // <registry_dir>/<driver>[-<instance>]-reg.sock
   std::string plugin_dir;           // <kubelet-dir>/plugins/<driver>
-  std::string dra_socket;           // <plugin_dir>/dra.sock
+  std::string dra_socket;           // <plugin_dir>/dra[-<instance>].sock
 
-  static DraPaths For(const std::string& kubelet_dir, const std::string& driver);
+  static DraPaths For(const std::string& kubelet_dir, const std::string& driver,
+                      const std::string& instance = "");
 };
+
+// Whether `s` has the form of a pod UID (metadata.uid): 8-4-4-4-12 lower-case hex digits.
+bool IsPodUid(const std::string& s);
+
+// Checks an instance name (the pod UID, metadata.uid: a lower-case UUID) before it becomes
+// part of socket names; "" is allowed (no instance).
+absl::Status CheckInstanceName(const std::string& instance);
 
 // The kubelet's PluginInfo.type for DRA drivers, and the service versions gpulet's DRA
 // service speaks, newest first ("<version>.DRAPlugin", as the kubelet matches them).
