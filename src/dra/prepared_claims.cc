@@ -1,5 +1,12 @@
 #include "dra/prepared_claims.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <set>
 #include <utility>
 
@@ -28,27 +35,100 @@ std::string Incomplete(const ClaimRef& c) {
                       "); every field is required");
 }
 
+// Creates the missing directories of `dir` (mode 0755, as CheckpointFile::Save does).
+void MakeParents(const std::string& dir) {
+  for (size_t pos = 1; pos <= dir.size(); ++pos) {
+    if (pos != dir.size() && dir[pos] != '/') continue;
+    mkdir(dir.substr(0, pos).c_str(), 0755);  // an error shows when the lock file is opened
+  }
+}
+
 }  // namespace
+
+// Holds an exclusive flock on the lock file for its scope. flock(2) locks belong to the open
+// file description, so two PreparedClaims (two processes, or two objects in one) exclude each
+// other, while one object's calls are already serialized by its mutex.
+class PreparedClaims::FileLock {
+ public:
+  explicit FileLock(int fd) : fd_(fd) {
+    int r;
+    do {
+      r = flock(fd_, LOCK_EX);
+    } while (r != 0 && errno == EINTR);
+    error_ = r == 0 ? 0 : errno;
+  }
+  ~FileLock() {
+    if (error_ == 0) flock(fd_, LOCK_UN);
+  }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+  int error() const { return error_; }
+
+ private:
+  const int fd_;
+  int error_ = 0;
+};
 
 absl::StatusOr<std::unique_ptr<PreparedClaims>> PreparedClaims::Open(std::string checkpoint_path,
                                                                      ClaimPreparer* preparer) {
   CheckpointFile file(std::move(checkpoint_path));
-  absl::StatusOr<ClaimCheckpoint> loaded = file.Load();
-  if (!loaded.ok()) return loaded.status();
+  const std::string lock_path = file.path() + ".lock";
+  if (size_t slash = file.path().rfind('/'); slash != std::string::npos && slash > 0) {
+    MakeParents(file.path().substr(0, slash));
+  }
+  const int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot open the DRA checkpoint's lock file ", lock_path, ": ", strerror(errno),
+        "; check that the checkpoint's directory is writable (the mount and its permissions)"));
+  }
+  fchmod(fd, 0600);  // the umask may have taken bits, or an older file may have others
+  absl::StatusOr<ClaimCheckpoint> loaded;
+  {
+    FileLock lock(fd);  // not half of another process's Save (rename is atomic anyway)
+    loaded = file.Load();
+  }
+  if (!loaded.ok()) {
+    close(fd);
+    return loaded.status();
+  }
   if (!loaded->empty()) {
     GPULET_LOG_INFO("DRA checkpoint {}: {} prepared claim(s) from before the restart", file.path(),
                     loaded->size());
   }
   return std::unique_ptr<PreparedClaims>(
-      new PreparedClaims(std::move(file), std::move(*loaded), preparer));
+      new PreparedClaims(std::move(file), std::move(*loaded), preparer, fd));
 }
 
-PreparedClaims::PreparedClaims(CheckpointFile file, ClaimCheckpoint loaded, ClaimPreparer* preparer)
-    : file_(std::move(file)), preparer_(preparer), claims_(std::move(loaded)) {}
+PreparedClaims::PreparedClaims(CheckpointFile file, ClaimCheckpoint loaded, ClaimPreparer* preparer,
+                               int lock_fd)
+    : file_(std::move(file)), preparer_(preparer), lock_fd_(lock_fd), claims_(std::move(loaded)) {}
+
+PreparedClaims::~PreparedClaims() { close(lock_fd_); }
+
+absl::Status PreparedClaims::Reload() {
+  absl::StatusOr<ClaimCheckpoint> now = file_.Load();
+  if (!now.ok()) return now.status();
+  claims_ = std::move(*now);
+  return absl::OkStatus();
+}
 
 std::map<std::string, PrepareResult> PreparedClaims::Prepare(const std::vector<ClaimRef>& claims) {
   std::map<std::string, PrepareResult> out;
   absl::MutexLock lock(&mu_);
+  FileLock file_lock(lock_fd_);
+  absl::Status ready = file_lock.error() == 0
+                           ? Reload()
+                           : absl::UnavailableError(absl::StrCat(
+                                 "cannot lock ", lock_path(), ": ", strerror(file_lock.error())));
+  if (!ready.ok()) {
+    GPULET_LOG_ERROR("NodePrepareResources: {}", ready.message());
+    for (const ClaimRef& c : claims) {
+      out[c.uid].error = absl::StrCat("preparing ", Describe(c), ": ", ready.message());
+    }
+    return out;
+  }
   std::vector<ClaimRef> todo;
   std::set<std::string> seen;
   for (const ClaimRef& c : claims) {
@@ -110,6 +190,18 @@ std::map<std::string, PrepareResult> PreparedClaims::Prepare(const std::vector<C
 std::map<std::string, std::string> PreparedClaims::Unprepare(const std::vector<ClaimRef>& claims) {
   std::map<std::string, std::string> out;
   absl::MutexLock lock(&mu_);
+  FileLock file_lock(lock_fd_);
+  absl::Status ready = file_lock.error() == 0
+                           ? Reload()
+                           : absl::UnavailableError(absl::StrCat(
+                                 "cannot lock ", lock_path(), ": ", strerror(file_lock.error())));
+  if (!ready.ok()) {
+    GPULET_LOG_ERROR("NodeUnprepareResources: {}", ready.message());
+    for (const ClaimRef& c : claims) {
+      out[c.uid] = absl::StrCat("unpreparing ", Describe(c), ": ", ready.message());
+    }
+    return out;
+  }
   std::vector<PreparedClaim> todo;
   std::set<std::string> seen;
   for (const ClaimRef& c : claims) {

@@ -16,9 +16,16 @@
 //  - one answer per claim: every claim of a request gets an entry, an error when anything
 //    about it failed (the kubelet retries those).
 //
-// Thread-safety: PreparedClaims is safe to call from many threads (gRPC's); calls are
-// serialized under one mutex, so its preparer is never called concurrently. A ClaimPreparer
-// must be safe to call from any one thread at a time.
+// Thread- and process-safety: PreparedClaims is safe to call from many threads (gRPC's);
+// calls are serialized under one mutex, so its preparer is never called concurrently. A
+// ClaimPreparer must be safe to call from any one thread at a time. It is also safe across
+// processes sharing one checkpoint (the old and the new gpulet pod of a rolling update, which
+// the kubelet may call in turn): each Prepare and Unprepare holds an exclusive flock(2) on
+// <checkpoint>.lock (mode 0600, created by Open and never removed) from start to end, and
+// re-reads the checkpoint under it first, so a claim another process prepared or unprepared
+// meanwhile is known (and unprepared with what that process recorded). A checkpoint that
+// cannot be read then fails the call (every claim gets the error; the kubelet retries)
+// rather than being guessed at.
 #ifndef GPULET_DRA_PREPARED_CLAIMS_H_
 #define GPULET_DRA_PREPARED_CLAIMS_H_
 
@@ -60,13 +67,16 @@ class ClaimPreparer {
 
 class PreparedClaims {
  public:
-  // Loads the checkpoint at `checkpoint_path` (a missing file: nothing prepared yet). Fails
-  // with CheckpointFile's error when the file cannot be trusted: better not to serve than to
-  // forget a claim that is in use. `preparer` must outlive the object.
+  // Creates the checkpoint's directory (mode 0755) and its lock file when missing, and loads
+  // the checkpoint at `checkpoint_path` (a missing file: nothing prepared yet). Fails with
+  // CheckpointFile's error when the file cannot be trusted (better not to serve than to
+  // forget a claim that is in use), or naming the lock file when it cannot be opened.
+  // `preparer` must outlive the object.
   static absl::StatusOr<std::unique_ptr<PreparedClaims>> Open(std::string checkpoint_path,
                                                               ClaimPreparer* preparer);
   PreparedClaims(const PreparedClaims&) = delete;
   PreparedClaims& operator=(const PreparedClaims&) = delete;
+  ~PreparedClaims();  // closes the lock file
 
   // NodePrepareResources: an entry per distinct claim UID of `claims`. A claim reference
   // missing its namespace, UID or name gets an error (keyed by its UID, "" when that is the
@@ -76,18 +86,25 @@ class PreparedClaims {
   // NodeUnprepareResources: an error text per distinct claim UID of `claims`, "" when done.
   std::map<std::string, std::string> Unprepare(const std::vector<ClaimRef>& claims);
 
-  // What is recorded now (a copy), for tests and status.
+  // What was recorded at the end of the last call (a copy), for tests and status; another
+  // process may have changed the file since.
   ClaimCheckpoint prepared() const;
   const std::string& checkpoint_path() const { return file_.path(); }
+  std::string lock_path() const { return file_.path() + ".lock"; }
 
  private:
-  PreparedClaims(CheckpointFile file, ClaimCheckpoint loaded, ClaimPreparer* preparer);
+  class FileLock;
+  PreparedClaims(CheckpointFile file, ClaimCheckpoint loaded, ClaimPreparer* preparer,
+                 int lock_fd);
+  // Under the file lock: the checkpoint as the file holds it now, into claims_.
+  absl::Status Reload() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CheckpointFile file_;
   ClaimPreparer* const preparer_;
+  const int lock_fd_;  // <checkpoint>.lock, open for the object's life
 
   mutable absl::Mutex mu_;
-  ClaimCheckpoint claims_ ABSL_GUARDED_BY(mu_);  // always what the file holds
+  ClaimCheckpoint claims_ ABSL_GUARDED_BY(mu_);  // what the file held at the last call's end
 };
 
 }  // namespace gpulet::dra

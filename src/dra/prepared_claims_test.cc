@@ -1,5 +1,8 @@
 #include "dra/prepared_claims.h"
 
+#include <sys/stat.h>
+
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -137,6 +140,8 @@ TEST_F(PreparedClaimsTest, AFailedUnprepareKeepsTheClaimForTheRetry) {
 // Work that cannot be recorded is undone, so that no restart can forget it.
 TEST_F(PreparedClaimsTest, ACheckpointThatCannotBeSavedUndoesThePrepare) {
   auto claims = Open();
+  // Open made the directory (and the lock file in it, which stays open): replace it.
+  std::filesystem::remove_all(dir_.path() + "/dra");
   dir_.Write("dra", "a file where the checkpoint's directory should be");
   auto r = claims->Prepare({Claim("a")});
   EXPECT_THAT(r["a"].error, HasSubstr("could not record it"));
@@ -144,6 +149,64 @@ TEST_F(PreparedClaimsTest, ACheckpointThatCannotBeSavedUndoesThePrepare) {
   EXPECT_THAT(preparer_.unprepared_uids_seen(), ElementsAre("a"));
   EXPECT_THAT(preparer_.made(), IsEmpty());
   EXPECT_THAT(claims->prepared(), IsEmpty());
+}
+
+// Two objects on one file are the old and the new gpulet pod of a rolling update: each call
+// re-reads the checkpoint under the lock, so a claim one prepared is unprepared by the other
+// with the devices the first recorded, and neither overwrites the other's records.
+TEST_F(PreparedClaimsTest, TwoObjectsOnOneCheckpointSeeEachOthersClaims) {
+  FakeClaimPreparer other_preparer;
+  auto old_pod = Open();
+  absl::StatusOr<std::unique_ptr<PreparedClaims>> opened =
+      PreparedClaims::Open(path_, &other_preparer);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  std::unique_ptr<PreparedClaims> new_pod = std::move(*opened);
+  const std::vector<PreparedDevice> devices = {PreparedDevice{.request_names = {"gpu"},
+                                                              .pool = "node-a",
+                                                              .device = "gpu-1",
+                                                              .cdi_device_ids = {"x.y/z=a"},
+                                                              .share_id = ""}};
+  preparer_.SetDevices("a", devices);
+  // Prepared through the old pod after the new one opened the file.
+  EXPECT_EQ(old_pod->Prepare({Claim("a")})["a"].error, "");
+  // The new pod knows it: a repeated prepare answers the record without preparing again...
+  EXPECT_EQ(new_pod->Prepare({Claim("a")})["a"].devices, devices);
+  EXPECT_EQ(other_preparer.prepare_calls(), 0);
+  // ...its own claims are added to the old pod's, not written over them...
+  EXPECT_EQ(new_pod->Prepare({Claim("b")})["b"].error, "");
+  EXPECT_THAT(CheckpointFile(path_).Load().value(), ::testing::SizeIs(2));
+  // ...and it unprepares the old pod's claim with what the old pod recorded.
+  EXPECT_EQ(new_pod->Unprepare({Claim("a")})["a"], "");
+  ASSERT_EQ(other_preparer.unprepared_claims_seen().size(), 1u);
+  EXPECT_EQ(other_preparer.unprepared_claims_seen()[0].ref, Claim("a"));
+  EXPECT_EQ(other_preparer.unprepared_claims_seen()[0].devices, devices);
+  // The old pod sees it gone: its own unprepare has nothing left to undo.
+  EXPECT_EQ(old_pod->Unprepare({Claim("a")})["a"], "");
+  EXPECT_EQ(preparer_.unprepare_calls(), 0);
+  EXPECT_EQ(old_pod->prepared().count("a"), 0u);
+  EXPECT_EQ(old_pod->prepared().count("b"), 1u);
+}
+
+TEST_F(PreparedClaimsTest, TheLockFileBesideTheCheckpointIsMode0600) {
+  auto claims = Open();
+  EXPECT_EQ(claims->lock_path(), path_ + ".lock");
+  struct stat st;
+  ASSERT_EQ(stat(claims->lock_path().c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  claims->Prepare({Claim("a")});
+  ASSERT_EQ(stat(claims->lock_path().c_str(), &st), 0);  // kept, not removed after a call
+}
+
+// A checkpoint damaged after the start fails the call instead of being guessed at.
+TEST_F(PreparedClaimsTest, ACheckpointDamagedWhileServingFailsTheCall) {
+  auto claims = Open();
+  claims->Prepare({Claim("a")});
+  dir_.Write("dra/checkpoint.json", "{\"kind\": \"GpuletDraCheckpoint\"");
+  EXPECT_THAT(claims->Prepare({Claim("b")})["b"].error, HasSubstr(path_));
+  EXPECT_THAT(claims->Unprepare({Claim("a")})["a"], HasSubstr(path_));
+  EXPECT_EQ(preparer_.prepare_calls(), 1);
+  EXPECT_EQ(preparer_.unprepare_calls(), 0);
 }
 
 TEST_F(PreparedClaimsTest, OpenRefusesACorruptCheckpoint) {

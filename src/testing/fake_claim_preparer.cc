@@ -40,6 +40,7 @@ std::map<std::string, std::string> FakeClaimPreparer::Unprepare(
   std::map<std::string, std::string> out;
   for (const dra::PreparedClaim& c : claims) {
     unprepared_seen_.push_back(c.ref.uid);
+    unprepared_claims_.push_back(c);
     if (auto e = unprepare_errors_.find(c.ref.uid); e != unprepare_errors_.end()) {
       out[c.ref.uid] = e->second;
       continue;
@@ -91,6 +92,11 @@ int FakeClaimPreparer::unprepare_calls() const {
 std::vector<std::string> FakeClaimPreparer::prepared_uids_seen() const {
   absl::MutexLock lock(&mu_);
   return prepared_seen_;
+}
+
+std::vector<dra::PreparedClaim> FakeClaimPreparer::unprepared_claims_seen() const {
+  absl::MutexLock lock(&mu_);
+  return unprepared_claims_;
 }
 
 std::vector<std::string> FakeClaimPreparer::unprepared_uids_seen() const {

@@ -42,6 +42,8 @@ class FakeClaimPreparer final : public dra::ClaimPreparer {
   // Every claim UID passed to Prepare / Unprepare, in order.
   std::vector<std::string> prepared_uids_seen() const;
   std::vector<std::string> unprepared_uids_seen() const;
+  // Every claim passed to Unprepare, with the devices it was given, in order.
+  std::vector<dra::PreparedClaim> unprepared_claims_seen() const;
   // The claims made and not yet undone.
   std::set<std::string> made() const;
 
@@ -55,6 +57,7 @@ class FakeClaimPreparer final : public dra::ClaimPreparer {
   int unprepare_calls_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> prepared_seen_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> unprepared_seen_ ABSL_GUARDED_BY(mu_);
+  std::vector<dra::PreparedClaim> unprepared_claims_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> made_ ABSL_GUARDED_BY(mu_);
 };
 
