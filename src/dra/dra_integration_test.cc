@@ -6,11 +6,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "dra/kubelet_plugin.h"
 #include "dra/prepared_claims.h"
 #include "gmock/gmock.h"
@@ -265,6 +267,11 @@ TEST_F(DraIntegrationTest, StartRefusesBadNamesAndPathsNamingThem) {
     EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
     EXPECT_THAT(std::string(s.message()), HasSubstr("is not a DNS subdomain"));
   }
+  KubeletPlugin bad_instance(kDriver, dir_.path(), claims->get(), absl::Seconds(1), "../x");
+  absl::Status bad = bad_instance.Start();
+  EXPECT_TRUE(absl::IsInvalidArgument(bad)) << bad;
+  EXPECT_THAT(std::string(bad.message()), HasSubstr("not a pod UID"));
+  EXPECT_FALSE(bad_instance.service().running());
   EXPECT_TRUE(CheckDriverName("gpu.gpulet.dev").ok());
   EXPECT_TRUE(CheckDriverName("a-1.b").ok());
   // A kubelet directory so deep that the socket path cannot be a unix socket address.
@@ -272,6 +279,115 @@ TEST_F(DraIntegrationTest, StartRefusesBadNamesAndPathsNamingThem) {
   absl::Status s = deep.Start();
   EXPECT_THAT(std::string(s.message()), HasSubstr("unix sockets allow at most 107"));
   EXPECT_FALSE(deep.service().running());
+}
+
+constexpr char kUidA[] = "aaaaaaaa-0000-4000-8000-00000000000a";
+constexpr char kUidB[] = "bbbbbbbb-0000-4000-8000-00000000000b";
+
+TEST(DraPathsTest, AnInstanceMakesTheSocketNamesUnique) {
+  const DraPaths plain = DraPaths::For("/k", kDriver);
+  EXPECT_EQ(plain.registration_socket, "/k/plugins_registry/gpu.gpulet.dev-reg.sock");
+  EXPECT_EQ(plain.dra_socket, "/k/plugins/gpu.gpulet.dev/dra.sock");
+  // The kubeletplugin helper's RollingUpdate(uid) names.
+  const DraPaths a = DraPaths::For("/k", kDriver, kUidA);
+  EXPECT_EQ(a.registry_dir, plain.registry_dir);
+  EXPECT_EQ(a.plugin_dir, plain.plugin_dir);
+  EXPECT_EQ(a.registration_socket, absl::StrCat("/k/plugins_registry/gpu.gpulet.dev-", kUidA,
+                                                "-reg.sock"));
+  EXPECT_EQ(a.dra_socket, absl::StrCat("/k/plugins/gpu.gpulet.dev/dra-", kUidA, ".sock"));
+  EXPECT_TRUE(CheckInstanceName("").ok());
+  EXPECT_TRUE(CheckInstanceName(kUidA).ok());
+  for (const char* bad : {"a", "../x", "AAAAAAAA-0000-4000-8000-00000000000A",
+                          "aaaaaaaa-0000-4000-8000-00000000000a/"}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(CheckInstanceName(bad))) << bad;
+  }
+}
+
+// A rolling update in one process: two instances of the driver, each with its own sockets and
+// its own PreparedClaims on the shared checkpoint. The kubelet calls the newer one; when it
+// goes, the older one again; each removes only its own sockets.
+TEST_F(DraIntegrationTest, TwoInstancesServeSideBySideAndTheKubeletCallsTheNewest) {
+  ASSERT_TRUE(kubelet_.Start().ok());
+  auto open_claims = [&](FakeClaimPreparer* p) {
+    absl::StatusOr<std::unique_ptr<PreparedClaims>> c = PreparedClaims::Open(checkpoint_, p);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  };
+  FakeClaimPreparer preparer_b;
+  std::unique_ptr<PreparedClaims> claims_a = open_claims(&preparer_);
+  std::unique_ptr<PreparedClaims> claims_b = open_claims(&preparer_b);
+  ASSERT_TRUE(claims_a && claims_b);
+  auto a = std::make_unique<KubeletPlugin>(kDriver, dir_.path(), claims_a.get(),
+                                           absl::Milliseconds(50), kUidA);
+  ASSERT_TRUE(a->Start().ok());
+  ASSERT_TRUE(kubelet_.WaitForInUse(kDriver, a->paths().registration_socket, kLimit));
+  auto r = kubelet_.Prepare(kDriver, Claims({"x"}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(preparer_.prepare_calls(), 1);
+
+  KubeletPlugin b(kDriver, dir_.path(), claims_b.get(), absl::Milliseconds(50), kUidB);
+  ASSERT_TRUE(b.Start().ok());
+  EXPECT_THAT(b.removed_stale(), IsEmpty());  // A is alive: its sockets are left alone
+  ASSERT_TRUE(kubelet_.WaitForInUse(kDriver, b.paths().registration_socket, kLimit));
+  EXPECT_EQ(kubelet_.instances(kDriver).size(), 2u);
+  r = kubelet_.Prepare(kDriver, Claims({"y"}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(preparer_b.prepare_calls(), 1);
+
+  // The newest goes: only its instance is deregistered, and the kubelet falls back to A.
+  b.Stop();
+  EXPECT_FALSE(Exists(b.paths().registration_socket));
+  EXPECT_FALSE(Exists(b.paths().dra_socket));
+  EXPECT_TRUE(Exists(a->paths().registration_socket));
+  ASSERT_TRUE(kubelet_.WaitForInUse(kDriver, a->paths().registration_socket, kLimit));
+  // A unprepares what B prepared, with B's record.
+  auto un = kubelet_.Unprepare(kDriver, Claims({"y"}));
+  ASSERT_TRUE(un.ok()) << un.status();
+  EXPECT_EQ(un->claims().at("y").error(), "");
+  EXPECT_THAT(preparer_.unprepared_uids_seen(), ElementsAre("y"));
+  a.reset();
+  EXPECT_TRUE(kubelet_.WaitForDeregistered(kDriver, kLimit));
+}
+
+TEST_F(DraIntegrationTest, StartRemovesOnlyStaleSocketsOfOtherInstances) {
+  const DraPaths legacy = DraPaths::For(dir_.path(), kDriver);
+  const DraPaths dead = DraPaths::For(dir_.path(), kDriver, kUidB);
+  const std::string live_uid = "cccccccc-0000-4000-8000-00000000000c";
+  const DraPaths live = DraPaths::For(dir_.path(), kDriver, live_uid);
+  // Alive: an instance still serving (started first: it would clean up the dead ones).
+  absl::StatusOr<std::unique_ptr<PreparedClaims>> live_claims =
+      PreparedClaims::Open(checkpoint_, &preparer_);
+  ASSERT_TRUE(live_claims.ok());
+  KubeletPlugin serving(kDriver, dir_.path(), live_claims->get(), absl::Milliseconds(50),
+                        live_uid);
+  ASSERT_TRUE(serving.Start().ok());
+  for (const std::string& p : {legacy.registration_socket, legacy.dra_socket,
+                               dead.registration_socket, dead.dra_socket}) {
+    ASSERT_NO_FATAL_FAILURE(LeaveDeadSocket(p));
+  }
+  // Dead, but not ours: another driver's, and a name that carries no pod UID.
+  const std::string other_driver =
+      absl::StrCat(legacy.registry_dir, "/other.example.com-", kUidB, "-reg.sock");
+  const std::string not_an_instance = legacy.registry_dir + "/gpu.gpulet.dev-foo-reg.sock";
+  ASSERT_NO_FATAL_FAILURE(LeaveDeadSocket(other_driver));
+  ASSERT_NO_FATAL_FAILURE(LeaveDeadSocket(not_an_instance));
+
+  absl::StatusOr<std::unique_ptr<PreparedClaims>> c = PreparedClaims::Open(checkpoint_, &preparer_);
+  ASSERT_TRUE(c.ok());
+  KubeletPlugin plugin(kDriver, dir_.path(), c->get(), absl::Milliseconds(50), kUidA);
+  ASSERT_TRUE(plugin.Start().ok());
+  std::vector<std::string> want = {legacy.dra_socket, dead.dra_socket, legacy.registration_socket,
+                                   dead.registration_socket};
+  std::vector<std::string> removed = plugin.removed_stale();
+  std::sort(want.begin(), want.end());
+  std::sort(removed.begin(), removed.end());
+  EXPECT_EQ(removed, want);
+  for (const std::string& p : want) EXPECT_FALSE(Exists(p)) << p;
+  EXPECT_TRUE(Exists(other_driver));
+  EXPECT_TRUE(Exists(not_an_instance));
+  EXPECT_TRUE(Exists(live.registration_socket));
+  EXPECT_TRUE(Exists(live.dra_socket));
+  EXPECT_TRUE(serving.registration().SocketIntact());
 }
 
 // The kubelet's health stream, collected on a thread of its own.

@@ -3,9 +3,14 @@
 // (testing/fake_dra_kubelet.h) over real sockets, publishes its ResourceSlices to the API
 // server stand-in (testing/fake_apiserver.h) through a kubeconfig, prepares a ResourceClaim
 // the test allocated, survives kill -9 between prepare and unprepare, and follows an XID 79
-// into a device taint and the health stream and back out after recovery.
+// into a device taint and the health stream and back out after recovery. Two gpulet processes
+// on one node (dra.rollingUpdate, POD_UID) hand the driver over as a DaemonSet rolling update
+// with maxSurge does: no call fails in between, and the new pod unprepares the old pod's
+// claims; a SIGKILLed pod's sockets are cleaned up by the next.
 #include <signal.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -16,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "dra/registration.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "testing/daemon_process.h"
@@ -40,6 +46,10 @@ constexpr absl::Duration kPromptly = absl::Seconds(1);
 constexpr char kDriver[] = "gpu.gpulet.dev";
 constexpr char kNode[] = "talos-08";
 constexpr char kClaimUid[] = "0b6c2f7e-6d3c-4a8e-9a55-2f1e4b7c9d10";
+constexpr char kOtherClaimUid[] = "5d0f9a41-27c3-4b8e-8f6a-93e1c2b7a4d5";
+// The pod UIDs (metadata.uid) of the old and the new gpulet pod of a rolling update.
+constexpr char kPodA[] = "a1a1a1a1-0000-4000-8000-0000000000a1";
+constexpr char kPodB[] = "b2b2b2b2-0000-4000-8000-0000000000b2";
 
 class DraServeTest : public ::testing::Test {
  protected:
@@ -53,7 +63,9 @@ class DraServeTest : public ::testing::Test {
         std::string(GPULET_SOURCE_DIR) + "/sim/fixtures/homelab/root", root_,
         std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
     state_ = dir_.path() + "/state.json";
-    kubelet_dir_ = dir_.path() + "/kubelet";
+    // Short: a pod UID in the socket names leaves little of the 107 bytes a unix socket
+    // address holds (/var/lib/kubelet in a real node).
+    kubelet_dir_ = dir_.path() + "/k";
     std::filesystem::create_directories(kubelet_dir_ + "/device-plugins");
     kubelet_ = std::make_unique<gpulet::testing::FakeDraKubelet>(kubelet_dir_);
     absl::Status started = kubelet_->Start();
@@ -61,20 +73,34 @@ class DraServeTest : public ::testing::Test {
   }
   void TearDown() override {
     daemon_.Stop(SIGTERM, absl::Seconds(10));
+    new_pod_.Stop(SIGTERM, absl::Seconds(10));
     kubelet_->Stop();
     server_.Stop();
   }
 
-  void Serve() {
-    const std::string config =
-        dir_.Write("config.yaml", absl::StrCat("version: v1\nhealth: {quietPeriod: 2s}\n"
-                                               "cluster: {kubeconfig: ",
-                                               kubeconfig_, "}\ndra: {enabled: true}\n"));
-    ASSERT_TRUE(daemon_.Start({std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate", "homelab",
+  // One gpulet pod on the node, as `daemon` (daemon_ by default). With `pod_uid`, the config
+  // says dra.rollingUpdate and the environment has POD_UID (unless `pass_uid` is false), as
+  // deploy/dra sets them. Every pod shares the kubelet directory, host root and checkpoint.
+  void Serve(gpulet::testing::DaemonProcess* daemon = nullptr, const std::string& pod_uid = "",
+             bool pass_uid = true) {
+    if (daemon == nullptr) daemon = &daemon_;
+    const std::string name = pod_uid.empty() ? "" : absl::StrCat("-", pod_uid.substr(0, 2));
+    const std::string config = dir_.Write(
+        absl::StrCat("config", name, ".yaml"),
+        absl::StrCat("version: v1\nhealth: {quietPeriod: 2s}\ncluster: {kubeconfig: ",
+                     kubeconfig_, "}\ndra: {enabled: true, rollingUpdate: ",
+                     pod_uid.empty() ? "false" : "true", "}\n"));
+    std::map<std::string, std::string> env = {{"NODE_NAME", kNode},
+                                              {"POD_NAME", absl::StrCat("gpulet-x7k2p", name)}};
+    if (!pod_uid.empty() && pass_uid) env["POD_UID"] = pod_uid;
+    ASSERT_TRUE(daemon->Start({std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate", "homelab",
                                "--host-root", root_, "--sim-state", state_, "serve", "--config",
                                config, "--kubelet-dir", kubelet_dir_, "--metrics-address", ""},
-                              {{"NODE_NAME", kNode}, {"POD_NAME", "gpulet-x7k2p"}},
-                              dir_.path() + "/log"));
+                              env, absl::StrCat(dir_.path(), "/log", name)));
+  }
+
+  DraPaths PathsOf(const std::string& pod_uid) const {
+    return DraPaths::For(kubelet_dir_, kDriver, pod_uid);
   }
 
   // The published device named `name`, or null.
@@ -92,11 +118,12 @@ class DraServeTest : public ::testing::Test {
     return !d.is_null() && d.contains("taints") && !d["taints"].empty();
   }
 
-  void AllocateClaim(const std::string& device) {
+  void AllocateClaim(const std::string& device, const std::string& name = "ollama-gpu",
+                     const std::string& uid = kClaimUid) {
     server_.PutResourceClaim(json::parse(absl::StrCat(R"({
       "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-      "metadata": {"namespace": "ml", "name": "ollama-gpu", "uid": ")",
-                                                      kClaimUid, R"("},
+      "metadata": {"namespace": "ml", "name": ")",
+                                                      name, R"(", "uid": ")", uid, R"("},
       "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.gpulet.dev"}}]}},
       "status": {"allocation": {"devices": {"results": [
         {"request": "gpu", "driver": "gpu.gpulet.dev", "pool": "talos-08", "device": ")",
@@ -108,14 +135,15 @@ class DraServeTest : public ::testing::Test {
         kDriver, {gpulet::testing::FakeDraKubelet::MakeClaim("ml", kClaimUid, "ollama-gpu")});
   }
 
-  std::string ClaimSpecPath() const {
-    return absl::StrCat(root_, "/var/run/cdi/gpulet.dev-claim_", kClaimUid, ".json");
+  std::string ClaimSpecPath(const std::string& uid = kClaimUid) const {
+    return absl::StrCat(root_, "/var/run/cdi/gpulet.dev-claim_", uid, ".json");
   }
 
   gpulet::testing::ScratchDir dir_;
   gpulet::testing::FakeApiServer server_;
   std::unique_ptr<gpulet::testing::FakeDraKubelet> kubelet_;
   gpulet::testing::DaemonProcess daemon_;
+  gpulet::testing::DaemonProcess new_pod_;  // the second pod of a rolling update
   std::string kubeconfig_, root_, state_, kubelet_dir_;
 };
 
@@ -224,6 +252,124 @@ TEST_F(DraServeTest, AnXid79TaintsTheDeviceWithinASecondAndTheTaintGoesAfterReco
   absl::MutexLock lock(&mu);
   EXPECT_EQ(last["gpu-1"], ::v1alpha1::HEALTHY);
   EXPECT_EQ(last["gpu-0"], ::v1alpha1::HEALTHY);
+}
+
+// A DaemonSet rolling update with maxSurge: 1 on one node. Pod A serves and prepares a claim;
+// pod B starts beside it, registers under its own socket names and becomes the instance the
+// kubelet calls; A gets SIGTERM and leaves, removing only its own sockets. A thread keeps
+// preparing another claim every 20 ms throughout: no call finds the driver unregistered or
+// fails. B then unprepares the claim A prepared (from the shared checkpoint).
+TEST_F(DraServeTest, ARollingUpdateHandsOverWithoutAGap) {
+  Serve(&daemon_, kPodA);
+  const DraPaths a = PathsOf(kPodA), b = PathsOf(kPodB);
+  ASSERT_TRUE(kubelet_->WaitForInUse(kDriver, a.registration_socket, absl::Seconds(20)))
+      << daemon_.Log();
+  ASSERT_NE(WaitFor([&] { return !Device("gpu-0").is_null() && !Device("gpu-1").is_null(); }),
+            absl::InfiniteDuration())
+      << daemon_.Log();
+  AllocateClaim("gpu-1");
+  absl::StatusOr<testing::drapb::NodePrepareResourcesResponse> prepared = Prepare();
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  ASSERT_EQ(prepared->claims().at(kClaimUid).error(), "") << daemon_.Log();
+  ASSERT_TRUE(std::filesystem::exists(ClaimSpecPath()));
+
+  AllocateClaim("gpu-0", "anpr-gpu", kOtherClaimUid);
+  const auto other = gpulet::testing::FakeDraKubelet::MakeClaim("ml", kOtherClaimUid, "anpr-gpu");
+  std::atomic<bool> stop{false};
+  std::atomic<int> calls{0};
+  absl::Mutex mu;
+  std::vector<std::string> failures;
+  std::thread kubelet_calls([&] {
+    while (!stop.load()) {
+      absl::StatusOr<testing::drapb::NodePrepareResourcesResponse> r =
+          kubelet_->Prepare(kDriver, {other});
+      std::string failure = !r.ok() ? std::string(r.status().message())
+                                    : r->claims().at(kOtherClaimUid).error();
+      calls.fetch_add(1);
+      if (!failure.empty()) {
+        absl::MutexLock lock(&mu);
+        failures.push_back(std::move(failure));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  auto stop_calls = [&] {
+    stop.store(true);
+    if (kubelet_calls.joinable()) kubelet_calls.join();
+  };
+
+  Serve(&new_pod_, kPodB);
+  ASSERT_TRUE(kubelet_->WaitForInUse(kDriver, b.registration_socket, absl::Seconds(20)))
+      << new_pod_.Log();
+  EXPECT_EQ(kubelet_->instances(kDriver).size(), 2u);
+  const int calls_before_a_left = calls.load();
+  EXPECT_EQ(daemon_.Stop(SIGTERM, absl::Seconds(10)), 0) << daemon_.Log();
+  // A removed its own sockets, not B's; the kubelet forgot A and kept B.
+  EXPECT_FALSE(std::filesystem::exists(a.registration_socket));
+  EXPECT_FALSE(std::filesystem::exists(a.dra_socket));
+  EXPECT_TRUE(std::filesystem::exists(b.registration_socket));
+  EXPECT_TRUE(std::filesystem::exists(b.dra_socket));
+  EXPECT_NE(WaitFor([&] { return kubelet_->instances(kDriver).size() == 1; }),
+            absl::InfiniteDuration());
+  // Calls after A left, to B alone.
+  const int calls_after = calls.load() + 10;
+  EXPECT_NE(WaitFor([&] { return calls.load() >= calls_after; }), absl::InfiniteDuration());
+  stop_calls();
+  EXPECT_GT(calls_before_a_left, 0);
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_TRUE(failures.empty()) << failures.size() << " of " << calls.load()
+                                  << " calls failed, the first: " << failures.front();
+  }
+  ASSERT_TRUE(kubelet_->plugin(kDriver).has_value());
+  EXPECT_EQ(kubelet_->plugin(kDriver)->socket, b.registration_socket);
+
+  // B unprepares the claim A prepared: A's record, in the shared checkpoint.
+  absl::StatusOr<testing::drapb::NodeUnprepareResourcesResponse> unprepared = kubelet_->Unprepare(
+      kDriver, {gpulet::testing::FakeDraKubelet::MakeClaim("ml", kClaimUid, "ollama-gpu")});
+  ASSERT_TRUE(unprepared.ok()) << unprepared.status();
+  EXPECT_EQ(unprepared->claims().at(kClaimUid).error(), "") << new_pod_.Log();
+  EXPECT_FALSE(std::filesystem::exists(ClaimSpecPath())) << new_pod_.Log();
+  EXPECT_TRUE(std::filesystem::exists(ClaimSpecPath(kOtherClaimUid)));
+
+  // The device plugin's sockets (fixed names) went to B at its start; A left them to B
+  // instead of taking them back, and B never had to serve them again.
+  EXPECT_NE(daemon_.Log().find("took nvidia.com/gpu over): leaving it"), std::string::npos)
+      << daemon_.Log();
+  EXPECT_EQ(new_pod_.Log().find("was removed (kubelet restart?)"), std::string::npos)
+      << new_pod_.Log();
+}
+
+// A pod killed with SIGKILL cannot remove its sockets; the next pod finds nobody listening on
+// them (connect() refused) and removes them, so the kubelet forgets the dead instance.
+TEST_F(DraServeTest, AStaleSocketOfAKilledPodIsRemovedByTheNext) {
+  Serve(&daemon_, kPodA);
+  const DraPaths a = PathsOf(kPodA), b = PathsOf(kPodB);
+  ASSERT_TRUE(kubelet_->WaitForInUse(kDriver, a.registration_socket, absl::Seconds(20)))
+      << daemon_.Log();
+  daemon_.Stop(SIGKILL, absl::Seconds(5));
+  ASSERT_TRUE(std::filesystem::exists(a.registration_socket));
+  ASSERT_TRUE(std::filesystem::exists(a.dra_socket));
+
+  Serve(&new_pod_, kPodB);
+  ASSERT_TRUE(kubelet_->WaitForInUse(kDriver, b.registration_socket, absl::Seconds(20)))
+      << new_pod_.Log();
+  EXPECT_FALSE(std::filesystem::exists(a.registration_socket)) << new_pod_.Log();
+  EXPECT_FALSE(std::filesystem::exists(a.dra_socket)) << new_pod_.Log();
+  EXPECT_NE(WaitFor([&] { return kubelet_->instances(kDriver).size() == 1; }),
+            absl::InfiniteDuration());
+  EXPECT_NE(new_pod_.Log().find(absl::StrCat("removed ", a.registration_socket)),
+            std::string::npos)
+      << new_pod_.Log();
+}
+
+TEST_F(DraServeTest, RollingUpdateWithoutThePodUidIsRefusedAtStart) {
+  Serve(&daemon_, kPodA, /*pass_uid=*/false);
+  ASSERT_NE(WaitFor([&] { return !daemon_.Running(); }), absl::InfiniteDuration())
+      << daemon_.Log();
+  EXPECT_NE(daemon_.Stop(SIGTERM, absl::Seconds(1)), 0);
+  EXPECT_NE(daemon_.Log().find("dra.rollingUpdate"), std::string::npos) << daemon_.Log();
+  EXPECT_NE(daemon_.Log().find("downward API"), std::string::npos) << daemon_.Log();
 }
 
 }  // namespace

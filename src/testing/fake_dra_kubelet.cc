@@ -116,9 +116,13 @@ void FakeDraKubelet::Scan() {
       continue;
     }
     {
+      // Only the instance registered from this socket; the driver's others stay.
       absl::MutexLock lock(&mu_);
       auto p = plugins_.find(it->second.driver);
-      if (p != plugins_.end() && p->second.socket == it->first) plugins_.erase(p);
+      if (p != plugins_.end()) {
+        std::erase_if(p->second, [&](const Plugin& i) { return i.socket == it->first; });
+        if (p->second.empty()) plugins_.erase(p);
+      }
     }
     it = known_.erase(it);
   }
@@ -186,15 +190,43 @@ std::string FakeDraKubelet::Register(const std::string& socket, const Stamp& sta
   absl::MutexLock lock(&mu_);
   ++attempts_;
   if (plugin.registered) ++registrations_;
-  plugins_[driver] = std::move(plugin);
+  // The newest registration of an instance goes last: it is the one in use.
+  std::vector<Plugin>& instances = plugins_[driver];
+  std::erase_if(instances, [&](const Plugin& i) { return i.socket == socket; });
+  instances.push_back(std::move(plugin));
   return driver;
+}
+
+const FakeDraKubelet::Plugin* FakeDraKubelet::InUse(const std::string& driver) const {
+  auto p = plugins_.find(driver);
+  if (p == plugins_.end() || p->second.empty()) return nullptr;
+  for (auto i = p->second.rbegin(); i != p->second.rend(); ++i) {
+    if (i->registered) return &*i;
+  }
+  return &p->second.back();
 }
 
 std::optional<FakeDraKubelet::Plugin> FakeDraKubelet::plugin(const std::string& driver) const {
   absl::MutexLock lock(&mu_);
+  const Plugin* p = InUse(driver);
+  if (p == nullptr) return std::nullopt;
+  return *p;
+}
+
+std::vector<FakeDraKubelet::Plugin> FakeDraKubelet::instances(const std::string& driver) const {
+  absl::MutexLock lock(&mu_);
   auto p = plugins_.find(driver);
-  if (p == plugins_.end()) return std::nullopt;
-  return p->second;
+  return p == plugins_.end() ? std::vector<Plugin>{} : p->second;
+}
+
+bool FakeDraKubelet::WaitForInUse(const std::string& driver, const std::string& socket,
+                                  absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto done = [this, &driver, &socket]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    const Plugin* p = InUse(driver);
+    return p != nullptr && p->registered && p->socket == socket;
+  };
+  return mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
 }
 
 int FakeDraKubelet::attempts() const {

@@ -9,12 +9,18 @@
 //    (v1.DRAPlugin preferred over v1beta1.DRAPlugin, as kubelets since 1.34 do); then it dials
 //    the endpoint;
 //  - it reports the verdict with NotifyRegistrationStatus(true), or (false, the reason);
-//  - a socket created again registers again; a socket that disappears deregisters its driver.
+//  - a socket created again registers again; a socket that disappears deregisters the
+//    instance registered from it.
+// Several instances of one driver (the old and the new pod of a rolling update, each with its
+// own socket names) are kept side by side, as kubelets since 1.33 do (kubernetes
+// pkg/kubelet/pluginmanager/pluginwatcher/README.md, "Seamless Upgrade"): calls go to the
+// most recently registered instance; when its socket disappears only that instance is
+// deregistered and calls fall back to the one registered before it.
 // Prepare and Unprepare then call NodePrepareResources / NodeUnprepareResources on the
-// registered driver's endpoint in the version chosen at registration. Restart() is a kubelet
-// restart: it forgets every driver and registers again whatever sockets are still there.
-// WatchHealth is the kubelet's DRAResourceHealth.NodeWatchResources stream (1.34+, feature
-// ResourceHealthStatus) on the same endpoint.
+// driver's instance in use, on its endpoint, in the version chosen at its registration.
+// Restart() is a kubelet restart: it forgets every driver and registers again whatever
+// sockets are still there. WatchHealth is the kubelet's DRAResourceHealth.NodeWatchResources
+// stream (1.34+, feature ResourceHealthStatus) on the same endpoint.
 //
 // Thread-safety: all methods are thread-safe; registration runs on the stand-in's own thread.
 #ifndef GPULET_TESTING_FAKE_DRA_KUBELET_H_
@@ -69,14 +75,20 @@ class FakeDraKubelet {
     bool registered = false;
     std::string error;  // why not, as sent in NotifyRegistrationStatus
   };
-  // The driver registered (or refused) from `driver`'s socket; nullopt when none.
+  // The instance of `driver` in use: the most recently registered one; when none is
+  // registered, the last one refused; nullopt when the driver has no socket.
   std::optional<Plugin> plugin(const std::string& driver) const;
+  // Every instance of `driver` known (registered or refused), oldest registration first.
+  std::vector<Plugin> instances(const std::string& driver) const;
+  // Waits until the instance of `driver` in use is the one registered from `socket`.
+  bool WaitForInUse(const std::string& driver, const std::string& socket,
+                    absl::Duration timeout) const;
   // Registration attempts (GetInfo answered) and successes, over all restarts.
   int attempts() const;
   int registrations() const;
   bool WaitForRegistrations(int n, absl::Duration timeout) const;
   bool WaitForAttempts(int n, absl::Duration timeout) const;
-  // Waits until no driver named `driver` is known (its socket went away).
+  // Waits until no instance of `driver` is known (their sockets went away).
   bool WaitForDeregistered(const std::string& driver, absl::Duration timeout) const;
 
   // The kubelet's calls to a registered driver. Errors: the driver is not registered, or the
@@ -127,7 +139,10 @@ class FakeDraKubelet {
 
   mutable absl::Mutex mu_;
   std::vector<std::string> versions_ ABSL_GUARDED_BY(mu_) = {"v1", "v1beta1"};
-  std::map<std::string, Plugin> plugins_ ABSL_GUARDED_BY(mu_);  // by driver name
+  // By driver name: its instances, oldest registration first.
+  std::map<std::string, std::vector<Plugin>> plugins_ ABSL_GUARDED_BY(mu_);
+  // The instance in use: the last registered, else the last; null when none.
+  const Plugin* InUse(const std::string& driver) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   int attempts_ ABSL_GUARDED_BY(mu_) = 0;
   int registrations_ ABSL_GUARDED_BY(mu_) = 0;
 };
