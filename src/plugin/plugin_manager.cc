@@ -11,6 +11,7 @@
 #include "common/host_fs.h"
 #include "common/log.h"
 #include "common/periodic_worker.h"
+#include "common/unix_socket.h"
 
 namespace gpulet {
 namespace {
@@ -159,6 +160,21 @@ void PluginManager::Run() {
     mkdir(plugin_dir_.c_str(), 0750);
     for (size_t i = 0; i < servers_.size(); ++i) {
       if (!servers_[i]->SocketIntact()) {
+        // Replaced by a socket another process serves: the new gpulet pod of a rolling
+        // update (maxSurge) took the resource over. The device manager keeps one endpoint per
+        // resource, so taking it back would only make the two pods fight over it until this
+        // one stops; leave it, and serve again only if the path is freed (the other gone).
+        if ((servers_[i]->running() || servers_[i]->yielded()) &&
+            ProbeUnixSocket(servers_[i]->socket_path()) == SocketProbe::kServed) {
+          if (servers_[i]->running()) {
+            GPULET_LOG_INFO("socket {} is served by another process now (a new gpulet pod "
+                            "took {} over): leaving it",
+                            servers_[i]->socket_path(), servers_[i]->resource().name);
+            servers_[i]->Yield();
+          }
+          registered[i] = true;  // nothing to register while the other serves
+          continue;
+        }
         if (servers_[i]->running()) {
           GPULET_LOG_INFO("socket {} was removed (kubelet restart?): serving again",
                           servers_[i]->socket_path());

@@ -1,7 +1,11 @@
 #include "plugin/plugin_server.h"
 
+#include <errno.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <atomic>
 
 #include "absl/strings/str_cat.h"
 #include "common/host_fs.h"
@@ -130,16 +134,26 @@ std::string DevicePluginServer::socket_path() const {
 
 absl::Status DevicePluginServer::Start() {
   if (server_) return absl::OkStatus();
+  yielded_ = false;
   std::string path = socket_path();
   if (path.size() > 107) {
     return absl::InvalidArgumentError(
         absl::StrCat("the device plugin socket path ", path, " is ", path.size(),
                      " bytes; unix sockets allow at most 107. Use a shorter --kubelet-dir"));
   }
-  unlink(path.c_str());  // a stale socket from an earlier run would make bind fail
+  // Served on a name of its own first and then renamed over `path`: the path is never
+  // absent (a gpulet of a rolling update that served it sees it replaced, not gone, and
+  // leaves it), and gRPC, which unlinks the path it bound when its listener goes (possibly
+  // later, from its own threads), unlinks that private name instead of whatever serves
+  // `path` by then.
+  static std::atomic<int> serial{0};
+  std::string bound = JoinPath(plugin_dir_, absl::StrCat(".", resource_.socket_name, ".",
+                                                           getpid(), ".", serial.fetch_add(1)));
+  if (bound.size() > 107) bound = path;  // no room: unlink and bind in place, as before
+  unlink(bound.c_str());  // a stale socket from an earlier run would make bind fail
   service_ = std::make_unique<Service>(this);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(absl::StrCat("unix://", path), grpc::InsecureServerCredentials());
+  builder.AddListeningPort(absl::StrCat("unix://", bound), grpc::InsecureServerCredentials());
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
   if (!server_) {
@@ -150,7 +164,17 @@ absl::Status DevicePluginServer::Start() {
                      "device-plugins directory into the gpulet pod)"));
   }
   // Only root (the kubelet) talks to this socket.
-  chmod(path.c_str(), 0600);
+  chmod(bound.c_str(), 0600);
+  if (bound != path && rename(bound.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    server_->Shutdown();
+    server_.reset();
+    service_.reset();
+    unlink(bound.c_str());
+    return absl::UnavailableError(absl::StrCat("cannot serve the device plugin for ",
+                                               resource_.name, " on ", path, ": renaming ", bound,
+                                               ": ", strerror(err)));
+  }
   struct stat st;
   socket_inode_ = stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
   return absl::OkStatus();

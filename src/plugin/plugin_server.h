@@ -42,6 +42,13 @@ class DevicePluginServer {
   // Ends open streams, stops serving and removes the socket. Idempotent.
   void Stop();
   bool running() const { return server_ != nullptr; }
+  // Stops serving because another process (the new gpulet pod of a rolling update) serves
+  // the socket path now; yielded() stays true until the next Start.
+  void Yield() {
+    Stop();
+    yielded_ = true;
+  }
+  bool yielded() const { return yielded_; }
 
   // Calls the kubelet's Registration service on `kubelet_socket`.
   absl::Status Register(const std::string& kubelet_socket, absl::Duration timeout);
@@ -63,6 +70,7 @@ class DevicePluginServer {
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
   ino_t socket_inode_ = 0;
+  bool yielded_ = false;
 };
 
 }  // namespace gpulet
