@@ -17,7 +17,8 @@ namespace {
 
 SocketProbe ProbeOnce(const std::string& path) {
   struct stat st;
-  if (lstat(path.c_str(), &st) != 0) return errno == ENOENT ? SocketProbe::kAbsent : SocketProbe::kUnknown;
+  if (lstat(path.c_str(), &st) != 0)
+    return errno == ENOENT ? SocketProbe::kAbsent : SocketProbe::kUnknown;
   if (!S_ISSOCK(st.st_mode)) return SocketProbe::kNotSocket;
   struct sockaddr_un addr = {};
   addr.sun_family = AF_UNIX;

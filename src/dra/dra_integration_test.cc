@@ -292,8 +292,8 @@ TEST(DraPathsTest, AnInstanceMakesTheSocketNamesUnique) {
   const DraPaths a = DraPaths::For("/k", kDriver, kUidA);
   EXPECT_EQ(a.registry_dir, plain.registry_dir);
   EXPECT_EQ(a.plugin_dir, plain.plugin_dir);
-  EXPECT_EQ(a.registration_socket, absl::StrCat("/k/plugins_registry/gpu.gpulet.dev-", kUidA,
-                                                "-reg.sock"));
+  EXPECT_EQ(a.registration_socket,
+            absl::StrCat("/k/plugins_registry/gpu.gpulet.dev-", kUidA, "-reg.sock"));
   EXPECT_EQ(a.dra_socket, absl::StrCat("/k/plugins/gpu.gpulet.dev/dra-", kUidA, ".sock"));
   EXPECT_TRUE(CheckInstanceName("").ok());
   EXPECT_TRUE(CheckInstanceName(kUidA).ok());
@@ -358,11 +358,10 @@ TEST_F(DraIntegrationTest, StartRemovesOnlyStaleSocketsOfOtherInstances) {
   absl::StatusOr<std::unique_ptr<PreparedClaims>> live_claims =
       PreparedClaims::Open(checkpoint_, &preparer_);
   ASSERT_TRUE(live_claims.ok());
-  KubeletPlugin serving(kDriver, dir_.path(), live_claims->get(), absl::Milliseconds(50),
-                        live_uid);
+  KubeletPlugin serving(kDriver, dir_.path(), live_claims->get(), absl::Milliseconds(50), live_uid);
   ASSERT_TRUE(serving.Start().ok());
-  for (const std::string& p : {legacy.registration_socket, legacy.dra_socket,
-                               dead.registration_socket, dead.dra_socket}) {
+  for (const std::string& p :
+       {legacy.registration_socket, legacy.dra_socket, dead.registration_socket, dead.dra_socket}) {
     ASSERT_NO_FATAL_FAILURE(LeaveDeadSocket(p));
   }
   // Dead, but not ours: another driver's, and a name that carries no pod UID.

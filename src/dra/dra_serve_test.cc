@@ -87,9 +87,9 @@ class DraServeTest : public ::testing::Test {
     const std::string name = pod_uid.empty() ? "" : absl::StrCat("-", pod_uid.substr(0, 2));
     const std::string config = dir_.Write(
         absl::StrCat("config", name, ".yaml"),
-        absl::StrCat("version: v1\nhealth: {quietPeriod: 2s}\ncluster: {kubeconfig: ",
-                     kubeconfig_, "}\ndra: {enabled: true, rollingUpdate: ",
-                     pod_uid.empty() ? "false" : "true", "}\n"));
+        absl::StrCat("version: v1\nhealth: {quietPeriod: 2s}\ncluster: {kubeconfig: ", kubeconfig_,
+                     "}\ndra: {enabled: true, rollingUpdate: ", pod_uid.empty() ? "false" : "true",
+                     "}\n"));
     std::map<std::string, std::string> env = {{"NODE_NAME", kNode},
                                               {"POD_NAME", absl::StrCat("gpulet-x7k2p", name)}};
     if (!pod_uid.empty() && pass_uid) env["POD_UID"] = pod_uid;
@@ -283,8 +283,8 @@ TEST_F(DraServeTest, ARollingUpdateHandsOverWithoutAGap) {
     while (!stop.load()) {
       absl::StatusOr<testing::drapb::NodePrepareResourcesResponse> r =
           kubelet_->Prepare(kDriver, {other});
-      std::string failure = !r.ok() ? std::string(r.status().message())
-                                    : r->claims().at(kOtherClaimUid).error();
+      std::string failure =
+          !r.ok() ? std::string(r.status().message()) : r->claims().at(kOtherClaimUid).error();
       calls.fetch_add(1);
       if (!failure.empty()) {
         absl::MutexLock lock(&mu);
@@ -358,15 +358,13 @@ TEST_F(DraServeTest, AStaleSocketOfAKilledPodIsRemovedByTheNext) {
   EXPECT_FALSE(std::filesystem::exists(a.dra_socket)) << new_pod_.Log();
   EXPECT_NE(WaitFor([&] { return kubelet_->instances(kDriver).size() == 1; }),
             absl::InfiniteDuration());
-  EXPECT_NE(new_pod_.Log().find(absl::StrCat("removed ", a.registration_socket)),
-            std::string::npos)
+  EXPECT_NE(new_pod_.Log().find(absl::StrCat("removed ", a.registration_socket)), std::string::npos)
       << new_pod_.Log();
 }
 
 TEST_F(DraServeTest, RollingUpdateWithoutThePodUidIsRefusedAtStart) {
   Serve(&daemon_, kPodA, /*pass_uid=*/false);
-  ASSERT_NE(WaitFor([&] { return !daemon_.Running(); }), absl::InfiniteDuration())
-      << daemon_.Log();
+  ASSERT_NE(WaitFor([&] { return !daemon_.Running(); }), absl::InfiniteDuration()) << daemon_.Log();
   EXPECT_NE(daemon_.Stop(SIGTERM, absl::Seconds(1)), 0);
   EXPECT_NE(daemon_.Log().find("dra.rollingUpdate"), std::string::npos) << daemon_.Log();
   EXPECT_NE(daemon_.Log().find("downward API"), std::string::npos) << daemon_.Log();

@@ -9,10 +9,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-
 #include "common/log.h"
-#include "common/unix_socket.h"
 #include "common/periodic_worker.h"
+#include "common/unix_socket.h"
 
 namespace gpulet::dra {
 
@@ -97,8 +96,8 @@ std::vector<std::string> OtherInstances(const std::string& dir, const std::strin
 void KubeletPlugin::RemoveStaleInstances() {
   removed_stale_.clear();
   const std::string& driver = registration_.driver();
-  std::vector<std::string> candidates = OtherInstances(paths_.registry_dir, driver, "-reg.sock",
-                                                       paths_.registration_socket);
+  std::vector<std::string> candidates =
+      OtherInstances(paths_.registry_dir, driver, "-reg.sock", paths_.registration_socket);
   for (std::string& p : OtherInstances(paths_.plugin_dir, "dra", ".sock", paths_.dra_socket)) {
     candidates.push_back(std::move(p));
   }
@@ -107,9 +106,10 @@ void KubeletPlugin::RemoveStaleInstances() {
   for (const std::string& path : candidates) {
     if (ProbeUnixSocket(path) != SocketProbe::kRefused) continue;
     if (unlink(path.c_str()) == 0) {
-      GPULET_LOG_INFO("DRA driver {}: removed {}, a socket of an earlier instance that no "
-                      "process serves any more",
-                      driver, path);
+      GPULET_LOG_INFO(
+          "DRA driver {}: removed {}, a socket of an earlier instance that no "
+          "process serves any more",
+          driver, path);
       removed_stale_.push_back(path);
     }
   }

@@ -120,8 +120,8 @@ std::map<std::string, PrepareResult> PreparedClaims::Prepare(const std::vector<C
   FileLock file_lock(lock_fd_);
   absl::Status ready = file_lock.error() == 0
                            ? Reload()
-                           : absl::UnavailableError(absl::StrCat(
-                                 "cannot lock ", lock_path(), ": ", strerror(file_lock.error())));
+                           : absl::UnavailableError(absl::StrCat("cannot lock ", lock_path(), ": ",
+                                                                 strerror(file_lock.error())));
   if (!ready.ok()) {
     GPULET_LOG_ERROR("NodePrepareResources: {}", ready.message());
     for (const ClaimRef& c : claims) {
@@ -193,8 +193,8 @@ std::map<std::string, std::string> PreparedClaims::Unprepare(const std::vector<C
   FileLock file_lock(lock_fd_);
   absl::Status ready = file_lock.error() == 0
                            ? Reload()
-                           : absl::UnavailableError(absl::StrCat(
-                                 "cannot lock ", lock_path(), ": ", strerror(file_lock.error())));
+                           : absl::UnavailableError(absl::StrCat("cannot lock ", lock_path(), ": ",
+                                                                 strerror(file_lock.error())));
   if (!ready.ok()) {
     GPULET_LOG_ERROR("NodeUnprepareResources: {}", ready.message());
     for (const ClaimRef& c : claims) {

@@ -94,8 +94,7 @@ class PreparedClaims {
 
  private:
   class FileLock;
-  PreparedClaims(CheckpointFile file, ClaimCheckpoint loaded, ClaimPreparer* preparer,
-                 int lock_fd);
+  PreparedClaims(CheckpointFile file, ClaimCheckpoint loaded, ClaimPreparer* preparer, int lock_fd);
   // Under the file lock: the checkpoint as the file holds it now, into claims_.
   absl::Status Reload() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -167,9 +167,10 @@ void PluginManager::Run() {
         if ((servers_[i]->running() || servers_[i]->yielded()) &&
             ProbeUnixSocket(servers_[i]->socket_path()) == SocketProbe::kServed) {
           if (servers_[i]->running()) {
-            GPULET_LOG_INFO("socket {} is served by another process now (a new gpulet pod "
-                            "took {} over): leaving it",
-                            servers_[i]->socket_path(), servers_[i]->resource().name);
+            GPULET_LOG_INFO(
+                "socket {} is served by another process now (a new gpulet pod "
+                "took {} over): leaving it",
+                servers_[i]->socket_path(), servers_[i]->resource().name);
             servers_[i]->Yield();
           }
           registered[i] = true;  // nothing to register while the other serves

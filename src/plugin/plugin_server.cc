@@ -147,10 +147,10 @@ absl::Status DevicePluginServer::Start() {
   // later, from its own threads), unlinks that private name instead of whatever serves
   // `path` by then.
   static std::atomic<int> serial{0};
-  std::string bound = JoinPath(plugin_dir_, absl::StrCat(".", resource_.socket_name, ".",
-                                                           getpid(), ".", serial.fetch_add(1)));
+  std::string bound = JoinPath(plugin_dir_, absl::StrCat(".", resource_.socket_name, ".", getpid(),
+                                                         ".", serial.fetch_add(1)));
   if (bound.size() > 107) bound = path;  // no room: unlink and bind in place, as before
-  unlink(bound.c_str());  // a stale socket from an earlier run would make bind fail
+  unlink(bound.c_str());                 // a stale socket from an earlier run would make bind fail
   service_ = std::make_unique<Service>(this);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat("unix://", bound), grpc::InsecureServerCredentials());
