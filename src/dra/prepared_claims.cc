@@ -107,6 +107,14 @@ PreparedClaims::PreparedClaims(CheckpointFile file, ClaimCheckpoint loaded, Clai
 
 PreparedClaims::~PreparedClaims() { close(lock_fd_); }
 
+absl::Status PreparedClaims::ReloadLocked(int lock_error) {
+  if (lock_error != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot lock ", lock_path(), ": ", strerror(lock_error)));
+  }
+  return Reload();
+}
+
 absl::Status PreparedClaims::Reload() {
   absl::StatusOr<ClaimCheckpoint> now = file_.Load();
   if (!now.ok()) return now.status();
@@ -118,10 +126,7 @@ std::map<std::string, PrepareResult> PreparedClaims::Prepare(const std::vector<C
   std::map<std::string, PrepareResult> out;
   absl::MutexLock lock(&mu_);
   FileLock file_lock(lock_fd_);
-  absl::Status ready = file_lock.error() == 0
-                           ? Reload()
-                           : absl::UnavailableError(absl::StrCat("cannot lock ", lock_path(), ": ",
-                                                                 strerror(file_lock.error())));
+  absl::Status ready = ReloadLocked(file_lock.error());
   if (!ready.ok()) {
     GPULET_LOG_ERROR("NodePrepareResources: {}", ready.message());
     for (const ClaimRef& c : claims) {
@@ -191,10 +196,7 @@ std::map<std::string, std::string> PreparedClaims::Unprepare(const std::vector<C
   std::map<std::string, std::string> out;
   absl::MutexLock lock(&mu_);
   FileLock file_lock(lock_fd_);
-  absl::Status ready = file_lock.error() == 0
-                           ? Reload()
-                           : absl::UnavailableError(absl::StrCat("cannot lock ", lock_path(), ": ",
-                                                                 strerror(file_lock.error())));
+  absl::Status ready = ReloadLocked(file_lock.error());
   if (!ready.ok()) {
     GPULET_LOG_ERROR("NodeUnprepareResources: {}", ready.message());
     for (const ClaimRef& c : claims) {

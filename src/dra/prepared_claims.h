@@ -97,6 +97,8 @@ class PreparedClaims {
   PreparedClaims(CheckpointFile file, ClaimCheckpoint loaded, ClaimPreparer* preparer, int lock_fd);
   // Under the file lock: the checkpoint as the file holds it now, into claims_.
   absl::Status Reload() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reload, after taking the file lock failed with `lock_error` (errno) or not (0).
+  absl::Status ReloadLocked(int lock_error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CheckpointFile file_;
   ClaimPreparer* const preparer_;
