@@ -136,12 +136,14 @@ TEST(MigResourcesTest, MemorySlicesSkipGpusInMigModeUnderAMigStrategy) {
   Snapshot uniform = Uniform();
   for (DeviceRecord& d : uniform.devices) d.gpu.memory_total_bytes = uint64_t{4} << 30;
   c.plugin.mig_strategy = MigStrategy::kSingle;
-  mem = Find(ResourcesFor(c, &uniform), "nvidia.com/gpu-memory");
+  const std::vector<ResourceSpec> single = ResourcesFor(c, &uniform);
+  mem = Find(single, "nvidia.com/gpu-memory");
   ASSERT_NE(mem, nullptr);
   EXPECT_TRUE(AdvertisedDevices(*mem, c, uniform).empty());
   // Without a MIG strategy every GPU is sliced, MIG or not.
   c.plugin.mig_strategy = MigStrategy::kNone;
-  mem = Find(ResourcesFor(c, &s), "nvidia.com/gpu-memory");
+  const std::vector<ResourceSpec> none = ResourcesFor(c, &s);
+  mem = Find(none, "nvidia.com/gpu-memory");
   ASSERT_NE(mem, nullptr);
   EXPECT_EQ(AdvertisedDevices(*mem, c, s).size(), 6u);
 }
