@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/gpu_list.h"
 #include "common/k8s_names.h"
 #include "common/read_file.h"
 #include "config/yaml_kind.h"
@@ -704,11 +705,7 @@ std::vector<std::string> Config::AdvertisedResources() const {
 }
 
 bool Config::DraOffers(int index, const std::string& uuid) const {
-  if (!dra.enabled) return false;
-  for (const std::string& g : dra.gpus) {
-    if (g == "all" || g == uuid || g == std::to_string(index)) return true;
-  }
-  return false;
+  return dra.enabled && GpuListNames(dra.gpus, index, uuid);
 }
 
 std::vector<std::string> ConfigKeys() {

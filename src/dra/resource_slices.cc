@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "common/gpu_list.h"
 
 namespace gpulet::dra {
 namespace {
@@ -95,12 +96,9 @@ std::string TaintValue(const GpuHealth& health) {
 }
 
 bool Offers(const SliceOptions& options, const Gpu& gpu) {
-  for (const std::string& g : options.gpus) {
-    if (g == "all" || g == gpu.uuid || (gpu.index && g == std::to_string(*gpu.index))) {
-      return true;
-    }
-  }
-  return false;
+  std::optional<int> index;
+  if (gpu.index) index = static_cast<int>(*gpu.index);
+  return GpuListNames(options.gpus, index, gpu.uuid);
 }
 
 std::string SemVer(const std::string& v) {
