@@ -8,10 +8,10 @@
 //   - CPU while scraped once a second for 10 s (gpulet also samples NVML every second then),
 //     as a share of one core, from /proc/<pid>/stat.
 //   - the HTTP server alone, against a floor: scrape p50/p99 and throughput at 1, 8, 64 and
-//     256 concurrent connections (wrk, 3 s each) for `gpulet serve --simulate homelab` (a
-//     16.7 KiB exposition) and for a
+//     256 concurrent connections (wrk, 3 s a round, two rounds interleaved, each side's best
+//     figures kept) for `gpulet serve --simulate homelab` (a 16.7 KiB exposition) and for a
 //     minimal libmicrohttpd server in this binary that serves the same body bytes (one
-//     prebuilt response, the library's own epoll thread): what the library costs by itself;
+//     prebuilt response, one epoll thread): what the library costs by itself;
 //   - /healthz and /metrics p99 (a new connection per request, as a kubelet probe makes)
 //     while 1,000 idle keep-alive and 200 slowloris connections are open on gpulet.
 // Every process is real and talks over loopback TCP, as Prometheus would.
@@ -285,6 +285,14 @@ WrkFigures RunWrk(int port, int connections) {
   return w;
 }
 
+// Folds a second round into `best`: the lower latencies and the higher rate of the two.
+void KeepBest(const WrkFigures& again, WrkFigures* best) {
+  if (!again.ok) return;
+  best->p50_ms = std::min(best->p50_ms, again.p50_ms);
+  best->p99_ms = std::min(best->p99_ms, again.p99_ms);
+  best->rps = std::max(best->rps, again.rps);
+}
+
 // p99 of `n` requests for `path`, each on a new connection; failures count as `bound`.
 double ProbeP99(int port, const std::string& path, int n, absl::Duration bound, int* failed) {
   std::vector<double> ms;
@@ -331,8 +339,15 @@ void RunServerBenchmarks(BenchTable& table, const fs::path& dir) {
   }
   const std::string size = absl::StrFormat("%.1f KiB body", body.size() / 1024.0);
   for (int c : {1, 8, 64, 256}) {
+    // Two rounds, interleaved (gpulet, floor, gpulet, floor), each side's best figure of
+    // its two kept: on two cores, a few seconds of noise from the rest of the machine would
+    // otherwise land on one side only.
     WrkFigures g = RunWrk(port, c);
     WrkFigures f = RunWrk(floor_port, c);
+    if (g.ok && f.ok) {
+      KeepBest(RunWrk(port, c), &g);
+      KeepBest(RunWrk(floor_port, c), &f);
+    }
     if (!g.ok || !f.ok) {
       std::fprintf(stderr, "server benchmarks at %d connections: %s%s\n", c, g.error.c_str(),
                    f.error.c_str());
@@ -340,7 +355,7 @@ void RunServerBenchmarks(BenchTable& table, const fs::path& dir) {
     }
     std::string conns = absl::StrCat(c, " conn");
     table.Add("http", absl::StrCat("gpulet scrape p50, ", conns), g.p50_ms, "ms",
-              absl::StrFormat("floor %.3f ms; %s; wrk -d3s", f.p50_ms, size));
+              absl::StrFormat("floor %.3f ms; %s; wrk -d3s, best of 2 each", f.p50_ms, size));
     table.Add("http", absl::StrCat("gpulet scrape p99, ", conns), g.p99_ms, "ms",
               absl::StrFormat("floor %.3f ms (%.2fx)%s", f.p99_ms, g.p99_ms / f.p99_ms,
                               c == 64 ? "; target <= 1.5x floor" : ""));

@@ -9,19 +9,21 @@
 # dependency of GnuTLS, the metrics server's TLS).
 #
 # Sets, for the gpulet_module() LIBS lists:
-#   GPULET_LIB_ABSL GPULET_LIB_GRPC GPULET_LIB_YAML GPULET_LIB_SPDLOG GPULET_LIB_ELF
+#   GPULET_LIB_ABSL GPULET_LIB_GRPC GPULET_LIB_YAML GPULET_LIB_LIBYAML GPULET_LIB_SPDLOG GPULET_LIB_ELF
 #   GPULET_LIB_MICROHTTPD GPULET_LIB_ZLIB GPULET_LIB_CRYPT GPULET_LIB_OPENSSL
 #   GPULET_LIB_ABSL_KUBE (the Abseil components only the API client uses)
 # each of which links, in whatever finally links it, the shared library, or, in a program
 # with the target property GPULET_STATIC_LINK set, the static archives; and
 # gpulet_link_static(TARGET), which sets that property and the link options that go with it.
 #
-# Only the `gpulet` program is linked so. The tests and benchmarks link cpp-httplib, which
-# Debian ships only as a shared library needing the shared libstdc++; the NVML simulator
-# library cannot take Abseil's archives (built for executables: their thread-locals use
-# the local-exec model) and so keeps the shared libraries and libstdc++ (it is loaded only
-# by --simulate and the tests, never on a real node). Under the sanitizers the option is
-# off by default: that build checks behaviour, not size, and links faster shared.
+# The `gpulet` program and the NVML simulator library are linked so. The tests and
+# benchmarks link cpp-httplib, which Debian ships only as a shared library needing the shared
+# libstdc++. The simulator library (loaded by --simulate and the tests) uses neither Abseil,
+# whose archives cannot go into a shared library (built for executables: their
+# thread-locals use the local-exec model), nor yaml-cpp, whose archive is not
+# position-independent: it reads fixtures with libyaml, whose archive is. Under the
+# sanitizers the option is off by default: that build checks behaviour, not size, and links
+# faster shared.
 
 set(GPULET_ABSL_COMPONENTS absl::status absl::statusor absl::strings absl::str_format
   absl::synchronization absl::time)
@@ -30,6 +32,7 @@ if(NOT GPULET_STATIC_DEPS)
   set(GPULET_LIB_ABSL ${GPULET_ABSL_COMPONENTS})
   set(GPULET_LIB_GRPC gRPC::grpc++ protobuf::libprotobuf)
   set(GPULET_LIB_YAML yaml-cpp)
+  set(GPULET_LIB_LIBYAML PkgConfig::LIBYAML)
   set(GPULET_LIB_SPDLOG spdlog::spdlog)
   set(GPULET_LIB_ELF PkgConfig::LIBELF)
   set(GPULET_LIB_MICROHTTPD PkgConfig::MICROHTTPD)
@@ -46,7 +49,7 @@ endif()
 # refer to each other in both directions). Abseil's are all taken: which of its ~80
 # archives gRPC needs is its business, and unused members are not pulled in.
 set(GPULET_STATIC_ARCHIVE_NAMES grpc++_unsecure grpc_unsecure upb gpr address_sorting re2 cares
-  protobuf yaml-cpp microhttpd gnutls hogweed nettle gmp tasn1 idn2 unistring elf crypt ssl crypto
+  protobuf yaml-cpp yaml microhttpd gnutls hogweed nettle gmp tasn1 idn2 unistring elf crypt ssl crypto
   z)
 set(GPULET_STATIC_ARCHIVES)
 foreach(name IN LISTS GPULET_STATIC_ARCHIVE_NAMES)
@@ -74,6 +77,7 @@ endfunction()
 gpulet_dep(absl ${GPULET_ABSL_COMPONENTS})
 gpulet_dep(grpc gRPC::grpc++ protobuf::libprotobuf)
 gpulet_dep(yaml yaml-cpp)
+gpulet_dep(libyaml PkgConfig::LIBYAML)
 gpulet_dep(elf PkgConfig::LIBELF)
 gpulet_dep(microhttpd PkgConfig::MICROHTTPD)
 gpulet_dep(zlib ZLIB::ZLIB)
@@ -89,6 +93,7 @@ target_link_libraries(gpulet_dep_spdlog INTERFACE Threads::Threads)
 set(GPULET_LIB_ABSL gpulet_dep_absl)
 set(GPULET_LIB_GRPC gpulet_dep_grpc)
 set(GPULET_LIB_YAML gpulet_dep_yaml)
+set(GPULET_LIB_LIBYAML gpulet_dep_libyaml)
 set(GPULET_LIB_SPDLOG gpulet_dep_spdlog)
 set(GPULET_LIB_ELF gpulet_dep_elf)
 set(GPULET_LIB_MICROHTTPD gpulet_dep_microhttpd)

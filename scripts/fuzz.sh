@@ -1,5 +1,5 @@
 #!/bin/bash
-# Builds every libFuzzer target (src/**/*_fuzz.cc) with clang++-14 and
+# Builds every libFuzzer target (src/**/*_fuzz.cc, sim/*_fuzz.cc) with clang++-14 and
 # -fsanitize=fuzzer,address,undefined into build-fuzz/, then runs each for SECONDS seconds.
 # Exits non-zero when a target crashes, leaks, hangs or fails to build.
 #
@@ -16,7 +16,8 @@
 # fixtures' /proc/<pid>/cgroup files and /var/log/pods names; the config parser from README's
 # example; the web-config parser from a few small files; the API client's HTTP response parser
 # (src/kube/http_response_fuzz.cc) from a few responses as the API server sends them; the DRA
-# checkpoint parser (src/dra/checkpoint_fuzz.cc) from a checkpoint and claims gpulet writes.
+# checkpoint parser (src/dra/checkpoint_fuzz.cc) from a checkpoint and claims gpulet writes;
+# the simulator's fixture reader (sim/fixture_fuzz.cc) from the bundled fixtures.
 # Inputs that grow coverage accumulate in build-fuzz/corpus/NAME; a crashing input is saved in build-fuzz/artifacts/NAME/.
 # Reproduce one with: build-fuzz/bin/NAME build-fuzz/artifacts/NAME/crash-...
 set -euo pipefail
@@ -60,7 +61,7 @@ CXXFLAGS=(-std=c++20 -g -O1 -fno-omit-frame-pointer -Wall -Wextra
 # Every library any target might need; --as-needed drops the ones a target does not use.
 # shellcheck disable=SC2207
 LIBS=(-Wl,--as-needed $(pkg-config --libs absl_status absl_statusor absl_strings \
-  absl_str_format absl_synchronization absl_time absl_cord libelf yaml-cpp) -lpthread -ldl)
+  absl_str_format absl_synchronization absl_time absl_cord libelf yaml-cpp yaml-0.1) -lpthread -ldl)
 
 # --- dependency closure ------------------------------------------------------------------
 # Prints the .cc files (repository-relative) that `$1` needs, itself included.
@@ -193,6 +194,9 @@ make_seeds() {
         > "$dir/claims.json"
       printf '!{"u2":{"namespace":"ml","name":"x","devices":[]}}' > "$dir/no-devices.json"
       ;;
+    sim/fixture_fuzz.cc)
+      cp sim/fixtures/*.yaml "$dir/"
+      ;;
     src/gpu/elf_check_fuzz.cc)
       local lib
       for lib in libdl.so.2 libpthread.so.0 librt.so.1 libutil.so.1; do
@@ -205,7 +209,7 @@ make_seeds() {
 }
 
 # --- build and run -----------------------------------------------------------------------
-mapfile -t targets < <(find src -name '*_fuzz.cc' | sort)
+mapfile -t targets < <(find src sim -name '*_fuzz.cc' | sort)
 if [ $# -gt 0 ]; then
   selected=()
   for want in "$@"; do
@@ -217,7 +221,7 @@ if [ $# -gt 0 ]; then
   done
   targets=("${selected[@]}")
 fi
-[ ${#targets[@]} -gt 0 ] || { echo "fuzz.sh: no *_fuzz.cc targets under src/" >&2; exit 1; }
+[ ${#targets[@]} -gt 0 ] || { echo "fuzz.sh: no *_fuzz.cc targets under src/ or sim/" >&2; exit 1; }
 
 failed=()
 summary=()

@@ -1,23 +1,25 @@
 #include "sim/fixture.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <initializer_list>
 #include <limits>
+#include <memory>
 #include <string_view>
 #include <utility>
 
+#include "sim/file_io.h"
 #include "sim/mig.h"
+#include "sim/yaml_tree.h"
 
 namespace gpulet::sim {
 namespace {
 
 constexpr std::string_view kUnsupported = "unsupported";
 constexpr size_t kMaxGpus = 64;  // matches the simulator's handle table
+constexpr size_t kMaxFixtureBytes = 8 << 20;
 
 struct NamedValue {
   const char* name;
@@ -81,10 +83,10 @@ class Parser {
   bool ok() const { return error_.empty(); }
   const std::string& error() const { return error_; }
 
-  void Fail(const YAML::Node& at, const std::string& what) {
+  void Fail(const YamlNode& at, const std::string& what) {
     if (!ok()) return;
     error_ = file_;
-    const YAML::Mark mark = at.Mark();
+    const YamlMark mark = at.Mark();
     if (!mark.is_null()) {
       // Appended piece by piece: `":" + std::to_string(...)` trips GCC 12's -Wrestrict
       // false positive at -O3.
@@ -96,10 +98,10 @@ class Parser {
     error_ += ": " + what;
   }
 
-  void ParseTop(const YAML::Node& root, Fixture* out) {
+  void ParseTop(const YamlNode& root, Fixture* out) {
     if (!ExpectMap(root, "the document")) return;
     CheckKeys(root, "top level", {"driver", "gpu_defaults", "gpus"});
-    const YAML::Node driver = root["driver"];
+    const YamlNode driver = root["driver"];
     if (!driver) return Fail(root, "missing \"driver\"");
     if (!ExpectMap(driver, "driver")) return;
     CheckKeys(driver, "driver", {"version", "nvml_version", "cuda_driver_version"});
@@ -113,19 +115,19 @@ class Parser {
     }
 
     FixtureGpu defaults;
-    if (const YAML::Node d = root["gpu_defaults"]) ApplyGpu(d, "gpu_defaults", &defaults);
+    if (const YamlNode d = root["gpu_defaults"]) ApplyGpu(d, "gpu_defaults", &defaults);
 
-    const YAML::Node gpus = root["gpus"];
+    const YamlNode gpus = root["gpus"];
     if (!gpus) return Fail(root, "missing \"gpus\"");
     if (!gpus.IsSequence()) return Fail(gpus, "gpus: expected a list");
     if (gpus.size() > kMaxGpus) return Fail(gpus, "gpus: at most 64 GPUs");
     for (size_t i = 0; i < gpus.size() && ok(); ++i) {
       const std::string path = "gpus[" + std::to_string(i) + "]";
-      const YAML::Node g = gpus[i];
+      const YamlNode g = gpus[i];
       FixtureGpu gpu = defaults;
       gpu.minor = static_cast<unsigned>(i);
       if (!ExpectMap(g, path)) return;
-      if (const YAML::Node index = g["index"]) {
+      if (const YamlNode index = g["index"]) {
         uint64_t value = 0;
         if (ReadUint(index, path + ".index", kMaxGpus, &value) && value != i) {
           return Fail(index, path + ".index: " + std::to_string(value) + " but it is entry " +
@@ -135,7 +137,7 @@ class Parser {
       ApplyGpu(g, path, &gpu);
       if (!ok()) return;
       // Bus ids are per board, so gpu_defaults cannot supply one.
-      const YAML::Node pci = g["pci"];
+      const YamlNode pci = g["pci"];
       if (!pci || !pci.IsMap() || !pci["bus_id"]) return Fail(g, path + " needs pci.bus_id");
       if (gpu.name.empty() || gpu.uuid.empty() || gpu.pci_device_id == 0 ||
           gpu.memory_total_mib == 0) {
@@ -147,7 +149,7 @@ class Parser {
       if (gpu.mig.has_value()) {
         // Checked here, once the entry and the defaults are merged: the product comes from
         // the name, which gpu_defaults may hold.
-        const YAML::Node at = g["mig"] ? g["mig"] : g;
+        const YamlNode at = g["mig"] ? g["mig"] : g;
         const std::string who = path + ".mig (" + gpu.uuid + ", " + gpu.name + ")";
         gpu.mig_product = FindMigProduct(gpu.name);
         if (gpu.mig_product == nullptr && !gpu.mig->instances.empty()) {
@@ -178,7 +180,7 @@ class Parser {
 
  private:
   // Applies the keys present in `n` to `g`, leaving the others (the defaults) alone.
-  void ApplyGpu(const YAML::Node& n, const std::string& path, FixtureGpu* g) {
+  void ApplyGpu(const YamlNode& n, const std::string& path, FixtureGpu* g) {
     if (!ExpectMap(n, path)) return;
     CheckKeys(n, path,
               {"index",
@@ -216,10 +218,10 @@ class Parser {
     SetOptString(n, "serial", path, &g->serial);
     SetOptString(n, "vbios_version", path, &g->vbios_version);
     SetUint(n, "minor", path, 255, &g->minor);
-    if (const YAML::Node pci = n["pci"]) ApplyPci(pci, path + ".pci", g);
+    if (const YamlNode pci = n["pci"]) ApplyPci(pci, path + ".pci", g);
     SetOptNamed(n, "brand", path, kBrands, &g->brand);
     SetOptNamed(n, "architecture", path, kArchitectures, &g->architecture);
-    if (const YAML::Node cc = n["compute_capability"]) {
+    if (const YamlNode cc = n["compute_capability"]) {
       if (IsUnsupported(cc)) {
         g->compute_capability.reset();
       } else {
@@ -235,7 +237,7 @@ class Parser {
       }
     }
     SetOptBool(n, "persistence_mode", path, &g->persistence_mode);
-    if (const YAML::Node m = n["memory"]) {
+    if (const YamlNode m = n["memory"]) {
       const std::string p = path + ".memory";
       if (ExpectMap(m, p)) {
         CheckKeys(m, p, {"total_mib", "reserved_mib", "used_mib"});
@@ -244,7 +246,7 @@ class Parser {
         SetUint(m, "used_mib", p, 1 << 24, &g->memory_used_mib);
       }
     }
-    if (const YAML::Node power = n["power"]) {
+    if (const YamlNode power = n["power"]) {
       const std::string p = path + ".power";
       if (ExpectMap(power, p)) {
         CheckKeys(power, p, {"limit_w", "usage_w", "energy_mj"});
@@ -255,7 +257,7 @@ class Parser {
     }
     ApplyClocks(n, "clocks", path, &g->clocks_mhz);
     ApplyClocks(n, "max_clocks", path, &g->max_clocks_mhz);
-    if (const YAML::Node t = n["temperature"]) {
+    if (const YamlNode t = n["temperature"]) {
       const std::string p = path + ".temperature";
       if (ExpectMap(t, p)) {
         CheckKeys(t, p, {"gpu_c", "memory_c"});
@@ -264,7 +266,7 @@ class Parser {
       }
     }
     SetOptUint(n, "fan_percent", path, 200, &g->fan_percent);
-    if (const YAML::Node ps = n["pstate"]) {
+    if (const YamlNode ps = n["pstate"]) {
       if (IsUnsupported(ps)) {
         g->pstate.reset();
       } else {
@@ -278,7 +280,7 @@ class Parser {
         }
       }
     }
-    if (const YAML::Node r = n["clocks_event_reasons"]) {
+    if (const YamlNode r = n["clocks_event_reasons"]) {
       const std::string p = path + ".clocks_event_reasons";
       if (IsUnsupported(r)) {
         g->clocks_event_reasons.reset();
@@ -296,7 +298,7 @@ class Parser {
         }
       }
     }
-    if (const YAML::Node u = n["utilization"]) {
+    if (const YamlNode u = n["utilization"]) {
       const std::string p = path + ".utilization";
       if (IsUnsupported(u)) {
         g->utilization.reset();
@@ -311,8 +313,8 @@ class Parser {
     ApplyCodec(n, "encoder", path, &g->encoder);
     ApplyCodec(n, "decoder", path, &g->decoder);
     SetOptUint(n, "pcie_replay", path, std::numeric_limits<unsigned>::max(), &g->pcie_replay);
-    if (const YAML::Node e = n["ecc"]) ApplyEcc(e, path + ".ecc", g);
-    if (const YAML::Node r = n["remapped_rows"]) {
+    if (const YamlNode e = n["ecc"]) ApplyEcc(e, path + ".ecc", g);
+    if (const YamlNode r = n["remapped_rows"]) {
       const std::string p = path + ".remapped_rows";
       if (IsUnsupported(r)) {
         g->remapped_rows.reset();
@@ -326,10 +328,10 @@ class Parser {
         g->remapped_rows = rows;
       }
     }
-    if (const YAML::Node procs = n["processes"]) ApplyProcesses(procs, path + ".processes", g);
-    if (const YAML::Node gpm = n["gpm"]) ApplyGpm(gpm, path + ".gpm", g);
-    if (const YAML::Node nvlink = n["nvlink"]) ApplyNvLink(nvlink, path + ".nvlink", g);
-    if (const YAML::Node mig = n["mig"]) {
+    if (const YamlNode procs = n["processes"]) ApplyProcesses(procs, path + ".processes", g);
+    if (const YamlNode gpm = n["gpm"]) ApplyGpm(gpm, path + ".gpm", g);
+    if (const YamlNode nvlink = n["nvlink"]) ApplyNvLink(nvlink, path + ".nvlink", g);
+    if (const YamlNode mig = n["mig"]) {
       const std::string p = path + ".mig";
       if (IsUnsupported(mig)) {
         g->mig.reset();
@@ -347,13 +349,13 @@ class Parser {
         if (mode.current > 1 || mode.pending > 1) {
           return Fail(mig, p + ": modes are disabled or enabled");
         }
-        if (const YAML::Node instances = mig["instances"]) {
+        if (const YamlNode instances = mig["instances"]) {
           ApplyMigInstances(instances, p + ".instances", g->uuid, &mode.instances);
         }
         g->mig = mode;
       }
     }
-    if (const YAML::Node v = n["virtualization"]) {
+    if (const YamlNode v = n["virtualization"]) {
       uint64_t value = 0;
       if (LookupName(v, path + ".virtualization", kVirtualizationModes, &value)) {
         if (value > 4)
@@ -367,7 +369,7 @@ class Parser {
 
   // `gpm: {sm_util: 69.2, ...}`: merged into the defaults metric by metric; `unsupported`
   // drops one metric, or the whole section.
-  void ApplyGpm(const YAML::Node& n, const std::string& p, FixtureGpu* g) {
+  void ApplyGpm(const YamlNode& n, const std::string& p, FixtureGpu* g) {
     if (IsUnsupported(n)) {
       g->gpm.reset();
       return;
@@ -399,13 +401,13 @@ class Parser {
 
   // `instances: [{gpu_instance: 1, profile: 3g.71gb, placement: 4, uuid: MIG-...}]`. The
   // layout is checked against the product's table once the whole entry is read (ParseTop).
-  void ApplyMigInstances(const YAML::Node& n, const std::string& p, const std::string& parent_uuid,
+  void ApplyMigInstances(const YamlNode& n, const std::string& p, const std::string& parent_uuid,
                          std::vector<MigInstance>* out) {
     if (!n.IsSequence()) return Fail(n, p + ": expected a list");
     out->clear();
     for (size_t i = 0; i < n.size() && ok(); ++i) {
       const std::string ip = p + "[" + std::to_string(i) + "]";
-      const YAML::Node m = n[i];
+      const YamlNode m = n[i];
       if (!ExpectMap(m, ip)) return;
       CheckKeys(m, ip, {"gpu_instance", "compute_instance", "profile", "placement", "uuid", "gpm"});
       if (!m["gpu_instance"] || !m["profile"] || !m["placement"]) {
@@ -420,7 +422,7 @@ class Parser {
       if (instance.uuid.empty()) {
         instance.uuid = MigUuid(parent_uuid, instance.gpu_instance, instance.compute_instance);
       }
-      if (const YAML::Node gpm = m["gpm"]) {
+      if (const YamlNode gpm = m["gpm"]) {
         const std::string gp = ip + ".gpm";
         if (!ExpectMap(gpm, gp)) return;
         std::map<std::string, double> values;
@@ -446,7 +448,7 @@ class Parser {
     }
   }
 
-  void ApplyNvLink(const YAML::Node& n, const std::string& p, FixtureGpu* g) {
+  void ApplyNvLink(const YamlNode& n, const std::string& p, FixtureGpu* g) {
     if (IsUnsupported(n)) {
       g->nvlink.reset();
       return;
@@ -455,7 +457,7 @@ class Parser {
     CheckKeys(n, p, {"links", "remote", "data_tx_kib", "data_rx_kib", "errors", "down"});
     NvLinkInfo info = g->nvlink.value_or(NvLinkInfo{});
     SetUint(n, "links", p, kMaxNvLinks, &info.links);
-    if (const YAML::Node remote = n["remote"]) {
+    if (const YamlNode remote = n["remote"]) {
       uint64_t value = 0;
       if (LookupName(remote, p + ".remote", kNvLinkRemoteTypes, &value)) {
         info.remote_type = static_cast<int>(value);
@@ -463,7 +465,7 @@ class Parser {
     }
     SetUint(n, "data_tx_kib", p, std::numeric_limits<uint64_t>::max() / 2, &info.data_tx_kib);
     SetUint(n, "data_rx_kib", p, std::numeric_limits<uint64_t>::max() / 2, &info.data_rx_kib);
-    if (const YAML::Node e = n["errors"]) {
+    if (const YamlNode e = n["errors"]) {
       const std::string ep = p + ".errors";
       if (!ExpectMap(e, ep)) return;
       CheckKeys(e, ep, {"replay", "recovery", "crc_flit", "crc_data"});
@@ -478,7 +480,7 @@ class Parser {
                          " (leave nvlink out for a GPU without NVLink)");
     }
     // Links the GPU has but does not use (an SXM GPU alone in a VM): `all` or a list.
-    if (const YAML::Node down = n["down"]) {
+    if (const YamlNode down = n["down"]) {
       const std::string dp = p + ".down";
       info.down.clear();
       if (down.IsScalar() && down.Scalar() == "all") {
@@ -502,10 +504,10 @@ class Parser {
     g->nvlink = info;
   }
 
-  void ApplyPci(const YAML::Node& pci, const std::string& p, FixtureGpu* g) {
+  void ApplyPci(const YamlNode& pci, const std::string& p, FixtureGpu* g) {
     if (!ExpectMap(pci, p)) return;
     CheckKeys(pci, p, {"bus_id", "device_id", "subsystem_id"});
-    if (const YAML::Node bus = pci["bus_id"]) {
+    if (const YamlNode bus = pci["bus_id"]) {
       const std::string text = Scalar(bus, p + ".bus_id");
       if (ok() && !ParsePciBusId(text, &g->pci_domain, &g->pci_bus, &g->pci_device)) {
         Fail(bus, p + ".bus_id: expected DDDD:BB:DD.F, e.g. 0000:01:00.0");
@@ -515,9 +517,9 @@ class Parser {
     SetUint(pci, "subsystem_id", p, 0xffffffffu, &g->pci_subsystem_id);
   }
 
-  void ApplyClocks(const YAML::Node& n, const char* key, const std::string& path,
+  void ApplyClocks(const YamlNode& n, const char* key, const std::string& path,
                    std::array<std::optional<unsigned>, 4>* clocks) {
-    const YAML::Node c = n[key];
+    const YamlNode c = n[key];
     if (!c) return;
     const std::string p = path + "." + key;
     if (IsUnsupported(c)) {
@@ -529,9 +531,9 @@ class Parser {
     for (int i = 0; i < 4; ++i) SetOptUint(c, kClockNames[i], p, 100000, &(*clocks)[i]);
   }
 
-  void ApplyCodec(const YAML::Node& n, const char* key, const std::string& path,
+  void ApplyCodec(const YamlNode& n, const char* key, const std::string& path,
                   std::optional<CodecUtilization>* out) {
-    const YAML::Node c = n[key];
+    const YamlNode c = n[key];
     if (!c) return;
     const std::string p = path + "." + key;
     if (IsUnsupported(c)) {
@@ -546,7 +548,7 @@ class Parser {
     *out = value;
   }
 
-  void ApplyEcc(const YAML::Node& e, const std::string& p, FixtureGpu* g) {
+  void ApplyEcc(const YamlNode& e, const std::string& p, FixtureGpu* g) {
     if (IsUnsupported(e)) {
       g->ecc.reset();
       return;
@@ -559,7 +561,7 @@ class Parser {
     SetBool(e, "pending", p, &ecc.pending);
     const char* counters[2] = {"volatile", "aggregate"};
     for (int c = 0; c < 2; ++c) {
-      const YAML::Node counts = e[counters[c]];
+      const YamlNode counts = e[counters[c]];
       if (!counts) continue;
       const std::string cp = p + "." + counters[c];
       if (!ExpectMap(counts, cp)) return;
@@ -570,12 +572,12 @@ class Parser {
     g->ecc = ecc;
   }
 
-  void ApplyProcesses(const YAML::Node& procs, const std::string& p, FixtureGpu* g) {
+  void ApplyProcesses(const YamlNode& procs, const std::string& p, FixtureGpu* g) {
     if (!procs.IsSequence()) return Fail(procs, p + ": expected a list");
     g->processes.clear();
     for (size_t i = 0; i < procs.size() && ok(); ++i) {
       const std::string pp = p + "[" + std::to_string(i) + "]";
-      const YAML::Node n = procs[i];
+      const YamlNode n = procs[i];
       if (!ExpectMap(n, pp)) return;
       CheckKeys(n, pp, {"pid", "name", "used_mib", "type", "gpu_instance", "compute_instance"});
       SimProcess process;
@@ -601,17 +603,17 @@ class Parser {
 
   // --- scalar readers ----------------------------------------------------------------------
 
-  static bool IsUnsupported(const YAML::Node& n) {
+  static bool IsUnsupported(const YamlNode& n) {
     return n.IsScalar() && n.Scalar() == kUnsupported;
   }
 
-  bool ExpectMap(const YAML::Node& n, const std::string& path) {
+  bool ExpectMap(const YamlNode& n, const std::string& path) {
     if (n.IsMap()) return true;
     Fail(n, path + ": expected a mapping");
     return false;
   }
 
-  void CheckKeys(const YAML::Node& map, const std::string& path,
+  void CheckKeys(const YamlNode& map, const std::string& path,
                  std::initializer_list<std::string_view> allowed) {
     for (const auto& kv : map) {
       const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : std::string("?");
@@ -621,7 +623,7 @@ class Parser {
     }
   }
 
-  std::string Scalar(const YAML::Node& n, const std::string& path) {
+  std::string Scalar(const YamlNode& n, const std::string& path) {
     if (!n.IsScalar()) {
       Fail(n, path + ": expected a single value");
       return "";
@@ -629,7 +631,7 @@ class Parser {
     return n.Scalar();
   }
 
-  bool ReadUint(const YAML::Node& n, const std::string& path, uint64_t max, uint64_t* out) {
+  bool ReadUint(const YamlNode& n, const std::string& path, uint64_t max, uint64_t* out) {
     if (!ok()) return false;
     const std::string text = Scalar(n, path);
     uint64_t value = 0;
@@ -644,17 +646,17 @@ class Parser {
   }
 
   template <typename T>
-  void SetUint(const YAML::Node& map, const char* key, const std::string& path, uint64_t max,
+  void SetUint(const YamlNode& map, const char* key, const std::string& path, uint64_t max,
                T* out) {
-    const YAML::Node n = map[key];
+    const YamlNode n = map[key];
     uint64_t value = 0;
     if (n && ReadUint(n, path + "." + key, max, &value)) *out = static_cast<T>(value);
   }
 
   template <typename T>
-  void SetOptUint(const YAML::Node& map, const char* key, const std::string& path, uint64_t max,
+  void SetOptUint(const YamlNode& map, const char* key, const std::string& path, uint64_t max,
                   std::optional<T>* out) {
-    const YAML::Node n = map[key];
+    const YamlNode n = map[key];
     if (!n) return;
     if (IsUnsupported(n)) {
       out->reset();
@@ -664,7 +666,7 @@ class Parser {
     if (ReadUint(n, path + "." + key, max, &value)) *out = static_cast<T>(value);
   }
 
-  bool ReadDouble(const YAML::Node& n, const std::string& path, double* out) {
+  bool ReadDouble(const YamlNode& n, const std::string& path, double* out) {
     const std::string text = Scalar(n, path);
     if (!ok()) return false;
     char* end = nullptr;
@@ -677,9 +679,9 @@ class Parser {
     return true;
   }
 
-  void SetOptWatts(const YAML::Node& map, const char* key, const std::string& path,
+  void SetOptWatts(const YamlNode& map, const char* key, const std::string& path,
                    std::optional<unsigned>* out_mw) {
-    const YAML::Node n = map[key];
+    const YamlNode n = map[key];
     if (!n) return;
     if (IsUnsupported(n)) {
       out_mw->reset();
@@ -695,17 +697,16 @@ class Parser {
     *out_mw = static_cast<unsigned>(std::lround(watts * 1000));
   }
 
-  void SetString(const YAML::Node& map, const char* key, const std::string& path,
-                 std::string* out) {
-    if (const YAML::Node n = map[key]) {
+  void SetString(const YamlNode& map, const char* key, const std::string& path, std::string* out) {
+    if (const YamlNode n = map[key]) {
       std::string value = Scalar(n, path + "." + key);
       if (ok()) *out = std::move(value);
     }
   }
 
-  void SetOptString(const YAML::Node& map, const char* key, const std::string& path,
+  void SetOptString(const YamlNode& map, const char* key, const std::string& path,
                     std::optional<std::string>* out) {
-    const YAML::Node n = map[key];
+    const YamlNode n = map[key];
     if (!n) return;
     if (IsUnsupported(n)) {
       out->reset();
@@ -715,7 +716,7 @@ class Parser {
     if (ok()) *out = std::move(value);
   }
 
-  bool ReadBool(const YAML::Node& n, const std::string& path, bool* out) {
+  bool ReadBool(const YamlNode& n, const std::string& path, bool* out) {
     const std::string text = Scalar(n, path);
     if (!ok()) return false;
     if (text == "true" || text == "enabled") {
@@ -729,13 +730,13 @@ class Parser {
     return true;
   }
 
-  void SetBool(const YAML::Node& map, const char* key, const std::string& path, bool* out) {
-    if (const YAML::Node n = map[key]) ReadBool(n, path + "." + key, out);
+  void SetBool(const YamlNode& map, const char* key, const std::string& path, bool* out) {
+    if (const YamlNode n = map[key]) ReadBool(n, path + "." + key, out);
   }
 
-  void SetOptBool(const YAML::Node& map, const char* key, const std::string& path,
+  void SetOptBool(const YamlNode& map, const char* key, const std::string& path,
                   std::optional<bool>* out) {
-    const YAML::Node n = map[key];
+    const YamlNode n = map[key];
     if (!n) return;
     if (IsUnsupported(n)) {
       out->reset();
@@ -746,7 +747,7 @@ class Parser {
   }
 
   template <size_t N>
-  bool LookupName(const YAML::Node& n, const std::string& path, const NamedValue (&table)[N],
+  bool LookupName(const YamlNode& n, const std::string& path, const NamedValue (&table)[N],
                   uint64_t* out) {
     const std::string text = Scalar(n, path);
     if (!ok()) return false;
@@ -765,9 +766,9 @@ class Parser {
   }
 
   template <typename T, size_t N>
-  void SetOptNamed(const YAML::Node& map, const char* key, const std::string& path,
+  void SetOptNamed(const YamlNode& map, const char* key, const std::string& path,
                    const NamedValue (&table)[N], std::optional<T>* out) {
-    const YAML::Node n = map[key];
+    const YamlNode n = map[key];
     if (!n) return;
     if (IsUnsupported(n)) {
       out->reset();
@@ -814,26 +815,31 @@ bool ParsePciBusId(const std::string& text, unsigned* domain, unsigned* bus, uns
 }
 
 bool LoadFixture(const std::string& path, Fixture* out, std::string* error) {
-  try {
-    const YAML::Node root = YAML::LoadFile(path);
-    Parser parser(path);
-    Fixture fixture;
-    parser.ParseTop(root, &fixture);
-    if (!parser.ok()) {
-      *error = parser.error();
-      return false;
-    }
-    *out = std::move(fixture);
-    return true;
-  } catch (const YAML::BadFile&) {
-    *error = path + ": cannot open file";
-  } catch (const YAML::Exception& e) {
-    // e.what() already carries "yaml-cpp: error at line L, column C: ...".
-    *error = path + ": " + e.what();
-  } catch (const std::exception& e) {
-    *error = path + ": " + e.what();
+  std::string text;
+  if (ReadCappedRegularFile(path, kMaxFixtureBytes, "simulator fixture", &text, error) !=
+      ReadResult::kOk) {
+    return false;
   }
-  return false;
+  return ParseFixture(text, path, out, error);
+}
+
+bool ParseFixture(std::string_view text, const std::string& file, Fixture* out,
+                  std::string* error) {
+  std::string syntax;
+  std::unique_ptr<YamlTree> tree = YamlTree::Parse(text, &syntax);
+  if (tree == nullptr) {
+    *error = file + ":" + syntax;
+    return false;
+  }
+  Parser parser(file);
+  Fixture fixture;
+  parser.ParseTop(tree->root(), &fixture);
+  if (!parser.ok()) {
+    *error = parser.error();
+    return false;
+  }
+  *out = std::move(fixture);
+  return true;
 }
 
 }  // namespace gpulet::sim

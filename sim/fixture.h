@@ -17,6 +17,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/state.h"
@@ -125,6 +126,9 @@ struct Fixture {
 // Reads and validates a fixture file. On failure returns false and sets `*error` to one
 // line naming the file, the position and the problem. Never throws.
 bool LoadFixture(const std::string& path, Fixture* out, std::string* error);
+
+// Parses and validates fixture text; `file` names it in errors ("FILE:LINE:COLUMN: ...").
+bool ParseFixture(std::string_view text, const std::string& file, Fixture* out, std::string* error);
 
 // Parses "0000:01:00.0", "00000000:01:00.0" or "01:00.0" (domain 0), case-insensitive.
 bool ParsePciBusId(const std::string& text, unsigned* domain, unsigned* bus, unsigned* device);

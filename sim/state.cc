@@ -13,9 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
-#include "common/atomic_file.h"
-#include "common/read_file.h"
 #include "gpu/nvml_api.h"
+#include "sim/file_io.h"
 
 namespace gpulet::sim {
 namespace {
@@ -729,18 +728,20 @@ std::string StateToJson(const SimState& state) {
 bool LoadState(const std::string& path, SimState* out, std::string* error) {
   // Non-blocking, regular files only, size-capped: the simulator runs inside NVML calls,
   // where a FIFO or /dev/zero at the state path must not hang or flood the caller.
-  absl::StatusOr<std::string> text =
-      ReadRegularFile(path, kMaxStateFileBytes, "simulator state file");
-  if (absl::IsNotFound(text.status())) {
-    *out = SimState();
-    return true;
-  }
-  if (!text.ok()) {
-    SetError(error, std::string(text.status().message()));
-    return false;
+  std::string text, read_error;
+  switch (
+      ReadCappedRegularFile(path, kMaxStateFileBytes, "simulator state file", &text, &read_error)) {
+    case ReadResult::kMissing:
+      *out = SimState();
+      return true;
+    case ReadResult::kError:
+      SetError(error, read_error);
+      return false;
+    case ReadResult::kOk:
+      break;
   }
   std::string parse_error;
-  if (!StateFromJson(*text, out, &parse_error)) {
+  if (!StateFromJson(text, out, &parse_error)) {
     SetError(error, path + ": " + parse_error);
     return false;
   }
@@ -748,11 +749,9 @@ bool LoadState(const std::string& path, SimState* out, std::string* error) {
 }
 
 bool SaveStateAtomic(const std::string& path, const SimState& state, std::string* error) {
-  // Not durable: readers only need rename's atomicity, not survival of a power cut, and an
-  // fsync on a busy CI disk can take long enough to make fault-injection tests flaky.
-  absl::Status st = WriteFileAtomically(path, StateToJson(state), {.durable = false});
-  if (!st.ok()) {
-    SetError(error, std::string(st.message()));
+  std::string write_error;
+  if (!ReplaceFile(path, StateToJson(state), &write_error)) {
+    SetError(error, write_error);
     return false;
   }
   return true;
