@@ -36,9 +36,10 @@ void RunDaemonBenchmarks(BenchTable& table) {
   FakeKubelet kubelet((dir / "kubelet/device-plugins").string());
   if (!kubelet.Start().ok()) return;
 
-  // Start to Register, over several daemon starts.
+  // Start to Register, over several daemon starts. The first start is not counted: it pays
+  // for reading the just-built binary into the page cache, which a node pays once per image.
   std::vector<double> start_ms;
-  for (int run = 0; run < 5; ++run) {
+  for (int run = -1; run < 5; ++run) {
     DaemonProcess daemon;
     int before = kubelet.registrations();
     absl::Time t0 = absl::Now();
@@ -50,7 +51,7 @@ void RunDaemonBenchmarks(BenchTable& table) {
       std::fprintf(stderr, "daemon did not register:\n%s\n", daemon.Log().c_str());
       return;
     }
-    start_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
+    if (run >= 0) start_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
     if (run < 4) daemon.Stop(SIGTERM, absl::Seconds(5));
     if (run == 4) {
       // Re-register after kubelet restarts.
@@ -73,7 +74,8 @@ void RunDaemonBenchmarks(BenchTable& table) {
         alloc_us.push_back(absl::ToDoubleMicroseconds(absl::Now() - a0));
       }
       table.Add("plugin", "start to Register (gpulet serve)", Percentile(start_ms, 50), "ms",
-                "p50 of 5 starts, process start to the kubelet's Register; target <= 30 ms");
+                "p50 of 5 starts after one warm-up, process start to the kubelet's Register; "
+                "target <= 30 ms");
       table.Add(
           "plugin", "re-register after kubelet restart", Percentile(rereg_ms, 50), "ms",
           absl::StrCat("p50 of ", rereg_ms.size(), ", max ",

@@ -25,6 +25,7 @@
 #include "absl/time/time.h"
 #include "cli/commands.h"
 #include "common/log.h"
+#include "common/malloc_arenas.h"
 #include "common/startup_pages.h"
 #include "config/config.h"
 #include "daemon/daemon.h"
@@ -179,6 +180,9 @@ class ServeCommand final : public CommandHandler {
     sigaddset(&signals, SIGINT);
     sigaddset(&signals, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    // One malloc arena for every thread: the daemon's private memory stays flat
+    // (common/malloc_arenas.h).
+    UseOneMallocArena();
     if (!InitLogging(log_level_)) {
       std::fprintf(stderr,
                    "gpulet serve: --log-level '%s' is not one of debug, info, warn, error\n",
