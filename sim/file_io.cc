@@ -8,20 +8,13 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/file_kind.h"
+
 namespace gpulet::sim {
 namespace {
 
-const char* KindOf(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  return "not a regular file";
-}
-
 std::string NotRegular(const char* what, const std::string& path, mode_t mode) {
-  return std::string(what) + " " + path + " is " + KindOf(mode) +
+  return std::string(what) + " " + path + " is " + FileKindName(mode) +
          ", not a regular file; give the path of a regular file";
 }
 

@@ -24,16 +24,6 @@ UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
   return *this;
 }
 
-const char* FileKindName(mode_t mode) {
-  if (S_ISREG(mode)) return "a regular file";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  return "not a regular file";
-}
-
 absl::StatusOr<UniqueFd> OpenRegularFile(const std::string& path, const std::string& what,
                                          const std::string& shown_as, off_t* size) {
   const std::string& shown = shown_as.empty() ? path : shown_as;

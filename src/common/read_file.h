@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "common/file_kind.h"  // FileKindName, for callers' messages
 
 namespace gpulet {
 
@@ -38,10 +39,6 @@ class UniqueFd {
  private:
   int fd_ = -1;
 };
-
-// What a file of `mode` is, for messages: "a directory", "a FIFO (named pipe)", "a socket",
-// "a character device", "a block device", "a regular file" or "not a regular file".
-const char* FileKindName(mode_t mode);
 
 // Opens `path` as ReadRegularFile does and checks, on the open descriptor, that it is a
 // regular file; `size` (when not null) gets its size. Messages name the file as `what`
