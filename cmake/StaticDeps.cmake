@@ -6,11 +6,11 @@
 # as the heap does. Linked from archives with --gc-sections, only the members gpulet uses
 # come in, and gRPC comes without TLS (grpc++_unsecure: the kubelet sockets are unix
 # sockets). What Debian 12 ships no archive of stays dynamic: glibc, and p11-kit (a
-# dependency of GnuTLS, the metrics server's TLS).
+# dependency of GnuTLS, the TLS of the metrics server and the API client).
 #
 # Sets, for the gpulet_module() LIBS lists:
 #   GPULET_LIB_ABSL GPULET_LIB_GRPC GPULET_LIB_YAML GPULET_LIB_LIBYAML GPULET_LIB_SPDLOG GPULET_LIB_ELF
-#   GPULET_LIB_MICROHTTPD GPULET_LIB_ZLIB GPULET_LIB_CRYPT GPULET_LIB_OPENSSL
+#   GPULET_LIB_MICROHTTPD GPULET_LIB_ZLIB GPULET_LIB_NETTLE GPULET_LIB_GNUTLS
 #   GPULET_LIB_ABSL_KUBE (the Abseil components only the API client uses)
 # each of which links, in whatever finally links it, the shared library, or, in a program
 # with the target property GPULET_STATIC_LINK set, the static archives; and
@@ -37,8 +37,8 @@ if(NOT GPULET_STATIC_DEPS)
   set(GPULET_LIB_ELF PkgConfig::LIBELF)
   set(GPULET_LIB_MICROHTTPD PkgConfig::MICROHTTPD)
   set(GPULET_LIB_ZLIB ZLIB::ZLIB)
-  set(GPULET_LIB_CRYPT crypt)
-  set(GPULET_LIB_OPENSSL OpenSSL::SSL OpenSSL::Crypto)
+  set(GPULET_LIB_NETTLE PkgConfig::NETTLE)
+  set(GPULET_LIB_GNUTLS PkgConfig::GNUTLS)
   set(GPULET_LIB_ABSL_KUBE absl::random_random absl::cord)
   function(gpulet_link_static target)  # nothing to do: everything links shared
   endfunction()
@@ -49,8 +49,7 @@ endif()
 # refer to each other in both directions). Abseil's are all taken: which of its ~80
 # archives gRPC needs is its business, and unused members are not pulled in.
 set(GPULET_STATIC_ARCHIVE_NAMES grpc++_unsecure grpc_unsecure upb gpr address_sorting re2 cares
-  protobuf yaml-cpp yaml microhttpd gnutls hogweed nettle gmp tasn1 idn2 unistring elf crypt ssl crypto
-  z)
+  protobuf-lite yaml-cpp yaml microhttpd gnutls hogweed nettle gmp tasn1 idn2 unistring elf z)
 set(GPULET_STATIC_ARCHIVES)
 foreach(name IN LISTS GPULET_STATIC_ARCHIVE_NAMES)
   find_library(GPULET_ARCHIVE_${name} NAMES lib${name}.a REQUIRED)
@@ -75,15 +74,17 @@ function(gpulet_dep name)
     "$<IF:$<BOOL:$<TARGET_PROPERTY:GPULET_STATIC_LINK>>,gpulet_static_archives,${ARGN}>")
 endfunction()
 gpulet_dep(absl ${GPULET_ABSL_COMPONENTS})
+# The kubelet APIs are compiled for protobuf's lite runtime (proto/): statically, its own
+# archive; shared, the full library, a superset that gRPC's CMake package links anyway.
 gpulet_dep(grpc gRPC::grpc++ protobuf::libprotobuf)
 gpulet_dep(yaml yaml-cpp)
 gpulet_dep(libyaml PkgConfig::LIBYAML)
 gpulet_dep(elf PkgConfig::LIBELF)
 gpulet_dep(microhttpd PkgConfig::MICROHTTPD)
 gpulet_dep(zlib ZLIB::ZLIB)
-gpulet_dep(crypt crypt)
-# The Kubernetes API client's TLS (src/kube/): OpenSSL's own archives.
-gpulet_dep(openssl OpenSSL::SSL OpenSSL::Crypto)
+gpulet_dep(nettle PkgConfig::NETTLE)
+# The Kubernetes API client's TLS (src/kube/), as the metrics server's: GnuTLS.
+gpulet_dep(gnutls PkgConfig::GNUTLS)
 # spdlog and fmt have no archive: compiled into gpulet from their headers, everywhere, so
 # that every module is compiled one way.
 add_library(gpulet_dep_spdlog INTERFACE)
@@ -98,8 +99,8 @@ set(GPULET_LIB_SPDLOG gpulet_dep_spdlog)
 set(GPULET_LIB_ELF gpulet_dep_elf)
 set(GPULET_LIB_MICROHTTPD gpulet_dep_microhttpd)
 set(GPULET_LIB_ZLIB gpulet_dep_zlib)
-set(GPULET_LIB_CRYPT gpulet_dep_crypt)
-set(GPULET_LIB_OPENSSL gpulet_dep_openssl)
+set(GPULET_LIB_NETTLE gpulet_dep_nettle)
+set(GPULET_LIB_GNUTLS gpulet_dep_gnutls)
 set(GPULET_LIB_ABSL_KUBE gpulet_dep_absl)  # every Abseil archive is in the group already
 
 # Sections per function and datum, so that --gc-sections drops what nothing calls.

@@ -1,8 +1,10 @@
 #!/bin/bash
 # Completes the runtime root file system of gpulet's image (run in the Containerfile's build
 # stage, after `cmake --install` into ROOTFS): copies the shared libraries that the gpulet
-# binary and the NVML simulator link, as ldd resolves them, with the dynamic loader; adds CA
-# certificates, /etc/passwd and /etc/group entries for the non-root user 65532, and /tmp.
+# binary and the NVML simulator link, as ldd resolves them, with the dynamic loader; adds
+# /etc/passwd and /etc/group entries for the non-root user 65532, and /tmp. No CA
+# certificates: gpulet never loads the system trust store (the API client trusts the
+# cluster's CA alone, and the metrics server presents a certificate, it checks none).
 # Usage: image-rootfs.sh ROOTFS
 set -euo pipefail
 
@@ -36,9 +38,8 @@ for b in "${bins[@]}"; do
   done < <(ldd "$b")
 done
 
-mkdir -p "$root/etc/ssl/certs" "$root/tmp"
+mkdir -p "$root/etc" "$root/tmp"
 chmod 1777 "$root/tmp"
-cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/"
 printf 'root:x:0:0:root:/:/usr/sbin/nologin\ngpulet:x:65532:65532:gpulet:/:/usr/sbin/nologin\n' \
   > "$root/etc/passwd"
 printf 'root:x:0:\ngpulet:x:65532:\n' > "$root/etc/group"

@@ -417,7 +417,7 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Confi
   m->sampler->Start();
   m->http = std::make_unique<MetricsServer>(m->sampler.get(), &store_, m->web, options_.clock);
   if (absl::Status s = m->http->Start(config.metrics.address); !s.ok()) {
-    // A cert and key that OpenSSL refuses (garbage, or not a pair) are the web config's fault.
+    // A cert and key that GnuTLS refuses (garbage, or not a pair) are the web config's fault.
     if (absl::IsInvalidArgument(s) && absl::StartsWith(s.message(), "cannot start HTTPS")) {
       return absl::InvalidArgumentError(absl::StrCat("metrics.webConfigFile: ", s.message()));
     }
@@ -540,7 +540,7 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
     absl::StatusOr<std::unique_ptr<Metrics>> built = MakeMetrics(next);
     if (!built.ok()) {
       // The web config's errors (MakeMetrics names metrics.webConfigFile, a certificate and
-      // key that OpenSSL refuses included) come named; the rest is the address.
+      // key that GnuTLS refuses included) come named; the rest is the address.
       if (absl::StartsWith(built.status().message(), "metrics.")) return built.status();
       return absl::Status(built.status().code(),
                           absl::StrCat("metrics.address: ", built.status().message()));

@@ -3,47 +3,29 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/bio.h>
-#include <openssl/err.h>
-#include <openssl/pem.h>
-#include <openssl/ssl.h>
-#include <openssl/x509.h>
-#include <openssl/x509_vfy.h>
-#include <openssl/x509v3.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <optional>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "common/clock.h"
 
 namespace gpulet::kube {
 namespace {
-
-std::string OpenSslErrors() {
-  std::string out;
-  unsigned long e;
-  while ((e = ERR_get_error()) != 0) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
-  return out.empty() ? "no OpenSSL error recorded" : out;
-}
-
-bool IsIpLiteral(const std::string& host) {
-  in6_addr a6;
-  in_addr a4;
-  return inet_pton(AF_INET, host.c_str(), &a4) == 1 || inet_pton(AF_INET6, host.c_str(), &a6) == 1;
-}
 
 std::string HostHeader(const std::string& host, int port) {
   std::string h = host.find(':') != std::string::npos ? absl::StrCat("[", host, "]") : host;
@@ -51,31 +33,144 @@ std::string HostHeader(const std::string& host, int port) {
   return h;
 }
 
-// Reads every PEM certificate in `pem`.
-absl::StatusOr<std::vector<X509*>> ReadCerts(const std::string& pem, const std::string& what) {
-  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
-  if (bio == nullptr) return absl::ResourceExhaustedError("BIO_new_mem_buf failed");
-  std::vector<X509*> certs;
-  while (X509* c = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr)) certs.push_back(c);
-  ERR_clear_error();  // the loop ends on a "no start line" error
-  BIO_free(bio);
-  if (certs.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " holds no PEM certificate (\"-----BEGIN CERTIFICATE-----\" blocks)"));
+// `text` as a 16-byte address (IPv4 as IPv4-mapped IPv6, so that the two compare equal, as
+// Go's net.IP.Equal has them), or nothing when it is no IP literal.
+std::optional<std::array<unsigned char, 16>> ParseIp(const std::string& text) {
+  std::array<unsigned char, 16> a{};
+  in_addr v4;
+  if (inet_pton(AF_INET, text.c_str(), &v4) == 1) {
+    a[10] = a[11] = 0xff;
+    std::memcpy(a.data() + 12, &v4, 4);
+    return a;
   }
-  return certs;
+  if (inet_pton(AF_INET6, text.c_str(), a.data()) == 1) return a;
+  return std::nullopt;
+}
+
+std::optional<std::array<unsigned char, 16>> RawIp(const std::string& raw) {
+  std::array<unsigned char, 16> a{};
+  if (raw.size() == 4) {
+    a[10] = a[11] = 0xff;
+    std::memcpy(a.data() + 12, raw.data(), 4);
+    return a;
+  }
+  if (raw.size() == 16) {
+    std::memcpy(a.data(), raw.data(), 16);
+    return a;
+  }
+  return std::nullopt;
+}
+
+std::string IpText(const std::string& raw) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  const int family = raw.size() == 4 ? AF_INET : AF_INET6;
+  if (raw.size() != 4 && raw.size() != 16)
+    return "(an IP SAN of " + std::to_string(raw.size()) + " bytes)";
+  return inet_ntop(family, raw.data(), buf, sizeof(buf)) != nullptr ? buf : "(unprintable IP SAN)";
+}
+
+bool DnsNameMatches(std::string pattern, const std::string& host) {
+  pattern = absl::AsciiStrToLower(absl::StripSuffix(pattern, "."));
+  if (pattern.empty() || host.empty()) return false;
+  if (pattern == host) return true;
+  // `*` only as the whole leftmost label, standing for exactly one non-empty label.
+  if (!absl::StartsWith(pattern, "*.")) return false;
+  const absl::string_view rest = absl::string_view(pattern).substr(2);
+  if (rest.empty() || rest.find('*') != absl::string_view::npos) return false;
+  const size_t dot = host.find('.');
+  return dot != std::string::npos && dot > 0 && absl::string_view(host).substr(dot + 1) == rest;
 }
 
 MonoTime Now() { return RealClock()->Monotonic(); }
 
+std::string GnutlsError(int code) { return gnutls_strerror(code); }
+
+// A datum viewing `s` (GnuTLS takes const data through a non-const pointer).
+gnutls_datum_t Datum(const std::string& s) {
+  return {reinterpret_cast<unsigned char*>(const_cast<char*>(s.data())),
+          static_cast<unsigned int>(s.size())};
+}
+
+// Every PEM certificate in `pem`, owned by the caller (FreeCerts).
+absl::StatusOr<std::vector<gnutls_x509_crt_t>> ReadCerts(const std::string& pem,
+                                                         const std::string& what) {
+  if (pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " holds no PEM certificate (\"-----BEGIN CERTIFICATE-----\" blocks)"));
+  }
+  gnutls_x509_crt_t* list = nullptr;
+  unsigned int n = 0;
+  const gnutls_datum_t d = Datum(pem);
+  int r = gnutls_x509_crt_list_import2(&list, &n, &d, GNUTLS_X509_FMT_PEM, 0);
+  if (r < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " holds a PEM certificate that cannot be read: ", GnutlsError(r)));
+  }
+  std::vector<gnutls_x509_crt_t> certs(list, list + n);
+  gnutls_free(list);
+  return certs;
+}
+
+void FreeCerts(std::vector<gnutls_x509_crt_t>& certs) {
+  for (gnutls_x509_crt_t c : certs) gnutls_x509_crt_deinit(c);
+  certs.clear();
+}
+
+// The subject alternative names of `cert`: DNS names and raw IP addresses.
+void ReadSans(gnutls_x509_crt_t cert, std::vector<std::string>* dns,
+              std::vector<std::string>* ips) {
+  for (unsigned int i = 0; i < 1024; ++i) {  // a bound, should a SAN never end the list
+    std::string buf(256, '\0');
+    size_t size = buf.size();
+    unsigned int type = 0;
+    int r = gnutls_x509_crt_get_subject_alt_name2(cert, i, buf.data(), &size, &type, nullptr);
+    if (r == GNUTLS_E_SHORT_MEMORY_BUFFER) {
+      buf.resize(size);
+      r = gnutls_x509_crt_get_subject_alt_name2(cert, i, buf.data(), &size, &type, nullptr);
+    }
+    if (r == GNUTLS_E_REQUESTED_DATA_NOT_AVAILABLE) return;
+    if (r < 0) continue;  // a SAN GnuTLS cannot read names nothing
+    buf.resize(size);
+    if (r == GNUTLS_SAN_DNSNAME) dns->push_back(buf);
+    if (r == GNUTLS_SAN_IPADDRESS) ips->push_back(buf);
+  }
+}
+
 }  // namespace
+
+bool CertificateNamesHost(const std::vector<std::string>& dns_sans,
+                          const std::vector<std::string>& ip_sans, const std::string& host) {
+  std::string candidate = host;
+  if (candidate.size() >= 3 && candidate.front() == '[' && candidate.back() == ']') {
+    candidate = candidate.substr(1, candidate.size() - 2);
+  }
+  if (std::optional<std::array<unsigned char, 16>> ip = ParseIp(candidate)) {
+    return std::any_of(ip_sans.begin(), ip_sans.end(),
+                       [&](const std::string& raw) { return RawIp(raw) == ip; });
+  }
+  const std::string name = absl::AsciiStrToLower(absl::StripSuffix(host, "."));
+  return std::any_of(dns_sans.begin(), dns_sans.end(),
+                     [&](const std::string& san) { return DnsNameMatches(san, name); });
+}
+
+struct TlsTransport::Credentials {
+  gnutls_certificate_credentials_t cred = nullptr;
+  gnutls_priority_t priority = nullptr;
+  ~Credentials() {
+    if (priority != nullptr) gnutls_priority_deinit(priority);
+    if (cred != nullptr) gnutls_certificate_free_credentials(cred);
+  }
+};
 
 struct TlsTransport::Connection {
   int fd = -1;
-  SSL* ssl = nullptr;
+  gnutls_session_t session = nullptr;
   MonoTime idle_since;
+  // Set while the handshake runs, for the certificate check (VerifyPeer).
+  std::string verify_name;
+  std::string verify_error;  // why the server's certificate was refused
   ~Connection() {
-    if (ssl != nullptr) SSL_free(ssl);
+    if (session != nullptr) gnutls_deinit(session);
     if (fd >= 0) close(fd);
   }
 };
@@ -83,6 +178,50 @@ struct TlsTransport::Connection {
 namespace {
 
 using Connection = TlsTransport::Connection;
+
+// Runs during the handshake, once the server's certificate chain has arrived: the chain
+// against the configured CAs (the credentials' trust list), then the name. A refusal
+// records why in the connection and fails the handshake.
+int VerifyPeer(gnutls_session_t session) {
+  auto* c = static_cast<Connection*>(gnutls_session_get_ptr(session));
+  unsigned int status = 0;
+  int r = gnutls_certificate_verify_peers2(session, &status);
+  if (r < 0) {
+    c->verify_error = absl::StrCat("its certificate could not be checked: ", GnutlsError(r));
+    return -1;
+  }
+  if (status != 0) {
+    gnutls_datum_t out{};
+    if (gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &out, 0) == 0) {
+      c->verify_error.assign(reinterpret_cast<const char*>(out.data), out.size);
+      gnutls_free(out.data);
+    } else {
+      c->verify_error = absl::StrCat("verification status 0x", absl::Hex(status));
+    }
+    return -1;
+  }
+  unsigned int n = 0;
+  const gnutls_datum_t* chain = gnutls_certificate_get_peers(session, &n);
+  gnutls_x509_crt_t leaf = nullptr;
+  if (chain == nullptr || n == 0 || gnutls_x509_crt_init(&leaf) < 0 ||
+      gnutls_x509_crt_import(leaf, &chain[0], GNUTLS_X509_FMT_DER) < 0) {
+    if (leaf != nullptr) gnutls_x509_crt_deinit(leaf);
+    c->verify_error = "its certificate could not be read";
+    return -1;
+  }
+  std::vector<std::string> dns, ips;
+  ReadSans(leaf, &dns, &ips);
+  gnutls_x509_crt_deinit(leaf);
+  if (CertificateNamesHost(dns, ips, c->verify_name)) return 0;
+  std::vector<std::string> names = dns;
+  for (const std::string& ip : ips) names.push_back(IpText(ip));
+  c->verify_error =
+      names.empty()
+          ? "the certificate has no subject alternative names (the common name is not used)"
+          : absl::StrCat("the certificate's names (", absl::StrJoin(names, ", "),
+                         ") do not include ", c->verify_name);
+  return -1;
+}
 
 // Waits until `fd` is ready for `events`, the deadline passes (DeadlineExceeded) or *cancel
 // turns true (Cancelled).
@@ -104,32 +243,36 @@ absl::Status WaitFd(int fd, short events, MonoTime deadline, const std::atomic<b
   }
 }
 
-// Runs an SSL operation on a non-blocking socket until it makes progress. Returns the
-// operation's positive result, 0 for a closed connection, or an error.
+// Runs a GnuTLS operation on a non-blocking socket until it makes progress. `op` returns
+// GnuTLS's result: positive for progress, 0 for a closed connection (a peer that closes
+// without close_notify counts as closed too), negative for an error.
 template <typename Op>
-absl::StatusOr<int> SslIo(Connection& c, Op op, MonoTime deadline, const std::atomic<bool>* cancel,
+absl::StatusOr<int> TlsIo(Connection& c, Op op, MonoTime deadline, const std::atomic<bool>* cancel,
                           const char* what) {
   for (;;) {
-    ERR_clear_error();
     errno = 0;
-    int r = op();
-    if (r > 0) return r;
-    int err = SSL_get_error(c.ssl, r);
-    switch (err) {
-      case SSL_ERROR_WANT_READ:
-      case SSL_ERROR_WANT_WRITE: {
-        absl::Status s =
-            WaitFd(c.fd, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline, cancel, what);
+    const int r = op();
+    if (r >= 0) return r;
+    switch (r) {
+      case GNUTLS_E_AGAIN:
+      case GNUTLS_E_INTERRUPTED: {
+        const short events = gnutls_record_get_direction(c.session) == 0 ? POLLIN : POLLOUT;
+        absl::Status s = WaitFd(c.fd, events, deadline, cancel, what);
         if (!s.ok()) return s;
         continue;
       }
-      case SSL_ERROR_ZERO_RETURN:
+      case GNUTLS_E_PREMATURE_TERMINATION:
         return 0;
-      case SSL_ERROR_SYSCALL:
-        if (errno == 0) return 0;  // EOF without close_notify
-        return absl::UnavailableError(absl::StrCat(what, ": ", strerror(errno)));
+      case GNUTLS_E_PUSH_ERROR:
+      case GNUTLS_E_PULL_ERROR:
+        if (errno != 0) return absl::UnavailableError(absl::StrCat(what, ": ", strerror(errno)));
+        return absl::UnavailableError(absl::StrCat(what, ": ", GnutlsError(r)));
+      case GNUTLS_E_REHANDSHAKE:
+        return absl::UnavailableError(
+            absl::StrCat(what, ": the server asked to renegotiate, which gpulet refuses"));
       default:
-        return absl::UnavailableError(absl::StrCat(what, ": ", OpenSslErrors()));
+        if (gnutls_error_is_fatal(r) == 0) continue;  // a warning alert, say
+        return absl::UnavailableError(absl::StrCat(what, ": ", GnutlsError(r)));
     }
   }
 }
@@ -138,9 +281,9 @@ absl::Status WriteAll(Connection& c, const std::string& data, MonoTime deadline)
   size_t off = 0;
   while (off < data.size()) {
     int n = static_cast<int>(std::min<size_t>(data.size() - off, 1 << 20));
-    absl::StatusOr<int> w = SslIo(
-        c, [&] { return SSL_write(c.ssl, data.data() + off, n); }, deadline, nullptr,
-        "sending the request");
+    absl::StatusOr<int> w = TlsIo(
+        c, [&] { return static_cast<int>(gnutls_record_send(c.session, data.data() + off, n)); },
+        deadline, nullptr, "sending the request");
     if (!w.ok()) return w.status();
     if (*w == 0) return absl::UnavailableError("the server closed the connection mid-request");
     off += static_cast<size_t>(*w);
@@ -155,76 +298,77 @@ absl::StatusOr<std::unique_ptr<TlsTransport>> TlsTransport::Create(TlsTransportO
   const std::string ca_what = options.ca_source.empty()
                                   ? "the CA bundle"
                                   : absl::StrCat("the CA bundle ", options.ca_source);
-  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
-  if (ctx == nullptr) return absl::InternalError(absl::StrCat("SSL_CTX_new: ", OpenSslErrors()));
-  auto fail = [ctx](absl::Status s) {
-    SSL_CTX_free(ctx);
-    return s;
-  };
-  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-  SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
-  SSL_CTX_set_mode(ctx, SSL_MODE_AUTO_RETRY);
-  static const unsigned char kAlpn[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
-  SSL_CTX_set_alpn_protos(ctx, kAlpn, sizeof(kAlpn));
-  absl::StatusOr<std::vector<X509*>> cas = ReadCerts(options.ca_pem, ca_what);
-  if (!cas.ok()) return fail(cas.status());
-  X509_STORE* store = SSL_CTX_get_cert_store(ctx);  // empty: the system store is never loaded
-  // Every certificate in the bundle is a trust anchor, as in client-go (Go's x509 pools): a
-  // ca.crt holding an intermediate CA works without its root.
-  X509_STORE_set_flags(store, X509_V_FLAG_PARTIAL_CHAIN);
-  for (X509* c : *cas) {
-    X509_STORE_add_cert(store, c);
-    X509_free(c);
+  auto creds = std::make_unique<Credentials>();
+  int r = gnutls_certificate_allocate_credentials(&creds->cred);
+  if (r < 0) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("gnutls_certificate_allocate_credentials: ", GnutlsError(r)));
   }
-  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  // TLS 1.2 and 1.3 only; otherwise GnuTLS's defaults (which the system policy may narrow).
+  const char* bad = nullptr;
+  r = gnutls_priority_init2(&creds->priority, "-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2", &bad,
+                            GNUTLS_PRIORITY_INIT_DEF_APPEND);
+  if (r < 0) {
+    return absl::InternalError(absl::StrCat("the TLS priority string is refused at \"",
+                                            bad != nullptr ? bad : "", "\": ", GnutlsError(r)));
+  }
+  absl::StatusOr<std::vector<gnutls_x509_crt_t>> cas = ReadCerts(options.ca_pem, ca_what);
+  if (!cas.ok()) return cas.status();
+  // The trust list holds the bundle alone (the system store is never loaded). GnuTLS takes
+  // any certificate in it as an anchor: a chain stops at the first trusted certificate, and
+  // a server certificate that is itself in the list is trusted.
+  r = gnutls_certificate_set_x509_trust(creds->cred, cas->data(), static_cast<int>(cas->size()));
+  FreeCerts(*cas);
+  if (r < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ca_what, " cannot be used as trust anchors: ", GnutlsError(r)));
+  }
+  gnutls_certificate_set_verify_function(creds->cred, VerifyPeer);
   if (!options.client_cert_pem.empty() || !options.client_key_pem.empty()) {
     if (options.client_cert_pem.empty() || options.client_key_pem.empty()) {
-      return fail(absl::InvalidArgumentError(
-          "a client certificate needs its key and a key its certificate: give both"));
+      return absl::InvalidArgumentError(
+          "a client certificate needs its key and a key its certificate: give both");
     }
-    absl::StatusOr<std::vector<X509*>> chain =
+    absl::StatusOr<std::vector<gnutls_x509_crt_t>> chain =
         ReadCerts(options.client_cert_pem, "the client certificate");
-    if (!chain.ok()) return fail(chain.status());
-    bool ok = SSL_CTX_use_certificate(ctx, (*chain)[0]) == 1;
-    for (size_t i = 1; i < chain->size(); ++i) {
-      ok = ok && SSL_CTX_add0_chain_cert(ctx, (*chain)[i]) == 1;
-      if (ok) (*chain)[i] = nullptr;  // owned by ctx now
+    if (!chain.ok()) return chain.status();
+    gnutls_x509_privkey_t key = nullptr;
+    const gnutls_datum_t key_pem = Datum(options.client_key_pem);
+    r = gnutls_x509_privkey_init(&key);
+    if (r >= 0) r = gnutls_x509_privkey_import(key, &key_pem, GNUTLS_X509_FMT_PEM);
+    if (r < 0) {
+      if (key != nullptr) gnutls_x509_privkey_deinit(key);
+      FreeCerts(*chain);
+      return absl::InvalidArgumentError(
+          absl::StrCat("the client key is not an unencrypted PEM private key: ", GnutlsError(r)));
     }
-    for (X509* c : *chain) X509_free(c);
-    if (!ok) {
-      return fail(absl::InvalidArgumentError(
-          absl::StrCat("OpenSSL refused the client certificate: ", OpenSslErrors())));
+    // Copies the chain and key, and checks that the key is the certificate's.
+    r = gnutls_certificate_set_x509_key(creds->cred, chain->data(), static_cast<int>(chain->size()),
+                                        key);
+    gnutls_x509_privkey_deinit(key);
+    FreeCerts(*chain);
+    if (r == GNUTLS_E_CERTIFICATE_KEY_MISMATCH) {
+      return absl::InvalidArgumentError(
+          "the client key does not match the client certificate (the first certificate in "
+          "its file)");
     }
-    BIO* bio = BIO_new_mem_buf(options.client_key_pem.data(),
-                               static_cast<int>(options.client_key_pem.size()));
-    EVP_PKEY* key =
-        bio != nullptr ? PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr) : nullptr;
-    BIO_free(bio);
-    if (key == nullptr) {
-      return fail(absl::InvalidArgumentError(
-          absl::StrCat("the client key is not an unencrypted PEM private key: ", OpenSslErrors())));
-    }
-    ok = SSL_CTX_use_PrivateKey(ctx, key) == 1 && SSL_CTX_check_private_key(ctx) == 1;
-    EVP_PKEY_free(key);
-    if (!ok) {
-      return fail(absl::InvalidArgumentError(
-          absl::StrCat("the client key does not match the client certificate: ", OpenSslErrors())));
+    if (r < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the client certificate and key are refused: ", GnutlsError(r)));
     }
   }
-  return std::unique_ptr<TlsTransport>(new TlsTransport(std::move(options), ctx));
+  return std::unique_ptr<TlsTransport>(new TlsTransport(std::move(options), std::move(creds)));
 }
 
-TlsTransport::TlsTransport(TlsTransportOptions options, SSL_CTX* ctx)
+TlsTransport::TlsTransport(TlsTransportOptions options, std::unique_ptr<Credentials> credentials)
     : options_(std::move(options)),
       host_header_(HostHeader(options_.host, options_.port)),
-      ctx_(ctx) {}
+      credentials_(std::move(credentials)) {}
 
 TlsTransport::~TlsTransport() {
-  {
-    absl::MutexLock lock(&mu_);
-    idle_.clear();
-  }
-  SSL_CTX_free(ctx_);
+  // The connections' sessions refer to the credentials: they go first.
+  absl::MutexLock lock(&mu_);
+  idle_.clear();
 }
 
 int TlsTransport::connections_opened() const {
@@ -286,34 +430,39 @@ absl::StatusOr<std::unique_ptr<TlsTransport::Connection>> TlsTransport::Connect(
   freeaddrinfo(res);
   if (conn->fd < 0) return last;
 
-  conn->ssl = SSL_new(ctx_);
-  if (conn->ssl == nullptr) return absl::InternalError(absl::StrCat("SSL_new: ", OpenSslErrors()));
-  SSL_set_fd(conn->ssl, conn->fd);
+  int r = gnutls_init(&conn->session, GNUTLS_CLIENT | GNUTLS_NONBLOCK | GNUTLS_NO_SIGNAL);
+  if (r < 0) return absl::ResourceExhaustedError(absl::StrCat("gnutls_init: ", GnutlsError(r)));
+  gnutls_session_t session = conn->session;
   const std::string& name = options_.server_name.empty() ? options_.host : options_.server_name;
-  X509_VERIFY_PARAM* param = SSL_get0_param(conn->ssl);
-  if (IsIpLiteral(name)) {
-    if (X509_VERIFY_PARAM_set1_ip_asc(param, name.c_str()) != 1) {
-      return absl::InternalError(absl::StrCat("X509_VERIFY_PARAM_set1_ip_asc: ", OpenSslErrors()));
-    }
-  } else {
-    X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-    if (SSL_set1_host(conn->ssl, name.c_str()) != 1 ||
-        SSL_set_tlsext_host_name(conn->ssl, name.c_str()) != 1) {
-      return absl::InternalError(absl::StrCat("setting the TLS host name: ", OpenSslErrors()));
-    }
+  conn->verify_name = name;
+  gnutls_session_set_ptr(session, conn.get());
+  static const char kHttp11[] = "http/1.1";
+  const gnutls_datum_t alpn{reinterpret_cast<unsigned char*>(const_cast<char*>(kHttp11)),
+                            sizeof(kHttp11) - 1};
+  if ((r = gnutls_priority_set(session, credentials_->priority)) < 0 ||
+      (r = gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, credentials_->cred)) < 0 ||
+      (r = gnutls_alpn_set_protocols(session, &alpn, 1, 0)) < 0 ||
+      (!ParseIp(name).has_value() &&
+       (r = gnutls_server_name_set(session, GNUTLS_NAME_DNS, name.data(), name.size())) < 0)) {
+    return absl::InternalError(absl::StrCat("setting up the TLS session: ", GnutlsError(r)));
   }
-  absl::StatusOr<int> hs = SslIo(
-      *conn, [&] { return SSL_connect(conn->ssl); }, deadline, nullptr, "in the TLS handshake");
+  gnutls_transport_set_int(session, conn->fd);
+  absl::StatusOr<int> hs = TlsIo(
+      *conn,
+      [&] {
+        const int h = gnutls_handshake(session);
+        return h == 0 ? 1 : h;
+      },
+      deadline, nullptr, "in the TLS handshake");
   if (!hs.ok() || *hs == 0) {
-    long verify = SSL_get_verify_result(conn->ssl);
-    if (verify != X509_V_OK) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("the API server at ", where,
-                       " presented a certificate that does not verify as ", name, " against ",
-                       options_.ca_source.empty() ? "the configured CA"
-                                                  : absl::StrCat("the CA in ", options_.ca_source),
-                       ": ", X509_verify_cert_error_string(verify),
-                       "; check the server address and that the CA is the cluster's"));
+    if (!conn->verify_error.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the API server at ", where, " presented a certificate that does not verify as ", name,
+          " against ",
+          options_.ca_source.empty() ? "the configured CA"
+                                     : absl::StrCat("the CA in ", options_.ca_source),
+          ": ", absl::StripSuffix(absl::StripTrailingAsciiWhitespace(conn->verify_error), "."),
+          "; check the server address and that the CA is the cluster's"));
     }
     absl::Status s =
         hs.ok() ? absl::UnavailableError("the server closed the connection") : hs.status();
@@ -373,8 +522,9 @@ Exchange Run(Connection& c, const std::string& wire, HttpResponseParser& parser,
       deadline = Now() + stream->idle_timeout;
       cancel = stream->cancel;
     }
-    absl::StatusOr<int> n = SslIo(
-        c, [&] { return SSL_read(c.ssl, buf, sizeof(buf)); }, deadline, cancel,
+    absl::StatusOr<int> n = TlsIo(
+        c, [&] { return static_cast<int>(gnutls_record_recv(c.session, buf, sizeof(buf))); },
+        deadline, cancel,
         parser.head_complete() ? "reading the response body" : "waiting for the response");
     if (!n.ok()) {
       x.response = n.status();

@@ -1,15 +1,19 @@
-// TlsTransport: HTTP/1.1 over TLS to one API server, with OpenSSL directly (no HTTP library:
+// TlsTransport: HTTP/1.1 over TLS to one API server, with GnuTLS directly (no HTTP library:
 // the binary is meant to be mostly static, and Debian 12 ships cpp-httplib only as a shared
-// library).
+// library; GnuTLS is the metrics server's TLS already, so the API client adds no TLS library).
 //
 // Security, fail closed: TLS 1.2 or newer; the server's chain must verify against the
-// configured CA bundle alone (never the system store: an API server's CA is its cluster's;
-// each certificate in the bundle is an anchor, as in client-go);
-// its certificate must name the host, checked by OpenSSL (X509_VERIFY_PARAM_set1_host for a
-// DNS name, with SNI; set1_ip_asc for an IP literal, matched against IP SANs only). An
-// optional `server_name` replaces the host for the check and SNI (kubeconfig's
-// tls-server-name). A client certificate and key are presented when configured. ALPN offers
-// only http/1.1, so the server never picks HTTP/2.
+// configured CA bundle alone (never the system store: an API server's CA is its cluster's);
+// each certificate in the bundle is an anchor, as in client-go, so a bundle holding the
+// server's own certificate works. The certificate must name the host
+// as client-go (Go's crypto/x509) checks it, not as GnuTLS would: a DNS name matches a DNS
+// SAN, where `*` stands for exactly one whole leftmost label (no partial-label wildcards
+// such as f*.example.com); an IP literal matches an IP SAN only; the subject's common name
+// is never consulted. A mismatch names what the certificate does name. An optional
+// `server_name` replaces the host for the check and SNI (kubeconfig's tls-server-name); SNI
+// is sent for DNS names only. A client certificate and key are presented when configured.
+// ALPN offers only http/1.1, so the server never picks HTTP/2; a renegotiation the server
+// asks for is refused.
 //
 // Connections: a round trip takes an idle keep-alive connection when there is one (at most
 // `max_idle_connections` are kept, each for at most `idle_keepalive`), else connects anew;
@@ -26,7 +30,7 @@
 // not bounded by the deadline; in-cluster the host is an IP literal, so none happens.
 //
 // Thread-safety: RoundTrip and Stream may be called from any number of threads at once;
-// each call uses its own connection.
+// each call uses its own connection (the credentials are shared, read-only once made).
 #ifndef GPULET_KUBE_TLS_TRANSPORT_H_
 #define GPULET_KUBE_TLS_TRANSPORT_H_
 
@@ -39,8 +43,6 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "kube/http.h"
-
-typedef struct ssl_ctx_st SSL_CTX;
 
 namespace gpulet::kube {
 
@@ -76,9 +78,10 @@ class TlsTransport final : public HttpTransport {
   int connections_opened() const;
 
   struct Connection;
+  struct Credentials;
 
  private:
-  TlsTransport(TlsTransportOptions options, SSL_CTX* ctx);
+  TlsTransport(TlsTransportOptions options, std::unique_ptr<Credentials> credentials);
 
   absl::StatusOr<std::unique_ptr<Connection>> Connect(absl::Duration timeout);
   std::unique_ptr<Connection> TakeIdle();
@@ -86,11 +89,17 @@ class TlsTransport final : public HttpTransport {
 
   const TlsTransportOptions options_;
   const std::string host_header_;
-  SSL_CTX* const ctx_;
+  const std::unique_ptr<Credentials> credentials_;
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Connection>> idle_ ABSL_GUARDED_BY(mu_);
   int connections_opened_ ABSL_GUARDED_BY(mu_) = 0;
 };
+
+// Whether a certificate with these subject alternative names names `host` (a DNS name, or an
+// IP literal without brackets), by client-go's rules above. `ip_sans` are the raw 4- or
+// 16-byte addresses. Exposed for its tests.
+bool CertificateNamesHost(const std::vector<std::string>& dns_sans,
+                          const std::vector<std::string>& ip_sans, const std::string& host);
 
 }  // namespace gpulet::kube
 

@@ -1,10 +1,10 @@
 #include "metrics/http_server.h"
 
-#include <crypt.h>
 #include <fcntl.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <nettle/blowfish.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -69,11 +69,16 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
 }  // namespace
 
 bool CheckPassword(const std::string& password, const std::string& hash) {
-  struct crypt_data data;
-  std::memset(&data, 0, sizeof(data));
-  const char* out = crypt_r(password.c_str(), hash.c_str(), &data);
-  if (out == nullptr || out[0] == '*') return false;
-  return ConstantTimeEquals(out, hash);
+  // Nettle's bcrypt (crypt_blowfish's algorithm, as libxcrypt's crypt(3) has it, which the
+  // tests hash with): the rounds and salt come from `hash`, and the result is compared here
+  // in constant time rather than by blowfish_bcrypt_verify's strcmp.
+  uint8_t out[BLOWFISH_BCRYPT_HASH_SIZE] = {};
+  if (blowfish_bcrypt_hash(out, password.size(), reinterpret_cast<const uint8_t*>(password.data()),
+                           hash.size(), reinterpret_cast<const uint8_t*>(hash.data()), -1,
+                           nullptr) != 1) {
+    return false;
+  }
+  return ConstantTimeEquals(reinterpret_cast<const char*>(out), hash);
 }
 
 BasicAuth::BasicAuth(std::map<std::string, std::string> users, CheckFn check)
@@ -81,7 +86,7 @@ BasicAuth::BasicAuth(std::map<std::string, std::string> users, CheckFn check)
   int cost = -1;
   for (const auto& [user, hash] : users_) cost = std::max(cost, BcryptCost(hash));
   if (cost < 0) cost = kDefaultBcryptCost;
-  // A full bcrypt setting with a fixed all-zero salt: crypt(3) does the whole cost's work,
+  // A full bcrypt setting with a fixed all-zero salt: bcrypt does the whole cost's work,
   // and its output never equals the setting, so the check fails.
   dummy_hash_ = absl::StrCat("$2b$", cost < 10 ? "0" : "", cost, "$", std::string(22, '.'));
 }

@@ -45,7 +45,8 @@
 
 namespace gpulet {
 
-// Checks a password against a bcrypt (or other crypt(3)) hash.
+// Checks a password against a bcrypt hash ($2a$, $2b$, $2x$ or $2y$; anything else is a
+// mismatch), comparing in constant time.
 bool CheckPassword(const std::string& password, const std::string& hash);
 
 // BasicAuth: decides an HTTP "Authorization: Basic ..." header against the web config's

@@ -243,6 +243,43 @@ std::string BcryptHash(const std::string& password, int cost) {
   return crypt_r(password.c_str(), salt, &data);
 }
 
+// gpulet checks with Nettle's bcrypt; libxcrypt's crypt(3) makes the hashes here, so the two
+// implementations must agree on every prefix a web config may hold (htpasswd -B writes $2y$,
+// Go's bcrypt $2a$), on 8-bit and over-long passwords, and refuse what is not bcrypt.
+TEST(CheckPasswordTest, AgreesWithCryptForEveryBcryptPrefix) {
+  const std::string long_password(100, 'p');  // bcrypt reads the first 72 bytes
+  for (const char* prefix : {"$2a$", "$2b$", "$2y$"}) {
+    for (const std::string& password :
+         std::vector<std::string>{"s3cret", "p\xc3\xa4ss w\xc3\xb6rd", long_password}) {
+      char salt[64];
+      ASSERT_NE(crypt_gensalt_rn(prefix, 4, nullptr, 0, salt, sizeof(salt)), nullptr);
+      struct crypt_data data {};
+      const std::string hash = crypt_r(password.c_str(), salt, &data);
+      EXPECT_TRUE(CheckPassword(password, hash)) << prefix << " " << password;
+      EXPECT_FALSE(CheckPassword(password.substr(0, 5), hash)) << prefix << " " << password;
+      // A corrupted hash (last character changed) never matches.
+      std::string bad = hash;
+      bad.back() = bad.back() == 'a' ? 'b' : 'a';
+      EXPECT_FALSE(CheckPassword(password, bad)) << prefix;
+    }
+  }
+  // bcrypt keys are 72 bytes: a longer password matches its first 72, as crypt(3) has it.
+  char salt[64];
+  ASSERT_NE(crypt_gensalt_rn("$2b$", 4, nullptr, 0, salt, sizeof(salt)), nullptr);
+  struct crypt_data data {};
+  const std::string hash = crypt_r(long_password.c_str(), salt, &data);
+  EXPECT_TRUE(CheckPassword(long_password.substr(0, 72) + "tail", hash));
+  // Not bcrypt: a SHA-512 crypt hash of the right password, a setting without its hash, junk.
+  ASSERT_NE(crypt_gensalt_rn("$6$", 5000, nullptr, 0, salt, sizeof(salt)), nullptr);
+  const std::string sha512 = crypt_r("s3cret", salt, &data);
+  EXPECT_FALSE(CheckPassword("s3cret", sha512));
+  EXPECT_FALSE(CheckPassword("s3cret", "$2b$04$abcdefghijklmnopqrstuu"));
+  EXPECT_FALSE(
+      CheckPassword("s3cret", "$2b$99$abcdefghijklmnopqrstuu1qdcFaS0PtqFUPzaCxLQ8/0lspH0ZEW"));
+  EXPECT_FALSE(CheckPassword("s3cret", ""));
+  EXPECT_FALSE(CheckPassword("", "*0"));
+}
+
 TEST(BasicAuthTest, UnknownUserRunsTheCheckOnADummyHashOfTheHighestCost) {
   std::vector<std::pair<std::string, std::string>> calls;
   BasicAuth auth({{"alice", "$2b$05$aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},

@@ -9,12 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
-#include "google/protobuf/text_format.h"
-#include "google/protobuf/util/message_differencer.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "gtest/gtest.h"
 #include "state/device_id.h"
 
@@ -250,22 +252,158 @@ TEST(AdvertisedDevicesTest, HealthOfEveryIdFollowsItsGpu) {
 // gpulet's deliberate differences (its CDI kind gpulet.dev/gpu and its annotation key) are
 // substituted into the expectations; each has its own test further down.
 
-// What Allocate answers, in text format, with "$KEY" standing for the annotation key.
-v1beta1::ContainerAllocateResponse Expected(const std::string& text, const std::string& key) {
+// The protobuf text format of a ContainerAllocateResponse, as far as these tests write it:
+// a sequence of `field { name: "value" ... }` for its five fields. The kubelet APIs are
+// compiled for the lite runtime (no TextFormat), so the tests read the text themselves.
+absl::StatusOr<v1beta1::ContainerAllocateResponse> ParseResponseText(absl::string_view text) {
+  std::vector<std::string> tokens;  // identifiers, "{", "}", ":", and strings as "\"value"
+  for (size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    if (absl::ascii_isspace(static_cast<unsigned char>(c))) {
+      ++i;
+    } else if (c == '{' || c == '}' || c == ':') {
+      tokens.emplace_back(1, c);
+      ++i;
+    } else if (c == '"') {
+      std::string value = "\"";
+      for (++i; i < text.size() && text[i] != '"'; ++i) {
+        if (text[i] == '\\' && i + 1 < text.size()) ++i;
+        value += text[i];
+      }
+      if (i == text.size()) return absl::InvalidArgumentError("an unterminated string");
+      ++i;
+      tokens.push_back(value);
+    } else if (absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_') {
+      size_t j = i;
+      while (j < text.size() &&
+             (absl::ascii_isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')) {
+        ++j;
+      }
+      tokens.emplace_back(text.substr(i, j - i));
+      i = j;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unexpected '", std::string(1, c), "'"));
+    }
+  }
   v1beta1::ContainerAllocateResponse r;
-  std::string with_key = absl::StrReplaceAll(text, {{"$KEY", key}});
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(with_key, &r)) << with_key;
+  for (size_t i = 0; i < tokens.size();) {
+    const std::string field = tokens[i];
+    if (i + 1 >= tokens.size() || tokens[i + 1] != "{") {
+      return absl::InvalidArgumentError(absl::StrCat("expected '{' after ", field));
+    }
+    std::map<std::string, std::string> values;
+    for (i += 2; i < tokens.size() && tokens[i] != "}"; i += 3) {
+      if (i + 2 >= tokens.size() || tokens[i + 1] != ":") {
+        return absl::InvalidArgumentError(absl::StrCat("expected name: value in ", field));
+      }
+      const std::string& v = tokens[i + 2];
+      values[tokens[i]] = absl::StartsWith(v, "\"") ? v.substr(1) : v;
+    }
+    if (i == tokens.size())
+      return absl::InvalidArgumentError(absl::StrCat(field, " is not closed"));
+    ++i;
+    auto take = [&](const std::string& name) {
+      std::string v = values[name];
+      values.erase(name);
+      return v;
+    };
+    if (field == "envs" || field == "annotations") {
+      auto* map = field == "envs" ? r.mutable_envs() : r.mutable_annotations();
+      const std::string key = take("key");
+      (*map)[key] = take("value");
+    } else if (field == "mounts") {
+      v1beta1::Mount* m = r.add_mounts();
+      m->set_container_path(take("container_path"));
+      m->set_host_path(take("host_path"));
+      m->set_read_only(take("read_only") == "true");
+    } else if (field == "devices") {
+      v1beta1::DeviceSpec* d = r.add_devices();
+      d->set_container_path(take("container_path"));
+      d->set_host_path(take("host_path"));
+      d->set_permissions(take("permissions"));
+    } else if (field == "cdi_devices") {
+      r.add_cdi_devices()->set_name(take("name"));
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("no field ", field));
+    }
+    if (!values.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, " has no ", values.begin()->first));
+    }
+  }
   return r;
 }
 
-// Empty when equal; otherwise what differs (map fields compared as maps).
+// What Allocate answers, in text format, with "$KEY" standing for the annotation key.
+v1beta1::ContainerAllocateResponse Expected(const std::string& text, const std::string& key) {
+  std::string with_key = absl::StrReplaceAll(text, {{"$KEY", key}});
+  absl::StatusOr<v1beta1::ContainerAllocateResponse> r = ParseResponseText(with_key);
+  EXPECT_TRUE(r.ok()) << r.status() << " in " << with_key;
+  return r.ok() ? *r : v1beta1::ContainerAllocateResponse();
+}
+
+// The deterministic wire form (maps ordered by key): equal exactly when the messages are.
+std::string Canonical(const google::protobuf::MessageLite& m) {
+  std::string out;
+  google::protobuf::io::StringOutputStream stream(&out);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  m.SerializeToCodedStream(&coded);
+  coded.Trim();
+  return out;
+}
+
+// For failure messages: one line per entry, maps ordered by key.
+std::string Describe(const v1beta1::ContainerAllocateResponse& r) {
+  std::string out;
+  for (const auto& [k, v] : std::map<std::string, std::string>(r.envs().begin(), r.envs().end())) {
+    absl::StrAppend(&out, "  env ", k, "=", v, "\n");
+  }
+  for (const v1beta1::Mount& m : r.mounts()) {
+    absl::StrAppend(&out, "  mount ", m.host_path(), " -> ", m.container_path(),
+                    m.read_only() ? " (ro)" : "", "\n");
+  }
+  for (const v1beta1::DeviceSpec& d : r.devices()) {
+    absl::StrAppend(&out, "  device ", d.host_path(), " -> ", d.container_path(), " ",
+                    d.permissions(), "\n");
+  }
+  for (const auto& [k, v] :
+       std::map<std::string, std::string>(r.annotations().begin(), r.annotations().end())) {
+    absl::StrAppend(&out, "  annotation ", k, "=", v, "\n");
+  }
+  for (const v1beta1::CDIDevice& c : r.cdi_devices()) {
+    absl::StrAppend(&out, "  cdi device ", c.name(), "\n");
+  }
+  return out;
+}
+
+// Empty when equal; otherwise both answers.
 std::string Diff(const v1beta1::ContainerAllocateResponse& want,
                  const v1beta1::ContainerAllocateResponse& got) {
-  std::string report;
-  google::protobuf::util::MessageDifferencer differencer;
-  differencer.ReportDifferencesToString(&report);
-  if (differencer.Compare(want, got)) return "";
-  return absl::StrCat(report, "want:\n", want.DebugString(), "got:\n", got.DebugString());
+  if (Canonical(want) == Canonical(got)) return "";
+  return absl::StrCat("want:\n", Describe(want), "got:\n", Describe(got));
+}
+
+TEST(ParseResponseTextTest, ReadsEveryFieldAndRefusesTheRest) {
+  absl::StatusOr<v1beta1::ContainerAllocateResponse> r = ParseResponseText(R"pb(
+    envs { key: "A" value: "1" }
+    mounts { container_path: "/c" host_path: "/h" read_only: true }
+    devices { container_path: "/dev/x" host_path: "/dev/y" permissions: "rw" }
+    annotations { key: "k" value: "v \"q\"" }
+    cdi_devices { name: "gpulet.dev/gpu=GPU-a" }
+  )pb");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->envs().at("A"), "1");
+  EXPECT_TRUE(r->mounts(0).read_only());
+  EXPECT_EQ(r->devices(0).permissions(), "rw");
+  EXPECT_EQ(r->annotations().at("k"), "v \"q\"");
+  EXPECT_EQ(r->cdi_devices(0).name(), "gpulet.dev/gpu=GPU-a");
+  EXPECT_FALSE(ParseResponseText(R"pb(env { key: "A" value: "1" })pb").ok());
+  EXPECT_FALSE(ParseResponseText(R"pb(mounts { container: "/c" })pb").ok());
+  EXPECT_FALSE(ParseResponseText(R"pb(cdi_devices { name: "x")pb").ok());
+  v1beta1::ContainerAllocateResponse other = *r;
+  other.mutable_mounts(0)->set_read_only(false);
+  EXPECT_NE(Diff(*r, other), "");
+  EXPECT_EQ(Diff(*r, *r), "");
 }
 
 std::string StrategyNames(const std::vector<DeviceListStrategy>& strategies) {
