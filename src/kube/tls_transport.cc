@@ -33,21 +33,9 @@ std::string HostHeader(const std::string& host, int port) {
   return h;
 }
 
-// `text` as a 16-byte address (IPv4 as IPv4-mapped IPv6, so that the two compare equal, as
-// Go's net.IP.Equal has them), or nothing when it is no IP literal.
-std::optional<std::array<unsigned char, 16>> ParseIp(const std::string& text) {
-  std::array<unsigned char, 16> a{};
-  in_addr v4;
-  if (inet_pton(AF_INET, text.c_str(), &v4) == 1) {
-    a[10] = a[11] = 0xff;
-    std::memcpy(a.data() + 12, &v4, 4);
-    return a;
-  }
-  if (inet_pton(AF_INET6, text.c_str(), a.data()) == 1) return a;
-  return std::nullopt;
-}
-
-std::optional<std::array<unsigned char, 16>> RawIp(const std::string& raw) {
+// A raw 4- or 16-byte address as 16 bytes (IPv4 as IPv4-mapped IPv6, so that the two
+// compare equal, as Go's net.IP.Equal has them), or nothing for any other length.
+std::optional<std::array<unsigned char, 16>> RawIp(absl::string_view raw) {
   std::array<unsigned char, 16> a{};
   if (raw.size() == 4) {
     a[10] = a[11] = 0xff;
@@ -58,6 +46,14 @@ std::optional<std::array<unsigned char, 16>> RawIp(const std::string& raw) {
     std::memcpy(a.data(), raw.data(), 16);
     return a;
   }
+  return std::nullopt;
+}
+
+// `text` as RawIp has addresses, or nothing when it is no IP literal.
+std::optional<std::array<unsigned char, 16>> ParseIp(const std::string& text) {
+  char buf[16];
+  if (inet_pton(AF_INET, text.c_str(), buf) == 1) return RawIp(absl::string_view(buf, 4));
+  if (inet_pton(AF_INET6, text.c_str(), buf) == 1) return RawIp(absl::string_view(buf, 16));
   return std::nullopt;
 }
 
@@ -166,7 +162,7 @@ struct TlsTransport::Connection {
   int fd = -1;
   gnutls_session_t session = nullptr;
   MonoTime idle_since;
-  // Set while the handshake runs, for the certificate check (VerifyPeer).
+  // The name the server's certificate must carry, for the check in the handshake (VerifyPeer).
   std::string verify_name;
   std::string verify_error;  // why the server's certificate was refused
   ~Connection() {
