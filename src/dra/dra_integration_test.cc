@@ -7,12 +7,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "dra/dra_service.h"
 #include "dra/kubelet_plugin.h"
 #include "dra/prepared_claims.h"
 #include "gmock/gmock.h"
@@ -347,6 +349,80 @@ TEST_F(DraIntegrationTest, TwoInstancesServeSideBySideAndTheKubeletCallsTheNewes
   EXPECT_THAT(preparer_.unprepared_uids_seen(), ElementsAre("y"));
   a.reset();
   EXPECT_TRUE(kubelet_.WaitForDeregistered(kDriver, kLimit));
+}
+
+// The kubelet picks the instance, then calls it: a pick made just before the registration
+// went (in a rolling update, just before the new instance registered) sends its call after.
+// Stop keeps serving until calls stop coming, so that call is answered, not refused.
+TEST_F(DraIntegrationTest, StopServesACallPickedBeforeTheRegistrationWent) {
+  ASSERT_NO_FATAL_FAILURE(StartGpulet());
+  ASSERT_TRUE(kubelet_.Start().ok());
+  const DraPaths paths = DraPaths::For(dir_.path(), kDriver);
+  ASSERT_TRUE(kubelet_.WaitForInUse(kDriver, paths.registration_socket, kLimit));
+  std::optional<FakeDraKubelet::Plugin> picked = kubelet_.plugin(kDriver);
+  ASSERT_TRUE(picked.has_value());
+  // Bounds far above a loaded machine's delays, so the late call below always lands in time.
+  const absl::Duration quiet = absl::Seconds(2);
+  plugin_->set_drain(quiet, absl::Seconds(20));
+  absl::Time stopped;
+  std::thread stopper([&] {
+    plugin_->Stop();
+    stopped = absl::Now();
+  });
+  ASSERT_NE(gpulet::testing::WaitFor([&] { return !Exists(paths.registration_socket); }),
+            absl::InfiniteDuration());
+  const absl::Time late_at = absl::Now();
+  absl::StatusOr<testing::drapb::NodePrepareResourcesResponse> r =
+      kubelet_.PrepareOn(*picked, Claims({"late"}));
+  stopper.join();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->claims().at("late").error(), "");
+  EXPECT_EQ(preparer_.prepare_calls(), 1);
+  // The quiet period counts from the late call's arrival: Stop ended no sooner than `quiet`
+  // after it was sent.
+  EXPECT_GE(stopped, late_at + quiet);
+  EXPECT_FALSE(Exists(paths.dra_socket));
+  EXPECT_TRUE(kubelet_.WaitForDeregistered(kDriver, kLimit));
+}
+
+// The drain's bounds, on the DRA service alone: without calls it lasts `quiet`; with a kubelet
+// that keeps calling it ends at `at_most` all the same.
+TEST_F(DraIntegrationTest, TheDrainEndsAfterTheQuietPeriodOrAtItsLimit) {
+  absl::StatusOr<std::unique_ptr<PreparedClaims>> c = PreparedClaims::Open(checkpoint_, &preparer_);
+  ASSERT_TRUE(c.ok()) << c.status();
+  DraPluginServer server(dir_.path() + "/plugins/" + kDriver + "/dra.sock", c->get());
+  EXPECT_EQ(server.Drain(absl::Seconds(5), absl::Seconds(5)), 0);  // not serving: no wait
+  ASSERT_TRUE(server.Start().ok());
+  FakeDraKubelet::Plugin endpoint;
+  endpoint.info.set_endpoint(server.socket_path());
+  endpoint.version = "v1";
+
+  absl::Time start = absl::Now();
+  EXPECT_EQ(server.Drain(absl::Milliseconds(300), absl::Seconds(30)), 0);
+  absl::Duration took = absl::Now() - start;
+  EXPECT_GE(took, absl::Milliseconds(300));
+  EXPECT_LT(took, absl::Seconds(10));
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> failed{0};
+  std::thread caller([&] {
+    for (int i = 0; !stop.load(); ++i) {
+      auto r = kubelet_.PrepareOn(endpoint, Claims({i % 2 == 0 ? "a" : "b"}));
+      if (!r.ok()) failed.fetch_add(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  start = absl::Now();
+  const int served = server.Drain(absl::Seconds(1), absl::Seconds(2));
+  took = absl::Now() - start;
+  stop.store(true);
+  caller.join();
+  EXPECT_GT(served, 0);
+  EXPECT_GE(took, absl::Seconds(1));
+  EXPECT_LT(took, absl::Seconds(2) + absl::Seconds(3));  // the limit, plus one sleep's slack
+  EXPECT_EQ(failed.load(), 0);
+  server.Stop();
+  EXPECT_FALSE(Exists(server.socket_path()));
 }
 
 TEST_F(DraIntegrationTest, StartRemovesOnlyStaleSocketsOfOtherInstances) {

@@ -3,7 +3,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -63,11 +65,12 @@ void FillUnprepare(const std::map<std::string, std::string>& errors, Response* o
 
 class DraPluginServer::V1Service final : public v1::DRAPlugin::Service {
  public:
-  explicit V1Service(PreparedClaims* claims) : claims_(claims) {}
+  V1Service(PreparedClaims* claims, CallClock* clock) : claims_(claims), clock_(clock) {}
 
   grpc::Status NodePrepareResources(grpc::ServerContext*,
                                     const v1::NodePrepareResourcesRequest* req,
                                     v1::NodePrepareResourcesResponse* out) override {
+    clock_->Arrived();
     FillPrepare(claims_->Prepare(Refs(*req)), out);
     return grpc::Status::OK;
   }
@@ -75,21 +78,24 @@ class DraPluginServer::V1Service final : public v1::DRAPlugin::Service {
   grpc::Status NodeUnprepareResources(grpc::ServerContext*,
                                       const v1::NodeUnprepareResourcesRequest* req,
                                       v1::NodeUnprepareResourcesResponse* out) override {
+    clock_->Arrived();
     FillUnprepare(claims_->Unprepare(Refs(*req)), out);
     return grpc::Status::OK;
   }
 
  private:
   PreparedClaims* claims_;
+  CallClock* clock_;
 };
 
 class DraPluginServer::V1beta1Service final : public v1beta1::DRAPlugin::Service {
  public:
-  explicit V1beta1Service(PreparedClaims* claims) : claims_(claims) {}
+  V1beta1Service(PreparedClaims* claims, CallClock* clock) : claims_(claims), clock_(clock) {}
 
   grpc::Status NodePrepareResources(grpc::ServerContext*,
                                     const v1beta1::NodePrepareResourcesRequest* req,
                                     v1beta1::NodePrepareResourcesResponse* out) override {
+    clock_->Arrived();
     FillPrepare(claims_->Prepare(Refs(*req)), out);
     return grpc::Status::OK;
   }
@@ -97,12 +103,14 @@ class DraPluginServer::V1beta1Service final : public v1beta1::DRAPlugin::Service
   grpc::Status NodeUnprepareResources(grpc::ServerContext*,
                                       const v1beta1::NodeUnprepareResourcesRequest* req,
                                       v1beta1::NodeUnprepareResourcesResponse* out) override {
+    clock_->Arrived();
     FillUnprepare(claims_->Unprepare(Refs(*req)), out);
     return grpc::Status::OK;
   }
 
  private:
   PreparedClaims* claims_;
+  CallClock* clock_;
 };
 
 DraPluginServer::DraPluginServer(std::string socket_path, PreparedClaims* claims)
@@ -117,8 +125,8 @@ void DraPluginServer::SetHealthSource(const DeviceStore* store, HealthService::O
 
 absl::Status DraPluginServer::Start() {
   if (server_.running()) return absl::OkStatus();
-  v1_ = std::make_unique<V1Service>(claims_);
-  v1beta1_ = std::make_unique<V1beta1Service>(claims_);
+  v1_ = std::make_unique<V1Service>(claims_, &clock_);
+  v1beta1_ = std::make_unique<V1beta1Service>(claims_, &clock_);
   std::vector<grpc::Service*> services = {v1_.get(), v1beta1_.get()};
   if (health_store_ != nullptr) {
     health_ = std::make_unique<HealthService>(health_store_, health_options_);
@@ -131,6 +139,34 @@ absl::Status DraPluginServer::Start() {
     health_.reset();
   }
   return s;
+}
+
+void DraPluginServer::CallClock::Arrived() {
+  last_ns.store(SteadyNanos());
+  calls.fetch_add(1);
+}
+
+int64_t DraPluginServer::CallClock::SteadyNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int DraPluginServer::Drain(absl::Duration quiet, absl::Duration at_most) {
+  if (!server_.running()) return 0;
+  const int calls_before = clock_.calls.load();
+  const int64_t start = CallClock::SteadyNanos();
+  const int64_t quiet_ns = absl::ToInt64Nanoseconds(quiet);
+  const int64_t end = start + absl::ToInt64Nanoseconds(at_most);
+  for (;;) {
+    const int64_t now = CallClock::SteadyNanos();
+    // Quiet since the drain began or since the last call arrived, whichever came later.
+    const int64_t quiet_until = std::max(start, clock_.last_ns.load()) + quiet_ns;
+    const int64_t until = std::min(quiet_until, end);
+    if (now >= until) break;
+    std::this_thread::sleep_for(std::chrono::nanoseconds(until - now));
+  }
+  return clock_.calls.load() - calls_before;
 }
 
 void DraPluginServer::Stop() {

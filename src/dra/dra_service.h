@@ -16,7 +16,7 @@
 // The socket's directory is created (mode 0750) when missing; the socket is mode 0600 and
 // removed by Stop unless it was replaced meanwhile.
 //
-// Thread-safety: Start/Stop are called from one owning thread; running() and SocketIntact()
+// Thread-safety: Start/Drain/Stop are called from one owning thread; running() and SocketIntact()
 // from any; RPCs run on gRPC's threads. `claims` (and a health source's store) must outlive
 // the server.
 #ifndef GPULET_DRA_DRA_SERVICE_H_
@@ -24,12 +24,15 @@
 
 #include <sys/types.h>
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "dra/health_service.h"
 #include "dra/prepared_claims.h"
 #include "dra/socket_server.h"
@@ -54,6 +57,13 @@ class DraPluginServer {
   // Creates the directory if needed, removes a stale socket and serves both versions. Errors
   // name the path and what to do. Idempotent while running.
   absl::Status Start();
+  // Keeps serving until no Prepare or Unprepare call has arrived for `quiet` (counted from
+  // the later of this call and the last arrival), `at_most` in all; returns how many arrived
+  // meanwhile. For the time between withdrawing the registration and Stop: a kubelet that
+  // picked this endpoint just before the registration went still has a call on its way
+  // (in a rolling update, the kubelet may pick the old instance an instant before the new
+  // one registers), and a server already shut down would fail it. 0 when not running.
+  int Drain(absl::Duration quiet, absl::Duration at_most);
   // Finishes in-flight calls (2 s at most), stops serving, removes the socket if ours.
   void Stop();
   bool running() const { return server_.running(); }
@@ -66,7 +76,17 @@ class DraPluginServer {
   class V1Service;
   class V1beta1Service;
 
+  // When the last Prepare or Unprepare call arrived (steady clock), and how many have; the
+  // services write it on gRPC's threads, Drain reads it.
+  struct CallClock {
+    std::atomic<int64_t> last_ns{0};
+    std::atomic<int> calls{0};
+    void Arrived();
+    static int64_t SteadyNanos();
+  };
+
   PreparedClaims* const claims_;
+  CallClock clock_;
   // Set before Start, on the owning thread.
   const DeviceStore* health_store_ = nullptr;
   HealthService::Options health_options_;

@@ -54,7 +54,18 @@ void KubeletPlugin::Stop() {
     thread_.join();
     watcher_.reset();
   }
-  registration_.Stop();  // the kubelet deregisters before the service goes
+  // The kubelet deregisters before the service goes; a call it sent on the way still finds
+  // the service (DraPluginServer::Drain).
+  const bool was_registered = registration_.running();
+  registration_.Stop();
+  if (was_registered) {
+    const int late = service_.Drain(drain_quiet_, drain_at_most_);
+    if (late > 0) {
+      GPULET_LOG_INFO(
+          "DRA driver {}: served {} call(s) that arrived after the registration was withdrawn",
+          registration_.driver(), late);
+    }
+  }
   service_.Stop();
 }
 

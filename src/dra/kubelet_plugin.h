@@ -9,8 +9,10 @@
 // leave the driver unknown for good, so one thread ("gpulet-dra") watches the registry
 // directory with inotify, checks both sockets at least every `recheck` and serves again
 // whatever was lost (the DRA service before the registration). Stop withdraws the
-// registration first, then the service. With SetHealthSource, the DRA socket also serves the
-// kubelet's device-health stream (health_service.h).
+// registration first, then keeps the service until no call has arrived for kDrainQuiet
+// (kDrainAtMost in all; set_drain), then stops it: the kubelet may have picked this instance just
+// before the registration went, and that call is served rather than refused. With SetHealthSource,
+// the DRA socket also serves the kubelet's device-health stream (health_service.h).
 //
 // Rolling updates: with an `instance` (the pod UID) the sockets are
 // <driver>-<instance>-reg.sock and dra-<instance>.sock (DraPaths), so an old and a new gpulet
@@ -64,6 +66,17 @@ class KubeletPlugin {
   absl::Status Start();
   void Stop();
 
+  // Stop's drain: the kubelet's call on its way arrives within milliseconds of its pick, so a
+  // quarter second without calls means none is coming; a kubelet that keeps calling (it has
+  // not noticed the registration go) is cut off after two seconds.
+  static constexpr absl::Duration kDrainQuiet = absl::Milliseconds(250);
+  static constexpr absl::Duration kDrainAtMost = absl::Seconds(2);
+  // Other bounds for Stop's drain (tests); from the owning thread, before Stop.
+  void set_drain(absl::Duration quiet, absl::Duration at_most) {
+    drain_quiet_ = quiet;
+    drain_at_most_ = at_most;
+  }
+
   // How often lost sockets were served again since Start (for tests and status).
   int reserves() const { return reserves_.load(); }
   RegistrationServer::Verdict verdict() const { return registration_.verdict(); }
@@ -81,6 +94,8 @@ class KubeletPlugin {
   const std::string instance_;
   const DraPaths paths_;
   const absl::Duration recheck_;
+  absl::Duration drain_quiet_ = kDrainQuiet;
+  absl::Duration drain_at_most_ = kDrainAtMost;
   DraPluginServer service_;
   RegistrationServer registration_;
   std::unique_ptr<DirWatcher> watcher_;

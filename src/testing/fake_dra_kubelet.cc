@@ -273,23 +273,29 @@ absl::StatusOr<drapb::NodePrepareResourcesResponse> FakeDraKubelet::Prepare(
   if (!p || !p->registered) {
     return absl::FailedPreconditionError(absl::StrCat("DRA driver ", driver, " is not registered"));
   }
+  return PrepareOn(*p, claims, timeout);
+}
+
+absl::StatusOr<drapb::NodePrepareResourcesResponse> FakeDraKubelet::PrepareOn(
+    const Plugin& instance, const std::vector<drapb::Claim>& claims, absl::Duration timeout) {
   drapb::NodePrepareResourcesRequest req;
   for (const drapb::Claim& c : claims) *req.add_claims() = c;
   grpc::ClientContext ctx;
   ctx.set_deadline(Deadline(timeout));
   grpc::Status s;
   drapb::NodePrepareResourcesResponse out;
-  if (p->version == "v1") {
-    s = drapb::DRAPlugin::NewStub(Dial(p->info.endpoint()))->NodePrepareResources(&ctx, req, &out);
+  if (instance.version == "v1") {
+    s = drapb::DRAPlugin::NewStub(Dial(instance.info.endpoint()))
+            ->NodePrepareResources(&ctx, req, &out);
   } else {
     drabeta::NodePrepareResourcesResponse beta;
-    s = drabeta::DRAPlugin::NewStub(Dial(p->info.endpoint()))
+    s = drabeta::DRAPlugin::NewStub(Dial(instance.info.endpoint()))
             ->NodePrepareResources(&ctx, Convert<drabeta::NodePrepareResourcesRequest>(req), &beta);
     out = Convert<drapb::NodePrepareResourcesResponse>(beta);
   }
   if (!s.ok()) {
-    return absl::UnavailableError(absl::StrCat("NodePrepareResources (", p->version, ") on ",
-                                               p->info.endpoint(), ": ", s.error_message()));
+    return absl::UnavailableError(absl::StrCat("NodePrepareResources (", instance.version, ") on ",
+                                               instance.info.endpoint(), ": ", s.error_message()));
   }
   return out;
 }

@@ -96,6 +96,11 @@ class FakeDraKubelet {
   absl::StatusOr<drapb::NodePrepareResourcesResponse> Prepare(
       const std::string& driver, const std::vector<drapb::Claim>& claims,
       absl::Duration timeout = absl::Seconds(5));
+  // The same call to `instance` (from plugin() earlier), registered or not any more: a
+  // kubelet that picked an instance just before its registration went.
+  absl::StatusOr<drapb::NodePrepareResourcesResponse> PrepareOn(
+      const Plugin& instance, const std::vector<drapb::Claim>& claims,
+      absl::Duration timeout = absl::Seconds(5));
   absl::StatusOr<drapb::NodeUnprepareResourcesResponse> Unprepare(
       const std::string& driver, const std::vector<drapb::Claim>& claims,
       absl::Duration timeout = absl::Seconds(5));
