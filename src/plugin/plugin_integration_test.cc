@@ -1,8 +1,11 @@
 // `gpulet serve --simulate homelab` driven by the kubelet emulator over real unix sockets.
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -357,6 +360,32 @@ TEST_F(PluginIntegrationTest, WaitsForKubeletThenRegisters) {
   EXPECT_TRUE(daemon_.Running()) << daemon_.Log();
   ASSERT_TRUE(kubelet_->Start().ok());
   EXPECT_TRUE(kubelet_->WaitForRegistrations(1, absl::Seconds(2))) << daemon_.Log();
+}
+
+// A kubelet that accepts the connection and never answers Register (hung, or a stale process
+// holding the socket): SIGTERM still ends gpulet at once rather than after Register's 5 s
+// deadline.
+TEST_F(PluginIntegrationTest, SigtermDuringARegisterTheKubeletNeverAnswersExitsAtOnce) {
+  kubelet_->Stop();
+  const std::string sock = (dir_ / "kubelet/device-plugins/kubelet.sock").string();
+  fs::remove(sock);
+  int hung = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(hung, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(sock.size(), sizeof(addr.sun_path));
+  memcpy(addr.sun_path, sock.c_str(), sock.size());
+  ASSERT_EQ(bind(hung, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(hung, 16), 0);  // connections queue; none is ever accepted or answered
+  ASSERT_TRUE(daemon_.Start(ServeArgv(), {}, (dir_ / "daemon.log").string()));
+  // Start to Register takes milliseconds: by now the call is waiting on the silent socket.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  ASSERT_TRUE(daemon_.Running()) << daemon_.Log();
+  const absl::Time signalled = absl::Now();
+  EXPECT_EQ(daemon_.Stop(SIGTERM, absl::Seconds(10)), 0) << daemon_.Log();
+  EXPECT_LT(absl::Now() - signalled, absl::Seconds(2)) << daemon_.Log();
+  EXPECT_EQ(daemon_.Log().find("retrying in"), std::string::npos) << daemon_.Log();
+  close(hung);
 }
 
 TEST_F(PluginIntegrationTest, BadConfigNamesTheKey) {

@@ -74,6 +74,7 @@ void PluginManager::Wake() {
 void PluginManager::Stop() {
   if (thread_.joinable()) {
     stop_.store(true);
+    register_cancel_.Cancel();
     Wake();
     thread_.join();
   }
@@ -196,12 +197,15 @@ void PluginManager::Run() {
     if (kubelet_up && clock_->Monotonic() >= next_attempt) {
       for (size_t i = 0; i < servers_.size(); ++i) {
         if (registered[i] || !servers_[i]->running()) continue;
-        absl::Status s = servers_[i]->Register(kubelet_socket_, kRegisterTimeout);
+        absl::Status s =
+            servers_[i]->Register(kubelet_socket_, kRegisterTimeout, &register_cancel_);
         if (s.ok()) {
           registered[i] = true;
           registrations_.fetch_add(1);
           GPULET_LOG_INFO("registered {} with the kubelet (endpoint {})",
                           servers_[i]->resource().name, servers_[i]->resource().socket_name);
+        } else if (absl::IsCancelled(s)) {
+          break;  // Stop cancelled it: the loop ends
         } else {
           GPULET_LOG_WARN("{}; retrying in {}", s.message(), absl::FormatDuration(backoff));
         }

@@ -7,7 +7,9 @@
 // re-serves and re-registers at once. It never exits because the kubelet went away.
 //
 // The registration back-off runs on the injected clock's monotonic time; the thread waits in
-// DirWatcher (inotify, real time), and Stop()/Reconfigure() wake it at once.
+// DirWatcher (inotify, real time), and Stop()/Reconfigure() wake it at once. Stop also
+// cancels a Register call in flight: a kubelet that accepts the connection and never answers
+// would otherwise hold gpulet's shutdown for the call's whole 5 s timeout.
 //
 // Thread-safety: Start/Reconfigure/Stop are called from the main thread; the watch thread
 // owns the servers while running (Reconfigure hands it a new config through a mailbox).
@@ -70,6 +72,7 @@ class PluginManager {
   std::unique_ptr<DirWatcher> watcher_;  // created by Start
   std::atomic<bool> stop_{false};
   std::atomic<int> registrations_{0};
+  RegisterCancel register_cancel_;  // Stop ends a Register the kubelet never answers
   absl::Mutex mu_;
   std::shared_ptr<const Config> pending_config_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const Config> config_;  // owned by the watch thread after Start

@@ -200,8 +200,31 @@ bool DevicePluginServer::SocketIntact() const {
   return server_ && stat(socket_path().c_str(), &st) == 0 && st.st_ino == socket_inode_;
 }
 
-absl::Status DevicePluginServer::Register(const std::string& kubelet_socket,
-                                          absl::Duration timeout) {
+void RegisterCancel::Cancel() {
+  absl::MutexLock lock(&mu_);
+  cancelled_ = true;
+  if (in_flight_ != nullptr) in_flight_->TryCancel();
+}
+
+bool RegisterCancel::cancelled() const {
+  absl::MutexLock lock(&mu_);
+  return cancelled_;
+}
+
+bool RegisterCancel::Begin(grpc::ClientContext* ctx) {
+  absl::MutexLock lock(&mu_);
+  if (cancelled_) return false;
+  in_flight_ = ctx;
+  return true;
+}
+
+void RegisterCancel::End() {
+  absl::MutexLock lock(&mu_);
+  in_flight_ = nullptr;
+}
+
+absl::Status DevicePluginServer::Register(const std::string& kubelet_socket, absl::Duration timeout,
+                                          RegisterCancel* cancel) {
   auto channel = grpc::CreateChannel(absl::StrCat("unix://", kubelet_socket),
                                      grpc::InsecureChannelCredentials());
   auto stub = v1beta1::Registration::NewStub(channel);
@@ -214,8 +237,18 @@ absl::Status DevicePluginServer::Register(const std::string& kubelet_socket,
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() +
                    std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
+  if (cancel != nullptr && !cancel->Begin(&ctx)) {
+    return absl::CancelledError(absl::StrCat("registering ", resource_.name,
+                                             " with the kubelet: not started, gpulet is stopping"));
+  }
   grpc::Status s = stub->Register(&ctx, req, &resp);
+  if (cancel != nullptr) cancel->End();
   if (!s.ok()) {
+    if (cancel != nullptr && cancel->cancelled()) {
+      return absl::CancelledError(absl::StrCat("registering ", resource_.name,
+                                               " with the kubelet at ", kubelet_socket,
+                                               ": cancelled, gpulet is stopping"));
+    }
     return absl::UnavailableError(absl::StrCat("registering ", resource_.name,
                                                " with the kubelet at ", kubelet_socket,
                                                " failed: ", s.error_message()));

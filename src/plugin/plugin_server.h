@@ -6,7 +6,8 @@
 // inventory); Allocate and GetPreferredAllocation are pure functions of the config and the
 // current snapshot (plugin/resources.h). Register() tells the kubelet about the socket.
 //
-// Thread-safety: Start/Stop/Register are called by the plugin manager's thread; RPCs run on
+// Thread-safety: Start/Stop/Register are called by the plugin manager's thread (and
+// RegisterCancel::Cancel from any); RPCs run on
 // gRPC's threads and only read immutable config and store snapshots.
 #ifndef GPULET_PLUGIN_PLUGIN_SERVER_H_
 #define GPULET_PLUGIN_PLUGIN_SERVER_H_
@@ -17,17 +18,42 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "config/config.h"
 #include "plugin/resources.h"
 #include "state/device_store.h"
 
 namespace grpc {
+class ClientContext;
 class Server;
-}
+}  // namespace grpc
 
 namespace gpulet {
+
+// RegisterCancel: lets the thread that stops gpulet end the Register call another thread
+// is waiting in (a kubelet that accepted the connection but never answers holds it for the
+// whole timeout), and refuse every later one.
+//
+// Thread-safety: all methods are thread-safe.
+class RegisterCancel {
+ public:
+  // Cancels the call in flight, if any; every later Register fails at once.
+  void Cancel();
+  bool cancelled() const;
+
+ private:
+  friend class DevicePluginServer;
+  // Records `ctx` as the call in flight; false (nothing recorded) when already cancelled.
+  bool Begin(grpc::ClientContext* ctx);
+  void End();
+
+  mutable absl::Mutex mu_;
+  grpc::ClientContext* in_flight_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
 
 class DevicePluginServer {
  public:
@@ -50,8 +76,10 @@ class DevicePluginServer {
   }
   bool yielded() const { return yielded_; }
 
-  // Calls the kubelet's Registration service on `kubelet_socket`.
-  absl::Status Register(const std::string& kubelet_socket, absl::Duration timeout);
+  // Calls the kubelet's Registration service on `kubelet_socket`. With `cancel`, the call
+  // ends (Cancelled) as soon as cancel->Cancel() is called, or does not start after it.
+  absl::Status Register(const std::string& kubelet_socket, absl::Duration timeout,
+                        RegisterCancel* cancel = nullptr);
 
   // Whether our socket file still exists as the one we created (a kubelet restart deletes
   // it).
