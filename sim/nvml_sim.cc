@@ -4,7 +4,10 @@
 // It exports the NVML symbols declared in src/gpu/nvml_api.h with NVML's semantics, answering
 // from a fixture ($GPULET_SIM_FIXTURE, YAML, read at nvmlInit) and a fault-injection state
 // file ($GPULET_SIM_STATE, JSON, re-read whenever it changes). Both formats are documented
-// in sim/fixtures/README.md.
+// in sim/fixtures/README.md. A change to the state file reaches an nvmlEventSetWait_v2
+// waiter through inotify, on one thread of the simulator's own ("nvml-sim-watch", while NVML
+// is initialised with a state file): like NVML's own wait, which sleeps in the driver, an
+// idle wait costs no CPU (polling every 10 ms did, and the benchmarks charged it to gpulet).
 //
 // Thread-safety: every exported function may be called from any number of threads at once.
 // One mutex guards all simulator state; it is never held while a call sleeps for an injected
@@ -12,11 +15,17 @@
 // No C++ exception crosses the C boundary: each entry point catches and returns
 // NVML_ERROR_UNKNOWN.
 
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -30,6 +39,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -76,8 +86,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr unsigned kMaxDevices = 64;
-// How often waiting calls (event waits, hangs) look at the state file again.
+// How often waiting calls (event waits, hangs) look at the state file again when no watch
+// thread tells them of changes, or the file was written too recently to trust stat().
 constexpr auto kPollInterval = std::chrono::milliseconds(10);
+// The watch thread also looks every so often, should an inotify event be lost (a queue
+// overflow, the directory replaced).
+constexpr int kWatchFallbackMs = 1000;
 // A file modified this recently may change again within the file system's timestamp
 // granularity without its stat() changing, so it is re-read until it is older than this.
 constexpr int64_t kRacyWindowNs = 100'000'000;
@@ -373,13 +387,16 @@ class Simulator {
     state_racy_ = true;
     RefreshLocked();
     ++init_count_;
+    StartWatchLocked();
     return NVML_SUCCESS;
   }
 
   nvmlReturn_t Shutdown() {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     if (init_count_ == 0) return NVML_ERROR_UNINITIALIZED;
     if (--init_count_ > 0) return NVML_SUCCESS;
+    Watch watch = std::move(watch_);
+    watch_ = Watch();
     for (auto& entry : event_sets_) entry.second->closed = true;
     event_sets_.clear();
     // The caller still owns its GPM samples (it frees them, maybe after this), but what they
@@ -390,6 +407,8 @@ class Simulator {
     state_ = SimState();
     state_path_.clear();
     cv_.notify_all();  // waiters return NVML_ERROR_UNINITIALIZED
+    lock.unlock();     // the watch thread may be waiting for mu_
+    StopWatch(&watch);
     return NVML_SUCCESS;
   }
 
@@ -678,7 +697,10 @@ class Simulator {
       }
       const Clock::time_point now = Clock::now();
       if (now >= deadline) return NVML_ERROR_TIMEOUT;
-      cv_.wait_until(lock, std::min(deadline, now + kPollInterval));
+      // The watch thread refreshes and notifies on every change of the state file; without
+      // it, or while stat() cannot be trusted, look again soon.
+      const bool watched = watch_.thread.joinable() && !state_racy_;
+      cv_.wait_until(lock, watched ? deadline : std::min(deadline, now + kPollInterval));
     }
   }
 
@@ -732,6 +754,96 @@ class Simulator {
       if (init_count_ == 0 || index >= fixture_->gpus.size()) return;
       RefreshLocked();
       if (MergedLocked(index).hang_seconds <= 0) return;
+    }
+  }
+
+  // The state file's watch: an inotify descriptor on its directory, an eventfd that stops
+  // the thread, and the thread.
+  struct Watch {
+    int inotify_fd = -1;
+    int stop_fd = -1;
+    std::thread thread;
+  };
+
+  // Starts the watch thread for state_path_ (none without a state file). When inotify cannot
+  // watch the directory, waiters poll as before.
+  void StartWatchLocked() {
+    if (state_path_.empty() || watch_.thread.joinable()) return;
+    const size_t slash = state_path_.rfind('/');
+    const std::string dir = slash == std::string::npos ? "."
+                            : slash == 0               ? "/"
+                                                       : state_path_.substr(0, slash);
+    const std::string name =
+        slash == std::string::npos ? state_path_ : state_path_.substr(slash + 1);
+    Watch w;
+    w.inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    w.stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (w.inotify_fd < 0 || w.stop_fd < 0 ||
+        inotify_add_watch(w.inotify_fd, dir.c_str(),
+                          IN_CLOSE_WRITE | IN_MODIFY | IN_MOVED_TO | IN_CREATE | IN_DELETE |
+                              IN_MOVED_FROM | IN_ATTRIB) < 0) {
+      CloseWatchFds(&w);
+      return;
+    }
+    const int inotify_fd = w.inotify_fd, stop_fd = w.stop_fd;
+    // The thread takes every signal blocked, whatever the caller's mask: a caller that
+    // unblocks SIGTERM around nvmlInit (gpulet does, during discovery) must not find it
+    // delivered, with its default action, to a thread of ours later.
+    sigset_t all, caller;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &caller);
+    struct RestoreMask {
+      const sigset_t* mask;
+      ~RestoreMask() { pthread_sigmask(SIG_SETMASK, mask, nullptr); }
+    } restore{&caller};
+    try {
+      w.thread =
+          std::thread([this, inotify_fd, stop_fd, name] { WatchLoop(inotify_fd, stop_fd, name); });
+      pthread_setname_np(w.thread.native_handle(), "nvml-sim-watch");
+    } catch (const std::system_error&) {
+      CloseWatchFds(&w);
+      return;
+    }
+    watch_ = std::move(w);
+  }
+
+  static void CloseWatchFds(Watch* w) {
+    if (w->inotify_fd >= 0) close(w->inotify_fd);
+    if (w->stop_fd >= 0) close(w->stop_fd);
+    w->inotify_fd = w->stop_fd = -1;
+  }
+
+  // Called without mu_: the thread takes it to refresh.
+  static void StopWatch(Watch* w) {
+    if (w->thread.joinable()) {
+      const uint64_t one = 1;
+      (void)!write(w->stop_fd, &one, sizeof(one));
+      w->thread.join();
+    }
+    CloseWatchFds(w);
+  }
+
+  void WatchLoop(int inotify_fd, int stop_fd, const std::string& name) {
+    alignas(inotify_event) char buf[4096];
+    while (true) {
+      pollfd fds[2] = {{inotify_fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+      const int n = poll(fds, 2, kWatchFallbackMs);
+      if (n < 0 && errno != EINTR) return;
+      if (fds[1].revents != 0) return;
+      bool relevant = n == 0;  // the fallback look
+      if (fds[0].revents != 0) {
+        ssize_t len;
+        while ((len = read(inotify_fd, buf, sizeof(buf))) > 0) {
+          for (ssize_t at = 0; at < len;) {
+            const auto* e = reinterpret_cast<const inotify_event*>(buf + at);
+            if ((e->mask & IN_Q_OVERFLOW) != 0 || (e->len > 0 && name == e->name)) relevant = true;
+            at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
+          }
+        }
+      }
+      if (!relevant) continue;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (init_count_ > 0) RefreshLocked();
     }
   }
 
@@ -842,6 +954,7 @@ class Simulator {
   std::shared_ptr<const Fixture> fixture_;  // set while init_count_ > 0
   std::vector<DeviceRuntime> runtime_;      // one per fixture GPU
   std::string state_path_;
+  Watch watch_;  // while initialised with a state file
   FileId state_id_;
   bool state_racy_ = false;
   SimState state_;

@@ -7,7 +7,9 @@
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -708,6 +710,75 @@ TEST_F(NvmlSimTest, InjectedXidsReachEventSetsOnce) {
   EXPECT_EQ(Api().EventSetWait(set, nullptr, 0), NVML_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(Api().EventSetFree(set), NVML_SUCCESS);
   EXPECT_EQ(Api().EventSetWait(set, &data, 0), NVML_ERROR_INVALID_ARGUMENT);
+}
+
+// The simulator's "nvml-sim-watch" threads (tids), from /proc.
+std::vector<std::string> WatchThreads() {
+  std::vector<std::string> out;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "comm");
+    std::string name;
+    std::getline(in, name);
+    if (name == "nvml-sim-watch") out.push_back(task.path().filename().string());
+  }
+  return out;
+}
+
+// Like NVML's wait, which sleeps in the driver, an idle nvmlEventSetWait_v2 does not wake to
+// look at the state file: the watch thread tells it of changes. The thread blocks every
+// signal even when nvmlInit is called with SIGTERM unblocked (gpulet's discovery does), and
+// it ends with the last nvmlShutdown.
+TEST_F(NvmlSimTest, AnIdleEventWaitSleepsUntilTheStateFileChanges) {
+  UseState();
+  Write(SimState());
+  // Past the window in which stat() cannot be trusted, so nothing needs polling.
+  std::this_thread::sleep_for(milliseconds(200));
+  sigset_t term, caller;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  pthread_sigmask(SIG_UNBLOCK, &term, &caller);
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  pthread_sigmask(SIG_SETMASK, &caller, nullptr);
+  const std::vector<std::string> watch = WatchThreads();
+  ASSERT_EQ(watch.size(), 1u);
+  {
+    std::ifstream in("/proc/self/task/" + watch[0] + "/status");
+    std::string line, blocked;
+    while (std::getline(in, line)) {
+      if (line.rfind("SigBlk:", 0) == 0) blocked = line.substr(7);
+    }
+    unsigned long long mask = std::stoull(blocked, nullptr, 16);
+    EXPECT_NE(mask & (1ULL << (SIGTERM - 1)), 0u) << blocked;
+    EXPECT_NE(mask & (1ULL << (SIGINT - 1)), 0u) << blocked;
+  }
+
+  nvmlEventSet_t set = nullptr;
+  ASSERT_EQ(Api().EventSetCreate(&set), NVML_SUCCESS);
+  ASSERT_EQ(Api().RegisterEvents(Handle(1), nvmlEventTypeXidCriticalError, set), NVML_SUCCESS);
+  // A second of waiting: polling every 10 ms would switch away about 100 times.
+  rusage before{}, after{};
+  nvmlEventData_t data;
+  ASSERT_EQ(getrusage(RUSAGE_THREAD, &before), 0);
+  EXPECT_EQ(Api().EventSetWait(set, &data, 1000), NVML_ERROR_TIMEOUT);
+  ASSERT_EQ(getrusage(RUSAGE_THREAD, &after), 0);
+  EXPECT_LT(after.ru_nvcsw - before.ru_nvcsw, 10) << "voluntary context switches in 1 s";
+
+  // A change still wakes it at once.
+  nvmlReturn_t wait_ret = NVML_ERROR_UNKNOWN;
+  std::thread waiter([&] { wait_ret = Api().EventSetWait(set, &data, 10000); });
+  std::this_thread::sleep_for(milliseconds(100));
+  SimState state;
+  ASSERT_TRUE(InjectXid(&state, "1", 79));
+  const auto written = SteadyClock::now();
+  Write(state);
+  waiter.join();
+  ASSERT_EQ(wait_ret, NVML_SUCCESS);
+  EXPECT_LT(SecondsSince(written), 1.0);
+  EXPECT_EQ(data.eventData, 79u);
+
+  EXPECT_EQ(Api().EventSetFree(set), NVML_SUCCESS);
+  ASSERT_EQ(Api().Shutdown(), NVML_SUCCESS);
+  EXPECT_TRUE(WatchThreads().empty());
 }
 
 TEST_F(NvmlSimTest, EventWaitReportsALostGpu) {
