@@ -614,12 +614,13 @@ TEST_F(NvmlSimTest, BrokenStateFileKeepsThePreviousState) {
   Write(state);
   char name[96];
   EXPECT_EQ(Api().GetName(device, name, sizeof(name)), NVML_ERROR_GPU_IS_LOST);
+  // Captured from before the rename: the watch thread may read the file first.
+  testing::internal::CaptureStderr();
   {
     std::ofstream out(state_path_ + ".new");
     out << "{\"gpus\": {\"0\": {\"lsot\": false}}}";
   }
   ASSERT_EQ(rename((state_path_ + ".new").c_str(), state_path_.c_str()), 0);
-  testing::internal::CaptureStderr();
   EXPECT_EQ(Api().GetName(device, name, sizeof(name)), NVML_ERROR_GPU_IS_LOST);
   const std::string log = testing::internal::GetCapturedStderr();
   EXPECT_NE(log.find("lsot"), std::string::npos) << log;
