@@ -5,11 +5,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/clock.h"
 #include "dra/registration.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/dra/v1/api.grpc.pb.h"
@@ -142,29 +143,22 @@ absl::Status DraPluginServer::Start() {
 }
 
 void DraPluginServer::CallClock::Arrived() {
-  last_ns.store(SteadyNanos());
+  last_ns.store(absl::ToInt64Nanoseconds(RealClock()->Monotonic().SinceOrigin()));
   calls.fetch_add(1);
-}
-
-int64_t DraPluginServer::CallClock::SteadyNanos() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 int DraPluginServer::Drain(absl::Duration quiet, absl::Duration at_most) {
   if (!server_.running()) return 0;
   const int calls_before = clock_.calls.load();
-  const int64_t start = CallClock::SteadyNanos();
-  const int64_t quiet_ns = absl::ToInt64Nanoseconds(quiet);
-  const int64_t end = start + absl::ToInt64Nanoseconds(at_most);
+  const MonoTime start = RealClock()->Monotonic();
+  const MonoTime end = start + at_most;
   for (;;) {
-    const int64_t now = CallClock::SteadyNanos();
     // Quiet since the drain began or since the last call arrived, whichever came later.
-    const int64_t quiet_until = std::max(start, clock_.last_ns.load()) + quiet_ns;
-    const int64_t until = std::min(quiet_until, end);
+    const MonoTime last = MonoTime::FromOrigin(absl::Nanoseconds(clock_.last_ns.load()));
+    const MonoTime until = std::min(std::max(start, last) + quiet, end);
+    const MonoTime now = RealClock()->Monotonic();
     if (now >= until) break;
-    std::this_thread::sleep_for(std::chrono::nanoseconds(until - now));
+    absl::SleepFor(until - now);
   }
   return clock_.calls.load() - calls_before;
 }

@@ -76,13 +76,13 @@ class DraPluginServer {
   class V1Service;
   class V1beta1Service;
 
-  // When the last Prepare or Unprepare call arrived (steady clock), and how many have; the
-  // services write it on gRPC's threads, Drain reads it.
+  // When the last Prepare or Unprepare call arrived (RealClock()'s monotonic time, in ns
+  // since its origin), and how many have; the services write it on gRPC's threads, Drain
+  // reads it.
   struct CallClock {
     std::atomic<int64_t> last_ns{0};
     std::atomic<int> calls{0};
     void Arrived();
-    static int64_t SteadyNanos();
   };
 
   PreparedClaims* const claims_;
