@@ -8,7 +8,7 @@ JOBS ?= $(shell nproc)
 WERROR := $(if $(filter true 1 yes,$(CI)),ON,OFF)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test unit-test asan-test fuzz-smoke lint format bench fuzz image image-test clean help
+.PHONY: all deps build demo test unit-test asan-test fuzz-smoke lint format bench fuzz image image-test clean help explain-eval
 
 all: build
 
@@ -17,6 +17,7 @@ help:
 	@echo "make test   - build and run all tests (plus the unit tests under ASan+UBSan)"
 	@echo "make bench  - run the benchmarks (GPULET_BENCH_SOAK_S=600: seconds of the memory soak)"
 	@echo "make fuzz   - run the parser fuzzers for longer"
+	@echo "make explain-eval - score gpulet explain on its evaluation set, by area"
 	@echo "make lint   - format check and clang thread-safety analysis (part of make test)"
 	@echo "make format - reformat the C++ sources with clang-format"
 	@echo "make image  - build the gpulet container image with podman (as root, no registry)"
@@ -68,6 +69,12 @@ bench: build
 
 fuzz: deps
 	scripts/fuzz.sh 300
+
+# gpulet explain against tests/explain_eval/ (real messages, each with its expected cause):
+# recognised and right-cause rates by area, and every miss.
+explain-eval: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target gpulet_explain_eval
+	$(BUILD)/gpulet-explain-eval tests/explain_eval/*.yaml
 
 # The container image: gpulet:<version>, built from a local debootstrap base.
 VERSION := $(shell sed -n '/^project/s/.* VERSION \([0-9.]*\) .*/\1/p' CMakeLists.txt)

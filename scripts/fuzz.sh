@@ -17,7 +17,8 @@
 # example; the web-config parser from a few small files; the API client's HTTP response parser
 # (src/kube/http_response_fuzz.cc) from a few responses as the API server sends them; the DRA
 # checkpoint parser (src/dra/checkpoint_fuzz.cc) from a checkpoint and claims gpulet writes;
-# the simulator's fixture reader (sim/fixture_fuzz.cc) from the bundled fixtures.
+# the simulator's fixture reader (sim/fixture_fuzz.cc) from the bundled fixtures; explain's
+# evaluation-set and catalogue readers (src/doctor/explain_eval_fuzz.cc) from their files.
 # Inputs that grow coverage accumulate in build-fuzz/corpus/NAME; a crashing input is saved in build-fuzz/artifacts/NAME/.
 # Reproduce one with: build-fuzz/bin/NAME build-fuzz/artifacts/NAME/crash-...
 set -euo pipefail
@@ -115,6 +116,13 @@ make_seeds() {
   rm -rf "$dir"
   mkdir -p "$dir"
   case "$src" in
+    src/doctor/explain_eval_fuzz.cc)
+      # The evaluation set's files and the catalogue's, each whole.
+      local f
+      for f in tests/explain_eval/*.yaml src/doctor/explain/*.yaml; do
+        cp "$f" "$dir/$(basename "$(dirname "$f")")-$(basename "$f")"
+      done
+      ;;
     src/health/* | src/doctor/*)
       local f n=0 line
       for f in tests/fixtures/kmsg/*.txt; do
@@ -149,7 +157,7 @@ make_seeds() {
           next
         }
         block { sub(/^        /, ""); print >> file }
-      ' src/doctor/explain_catalog.yaml
+      ' src/doctor/explain/*.yaml
       ;;
     src/metrics/pod_identity_fuzz.cc)
       # The simulator fixtures' process cgroups and pod log directory names.
@@ -231,14 +239,18 @@ for target in "${targets[@]}"; do
   objs=()
   build_ok=1
   sources=$(sources_for "$target")
-  # The explain catalogue (src/doctor/explain_catalog.yaml) is compiled in from a generated
-  # file, as in the CMake build (cmake/embed_explain_catalog.cmake).
+  # The explain catalogue (src/doctor/explain/*.yaml) is compiled in from a generated file, as
+  # in the CMake build (cmake/embed_explain_catalog.cmake).
   if grep -qx 'src/doctor/explain_catalog.cc' <<< "$sources"; then
     mkdir -p "$out/gen"
+    catalog_files=("$root"/src/doctor/explain/*.yaml)
+    catalog_list=$(IFS=';'; echo "${catalog_files[*]}")
     if [ ! -f "$out/gen/explain_catalog_data.cc" ] ||
-      [ src/doctor/explain_catalog.yaml -nt "$out/gen/explain_catalog_data.cc" ]; then
-      cmake -DINPUT="$root/src/doctor/explain_catalog.yaml" \
+      [ "$catalog_list" != "$(cat "$out/gen/explain_catalog_files" 2>/dev/null)" ] ||
+      [ -n "$(find "${catalog_files[@]}" -newer "$out/gen/explain_catalog_data.cc")" ]; then
+      cmake "-DINPUTS=$catalog_list" \
         -DOUTPUT="$out/gen/explain_catalog_data.cc" -P cmake/embed_explain_catalog.cmake
+      printf '%s' "$catalog_list" > "$out/gen/explain_catalog_files"
     fi
     sources+=$'\n'"$out/gen/explain_catalog_data.cc"
   fi

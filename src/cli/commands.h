@@ -6,8 +6,12 @@
 #define GPULET_CLI_COMMANDS_H_
 
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "cli/command.h"
+#include "doctor/doctor.h"
 #include "gpu/discovery.h"
 
 namespace gpulet {
@@ -26,6 +30,19 @@ std::unique_ptr<CommandHandler> MakeStatusCommand();
 // Shared by commands that look at the node: applies --simulate, then discovers. Returns
 // false (after printing why) when the options are unusable.
 bool PrepareDiscovery(CommandContext& ctx, DiscoveryOptions* out, bool quiet_simulation);
+
+// What `gpulet doctor` is told besides the node (its flags; `gpulet explain --check` passes
+// the same).
+struct DoctorOptions {
+  std::string config_file;     // the daemon's config ("" = defaults)
+  std::string daemon_address;  // gpulet serve's metrics address, for GPU health ("" = none)
+  std::vector<std::string> spec_dirs;
+};
+
+// Discovers the node and runs every doctor check on it. nullopt (after printing why, as
+// `who`) on a usage error: bad --simulate, config file or daemon address.
+std::optional<doctor::Report> DoctorOnNode(CommandContext& ctx, const DoctorOptions& options,
+                                           const char* who);
 
 }  // namespace gpulet
 

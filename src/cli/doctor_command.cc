@@ -2,10 +2,18 @@
 // as pass/warn/fail with its evidence and fix (see doctor/doctor.h). Exit code: 0 when all
 // pass, 1 with warnings, 3 (kExitCheckFailed) with failures, 2 for a bad command line or
 // configuration.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <optional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "cli/commands.h"
 #include "cli/daemon_client.h"
@@ -15,6 +23,32 @@
 
 namespace gpulet {
 namespace {
+
+// The doctor's one network look (DoctorInput::tcp_probe): a TCP connect to a numeric IPv4
+// address, given up after a second.
+absl::Status ProbeTcp(const std::string& host, int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("not an IPv4 address: ", host));
+  }
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::ErrnoToStatus(errno, "socket");
+  int rc = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  int err = rc == 0 ? 0 : errno;
+  if (err == EINPROGRESS) {
+    pollfd p{fd, POLLOUT, 0};
+    if (poll(&p, 1, 1000) != 1) {
+      err = ETIMEDOUT;
+    } else {
+      socklen_t len = sizeof err;
+      getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    }
+  }
+  close(fd);
+  return err == 0 ? absl::OkStatus() : absl::ErrnoToStatus(err, "connect");
+}
 
 // GPU health as the running daemon sees it, read from its /status when the doctor asks.
 class DaemonHealth final : public doctor::HealthSource {
@@ -34,74 +68,79 @@ class DoctorCommand final : public CommandHandler {
  public:
   void AddOptions(CLI::App& app) override {
     app.add_flag("--json", json_, "Print the report as JSON");
-    app.add_option("--config", config_file_,
+    app.add_option("--config", options_.config_file,
                    "The daemon's config file, to check what its answers name (default: "
                    "$GPULET_CONFIG, which gpulet's DaemonSet sets)")
         ->envname("GPULET_CONFIG");
-    app.add_option("--daemon-address", daemon_address_,
+    app.add_option("--daemon-address", options_.daemon_address,
                    "gpulet serve's metrics address (host:port), to include each GPU's health "
                    "as the daemon sees it")
         ->envname("GPULET_STATUS_ADDRESS");
-    app.add_option("--cdi-spec-dir", spec_dirs_,
+    app.add_option("--cdi-spec-dir", options_.spec_dirs,
                    "CDI spec directory to check (host path, repeatable; default /etc/cdi and "
                    "/var/run/cdi)");
   }
 
   int Run(CommandContext& ctx) override {
-    DiscoveryOptions options;
-    if (!PrepareDiscovery(ctx, &options, /*quiet_simulation=*/true)) return kExitUsage;
-    Node node = DiscoverNode(options);
-    // A bad file is a usage error, as for serve.
-    absl::StatusOr<Config> config = LoadConfig(config_file_, {});
-    if (!config.ok()) {
-      std::fprintf(stderr, "gpulet doctor: invalid configuration: %s\n",
-                   std::string(config.status().message()).c_str());
-      return kExitUsage;
-    }
-    doctor::DoctorInput input;
-    input.host = node.host.get();
-    input.inventory = &node.inventory;
-    input.cdi_spec_dirs = spec_dirs_;
-    for (DeviceListStrategy s : config->plugin.device_list_strategy) {
-      input.gpulet_uses_cdi |=
-          s == DeviceListStrategy::kCdiCri || s == DeviceListStrategy::kCdiAnnotations;
-    }
-    input.gpulet_cdi_spec_dir = config->cdi.spec_dir;
-    for (const Gpu& gpu : node.inventory.gpus) {
-      if (!gpu.in_nvml || gpu.uuid.empty()) continue;
-      bool by_index = config->plugin.device_id_strategy == DeviceIdStrategy::kIndex && gpu.index;
-      input.gpulet_cdi_names.push_back(absl::StrCat(
-          config->plugin.cdi_kind, "=", by_index ? absl::StrCat(*gpu.index) : gpu.uuid));
-    }
-    std::optional<DaemonHealth> health;
-    if (!daemon_address_.empty()) {
-      absl::StatusOr<DaemonAddress> address = ParseDaemonAddress(daemon_address_);
-      if (!address.ok()) {
-        std::fprintf(stderr, "gpulet doctor: --daemon-address %s\n",
-                     std::string(address.status().message()).c_str());
-        return kExitUsage;
-      }
-      health.emplace(*address);
-      input.health = &*health;
-    }
-    doctor::Report report = doctor::RunDoctor(input);
+    std::optional<doctor::Report> report = DoctorOnNode(ctx, options_, "gpulet doctor");
+    if (!report) return kExitUsage;
     if (json_) {
-      std::printf("%s\n", nlohmann::json(report).dump(2).c_str());
+      std::printf("%s\n", nlohmann::json(*report).dump(2).c_str());
     } else {
-      std::fputs(doctor::FormatReport(report, ctx.global.verbose).c_str(), stdout);
+      std::fputs(doctor::FormatReport(*report, ctx.global.verbose).c_str(), stdout);
     }
-    return report.ExitCode();
+    return report->ExitCode();
   }
 
  private:
   bool json_ = false;
-  std::vector<std::string> spec_dirs_;
-  std::string config_file_;
-  std::string daemon_address_;
+  DoctorOptions options_;
 };
 
 }  // namespace
 
 std::unique_ptr<CommandHandler> MakeDoctorCommand() { return std::make_unique<DoctorCommand>(); }
+
+std::optional<doctor::Report> DoctorOnNode(CommandContext& ctx, const DoctorOptions& options,
+                                           const char* who) {
+  DiscoveryOptions discovery;
+  if (!PrepareDiscovery(ctx, &discovery, /*quiet_simulation=*/true)) return std::nullopt;
+  Node node = DiscoverNode(discovery);
+  // A bad file is a usage error, as for serve.
+  absl::StatusOr<Config> config = LoadConfig(options.config_file, {});
+  if (!config.ok()) {
+    std::fprintf(stderr, "%s: invalid configuration: %s\n", who,
+                 std::string(config.status().message()).c_str());
+    return std::nullopt;
+  }
+  doctor::DoctorInput input;
+  input.host = node.host.get();
+  input.inventory = &node.inventory;
+  input.cdi_spec_dirs = options.spec_dirs;
+  for (DeviceListStrategy s : config->plugin.device_list_strategy) {
+    input.gpulet_uses_cdi |=
+        s == DeviceListStrategy::kCdiCri || s == DeviceListStrategy::kCdiAnnotations;
+  }
+  input.gpulet_cdi_spec_dir = config->cdi.spec_dir;
+  input.tcp_probe = &ProbeTcp;
+  for (const Gpu& gpu : node.inventory.gpus) {
+    if (!gpu.in_nvml || gpu.uuid.empty()) continue;
+    bool by_index = config->plugin.device_id_strategy == DeviceIdStrategy::kIndex && gpu.index;
+    input.gpulet_cdi_names.push_back(
+        absl::StrCat(config->plugin.cdi_kind, "=", by_index ? absl::StrCat(*gpu.index) : gpu.uuid));
+  }
+  std::optional<DaemonHealth> health;
+  if (!options.daemon_address.empty()) {
+    absl::StatusOr<DaemonAddress> address = ParseDaemonAddress(options.daemon_address);
+    if (!address.ok()) {
+      std::fprintf(stderr, "%s: --daemon-address %s\n", who,
+                   std::string(address.status().message()).c_str());
+      return std::nullopt;
+    }
+    health.emplace(*address);
+    input.health = &*health;
+  }
+  return doctor::RunDoctor(input);
+}
 
 }  // namespace gpulet

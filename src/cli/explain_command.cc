@@ -14,12 +14,19 @@
 #include "absl/strings/string_view.h"
 #include "cli/commands.h"
 #include "doctor/explain.h"
+#include "doctor/explain_check.h"
 #include "nlohmann/json.hpp"
 
 namespace gpulet {
 namespace {
 
 constexpr size_t kWidth = 100;
+
+// How a message gpulet does not know gets known.
+constexpr const char* kReportUnknown =
+    "To have it explained, report it to gpulet's maintainers with the whole message, the "
+    "program that printed it and its version, and where you met it (an issue thread, a log); "
+    "or add an entry to src/doctor/explain/ (its README.md gives the format).";
 
 // Prints `label` then `text`, wrapped at kWidth with continuation lines indented.
 void PrintWrapped(absl::string_view label, absl::string_view text) {
@@ -47,11 +54,18 @@ class ExplainCommand final : public CommandHandler {
  public:
   void AddOptions(CLI::App& app) override {
     app.add_flag("--json", json_, "Print JSON instead of text");
+    app.add_flag("--check", check_,
+                 "Run gpulet doctor's checks on this node (or --host-root) and say, for each "
+                 "explanation, whether its cause is found here and which of several causes "
+                 "the checks point at");
+    app.add_option("--config", doctor_.config_file,
+                   "With --check: the daemon's config file (default: $GPULET_CONFIG)")
+        ->envname("GPULET_CONFIG");
     app.add_option("text", words_,
                    "The error message (quote it); '-' reads it from standard input");
   }
 
-  int Run(CommandContext&) override {
+  int Run(CommandContext& ctx) override {
     ExplainResult result;
     bool empty = true;
     if (words_.size() == 1 && words_[0] == "-") {
@@ -74,13 +88,21 @@ class ExplainCommand final : public CommandHandler {
                    "only NVML codes and XIDs are explained\n",
                    result.catalogue_error.c_str());
     }
+    std::optional<doctor::Report> report;
+    if (check_ && !result.found.empty()) {
+      report = DoctorOnNode(ctx, doctor_, "gpulet explain --check");
+      if (!report) return kExitUsage;
+      for (const Explanation& e : result.found)
+        answers_.push_back(doctor::AnswerOnNode(e, *report));
+    }
     if (json_) {
       PrintJson(result);
     } else if (result.found.empty()) {
       std::printf(
           "gpulet does not recognise this message.\n"
           "Run `gpulet doctor` on the node: it checks the driver, the NVML library, the device "
-          "nodes, the container runtime and the kernel log.\n");
+          "nodes, the container runtime and the kernel log.\n%s\n",
+          kReportUnknown);
       PrintTruncation(result);
     } else {
       PrintHuman(result);
@@ -117,7 +139,7 @@ class ExplainCommand final : public CommandHandler {
         r.truncated_lines, kExplainMaxLine >> 10, kExplainMaxLine >> 10);
   }
 
-  static void PrintHuman(const ExplainResult& r) {
+  void PrintHuman(const ExplainResult& r) const {
     const std::vector<Explanation>& found = r.found;
     for (size_t i = 0; i < found.size(); ++i) {
       const Explanation& e = found[i];
@@ -125,6 +147,13 @@ class ExplainCommand final : public CommandHandler {
       std::string label = found.size() > 1 ? std::to_string(i + 1) + ". " : "";
       PrintWrapped(label, absl::StrCat(e.title, " [", e.severity, "]"));
       PrintWrapped("   Cause:   ", e.cause);
+      for (size_t c = 0; c < e.candidates.size(); ++c) {
+        const ExplainCandidate& k = e.candidates[c];
+        PrintWrapped(absl::StrCat("   ", c + 1, ") "), k.cause);
+        PrintWrapped("      Tell: ",
+                     k.check.empty() ? k.question
+                                     : absl::StrCat(k.question, " (gpulet doctor: ", k.check, ")"));
+      }
       PrintWrapped("   Fix:     ", e.fix);
       if (!e.fix_talos.empty()) PrintWrapped("   Talos:   ", e.fix_talos);
       if (!e.check.empty())
@@ -134,6 +163,7 @@ class ExplainCommand final : public CommandHandler {
                      e.line > 0 ? absl::StrCat("line ", e.line, ": ", e.matched) : e.matched);
       }
       PrintWrapped("   Source:  ", e.source);
+      if (i < answers_.size()) PrintWrapped("   Here:    ", answers_[i].summary);
     }
     if (found.size() > 1) {
       std::printf("\n%zu kinds of message recognised in %zu line(s), worst first.\n", found.size(),
@@ -142,7 +172,7 @@ class ExplainCommand final : public CommandHandler {
     PrintTruncation(r);
   }
 
-  static void PrintJson(const ExplainResult& r) {
+  void PrintJson(const ExplainResult& r) const {
     nlohmann::ordered_json out;
     out["recognised"] = !r.found.empty();
     out["lines"] = r.lines;
@@ -158,7 +188,30 @@ class ExplainCommand final : public CommandHandler {
       j["fix"] = e.fix;
       if (!e.fix_talos.empty()) j["fix_talos"] = e.fix_talos;
       if (!e.check.empty()) j["doctor_check"] = e.check;
+      if (!e.candidates.empty()) {
+        nlohmann::ordered_json candidates = nlohmann::ordered_json::array();
+        for (const ExplainCandidate& k : e.candidates) {
+          nlohmann::ordered_json c;
+          c["cause"] = k.cause;
+          c["question"] = k.question;
+          if (!k.check.empty()) c["doctor_check"] = k.check;
+          candidates.push_back(c);
+        }
+        j["candidates"] = candidates;
+      }
       j["source"] = e.source;
+      if (size_t i = &e - r.found.data(); i < answers_.size()) {
+        const doctor::NodeAnswer& a = answers_[i];
+        nlohmann::ordered_json here;
+        here["summary"] = a.summary;
+        if (a.check != nullptr) {
+          here["check"] = {{"id", a.check->id},
+                           {"verdict", std::string(doctor::VerdictName(a.check->verdict))},
+                           {"summary", a.check->summary}};
+        }
+        if (a.likely) here["likely_candidate"] = *a.likely + 1;
+        j["on_this_node"] = here;
+      }
       j["matched"] = e.matched;
       if (e.line > 0) j["line"] = e.line;
       nlohmann::ordered_json details = nlohmann::ordered_json::object();
@@ -168,6 +221,7 @@ class ExplainCommand final : public CommandHandler {
     }
     if (r.found.empty()) {
       out["hint"] = "gpulet does not recognise this message; run `gpulet doctor` on the node";
+      out["report"] = kReportUnknown;
     }
     if (!r.catalogue_error.empty()) out["catalogue_error"] = r.catalogue_error;
     // Input may hold bytes that are not UTF-8 (a raw log); replace them instead of throwing.
@@ -176,6 +230,9 @@ class ExplainCommand final : public CommandHandler {
   }
 
   bool json_ = false;
+  bool check_ = false;
+  DoctorOptions doctor_;
+  std::vector<doctor::NodeAnswer> answers_;  // with --check: one per explanation
   std::vector<std::string> words_;
 };
 

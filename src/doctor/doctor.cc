@@ -17,6 +17,7 @@
 #include "cdi/generator.h"
 #include "cdi/spec_dirs.h"
 #include "doctor/explain.h"
+#include "doctor/stack_checks.h"
 #include "gpu/nvml_api.h"
 #include "gpu/nvml_loader.h"
 #include "health/kmsg_source.h"
@@ -1044,69 +1045,9 @@ CheckResult CheckCdiPaths(const Context& c) {
 
 // --- containerd -----------------------------------------------------------------------------
 
-struct ContainerdFacts {
-  std::vector<std::string> files;
-  std::string nvidia_runtime;  // "file:line" where runtimes.nvidia is configured
-  std::optional<bool> enable_cdi;
-  std::string enable_cdi_where;
-  std::vector<std::string> cdi_spec_dirs;
-  std::string cdi_spec_dirs_where;
-  bool v3_config = false;  // plugins."io.containerd.cri.v1.runtime" (containerd 2)
-};
-
-void ScanContainerdConfig(absl::string_view path, absl::string_view text, ContainerdFacts* f) {
-  f->files.push_back(std::string(path));
-  int n = 0;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    ++n;
-    line = absl::StripAsciiWhitespace(line);
-    if (line.empty() || line[0] == '#') continue;
-    std::string where = absl::StrCat(path, ":", n);
-    if (absl::StrContains(line, "io.containerd.cri.v1.runtime") || line == "version = 3") {
-      f->v3_config = true;
-    }
-    if (f->nvidia_runtime.empty() && (absl::StrContains(line, "runtimes.nvidia]") ||
-                                      absl::StrContains(line, "runtimes.nvidia.") ||
-                                      absl::StrContains(line, "runtimes.\"nvidia\""))) {
-      f->nvidia_runtime = where;
-    }
-    absl::string_view rest = line;
-    if (absl::ConsumePrefix(&rest, "enable_cdi")) {
-      rest = absl::StripLeadingAsciiWhitespace(rest);
-      if (absl::ConsumePrefix(&rest, "=")) {
-        rest = absl::StripAsciiWhitespace(rest);
-        f->enable_cdi = absl::StartsWith(rest, "true");
-        f->enable_cdi_where = where;
-      }
-    }
-    rest = line;
-    if (absl::ConsumePrefix(&rest, "cdi_spec_dirs")) {
-      f->cdi_spec_dirs.clear();
-      f->cdi_spec_dirs_where = where;
-      for (absl::string_view part : absl::StrSplit(rest, '"')) {
-        if (absl::StartsWith(part, "/")) f->cdi_spec_dirs.emplace_back(part);
-      }
-    }
-  }
-}
-
 CheckResult CheckContainerd(const Context& c) {
   CheckResult r = Result("containerd", "containerd: nvidia runtime and/or CDI");
-  ContainerdFacts f;
-  std::vector<std::string> files;
-  if (c.host.Exists("/etc/containerd/config.toml")) files.push_back("/etc/containerd/config.toml");
-  if (c.host.Exists("/etc/cri/containerd.toml")) files.push_back("/etc/cri/containerd.toml");
-  if (absl::StatusOr<std::vector<std::string>> parts = c.host.ListDir("/etc/cri/conf.d");
-      parts.ok()) {
-    for (const std::string& p : *parts) {
-      if (absl::EndsWith(p, ".part")) files.push_back(JoinPath("/etc/cri/conf.d", p));
-    }
-  }
-  for (const std::string& file : files) {
-    if (absl::StatusOr<std::string> text = c.host.ReadFile(file); text.ok()) {
-      ScanContainerdConfig(file, *text, &f);
-    }
-  }
+  ContainerdFacts f = ReadContainerdConfig(c.host);
   if (f.files.empty()) {
     r.verdict = c.talos ? Verdict::kFail : Verdict::kWarn;
     r.summary = c.talos ? "no /etc/cri/conf.d/*.part: the NVIDIA container toolkit extension "
@@ -1123,6 +1064,10 @@ CheckResult CheckContainerd(const Context& c) {
   r.evidence.push_back(absl::StrCat("read ", absl::StrJoin(f.files, ", ")));
   if (!f.nvidia_runtime.empty()) {
     r.evidence.push_back(absl::StrCat("runtime handler nvidia at ", f.nvidia_runtime));
+  }
+  if (!f.default_runtime_where.empty()) {
+    r.evidence.push_back(absl::StrCat("default_runtime_name = ", f.default_runtime, " at ",
+                                      f.default_runtime_where));
   }
   if (f.enable_cdi) {
     r.evidence.push_back(absl::StrCat("enable_cdi = ", *f.enable_cdi ? "true" : "false", " at ",
@@ -1339,6 +1284,8 @@ CheckResult CheckKernelLog(const Context& c) {
       for (Explanation& x : Explain(line)) {
         if (absl::StartsWith(x.id, "xid")) continue;
         explained = true;
+        // An informational line (the module's load banner) is known, and no error.
+        if (x.severity == ExplainSeverityName(ExplainSeverity::kInfo)) continue;
         KernelNvrm& n = nvrm[x.id];
         if (n.count == 0) {
           nvrm_order.push_back(x.id);
@@ -1599,6 +1546,25 @@ Report RunDoctor(const DoctorInput& input) {
     } else {
       out.push_back(s.fn(c));
     }
+  }
+  // What surrounds the driver (doctor/stack_checks.h).
+  using StackFn = CheckResult (*)(const StackInput&);
+  static const struct {
+    const char* id;
+    const char* title;
+    StackFn fn;
+  } kStackSteps[] = {
+      {"driver.uvm", "Unified-memory module and its device nodes", &CheckUvm},
+      {"mig.mode", "MIG mode and instances", &CheckMig},
+      {"fabricmanager", "Fabric manager on NVSwitch systems", &CheckFabricManager},
+      {"cgroup.devices", "cgroup device access for GPU containers", &CheckCgroupDevices},
+      {"crio", "CRI-O: nvidia runtime, hook or CDI", &CheckCrio},
+      {"dcgm.hostengine", "DCGM host engine reachable", &CheckDcgmHostEngine},
+  };
+  StackInput stack{c.host, c.inv, input, c.os.talos,
+                   input.gpulet_uses_cdi || (c.talos && c.talos->cdi_mode)};
+  for (const auto& s : kStackSteps) {
+    out.push_back(have_gpu ? s.fn(stack) : NotChecked(s.id, s.title, "no NVIDIA GPU on this node"));
   }
   if (!have_gpu) {
     out.push_back(NotChecked("gpu.health", "GPU health (XIDs, ECC, fallen off the bus)",

@@ -30,6 +30,7 @@
 #ifndef GPULET_DOCTOR_DOCTOR_H_
 #define GPULET_DOCTOR_DOCTOR_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -113,6 +114,9 @@ struct DoctorInput {
   bool gpulet_uses_cdi = false;
   std::vector<std::string> gpulet_cdi_names;
   std::string gpulet_cdi_spec_dir;
+  // Connects to HOST:PORT over TCP and closes (a service answers): the dcgm.hostengine
+  // check's one network look. Null: that check is "not checked".
+  std::function<absl::Status(const std::string& host, int port)> tcp_probe;
 };
 
 struct Report {

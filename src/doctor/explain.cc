@@ -211,19 +211,21 @@ class KeywordScanner {
   std::vector<State> states_;
 };
 
-// The catalogue's patterns and the NVML keywords in one scanner, built once.
-struct Matcher {
+}  // namespace
+
+// The catalogue's patterns and the NVML keywords in one scanner, built once per catalogue.
+struct ExplainMatcher {
   struct PatternRef {
     size_t entry;
     size_t pattern;
   };
   const ExplainCatalog* catalog = nullptr;  // null when the catalogue failed to load
+  std::string catalogue_error;              // why it failed; "" when it loaded
   std::vector<PatternRef> patterns;         // keyword id -> pattern (ids below size())
   int nvml_keyword = 0;                     // ids from here on: NVML tokens and phrases
   KeywordScanner scanner;
 
-  Matcher() {
-    const absl::StatusOr<ExplainCatalog>& c = BuiltinExplainCatalog();
+  explicit ExplainMatcher(const absl::StatusOr<ExplainCatalog>& c) {
     if (c.ok()) {
       catalog = &*c;
       for (size_t e = 0; e < catalog->entries().size(); ++e) {
@@ -233,6 +235,8 @@ struct Matcher {
           patterns.push_back({e, p});
         }
       }
+    } else {
+      catalogue_error = std::string(c.status().message());
     }
     nvml_keyword = static_cast<int>(patterns.size());
     scanner.Add("error_", nvml_keyword);
@@ -243,8 +247,16 @@ struct Matcher {
   }
 };
 
-const Matcher& GetMatcher() {
-  static const Matcher* const matcher = new Matcher();
+std::shared_ptr<const ExplainMatcher> CompileExplainCatalog(
+    const absl::StatusOr<ExplainCatalog>& catalog) {
+  return std::make_shared<const ExplainMatcher>(catalog);
+}
+
+namespace {
+
+const std::shared_ptr<const ExplainMatcher>& BuiltinMatcher() {
+  static const auto* const matcher =
+      new std::shared_ptr<const ExplainMatcher>(CompileExplainCatalog(BuiltinExplainCatalog()));
   return *matcher;
 }
 
@@ -255,8 +267,11 @@ constexpr size_t kWindow = 3;
 
 class LogExplainer::Impl {
  public:
-  Impl()
-      : m_(GetMatcher()), last_hit_(m_.patterns.size(), 0), is_active_(m_.patterns.size(), false) {
+  explicit Impl(std::shared_ptr<const ExplainMatcher> matcher)
+      : matcher_(std::move(matcher)),
+        m_(*matcher_),
+        last_hit_(m_.patterns.size(), 0),
+        is_active_(m_.patterns.size(), false) {
     if (m_.catalog != nullptr) found_entry_.assign(m_.catalog->entries().size(), false);
   }
 
@@ -282,9 +297,7 @@ class LogExplainer::Impl {
     ExplainResult r;
     r.lines = line_no_;
     r.truncated_lines = truncated_lines_;
-    if (m_.catalog == nullptr) {
-      r.catalogue_error = std::string(BuiltinExplainCatalog().status().message());
-    }
+    r.catalogue_error = m_.catalogue_error;
     FinishAlone();
     for (const Seen& s : xids_) {
       auto u = uuids_.find(s.event.bus_id);
@@ -294,9 +307,39 @@ class LogExplainer::Impl {
       e.details.push_back({"occurrences", absl::StrCat(s.count)});
       Add(std::move(e), XidRank(AssessXid(s.event).severity));
     }
+    // An informational entry says a line is harmless: worth saying when that line is what was
+    // asked about, noise beside a real problem elsewhere in the text.
+    std::set<size_t> lines_with_problems;
+    for (const Ranked& f : found_) {
+      if (f.rank > ExplainSeverity::kInfo) lines_with_problems.insert(f.e.line);
+    }
+    found_.erase(std::remove_if(found_.begin(), found_.end(),
+                                [&](const Ranked& f) {
+                                  if (f.rank != ExplainSeverity::kInfo) return false;
+                                  size_t others = lines_with_problems.size() -
+                                                  lines_with_problems.count(f.e.line);
+                                  return others > 0;
+                                }),
+                 found_.end());
+    // On one line, an entry whose pattern names the NVML reason ("...NVML: Insufficient
+    // Permissions") says more than the return code alone; one that covers the reason with a
+    // placeholder ("err: <w>") says less than the code it holds.
+    for (Ranked& code : found_) {
+      if (code.nvml_reason.empty()) continue;
+      for (const Ranked& entry : found_) {
+        if (entry.pattern.empty() || entry.e.line != code.e.line || entry.rank != code.rank ||
+            absl::StrContains(entry.pattern, code.nvml_reason)) {
+          continue;
+        }
+        code.specificity = std::max(code.specificity, entry.specificity + 1);
+      }
+    }
+    // Worst first; then the first seen; then the most specific (the most literal text
+    // matched).
     std::stable_sort(found_.begin(), found_.end(), [](const Ranked& a, const Ranked& b) {
       if (a.rank != b.rank) return a.rank > b.rank;
-      return a.e.line < b.e.line;
+      if (a.e.line != b.e.line) return a.e.line < b.e.line;
+      return a.specificity > b.specificity;
     });
     for (Ranked& f : found_) r.found.push_back(std::move(f.e));
     found_.clear();
@@ -307,6 +350,9 @@ class LogExplainer::Impl {
   struct Ranked {
     Explanation e;
     ExplainSeverity rank;
+    size_t specificity = 0;   // literal characters matched
+    std::string pattern;      // a catalogue entry's pattern, normalised
+    std::string nvml_reason;  // an NVML return code's name or phrase as matched, lower-case
   };
   struct Seen {  // one XID code and GPU
     XidEvent event;
@@ -319,9 +365,10 @@ class LogExplainer::Impl {
     std::string trimmed;
   };
 
-  void Add(Explanation e, ExplainSeverity rank) {
+  Ranked& Add(Explanation e, ExplainSeverity rank, size_t specificity = 0) {
     e.severity = std::string(ExplainSeverityName(rank));
-    found_.push_back(Ranked{std::move(e), rank});
+    found_.push_back(Ranked{std::move(e), rank, specificity, "", ""});
+    return found_.back();
   }
 
   void EndLine() {
@@ -338,6 +385,10 @@ class LogExplainer::Impl {
         line = unescaped;
       }
     }
+    // JSON and logfmt logs, and kubectl's quoting of an Event, escape the message's quotes
+    // and line breaks: match the text as it was printed.
+    std::string plain;
+    line = UnescapePaste(line, &plain);
     ScanLine(line);
     partial_.clear();
     partial_truncated_ = false;
@@ -370,7 +421,7 @@ class LogExplainer::Impl {
     size_t keep = 0;
     for (size_t i = 0; i < active_.size(); ++i) {
       int id = active_[i];
-      const Matcher::PatternRef& ref = m_.patterns[id];
+      const ExplainMatcher::PatternRef& ref = m_.patterns[id];
       if (found_entry_[ref.entry] || last_hit_[id] + kWindow < line_no_) {
         is_active_[id] = false;
         continue;
@@ -420,7 +471,7 @@ class LogExplainer::Impl {
     last.trimmed.assign(stripped.data(), std::min<size_t>(stripped.size(), kTrimmedLine));
   }
 
-  void Found(const Matcher::PatternRef& ref, absl::string_view where, size_t line) {
+  void Found(const ExplainMatcher::PatternRef& ref, absl::string_view where, size_t line) {
     found_entry_[ref.entry] = true;
     const ExplainCatalogEntry& entry = m_.catalog->entries()[ref.entry];
     Explanation e;
@@ -430,11 +481,15 @@ class LogExplainer::Impl {
     e.fix = entry.fix;
     e.fix_talos = entry.fix_talos;
     e.check = entry.check;
+    e.candidates = entry.candidates;
     e.source = entry.source;
     e.matched = TrimLine(where);
     e.line = line;
     e.details = {{"pattern", entry.patterns[ref.pattern]}};
-    Add(std::move(e), entry.severity);
+    std::string pattern;
+    NormalizeForMatch(entry.patterns[ref.pattern], &pattern);
+    Add(std::move(e), entry.severity, entry.compiled[ref.pattern].literal_size()).pattern =
+        std::move(pattern);
   }
 
   // NVML return codes named in the line, as full names or Go-style ERROR_ names; and
@@ -470,7 +525,8 @@ class LogExplainer::Impl {
     }
     Explanation e = FromNvml(*info, matched);
     e.line = line;
-    Add(std::move(e), ExplainSeverity::kError);
+    Add(std::move(e), ExplainSeverity::kError, matched.size()).nvml_reason =
+        absl::AsciiStrToLower(matched);
     return true;
   }
 
@@ -522,7 +578,8 @@ class LogExplainer::Impl {
     Add(std::move(e), XidRank(AssessXid(x).severity));
   }
 
-  const Matcher& m_;
+  std::shared_ptr<const ExplainMatcher> matcher_;  // keeps m_ alive
+  const ExplainMatcher& m_;
   std::string partial_;  // the line being read, at most kExplainMaxLine bytes
   bool partial_truncated_ = false;
   bool pending_ = false;  // bytes of an unfinished line were fed
@@ -545,7 +602,9 @@ class LogExplainer::Impl {
   std::vector<Ranked> found_;
 };
 
-LogExplainer::LogExplainer() : impl_(std::make_unique<Impl>()) {}
+LogExplainer::LogExplainer() : impl_(std::make_unique<Impl>(BuiltinMatcher())) {}
+LogExplainer::LogExplainer(std::shared_ptr<const ExplainMatcher> matcher)
+    : impl_(std::make_unique<Impl>(std::move(matcher))) {}
 LogExplainer::~LogExplainer() = default;
 void LogExplainer::Feed(absl::string_view chunk) { impl_->Feed(chunk); }
 ExplainResult LogExplainer::Finish() { return impl_->Finish(); }
@@ -556,6 +615,12 @@ bool WildcardSearch(absl::string_view pattern, absl::string_view text) {
 
 ExplainResult ExplainText(absl::string_view text) {
   LogExplainer explainer;
+  explainer.Feed(text);
+  return explainer.Finish();
+}
+
+ExplainResult ExplainText(absl::string_view text, std::shared_ptr<const ExplainMatcher> matcher) {
+  LogExplainer explainer(std::move(matcher));
   explainer.Feed(text);
   return explainer.Finish();
 }

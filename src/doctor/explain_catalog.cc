@@ -43,10 +43,11 @@ size_t AnchorRank(absl::string_view word) {
 
 // The checks `gpulet doctor` runs (src/doctor/doctor.cc; docs/troubleshooting.md lists them).
 constexpr absl::string_view kDoctorChecks[] = {
-    "os.release", "gpu.present", "gpu.driver",       "driver.flavor", "driver.modules",
-    "dev.nodes",  "nvml.load",   "driver.userspace", "talos.bpf",     "cdi.specs",
-    "cdi.gpulet", "cdi.resolve", "cdi.hooks",        "cdi.paths",     "containerd",
-    "kubelet",    "gpu.health"};
+    "os.release",     "gpu.present", "gpu.driver",       "driver.flavor", "driver.modules",
+    "dev.nodes",      "nvml.load",   "driver.userspace", "talos.bpf",     "cdi.specs",
+    "cdi.gpulet",     "cdi.resolve", "cdi.hooks",        "cdi.paths",     "containerd",
+    "kubelet",        "gpu.health",  "driver.uvm",       "mig.mode",      "fabricmanager",
+    "cgroup.devices", "crio",        "dcgm.hostengine",  "kernel.log"};
 
 struct SeverityName {
   ExplainSeverity severity;
@@ -95,7 +96,7 @@ absl::StatusOr<ExplainCatalogEntry> ParseEntry(const YAML::Node& node, size_t in
   std::string where = absl::StrCat("entry ", index + 1);
   if (!node.IsMap()) return absl::InvalidArgumentError(absl::StrCat(where, " is not a map"));
   static const std::set<std::string> kKeys = {"id",  "title", "severity", "patterns", "cause",
-                                              "fix", "check", "source",   "examples"};
+                                              "fix", "check", "source",   "examples", "candidates"};
   for (const auto& kv : node) {
     std::string key = kv.first.as<std::string>();
     if (!kKeys.contains(key)) {
@@ -176,9 +177,43 @@ absl::StatusOr<ExplainCatalogEntry> ParseEntry(const YAML::Node& node, size_t in
   if (e.examples.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(where, " has no examples"));
   }
+  if (YAML::Node candidates = node["candidates"]; candidates) {
+    if (!candidates.IsSequence() || candidates.size() < 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": `candidates` must be a list of two or more {cause, question, check}"));
+    }
+    for (const YAML::Node& item : candidates) {
+      std::string at = absl::StrCat(where, ": candidate ", e.candidates.size() + 1);
+      if (!item.IsMap()) return absl::InvalidArgumentError(absl::StrCat(at, " is not a map"));
+      for (const auto& kv : item) {
+        std::string key = kv.first.as<std::string>();
+        if (key != "cause" && key != "question" && key != "check") {
+          return absl::InvalidArgumentError(
+              absl::StrCat(at, ": unknown key `", key, "` (cause, question, check)"));
+        }
+      }
+      ExplainCandidate c;
+      for (auto [key, field] : {std::pair<const char*, std::string*>{"cause", &c.cause},
+                                {"question", &c.question},
+                                {"check", &c.check}}) {
+        absl::StatusOr<std::string> v = Scalar(item, key, at);
+        if (!v.ok()) return v.status();
+        *field = std::string(absl::StripAsciiWhitespace(*v));
+      }
+      if (c.cause.empty() || c.question.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(at, " needs a `cause` and a `question`"));
+      }
+      if (!c.check.empty() && !IsDoctorCheckName(c.check)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(at, ": `check` names no gpulet doctor check: ", c.check));
+      }
+      e.candidates.push_back(std::move(c));
+    }
+  }
   for (const std::string& p : e.patterns) {
-    std::string normal;
-    NormalizeForMatch(p, &normal);
+    // Matched against unescaped text: a pattern copied with its quotes escaped still works.
+    std::string plain, normal;
+    NormalizeForMatch(UnescapePaste(p, &plain), &normal);
     MessagePattern compiled = MessagePattern::Compile(normal);
     // A pattern must have some literal text to look for, or it would match everything.
     if (compiled.anchor().size() < 4) {
@@ -199,9 +234,91 @@ absl::string_view ExplainSeverityName(ExplainSeverity s) {
   return "error";
 }
 
+absl::Span<const absl::string_view> DoctorCheckNames() { return kDoctorChecks; }
+
 bool IsDoctorCheckName(absl::string_view name) {
   return std::find(std::begin(kDoctorChecks), std::end(kDoctorChecks), name) !=
          std::end(kDoctorChecks);
+}
+
+namespace {
+
+// Undoes one level of the quoting a paste goes through: JSON and logfmt string escapes (\",
+// \\, \n, \t, \uXXXX), Go's %q in kubectl's Events, kmsg's \xHH. Line breaks and tabs
+// become spaces, so a message stays on its line. Appends to `out`; false when nothing changed.
+bool UnescapeOnce(absl::string_view in, std::string* out) {
+  bool changed = false;
+  for (size_t i = 0; i < in.size(); ++i) {
+    char c = in[i];
+    if (c != '\\' || i + 1 == in.size()) {
+      out->push_back(c);
+      continue;
+    }
+    char n = in[i + 1];
+    int hex_digits = n == 'u' ? 4 : n == 'x' ? 2 : 0;
+    unsigned code = 0;
+    if (hex_digits > 0) {
+      bool ok = i + 1 + hex_digits < in.size();
+      for (int k = 0; ok && k < hex_digits; ++k) {
+        char h = in[i + 2 + k];
+        if (!absl::ascii_isxdigit(static_cast<unsigned char>(h))) ok = false;
+        code = code * 16 + (absl::ascii_isdigit(static_cast<unsigned char>(h))
+                                ? h - '0'
+                                : absl::ascii_tolower(static_cast<unsigned char>(h)) - 'a' + 10);
+      }
+      if (!ok) {
+        out->push_back(c);
+        continue;
+      }
+      if (code < 0x20 || code == 0x7f) {
+        out->push_back(' ');
+      } else if (code < 0x80 || n == 'x') {  // \xHH is a byte (kmsg), \uXXXX a code point
+        out->push_back(static_cast<char>(code));
+      } else if (code < 0x800) {
+        out->push_back(static_cast<char>(0xc0 | (code >> 6)));
+        out->push_back(static_cast<char>(0x80 | (code & 0x3f)));
+      } else {
+        out->push_back(static_cast<char>(0xe0 | (code >> 12)));
+        out->push_back(static_cast<char>(0x80 | ((code >> 6) & 0x3f)));
+        out->push_back(static_cast<char>(0x80 | (code & 0x3f)));
+      }
+      i += 1 + hex_digits;
+      changed = true;
+      continue;
+    }
+    switch (n) {
+      case '"':
+      case '\'':
+      case '\\':
+      case '/':
+        out->push_back(n);
+        break;
+      case 'n':
+      case 'r':
+      case 't':
+        out->push_back(' ');
+        break;
+      default:
+        out->push_back(c);
+        continue;
+    }
+    ++i;
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace
+
+absl::string_view UnescapePaste(absl::string_view line, std::string* buffer) {
+  for (int level = 0; level < 3 && absl::StrContains(line, '\\'); ++level) {
+    std::string next;
+    next.reserve(line.size());
+    if (!UnescapeOnce(line, &next)) break;
+    *buffer = std::move(next);
+    line = *buffer;
+  }
+  return line;
 }
 
 void NormalizeForMatch(absl::string_view text, std::string* out) {
@@ -229,6 +346,7 @@ MessagePattern MessagePattern::Compile(absl::string_view pattern) {
     for (absl::string_view word : absl::StrSplit(literal, ' ', absl::SkipEmpty())) {
       if (AnchorRank(word) > AnchorRank(p.anchor_)) p.anchor_ = std::string(word);
     }
+    p.literal_size_ += literal.size();
     p.segments_.back().push_back(Token{Kind::kLiteral, std::move(literal)});
     literal.clear();
   };
@@ -347,41 +465,69 @@ bool MessagePattern::SearchIn(absl::string_view text, bool lower) const {
   return true;
 }
 
-absl::StatusOr<ExplainCatalog> ExplainCatalog::Parse(absl::string_view yaml) {
+absl::Status ExplainCatalog::Add(absl::string_view file, absl::string_view yaml) {
+  std::string what =
+      file.empty() ? std::string("explain catalogue") : absl::StrCat("explain catalogue ", file);
   YAML::Node root;
   try {
     root = YAML::Load(std::string(yaml));
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("explain catalogue: ", e.what()));
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", e.what()));
   }
   if (!root.IsMap() || !root["entries"] || !root["entries"].IsSequence()) {
-    return absl::InvalidArgumentError("explain catalogue: no `entries` list");
+    return absl::InvalidArgumentError(absl::StrCat(what, ": no `entries` list"));
   }
-  ExplainCatalog catalog;
-  std::set<std::string> ids;
+  for (const auto& kv : root) {
+    if (kv.first.as<std::string>() != "entries") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": unknown key `", kv.first.as<std::string>(), "` (entries)"));
+    }
+  }
   size_t index = 0;
   try {
     for (const YAML::Node& node : root["entries"]) {
       absl::StatusOr<ExplainCatalogEntry> e = ParseEntry(node, index++);
-      if (!e.ok()) {
+      if (!e.ok())
+        return absl::InvalidArgumentError(absl::StrCat(what, ": ", e.status().message()));
+      if (const ExplainCatalogEntry* twin = Find(e->id); twin != nullptr) {
         return absl::InvalidArgumentError(
-            absl::StrCat("explain catalogue: ", e.status().message()));
+            absl::StrCat(what, ": duplicate id ", e->id,
+                         twin->file.empty() ? "" : absl::StrCat(" (also in ", twin->file, ")")));
       }
-      if (!ids.insert(e->id).second) {
-        return absl::InvalidArgumentError(absl::StrCat("explain catalogue: duplicate id ", e->id));
-      }
-      catalog.entries_.push_back(*std::move(e));
+      e->file = std::string(file);
+      by_id_.emplace(e->id, entries_.size());
+      entries_.push_back(*std::move(e));
     }
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("explain catalogue: entry ", index, ": ", e.what()));
+    return absl::InvalidArgumentError(absl::StrCat(what, ": entry ", index, ": ", e.what()));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ExplainCatalog> ExplainCatalog::Parse(absl::string_view yaml) {
+  ExplainCatalog catalog;
+  if (absl::Status s = catalog.Add("", yaml); !s.ok()) return s;
   return catalog;
+}
+
+absl::StatusOr<ExplainCatalog> ExplainCatalog::ParseFiles(
+    absl::Span<const ExplainCatalogFile> files) {
+  ExplainCatalog catalog;
+  for (const ExplainCatalogFile& f : files) {
+    if (absl::Status s = catalog.Add(f.name, f.yaml); !s.ok()) return s;
+  }
+  if (catalog.entries_.empty()) return absl::InvalidArgumentError("explain catalogue: no entries");
+  return catalog;
+}
+
+const ExplainCatalogEntry* ExplainCatalog::Find(absl::string_view id) const {
+  auto it = by_id_.find(id);
+  return it == by_id_.end() ? nullptr : &entries_[it->second];
 }
 
 const absl::StatusOr<ExplainCatalog>& BuiltinExplainCatalog() {
   static const absl::StatusOr<ExplainCatalog>* const catalog =
-      new absl::StatusOr<ExplainCatalog>(ExplainCatalog::Parse(ExplainCatalogYaml()));
+      new absl::StatusOr<ExplainCatalog>(ExplainCatalog::ParseFiles(ExplainCatalogFiles()));
   return *catalog;
 }
 

@@ -2,11 +2,12 @@
 // GPUs on Kubernetes, each with its cause, its fix (generic and for Talos), the doctor check
 // that catches it, a severity, the public page where the message was seen and quoted examples.
 //
-// The knowledge lives in one data file, src/doctor/explain_catalog.yaml, compiled into the
-// binary at build time (cmake/embed_explain_catalog.cmake wraps it in a raw string literal,
-// ExplainCatalogYaml()) and parsed once, on first use, with yaml-cpp. A catalogue that does
-// not parse or validate is an error value (BuiltinExplainCatalog()), never a crash; the
-// catalogue test fails on it.
+// The knowledge lives in data files, one per area (src/doctor/explain/*.yaml; the folder's
+// README.md gives the format), compiled into the binary at build time
+// (cmake/embed_explain_catalog.cmake wraps each in a raw string literal, ExplainCatalogFiles())
+// and parsed once, on first use, with yaml-cpp, as one catalogue. A catalogue that does not
+// parse or validate is an error value (BuiltinExplainCatalog()) naming the file and the entry,
+// never a crash; the catalogue test fails on it.
 //
 // Patterns (MessagePattern) are matched case-insensitively against text whose whitespace runs
 // are collapsed to one space, so kubectl's column layout does not matter. Syntax:
@@ -23,16 +24,25 @@
 #define GPULET_DOCTOR_EXPLAIN_CATALOG_H_
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace gpulet {
 
-// The embedded text of src/doctor/explain_catalog.yaml (generated at build time).
-absl::string_view ExplainCatalogYaml();
+// One catalogue file: its name ("dcgm.yaml") and its text.
+struct ExplainCatalogFile {
+  absl::string_view name;
+  absl::string_view yaml;
+};
+
+// The embedded src/doctor/explain/*.yaml files, in name order (generated at build time).
+absl::Span<const ExplainCatalogFile> ExplainCatalogFiles();
 
 // Severity, for ordering "worst first". Larger is worse.
 enum class ExplainSeverity { kInfo = 0, kWarning = 1, kError = 2, kCritical = 3 };
@@ -55,6 +65,8 @@ class MessagePattern {
   // placeholders only): text that does not contain it cannot match, so a scanner looks for
   // it first. It has no spaces so that it lies within one line of a message that wraps.
   const std::string& anchor() const { return anchor_; }
+  // How many characters of literal text the pattern has: the more, the more specific a match.
+  size_t literal_size() const { return literal_size_; }
 
  private:
   enum class Kind : uint8_t { kLiteral, kAnyChar, kDigits, kHex, kWord };
@@ -73,10 +85,19 @@ class MessagePattern {
 
   std::vector<Segment> segments_;
   std::string anchor_;
+  size_t literal_size_ = 0;
+};
+
+// One of several causes a message can have, with what tells it apart from the others.
+struct ExplainCandidate {
+  std::string cause;
+  std::string question;  // the observation or command that decides for this cause
+  std::string check;     // the `gpulet doctor` check that answers it on a node; "" when none
 };
 
 struct ExplainCatalogEntry {
-  std::string id;  // stable, for scripts: "nvml-library-missing"
+  std::string id;    // stable, for scripts: "nvml-library-missing"
+  std::string file;  // the catalogue file it came from: "dcgm.yaml"
   std::string title;
   ExplainSeverity severity = ExplainSeverity::kError;
   std::vector<std::string> patterns;  // as written in the catalogue
@@ -87,27 +108,47 @@ struct ExplainCatalogEntry {
   std::string check;                  // the `gpulet doctor` check that catches it ("" when none)
   std::string source;                 // the public URL where the message was seen
   std::vector<std::string> examples;  // real messages, quoted
+  // When the message has several causes: each, most likely first (empty when it has one).
+  std::vector<ExplainCandidate> candidates;
 };
 
 class ExplainCatalog {
  public:
   // Parses and validates a catalogue document. Errors name the entry and the field.
   static absl::StatusOr<ExplainCatalog> Parse(absl::string_view yaml);
+  // Parses several files as one catalogue: ids are unique across them, and errors also name
+  // the file.
+  static absl::StatusOr<ExplainCatalog> ParseFiles(absl::Span<const ExplainCatalogFile> files);
 
   const std::vector<ExplainCatalogEntry>& entries() const { return entries_; }
+  // The entry with this id; null when there is none.
+  const ExplainCatalogEntry* Find(absl::string_view id) const;
 
  private:
+  // Adds the entries of one document; `file` names it in errors ("" for none).
+  absl::Status Add(absl::string_view file, absl::string_view yaml);
+
   std::vector<ExplainCatalogEntry> entries_;
+  std::map<std::string, size_t, std::less<>> by_id_;  // id -> index in entries_
 };
 
-// The catalogue compiled into the binary, parsed on first use.
+// The catalogue compiled into the binary (ExplainCatalogFiles()), parsed on first use.
 const absl::StatusOr<ExplainCatalog>& BuiltinExplainCatalog();
 
 // Lower-cases ASCII and collapses whitespace runs to one space (no leading or trailing
 // space), appending to `out`: the form patterns are matched against.
 void NormalizeForMatch(absl::string_view text, std::string* out);
 
-// The names of gpulet doctor's checks (src/doctor/doctor.cc), for validating `check`.
+// `line` with the quoting a paste goes through undone, as many levels as it has (at most three:
+// a JSON log line quoted in an Event quoted by kubectl): JSON and logfmt string escapes (\",
+// \\, \n, \t, \uXXXX), Go's %q, kmsg's \xHH. Line breaks and tabs become spaces, so a
+// message stays on its line. Returns `line` itself when it holds no escape, else a view of
+// `buffer`.
+absl::string_view UnescapePaste(absl::string_view line, std::string* buffer);
+
+// The names of gpulet doctor's checks (src/doctor/doctor.cc, src/doctor/stack_checks.h), for
+// validating `check`; the doctor test holds this list equal to the report's checks.
+absl::Span<const absl::string_view> DoctorCheckNames();
 bool IsDoctorCheckName(absl::string_view name);
 
 }  // namespace gpulet

@@ -21,9 +21,11 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "doctor/explain_catalog.h"
+#include "gmock/gmock.h"
 #include "gpu/nvml_errors.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "testing/files.h"
 #include "testing/subprocess.h"
 
 extern char** environ;
@@ -193,6 +195,115 @@ TEST(ExplainCatalogTest, ParseRejectsBadCatalogues) {
     absl::StatusOr<ExplainCatalog> parsed = ExplainCatalog::Parse(c.yaml);
     ASSERT_FALSE(parsed.ok()) << c.yaml;
     EXPECT_TRUE(absl::StrContains(parsed.status().message(), c.says)) << parsed.status();
+  }
+}
+
+// The catalogue is one file per area: an error names the file, and an id is unique across
+// files.
+TEST(ExplainCatalogTest, ParseFilesNamesTheFileAndKeepsIdsUniqueAcrossFiles) {
+  const std::string a =
+      "entries:\n"
+      "  - id: a\n    title: T\n    severity: error\n    patterns: [some text]\n"
+      "    cause: C.\n    fix: {generic: F.}\n    source: https://example.org/a\n"
+      "    examples: [some text here]\n";
+  const std::string b = absl::StrReplaceAll(a, {{"id: a", "id: b"}, {"some text", "other text"}});
+  absl::StatusOr<ExplainCatalog> both = ExplainCatalog::ParseFiles(
+      {ExplainCatalogFile{"a.yaml", a}, ExplainCatalogFile{"b.yaml", b}});
+  ASSERT_TRUE(both.ok()) << both.status();
+  ASSERT_EQ(both->entries().size(), 2u);
+  EXPECT_EQ(both->Find("b")->file, "b.yaml");
+  EXPECT_EQ(both->Find("c"), nullptr);
+
+  absl::StatusOr<ExplainCatalog> twice = ExplainCatalog::ParseFiles(
+      {ExplainCatalogFile{"a.yaml", a}, ExplainCatalogFile{"c.yaml", a}});
+  ASSERT_FALSE(twice.ok());
+  EXPECT_TRUE(
+      absl::StrContains(twice.status().message(), "c.yaml: duplicate id a (also in a.yaml)"))
+      << twice.status();
+  absl::StatusOr<ExplainCatalog> bad = ExplainCatalog::ParseFiles(
+      {ExplainCatalogFile{"a.yaml", a}, ExplainCatalogFile{"bad.yaml", "entries: ["}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "explain catalogue bad.yaml"))
+      << bad.status();
+  absl::StatusOr<ExplainCatalog> extra =
+      ExplainCatalog::ParseFiles({ExplainCatalogFile{"x.yaml", absl::StrCat("area: dcgm\n", a)}});
+  ASSERT_FALSE(extra.ok());
+  EXPECT_TRUE(absl::StrContains(extra.status().message(), "unknown key `area`")) << extra.status();
+  EXPECT_FALSE(ExplainCatalog::ParseFiles({}).ok());
+}
+
+TEST(ExplainCatalogTest, EveryBuiltinFileHoldsEntries) {
+  const absl::StatusOr<ExplainCatalog>& catalog = BuiltinExplainCatalog();
+  ASSERT_TRUE(catalog.ok()) << catalog.status();
+  std::set<std::string> with_entries;
+  for (const ExplainCatalogEntry& e : catalog->entries()) with_entries.insert(e.file);
+  ASSERT_GE(ExplainCatalogFiles().size(), 10u);
+  for (const ExplainCatalogFile& f : ExplainCatalogFiles()) {
+    EXPECT_TRUE(absl::EndsWith(f.name, ".yaml")) << f.name;
+    EXPECT_TRUE(with_entries.contains(std::string(f.name))) << f.name << " has no entries";
+  }
+}
+
+// A message with several causes lists each with the question that tells it apart; the
+// explanation carries them.
+TEST(ExplainCatalogTest, CandidatesAreParsedValidatedAndExplained) {
+  const std::string good =
+      "entries:\n"
+      "  - id: a\n    title: T\n    severity: error\n    patterns: [some text]\n"
+      "    cause: One of two things.\n    fix: {generic: F.}\n"
+      "    source: https://example.org/a\n    examples: [some text here]\n"
+      "    candidates:\n"
+      "      - {cause: First., question: Does it load, check: nvml.load}\n"
+      "      - {cause: Second., question: Or else}\n";
+  absl::StatusOr<ExplainCatalog> parsed = ExplainCatalog::Parse(good);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->entries()[0].candidates.size(), 2u);
+  EXPECT_EQ(parsed->entries()[0].candidates[0].check, "nvml.load");
+  ExplainResult r = ExplainText("log: some text", CompileExplainCatalog(parsed));
+  ASSERT_EQ(r.found.size(), 1u);
+  ASSERT_EQ(r.found[0].candidates.size(), 2u);
+  EXPECT_EQ(r.found[0].candidates[1].question, "Or else");
+
+  struct Case {
+    std::string from, to;
+    const char* says;
+  } cases[] = {
+      {"      - {cause: Second., question: Or else}\n", "", "two or more"},
+      {"question: Or else", "check: nvml.load", "needs a `cause` and a `question`"},
+      {"check: nvml.load", "check: no.such", "no gpulet doctor check"},
+      {"question: Or else", "question: Or else, colour: red", "unknown key `colour`"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<ExplainCatalog> bad =
+        ExplainCatalog::Parse(absl::StrReplaceAll(good, {{c.from, c.to}}));
+    ASSERT_FALSE(bad.ok()) << c.to;
+    EXPECT_TRUE(absl::StrContains(bad.status().message(), c.says)) << bad.status();
+  }
+}
+
+// JSON and logfmt logs, and kubectl's quoting of an Event, escape a message's quotes and
+// line breaks; explain undoes them (up to three levels) and matches the message as printed.
+TEST(ExplainTest, QuotedAndEscapedMessagesMatchAsPrinted) {
+  std::string buffer;
+  EXPECT_EQ(UnescapePaste(R"(no \"escape\" here)", &buffer), R"(no "escape" here)");
+  EXPECT_EQ(UnescapePaste(R"(plain)", &buffer), "plain");
+  EXPECT_EQ(UnescapePaste(R"(a\\\"b\\\"c)", &buffer), R"(a"b"c)");  // two levels
+  EXPECT_EQ(UnescapePaste(R"(x\u003cy\u003e\nz\tw)", &buffer), "x<y> z w");
+  EXPECT_EQ(UnescapePaste(R"(\xe2\x80\x9c)", &buffer), "\xe2\x80\x9c");
+  EXPECT_EQ(UnescapePaste(R"(C:\path\u12)", &buffer), R"(C:\path\u12)");  // not escapes
+  EXPECT_EQ(UnescapePaste("ends with \\", &buffer), "ends with \\");
+
+  const char* pastes[] = {
+      // A JSON log line (containerd, klog's JSON format).
+      R"({"level":"error","msg":"RunPodSandbox failed","error":"rpc error: code = Unknown desc = failed to get sandbox runtime: no runtime for \"nvidia\" is configured"})",
+      // kubectl describe of an Event whose message quotes a Go error with %q.
+      R"(  Warning  FailedCreatePodSandBox  2m  kubelet  Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get sandbox runtime: no runtime for \\\"nvidia\\\" is configured)",
+      // logfmt.
+      R"(time="2024-02-01T10:00:00Z" level=error msg="failed: no runtime for \"nvidia\" is configured")",
+  };
+  for (const char* paste : pastes) {
+    EXPECT_EQ(Ids(Explain(paste)), std::vector<std::string>{"containerd-nvidia-runtime-missing"})
+        << paste;
   }
 }
 
@@ -408,8 +519,16 @@ TEST(ExplainTest, FallenOffBusLogGivesEveryReport) {
 TEST(ExplainTest, UnknownTextGivesNothing) {
   EXPECT_TRUE(Explain("").empty());
   EXPECT_TRUE(Explain("hello world").empty());
-  // The only thing in the noise corpus worth explaining is the driver's probe failure.
-  EXPECT_EQ(Ids(Explain(Fixture("noise.txt"))), std::vector<std::string>{"gpu-probe-failed"});
+  // The noise corpus holds two things worth explaining: the driver's probe failure and a
+  // corrected PCIe error on the GPU's link; its load banners are harmless lines, not listed
+  // beside them.
+  EXPECT_EQ(Ids(Explain(Fixture("noise.txt"))),
+            (std::vector<std::string>{"gpu-probe-failed", "pcie-aer-corrected"}));
+  // Alone, a harmless line is explained as such.
+  std::vector<Explanation> banner =
+      Explain("NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  570.133.20  Release Build");
+  ASSERT_EQ(banner.size(), 1u);
+  EXPECT_EQ(banner[0].severity, "info");
 }
 
 // Every message the field report (/work/shared/seed) and the docs quote is explained: the
@@ -689,6 +808,8 @@ TEST(ExplainCommandTest, UnknownTextExitsOneAndSuggestsDoctor) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(r.out, "does not recognise")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "gpulet doctor")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "To have it explained, report it")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "src/doctor/explain/")) << r.out;
 }
 
 TEST(ExplainCommandTest, NoTextIsAUsageError) {
@@ -716,6 +837,47 @@ TEST(ExplainCommandTest, JsonOutput) {
   ASSERT_FALSE(n.is_discarded()) << none.out;
   EXPECT_EQ(n["recognised"], false);
   EXPECT_TRUE(n["explanations"].empty());
+}
+
+// --check runs the doctor on the node (here a fixture root with /dev/nvidia-uvm removed) and
+// says which of the message's causes the node's checks point at.
+TEST(ExplainCommandTest, CheckSaysWhichCauseTheNodeShows) {
+  testing::ScratchDir dir;
+  std::string root = dir.path() + "/root";
+  std::filesystem::copy(
+      std::string(GPULET_SOURCE_DIR) + "/tests/fixtures/hostroots/talos-1.13", root,
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
+  const std::string text =
+      "RuntimeError: CUDA unknown error - this may be due to an incorrectly set up environment, "
+      "e.g. changing env variable CUDA_VISIBLE_DEVICES after program start. Setting the "
+      "available devices to be zero.";
+  testing::RunResult healthy =
+      testing::RunProgram({Gpulet(), "--host-root", root, "explain", "--check", "--json", text});
+  EXPECT_EQ(healthy.exit_code, 0) << healthy.err;
+  nlohmann::json h = nlohmann::json::parse(healthy.out, nullptr, false);
+  ASSERT_FALSE(h.is_discarded()) << healthy.out;
+  ASSERT_FALSE(h["explanations"].empty());
+  EXPECT_EQ(h["explanations"][0]["id"], "uvm-torch-cuda-unknown-error");
+  EXPECT_THAT(h["explanations"][0]["on_this_node"]["summary"].get<std::string>(),
+              ::testing::HasSubstr("rule out causes 2, 3; left: 1"));
+
+  std::filesystem::remove(root + "/dev/nvidia-uvm");
+  testing::RunResult r =
+      testing::RunProgram({Gpulet(), "--host-root", root, "explain", "--check", "--json", text});
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  const nlohmann::json& here = j["explanations"][0]["on_this_node"];
+  EXPECT_EQ(here["likely_candidate"], 2) << here.dump();
+  EXPECT_THAT(here["summary"].get<std::string>(),
+              ::testing::HasSubstr("cause 2 is likely here: driver.uvm fail"));
+
+  testing::RunResult human =
+      testing::RunProgram({Gpulet(), "--host-root", root, "explain", "--check", text});
+  EXPECT_THAT(human.out, ::testing::HasSubstr("Here:    cause 2 is likely here"));
+  EXPECT_THAT(human.out, ::testing::HasSubstr("2) "));
+  // Without --check nothing is looked at on the node.
+  testing::RunResult plain = testing::RunProgram({Gpulet(), "explain", "--json", text});
+  EXPECT_FALSE(nlohmann::json::parse(plain.out)["explanations"][0].contains("on_this_node"));
 }
 
 TEST(ExplainCommandTest, ReadsStandardInputForDash) {

@@ -1,0 +1,187 @@
+#include "doctor/explain_eval.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <system_error>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/read_file.h"
+#include "doctor/explain.h"
+#include "gpu/nvml_errors.h"
+#include "yaml-cpp/yaml.h"
+
+namespace gpulet {
+namespace {
+
+// An evaluation file or catalogue file larger than this is a mistake, not data.
+constexpr size_t kMaxFileBytes = size_t{8} << 20;
+
+absl::Status Invalid(absl::string_view where, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
+}
+
+// Checks that `node` is a map with only `allowed` keys, each once (yaml-cpp keeps the last
+// of a duplicate, which would hide a mistake).
+absl::Status OnlyKeys(const YAML::Node& node, std::initializer_list<absl::string_view> allowed,
+                      absl::string_view where) {
+  if (!node.IsMap()) return Invalid(where, "is not a map");
+  std::set<std::string> seen;
+  for (const auto& kv : node) {
+    if (!kv.first.IsScalar()) return Invalid(where, "has a key that is not a string");
+    std::string key = kv.first.as<std::string>();
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      std::string names;
+      for (absl::string_view a : allowed) absl::StrAppend(&names, names.empty() ? "" : ", ", a);
+      return Invalid(where, absl::StrCat("unknown key `", key, "` (", names, ")"));
+    }
+    if (!seen.insert(key).second) return Invalid(where, absl::StrCat("`", key, "` given twice"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Text(const YAML::Node& node, const char* key, absl::string_view where) {
+  YAML::Node v = node[key];
+  if (!v || !v.IsScalar() || v.as<std::string>().empty()) {
+    return Invalid(where, absl::StrCat("`", key, "` must be a non-empty string"));
+  }
+  return v.as<std::string>();
+}
+
+// True when `id` names an explanation gpulet can give.
+bool Explainable(const ExplainCatalog& catalog, absl::string_view id) {
+  if (catalog.Find(id) != nullptr) return true;
+  int code = 0;
+  if (absl::ConsumePrefix(&id, "xid-")) return absl::SimpleAtoi(id, &code) && code >= 0;
+  if (absl::ConsumePrefix(&id, "nvml-")) {
+    std::string name = absl::AsciiStrToUpper(id);
+    std::replace(name.begin(), name.end(), '-', '_');
+    const NvmlReturnInfo* info = FindNvmlReturnByName(name);
+    return info != nullptr && info->code != 0;
+  }
+  return false;
+}
+
+std::string Normal(absl::string_view text) {
+  std::string out;
+  NormalizeForMatch(text, &out);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<EvalMessage>> ParseEvalSet(absl::string_view file,
+                                                      absl::string_view yaml) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return Invalid(file, e.what());
+  }
+  std::vector<EvalMessage> out;
+  try {
+    if (absl::Status s = OnlyKeys(root, {"area", "messages"}, file); !s.ok()) return s;
+    absl::StatusOr<std::string> area = Text(root, "area", file);
+    if (!area.ok()) return area.status();
+    YAML::Node messages = root["messages"];
+    if (!messages || !messages.IsSequence() || messages.size() == 0) {
+      return Invalid(file, "`messages` must be a non-empty list");
+    }
+    for (const YAML::Node& node : messages) {
+      EvalMessage m;
+      m.area = *area;
+      m.where = absl::StrCat(file, ": message ", out.size() + 1);
+      if (absl::Status s = OnlyKeys(node, {"expect", "source", "text"}, m.where); !s.ok()) {
+        return s;
+      }
+      for (auto [key, field] : {std::pair<const char*, std::string*>{"expect", &m.expect},
+                                {"source", &m.source},
+                                {"text", &m.text}}) {
+        absl::StatusOr<std::string> v = Text(node, key, m.where);
+        if (!v.ok()) return v.status();
+        *field = *std::move(v);
+      }
+      if (!absl::StartsWith(m.source, "https://") && !absl::StartsWith(m.source, "http://")) {
+        return Invalid(m.where, "`source` must be the URL where the message was seen");
+      }
+      out.push_back(std::move(m));
+    }
+  } catch (const YAML::Exception& e) {
+    return Invalid(file, e.what());
+  }
+  return out;
+}
+
+absl::StatusOr<EvalReport> Evaluate(const absl::StatusOr<ExplainCatalog>& catalog,
+                                    const std::vector<EvalMessage>& messages) {
+  if (!catalog.ok()) return catalog.status();
+  std::shared_ptr<const ExplainMatcher> matcher = CompileExplainCatalog(catalog);
+  std::map<std::string, AreaScore> areas;
+  EvalReport report;
+  report.all.area = "all";
+  for (const EvalMessage& m : messages) {
+    if (!Explainable(*catalog, m.expect)) {
+      return Invalid(m.where, absl::StrCat("`expect` names no explanation: ", m.expect));
+    }
+    if (const ExplainCatalogEntry* entry = catalog->Find(m.expect); entry != nullptr) {
+      std::string text = Normal(m.text);
+      for (const std::string& example : entry->examples) {
+        if (Normal(example) == text) {
+          return Invalid(m.where, absl::StrCat("the text is an example of entry ", m.expect,
+                                               "; use another occurrence of the message"));
+        }
+      }
+    }
+    ExplainResult r = ExplainText(m.text, matcher);
+    AreaScore& score = areas[m.area];
+    score.area = m.area;
+    bool recognised = !r.found.empty();
+    bool right = recognised && r.found.front().id == m.expect;
+    for (AreaScore* s : {&score, &report.all}) {
+      ++s->messages;
+      s->recognised += recognised;
+      s->right += right;
+    }
+    if (!right) {
+      EvalMiss miss{&m, {}};
+      for (const Explanation& e : r.found) miss.found.push_back(e.id);
+      report.misses.push_back(std::move(miss));
+    }
+  }
+  for (auto& [name, score] : areas) report.areas.push_back(score);
+  return report;
+}
+
+absl::StatusOr<ExplainCatalog> LoadExplainCatalogDir(const std::string& dir) {
+  std::error_code ec;
+  std::vector<std::string> paths;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() == ".yaml") paths.push_back(it->path().string());
+  }
+  if (ec) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot list the catalogue directory ", dir, ": ", ec.message()));
+  }
+  if (paths.empty()) return absl::NotFoundError(absl::StrCat("no *.yaml file in ", dir));
+  std::sort(paths.begin(), paths.end());
+  std::vector<std::string> names, texts;
+  for (const std::string& path : paths) {
+    absl::StatusOr<std::string> text = ReadRegularFile(path, kMaxFileBytes, "catalogue file");
+    if (!text.ok()) return text.status();
+    names.push_back(std::filesystem::path(path).filename().string());
+    texts.push_back(*std::move(text));
+  }
+  std::vector<ExplainCatalogFile> files;
+  for (size_t i = 0; i < paths.size(); ++i) files.push_back({names[i], texts[i]});
+  return ExplainCatalog::ParseFiles(files);
+}
+
+}  // namespace gpulet
