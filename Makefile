@@ -8,12 +8,13 @@ JOBS ?= $(shell nproc)
 WERROR := $(if $(filter true 1 yes,$(CI)),ON,OFF)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test unit-test asan-test fuzz-smoke lint format bench fuzz image image-test clean help explain-eval
+.PHONY: all deps build build-gpulet demo check test unit-test asan-test fuzz-smoke lint format bench fuzz image image-test clean help explain-eval
 
 all: build
 
 help:
 	@echo "make demo   - build and run gpulet on a simulated homelab node"
+	@echo "make check  - build and run the in-process tests (ctest label fast), in about a minute"
 	@echo "make test   - build and run all tests (plus the unit tests under ASan+UBSan)"
 	@echo "make bench  - run the benchmarks (GPULET_BENCH_SOAK_S=600: seconds of the memory soak)"
 	@echo "make fuzz   - run the parser fuzzers for longer"
@@ -33,11 +34,20 @@ $(BUILD)/build.ninja: CMakeLists.txt
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
+# Only what the demo runs: gpulet, its NVML worker, the simulator and its fixtures.
+build-gpulet: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target gpulet
+
+demo: build-gpulet
 	$(BUILD)/gpulet --simulate homelab list
 	@echo
 	@echo "Next: the daemon against a kubelet directory of your choice (Ctrl-C stops it):"
 	@echo "  $(BUILD)/gpulet --simulate homelab serve --kubelet-dir /tmp/gpulet-demo-kubelet --metrics-address 127.0.0.1:9400"
+
+# The in-process tier (scripts/test_tiers.py): no child process, no sleep.
+check: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target gpulet_tests gpulet_explain_eval
+	cd $(BUILD) && ctest -L fast --output-on-failure -j $(JOBS)
 
 unit-test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

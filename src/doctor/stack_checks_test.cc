@@ -229,7 +229,7 @@ TEST(DcgmHostEngineTest, ProbesItsDefaultAddressWhenInstalled) {
   EXPECT_EQ(n.Run(&CheckDcgmHostEngine).verdict, Verdict::kPass);
 }
 
-TEST(MigTest, ModeOnWithoutInstancesWarns) {
+TEST(MigModeCheckTest, ModeOnWithoutInstancesWarns) {
   Node n;
   Gpu plain;
   plain.uuid = "GPU-plain";
