@@ -19,7 +19,7 @@ help:
 	@echo "make bench  - run the benchmarks (GPULET_BENCH_SOAK_S=600: seconds of the memory soak)"
 	@echo "make fuzz   - run the parser fuzzers for longer"
 	@echo "make explain-eval - score gpulet explain on its evaluation set, by area"
-	@echo "make lint   - format check and clang thread-safety analysis (part of make test)"
+	@echo "make lint   - format check and clang-tidy with thread-safety analysis (part of make test)"
 	@echo "make format - reformat the C++ sources with clang-format"
 	@echo "make image  - build the gpulet container image with podman (as root, no registry)"
 	@echo "make image-test - run the image and check it"
@@ -61,11 +61,12 @@ asan-test: deps
 fuzz-smoke: deps
 	scripts/fuzz.sh 10
 
-# Static checks: the format of every C++ file, and clang's thread-safety analysis over the
-# sources of the build (uses its compile_commands.json and generated headers).
+# Static checks: the format of every C++ file, and clang-tidy (.clang-tidy's bug-finding
+# checks and clang's thread-safety analysis) over the sources of the build (uses its
+# compile_commands.json and generated headers).
 lint: build
 	scripts/check_format.sh
-	scripts/thread_safety.py $(BUILD) -j $(JOBS)
+	scripts/clang_lint.py $(BUILD) -j $(JOBS)
 
 format:
 	scripts/check_format.sh --fix

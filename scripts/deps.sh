@@ -7,8 +7,9 @@ set -eu
 pkgs_build="cmake ninja-build g++ pkg-config libabsl-dev libyaml-cpp-dev nlohmann-json3-dev \
 libcli11-dev libspdlog-dev libelf-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev \
 protobuf-compiler libcpp-httplib-dev libssl-dev libmicrohttpd-dev libgnutls28-dev nettle-dev zlib1g-dev libunistring-dev libyaml-dev"
-# clang-14 for `make lint`'s thread-safety analysis, clang-format-14 for its format check.
-pkgs_test="libgtest-dev libgmock-dev clang-14 clang-format-14 openssl"
+# clang-tidy-14 for `make lint`'s checks (.clang-tidy, thread-safety analysis included),
+# clang-format-14 for its format check.
+pkgs_test="libgtest-dev libgmock-dev clang-14 clang-tidy-14 clang-format-14 openssl"
 pkgs_bench="libbenchmark-dev"
 pkgs_fuzz="clang-14 libfuzzer-14-dev"
 # The real CDI consumer test (tests/podman_cdi_test.sh): podman 4.3 runs here only with runc

@@ -640,9 +640,10 @@ MHD_Result MetricsServer::Impl::Respond(MHD_Connection* c, absl::string_view pat
     bool gz = AcceptsGzip(header(MHD_HTTP_HEADER_ACCEPT_ENCODING));
     std::optional<std::string> zipped;
     if (gz) zipped = Gzip(json);
+    bool gzipped = zipped.has_value();  // read before the move below: argument order is free
     return Send(c, MHD_HTTP_OK,
-                std::make_shared<const std::string>(zipped ? *std::move(zipped) : std::move(json)),
-                "application/json", zipped.has_value());
+                std::make_shared<const std::string>(gzipped ? *std::move(zipped) : std::move(json)),
+                "application/json", gzipped);
   }
   return SendText(c, MHD_HTTP_NOT_FOUND, "not found: gpulet serves /metrics, /healthz, /status\n");
 }

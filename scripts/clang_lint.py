@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""clang-tidy over gpulet's sources: every translation unit of src/ and sim/ in
+BUILD/compile_commands.json (the g++ build `make build` configured) is checked by clang-tidy-14
+with the rule set in .clang-tidy (bug-finding checks and clang's -Wthread-safety analysis, all
+as errors), so a member read without the mutex its ABSL_GUARDED_BY names, a value read after
+std::move or a string_view bound to a temporary fails `make test`. One parse per file, in
+parallel.
+
+Usage: scripts/clang_lint.py BUILD_DIR [-j N] [FILE...]
+       scripts/clang_lint.py --self-test
+Exits 1 listing each file that fails, 2 when clang-tidy or the build directory is missing.
+--self-test runs the configuration over tests/lint/violations.cc and exits 1 unless every
+`// expect: CHECK` comment there is reported on its line: a check the configuration names but
+never fires (a misspelt name, a diagnostic clang files under another name) fails it.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+# Passed to clang as it parses: the thread-safety analysis is a clang diagnostic that
+# .clang-tidy enables; g++-only warning options in the compile commands are not clang's.
+EXTRA_ARGS = ["--extra-arg=-Wthread-safety", "--extra-arg=-Wno-unknown-warning-option"]
+
+
+def tidy_command(tidy, build_dir, path):
+    return [tidy, "-p", build_dir, "--quiet"] + EXTRA_ARGS + [path]
+
+
+def self_test(tidy, source_dir):
+    probe = os.path.join(source_dir, "tests", "lint", "violations.cc")
+    absl = "/usr/include"
+    r = subprocess.run([tidy, "--config-file=" + os.path.join(source_dir, ".clang-tidy"),
+                        "--quiet"] + EXTRA_ARGS + [probe, "--", "-std=c++20", "-I" + absl],
+                       capture_output=True, text=True)
+    reported = set()
+    for line in (r.stdout + r.stderr).splitlines():
+        m = re.match(r".*violations\.cc:(\d+):\d+: (?:error|warning): .*\[([^\]]+)\]$", line)
+        if m:
+            for name in m.group(2).split(","):
+                reported.add((int(m.group(1)), name))
+    missing = []
+    with open(probe, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            m = re.search(r"// expect: ([\w.-]+)", line)
+            if m and (n, m.group(1)) not in reported:
+                missing.append(f"violations.cc:{n}: {m.group(1)} was not reported")
+    for m in missing:
+        print("clang_lint:", m)
+    if missing or not reported:
+        print("clang_lint: the configuration does not catch what it says; clang-tidy printed:")
+        print(r.stdout + r.stderr)
+        return 1
+    print(f"clang_lint: every expected check fired ({len(reported)} reports)")
+    return 0
+
+
+def main():
+    if sys.argv[1:] == ["--self-test"]:
+        tidy = shutil.which("clang-tidy-14") or shutil.which("clang-tidy")
+        if tidy is None:
+            print("clang_lint: clang-tidy not found; install clang-tidy-14 (scripts/deps.sh test)",
+                  file=sys.stderr)
+            return 2
+        return self_test(tidy, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("build_dir")
+    parser.add_argument("-j", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("files", nargs="*", help="only these sources (default: all)")
+    opts = parser.parse_intermixed_args()
+    tidy = shutil.which("clang-tidy-14") or shutil.which("clang-tidy")
+    if tidy is None:
+        print("clang_lint: clang-tidy not found; install clang-tidy-14 (scripts/deps.sh test)",
+              file=sys.stderr)
+        return 2
+    db_path = os.path.join(opts.build_dir, "compile_commands.json")
+    try:
+        with open(db_path) as f:
+            db = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"clang_lint: cannot read {db_path}: {e}; run `make build` first",
+              file=sys.stderr)
+        return 2
+    source_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    roots = tuple(os.path.join(source_dir, d) + os.sep for d in ("src", "sim"))
+    entries = {}
+    for e in db:
+        path = os.path.abspath(os.path.join(e["directory"], e["file"]))
+        if path.startswith(roots) and path not in entries:
+            entries[path] = e
+    if opts.files:
+        wanted = {os.path.abspath(f) for f in opts.files}
+        entries = {p: e for p, e in entries.items() if p in wanted}
+
+    def check(item):
+        path, e = item
+        r = subprocess.run(tidy_command(tidy, opts.build_dir, path), cwd=source_dir,
+                           capture_output=True, text=True)
+        # clang-tidy prints "N warnings generated." for warnings it was told to hide.
+        out = "\n".join(l for l in (r.stdout + r.stderr).splitlines()
+                        if not l.endswith("generated.") and not l.startswith("Suppressed "))
+        return path, r.returncode, out
+
+    failed = []
+    with ThreadPoolExecutor(max_workers=max(1, opts.j)) as pool:
+        for path, rc, output in pool.map(check, sorted(entries.items())):
+            if rc != 0:
+                failed.append(path)
+                sys.stdout.write(output + "\n")
+    rel = [os.path.relpath(p, source_dir) for p in failed]
+    if failed:
+        print(f"clang_lint: {len(failed)} of {len(entries)} files fail clang-tidy "
+              f"(.clang-tidy's checks and -Wthread-safety): {', '.join(rel)}")
+        return 1
+    print(f"clang_lint: {len(entries)} files pass clang-tidy (.clang-tidy's checks and "
+          f"-Wthread-safety)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
