@@ -11,7 +11,9 @@ protobuf-compiler libcpp-httplib-dev libssl-dev libmicrohttpd-dev libgnutls28-de
 # clang-format-14 for its format check.
 pkgs_test="libgtest-dev libgmock-dev clang-14 clang-tidy-14 clang-format-14 openssl"
 pkgs_bench="libbenchmark-dev"
-pkgs_fuzz="clang-14 libfuzzer-14-dev"
+# libclang-rt-14-dev: clang's sanitizer and libFuzzer runtime archives (libclang_rt.*.a),
+# which clang-14 alone does not bring.
+pkgs_fuzz="clang-14 libfuzzer-14-dev libclang-rt-14-dev"
 # The real CDI consumer test (tests/podman_cdi_test.sh): podman 4.3 runs here only with runc
 # (crun fails on hybrid cgroups); busybox-static gives a registry-free local image.
 pkgs_podman="podman runc busybox-static"

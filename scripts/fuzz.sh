@@ -40,19 +40,19 @@ mkdir -p "$out/obj" "$out/bin" "$out/seeds" "$out/corpus" "$out/artifacts" "$out
 # --- toolchain ---------------------------------------------------------------------------
 CXX=${FUZZ_CXX:-clang++-14}
 if ! scripts/deps.sh fuzz; then
-  echo "fuzz.sh: the fuzz packages (clang-14, libfuzzer-14-dev) are not all installed;" \
+  echo "fuzz.sh: the fuzz packages (clang-14, libfuzzer-14-dev, libclang-rt-14-dev) are not all installed;" \
     "trying the compiler anyway" >&2
 fi
 if ! command -v "$CXX" > /dev/null 2>&1; then
   echo "fuzz.sh: $CXX not found. Install it with: scripts/deps.sh fuzz" \
-    "(Debian packages clang-14 and libfuzzer-14-dev)" >&2
+    "(Debian packages clang-14, libfuzzer-14-dev and libclang-rt-14-dev)" >&2
   exit 1
 fi
 probe="$out/obj/probe"
 if ! printf 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }\n' |
   "$CXX" -x c++ -fsanitize=fuzzer,address,undefined - -o "$probe" 2> "$out/logs/probe.log"; then
   echo "fuzz.sh: $CXX cannot build a libFuzzer binary (see $out/logs/probe.log)." \
-    "Install clang-14 and libfuzzer-14-dev: scripts/deps.sh fuzz" >&2
+    "Install clang-14, libfuzzer-14-dev and libclang-rt-14-dev: scripts/deps.sh fuzz" >&2
   exit 1
 fi
 
