@@ -1089,11 +1089,7 @@ CheckResult CheckContainerd(const Context& c) {
   }
   bool cdi = f.enable_cdi.value_or(cdi_default);
   bool cdi_dirs_ok = true;
-  if (cdi && !f.cdi_spec_dirs_where.empty()) {
-    cdi_dirs_ok =
-        std::any_of(f.cdi_spec_dirs.begin(), f.cdi_spec_dirs.end(),
-                    [](const std::string& d) { return d == "/var/run/cdi" || d == "/run/cdi"; });
-  }
+  if (cdi && !f.cdi_spec_dirs_where.empty()) cdi_dirs_ok = ListsRunCdi(f.cdi_spec_dirs);
   bool runtime = !f.nvidia_runtime.empty();
   std::vector<std::string> fixes;
   r.verdict = Verdict::kPass;

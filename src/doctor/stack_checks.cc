@@ -118,13 +118,23 @@ void ScanContainerdConfig(absl::string_view path, absl::string_view text, Contai
     }
     absl::string_view rest = line;
     if (absl::ConsumePrefix(&rest, "cdi_spec_dirs")) {
-      f->cdi_spec_dirs.clear();
+      f->cdi_spec_dirs = QuotedPaths(rest);
       f->cdi_spec_dirs_where = where;
-      for (absl::string_view part : absl::StrSplit(rest, '"')) {
-        if (absl::StartsWith(part, "/")) f->cdi_spec_dirs.emplace_back(part);
-      }
     }
   }
+}
+
+std::vector<std::string> QuotedPaths(absl::string_view value) {
+  std::vector<std::string> out;
+  for (absl::string_view part : absl::StrSplit(value, '"')) {
+    if (absl::StartsWith(part, "/")) out.emplace_back(part);
+  }
+  return out;
+}
+
+bool ListsRunCdi(const std::vector<std::string>& dirs) {
+  return std::any_of(dirs.begin(), dirs.end(),
+                     [](const std::string& d) { return d == "/var/run/cdi" || d == "/run/cdi"; });
 }
 
 ContainerdFacts ReadContainerdConfig(const HostFs& host) {
@@ -285,11 +295,7 @@ CheckResult CheckCrio(const StackInput& in) {
       absl::string_view rest = line;
       for (absl::string_view key : {"hooks_dir", "cdi_spec_dirs"}) {
         if (!absl::StartsWith(rest, key)) continue;
-        std::vector<std::string>& list = key == "hooks_dir" ? hooks_dirs : cdi_dirs;
-        list.clear();
-        for (absl::string_view part : absl::StrSplit(rest, '"')) {
-          if (absl::StartsWith(part, "/")) list.emplace_back(part);
-        }
+        (key == "hooks_dir" ? hooks_dirs : cdi_dirs) = QuotedPaths(rest);
         if (key == "cdi_spec_dirs") cdi_dirs_where = where;
       }
     }
@@ -309,10 +315,7 @@ CheckResult CheckCrio(const StackInput& in) {
         absl::StrCat("default_runtime = ", default_runtime, " at ", default_where));
   }
   if (!hook.empty()) r.evidence.push_back("NVIDIA OCI hook: " + hook);
-  bool cdi_dirs_ok = cdi_dirs_where.empty() ||
-                     std::any_of(cdi_dirs.begin(), cdi_dirs.end(), [](const std::string& d) {
-                       return d == "/var/run/cdi" || d == "/run/cdi";
-                     });
+  bool cdi_dirs_ok = cdi_dirs_where.empty() || ListsRunCdi(cdi_dirs);
   if (!cdi_dirs_where.empty()) {
     r.evidence.push_back(
         absl::StrCat("cdi_spec_dirs = ", absl::StrJoin(cdi_dirs, ", "), " at ", cdi_dirs_where));

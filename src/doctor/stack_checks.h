@@ -37,6 +37,12 @@ struct ContainerdFacts {
   std::string systemd_cgroup_where;
 };
 void ScanContainerdConfig(absl::string_view path, absl::string_view text, ContainerdFacts* f);
+
+// The absolute paths quoted in a TOML list value (`["/etc/cdi", "/var/run/cdi"]`).
+std::vector<std::string> QuotedPaths(absl::string_view value);
+// Whether a runtime's CDI directories include /var/run/cdi, where gpulet and Talos write their
+// specs (/run/cdi is the same directory).
+bool ListsRunCdi(const std::vector<std::string>& dirs);
 ContainerdFacts ReadContainerdConfig(const HostFs& host);
 
 // What the stack checks read besides the host.
