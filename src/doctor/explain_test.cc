@@ -288,6 +288,10 @@ TEST(ExplainTest, QuotedAndEscapedMessagesMatchAsPrinted) {
   EXPECT_EQ(UnescapePaste(R"(no \"escape\" here)", &buffer), R"(no "escape" here)");
   EXPECT_EQ(UnescapePaste(R"(plain)", &buffer), "plain");
   EXPECT_EQ(UnescapePaste(R"(a\\\"b\\\"c)", &buffer), R"(a"b"c)");  // two levels
+  // Three levels (a JSON log line in an Event that kubectl quotes) are undone; a fourth is
+  // left as it is, one level short.
+  EXPECT_EQ(UnescapePaste(std::string(7, '\\') + "\"", &buffer), "\"");
+  EXPECT_EQ(UnescapePaste(std::string(15, '\\') + "\"", &buffer), "\\\"");
   EXPECT_EQ(UnescapePaste(R"(x\u003cy\u003e\nz\tw)", &buffer), "x<y> z w");
   EXPECT_EQ(UnescapePaste(R"(\xe2\x80\x9c)", &buffer), "\xe2\x80\x9c");
   EXPECT_EQ(UnescapePaste(R"(C:\path\u12)", &buffer), R"(C:\path\u12)");  // not escapes
