@@ -17,6 +17,8 @@ import argparse
 import json
 import os
 import re
+import shlex
+import tempfile
 import shutil
 import subprocess
 import sys
@@ -27,8 +29,29 @@ from concurrent.futures import ThreadPoolExecutor
 EXTRA_ARGS = ["--extra-arg=-Wthread-safety", "--extra-arg=-Wno-unknown-warning-option"]
 
 
-def tidy_command(tidy, build_dir, path):
-    return [tidy, "-p", build_dir, "--quiet"] + EXTRA_ARGS + [path]
+def tidy_command(tidy, db_dir, path):
+    return [tidy, "-p", db_dir, "--quiet"] + EXTRA_ARGS + [path]
+
+
+def without_pch(entry):
+    """The entry's command without CMake's precompiled header (`-include .../cmake_pch.hxx`,
+    `-Winvalid-pch`): clang cannot read GCC's .gch beside it, and a file linted without the
+    forced include must include what it uses."""
+    args = entry.get("arguments") or shlex.split(entry["command"])
+    out, skip = [], False
+    for i, a in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if a == "-include" and i + 1 < len(args) and args[i + 1].endswith("cmake_pch.hxx"):
+            skip = True
+            continue
+        if a == "-Winvalid-pch":
+            continue
+        out.append(a)
+    e = {k: v for k, v in entry.items() if k != "command"}
+    e["arguments"] = out
+    return e
 
 
 def self_test(tidy, source_dir):
@@ -96,9 +119,13 @@ def main():
         wanted = {os.path.abspath(f) for f in opts.files}
         entries = {p: e for p, e in entries.items() if p in wanted}
 
+    db_dir = tempfile.mkdtemp(prefix="clang-lint-")
+    with open(os.path.join(db_dir, "compile_commands.json"), "w") as f:
+        json.dump([without_pch(e) for e in db], f)
+
     def check(item):
         path, e = item
-        r = subprocess.run(tidy_command(tidy, opts.build_dir, path), cwd=source_dir,
+        r = subprocess.run(tidy_command(tidy, db_dir, path), cwd=source_dir,
                            capture_output=True, text=True)
         # clang-tidy prints "N warnings generated." for warnings it was told to hide.
         out = "\n".join(l for l in (r.stdout + r.stderr).splitlines()
@@ -111,6 +138,7 @@ def main():
             if rc != 0:
                 failed.append(path)
                 sys.stdout.write(output + "\n")
+    shutil.rmtree(db_dir, ignore_errors=True)
     rel = [os.path.relpath(p, source_dir) for p in failed]
     if failed:
         print(f"clang_lint: {len(failed)} of {len(entries)} files fail clang-tidy "
