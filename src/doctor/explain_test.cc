@@ -281,6 +281,34 @@ TEST(ExplainCatalogTest, CandidatesAreParsedValidatedAndExplained) {
   }
 }
 
+// On one line, the entry with more literal text comes first; an entry that names an NVML
+// reason outranks the return code's own explanation, and one that covers the reason with a
+// placeholder ranks below it.
+TEST(ExplainTest, OnOneLineTheMostSpecificComesFirst) {
+  auto entry = [](const char* id, const char* pattern, const char* example) {
+    return absl::StrCat("  - id: ", id, "\n    title: T\n    severity: error\n    patterns: ['",
+                        pattern, "']\n    cause: C.\n    fix: {generic: F.}\n",
+                        "    source: https://example.org/", id, "\n    examples: ['", example,
+                        "']\n");
+  };
+  absl::StatusOr<ExplainCatalog> catalog = ExplainCatalog::Parse(
+      absl::StrCat("entries:\n", entry("short", "no space left", "no space left"),
+                   entry("long", "no space left on device", "no space left on device"),
+                   entry("names-reason", "Failed to initialize NVML: Insufficient Permissions",
+                         "Failed to initialize NVML: Insufficient Permissions"),
+                   entry("placeholder", "Cannot init NVML library; err: <w>",
+                         "Cannot init NVML library; err: ERROR_UNKNOWN")));
+  ASSERT_TRUE(catalog.ok()) << catalog.status();
+  std::shared_ptr<const ExplainMatcher> m = CompileExplainCatalog(catalog);
+  EXPECT_EQ(Ids(ExplainText("write: no space left on device", m).found),
+            (std::vector<std::string>{"long", "short"}));
+  EXPECT_EQ(Ids(ExplainText("Failed to initialize NVML: Insufficient Permissions", m).found),
+            (std::vector<std::string>{"names-reason", "nvml-no-permission"}));
+  EXPECT_EQ(
+      Ids(ExplainText("msg=\"Cannot init NVML library; err: ERROR_LIBRARY_NOT_FOUND\"", m).found),
+      (std::vector<std::string>{"nvml-library-not-found", "placeholder"}));
+}
+
 // JSON and logfmt logs, and kubectl's quoting of an Event, escape a message's quotes and
 // line breaks; explain undoes them (up to three levels) and matches the message as printed.
 TEST(ExplainTest, QuotedAndEscapedMessagesMatchAsPrinted) {
