@@ -47,20 +47,6 @@ struct Context {
   std::optional<cdi::SpecCatalog> catalog;
 };
 
-CheckResult Result(absl::string_view id, absl::string_view title) {
-  CheckResult r;
-  r.id = std::string(id);
-  r.title = std::string(title);
-  return r;
-}
-
-CheckResult NotChecked(absl::string_view id, absl::string_view title, absl::string_view why) {
-  CheckResult r = Result(id, title);
-  r.verdict = Verdict::kNotChecked;
-  r.summary = absl::StrCat("not checked: ", why);
-  return r;
-}
-
 void Worsen(CheckResult* r, Verdict v) {
   auto rank = [](Verdict x) {
     switch (x) {
@@ -119,7 +105,7 @@ std::string ModulesFix(const Context& c) {
 // --- os -------------------------------------------------------------------------------------
 
 CheckResult CheckOs(const Context& c) {
-  CheckResult r = Result("os.release", "Operating system");
+  CheckResult r = CheckResultFor("os.release", "Operating system");
   r.verdict = Verdict::kPass;
   if (!c.os.readable) {
     r.summary = "unknown: /etc/os-release is not readable; Talos-specific checks are skipped";
@@ -170,7 +156,7 @@ CheckResult CheckOs(const Context& c) {
 // --- PCI and kernel driver ------------------------------------------------------------------
 
 CheckResult CheckGpuPresent(const Context& c) {
-  CheckResult r = Result("gpu.present", "NVIDIA GPU on the PCI bus");
+  CheckResult r = CheckResultFor("gpu.present", "NVIDIA GPU on the PCI bus");
   if (!c.inv.pci_status.ok()) {
     r.verdict = Verdict::kFail;
     r.summary = "cannot tell whether an NVIDIA GPU is present: PCI sysfs is unreadable";
@@ -201,7 +187,7 @@ CheckResult CheckGpuPresent(const Context& c) {
 }
 
 CheckResult CheckDriverBound(const Context& c) {
-  CheckResult r = Result("gpu.driver", "Kernel driver bound to each GPU");
+  CheckResult r = CheckResultFor("gpu.driver", "Kernel driver bound to each GPU");
   r.verdict = Verdict::kPass;
   std::vector<std::string> fixes;
   for (const Gpu* g : c.pci_gpus) {
@@ -259,7 +245,7 @@ CheckResult CheckDriverBound(const Context& c) {
 }
 
 CheckResult CheckFlavor(const Context& c) {
-  CheckResult r = Result("driver.flavor", "Kernel module flavour fits each GPU");
+  CheckResult r = CheckResultFor("driver.flavor", "Kernel module flavour fits each GPU");
   const DriverInfo& d = c.inv.driver;
   if (d.flavor == DriverFlavor::kUnknown) {
     std::vector<std::string> needs;
@@ -270,7 +256,7 @@ CheckResult CheckFlavor(const Context& c) {
           c.talos ? absl::StrCat(" (Talos extension ", TalosExtensionFor(g->module_flavor), ")")
                   : ""));
     }
-    r = NotChecked(
+    r = NotCheckedResult(
         r.id, r.title,
         absl::StrCat("no nvidia module is loaded (", c.host.Describe("/proc/driver/nvidia/version"),
                      " missing)",
@@ -317,7 +303,7 @@ CheckResult CheckFlavor(const Context& c) {
 }
 
 CheckResult CheckModules(const Context& c) {
-  CheckResult r = Result("driver.modules", "NVIDIA kernel modules loaded");
+  CheckResult r = CheckResultFor("driver.modules", "NVIDIA kernel modules loaded");
   const DriverInfo& d = c.inv.driver;
   if (!d.proc_modules_readable) {
     r.verdict = Verdict::kWarn;
@@ -388,7 +374,7 @@ CheckResult CheckModules(const Context& c) {
 }
 
 CheckResult CheckDevNodes(const Context& c) {
-  CheckResult r = Result("dev.nodes", "/dev/nvidia* device nodes");
+  CheckResult r = CheckResultFor("dev.nodes", "/dev/nvidia* device nodes");
   const DriverInfo& d = c.inv.driver;
   std::vector<std::string> missing, present;
   auto want = [&](bool exists, const std::string& path) {
@@ -437,7 +423,7 @@ CheckResult CheckDevNodes(const Context& c) {
 // --- NVML and the user-space libraries ------------------------------------------------------
 
 CheckResult CheckNvml(const Context& c) {
-  CheckResult r = Result("nvml.load", "NVML library loads");
+  CheckResult r = CheckResultFor("nvml.load", "NVML library loads");
   const Inventory& inv = c.inv;
   if (inv.nvml_status.ok()) {
     r.verdict = Verdict::kPass;
@@ -575,7 +561,7 @@ std::string LibraryMoves() {
 }
 
 CheckResult CheckUserspace(const Context& c) {
-  CheckResult r = Result("driver.userspace", "Driver libraries where this OS keeps them");
+  CheckResult r = CheckResultFor("driver.userspace", "Driver libraries where this OS keeps them");
   struct Found {
     std::string dir, version, real_dir;
   };
@@ -689,14 +675,15 @@ CheckResult CheckUserspace(const Context& c) {
 }
 
 CheckResult CheckTalosSysctl(const Context& c) {
-  CheckResult r = Result("talos.bpf", "BPF sysctl for the legacy nvidia runtime");
-  if (!c.talos) return NotChecked(r.id, r.title, "only needed on Talos in legacy runtime mode");
+  CheckResult r = CheckResultFor("talos.bpf", "BPF sysctl for the legacy nvidia runtime");
+  if (!c.talos)
+    return NotCheckedResult(r.id, r.title, "only needed on Talos in legacy runtime mode");
   const talos::Release& row = *c.talos->release;
   if (!c.talos->needs_bpf_jit_harden_1) {
-    return NotChecked(r.id, r.title,
-                      absl::StrCat(TalosName(c),
-                                   " runs GPU containers in CDI mode, without "
-                                   "nvidia-container-cli"));
+    return NotCheckedResult(r.id, r.title,
+                            absl::StrCat(TalosName(c),
+                                         " runs GPU containers in CDI mode, without "
+                                         "nvidia-container-cli"));
   }
   r.evidence.push_back(absl::StrCat(c.talos->label, " needs net.core.bpf_jit_harden: 1 [",
                                     row.needs_bpf_jit_harden_1.source, "]; Talos' default is ",
@@ -732,7 +719,7 @@ CheckResult CheckTalosSysctl(const Context& c) {
 // --- CDI ------------------------------------------------------------------------------------
 
 CheckResult CheckCdiSpecs(const Context& c) {
-  CheckResult r = Result("cdi.specs", "CDI specs present and loadable");
+  CheckResult r = CheckResultFor("cdi.specs", "CDI specs present and loadable");
   const cdi::SpecCatalog& cat = *c.catalog;
   for (const std::string& e : cat.dir_errors()) r.evidence.push_back(e);
   std::vector<std::string> bad;
@@ -791,15 +778,15 @@ CheckResult CheckCdiSpecs(const Context& c) {
 // The names gpulet's own Allocate answers contain must resolve, or every GPU pod fails at
 // container creation with "unresolvable CDI devices".
 CheckResult CheckGpuletCdi(const Context& c) {
-  CheckResult r = Result("cdi.gpulet", "The CDI devices gpulet's answers name resolve");
+  CheckResult r = CheckResultFor("cdi.gpulet", "The CDI devices gpulet's answers name resolve");
   const DoctorInput& in = c.input;
   if (!in.gpulet_uses_cdi) {
-    return NotChecked(r.id, r.title,
-                      "gpulet's plugin.deviceListStrategy names no CDI devices (pass the "
-                      "daemon's --config, or set GPULET_CONFIG, to check its answers)");
+    return NotCheckedResult(r.id, r.title,
+                            "gpulet's plugin.deviceListStrategy names no CDI devices (pass the "
+                            "daemon's --config, or set GPULET_CONFIG, to check its answers)");
   }
   if (in.gpulet_cdi_names.empty()) {
-    return NotChecked(
+    return NotCheckedResult(
         r.id, r.title,
         "NVML identified no GPU, so gpulet advertises none as Healthy (see nvml.load)");
   }
@@ -841,10 +828,10 @@ CheckResult CheckGpuletCdi(const Context& c) {
 }
 
 CheckResult CheckCdiResolve(const Context& c) {
-  CheckResult r = Result("cdi.resolve", "nvidia.com/gpu=0 and =all resolve");
+  CheckResult r = CheckResultFor("cdi.resolve", "nvidia.com/gpu=0 and =all resolve");
   const cdi::SpecCatalog& cat = *c.catalog;
   if (cat.DeviceNames().empty() && cat.conflicts().empty()) {
-    return NotChecked(r.id, r.title, "no loadable CDI spec (see cdi.specs)");
+    return NotCheckedResult(r.id, r.title, "no loadable CDI spec (see cdi.specs)");
   }
   // Kinds present: nvidia.com/gpu is what nvidia-ctk, Talos and gpulet write and what pods
   // and the device plugin's cdi strategies request; other NVIDIA kinds (the device plugin's
@@ -930,7 +917,7 @@ std::string FirstReleaseWithHookLinks() {
 }
 
 CheckResult CheckCdiHooks(const Context& c) {
-  CheckResult r = Result("cdi.hooks", "CDI hook programs exist on the host");
+  CheckResult r = CheckResultFor("cdi.hooks", "CDI hook programs exist on the host");
   const cdi::SpecCatalog& cat = *c.catalog;
   std::map<std::string, std::set<std::string>> missing;  // program -> spec files
   std::set<std::string> present;
@@ -948,7 +935,7 @@ CheckResult CheckCdiHooks(const Context& c) {
       }
     }
   }
-  if (hooks == 0) return NotChecked(r.id, r.title, "no hooks in any loadable CDI spec");
+  if (hooks == 0) return NotCheckedResult(r.id, r.title, "no hooks in any loadable CDI spec");
   for (const std::string& p : present) r.evidence.push_back(absl::StrCat(p, ": exists"));
   if (missing.empty()) {
     r.verdict = Verdict::kPass;
@@ -998,7 +985,7 @@ CheckResult CheckCdiHooks(const Context& c) {
 }
 
 CheckResult CheckCdiPaths(const Context& c) {
-  CheckResult r = Result("cdi.paths", "CDI mounts and device nodes exist on the host");
+  CheckResult r = CheckResultFor("cdi.paths", "CDI mounts and device nodes exist on the host");
   const cdi::SpecCatalog& cat = *c.catalog;
   std::vector<std::string> missing;
   size_t checked = 0;
@@ -1023,7 +1010,7 @@ CheckResult CheckCdiPaths(const Context& c) {
       }
     }
   }
-  if (checked == 0) return NotChecked(r.id, r.title, "no loadable CDI spec (see cdi.specs)");
+  if (checked == 0) return NotCheckedResult(r.id, r.title, "no loadable CDI spec (see cdi.specs)");
   if (missing.empty()) {
     r.verdict = Verdict::kPass;
     r.summary = absl::StrCat("all ", checked, " host paths exist");
@@ -1046,7 +1033,7 @@ CheckResult CheckCdiPaths(const Context& c) {
 // --- containerd -----------------------------------------------------------------------------
 
 CheckResult CheckContainerd(const Context& c) {
-  CheckResult r = Result("containerd", "containerd: nvidia runtime and/or CDI");
+  CheckResult r = CheckResultFor("containerd", "containerd: nvidia runtime and/or CDI");
   ContainerdFacts f = ReadContainerdConfig(c.host);
   if (f.files.empty()) {
     r.verdict = c.talos ? Verdict::kFail : Verdict::kWarn;
@@ -1139,7 +1126,7 @@ CheckResult CheckContainerd(const Context& c) {
 // --- kubelet --------------------------------------------------------------------------------
 
 CheckResult CheckKubelet(const Context& c) {
-  CheckResult r = Result("kubelet", "kubelet device-plugin and pod-resources sockets");
+  CheckResult r = CheckResultFor("kubelet", "kubelet device-plugin and pod-resources sockets");
   const char* kDir = "/var/lib/kubelet/device-plugins";
   const char* kSock = "/var/lib/kubelet/device-plugins/kubelet.sock";
   const char* kPodResources = "/var/lib/kubelet/pod-resources/kubelet.sock";
@@ -1233,9 +1220,9 @@ CheckResult CheckKernelLog(const Context& c) {
   if (!open.ok()) {
     std::string why(open.message());
     if (!absl::EndsWith(why, ".")) why += ".";
-    return NotChecked(kId, kTitle, absl::StrCat(why, " ", kTalosKmsgHint));
+    return NotCheckedResult(kId, kTitle, absl::StrCat(why, " ", kTalosKmsgHint));
   }
-  CheckResult r = Result("kernel.log", kTitle);
+  CheckResult r = CheckResultFor("kernel.log", kTitle);
   r.verdict = Verdict::kPass;
   KernelLogScanner scanner;
   std::vector<std::pair<std::string, int>> xid_order;  // (bus id, XID) in first-seen order
@@ -1379,13 +1366,13 @@ std::vector<CheckResult> CheckHealth(const Context& c, const HealthSource* healt
   const char* kId = "gpu.health";
   const char* kTitle = "GPU health (XIDs, ECC, fallen off the bus)";
   if (health == nullptr) {
-    return {NotChecked(kId, kTitle,
-                       "GPU health is watched by gpulet serve; pass --daemon-address (its "
-                       "metrics.address) to include what it sees")};
+    return {NotCheckedResult(kId, kTitle,
+                             "GPU health is watched by gpulet serve; pass --daemon-address (its "
+                             "metrics.address) to include what it sees")};
   }
   absl::StatusOr<std::vector<GpuHealth>> states = health->GpuHealthStates();
-  if (!states.ok()) return {NotChecked(kId, kTitle, states.status().message())};
-  CheckResult r = Result(kId, kTitle);
+  if (!states.ok()) return {NotCheckedResult(kId, kTitle, states.status().message())};
+  CheckResult r = CheckResultFor(kId, kTitle);
   r.verdict = Verdict::kPass;
   std::vector<std::string> fixes;
   for (const GpuHealth& h : *states) {
@@ -1427,6 +1414,23 @@ std::vector<GpuHealth> HealthFromStatus(const StatusReport& report) {
     out.push_back(std::move(h));
   }
   return out;
+}
+
+CheckResult CheckResultFor(absl::string_view id, absl::string_view title) {
+  CheckResult r;
+  r.id = std::string(id);
+  r.title = std::string(title);
+  return r;
+}
+
+CheckResult NotCheckedResult(CheckResult r, absl::string_view why) {
+  r.verdict = Verdict::kNotChecked;
+  r.summary = absl::StrCat("not checked: ", why);
+  return r;
+}
+
+CheckResult NotCheckedResult(absl::string_view id, absl::string_view title, absl::string_view why) {
+  return NotCheckedResult(CheckResultFor(id, title), why);
 }
 
 absl::string_view VerdictName(Verdict verdict) {
@@ -1538,7 +1542,7 @@ Report RunDoctor(const DoctorInput& input) {
   }
   for (const Step& s : kSteps) {
     if (!have_gpu) {
-      out.push_back(NotChecked(s.id, s.title, "no NVIDIA GPU on this node"));
+      out.push_back(NotCheckedResult(s.id, s.title, "no NVIDIA GPU on this node"));
     } else {
       out.push_back(s.fn(c));
     }
@@ -1560,11 +1564,12 @@ Report RunDoctor(const DoctorInput& input) {
   StackInput stack{c.host, c.inv, input, c.os.talos,
                    input.gpulet_uses_cdi || (c.talos && c.talos->cdi_mode)};
   for (const auto& s : kStackSteps) {
-    out.push_back(have_gpu ? s.fn(stack) : NotChecked(s.id, s.title, "no NVIDIA GPU on this node"));
+    out.push_back(have_gpu ? s.fn(stack)
+                           : NotCheckedResult(s.id, s.title, "no NVIDIA GPU on this node"));
   }
   if (!have_gpu) {
-    out.push_back(NotChecked("gpu.health", "GPU health (XIDs, ECC, fallen off the bus)",
-                             "no NVIDIA GPU on this node"));
+    out.push_back(NotCheckedResult("gpu.health", "GPU health (XIDs, ECC, fallen off the bus)",
+                                   "no NVIDIA GPU on this node"));
   } else {
     for (CheckResult& r : CheckHealth(c, input.health)) out.push_back(std::move(r));
   }

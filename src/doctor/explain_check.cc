@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 
 namespace gpulet::doctor {
 namespace {
@@ -11,7 +12,9 @@ bool Flags(const CheckResult* r) {
 }
 
 std::string Said(const CheckResult& r) {
-  return absl::StrCat(r.id, " ", VerdictName(r.verdict), ": ", r.summary);
+  // A check that did not run says so in its summary already ("not checked: ...").
+  return absl::StrCat(r.id, " ", VerdictName(r.verdict), ": ",
+                      absl::StripPrefix(r.summary, "not checked: "));
 }
 
 }  // namespace

@@ -38,6 +38,10 @@ TEST(ExplainCheckTest, OneCauseIsFoundOrNotByItsCheck) {
               HasSubstr("not found here"));
   EXPECT_THAT(AnswerOnNode(e, ReportOf({{"driver.uvm", Verdict::kNotChecked}})).summary,
               HasSubstr("cannot tell here"));
+  Report skipped;
+  skipped.checks.push_back(NotCheckedResult("driver.uvm", "T", "no module list"));
+  EXPECT_EQ(AnswerOnNode(e, skipped).summary,
+            "cannot tell here: driver.uvm not checked: no module list");
   EXPECT_THAT(AnswerOnNode(e, ReportOf({})).summary, HasSubstr("did not run"));
   e.check.clear();
   EXPECT_EQ(AnswerOnNode(e, bad).summary, "no gpulet doctor check tests this cause");

@@ -18,19 +18,6 @@
 namespace gpulet::doctor {
 namespace {
 
-CheckResult Make(absl::string_view id, absl::string_view title) {
-  CheckResult r;
-  r.id = std::string(id);
-  r.title = std::string(title);
-  return r;
-}
-
-CheckResult NotChecked(CheckResult r, std::string why) {
-  r.verdict = Verdict::kNotChecked;
-  r.summary = std::move(why);
-  return r;
-}
-
 // `key = value` (TOML) or `key: value` (YAML) on a trimmed line: the value without quotes;
 // nullopt when the line sets something else.
 std::optional<std::string> Setting(absl::string_view line, absl::string_view key) {
@@ -165,7 +152,7 @@ ContainerdFacts ReadContainerdConfig(const HostFs& host) {
 // https://github.com/NVIDIA/nvidia-docker/issues/1730 (NVIDIA's notice), and
 // https://github.com/NVIDIA/nvidia-container-toolkit/issues/48.
 CheckResult CheckCgroupDevices(const StackInput& in) {
-  CheckResult r = Make("cgroup.devices", "cgroup device access for GPU containers");
+  CheckResult r = CheckResultFor("cgroup.devices", "cgroup device access for GPU containers");
   const HostFs& host = in.host;
   bool v2 = host.Exists("/sys/fs/cgroup/cgroup.controllers");
   bool v1 = host.IsDirectory("/sys/fs/cgroup/devices");
@@ -173,7 +160,7 @@ CheckResult CheckCgroupDevices(const StackInput& in) {
     r.evidence.push_back(absl::StrCat("neither ",
                                       host.Describe("/sys/fs/cgroup/cgroup.controllers"), " nor ",
                                       host.Describe("/sys/fs/cgroup/devices"), " exists"));
-    return NotChecked(std::move(r), "cannot see the cgroup hierarchy (/sys/fs/cgroup)");
+    return NotCheckedResult(std::move(r), "cannot see the cgroup hierarchy (/sys/fs/cgroup)");
   }
   r.evidence.push_back(v2 ? "cgroup v2 (unified): runc enforces device access with BPF programs"
                           : "cgroup v1: the devices controller enforces device access");
@@ -221,9 +208,10 @@ CheckResult CheckCgroupDevices(const StackInput& in) {
     nodes.push_back({"/dev/nvidia-uvm", absl::StrCat(uvm_major, ":0")});
   }
   if (nodes.empty()) {
-    return NotChecked(std::move(r),
-                      "cannot tell: no NVIDIA device numbers in /proc/devices or no /dev/nvidia* "
-                      "nodes (see driver.modules and dev.nodes)");
+    return NotCheckedResult(
+        std::move(r),
+        "cannot tell: no NVIDIA device numbers in /proc/devices or no /dev/nvidia* "
+        "nodes (see driver.modules and dev.nodes)");
   }
   std::vector<std::string> missing;
   for (const auto& [node, name] : nodes) {
@@ -255,9 +243,9 @@ CheckResult CheckCgroupDevices(const StackInput& in) {
 // configure --runtime=crio`, or the toolkit's OCI hook is installed in a hooks directory.
 // Talos runs containerd only.
 CheckResult CheckCrio(const StackInput& in) {
-  CheckResult r = Make("crio", "CRI-O: nvidia runtime, hook or CDI");
+  CheckResult r = CheckResultFor("crio", "CRI-O: nvidia runtime, hook or CDI");
   const HostFs& host = in.host;
-  if (in.talos) return NotChecked(std::move(r), "Talos runs containerd, not CRI-O");
+  if (in.talos) return NotCheckedResult(std::move(r), "Talos runs containerd, not CRI-O");
   std::vector<std::string> files;
   if (host.Exists("/etc/crio/crio.conf")) files.push_back("/etc/crio/crio.conf");
   if (absl::StatusOr<std::vector<std::string>> parts = host.ListDir("/etc/crio/crio.conf.d");
@@ -267,9 +255,9 @@ CheckResult CheckCrio(const StackInput& in) {
     for (const std::string& p : sorted) files.push_back(JoinPath("/etc/crio/crio.conf.d", p));
   }
   if (files.empty()) {
-    return NotChecked(std::move(r),
-                      "CRI-O is not configured on this node (no /etc/crio/crio.conf or "
-                      "crio.conf.d): the containerd check covers containerd");
+    return NotCheckedResult(std::move(r),
+                            "CRI-O is not configured on this node (no /etc/crio/crio.conf or "
+                            "crio.conf.d): the containerd check covers containerd");
   }
   std::string nvidia_runtime, default_runtime, default_where, cdi_dirs_where;
   std::vector<std::string> hooks_dirs = {"/usr/share/containers/oci/hooks.d",
@@ -358,10 +346,10 @@ CheckResult CheckCrio(const StackInput& in) {
 // CUDA_ERROR_UNKNOWN (999) while nvidia-smi works. Sources: the threads of the uvm entries in
 // src/doctor/explain/uvm.yaml (uvm-dev-node-missing, uvm-cuinit-unknown-error).
 CheckResult CheckUvm(const StackInput& in) {
-  CheckResult r = Make("driver.uvm", "Unified-memory module and its device nodes");
+  CheckResult r = CheckResultFor("driver.uvm", "Unified-memory module and its device nodes");
   const DriverInfo& d = in.inv.driver;
   if (!d.proc_modules_readable) {
-    return NotChecked(std::move(r), "cannot tell: /proc/modules is not readable");
+    return NotCheckedResult(std::move(r), "cannot tell: /proc/modules is not readable");
   }
   if (!d.modules.nvidia_uvm) {
     r.verdict = Verdict::kFail;
@@ -426,15 +414,15 @@ CheckResult CheckUvm(const StackInput& in) {
 // NVLink traffic." (https://github.com/NVIDIA/nvtrust/issues/128). Its errors are in the
 // catalogue's fabric-manager.yaml, which explain reads the log with.
 CheckResult CheckFabricManager(const StackInput& in) {
-  CheckResult r = Make("fabricmanager", "Fabric manager on NVSwitch systems");
+  CheckResult r = CheckResultFor("fabricmanager", "Fabric manager on NVSwitch systems");
   const HostFs& host = in.host;
   absl::StatusOr<std::vector<std::string>> switches =
       host.ListDir("/proc/driver/nvidia-nvswitch/devices");
   bool nvswitch = (switches.ok() && !switches->empty()) || host.Exists("/dev/nvidia-nvswitchctl");
   if (!nvswitch) {
-    return NotChecked(std::move(r),
-                      "no NVSwitch on this node: the fabric manager serves only NVSwitch "
-                      "systems (HGX and DGX boards)");
+    return NotCheckedResult(std::move(r),
+                            "no NVSwitch on this node: the fabric manager serves only NVSwitch "
+                            "systems (HGX and DGX boards)");
   }
   if (switches.ok()) {
     r.evidence.push_back(absl::StrCat(host.Describe("/proc/driver/nvidia-nvswitch/devices"), ": ",
@@ -514,15 +502,16 @@ CheckResult CheckFabricManager(const StackInput& in) {
 // dcgm-exporter and dcgmi pointed at it fail with "Host engine connection invalid" when it
 // does not answer.
 CheckResult CheckDcgmHostEngine(const StackInput& in) {
-  CheckResult r = Make("dcgm.hostengine", "DCGM host engine reachable");
+  CheckResult r = CheckResultFor("dcgm.hostengine", "DCGM host engine reachable");
   constexpr absl::string_view kBinary = "/usr/bin/nv-hostengine";
   if (!in.host.Exists(kBinary)) {
-    return NotChecked(std::move(r),
-                      "DCGM's host engine is not installed on the host (gpulet's metrics need "
-                      "none; dcgm-exporter runs its own unless pointed at one)");
+    return NotCheckedResult(
+        std::move(r),
+        "DCGM's host engine is not installed on the host (gpulet's metrics need "
+        "none; dcgm-exporter runs its own unless pointed at one)");
   }
   r.evidence.push_back(in.host.Describe(kBinary) + ": present");
-  if (!in.input.tcp_probe) return NotChecked(std::move(r), "no network probe was given");
+  if (!in.input.tcp_probe) return NotCheckedResult(std::move(r), "no network probe was given");
   absl::Status s = in.input.tcp_probe("127.0.0.1", 5555);
   if (s.ok()) {
     r.verdict = Verdict::kPass;
@@ -541,13 +530,13 @@ CheckResult CheckDcgmHostEngine(const StackInput& in) {
 // MIG (A100, A30, H100, H200, B200 and later data-centre GPUs): with MIG mode on, a GPU runs
 // work only in its MIG devices; one with no GPU instances offers nothing to allocate.
 CheckResult CheckMig(const StackInput& in) {
-  CheckResult r = Make("mig.mode", "MIG mode and instances");
+  CheckResult r = CheckResultFor("mig.mode", "MIG mode and instances");
   std::vector<const Gpu*> capable;
   for (const Gpu& g : in.inv.gpus) {
     if (g.mig_capable.value_or(false)) capable.push_back(&g);
   }
   if (capable.empty()) {
-    return NotChecked(std::move(r), "no GPU here supports MIG (or NVML did not say)");
+    return NotCheckedResult(std::move(r), "no GPU here supports MIG (or NVML did not say)");
   }
   std::vector<std::string> empty, enabled, off;
   for (const Gpu* g : capable) {
