@@ -1,0 +1,448 @@
+// The VRAM enforcement library (libgpulet-vram.so) loaded by the real dynamic loader into
+// test applications built like real frameworks (tests/vram/vram_app.c), against the CUDA
+// driver stand-in (tests/vram/standin_cuda.c): every way of reaching the driver is held to
+// the quota, the quota is shared by a slice's processes and survives their deaths, and a
+// bad slice file fails closed. The same applications run against the real driver in
+// tests/vram/device_check.sh.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gpu/elf_check.h"
+#include "gtest/gtest.h"
+#include "testing/files.h"
+#include "testing/subprocess.h"
+#include "testing/wait_for.h"
+#include "vram/slice_file.h"
+#include "vram/slice_format.h"
+
+extern char** environ;
+
+namespace gpulet::vramlib {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr uint64_t kMiB = 1ull << 20;
+
+std::map<std::string, std::string> Fields(const std::string& out) {
+  std::map<std::string, std::string> f;
+  for (absl::string_view token : absl::StrSplit(out, absl::ByAnyChar(" \n"), absl::SkipEmpty())) {
+    std::vector<std::string> kv = absl::StrSplit(token, absl::MaxSplits('=', 1));
+    if (kv.size() == 2) f[kv[0]] = kv[1];
+  }
+  return f;
+}
+
+int64_t Num(const std::map<std::string, std::string>& f, const std::string& key) {
+  auto it = f.find(key);
+  int64_t v = -1;
+  if (it == f.end() || !absl::SimpleAtoi(it->second, &v)) return -1;
+  return v;
+}
+
+// A process started in the background, its stdout read line by line.
+class Background {
+ public:
+  Background(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
+    std::vector<std::string> envs;
+    for (char** e = environ; *e != nullptr; ++e) {
+      std::string kv = *e;
+      if (!env.count(kv.substr(0, kv.find('=')))) envs.push_back(kv);
+    }
+    for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
+    std::vector<char*> args, envp;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    for (const std::string& e : envs) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    int fds[2];
+    EXPECT_EQ(pipe2(fds, O_CLOEXEC), 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+    EXPECT_EQ(posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), envp.data()), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    close(fds[1]);
+    fd_ = fds[0];
+  }
+  ~Background() {
+    Kill();
+    close(fd_);
+  }
+  Background(const Background&) = delete;
+  Background& operator=(const Background&) = delete;
+
+  // The first line of output (waits up to 20 s for it).
+  std::string Line() {
+    std::string line;
+    char c;
+    testing::WaitFor([&] {
+      fd_set set;
+      FD_ZERO(&set);
+      FD_SET(fd_, &set);
+      timeval tv{0, 10000};
+      while (select(fd_ + 1, &set, nullptr, nullptr, &tv) > 0 && read(fd_, &c, 1) == 1) {
+        if (c == '\n') return true;
+        line += c;
+        tv = {0, 0};
+      }
+      return false;
+    });
+    return line;
+  }
+  void Kill() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  int fd_ = -1;
+};
+
+class VramLibTest : public ::testing::Test {
+ protected:
+  // A 16 GiB card.
+  void SetUp() override { card_ = dir_.path() + "/card"; }
+
+  // A slice of `quota_mib` in its own allocation directory; returns the slice file's path.
+  std::string Slice(uint64_t quota_mib, const std::string& name = "GPU-standin--mem0") {
+    EXPECT_TRUE(
+        vram::WriteSliceFile(dir_.path(), name, quota_mib * kMiB, "GPU-standin", "pod-uid/ctr")
+            .ok());
+    return absl::StrCat(dir_.path(), "/", name, "/", vram::kSliceFileName);
+  }
+
+  std::map<std::string, std::string> Env(const std::string& slice, bool with_library = true,
+                                         const std::string& lib_dir = GPULET_VRAM_TEST_DIR) {
+    std::map<std::string, std::string> env = {
+        {"LD_LIBRARY_PATH", lib_dir},
+        {"GPULET_CUDA_STANDIN_STATE", card_},
+        {"GPULET_CUDA_STANDIN_TOTAL_MIB", absl::StrCat(card_mib_)},
+    };
+    if (with_library) {
+      env["LD_AUDIT"] = GPULET_VRAM_LIB;
+      env[vram::kSliceEnv] = slice;
+    }
+    return env;
+  }
+
+  testing::RunResult App(const std::vector<std::string>& args,
+                         const std::map<std::string, std::string>& env,
+                         const std::string& binary = "vram_app") {
+    std::vector<std::string> argv = {absl::StrCat(GPULET_VRAM_TEST_DIR, "/", binary)};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return testing::RunProgram(argv, env);
+  }
+
+  std::vector<std::string> Argv(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {absl::StrCat(GPULET_VRAM_TEST_DIR, "/vram_app")};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  }
+
+  // The card's use as the stand-in driver counts it (NVML without the library).
+  int64_t CardUsedMib() {
+    testing::RunResult r = App({"nvml"}, Env("", false));
+    return Num(Fields(r.out), "nvml_used_mib");
+  }
+
+  testing::ScratchDir dir_;
+  std::string card_;
+  uint64_t card_mib_ = 16384;
+};
+
+TEST_F(VramLibTest, TheStaticRuntimeSeesItsQuotaAndIsRefusedPastIt) {
+  std::string slice = Slice(8192);
+  // Control: without the library the application takes the whole card.
+  testing::RunResult r = App({"fill", "proc", "1024"}, Env(slice, false));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Num(Fields(r.out), "allocated_mib"), 16384) << r.out;
+
+  r = App({"fill", "proc", "1024"}, Env(slice));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto f = Fields(r.out);
+  EXPECT_EQ(Num(f, "total_mib"), 8192) << r.out;
+  EXPECT_EQ(Num(f, "free_mib"), 8192);
+  EXPECT_EQ(Num(f, "device_total_mib"), 8192);
+  EXPECT_EQ(Num(f, "allocated_mib"), 8192);
+  EXPECT_EQ(Num(f, "last_rc"), 2);  // CUDA_ERROR_OUT_OF_MEMORY
+  EXPECT_EQ(Num(f, "free_errors"), 0);
+  EXPECT_EQ(Num(f, "free_after_mib"), 8192);  // every free gave its memory back
+  EXPECT_THAT(r.err, HasSubstr("refused with CUDA_ERROR_OUT_OF_MEMORY: the slice uses 8.00 GiB "
+                               "of its 8.00 GiB quota"));
+  EXPECT_THAT(r.err, HasSubstr(slice));
+}
+
+TEST_F(VramLibTest, EveryWayOfReachingTheDriverIsHeld) {
+  std::string slice = Slice(8192);
+  struct Case {
+    std::string how, binary, lib_dir;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"dlsym", "vram_app", GPULET_VRAM_TEST_DIR},
+           {"next", "vram_app", GPULET_VRAM_TEST_DIR},
+           {"ptds", "vram_app", GPULET_VRAM_TEST_DIR},
+           {"dlvsym", "vram_app", absl::StrCat(GPULET_VRAM_TEST_DIR, "/versioned")},
+           {"direct", "vram_app_direct", GPULET_VRAM_TEST_DIR},
+           {"direct", "vram_app_direct_now", GPULET_VRAM_TEST_DIR},
+       }) {
+    SCOPED_TRACE(c.how + " " + c.binary);
+    testing::RunResult r = App({"fill", c.how, "1024"}, Env(slice, true, c.lib_dir), c.binary);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto f = Fields(r.out);
+    EXPECT_EQ(Num(f, "total_mib"), 8192) << r.out;
+    EXPECT_EQ(Num(f, "allocated_mib"), 8192);
+    EXPECT_EQ(Num(f, "last_rc"), 2);
+    EXPECT_EQ(Num(f, "free_after_mib"), 8192);
+  }
+}
+
+TEST_F(VramLibTest, TheThirtyTwoBitAbiIsHeld) {
+  std::string slice = Slice(512);
+  testing::RunResult r = App({"fill", "v1", "64"}, Env(slice));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto f = Fields(r.out);
+  EXPECT_EQ(Num(f, "allocated_mib"), 512) << r.out;
+  EXPECT_EQ(Num(f, "free_errors"), 0);
+  EXPECT_EQ(Num(f, "free_after_mib"), 512);
+}
+
+TEST_F(VramLibTest, AnEntryPointTheLibraryDoesNotKnowIsForwardedUntouched) {
+  // A driver returns a variant newer than the library for cudaVersion 13000: it works (the
+  // whole card), is not counted, and GPULET_VRAM_LOG=2 says so.
+  std::string slice = Slice(8192);
+  auto env = Env(slice);
+  env["GPULET_VRAM_LOG"] = "2";
+  testing::RunResult r = App({"fill", "future", "1024"}, env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Num(Fields(r.out), "allocated_mib"), 16384) << r.out;
+  EXPECT_THAT(r.err, HasSubstr("cuGetProcAddress(\"cuMemAlloc\") returned an ABI variant this "
+                               "library does not know; it is forwarded untouched"));
+}
+
+TEST_F(VramLibTest, GgmlsVirtualMemoryPoolIsHeldAndHostMemoryIsNot) {
+  std::string slice = Slice(8192);
+  testing::RunResult r = App({"ggml", "512"}, Env(slice));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto f = Fields(r.out);
+  EXPECT_EQ(Num(f, "allocated_mib"), 8192) << r.out;
+  EXPECT_EQ(Num(f, "last_rc"), 2);
+  EXPECT_EQ(Num(f, "host_rc"), 0);  // a host-located cuMemCreate is not VRAM
+  EXPECT_EQ(Num(f, "free_after_mib"), 8192);
+}
+
+TEST_F(VramLibTest, ACachingAllocatorSizesItselfToTheQuota) {
+  std::string slice = Slice(8192);
+  testing::RunResult r = App({"torch"}, Env(slice));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto f = Fields(r.out);
+  EXPECT_EQ(Num(f, "total_mib"), 8192) << r.out;
+  EXPECT_EQ(Num(f, "free_mib"), 8192);
+  EXPECT_GE(Num(f, "held_mib"), 8190);
+  EXPECT_LE(Num(f, "held_mib"), 8192);
+  EXPECT_EQ(Num(f, "free_after_mib"), 8192);
+}
+
+TEST_F(VramLibTest, EveryAllocationPathIsRefusedPastTheQuotaCountedAndGivenBack) {
+  std::string slice = Slice(4096);
+  testing::RunResult r = App({"paths", "4096"}, Env(slice));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto f = Fields(r.out);
+  for (const char* path : {"cuMemAlloc", "cuMemAllocManaged", "cuMemAllocPitch", "cuMemAllocAsync",
+                           "cuMemAllocFromPoolAsync", "cuMemCreate", "cuArrayCreate",
+                           "cuArray3DCreate", "cuMipmappedArrayCreate", "cuImportExternalMemory"}) {
+    // refused (2) / allocated (0) / MiB counted / given back
+    EXPECT_EQ(f[path], "2/0/64/1") << path << " in " << r.out;
+  }
+}
+
+TEST_F(VramLibTest, ForkedWorkersShareTheQuotaAndGiveTheirMemoryBack) {
+  std::string slice = Slice(8192);
+  // Twelve workers in turn take 1 GiB each of an 8 GiB slice: each exits, and its memory
+  // comes back.
+  testing::RunResult r = App({"fork", "12", "1024"}, Env(slice));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto f = Fields(r.out);
+  EXPECT_EQ(Num(f, "ok"), 12) << r.out;
+  EXPECT_EQ(Num(f, "oom"), 0);
+  EXPECT_EQ(Num(f, "parent_rc"), 0);
+  // Workers that take more than the slice has left are refused.
+  r = App({"fork", "2", "6144"}, Env(slice));
+  EXPECT_EQ(Num(Fields(r.out), "ok"), 2) << r.out;  // one after the other: each fits alone
+}
+
+TEST_F(VramLibTest, TwoContainersOnOneCardEachReachTheirLimitAndNoFurther) {
+  std::string a = Slice(8192, "GPU-standin--mem0");
+  std::string b = Slice(4096, "GPU-standin--mem8");
+  Background first(Argv({"hold", "100000", "512"}), Env(a));
+  Background second(Argv({"hold", "100000", "512"}), Env(b));
+  EXPECT_EQ(first.Line(), "ready allocated_mib=8192");
+  EXPECT_EQ(second.Line(), "ready allocated_mib=4096");
+  EXPECT_EQ(CardUsedMib(), 12288);
+  // A second process in the first container finds its slice full.
+  testing::RunResult r = App({"fill", "proc", "512"}, Env(a));
+  EXPECT_EQ(Num(Fields(r.out), "allocated_mib"), 0) << r.out;
+  EXPECT_EQ(Num(Fields(r.out), "free_mib"), 0);
+}
+
+TEST_F(VramLibTest, NvmlInsideTheContainerReportsTheQuota) {
+  std::string slice = Slice(8192);
+  testing::RunResult r = App({"nvml"}, Env(slice));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto f = Fields(r.out);
+  EXPECT_EQ(Num(f, "nvml_total_mib"), 8192) << r.out;
+  EXPECT_EQ(Num(f, "nvml_free_mib"), 8192);
+  EXPECT_EQ(Num(f, "nvml2_total_mib"), 8192);
+  EXPECT_EQ(Num(f, "nvml2_free_mib"), 8192);
+  Background holder(Argv({"hold", "2048", "1024"}), Env(slice));
+  EXPECT_EQ(holder.Line(), "ready allocated_mib=2048");
+  f = Fields(App({"nvml"}, Env(slice)).out);
+  EXPECT_EQ(Num(f, "nvml_free_mib"), 6144);
+  EXPECT_EQ(Num(f, "nvml_used_mib"), 2048);
+  EXPECT_EQ(Num(f, "nvml2_free_mib"), 6144);
+}
+
+TEST_F(VramLibTest, FreeIsNeverAboveTheCardsRealFreeMemory) {
+  // A 12 GiB quota on a card where another (unsliced) process holds 10 GiB: 6 GiB free.
+  std::string slice = Slice(12288);
+  Background other(Argv({"hold", "10240", "1024"}), Env(slice, false));
+  EXPECT_EQ(other.Line(), "ready allocated_mib=10240");
+  auto f = Fields(App({"fill", "proc", "1024"}, Env(slice)).out);
+  EXPECT_EQ(Num(f, "total_mib"), 12288);
+  EXPECT_EQ(Num(f, "free_mib"), 6144);
+  EXPECT_EQ(Num(f, "allocated_mib"), 6144);  // the driver's own OOM, passed through
+}
+
+TEST_F(VramLibTest, AProcessKilledInTheMiddleOfAnAllocationGivesItBack) {
+  std::string slice = Slice(4096);
+  auto slow = Env(slice);
+  slow["GPULET_CUDA_STANDIN_ALLOC_DELAY_MS"] = "60000";
+  Background victim(Argv({"hold", "4096", "4096"}), slow);
+  // The grant is taken before the driver's call, which now sleeps.
+  ASSERT_NE(testing::WaitFor([&] {
+              absl::StatusOr<vram::SliceUsage> u = vram::ReadSliceUsage(slice);
+              return u.ok() && u->in_use_bytes == 4096 * kMiB;
+            }),
+            absl::InfiniteDuration());
+  victim.Kill();
+  testing::RunResult r = App({"fill", "proc", "1024"}, Env(slice));
+  EXPECT_EQ(Num(Fields(r.out), "allocated_mib"), 4096) << r.out << r.err;
+  absl::StatusOr<vram::SliceUsage> u = vram::ReadSliceUsage(slice);
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_EQ(u->in_use_bytes, 0u);
+}
+
+TEST_F(VramLibTest, ThirtyTwoProcessesAllocatingAtOnceFillTheSliceExactly) {
+  card_mib_ = 65536;
+  std::string slice = Slice(8192);
+  std::vector<std::unique_ptr<Background>> procs;
+  for (int i = 0; i < 32; ++i) {
+    procs.push_back(std::make_unique<Background>(Argv({"race", "64"}), Env(slice)));
+  }
+  int64_t sum = 0;
+  for (auto& p : procs) {
+    std::string line = p->Line();
+    ASSERT_THAT(line, HasSubstr("ready")) << "process " << p->pid();
+    sum += Num(Fields(line), "allocated_mib");
+  }
+  EXPECT_EQ(sum, 8192);  // nothing lost, nothing counted twice
+  absl::StatusOr<vram::SliceUsage> u = vram::ReadSliceUsage(slice);
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_EQ(u->in_use_bytes, 8192 * kMiB);  // the library's sum
+  EXPECT_EQ(u->processes.size(), 32u);
+  EXPECT_EQ(CardUsedMib(), 8192);  // the driver's own count
+  EXPECT_EQ(u->peak_bytes, 8192 * kMiB);
+  EXPECT_GE(u->refused, 32u);
+}
+
+TEST_F(VramLibTest, ABadSliceFileFailsClosedNamingIt) {
+  struct Case {
+    std::string name, content, message;
+  };
+  std::string good = Slice(1024);
+  std::string newer = testing::ReadTextFile(good);
+  newer[8] = 2;  // major version 2
+  std::string zero_quota = testing::ReadTextFile(good);
+  std::memset(zero_quota.data() + 32, 0, 8);
+  for (const Case& c : std::vector<Case>{
+           {"garbage", std::string(vram::kSliceFileSize, 'x'), "is not a gpulet slice file"},
+           {"truncated", testing::ReadTextFile(good).substr(0, 100), "is truncated"},
+           {"newer", newer, "newer than this library's 1.0"},
+           {"zero", zero_quota, "holds no quota"},
+           {"missing", "", "cannot open slice file"},
+       }) {
+    SCOPED_TRACE(c.name);
+    std::string path = dir_.path() + "/bad-" + c.name;
+    if (c.name != "missing") dir_.Write("bad-" + c.name, c.content);
+    testing::RunResult r = App({"fill", "proc", "64"}, Env(path));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto f = Fields(r.out);
+    EXPECT_EQ(Num(f, "allocated_mib"), 0) << r.out;
+    EXPECT_EQ(Num(f, "total_mib"), 0);
+    EXPECT_THAT(r.err, HasSubstr(path));
+    EXPECT_THAT(r.err, HasSubstr(c.message));
+    EXPECT_THAT(r.err, HasSubstr("fail closed"));
+  }
+  // No variable at all.
+  auto env = Env("");
+  env.erase(vram::kSliceEnv);
+  testing::RunResult r = App({"fill", "proc", "64"}, env);
+  EXPECT_EQ(Num(Fields(r.out), "allocated_mib"), 0);
+  EXPECT_THAT(r.err, HasSubstr("GPULET_VRAM_SLICE is not set"));
+}
+
+TEST_F(VramLibTest, ANewerMinorVersionIsRead) {
+  std::string slice = Slice(2048);
+  std::string content = testing::ReadTextFile(slice);
+  content[12] = 7;  // minor 7: fields appended that this library does not know
+  dir_.Write("minor/slice", content);
+  testing::RunResult r = App({"fill", "proc", "1024"}, Env(dir_.path() + "/minor/slice"));
+  EXPECT_EQ(Num(Fields(r.out), "allocated_mib"), 2048) << r.out << r.err;
+}
+
+TEST_F(VramLibTest, AnImagesOwnPreloadStillLoads) {
+  std::string slice = Slice(2048);
+  auto env = Env(slice);
+  env["LD_PRELOAD"] = absl::StrCat(GPULET_VRAM_TEST_DIR, "/libpreload-marker.so");
+  testing::RunResult r = App({"fill", "proc", "1024"}, env);
+  EXPECT_THAT(r.err, HasSubstr("preload-marker loaded"));
+  EXPECT_EQ(Num(Fields(r.out), "allocated_mib"), 2048) << r.out;
+}
+
+TEST(VramLibraryTest, NeedsOnlyLibcAndAnOldGlibc) {
+  absl::StatusOr<ElfInfo> info = ReadElfInfo(GPULET_VRAM_LIB);
+  ASSERT_TRUE(info.ok()) << info.status();
+  for (const std::string& n : info->needed) {
+    EXPECT_TRUE(n == "libc.so.6" || n == "libdl.so.2") << n;
+  }
+  for (const VersionNeed& need : info->version_needs) {
+    for (const std::string& v : need.versions) {
+      EXPECT_THAT(v, Not(HasSubstr("GLIBCXX"))) << need.file;
+      // The oldest glibc CUDA supports is 2.17; x86_64's baseline is 2.2.5.
+      int major = 0, minor = 0;
+      ASSERT_EQ(sscanf(v.c_str(), "GLIBC_%d.%d", &major, &minor), 2) << v;
+      EXPECT_TRUE(major == 2 && minor <= 17) << v << " from " << need.file;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gpulet::vramlib
