@@ -313,6 +313,24 @@ const std::vector<Field>& Fields() {
          return absl::OkStatus();
        },
        [](const Config& c) { return Str(c.sharing.memory_slices.resource_name); }},
+      {"sharing.memorySlices.enforce", "true or false",
+       [](Config& c, const std::string& v) {
+         return ParseBool("sharing.memorySlices.enforce", v, &c.sharing.memory_slices.enforce);
+       },
+       [](const Config& c) { return YAML::Node(c.sharing.memory_slices.enforce); }},
+      {"sharing.memorySlices.hostDir", "an absolute host path of a directory",
+       [](Config& c, const std::string& v) {
+         // Mounted into containers and written under --host-root: no way out of either.
+         if (v.size() < 2 || v[0] != '/' || v.back() == '/' ||
+             absl::StrContains(absl::StrCat(v, "/"), "/../") ||
+             absl::StrContains(absl::StrCat(v, "/"), "/./") || absl::StrContains(v, "//")) {
+           return Bad("sharing.memorySlices.hostDir", v,
+                      "an absolute host path of a directory, without . or .. components");
+         }
+         c.sharing.memory_slices.host_dir = v;
+         return absl::OkStatus();
+       },
+       [](const Config& c) { return Str(c.sharing.memory_slices.host_dir); }},
       {"labels.featuresFile", "an absolute host path, or empty to write no labels",
        [](Config& c, const std::string& v) {
          if (!v.empty() && (v[0] != '/' || v.back() == '/')) {

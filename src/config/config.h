@@ -86,10 +86,17 @@ struct Config {
   };
   struct MemorySlices {
     // Advertise one unit of `resource_name` per `slice_mib` of each GPU's memory.
-    // Accounting only, not isolation. Default: false.
+    // Default: false.
     bool enabled = false;
     int slice_mib = 1024;
     std::string resource_name = "nvidia.com/gpu-memory";
+    // Hold each container to its slices: the Allocate answer loads gpulet's VRAM
+    // enforcement library (src/vramlib/) into it. false: the slices are accounting only.
+    // Default: true.
+    bool enforce = true;
+    // The host directory for the enforcement library and one directory per allocation
+    // holding its slice file; mounted into sliced containers. Default: /var/lib/gpulet/vram.
+    std::string host_dir = "/var/lib/gpulet/vram";
   };
   struct Sharing {
     TimeSlicing time_slicing;

@@ -1,7 +1,10 @@
 #include "daemon/daemon.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <set>
 #include <utility>
 
@@ -15,6 +18,7 @@
 #include "dra/registration.h"
 #include "health/kmsg_source.h"
 #include "plugin/resources.h"
+#include "vram/slice_file.h"
 
 namespace gpulet {
 namespace {
@@ -226,6 +230,10 @@ void Daemon::Stop() {
   liveness_.reset();
   plugins_.reset();
   metrics_.reset();
+  if (options_.bundled_fixture_root) {
+    std::error_code ignored;
+    std::filesystem::remove_all(SimulationSliceRoot(), ignored);
+  }
 }
 
 absl::Status Daemon::StartCluster(Cluster* cluster) {
@@ -369,7 +377,25 @@ absl::StatusOr<std::unique_ptr<Daemon::Cluster>> Daemon::MakeCluster(const Confi
 }
 
 std::unique_ptr<PluginManager> Daemon::MakePlugins() {
-  return std::make_unique<PluginManager>(&store_, control_, options_.clock);
+  SliceFiles files;
+  // A simulation of the bundled fixture reads data, not a node: sliced containers' files go
+  // to a directory of this process's, removed when it stops.
+  files.host_root = options_.bundled_fixture_root ? SimulationSliceRoot() : node_.host->root();
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  absl::StatusOr<std::string> library = vram::FindLibraryBeside(exe.string());
+  if (library.ok()) {
+    files.library = *library;
+  } else {
+    files.library_error = std::string(library.status().message());
+  }
+  return std::make_unique<PluginManager>(&store_, control_, options_.clock, std::move(files));
+}
+
+std::string Daemon::SimulationSliceRoot() const {
+  const char* tmp = std::getenv("TMPDIR");
+  return JoinPath(tmp != nullptr && tmp[0] == '/' ? tmp : "/tmp",
+                  absl::StrCat("gpulet-sim-slices-", getpid()));
 }
 
 std::unique_ptr<LivenessMonitor> Daemon::MakeLiveness(const Config& config) {

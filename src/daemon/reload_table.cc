@@ -46,6 +46,10 @@ constexpr ReloadRule kRules[] = {
     {"sharing.memorySlices.sliceMiB", kReloadPluginConfig, "live: the plugin manager re-serves"},
     {"sharing.memorySlices.resourceName", kResources,
      "live: the plugin manager re-serves; pod attribution follows"},
+    {"sharing.memorySlices.enforce", kReloadPluginConfig,
+     "live: containers allocated from then on (running ones keep what they were given)"},
+    {"sharing.memorySlices.hostDir", kReloadPluginConfig,
+     "live: containers allocated from then on use the new directory"},
     {"metrics.address", kReloadMetrics,
      "rebuilt: the new server listens before the old one closes; refused when it cannot "
      "listen"},

@@ -52,6 +52,8 @@ const std::map<std::string, std::string>& OtherValues() {
       {"sharing.timeSlicing.failRequestsGreaterThanOne", "true"},
       {"sharing.memorySlices.enabled", "true"},
       {"sharing.memorySlices.sliceMiB", "2048"},
+      {"sharing.memorySlices.enforce", "false"},
+      {"sharing.memorySlices.hostDir", "/srv/vram"},
       {"sharing.memorySlices.resourceName", "example.com/gpu-memory"},
       {"metrics.address", ":9500"},
       {"metrics.sampleInterval", "5s"},

@@ -11,7 +11,9 @@
 #include <functional>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "plugin/resources.h"
@@ -22,6 +24,7 @@
 #include "testing/plugin_rig.h"
 #include "testing/subprocess.h"
 #include "testing/text_lines.h"
+#include "vram/slice_file.h"
 
 namespace gpulet {
 namespace {
@@ -81,13 +84,14 @@ class PluginIntegrationTest : public ::testing::Test {
 
   // Starts the daemon with fast health timings and extra flags, and waits for its
   // registration(s).
-  void StartDaemon(const std::vector<std::string>& extra, int registrations = 1) {
+  void StartDaemon(const std::vector<std::string>& extra, int registrations = 1,
+                   const std::map<std::string, std::string>& env = {}) {
     std::vector<std::string> argv = ServeArgv();
     for (const char* flag : {"--probe-interval", "200ms", "--quiet-period", "1s"}) {
       argv.push_back(flag);
     }
     argv.insert(argv.end(), extra.begin(), extra.end());
-    ASSERT_TRUE(daemon_.Start(argv, {}, (dir_ / "daemon.log").string()));
+    ASSERT_TRUE(daemon_.Start(argv, env, (dir_ / "daemon.log").string()));
     ASSERT_TRUE(kubelet_->WaitForRegistrations(registrations, absl::Seconds(10))) << daemon_.Log();
   }
 
@@ -257,7 +261,7 @@ TEST_F(PluginIntegrationTest, RenameByDefaultAndFailRequestsGreaterThanOne) {
 }
 
 TEST_F(PluginIntegrationTest, MemorySlices) {
-  StartDaemon({"--memory-slices", "true"}, 2);
+  StartDaemon({"--memory-slices", "true"}, 2, {{"TMPDIR", dir_.string()}});
   // 10240 MiB → 10 slices, 32607 MiB → 31 slices of 1 GiB.
   ASSERT_TRUE(kubelet_->WaitForDevices(
       "nvidia.com/gpu-memory", [](const auto& r) { return r.devices_size() == 41; },
@@ -268,6 +272,25 @@ TEST_F(PluginIntegrationTest, MemorySlices) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES"), kRtx5090);
   EXPECT_EQ(r->container_responses(0).envs().at("GPULET_MEMORY_LIMIT_MIB"), "4096");
+  // The enforcement library is loaded, and the slice file it counts against was written,
+  // with the quota (a simulation writes under $TMPDIR, not into the fixture, and removes it
+  // when it stops).
+  EXPECT_EQ(r->container_responses(0).envs().at("LD_AUDIT"), "/run/gpulet/lib/libgpulet-vram.so");
+  ASSERT_EQ(r->container_responses(0).mounts_size(), 2);
+  const std::string dir = r->container_responses(0).mounts(1).host_path();
+  EXPECT_EQ(dir, "/var/lib/gpulet/vram/" + std::string(kRtx5090) + "--mem0");
+  std::string local;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+    if (absl::StartsWith(entry.path().filename().string(), "gpulet-sim-slices-")) {
+      local = entry.path().string();
+    }
+  }
+  ASSERT_FALSE(local.empty());
+  absl::StatusOr<vram::SliceUsage> slice = vram::ReadSliceUsage(local + dir + "/slice");
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  EXPECT_EQ(slice->quota_bytes, 4096ull << 20);
+  EXPECT_EQ(slice->gpu_uuid, kRtx5090);
+  EXPECT_TRUE(std::filesystem::exists(local + "/var/lib/gpulet/vram/lib/libgpulet-vram.so"));
   // Slices from two GPUs are refused.
   auto bad = kubelet_->Allocate("nvidia.com/gpu-memory", {std::string(kRtx3080) + "::mem0",
                                                           std::string(kRtx5090) + "::mem0"});
@@ -289,6 +312,23 @@ TEST_F(PluginIntegrationTest, MemorySlices) {
   for (const auto& id : big->container_responses(0).deviceids()) {
     EXPECT_EQ(id.substr(0, 40), kRtx5090);
   }
+  daemon_.Stop(SIGTERM, absl::Seconds(5));
+  EXPECT_FALSE(std::filesystem::exists(local));
+}
+
+TEST_F(PluginIntegrationTest, ASliceFileThatCannotBeWrittenRefusesTheContainer) {
+  // Where the slice files go is a regular file: no directory can be made there.
+  std::ofstream(dir_ / "not-a-dir") << "x";
+  StartDaemon({"--memory-slices", "true"}, 2, {{"TMPDIR", (dir_ / "not-a-dir").string()}});
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/gpu-memory", [](const auto& r) { return r.devices_size() == 41; },
+      absl::Seconds(5)));
+  auto r = kubelet_->Allocate("nvidia.com/gpu-memory", {std::string(kRtx5090) + "::mem0"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(r.status().message()),
+              ::testing::AllOf(::testing::HasSubstr("not-a-dir"),
+                               ::testing::HasSubstr("sharing.memorySlices.enforce: false")));
 }
 
 TEST_F(PluginIntegrationTest, LostGpuGoesUnhealthyAndComesBack) {

@@ -27,8 +27,12 @@ bool Exists(const std::string& path) {
 
 }  // namespace
 
-PluginManager::PluginManager(DeviceStore* store, ControlNodes control, const Clock* clock)
-    : store_(store), control_(std::move(control)), clock_(clock) {}
+PluginManager::PluginManager(DeviceStore* store, ControlNodes control, const Clock* clock,
+                             SliceFiles slice_files)
+    : store_(store),
+      control_(std::move(control)),
+      slice_files_(std::move(slice_files)),
+      clock_(clock) {}
 
 PluginManager::~PluginManager() { Stop(); }
 
@@ -50,8 +54,8 @@ absl::Status PluginManager::Start(std::shared_ptr<const Config> config) {
     mig_error_ = std::string(layout.message());
   }
   for (const ResourceSpec& r : ResourcesFor(*config_, snap.get())) {
-    servers_.push_back(
-        std::make_unique<DevicePluginServer>(r, config_, store_, control_, plugin_dir_));
+    servers_.push_back(std::make_unique<DevicePluginServer>(r, config_, store_, control_,
+                                                            plugin_dir_, slice_files_));
     absl::Status s = servers_.back()->Start();
     if (!s.ok()) return s;
   }
@@ -113,8 +117,8 @@ void PluginManager::FollowLayout(std::vector<bool>* registered) {
     }
     if (!found) {
       GPULET_LOG_INFO("MIG layout changed: now serving {}", r.name);
-      kept.push_back(
-          std::make_unique<DevicePluginServer>(r, config_, store_, control_, plugin_dir_));
+      kept.push_back(std::make_unique<DevicePluginServer>(r, config_, store_, control_, plugin_dir_,
+                                                          slice_files_));
       kept_registered.push_back(false);  // started and registered by the loop below
     }
   }
@@ -147,8 +151,8 @@ void PluginManager::Run() {
       servers_.clear();
       config_ = next;
       for (const ResourceSpec& r : ResourcesFor(*config_, store_->Get().get())) {
-        servers_.push_back(
-            std::make_unique<DevicePluginServer>(r, config_, store_, control_, plugin_dir_));
+        servers_.push_back(std::make_unique<DevicePluginServer>(r, config_, store_, control_,
+                                                                plugin_dir_, slice_files_));
       }
       registered.assign(servers_.size(), false);
       GPULET_LOG_INFO("configuration changed: serving {} resource(s) again", servers_.size());

@@ -35,7 +35,8 @@ namespace gpulet {
 
 class PluginManager {
  public:
-  PluginManager(DeviceStore* store, ControlNodes control, const Clock* clock = RealClock());
+  PluginManager(DeviceStore* store, ControlNodes control, const Clock* clock = RealClock(),
+                SliceFiles slice_files = {});
   ~PluginManager();
   PluginManager(const PluginManager&) = delete;
   PluginManager& operator=(const PluginManager&) = delete;
@@ -65,6 +66,7 @@ class PluginManager {
 
   DeviceStore* store_;
   ControlNodes control_;
+  SliceFiles slice_files_;
   const Clock* clock_;
   std::string plugin_dir_;
   std::string kubelet_socket_;

@@ -8,10 +8,13 @@
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/host_fs.h"
 #include "common/log.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/deviceplugin/v1beta1/api.grpc.pb.h"
+#include "state/device_id.h"
+#include "vram/slice_file.h"
 
 namespace gpulet {
 namespace {
@@ -98,6 +101,10 @@ class DevicePluginServer::Service final : public v1beta1::DevicePlugin::Service 
       std::vector<std::string> ids(c.devices_ids().begin(), c.devices_ids().end());
       absl::StatusOr<v1beta1::ContainerAllocateResponse> r =
           AllocateContainer(owner_->resource_, *owner_->config_, *snap, owner_->control_, ids);
+      if (r.ok() && owner_->resource_.kind == ResourceKind::kMemorySlice &&
+          owner_->config_->sharing.memory_slices.enforce) {
+        if (absl::Status s = owner_->PrepareSlice(ids); !s.ok()) r = s;
+      }
       if (!r.ok()) {
         GPULET_LOG_WARN("Allocate {} refused: {}", owner_->resource_.name, r.status().message());
         return ToGrpc(r.status());
@@ -119,12 +126,38 @@ class DevicePluginServer::Service final : public v1beta1::DevicePlugin::Service 
 
 DevicePluginServer::DevicePluginServer(ResourceSpec resource, std::shared_ptr<const Config> config,
                                        DeviceStore* store, ControlNodes control,
-                                       std::string plugin_dir)
+                                       std::string plugin_dir, SliceFiles slice_files)
     : resource_(std::move(resource)),
       config_(std::move(config)),
       store_(store),
       control_(std::move(control)),
-      plugin_dir_(std::move(plugin_dir)) {}
+      plugin_dir_(std::move(plugin_dir)),
+      slice_files_(std::move(slice_files)) {}
+
+absl::Status DevicePluginServer::PrepareSlice(const std::vector<std::string>& ids) const {
+  const Config::MemorySlices& slices = config_->sharing.memory_slices;
+  const std::string local = JoinPath(slice_files_.host_root, slices.host_dir);
+  auto refused = [](absl::string_view why) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(why,
+                     "; the container is refused rather than served without its VRAM "
+                     "limit (sharing.memorySlices.enforce: false serves slices as "
+                     "accounting only)"));
+  };
+  if (slice_files_.library.empty()) return refused(slice_files_.library_error);
+  if (absl::Status s = vram::InstallLibrary(slice_files_.library, local); !s.ok()) {
+    return refused(s.message());
+  }
+  const uint64_t quota = static_cast<uint64_t>(ids.size()) *
+                         static_cast<uint64_t>(slices.slice_mib) * uint64_t{1 << 20};
+  if (absl::Status s =
+          vram::WriteSliceFile(local, vram::AllocationDirName(ids), quota, PhysicalId(ids.front()),
+                               absl::StrCat(resource_.name, " ", absl::StrJoin(ids, ",")));
+      !s.ok()) {
+    return refused(s.message());
+  }
+  return absl::OkStatus();
+}
 
 DevicePluginServer::~DevicePluginServer() { Stop(); }
 

@@ -58,7 +58,8 @@ class RegisterCancel {
 class DevicePluginServer {
  public:
   DevicePluginServer(ResourceSpec resource, std::shared_ptr<const Config> config,
-                     DeviceStore* store, ControlNodes control, std::string plugin_dir);
+                     DeviceStore* store, ControlNodes control, std::string plugin_dir,
+                     SliceFiles slice_files = {});
   ~DevicePluginServer();
   DevicePluginServer(const DevicePluginServer&) = delete;
   DevicePluginServer& operator=(const DevicePluginServer&) = delete;
@@ -89,12 +90,18 @@ class DevicePluginServer {
   std::string socket_path() const;
 
  private:
+  // For a memory-slice allocation with enforcement on: installs the enforcement library in
+  // the host directory and writes the allocation's slice file. FailedPrecondition naming
+  // what failed and the setting that turns enforcement off.
+  absl::Status PrepareSlice(const std::vector<std::string>& ids) const;
+
   class Service;
   ResourceSpec resource_;
   std::shared_ptr<const Config> config_;
   DeviceStore* store_;
   ControlNodes control_;
   std::string plugin_dir_;
+  SliceFiles slice_files_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
   ino_t socket_inode_ = 0;

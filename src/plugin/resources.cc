@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "vram/slice_file.h"
 
 namespace gpulet {
 namespace {
@@ -335,12 +336,24 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
     }
   }
   if (resource.kind == ResourceKind::kMemorySlice) {
-    // A hint for applications that can cap themselves (e.g. a framework's memory fraction);
-    // nothing enforces it. Set whatever the strategies, as NVIDIA sets NVIDIA_GDS and its
-    // other feature variables before it stops for a CDI-only answer.
+    // The container's limit, for applications that size themselves from a variable. Set
+    // whatever the strategies, as NVIDIA sets NVIDIA_GDS and its other feature variables
+    // before it stops for a CDI-only answer; so are the enforcement library's mounts and
+    // variables, which no CDI device of a whole GPU carries.
     (*r.mutable_envs())["GPULET_MEMORY_LIMIT_MIB"] =
         absl::StrCat(static_cast<uint64_t>(ids.size()) *
                      static_cast<uint64_t>(config.sharing.memory_slices.slice_mib));
+    if (config.sharing.memory_slices.enforce) {
+      vram::ContainerEdits edits = vram::EnforcementEdits(config.sharing.memory_slices.host_dir,
+                                                          vram::AllocationDirName(ids));
+      for (const auto& [key, value] : edits.env) (*r.mutable_envs())[key] = value;
+      for (const vram::ContainerEdits::Mount& m : edits.mounts) {
+        v1beta1::Mount* mount = r.add_mounts();
+        mount->set_container_path(m.container_path);
+        mount->set_host_path(m.host_path);
+        mount->set_read_only(m.read_only);
+      }
+    }
   }
   // CDI alone: the runtime injects everything from the spec, so no variable, mounts or
   // device specs, passDeviceSpecs or not.

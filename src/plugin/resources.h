@@ -74,6 +74,17 @@ struct ControlNodes {
   MigMinors mig_minors;            // for MIG devices' /dev/nvidia-caps nodes
 };
 
+// Where the device plugin writes what a sliced container mounts (sharing.memorySlices with
+// enforce on): host paths are reached under `host_root`; `library` is the enforcement
+// library gpulet ships, installed into the host directory before the first container
+// needs it ("" when gpulet could not find it: `library_error` says why, and sliced
+// containers are refused rather than served unenforced).
+struct SliceFiles {
+  std::string host_root = "/";
+  std::string library;
+  std::string library_error;
+};
+
 // Builds the response for one container, field for field as NVIDIA's k8s-device-plugin
 // (v0.20.0, internal/plugin/server.go, getAllocateResponse) answers for the same strategies,
 // whatever order the config lists them in; docs/allocate.md lists each field and the

@@ -653,8 +653,11 @@ TEST(AllocateContainerTest, DeliberateDifferencesFromNvidia) {
   Config slices_cdi = WithMemorySlices(2048);
   slices_cdi.plugin.device_list_strategy = {DeviceListStrategy::kCdiCri};
   slices_cdi.plugin.pass_device_specs = true;
+  Config slices_unenforced = slices_cdi;
+  slices_unenforced.sharing.memory_slices.enforce = false;
   Config slices_specs = WithMemorySlices(2048);
   slices_specs.plugin.pass_device_specs = true;
+  slices_specs.sharing.memory_slices.host_dir = "/srv/vram";
   struct Case {
     const char* name;
     ResourceSpec resource;
@@ -705,11 +708,31 @@ TEST(AllocateContainerTest, DeliberateDifferencesFromNvidia) {
            permissions: "rw"
          }
        )pb"},
-      // Memory slices have no NVIDIA counterpart: the limit hint is set as NVIDIA sets its
-      // feature variables (NVIDIA_GDS, ...), even for a CDI-only answer ...
-      {"memory slices: the limit hint with CDI only",
+      // Memory slices have no NVIDIA counterpart: the limit and the enforcement library
+      // (mounted, loaded by LD_AUDIT, pointed at the allocation's slice file) are set as
+      // NVIDIA sets its feature variables (NVIDIA_GDS, ...), even for a CDI-only answer,
+      // whose CDI device is the whole GPU's ...
+      {"memory slices: the limit and the enforcement library with CDI only",
        kMemoryResource,
        slices_cdi,
+       TwoGpus(),
+       {"GPU-b::mem1", "GPU-b::mem0"},
+       absl::StatusCode::kOk,
+       R"pb(
+         envs { key: "GPULET_MEMORY_LIMIT_MIB" value: "4096" }
+         envs { key: "LD_AUDIT" value: "/run/gpulet/lib/libgpulet-vram.so" }
+         envs { key: "GPULET_VRAM_SLICE" value: "/run/gpulet/vram/slice" }
+         mounts {
+           container_path: "/run/gpulet/lib/libgpulet-vram.so"
+           host_path: "/var/lib/gpulet/vram/lib/libgpulet-vram.so"
+           read_only: true
+         }
+         mounts { container_path: "/run/gpulet/vram" host_path: "/var/lib/gpulet/vram/GPU-b--mem0" }
+         cdi_devices { name: "gpulet.dev/gpu=GPU-b" }
+       )pb"},
+      {"memory slices: the limit alone with enforcement off",
+       kMemoryResource,
+       slices_unenforced,
        TwoGpus(),
        {"GPU-b::mem0", "GPU-b::mem1"},
        absl::StatusCode::kOk,
@@ -727,6 +750,14 @@ TEST(AllocateContainerTest, DeliberateDifferencesFromNvidia) {
        R"pb(
          envs { key: "NVIDIA_VISIBLE_DEVICES" value: "GPU-b" }
          envs { key: "GPULET_MEMORY_LIMIT_MIB" value: "6144" }
+         envs { key: "LD_AUDIT" value: "/run/gpulet/lib/libgpulet-vram.so" }
+         envs { key: "GPULET_VRAM_SLICE" value: "/run/gpulet/vram/slice" }
+         mounts {
+           container_path: "/run/gpulet/lib/libgpulet-vram.so"
+           host_path: "/srv/vram/lib/libgpulet-vram.so"
+           read_only: true
+         }
+         mounts { container_path: "/run/gpulet/vram" host_path: "/srv/vram/GPU-b--mem0" }
          devices { container_path: "/dev/nvidiactl" host_path: "/dev/nvidiactl" permissions: "rw" }
          devices {
            container_path: "/dev/nvidia-uvm"
@@ -775,7 +806,7 @@ TEST(AllocateContainerTest, ReplicasAndSlicesAreOneGpuForTheRuntime) {
                         {"GPU-b::mem0", "GPU-b::mem4", "GPU-b::mem2"});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->envs().at("NVIDIA_VISIBLE_DEVICES"), "GPU-b");
-  EXPECT_EQ(r->envs().at("GPULET_MEMORY_LIMIT_MIB"), "6144");  // 3 × 2048, a hint only
+  EXPECT_EQ(r->envs().at("GPULET_MEMORY_LIMIT_MIB"), "6144");  // 3 × 2048
 }
 
 TEST(AllocateContainerTest, RefusedRequests) {

@@ -26,6 +26,15 @@ std::string AllocationDirName(const std::vector<std::string>& ids) {
   return name;
 }
 
+ContainerEdits EnforcementEdits(const std::string& host_dir, const std::string& allocation) {
+  ContainerEdits e;
+  e.env = {{"LD_AUDIT", kLibraryContainerPath},
+           {kSliceEnv, absl::StrCat(kSliceContainerDir, "/", kSliceFileName)}};
+  e.mounts = {{absl::StrCat(host_dir, "/lib/", kLibraryFileName), kLibraryContainerPath, true},
+              {absl::StrCat(host_dir, "/", allocation), kSliceContainerDir, false}};
+  return e;
+}
+
 absl::Status WriteSliceFile(const std::string& local_dir, const std::string& name,
                             uint64_t quota_bytes, const std::string& gpu_uuid,
                             const std::string& owner) {

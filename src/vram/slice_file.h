@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -29,6 +30,22 @@ inline constexpr char kLibraryContainerPath[] = "/run/gpulet/lib/libgpulet-vram.
 // "<lowest ID>" made safe as one path component ("GPU-1a2b...--mem3"): characters other
 // than [A-Za-z0-9._-] become '-'. `ids` must not be empty.
 std::string AllocationDirName(const std::vector<std::string>& ids);
+
+// What a container holding slices gets, whatever delivers it (the device plugin's Allocate
+// answer, a DRA claim's CDI edits): the library, read-only; the allocation's directory,
+// writable (processes record their use there); and the variables that load the library
+// (LD_AUDIT, which leaves the image's own LD_PRELOAD and /etc/ld.so.preload alone) and name
+// the slice file.
+struct ContainerEdits {
+  struct Mount {
+    std::string host_path;
+    std::string container_path;
+    bool read_only = false;
+  };
+  std::vector<std::pair<std::string, std::string>> env;
+  std::vector<Mount> mounts;
+};
+ContainerEdits EnforcementEdits(const std::string& host_dir, const std::string& allocation);
 
 // Writes a fresh slice file (mode 0666: the container's processes may run as any user) in
 // `local_dir`/`name`/, creating the directory (mode 0755). Errors name the path.
