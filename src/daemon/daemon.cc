@@ -308,6 +308,13 @@ absl::StatusOr<std::unique_ptr<dra::DraDriver>> Daemon::MakeDra(const Config& co
   o.preparer.generator.driver_root = config.cdi.driver_root;
   o.preparer.generator.dev_root = config.cdi.dev_root;
   o.preparer.generator.hook_path = config.cdi.hook_path;
+  const SliceFiles slice_files = SliceFilesFor();
+  o.preparer.vram.enforce = config.sharing.memory_slices.enforce;
+  o.preparer.vram.host_dir = config.sharing.memory_slices.host_dir;
+  o.preparer.vram.local_dir =
+      JoinPath(slice_files.host_root, config.sharing.memory_slices.host_dir);
+  o.preparer.vram.library = slice_files.library;
+  o.preparer.vram.library_error = slice_files.library_error;
   return std::make_unique<dra::DraDriver>(
       std::move(o), client, &store_,
       [this] {
@@ -377,6 +384,10 @@ absl::StatusOr<std::unique_ptr<Daemon::Cluster>> Daemon::MakeCluster(const Confi
 }
 
 std::unique_ptr<PluginManager> Daemon::MakePlugins() {
+  return std::make_unique<PluginManager>(&store_, control_, options_.clock, SliceFilesFor());
+}
+
+SliceFiles Daemon::SliceFilesFor() const {
   SliceFiles files;
   // A simulation of the bundled fixture reads data, not a node: sliced containers' files go
   // to a directory of this process's, removed when it stops.
@@ -389,7 +400,7 @@ std::unique_ptr<PluginManager> Daemon::MakePlugins() {
   } else {
     files.library_error = std::string(library.status().message());
   }
-  return std::make_unique<PluginManager>(&store_, control_, options_.clock, std::move(files));
+  return files;
 }
 
 std::string Daemon::SimulationSliceRoot() const {

@@ -130,6 +130,8 @@ class Daemon {
   // Reload without the logging.
   absl::StatusOr<ReloadResult> TryReload(const Config& next);
   std::unique_ptr<PluginManager> MakePlugins();
+  // Where sliced containers' files are written, and the enforcement library.
+  SliceFiles SliceFilesFor() const;
   // Where a simulation of the bundled fixture keeps sliced containers' files.
   std::string SimulationSliceRoot() const;
   std::unique_ptr<LivenessMonitor> MakeLiveness(const Config& config);

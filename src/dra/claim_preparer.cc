@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -13,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "common/atomic_file.h"
 #include "dra/resource_slices.h"
+#include "vram/slice_file.h"
 
 namespace gpulet::dra {
 namespace {
@@ -575,6 +577,11 @@ PrepareResult KubeClaimPreparer::PrepareOne(const ClaimRef& ref, std::optional<N
   }
   if (shared) {
     spec.edits.env.push_back(absl::StrCat(kMemoryLimitEnv, "=", shared_bytes >> 20));
+    if (options_.vram.enforce) {
+      if (absl::Status st = PrepareSlice(ref, shared_bytes, &spec.edits); !st.ok()) {
+        return fail(absl::StrCat(where, ": ", st.message()));
+      }
+    }
   }
   absl::StatusOr<cdi::Version> version = cdi::ChooseVersion(spec, options_.generator.cdi_version);
   if (!version.ok()) return fail(absl::StrCat(where, ": ", version.status().message()));
@@ -594,6 +601,35 @@ PrepareResult KubeClaimPreparer::PrepareOne(const ClaimRef& ref, std::optional<N
   return result;
 }
 
+std::string KubeClaimPreparer::SliceName(const std::string& uid) {
+  return absl::StrCat("claim-", uid);
+}
+
+absl::Status KubeClaimPreparer::PrepareSlice(const ClaimRef& ref, uint64_t bytes,
+                                             cdi::ContainerEdits* edits) const {
+  const ClaimPreparerOptions::Vram& v = options_.vram;
+  const char* off =
+      "; the claim is refused rather than served without its VRAM limit "
+      "(sharing.memorySlices.enforce: false serves memory shares as accounting only)";
+  if (v.library.empty()) return absl::FailedPreconditionError(absl::StrCat(v.library_error, off));
+  if (absl::Status s = vram::InstallLibrary(v.library, v.local_dir); !s.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(s.message(), off));
+  }
+  const std::string name = SliceName(ref.uid);
+  if (absl::Status s = vram::WriteSliceFile(v.local_dir, name, bytes, "",
+                                            absl::StrCat("claim ", ref.ns, "/", ref.name));
+      !s.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(s.message(), off));
+  }
+  vram::ContainerEdits e = vram::EnforcementEdits(v.host_dir, name);
+  for (const auto& [key, value] : e.env) edits->env.push_back(absl::StrCat(key, "=", value));
+  for (const vram::ContainerEdits::Mount& m : e.mounts) {
+    edits->mounts.push_back(
+        cdi::Mount{m.host_path, m.container_path, "bind", {m.read_only ? "ro" : "rw", "rbind"}});
+  }
+  return absl::OkStatus();
+}
+
 std::map<std::string, std::string> KubeClaimPreparer::Unprepare(
     const std::vector<PreparedClaim>& claims) {
   std::map<std::string, std::string> out;
@@ -609,6 +645,10 @@ std::map<std::string, std::string> KubeClaimPreparer::Unprepare(
       out[uid] = absl::StrCat(ClaimLabel(claim.ref.ns, claim.ref.name), ": cannot remove ", path,
                               ": ", std::strerror(errno));
       continue;
+    }
+    if (options_.vram.enforce && !options_.vram.local_dir.empty()) {
+      std::error_code ignored;  // none was written when the claim held no memory share
+      std::filesystem::remove_all(JoinPath(options_.vram.local_dir, SliceName(uid)), ignored);
     }
     out[uid] = "";
   }

@@ -93,6 +93,18 @@ struct ClaimPreparerOptions {
   // Roots, hook path and cdi version as the daemon uses for its node spec; kind, names and
   // all_device are overridden.
   cdi::GeneratorOptions generator;
+  // VRAM enforcement of memory shares (sharing.memorySlices.enforce and hostDir, as for the
+  // device plugin's slices): a claim holding shares gets the enforcement library and a
+  // slice file of its own ("claim-<uid>" under `host_dir`, which this process writes at
+  // `local_dir`), removed when the claim is unprepared. `library` is the library gpulet
+  // ships; empty when it was not found (`library_error` says why), which refuses the claim.
+  struct Vram {
+    bool enforce = false;
+    std::string host_dir;
+    std::string local_dir;
+    std::string library;
+    std::string library_error;
+  } vram;
 };
 
 // --- pure helpers -----------------------------------------------------------------------------
@@ -158,6 +170,12 @@ class KubeClaimPreparer final : public ClaimPreparer {
   std::string SpecPath(absl::string_view claim_uid) const;
 
  private:
+  // The slice file's directory name for a claim.
+  static std::string SliceName(const std::string& uid);
+  // Installs the enforcement library and writes the claim's slice file of `bytes`, adding
+  // the library's mounts and variables to `edits`.
+  absl::Status PrepareSlice(const ClaimRef& ref, uint64_t bytes, cdi::ContainerEdits* edits) const;
+
   // The node spec's entries a claim spec is made from.
   struct NodeDevices {
     absl::Status status;                           // why there are none

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cdi/spec.h"
 #include "gmock/gmock.h"
@@ -18,6 +19,7 @@
 #include "testing/fake_apiserver.h"
 #include "testing/files.h"
 #include "testing/homelab.h"
+#include "vram/slice_file.h"
 
 namespace gpulet::dra {
 namespace {
@@ -104,6 +106,7 @@ class ClaimPreparerTest : public ::testing::Test {
     o.node_name = kNode;
     o.cdi_dir = cdi_dir_;
     o.generator.dev_root = dev_root_;
+    o.vram = vram_;
     return o;
   }
 
@@ -138,6 +141,7 @@ class ClaimPreparerTest : public ::testing::Test {
   std::unique_ptr<kube::KubeClient> client_;
   gpulet::testing::ScratchDir scratch_;
   std::string cdi_dir_ = scratch_.path() + "/var/run/cdi";
+  ClaimPreparerOptions::Vram vram_;
   std::string dev_root_;  // "" = the host root
   std::unique_ptr<HostFs> host_;
   Inventory inventory_;
@@ -378,6 +382,56 @@ TEST_F(ClaimPreparerTest, OpaqueConfigRefused) {
     EXPECT_THAT(r.error, HasSubstr(c.error)) << c.name;
     EXPECT_FALSE(SpecExists("uid-" + c.name)) << c.name;
   }
+}
+
+TEST_F(ClaimPreparerTest, AMemoryShareIsHeldToItsSizeByTheEnforcementLibrary) {
+  vram_.enforce = true;
+  vram_.host_dir = "/var/lib/gpulet/vram";
+  vram_.local_dir = scratch_.path() + "/host/var/lib/gpulet/vram";
+  vram_.library = scratch_.Write("libgpulet-vram.so", "library");
+  server_.PutResourceClaim(Claim("anpr", "uid-2", {Share("gpu", "gpu-1", "s-2", "4096Mi")}));
+  PrepareResult r = PrepareOne("anpr", "uid-2");
+  ASSERT_EQ(r.error, "");
+  cdi::Spec spec = ReadSpec("uid-2");
+  EXPECT_THAT(Env(spec), Contains("LD_AUDIT=/run/gpulet/lib/libgpulet-vram.so"));
+  EXPECT_THAT(Env(spec), Contains("GPULET_VRAM_SLICE=/run/gpulet/vram/slice"));
+  // After the driver's own mounts: the library, read-only, and the claim's slice directory.
+  ASSERT_GE(spec.edits.mounts.size(), 2u);
+  const cdi::Mount& lib = spec.edits.mounts[spec.edits.mounts.size() - 2];
+  const cdi::Mount& dir = spec.edits.mounts.back();
+  EXPECT_EQ(lib.host_path, "/var/lib/gpulet/vram/lib/libgpulet-vram.so");
+  EXPECT_THAT(lib.options, Contains("ro"));
+  EXPECT_EQ(dir.host_path, "/var/lib/gpulet/vram/claim-uid-2");
+  EXPECT_EQ(dir.container_path, "/run/gpulet/vram");
+  absl::StatusOr<vram::SliceUsage> slice =
+      vram::ReadSliceUsage(vram_.local_dir + "/claim-uid-2/slice");
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  EXPECT_EQ(slice->quota_bytes, 4096ull << 20);
+  EXPECT_EQ(slice->owner, "claim ml/anpr");
+  EXPECT_EQ(gpulet::testing::ReadTextFile(vram_.local_dir + "/lib/libgpulet-vram.so"), "library");
+  // Unprepared: the slice's directory goes with the claim's spec.
+  preparer_->Unprepare({PreparedClaim{ClaimRef{"ml", "uid-2", "anpr"}, r.devices}});
+  EXPECT_FALSE(std::filesystem::exists(vram_.local_dir + "/claim-uid-2"));
+  // A whole GPU gets no library.
+  server_.PutResourceClaim(Claim("ollama", "uid-a", {Result("gpu", "gpu-0")}));
+  ASSERT_EQ(PrepareOne("ollama", "uid-a").error, "");
+  for (const cdi::Mount& m : ReadSpec("uid-a").edits.mounts) {
+    EXPECT_FALSE(absl::StartsWith(m.container_path, "/run/gpulet")) << m.container_path;
+  }
+  EXPECT_THAT(Env(ReadSpec("uid-a")), Not(Contains(HasSubstr("LD_AUDIT"))));
+}
+
+TEST_F(ClaimPreparerTest, AMemoryShareWithoutItsLibraryIsRefused) {
+  vram_.enforce = true;
+  vram_.host_dir = "/var/lib/gpulet/vram";
+  vram_.local_dir = scratch_.path() + "/host/var/lib/gpulet/vram";
+  vram_.library_error = "the VRAM enforcement library is neither at /a nor at /b";
+  server_.PutResourceClaim(Claim("anpr", "uid-2", {Share("gpu", "gpu-1", "s-2", "4096Mi")}));
+  PrepareResult r = PrepareOne("anpr", "uid-2");
+  EXPECT_THAT(r.error, HasSubstr("ml/anpr"));
+  EXPECT_THAT(r.error, HasSubstr("neither at /a nor at /b"));
+  EXPECT_THAT(r.error, HasSubstr("sharing.memorySlices.enforce: false"));
+  EXPECT_FALSE(SpecExists("uid-2"));
 }
 
 TEST_F(ClaimPreparerTest, UnprepareRemovesTheFileAndNeedsNoApiServer) {
