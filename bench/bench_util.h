@@ -50,6 +50,7 @@ void RunMetricsBenchmarks(BenchTable& table);
 void RunMemoryBenchmarks(BenchTable& table);
 void RunImageBenchmarks(BenchTable& table);
 void RunDraBenchmarks(BenchTable& table);
+void RunVramBenchmarks(BenchTable& table);
 
 }  // namespace gpulet
 

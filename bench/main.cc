@@ -1,5 +1,5 @@
 // gpulet_bench: every benchmark behind `make bench`, printed as one table.
-// Usage: gpulet_bench [plugin|health|metrics|memory|image|dra]...   (no argument: all of them)
+// Usage: gpulet_bench [plugin|health|metrics|memory|image|dra|vram]...   (no argument: all of them)
 // The memory soak takes GPULET_BENCH_SOAK_S seconds (default 600; 0 skips it).
 #include <cstdio>
 #include <set>
@@ -9,13 +9,14 @@
 #include "bench/bench_util.h"
 
 int main(int argc, char** argv) {
-  const std::set<std::string> groups = {"plugin", "health", "metrics", "memory", "image", "dra"};
+  const std::set<std::string> groups = {"plugin", "health", "metrics", "memory",
+                                        "image",  "dra",    "vram"};
   std::set<std::string> only;
   for (int i = 1; i < argc; ++i) {
     if (groups.count(argv[i]) == 0) {
       std::fprintf(stderr,
                    "gpulet_bench: unknown group '%s' (allowed: plugin health metrics memory "
-                   "image dra)\n",
+                   "image dra vram)\n",
                    argv[i]);
       return 2;
     }
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
   if (wanted("memory")) gpulet::RunMemoryBenchmarks(table);
   if (wanted("image")) gpulet::RunImageBenchmarks(table);
   if (wanted("dra")) gpulet::RunDraBenchmarks(table);
+  if (wanted("vram")) gpulet::RunVramBenchmarks(table);
   table.Print();
   return 0;
 }

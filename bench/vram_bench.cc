@@ -1,0 +1,68 @@
+// The VRAM enforcement library's cost (issue 32): the test application's allocation loop,
+// cuGetProcAddress and kernel launch (tests/vram/vram_app.c `bench`: medians of batches of 100
+// calls) against the CUDA driver stand-in, without the library and with it, alternating, in
+// one invocation; the figures are the differences. Launches are forwarded untouched, so
+// their difference is the floor's noise.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "bench/bench_util.h"
+#include "testing/files.h"
+#include "testing/subprocess.h"
+#include "vram/slice_file.h"
+#include "vram/slice_format.h"
+
+namespace gpulet {
+namespace {
+
+std::map<std::string, double> Run(bool with_library, const std::string& dir,
+                                  const std::string& slice) {
+  std::map<std::string, std::string> env = {
+      {"LD_LIBRARY_PATH", GPULET_VRAM_TEST_DIR},
+      {"GPULET_CUDA_STANDIN_STATE", dir + "/card"},
+      {vram::kSliceEnv, slice},
+  };
+  if (with_library) env["LD_AUDIT"] = GPULET_VRAM_LIB;
+  testing::RunResult r =
+      testing::RunProgram({std::string(GPULET_VRAM_TEST_DIR) + "/vram_app", "bench"}, env);
+  std::map<std::string, double> out;
+  for (absl::string_view token : absl::StrSplit(r.out, absl::ByAnyChar(" \n"), absl::SkipEmpty())) {
+    std::vector<std::string> kv = absl::StrSplit(token, absl::MaxSplits('=', 1));
+    double v = 0;
+    if (kv.size() == 2 && absl::SimpleAtod(kv[1], &v)) out[kv[0]] = v;
+  }
+  if (out.empty()) std::fprintf(stderr, "vram bench: %s\n", r.err.c_str());
+  return out;
+}
+
+}  // namespace
+
+void RunVramBenchmarks(BenchTable& table) {
+  testing::ScratchDir dir;
+  if (!vram::WriteSliceFile(dir.path(), "s", uint64_t{8} << 30, "GPU-bench", "bench").ok()) return;
+  const std::string slice = dir.path() + "/s/slice";
+  std::map<std::string, std::vector<double>> without, with;
+  for (int round = 0; round < 5; ++round) {
+    for (const auto& [k, v] : Run(false, dir.path(), slice)) without[k].push_back(v);
+    for (const auto& [k, v] : Run(true, dir.path(), slice)) with[k].push_back(v);
+  }
+  struct Row {
+    const char* key;
+    const char* what;
+    double per_call;  // the figure covers this many calls
+  };
+  for (const Row& row : {Row{"alloc_free_ns", "cuMemAlloc or cuMemFree added by the library", 2},
+                         Row{"get_proc_ns", "cuGetProcAddress added by the library", 1},
+                         Row{"launch_ns", "cuLaunchKernel added by the library", 1}}) {
+    const double base = Percentile(without[row.key], 50), held = Percentile(with[row.key], 50);
+    table.Add("vram", row.what, (held - base) / row.per_call, "ns",
+              absl::StrCat("stand-in driver alone ", absl::StrFormat("%.1f", base / row.per_call),
+                           " ns; ratio ", absl::StrFormat("%.2f", base > 0 ? held / base : 0)));
+  }
+}
+
+}  // namespace gpulet
