@@ -11,11 +11,15 @@
 //   unprepare WORK HOST_ROOT DEV_ROOT DRIVER_ROOT HOOK DEVICE UID
 //     A new process (gpulet restarted) with the claim deleted from the API server, as the
 //     kubelet sees it after the pod is gone; prints "unprepared".
+// With GPULET_STANDIN_SHARE (e.g. "4096Mi") the claim holds a memory share of DEVICE that
+// size, held by the VRAM enforcement library GPULET_STANDIN_VRAM_LIB: its slice file goes to
+// WORK/vram/claim-UID (tests/vram_podman_test.sh).
 // WORK holds the kubelet directory and the checkpoint; claim specs go to
 // HOST_ROOT/var/run/cdi. The node is the homelab fixture's two GPUs (minors 0 and 1) read
 // from HOST_ROOT.
 // Exit: 0 done, 1 failed (stderr says why), 2 usage.
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -53,11 +57,17 @@ int main(int argc, char** argv) {
   const std::string mode = argv[1], work = argv[2], host_root = argv[3], dev_root = argv[4],
                     driver_root = argv[5], hook = argv[6], device = argv[7], uid = argv[8];
   if (mode != "prepare" && mode != "unprepare") return Fail("mode must be prepare or unprepare");
+  const char* share = std::getenv("GPULET_STANDIN_SHARE");
+  const char* vram_lib = std::getenv("GPULET_STANDIN_VRAM_LIB");
 
   gpulet::testing::FakeApiServer server;
   if (absl::Status st = server.Start("token-1"); !st.ok()) return Fail(st.ToString());
   if (mode == "prepare") {
     json result = {{"request", "gpu"}, {"driver", kDriver}, {"pool", kNode}, {"device", device}};
+    if (share != nullptr) {
+      result["shareID"] = "share-1";
+      result["consumedCapacity"] = {{"memory", share}};
+    }
     json devices = {{"results", json::array()}};
     devices["results"].push_back(result);
     server.PutResourceClaim(
@@ -92,6 +102,13 @@ int main(int argc, char** argv) {
   options.generator.dev_root = dev_root;
   options.generator.driver_root = driver_root;
   options.generator.hook_path = hook;
+  if (share != nullptr) {
+    options.vram.enforce = true;
+    options.vram.host_dir = work + "/vram";  // the test runs on the host: host path = local
+    options.vram.local_dir = work + "/vram";
+    options.vram.library = vram_lib != nullptr ? vram_lib : "";
+    options.vram.library_error = "GPULET_STANDIN_VRAM_LIB is not set";
+  }
   gpulet::dra::KubeClaimPreparer preparer(
       client->get(), [&inventory] { return inventory; }, &host, options);
 

@@ -56,6 +56,35 @@ absl::Status Bad(const std::string& key, const std::string& value, const char* a
       absl::StrCat("'", value, "' is not a valid value for ", key, " (allowed: ", allowed, ")"));
 }
 
+// "all", or GPU indexes and UUIDs, each once (dra.gpus, sharing.memorySlices.gpus).
+absl::Status ParseGpuList(const std::string& key, const std::string& v,
+                          std::vector<std::string>* gpus) {
+  std::vector<std::string> out;
+  for (absl::string_view part : absl::StrSplit(v, ',', absl::SkipWhitespace())) {
+    std::string item(absl::StripAsciiWhitespace(part));
+    int index = 0;
+    const bool is_index = absl::SimpleAtoi(item, &index) && index >= 0 && index < 1024;
+    if (item != "all" && !is_index && !absl::StartsWith(item, "GPU-")) {
+      return Bad(key, item, "all, or GPU indexes (0, 1) and UUIDs (GPU-...)");
+    }
+    if (std::find(out.begin(), out.end(), item) != out.end()) {
+      return Bad(key, v, "each GPU once");
+    }
+    out.push_back(item);
+  }
+  if (std::find(out.begin(), out.end(), "all") != out.end() && out.size() > 1) {
+    return Bad(key, v, "all alone, or a list of GPU indexes and UUIDs");
+  }
+  *gpus = out;
+  return absl::OkStatus();
+}
+
+YAML::Node GpuListNode(const std::vector<std::string>& gpus) {
+  YAML::Node n(YAML::NodeType::Sequence);
+  for (const std::string& g : gpus) n.push_back(g);
+  return n;
+}
+
 absl::Status ParseBool(const std::string& key, const std::string& v, bool* out) {
   std::string s = absl::AsciiStrToLower(v);
   if (s == "true" || s == "1" || s == "yes" || s == "on") {
@@ -331,6 +360,11 @@ const std::vector<Field>& Fields() {
          return absl::OkStatus();
        },
        [](const Config& c) { return Str(c.sharing.memory_slices.host_dir); }},
+      {"sharing.memorySlices.gpus", "all, or GPU indexes and UUIDs",
+       [](Config& c, const std::string& v) {
+         return ParseGpuList("sharing.memorySlices.gpus", v, &c.sharing.memory_slices.gpus);
+       },
+       [](const Config& c) { return GpuListNode(c.sharing.memory_slices.gpus); }, Shape::kList},
       {"labels.featuresFile", "an absolute host path, or empty to write no labels",
        [](Config& c, const std::string& v) {
          if (!v.empty() && (v[0] != '/' || v.back() == '/')) {
@@ -464,32 +498,8 @@ const std::vector<Field>& Fields() {
        },
        [](const Config& c) { return Str(c.dra.driver_name); }},
       {"dra.gpus", "all, or GPU indexes and UUIDs",
-       [](Config& c, const std::string& v) {
-         std::vector<std::string> out;
-         for (absl::string_view part : absl::StrSplit(v, ',', absl::SkipWhitespace())) {
-           std::string item(absl::StripAsciiWhitespace(part));
-           int index = 0;
-           const bool is_index = absl::SimpleAtoi(item, &index) && index >= 0 && index < 1024;
-           if (item != "all" && !is_index && !absl::StartsWith(item, "GPU-")) {
-             return Bad("dra.gpus", item, "all, or GPU indexes (0, 1) and UUIDs (GPU-...)");
-           }
-           if (std::find(out.begin(), out.end(), item) != out.end()) {
-             return Bad("dra.gpus", v, "each GPU once");
-           }
-           out.push_back(item);
-         }
-         if (std::find(out.begin(), out.end(), "all") != out.end() && out.size() > 1) {
-           return Bad("dra.gpus", v, "all alone, or a list of GPU indexes and UUIDs");
-         }
-         c.dra.gpus = out;
-         return absl::OkStatus();
-       },
-       [](const Config& c) {
-         YAML::Node n(YAML::NodeType::Sequence);
-         for (const std::string& g : c.dra.gpus) n.push_back(g);
-         return n;
-       },
-       Shape::kList},
+       [](Config& c, const std::string& v) { return ParseGpuList("dra.gpus", v, &c.dra.gpus); },
+       [](const Config& c) { return GpuListNode(c.dra.gpus); }, Shape::kList},
       {"dra.memoryShares.enabled", "true or false",
        [](Config& c, const std::string& v) {
          return ParseBool("dra.memoryShares.enabled", v, &c.dra.memory_shares.enabled);
@@ -724,6 +734,10 @@ std::vector<std::string> Config::AdvertisedResources() const {
 
 bool Config::DraOffers(int index, const std::string& uuid) const {
   return dra.enabled && GpuListNames(dra.gpus, index, uuid);
+}
+
+bool Config::SlicesOffer(std::optional<int> index, const std::string& uuid) const {
+  return sharing.memory_slices.enabled && GpuListNames(sharing.memory_slices.gpus, index, uuid);
 }
 
 std::vector<std::string> ConfigKeys() {

@@ -19,6 +19,7 @@
 #define GPULET_CONFIG_CONFIG_H_
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,10 @@ struct Config {
     // The host directory for the enforcement library and one directory per allocation
     // holding its slice file; mounted into sliced containers. Default: /var/lib/gpulet/vram.
     std::string host_dir = "/var/lib/gpulet/vram";
+    // The GPUs served as slices: "all", or GPU indexes and UUIDs. A GPU serves slices or
+    // whole-GPU requests, never both (a whole-GPU pod would otherwise land on a card whose
+    // memory slices hold); the others stay whole. Default: [all].
+    std::vector<std::string> gpus = {"all"};
   };
   struct Sharing {
     TimeSlicing time_slicing;
@@ -206,6 +211,9 @@ struct Config {
   // Whether DRA offers the GPU with `index` and `uuid` (so the device plugin does not);
   // false whenever dra.enabled is.
   bool DraOffers(int index, const std::string& uuid) const;
+  // Whether the device plugin serves this GPU as memory slices (sharing.memorySlices.gpus),
+  // and so not whole.
+  bool SlicesOffer(std::optional<int> index, const std::string& uuid) const;
 };
 
 // Values from flags and environment variables, keyed by config key ("plugin.deviceIdStrategy").

@@ -50,6 +50,8 @@ constexpr ReloadRule kRules[] = {
      "live: containers allocated from then on (running ones keep what they were given)"},
     {"sharing.memorySlices.hostDir", kReloadPluginConfig,
      "live: containers allocated from then on use the new directory"},
+    {"sharing.memorySlices.gpus", kResources,
+     "live: the plugin manager re-serves (running containers keep what they hold)"},
     {"metrics.address", kReloadMetrics,
      "rebuilt: the new server listens before the old one closes; refused when it cannot "
      "listen"},

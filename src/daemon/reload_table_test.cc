@@ -54,6 +54,7 @@ const std::map<std::string, std::string>& OtherValues() {
       {"sharing.memorySlices.sliceMiB", "2048"},
       {"sharing.memorySlices.enforce", "false"},
       {"sharing.memorySlices.hostDir", "/srv/vram"},
+      {"sharing.memorySlices.gpus", "1"},
       {"sharing.memorySlices.resourceName", "example.com/gpu-memory"},
       {"metrics.address", ":9500"},
       {"metrics.sampleInterval", "5s"},

@@ -208,6 +208,11 @@ std::vector<AdvertisedDevice> AdvertisedDevices(const ResourceSpec& resource, co
   for (size_t i = 0; i < snap.devices.size(); ++i) {
     const DeviceRecord& d = snap.devices[i];
     if (!ServedWhole(d, config)) continue;
+    // A GPU serves slices or whole-GPU requests, never both (sharing.memorySlices.gpus).
+    if ((resource.kind == ResourceKind::kMemorySlice) !=
+        config.SlicesOffer(d.gpu.index, d.gpu.uuid)) {
+      continue;
+    }
     bool healthy = d.health.state != HealthState::kUnhealthy;
     std::string base = BaseId(d);
     int count = 1;

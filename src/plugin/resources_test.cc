@@ -164,7 +164,26 @@ TEST(AdvertisedDevicesTest, Table) {
          return c;
        }(),
        {"GPU-b::mem0"}},
-      {"whole GPUs with slicing on", kGpuResource, WithMemorySlices(), {"GPU-a", "GPU-b"}},
+      // A GPU serves slices or whole-GPU requests, never both (sharing.memorySlices.gpus):
+      // by default every GPU serves slices ...
+      {"whole GPUs with slicing on every GPU", kGpuResource, WithMemorySlices(), {}},
+      // ... or the listed ones do (by index or UUID), and the others stay whole.
+      {"whole GPUs beside sliced GPU 1",
+       kGpuResource,
+       [] {
+         Config c = WithMemorySlices(16384);
+         c.sharing.memory_slices.gpus = {"1"};
+         return c;
+       }(),
+       {"GPU-a"}},
+      {"slices of GPU 1 only",
+       kMemoryResource,
+       [] {
+         Config c = WithMemorySlices(16384);
+         c.sharing.memory_slices.gpus = {"GPU-b"};
+         return c;
+       }(),
+       {"GPU-b::mem0"}},
   };
   const Snapshot snap = TwoGpus();
   for (const Case& c : kCases) {
@@ -184,11 +203,14 @@ TEST(AdvertisedDevicesTest, Table) {
 // A GPU is offered by the device plugin or by DRA, never both (dra.gpus).
 TEST(AdvertisedDevicesTest, GpusOfferedToDraAreNotAdvertisedNorAllocatable) {
   const Snapshot s = TwoGpus();
-  Config c = WithMemorySlices();
+  Config sliced = WithMemorySlices();
+  sliced.dra.enabled = true;
+  sliced.dra.gpus = {"GPU-b"};
+  EXPECT_EQ(Ids(AdvertisedDevices(kMemoryResource, sliced, s)).size(), 10u);  // GPU-a's 10 GiB
+  Config c;
   c.dra.enabled = true;
   c.dra.gpus = {"GPU-b"};
   EXPECT_THAT(Ids(AdvertisedDevices(kGpuResource, c, s)), ElementsAre("GPU-a"));
-  EXPECT_EQ(Ids(AdvertisedDevices(kMemoryResource, c, s)).size(), 10u);  // GPU-a's 10 GiB
   absl::StatusOr<v1beta1::ContainerAllocateResponse> refused =
       AllocateContainer(kGpuResource, c, s, ControlNodes{}, {"GPU-b"});
   EXPECT_FALSE(refused.ok());
