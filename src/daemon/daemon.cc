@@ -431,6 +431,9 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Confi
   so.interval = config.metrics.sample_interval;
   so.timeout = std::min(config.metrics.sample_interval, absl::Seconds(1));
   so.clock = options_.clock;
+  if (config.sharing.memory_slices.enabled || config.dra.memory_shares.enabled) {
+    so.slice_dir = JoinPath(SliceFilesFor().host_root, config.sharing.memory_slices.host_dir);
+  }
   m->sampler = std::make_unique<Sampler>(
       node_.gpus.get(), &store_, node_.host.get(), so,
       RenderInfo{options_.node_name, node_.inventory.system.driver_version, &reload_errors_});

@@ -58,6 +58,7 @@ void Sampler::SampleOnce() {
     }
   }
   if (pods_ != nullptr) working_.pods = pods_->Current();
+  working_.slices = ReadSlices(options_.slice_dir);
   working_.last_round_seconds = absl::ToDoubleSeconds(options_.clock->Monotonic() - start);
   ++working_.rounds;
   Render(working_);

@@ -29,6 +29,7 @@
 #include "common/periodic_worker.h"
 #include "gpu/gpu_library.h"
 #include "metrics/pod_attribution.h"
+#include "metrics/slice_metrics.h"
 #include "state/device_store.h"
 
 namespace gpulet {
@@ -51,6 +52,7 @@ struct SampleSet {
   uint64_t rounds = 0;
   uint64_t nvml_errors = 0;
   std::shared_ptr<const PodMap> pods;  // null when pod attribution is off
+  std::vector<SliceSample> slices;     // VRAM slices on this node (slice_metrics.h)
 };
 
 struct RenderInfo {
@@ -67,6 +69,9 @@ class Sampler {
     absl::Duration interval = absl::Seconds(1);
     absl::Duration timeout = absl::Seconds(1);
     const Clock* clock = RealClock();
+    // Where the VRAM slices' allocation directories are, as this process reaches them
+    // (sharing.memorySlices.hostDir under the host root); "" reads none.
+    std::string slice_dir;
   };
 
   // `library` may be null (NVML unavailable): only health and self series are exported.

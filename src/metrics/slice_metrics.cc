@@ -1,0 +1,80 @@
+#include "metrics/slice_metrics.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "metrics/exposition.h"
+#include "metrics/family.h"
+#include "vram/slice_format.h"
+
+namespace gpulet {
+
+std::vector<SliceSample> ReadSlices(const std::string& local_dir) {
+  std::vector<SliceSample> out;
+  if (local_dir.empty()) return out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(local_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name == "lib" || !entry.is_directory(ec)) continue;
+    absl::StatusOr<vram::SliceUsage> usage =
+        vram::ReadSliceUsage((entry.path() / vram::kSliceFileName).string());
+    if (!usage.ok()) continue;
+    out.push_back({name, std::move(*usage)});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const SliceSample& a, const SliceSample& b) { return a.name < b.name; });
+  return out;
+}
+
+std::optional<PodContainer> SliceHolder(const SliceSample& slice, const PodMap* pods) {
+  if (pods == nullptr || !pods->ok) return std::nullopt;
+  auto it = pods->by_gpu.find(slice.usage.gpu_uuid);
+  if (it == pods->by_gpu.end()) return std::nullopt;
+  // The device plugin names the directory after the lowest of a container's slice IDs.
+  std::map<PodContainer, std::vector<std::string>> ids;
+  for (const GpuAssignment& a : it->second) ids[a.holder].push_back(a.device_id);
+  for (const auto& [holder, held] : ids) {
+    if (vram::AllocationDirName(held) == slice.name) return holder;
+  }
+  return std::nullopt;
+}
+
+void AppendSliceMetrics(const std::vector<SliceSample>& slices, const Snapshot& snap,
+                        const PodMap* pods, const std::string& hostname, bool openmetrics,
+                        std::string* out) {
+  Family quota("gpulet_vram_quota_bytes", "gauge",
+               "A VRAM slice holder's limit (its memory slices or DRA memory share), held by "
+               "gpulet's enforcement library in its containers.");
+  Family used("gpulet_vram_used_bytes", "gauge",
+              "Device memory the slice holder's processes hold, as the enforcement library "
+              "counts it (the driver's own per-process memory is not in it).");
+  Family peak("gpulet_vram_peak_bytes", "gauge", "The most the slice holder has held at once.");
+  Family processes("gpulet_vram_processes", "gauge",
+                   "Live processes of the slice holder that loaded the enforcement library.");
+  Family refused("gpulet_vram_refused_total", "counter",
+                 "Allocations refused with CUDA_ERROR_OUT_OF_MEMORY at the slice's quota.");
+  for (const SliceSample& s : slices) {
+    std::string index;
+    for (const DeviceRecord& d : snap.devices) {
+      if (d.gpu.uuid == s.usage.gpu_uuid && d.gpu.index) index = absl::StrCat(*d.gpu.index);
+    }
+    std::string labels =
+        absl::StrCat("gpu=\"", index, "\",uuid=\"", EscapeLabel(s.usage.gpu_uuid), "\",slice=\"",
+                     EscapeLabel(s.name), "\",owner=\"", EscapeLabel(s.usage.owner),
+                     "\",hostname=\"", EscapeLabel(hostname), "\"");
+    if (std::optional<PodContainer> who = SliceHolder(s, pods)) {
+      absl::StrAppend(&labels, PodLabels(*who));
+    }
+    quota.Add(labels, static_cast<double>(s.usage.quota_bytes));
+    used.Add(labels, static_cast<double>(s.usage.in_use_bytes));
+    peak.Add(labels, static_cast<double>(s.usage.peak_bytes));
+    processes.Add(labels, static_cast<double>(s.usage.processes.size()));
+    refused.Add(labels, static_cast<double>(s.usage.refused));
+  }
+  for (const Family* f : {&quota, &used, &peak, &processes, &refused}) {
+    f->AppendTo(out, openmetrics);
+  }
+}
+
+}  // namespace gpulet
