@@ -132,6 +132,24 @@ std::string MetricsServer::StatusJson(const Snapshot& snap, const SampleSet& sam
         }
       }
     }
+    for (const SliceSample& slice : samples.slices) {
+      if (slice.usage.gpu_uuid != d.gpu.uuid) continue;
+      SliceStatus s;
+      s.slice = slice.name;
+      s.owner = slice.usage.owner;
+      s.quota_bytes = slice.usage.quota_bytes;
+      s.used_bytes = slice.usage.in_use_bytes;
+      s.peak_bytes = slice.usage.peak_bytes;
+      s.refused = slice.usage.refused;
+      s.processes = static_cast<unsigned>(slice.usage.processes.size());
+      if (std::optional<PodContainer> who = SliceHolder(slice, samples.pods.get())) {
+        s.namespace_name = who->namespace_name;
+        s.pod = who->pod;
+        s.container = who->container;
+      }
+      if (!g.vram_slices) g.vram_slices.emplace();
+      g.vram_slices->push_back(std::move(s));
+    }
     auto it = samples.by_uuid.find(d.gpu.uuid);
     if (it == samples.by_uuid.end()) continue;
     const GpuSampleState& st = it->second;

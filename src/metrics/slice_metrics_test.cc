@@ -6,6 +6,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "metrics/http_server.h"
+#include "metrics/sampler.h"
+#include "state/status_report.h"
 #include "testing/files.h"
 #include "vram/slice_table.h"
 
@@ -82,6 +85,31 @@ TEST(SliceMetricsTest, EverySliceIsASeriesWithItsHolder) {
   AppendSliceMetrics(slices, TwoGpus(), nullptr, "node-a", true, &om);
   EXPECT_THAT(om, HasSubstr("# TYPE gpulet_vram_refused counter\n"));
   EXPECT_THAT(om, Not(HasSubstr("pod=")));  // attribution off
+}
+
+TEST(SliceMetricsTest, StatusListsEachGpusSlicesWithTheirHolders) {
+  testing::ScratchDir dir;
+  Fill(dir.path(), "GPU-b--mem0", 4096, 3072, 2, "nvidia.com/gpu-memory GPU-b::mem0");
+  SampleSet set;
+  set.slices = ReadSlices(dir.path());
+  auto pods = std::make_shared<PodMap>();
+  pods->ok = true;
+  pods->by_gpu["GPU-b"].push_back(
+      {{"ml", "anpr-0", "anpr"}, "nvidia.com/gpu-memory", "GPU-b::mem0", ""});
+  set.pods = pods;
+  absl::StatusOr<StatusReport> report =
+      StatusReport::FromJsonText(MetricsServer::StatusJson(TwoGpus(), set, absl::Now()));
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_FALSE(report->gpus[0].vram_slices.has_value());
+  ASSERT_TRUE(report->gpus[1].vram_slices.has_value());
+  ASSERT_EQ(report->gpus[1].vram_slices->size(), 1u);
+  const SliceStatus& s = report->gpus[1].vram_slices->front();
+  EXPECT_EQ(s.slice, "GPU-b--mem0");
+  EXPECT_EQ(s.quota_bytes, 4096 * kMiB);
+  EXPECT_EQ(s.used_bytes, 3072 * kMiB);
+  EXPECT_EQ(s.refused, 2u);
+  EXPECT_EQ(s.pod, "anpr-0");
+  EXPECT_EQ(s.container, "anpr");
 }
 
 TEST(SliceMetricsTest, NoDirectoryNoSeries) {

@@ -162,6 +162,23 @@ absl::StatusOr<ProcessStatus> ProcessFromJson(const json& j, const std::string& 
   return p;
 }
 
+absl::StatusOr<SliceStatus> SliceFromJson(const json& j, const std::string& path) {
+  if (!j.is_object()) return ObjectReader::Wrong(j, path, "an object");
+  ObjectReader r(j, path);
+  SliceStatus s;
+  GPULET_RETURN_IF_ERROR(r.Required("slice", &s.slice));
+  GPULET_RETURN_IF_ERROR(r.Required("owner", &s.owner));
+  GPULET_RETURN_IF_ERROR(r.Required("quota_bytes", &s.quota_bytes));
+  GPULET_RETURN_IF_ERROR(r.Required("used_bytes", &s.used_bytes));
+  GPULET_RETURN_IF_ERROR(r.Required("peak_bytes", &s.peak_bytes));
+  GPULET_RETURN_IF_ERROR(r.Required("refused", &s.refused));
+  GPULET_RETURN_IF_ERROR(r.Required("processes", &s.processes));
+  GPULET_RETURN_IF_ERROR(r.Optional("namespace", &s.namespace_name));
+  GPULET_RETURN_IF_ERROR(r.Optional("pod", &s.pod));
+  GPULET_RETURN_IF_ERROR(r.Optional("container", &s.container));
+  return s;
+}
+
 absl::StatusOr<GpuStatus> GpuFromJson(const json& j, const std::string& path) {
   if (!j.is_object()) return ObjectReader::Wrong(j, path, "an object");
   ObjectReader r(j, path);
@@ -218,6 +235,17 @@ absl::StatusOr<GpuStatus> GpuFromJson(const json& j, const std::string& path) {
       g.processes->push_back(*std::move(p));
     }
   }
+  absl::StatusOr<const json*> slices = r.OptionalArray("vram_slices");
+  if (!slices.ok()) return slices.status();
+  if (*slices != nullptr) {
+    g.vram_slices.emplace();
+    for (size_t i = 0; i < (*slices)->size(); ++i) {
+      absl::StatusOr<SliceStatus> s =
+          SliceFromJson((**slices)[i], absl::StrCat(r.PathOf("vram_slices"), "[", i, "]"));
+      if (!s.ok()) return s.status();
+      g.vram_slices->push_back(*std::move(s));
+    }
+  }
   return g;
 }
 
@@ -269,6 +297,23 @@ json GpuToJson(const GpuStatus& g) {
     json procs = json::array();
     for (const ProcessStatus& p : *g.processes) procs.push_back(ProcessToJson(p));
     j["processes"] = procs;
+  }
+  if (g.vram_slices) {
+    json slices = json::array();
+    for (const SliceStatus& s : *g.vram_slices) {
+      json one = {{"slice", s.slice},
+                  {"owner", s.owner},
+                  {"quota_bytes", s.quota_bytes},
+                  {"used_bytes", s.used_bytes},
+                  {"peak_bytes", s.peak_bytes},
+                  {"refused", s.refused},
+                  {"processes", s.processes}};
+      if (s.namespace_name) one["namespace"] = *s.namespace_name;
+      if (s.pod) one["pod"] = *s.pod;
+      if (s.container) one["container"] = *s.container;
+      slices.push_back(one);
+    }
+    j["vram_slices"] = slices;
   }
   return j;
 }

@@ -51,6 +51,21 @@ struct ProcessStatus {
   bool operator==(const ProcessStatus&) const = default;
 };
 
+// A VRAM slice holder on this GPU (docs/sharing.md), as its slice file says.
+struct SliceStatus {
+  std::string slice;  // the allocation directory
+  std::string owner;  // the slices' IDs, or the DRA claim
+  uint64_t quota_bytes = 0;
+  uint64_t used_bytes = 0;
+  uint64_t peak_bytes = 0;
+  uint64_t refused = 0;
+  unsigned processes = 0;
+  // The container holding it, when pod attribution knows (all three set together).
+  std::optional<std::string> namespace_name, pod, container;
+
+  bool operator==(const SliceStatus&) const = default;
+};
+
 struct GpuStatus {
   // From the DeviceStore.
   std::optional<unsigned> index;
@@ -76,6 +91,8 @@ struct GpuStatus {
   std::optional<unsigned> temperature_c;
   std::optional<double> power_w;
   std::optional<std::vector<ProcessStatus>> processes;
+  // VRAM slices held on this GPU: present when the sampler reads slice files and finds one.
+  std::optional<std::vector<SliceStatus>> vram_slices;
 
   bool operator==(const GpuStatus&) const = default;
 };

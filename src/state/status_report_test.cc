@@ -46,6 +46,18 @@ StatusReport Everything() {
   ProcessStatus bare;
   bare.pid = 77;
   a.processes = std::vector<ProcessStatus>{p, bare};
+  SliceStatus held{"GPU-a--mem0",
+                   "nvidia.com/gpu-memory GPU-a::mem0",
+                   uint64_t{4} << 30,
+                   uint64_t{3} << 30,
+                   uint64_t{4} << 30,
+                   2,
+                   1,
+                   "ai",
+                   "anpr-0",
+                   "anpr"};
+  SliceStatus claim{"claim-u1", "claim ai/ollama", uint64_t{8} << 30, 0, 0, 0, 0, {}, {}, {}};
+  a.vram_slices = std::vector<SliceStatus>{held, claim};
   GpuStatus b;  // the least a GPU can say
   b.uuid = "";
   b.name = "GA102";
@@ -162,6 +174,10 @@ TEST(StatusReportTest, MalformedDocumentsAreErrorsNamingTheKey) {
        "gpus[0].processes[0].used_bytes"},
       {with([](auto& j) { j["gpus"][0]["utilization_percent"] = 5000000000; }),
        "gpus[0].utilization_percent"},
+      {with([](auto& j) { j["gpus"][0]["vram_slices"][1].erase("quota_bytes"); }),
+       "gpus[0].vram_slices[1].quota_bytes: missing"},
+      {with([](auto& j) { j["gpus"][0]["vram_slices"] = 3; }),
+       "gpus[0].vram_slices: expected an array"},
   };
   for (const Case& c : kCases) {
     absl::StatusOr<StatusReport> r = StatusReport::FromJsonText(c.text);
