@@ -18,7 +18,8 @@
 # (src/kube/http_response_fuzz.cc) from a few responses as the API server sends them; the DRA
 # checkpoint parser (src/dra/checkpoint_fuzz.cc) from a checkpoint and claims gpulet writes;
 # the simulator's fixture reader (sim/fixture_fuzz.cc) from the bundled fixtures; explain's
-# evaluation-set and catalogue readers (src/doctor/explain_eval_fuzz.cc) from their files.
+# evaluation-set and catalogue readers (src/doctor/explain_eval_fuzz.cc) from their files; the
+# VRAM slice file readers (src/vram/slice_file_fuzz.cc) from a slice file as gpulet writes it.
 # Inputs that grow coverage accumulate in build-fuzz/corpus/NAME; a crashing input is saved in build-fuzz/artifacts/NAME/.
 # Reproduce one with: build-fuzz/bin/NAME build-fuzz/artifacts/NAME/crash-...
 set -euo pipefail
@@ -204,6 +205,14 @@ make_seeds() {
       ;;
     sim/fixture_fuzz.cc)
       cp sim/fixtures/*.yaml "$dir/"
+      ;;
+    src/vram/slice_file_fuzz.cc)
+      # A slice file as gpulet writes it (src/vram/slice_format.h): 8 GiB, no process yet.
+      python3 -c '
+import struct, sys
+h = struct.pack("<8sIIIIIIQIIQQQ96s256s", b"GPULVRAM", 1, 0, 4096, 64, 1024, 0, 8 << 30,
+                0, 0, 0, 0, 0, b"GPU-fuzz", b"pod/ctr")
+sys.stdout.buffer.write(h.ljust(4096, b"\0") + b"\0" * 64 * 1024)' > "$dir/slice"
       ;;
     src/gpu/elf_check_fuzz.cc)
       local lib

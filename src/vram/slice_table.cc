@@ -49,9 +49,11 @@ void LockSlice(SliceMap* map, uint32_t self) {
                                     __ATOMIC_RELAXED)) {
       return;
     }
-    if (spins % 64 == 0 && expected != 0 && expected - 1 < kSliceSlotCount) {
-      int32_t pid = 0;
-      if (!SlotHeld(*map, expected - 1, &pid) &&
+    // A holder that is gone, or a word no holder could have written (a corrupt file): taken
+    // over, so that no content of the file can make an application wait forever.
+    if (spins % 64 == 0 && expected != 0) {
+      const bool corrupt = expected - 1 >= map->header->slot_count;
+      if ((corrupt || !SlotHeld(*map, expected - 1, nullptr)) &&
           __atomic_compare_exchange_n(word, &expected, me, false, __ATOMIC_ACQUIRE,
                                       __ATOMIC_RELAXED)) {
         return;

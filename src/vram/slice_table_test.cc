@@ -90,6 +90,18 @@ TEST_F(SliceTableTest, TheDaemonReadsWhatTheLibraryWrote) {
   EXPECT_TRUE(u->processes.empty());
 }
 
+TEST_F(SliceTableTest, ALockLeftByADeadProcessOrCorruptIsTakenOver) {
+  // Found by slice_file_fuzz: a lock word no holder could have written made every allocation
+  // wait forever.
+  map_.header->lock = 0xffffff77u;
+  EXPECT_TRUE(Reserve(&map_, slot_, kGiB).granted);
+  EXPECT_EQ(map_.header->lock, 0u);
+  map_.header->lock = 3;  // slot 2, which no live process holds
+  EXPECT_TRUE(Reserve(&map_, slot_, kGiB).granted);
+  map_.header->slots_in_use = 0xffffffffu;  // clamped to the slots there are
+  EXPECT_EQ(InUse(map_), 2 * kGiB);
+}
+
 TEST(SliceHeaderTest, EveryDefectIsNamedWithTheFileAndWhatToDo) {
   SliceHeader good;
   FormatSliceHeader(&good, kGiB, "GPU-a", "pod/ctr");
