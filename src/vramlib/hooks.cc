@@ -369,35 +369,29 @@ CUresult Hook_cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
 }
 
 // NVML inside the container reports the same as the driver API (Ollama sizes from NVML):
-// total the quota, free what the slice has left, used the rest.
+// total the quota, free what the slice has left, used the rest (with nothing "reserved" in
+// the v2 struct: the driver's reserve is outside the quota).
+template <typename Memory>
+void ClampNvml(Memory* memory) {
+  View v = CurrentView();
+  if (!v.enforced && !v.fail_closed) return;
+  uint64_t f = memory->free, t = memory->total;
+  ClampMemory(v, &f, &t);
+  memory->total = t;
+  memory->free = f;
+  memory->used = t - f;
+  if constexpr (requires { memory->reserved; }) memory->reserved = 0;
+}
+
 nvmlReturn_t Hook_nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
   nvmlReturn_t r = CALL_REAL(nvmlDeviceGetMemoryInfo, device, memory);
-  if (r == kNvmlSuccess && memory != nullptr) {
-    View v = CurrentView();
-    if (v.enforced || v.fail_closed) {
-      uint64_t f = memory->free, t = memory->total;
-      ClampMemory(v, &f, &t);
-      memory->total = t;
-      memory->free = f;
-      memory->used = t - f;
-    }
-  }
+  if (r == kNvmlSuccess && memory != nullptr) ClampNvml(memory);
   return r;
 }
 
 nvmlReturn_t Hook_nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
   nvmlReturn_t r = CALL_REAL(nvmlDeviceGetMemoryInfo_v2, device, memory);
-  if (r == kNvmlSuccess && memory != nullptr) {
-    View v = CurrentView();
-    if (v.enforced || v.fail_closed) {
-      uint64_t f = memory->free, t = memory->total;
-      ClampMemory(v, &f, &t);
-      memory->total = t;
-      memory->free = f;
-      memory->reserved = 0;
-      memory->used = t - f;
-    }
-  }
+  if (r == kNvmlSuccess && memory != nullptr) ClampNvml(memory);
   return r;
 }
 

@@ -26,10 +26,6 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-typedef unsigned int CUdeviceptr_v1;
-typedef unsigned long long CUmemGenericAllocationHandle;
 enum {
   SUCCESS = 0,
   INVALID_VALUE = 1,
@@ -40,6 +36,7 @@ enum {
 };
 enum { DRIVER_VERSION = 13000 };
 
+#include "cuda_types.h"
 #include "standin_card.h"
 
 static int g_initialized;
@@ -252,26 +249,15 @@ EXPORT CUresult cuMemPoolTrimTo(void* pool, size_t keep) {
 }
 
 /* VMM: physical handles count; address reservations and mappings do not. */
-struct CUmemAllocationProp {
-  int type;
-  int requestedHandleTypes;
-  struct {
-    int type;
-    int id;
-  } location;
-  void* win32HandleMetaData;
-  unsigned char allocFlags[8];
-};
 #define GRANULARITY (2ull << 20)
-EXPORT CUresult cuMemGetAllocationGranularity(size_t* g, const struct CUmemAllocationProp* prop,
-                                              int option) {
+EXPORT CUresult cuMemGetAllocationGranularity(size_t* g, const struct mem_prop* prop, int option) {
   (void)option;
   if (g == NULL || prop == NULL) return INVALID_VALUE;
   *g = GRANULARITY;
   return SUCCESS;
 }
 EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* h, size_t bytes,
-                            const struct CUmemAllocationProp* prop, unsigned long long flags) {
+                            const struct mem_prop* prop, unsigned long long flags) {
   if (h == NULL || prop == NULL || flags != 0 || bytes % GRANULARITY != 0) return INVALID_VALUE;
   if (prop->location.type == 1) return alloc_key(bytes, K_HANDLE, 0, h);
   if (prop->location.type == 2 || prop->location.type == 3) {
@@ -313,16 +299,6 @@ EXPORT CUresult cuMemSetAccess(CUdeviceptr p, size_t size, const void* desc, siz
 }
 
 /* Arrays: the size the enforcement library computes from the descriptor. */
-struct desc2 {
-  size_t w, h;
-  int format;
-  unsigned ch;
-};
-struct desc3 {
-  size_t w, h, d;
-  int format;
-  unsigned ch, flags;
-};
 static uint64_t fmt_bytes(int f) {
   return f == 1 || f == 8 ? 1 : (f == 2 || f == 9 || f == 0x10) ? 2 : 4;
 }
@@ -359,20 +335,6 @@ EXPORT CUresult cuMipmappedArrayCreate(void** a, const struct desc3* d, unsigned
 EXPORT CUresult cuArrayDestroy(void* a) { return free_key((uint64_t)a, K_ARRAY); }
 EXPORT CUresult cuMipmappedArrayDestroy(void* a) { return free_key((uint64_t)a, K_ARRAY); }
 
-struct ext_desc {
-  int type;
-  union {
-    int fd;
-    struct {
-      void* h;
-      const void* n;
-    } w;
-    const void* sci;
-  } handle;
-  unsigned long long size;
-  unsigned flags;
-  unsigned reserved[16];
-};
 EXPORT CUresult cuImportExternalMemory(void** m, const struct ext_desc* d) {
   unsigned long long k;
   if (m == NULL || d == NULL || d->size == 0) return INVALID_VALUE;

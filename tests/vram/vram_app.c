@@ -28,8 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
+#include "cuda_types.h"
+
 typedef unsigned long long Handle;
 enum { OOM = 2 };
 #define MIB (1ull << 20)
@@ -197,15 +197,6 @@ static int fill(int argc, char** argv) {
   return 0;
 }
 
-struct prop {
-  int type, handle_types;
-  struct {
-    int type, id;
-  } location;
-  void* win32;
-  unsigned char flags[8];
-};
-
 static int ggml(int argc, char** argv) {
   if (argc < 3) return 1;
   uint64_t chunk = strtoull(argv[2], NULL, 10) * MIB;
@@ -213,7 +204,7 @@ static int ggml(int argc, char** argv) {
   init(&a);
   CUresult (*reserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long) =
       proc(a.get_proc, "cuMemAddressReserve", 12060, 0);
-  CUresult (*create)(Handle*, size_t, const struct prop*, unsigned long long) =
+  CUresult (*create)(Handle*, size_t, const struct mem_prop*, unsigned long long) =
       proc(a.get_proc, "cuMemCreate", 12060, 0);
   CUresult (*map)(CUdeviceptr, size_t, size_t, Handle, unsigned long long) =
       proc(a.get_proc, "cuMemMap", 12060, 0);
@@ -224,7 +215,7 @@ static int ggml(int argc, char** argv) {
   const uint64_t va_size = 1ull << 40;
   CUdeviceptr base = 0;
   if (reserve(&base, va_size, 0, 0, 0) != 0) return 1;
-  struct prop p;
+  struct mem_prop p;
   memset(&p, 0, sizeof(p));
   p.type = 1;          /* CU_MEM_ALLOCATION_TYPE_PINNED */
   p.location.type = 1; /* CU_MEM_LOCATION_TYPE_DEVICE */
@@ -238,7 +229,7 @@ static int ggml(int argc, char** argv) {
     ++n;
   }
   /* a host-located allocation (CUDA 13) is system memory: never refused by the quota */
-  struct prop host = p;
+  struct mem_prop host = p;
   host.location.type = 2;
   Handle h = 0;
   CUresult host_rc = create(&h, chunk, &host, 0);
@@ -348,30 +339,6 @@ static int race(int argc, char** argv) {
   return 0;
 }
 
-struct desc2 {
-  size_t w, h;
-  int format;
-  unsigned ch;
-};
-struct desc3 {
-  size_t w, h, d;
-  int format;
-  unsigned ch, flags;
-};
-struct ext_desc {
-  int type;
-  union {
-    int fd;
-    struct {
-      void* h;
-      const void* n;
-    } w;
-  } handle;
-  unsigned long long size;
-  unsigned flags;
-  unsigned reserved[16];
-};
-
 static size_t used_now(struct api* a) {
   size_t f = 0, t = 0;
   a->get_info(&f, &t);
@@ -420,10 +387,10 @@ static int paths(int argc, char** argv) {
   void* pool = (void*)0x1;
   PATH("cuMemAllocFromPoolAsync", pool_async(&q, big, pool, NULL),
        pool_async(&p, small, pool, NULL), free_async(p, NULL));
-  CUresult (*create)(Handle*, size_t, const struct prop*, unsigned long long) =
+  CUresult (*create)(Handle*, size_t, const struct mem_prop*, unsigned long long) =
       proc(gp, "cuMemCreate", 12060, 0);
   CUresult (*release)(Handle) = proc(gp, "cuMemRelease", 12060, 0);
-  struct prop pr;
+  struct mem_prop pr;
   memset(&pr, 0, sizeof(pr));
   pr.type = 1;
   pr.location.type = 1;
