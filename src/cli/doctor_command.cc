@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -20,6 +21,7 @@
 #include "config/config.h"
 #include "doctor/doctor.h"
 #include "nlohmann/json.hpp"
+#include "vram/slice_file.h"
 
 namespace gpulet {
 namespace {
@@ -123,6 +125,17 @@ std::optional<doctor::Report> DoctorOnNode(CommandContext& ctx, const DoctorOpti
   }
   input.gpulet_cdi_spec_dir = config->cdi.spec_dir;
   input.tcp_probe = &ProbeTcp;
+  input.gpulet_slices = config->sharing.memory_slices.enabled || config->dra.memory_shares.enabled;
+  input.gpulet_vram_enforce = config->sharing.memory_slices.enforce;
+  input.gpulet_vram_host_dir = config->sharing.memory_slices.host_dir;
+  std::error_code ec;
+  absl::StatusOr<std::string> library =
+      vram::FindLibraryBeside(std::filesystem::read_symlink("/proc/self/exe", ec).string());
+  if (library.ok()) {
+    input.gpulet_vram_library = *library;
+  } else {
+    input.gpulet_vram_library_error = std::string(library.status().message());
+  }
   for (const Gpu& gpu : node.inventory.gpus) {
     if (!gpu.in_nvml || gpu.uuid.empty()) continue;
     bool by_index = config->plugin.device_id_strategy == DeviceIdStrategy::kIndex && gpu.index;

@@ -1560,6 +1560,7 @@ Report RunDoctor(const DoctorInput& input) {
       {"cgroup.devices", "cgroup device access for GPU containers", &CheckCgroupDevices},
       {"crio", "CRI-O: nvidia runtime, hook or CDI", &CheckCrio},
       {"dcgm.hostengine", "DCGM host engine reachable", &CheckDcgmHostEngine},
+      {"vram.enforcement", "VRAM limits of memory slices", &CheckVram},
   };
   StackInput stack{c.host, c.inv, input, c.os.talos,
                    input.gpulet_uses_cdi || (c.talos && c.talos->cdi_mode)};

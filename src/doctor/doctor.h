@@ -123,6 +123,15 @@ struct DoctorInput {
   // Connects to HOST:PORT over TCP and closes (a service answers): the dcgm.hostengine
   // check's one network look. Null: that check is "not checked".
   std::function<absl::Status(const std::string& host, int port)> tcp_probe;
+  // VRAM enforcement (docs/sharing.md), from the daemon's configuration: whether memory
+  // slices or DRA memory shares are served, whether the enforcement library holds them, the
+  // host directory of its files, and the library gpulet ships beside itself ("" when not
+  // found: `gpulet_vram_library_error` says why).
+  bool gpulet_slices = false;
+  bool gpulet_vram_enforce = true;
+  std::string gpulet_vram_host_dir;
+  std::string gpulet_vram_library;
+  std::string gpulet_vram_library_error;
 };
 
 struct Report {

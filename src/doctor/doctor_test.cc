@@ -320,9 +320,10 @@ TEST(DoctorTest, Talos113CdiModeWithoutSpec) {
     if (c.id != "cdi.specs" && c.id != "cdi.resolve" && c.id != "cdi.hooks" &&
         c.id != "cdi.paths" && c.id != "cdi.gpulet" && c.id != "talos.bpf" &&
         c.id != "gpu.health" && c.id != "kernel.log" &&
-        // Not for this node: no MIG, no NVSwitch, no CRI-O, no DCGM; no /sys/fs/cgroup here.
+        // Not for this node: no MIG, no NVSwitch, no CRI-O, no DCGM, no memory slices; no
+        // /sys/fs/cgroup here.
         c.id != "mig.mode" && c.id != "fabricmanager" && c.id != "crio" &&
-        c.id != "dcgm.hostengine" && c.id != "cgroup.devices") {
+        c.id != "dcgm.hostengine" && c.id != "cgroup.devices" && c.id != "vram.enforcement") {
       EXPECT_EQ(c.verdict, Verdict::kPass) << c.id << ": " << c.summary;
     }
   }

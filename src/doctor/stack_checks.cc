@@ -572,4 +572,65 @@ CheckResult CheckMig(const StackInput& in) {
   return r;
 }
 
+// Which holds each sliced container's VRAM: gpulet's enforcement library (docs/sharing.md),
+// loaded by the containers' dynamic loader. Drivers from r615 with the kernel's dmem cgroup
+// controller could hold a per-cgroup limit themselves (MPS memory partitioning); gpulet
+// reports whether a node has it, and does not use it yet.
+CheckResult CheckVram(const StackInput& in) {
+  CheckResult r = CheckResultFor("vram.enforcement", "VRAM limits of memory slices");
+  const DoctorInput& d = in.input;
+  if (!d.gpulet_slices) {
+    return NotCheckedResult(std::move(r),
+                            "memory slices (sharing.memorySlices) and DRA memory shares "
+                            "(dra.memoryShares) are off: every container holds whole GPUs");
+  }
+  int major = 0;
+  const std::string& version = in.inv.system.driver_version;
+  const bool known = absl::SimpleAtoi(version.substr(0, version.find('.')), &major);
+  absl::StatusOr<std::string> dmem = in.host.ReadFile("/sys/fs/cgroup/dmem.capacity", 1 << 16);
+  const bool driver_can = known && major >= 615 && dmem.ok() && absl::StrContains(*dmem, "nvidia");
+  r.evidence.push_back(absl::StrCat(
+      "driver ", version.empty() ? "unknown" : version, "; ",
+      dmem.ok() ? absl::StrCat(in.host.Describe("/sys/fs/cgroup/dmem.capacity"),
+                               driver_can ? " lists NVIDIA memory" : " lists no NVIDIA memory")
+                : "no dmem cgroup controller (kernel 6.14+)",
+      driver_can ? ": the driver could hold per-cgroup limits (MPS memory partitioning), which "
+                   "gpulet does not use yet"
+                 : ": the driver holds no per-container limit; the library is the enforcement"));
+  if (!d.gpulet_vram_enforce) {
+    r.verdict = Verdict::kWarn;
+    r.summary =
+        "slices are accounting only (sharing.memorySlices.enforce: false): a container can take "
+        "the whole card's memory from its neighbours";
+    r.fix = "Set sharing.memorySlices.enforce: true (the default) in gpulet's config.";
+    return r;
+  }
+  if (d.gpulet_vram_library.empty()) {
+    r.verdict = Verdict::kFail;
+    r.summary = absl::StrCat(
+        "the VRAM enforcement library is missing, so gpulet refuses every "
+        "sliced container: ",
+        d.gpulet_vram_library_error);
+    r.fix =
+        "Run gpulet's own image (it ships the library at /usr/lib/gpulet/libgpulet-vram.so), or "
+        "install it beside the gpulet binary.";
+    return r;
+  }
+  r.evidence.push_back(absl::StrCat("the library gpulet ships: ", d.gpulet_vram_library));
+  const std::string installed = absl::StrCat(d.gpulet_vram_host_dir, "/lib/libgpulet-vram.so");
+  r.evidence.push_back(absl::StrCat(in.host.Describe(installed),
+                                    in.host.Exists(installed)
+                                        ? ": installed for containers"
+                                        : ": not installed yet (gpulet installs it at the first "
+                                          "sliced container)"));
+  r.verdict = Verdict::kPass;
+  r.summary = absl::StrCat(
+      "gpulet's enforcement library holds each sliced container to its "
+      "slices (",
+      driver_can ? "the driver's own limits are available but unused"
+                 : "the driver has no limit of its own",
+      ")");
+  return r;
+}
+
 }  // namespace gpulet::doctor

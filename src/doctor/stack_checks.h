@@ -62,6 +62,7 @@ CheckResult CheckUvm(const StackInput& in);             // "driver.uvm"
 CheckResult CheckFabricManager(const StackInput& in);   // "fabricmanager"
 CheckResult CheckDcgmHostEngine(const StackInput& in);  // "dcgm.hostengine"
 CheckResult CheckMig(const StackInput& in);             // "mig.mode"
+CheckResult CheckVram(const StackInput& in);            // "vram.enforcement"
 
 }  // namespace gpulet::doctor
 

@@ -252,6 +252,40 @@ TEST(MigModeCheckTest, ModeOnWithoutInstancesWarns) {
 }
 
 // The list of check names the catalogue validates `check` against is the doctor's report.
+TEST(VramCheckTest, SaysWhatHoldsASlicedContainersMemory) {
+  Node n;
+  EXPECT_EQ(n.Run(&CheckVram).verdict, Verdict::kNotChecked);  // no slices, no shares
+  n.input.gpulet_slices = true;
+  n.input.gpulet_vram_host_dir = "/var/lib/gpulet/vram";
+  n.input.gpulet_vram_library_error = "the VRAM enforcement library is neither at /a nor at /b";
+  n.inv.system.driver_version = "570.133.20";
+  CheckResult r = n.Run(&CheckVram);
+  EXPECT_EQ(r.verdict, Verdict::kFail);
+  EXPECT_THAT(r.summary, HasSubstr("refuses every sliced container: the VRAM enforcement "
+                                   "library is neither at /a nor at /b"));
+  EXPECT_THAT(Text(r), HasSubstr("driver 570.133.20; no dmem cgroup controller"));
+
+  n.input.gpulet_vram_library = "/usr/lib/gpulet/libgpulet-vram.so";
+  r = n.Run(&CheckVram);
+  EXPECT_EQ(r.verdict, Verdict::kPass);
+  EXPECT_THAT(r.summary, HasSubstr("the driver has no limit of its own"));
+  EXPECT_THAT(Text(r), HasSubstr("not installed yet"));
+  n.Write("var/lib/gpulet/vram/lib/libgpulet-vram.so", "elf");
+  EXPECT_THAT(Text(n.Run(&CheckVram)), HasSubstr("installed for containers"));
+
+  // A driver and kernel that could hold limits themselves: reported, not used.
+  n.inv.system.driver_version = "615.10";
+  n.Write("sys/fs/cgroup/dmem.capacity", "nvidia/0000:02:00.0/vidmem 34359738368\n");
+  r = n.Run(&CheckVram);
+  EXPECT_EQ(r.verdict, Verdict::kPass);
+  EXPECT_THAT(r.summary, HasSubstr("the driver's own limits are available but unused"));
+
+  n.input.gpulet_vram_enforce = false;
+  r = n.Run(&CheckVram);
+  EXPECT_EQ(r.verdict, Verdict::kWarn);
+  EXPECT_THAT(r.summary, HasSubstr("accounting only"));
+}
+
 TEST(StackChecksTest, TheCatalogueKnowsExactlyTheDoctorsChecks) {
   Node n;
   Gpu g;
