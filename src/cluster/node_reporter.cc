@@ -88,6 +88,12 @@ void NodeReporter::Run() {
         for (EventWrite& w : aggregator_.Record(e, now)) pending_.push_back(std::move(w));
       }
     }
+    if (options_.inbox != nullptr) {
+      for (const NodeEvent& e : options_.inbox->Drain()) {
+        if (!options_.events) continue;
+        for (EventWrite& w : aggregator_.Record(e, now)) pending_.push_back(std::move(w));
+      }
+    }
     before = snap;
     seen = snap->version;
     Pass(*snap, now);

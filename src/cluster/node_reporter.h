@@ -39,6 +39,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "cluster/event_inbox.h"
 #include "cluster/node_health.h"
 #include "common/clock.h"
 #include "kube/kube_client.h"
@@ -68,6 +69,9 @@ class NodeReporter {
     bool events = true;
     bool node_labels = false;
     std::map<std::string, std::string> labels;  // written when node_labels
+    // Events from outside the store (a VRAM slice at its quota), written with the store's
+    // own when `events` is on; may be null.
+    std::shared_ptr<EventInbox> inbox;
   };
 
   struct Stats {

@@ -159,6 +159,22 @@ TEST_F(NodeReporterTest, XidMakesTheConditionTrueAndAnEventPromptly) {
   EXPECT_EQ(e["reportingInstance"], "gpulet-test");
 }
 
+// Events from outside the store (a VRAM slice at its quota, posted by the sampler) are
+// written with the store's own.
+TEST_F(NodeReporterTest, EventsPostedToTheInboxAreWritten) {
+  NodeReporter::Options o;
+  o.inbox = std::make_shared<EventInbox>();
+  Start(o);
+  o.inbox->Post(
+      {NodeEvent{"Warning", "GpuVramQuotaReached", "ml/anpr-0/anpr reached its quota", 3}});
+  ASSERT_NE(WaitFor([&] { return !EventsWithReason("GpuVramQuotaReached").empty(); }),
+            absl::InfiniteDuration());
+  json e = EventsWithReason("GpuVramQuotaReached")[0];
+  EXPECT_EQ(e["type"], "Warning");
+  EXPECT_EQ(e["note"], "ml/anpr-0/anpr reached its quota");
+  EXPECT_EQ(e["regarding"]["kind"], "Node");
+}
+
 // The condition clears no sooner than the hold after it appeared, and a recovery Event says so.
 TEST_F(NodeReporterTest, RecoveryClearsTheConditionAfterTheHold) {
   NodeReporter::Options o;

@@ -14,6 +14,7 @@
 #include "common/host_fs.h"
 #include "common/log.h"
 #include "daemon/reload_table.h"
+#include "daemon/slice_events.h"
 #include "deploy/labels.h"
 #include "dra/registration.h"
 #include "health/kmsg_source.h"
@@ -377,6 +378,7 @@ absl::StatusOr<std::unique_ptr<Daemon::Cluster>> Daemon::MakeCluster(const Confi
   ro.taint_effect = config.cluster.taint.effect;
   ro.taint_share = config.cluster.taint.share;
   ro.node_labels = config.cluster.node_labels;
+  ro.inbox = event_inbox_;
   if (ro.node_labels) ro.labels = NodeGpuLabels(node_.inventory, *node_.host, config);
   cluster->reporter =
       std::make_unique<NodeReporter>(&store_, cluster->client.get(), ro, options_.clock);
@@ -433,6 +435,13 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Confi
   so.clock = options_.clock;
   if (config.sharing.memory_slices.enabled || config.dra.memory_shares.enabled) {
     so.slice_dir = JoinPath(SliceFilesFor().host_root, config.sharing.memory_slices.host_dir);
+    // A slice at its quota becomes a Node event, through the inbox the cluster reporter of
+    // the day drains (a new sampler starts from what it finds: nothing is reported twice).
+    auto events = std::make_shared<SliceQuotaEvents>();
+    so.on_round = [events, inbox = event_inbox_](const SampleSet& set, const Snapshot& snap) {
+      std::vector<NodeEvent> e = events->Next(set.slices, snap, set.pods.get());
+      if (!e.empty()) inbox->Post(std::move(e));
+    };
   }
   m->sampler = std::make_unique<Sampler>(
       node_.gpus.get(), &store_, node_.host.get(), so,

@@ -40,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "cluster/event_inbox.h"
 #include "cluster/node_reporter.h"
 #include "common/clock.h"
 #include "common/periodic_worker.h"
@@ -180,6 +181,9 @@ class Daemon {
   NodeFiles files_ ABSL_GUARDED_BY(files_mu_);
   // Refused reloads; declared before the metrics stack that renders it.
   std::atomic<uint64_t> reload_errors_{0};
+  // Node events from the sampler (VRAM slices at their quota) for the cluster reporter; the
+  // daemon's, so that either side can be rebuilt on reload.
+  std::shared_ptr<EventInbox> event_inbox_ = std::make_shared<EventInbox>();
   std::unique_ptr<Metrics> metrics_;
   // The main thread replaces plugins_ (start, reload) under plugins_mu_ and reads it without;
   // the MIG watcher's thread reads it under plugins_mu_ only, to wake it.

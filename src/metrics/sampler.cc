@@ -62,6 +62,7 @@ void Sampler::SampleOnce() {
   working_.last_round_seconds = absl::ToDoubleSeconds(options_.clock->Monotonic() - start);
   ++working_.rounds;
   Render(working_);
+  if (options_.on_round) options_.on_round(working_, *snap);
 }
 
 GpuSampleState::Process Sampler::ReadProcess(unsigned pid) const {

@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -71,7 +72,10 @@ class Sampler {
     const Clock* clock = RealClock();
     // Where the VRAM slices' allocation directories are, as this process reaches them
     // (sharing.memorySlices.hostDir under the host root); "" reads none.
-    std::string slice_dir;
+    std::string slice_dir = "";
+    // Called on the sampler's thread after each round with what it sampled (e.g. to turn
+    // slices' refusals into events); may be empty.
+    std::function<void(const SampleSet&, const Snapshot&)> on_round = nullptr;
   };
 
   // `library` may be null (NVML unavailable): only health and self series are exported.

@@ -1,0 +1,52 @@
+#include "daemon/slice_events.h"
+
+#include <optional>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace gpulet {
+
+std::vector<NodeEvent> SliceQuotaEvents::Next(const std::vector<SliceSample>& slices,
+                                              const Snapshot& snap, const PodMap* pods) {
+  std::vector<NodeEvent> out;
+  std::set<std::string> present;
+  for (const SliceSample& s : slices) {
+    present.insert(s.name);
+    auto [it, added] = refused_.emplace(s.name, primed_ ? 0 : s.usage.refused);
+    if (s.usage.refused > it->second) {
+      std::string who = s.usage.owner;
+      if (std::optional<PodContainer> holder = SliceHolder(s, pods)) {
+        who = absl::StrCat(holder->namespace_name, "/", holder->pod,
+                           holder->container.empty() ? "" : "/", holder->container);
+      }
+      std::string gpu = s.usage.gpu_uuid;
+      for (const DeviceRecord& d : snap.devices) {
+        if (d.gpu.uuid == s.usage.gpu_uuid && d.gpu.index) {
+          gpu = absl::StrCat(*d.gpu.index, " (", d.gpu.uuid, ")");
+        }
+      }
+      NodeEvent e;
+      e.type = "Warning";
+      e.reason = "GpuVramQuotaReached";
+      // No count in the note, so that repeats fold into one series.
+      e.note = absl::StrFormat(
+          "%s reached its %.1f GiB VRAM quota on GPU %s: allocations past it are refused with "
+          "CUDA_ERROR_OUT_OF_MEMORY (slice %s; gpulet status shows its use)",
+          who, static_cast<double>(s.usage.quota_bytes) / (1 << 30), gpu, s.name);
+      if (e.note.size() > 1024) e.note.resize(1024);
+      e.count = s.usage.refused - it->second;
+      out.push_back(std::move(e));
+    }
+    it->second = s.usage.refused;
+  }
+  // A slice gone (its allocation rewritten later under the same name starts again at 0).
+  for (auto it = refused_.begin(); it != refused_.end();) {
+    it = present.count(it->first) ? std::next(it) : refused_.erase(it);
+  }
+  primed_ = true;
+  return out;
+}
+
+}  // namespace gpulet
