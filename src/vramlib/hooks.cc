@@ -267,10 +267,10 @@ CUresult Hook_cuMemRelease(CUmemGenericAllocationHandle handle) {
 
 CUresult Hook_cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCRIPTOR* desc) {
   if (desc == nullptr) return CALL_REAL(cuArrayCreate_v2, array, desc);
+  const uint64_t bytes = ArrayBytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels);
   return Counted(
-      ArrayBytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels), "cuArrayCreate",
-      Kind::kArray, [&] { return CALL_REAL(cuArrayCreate_v2, array, desc); },
-      [&] { return ArrayBytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels); },
+      bytes, "cuArrayCreate", Kind::kArray,
+      [&] { return CALL_REAL(cuArrayCreate_v2, array, desc); }, [&] { return bytes; },
       [&] { return reinterpret_cast<uint64_t>(*array); });
 }
 
