@@ -94,7 +94,8 @@ void PrintHelp(FILE* out) {
 
 void AddGlobalOptions(CLI::App& app, GlobalOptions& o) {
   app.add_option("--host-root", o.host_root, "The host's file system root")
-      ->envname("GPULET_HOST_ROOT");
+      ->envname("GPULET_HOST_ROOT")
+      ->each([&o](const std::string&) { o.host_root_given = true; });
   app.add_option("--nvml-lib", o.nvml_lib, "Path of libnvidia-ml.so.1 to use")
       ->envname("GPULET_NVML_LIB");
   app.add_option("--simulate", o.simulate, "Use the NVML simulator with this fixture")

@@ -31,12 +31,13 @@ enum ExitCode : int {
 };
 
 struct GlobalOptions {
-  std::string host_root = "/";  // where the host's file system is visible
-  std::string nvml_lib;         // --nvml-lib: explicit libnvidia-ml path
-  std::string simulate;         // --simulate FIXTURE
-  std::string sim_state;        // --sim-state PATH (default: per-user runtime dir)
-  double probe_timeout_s = 15;  // child-process NVML probe deadline
-  double call_timeout_s = 10;   // deadline for one batch of NVML calls on one GPU
+  std::string host_root = "/";   // where the host's file system is visible
+  bool host_root_given = false;  // --host-root or GPULET_HOST_ROOT was set, "/" included
+  std::string nvml_lib;          // --nvml-lib: explicit libnvidia-ml path
+  std::string simulate;          // --simulate FIXTURE
+  std::string sim_state;         // --sim-state PATH (default: per-user runtime dir)
+  double probe_timeout_s = 15;   // child-process NVML probe deadline
+  double call_timeout_s = 10;    // deadline for one batch of NVML calls on one GPU
   bool verbose = false;
 };
 

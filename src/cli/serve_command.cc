@@ -206,7 +206,7 @@ class ServeCommand final : public CommandHandler {
     // A simulation without --host-root reads the bundled fixture root, which is data, not a
     // node: no CDI spec is written into it.
     options.bundled_fixture_root = !ctx.global.simulate.empty() &&
-                                   (ctx.global.host_root.empty() || ctx.global.host_root == "/");
+                                   (ctx.global.host_root.empty() || !ctx.global.host_root_given);
     options.node_name = NodeName();
     if (const char* uid = std::getenv("POD_UID"); uid != nullptr) options.pod_uid = uid;
     DiscoveryOptions discovery;

@@ -112,7 +112,9 @@ absl::StatusOr<Simulation> ApplySimulation(GlobalOptions& options, bool quiet) {
   std::string dir = sim->state_file.substr(0, sim->state_file.rfind('/'));
   if (!dir.empty()) mkdir(dir.c_str(), 0700);  // may exist; the simulator tolerates no file
   if (options.nvml_lib.empty()) options.nvml_lib = sim->library;
-  if (options.host_root.empty() || options.host_root == "/") options.host_root = sim->host_root;
+  // The fixture's tree, unless a root was named ("/" too: the simulator's GPUs on this
+  // machine's files, as a test of /proc-facing code needs).
+  if (options.host_root.empty() || !options.host_root_given) options.host_root = sim->host_root;
   setenv("GPULET_SIM_FIXTURE", sim->fixture_yaml.c_str(), 1);
   setenv("GPULET_SIM_STATE", sim->state_file.c_str(), 1);
   if (!quiet) {

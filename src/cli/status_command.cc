@@ -92,11 +92,15 @@ class StatusCommand final : public CommandHandler {
         std::string holder = s.pod ? absl::StrCat(s.namespace_name.value_or(""), "/", *s.pod, "/",
                                                   s.container.value_or(""))
                                    : s.owner;
+        std::string device = s.device_used_bytes
+                                 ? absl::StrFormat(" (%.1f by the driver's count)",
+                                                   static_cast<double>(*s.device_used_bytes) / kGiB)
+                                 : "";
         std::printf(
-            "     vram slice %s: %s, %.1f of %.1f GiB (peak %.1f), %u processes, %s refused\n",
+            "     vram slice %s: %s, %.1f%s of %.1f GiB (peak %.1f), %u processes, %s refused\n",
             s.slice.c_str(), holder.c_str(), static_cast<double>(s.used_bytes) / kGiB,
-            static_cast<double>(s.quota_bytes) / kGiB, static_cast<double>(s.peak_bytes) / kGiB,
-            s.processes, absl::StrCat(s.refused).c_str());
+            device.c_str(), static_cast<double>(s.quota_bytes) / kGiB,
+            static_cast<double>(s.peak_bytes) / kGiB, s.processes, absl::StrCat(s.refused).c_str());
       }
       if (g.reason) std::printf("     why: %s\n", g.reason->c_str());
       if (g.action) std::printf("     do:  %s\n", g.action->c_str());

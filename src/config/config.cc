@@ -34,6 +34,11 @@ const char* MigStrategyName(MigStrategy strategy) {
   }
   return "none";
 }
+
+const char* OverQuotaActionName(OverQuotaAction action) {
+  return action == OverQuotaAction::kKill ? "kill" : "event";
+}
+
 namespace {
 
 using Setter = std::function<absl::Status(Config&, const std::string&)>;
@@ -120,6 +125,7 @@ constexpr DurationBounds kDurationBounds[] = {
     {"health.hangTimeout", absl::Milliseconds(100), absl::Seconds(10)},
     {"health.quietPeriod", absl::ZeroDuration(), absl::Hours(24)},
     {"cluster.heartbeat", absl::Seconds(10), absl::Hours(1)},
+    {"sharing.memorySlices.overQuota.grace", absl::ZeroDuration(), absl::Hours(1)},
 };
 
 const DurationBounds& BoundsOf(const char* key) {
@@ -365,6 +371,42 @@ const std::vector<Field>& Fields() {
          return ParseGpuList("sharing.memorySlices.gpus", v, &c.sharing.memory_slices.gpus);
        },
        [](const Config& c) { return GpuListNode(c.sharing.memory_slices.gpus); }, Shape::kList},
+      {"sharing.memorySlices.overQuota.action", "event or kill",
+       [](Config& c, const std::string& v) {
+         for (OverQuotaAction a : {OverQuotaAction::kEvent, OverQuotaAction::kKill}) {
+           if (v == OverQuotaActionName(a)) {
+             c.sharing.memory_slices.over_quota.action = a;
+             return absl::OkStatus();
+           }
+         }
+         return Bad("sharing.memorySlices.overQuota.action", v, "event or kill");
+       },
+       [](const Config& c) {
+         return Str(OverQuotaActionName(c.sharing.memory_slices.over_quota.action));
+       }},
+      {"sharing.memorySlices.overQuota.marginMiB", "an integer from 0 to 1048576",
+       [](Config& c, const std::string& v) {
+         return ParseInt("sharing.memorySlices.overQuota.marginMiB", v, 0, 1 << 20,
+                         &c.sharing.memory_slices.over_quota.margin_mib);
+       },
+       [](const Config& c) { return YAML::Node(c.sharing.memory_slices.over_quota.margin_mib); }},
+      {"sharing.memorySlices.overQuota.grace",
+       DurationAllowed(BoundsOf("sharing.memorySlices.overQuota.grace")),
+       [](Config& c, const std::string& v) {
+         return ParseDur("sharing.memorySlices.overQuota.grace", v,
+                         &c.sharing.memory_slices.over_quota.grace);
+       },
+       [](const Config& c) {
+         return Str(absl::FormatDuration(c.sharing.memory_slices.over_quota.grace));
+       }},
+      {"sharing.memorySlices.overQuota.maxKillsPerHour", "an integer from 1 to 3600",
+       [](Config& c, const std::string& v) {
+         return ParseInt("sharing.memorySlices.overQuota.maxKillsPerHour", v, 1, 3600,
+                         &c.sharing.memory_slices.over_quota.max_kills_per_hour);
+       },
+       [](const Config& c) {
+         return YAML::Node(c.sharing.memory_slices.over_quota.max_kills_per_hour);
+       }},
       {"labels.featuresFile", "an absolute host path, or empty to write no labels",
        [](Config& c, const std::string& v) {
          if (!v.empty() && (v[0] != '/' || v.back() == '/')) {

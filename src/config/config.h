@@ -36,6 +36,11 @@ enum class DeviceIdStrategy { kUuid, kIndex };
 // nvidia.com/mig-<profile>, beside whole GPUs without MIG).
 enum class MigStrategy { kNone, kSingle, kMixed };
 const char* MigStrategyName(MigStrategy strategy);
+// What gpulet does about a VRAM slice holder over its quota by the driver's count
+// (sharing.memorySlices.overQuota.action): say so (an Event naming the process a kill would
+// take), or also kill that process.
+enum class OverQuotaAction { kEvent, kKill };
+const char* OverQuotaActionName(OverQuotaAction action);
 
 struct Config {
   // Directory holding device-plugins/ and pod-resources/. Default: /var/lib/kubelet.
@@ -102,6 +107,18 @@ struct Config {
     // whole-GPU requests, never both (a whole-GPU pod would otherwise land on a card whose
     // memory slices hold); the others stay whole. Default: [all].
     std::vector<std::string> gpus = {"all"};
+    // A slice holder whose memory as the driver counts it (NVML's per-process figures, which
+    // include each process's CUDA context: memory no allocation call shows the library) is
+    // over its quota by more than `margin_mib`: gpulet says so in a Node Event and
+    // gpulet_vram_device_used_bytes, naming the process it would kill (its largest by the
+    // driver's count). With `action` kill it also kills that process once the holder has been
+    // over for `grace`, at most `max_kills_per_hour` on the node. docs/sharing.md.
+    struct OverQuota {
+      OverQuotaAction action = OverQuotaAction::kEvent;  // Default: event.
+      int margin_mib = 1024;                             // Default: 1024.
+      absl::Duration grace = absl::Seconds(30);          // Default: 30s.
+      int max_kills_per_hour = 4;                        // Default: 4.
+    } over_quota;
   };
   struct Sharing {
     TimeSlicing time_slicing;

@@ -190,6 +190,22 @@ const std::vector<KeyCase>& KeyCases() {
        "all",
        {{"1", "1"}, {"0, GPU-8a41", "0,GPU-8a41"}, {"all", "all"}},
        {"second", "all,1", "1,1"}},
+      {"sharing.memorySlices.overQuota.action",
+       "event",
+       {{"kill", "kill"}, {"event", "event"}},
+       {"Kill", "evict", ""}},
+      {"sharing.memorySlices.overQuota.marginMiB",
+       "1024",
+       {{"0", "0"}, {"1048576", "1048576"}},
+       {"-1", "1048577", "1GiB", ""}},
+      {"sharing.memorySlices.overQuota.grace",
+       "30s",
+       {{"0s", "0"}, {"1h", "1h"}, {"90s", "1m30s"}},
+       {"61m", "-1s", "inf", "30", ""}},
+      {"sharing.memorySlices.overQuota.maxKillsPerHour",
+       "4",
+       {{"1", "1"}, {"3600", "3600"}},
+       {"0", "3601", "many", ""}},
       {"labels.featuresFile",
        "/etc/kubernetes/node-feature-discovery/features.d/gpulet",
        {{"", ""}, {"/etc/features.d/gpulet", "/etc/features.d/gpulet"}},
@@ -611,8 +627,9 @@ TEST(ConfigDocsTest, ReadmeSaysEveryBound) {
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string readme = ss.str();
-  for (const char* key : {"metrics.sampleInterval", "metrics.podResourcesInterval",
-                          "health.probeInterval", "health.hangTimeout", "health.quietPeriod"}) {
+  for (const char* key :
+       {"metrics.sampleInterval", "metrics.podResourcesInterval", "health.probeInterval",
+        "health.hangTimeout", "health.quietPeriod", "sharing.memorySlices.overQuota.grace"}) {
     absl::StatusOr<Config> c = ParseConfig("", "test", {{key, "inf"}});
     ASSERT_FALSE(c.ok());
     std::string message(c.status().message());

@@ -111,7 +111,14 @@ Daemon::Daemon(Node node, Config config, DaemonOptions options)
       config_(std::move(config)),
       control_(ControlNodesOf(node_.inventory.driver)),
       files_inventory_(node_.inventory),
-      files_(node_.host.get(), &files_inventory_, options_.bundled_fixture_root) {}
+      files_(node_.host.get(), &files_inventory_, options_.bundled_fixture_root) {
+  ProcessKiller* killer = options_.process_killer;
+  if (killer == nullptr) {
+    own_killer_ = MakeProcessKiller(node_.host->root());
+    killer = own_killer_.get();
+  }
+  slice_guard_ = std::make_shared<SliceGuard>(killer);
+}
 
 Daemon::~Daemon() { Stop(); }
 
@@ -312,10 +319,12 @@ absl::StatusOr<std::unique_ptr<dra::DraDriver>> Daemon::MakeDra(const Config& co
   const SliceFiles slice_files = SliceFilesFor();
   o.preparer.vram.enforce = config.sharing.memory_slices.enforce;
   o.preparer.vram.host_dir = config.sharing.memory_slices.host_dir;
-  o.preparer.vram.local_dir =
-      JoinPath(slice_files.host_root, config.sharing.memory_slices.host_dir);
-  o.preparer.vram.library = slice_files.library;
-  o.preparer.vram.library_error = slice_files.library_error;
+  absl::StatusOr<std::string> local_dir =
+      slice_files.LocalDir(config.sharing.memory_slices.host_dir);
+  o.preparer.vram.local_dir = local_dir.value_or("");
+  o.preparer.vram.library = local_dir.ok() ? slice_files.library : "";
+  o.preparer.vram.library_error =
+      local_dir.ok() ? slice_files.library_error : std::string(local_dir.status().message());
   return std::make_unique<dra::DraDriver>(
       std::move(o), client, &store_,
       [this] {
@@ -434,18 +443,29 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Confi
   so.timeout = std::min(config.metrics.sample_interval, absl::Seconds(1));
   so.clock = options_.clock;
   if (config.sharing.memory_slices.enabled || config.dra.memory_shares.enabled) {
-    so.slice_dir = JoinPath(SliceFilesFor().host_root, config.sharing.memory_slices.host_dir);
+    absl::StatusOr<std::string> local_dir =
+        SliceFilesFor().LocalDir(config.sharing.memory_slices.host_dir);
+    if (!local_dir.ok()) {
+      GPULET_LOG_ERROR("VRAM slices are not sampled: {}", local_dir.status().message());
+    }
+    so.slice_dir = local_dir.value_or("");
     // A slice at its quota becomes a Node event, through the inbox the cluster reporter of
     // the day drains (a new sampler starts from what it finds: nothing is reported twice).
+    // A slice over its quota by the driver's count goes to the guard, which says so or kills.
     auto events = std::make_shared<SliceQuotaEvents>();
-    so.on_round = [events, inbox = event_inbox_](const SampleSet& set, const Snapshot& snap) {
+    slice_guard_->Configure(config.sharing.memory_slices.over_quota);
+    so.on_round = [events, guard = slice_guard_, inbox = event_inbox_, clock = options_.clock](
+                      const SampleSet& set, const Snapshot& snap) {
       std::vector<NodeEvent> e = events->Next(set.slices, snap, set.pods.get());
+      std::vector<NodeEvent> over = guard->Next(set.slices, snap, set.pods.get(), clock->Now());
+      e.insert(e.end(), std::make_move_iterator(over.begin()), std::make_move_iterator(over.end()));
       if (!e.empty()) inbox->Post(std::move(e));
     };
   }
   m->sampler = std::make_unique<Sampler>(
       node_.gpus.get(), &store_, node_.host.get(), so,
-      RenderInfo{options_.node_name, node_.inventory.system.driver_version, &reload_errors_});
+      RenderInfo{options_.node_name, node_.inventory.system.driver_version, &reload_errors_,
+                 so.slice_dir.empty() ? nullptr : slice_guard_->kills()});
   // Pod labels: from the kubelet's PodResources API, on their own thread.
   if (config.metrics.pod_attribution) {
     PodAttributor::Options po;

@@ -46,6 +46,7 @@
 #include "common/periodic_worker.h"
 #include "config/config.h"
 #include "daemon/node_files.h"
+#include "daemon/slice_guard.h"
 #include "dra/driver.h"
 #include "gpu/discovery.h"
 #include "health/event_monitor.h"
@@ -73,6 +74,9 @@ struct DaemonOptions {
   const Clock* clock = RealClock();
   // How often the CDI spec and labels file are checked on disk.
   absl::Duration file_check_interval = absl::Seconds(10);
+  // What kills a process of a VRAM slice over its quota (sharing.memorySlices.overQuota);
+  // null: the real killer, through the host root's /proc. Must outlive the daemon.
+  ProcessKiller* process_killer = nullptr;
 };
 
 // What a successful Reload did.
@@ -184,6 +188,10 @@ class Daemon {
   // Node events from the sampler (VRAM slices at their quota) for the cluster reporter; the
   // daemon's, so that either side can be rebuilt on reload.
   std::shared_ptr<EventInbox> event_inbox_ = std::make_shared<EventInbox>();
+  // Acts on VRAM slices over their quota by the driver's count; the daemon's, so that its
+  // timers and kill budget outlive a rebuilt metrics stack. Declared before that stack.
+  std::unique_ptr<ProcessKiller> own_killer_;
+  std::shared_ptr<SliceGuard> slice_guard_;
   std::unique_ptr<Metrics> metrics_;
   // The main thread replaces plugins_ (start, reload) under plugins_mu_ and reads it without;
   // the MIG watcher's thread reads it under plugins_mu_ only, to wake it.

@@ -52,6 +52,15 @@ constexpr ReloadRule kRules[] = {
      "live: containers allocated from then on use the new directory; the sampler reads it"},
     {"sharing.memorySlices.gpus", kResources,
      "live: the plugin manager re-serves (running containers keep what they hold)"},
+    {"sharing.memorySlices.overQuota.action", kReloadMetrics,
+     "rebuilt: sampler and server; the over-quota guard keeps its slices' timers and its kill "
+     "budget"},
+    {"sharing.memorySlices.overQuota.marginMiB", kReloadMetrics,
+     "rebuilt: sampler and server; the over-quota guard keeps its timers and budget"},
+    {"sharing.memorySlices.overQuota.grace", kReloadMetrics,
+     "rebuilt: sampler and server; the over-quota guard keeps its timers and budget"},
+    {"sharing.memorySlices.overQuota.maxKillsPerHour", kReloadMetrics,
+     "rebuilt: sampler and server; the over-quota guard keeps the kills it made this hour"},
     {"metrics.address", kReloadMetrics,
      "rebuilt: the new server listens before the old one closes; refused when it cannot "
      "listen"},

@@ -8,6 +8,22 @@
 
 namespace gpulet {
 
+std::string SliceHolderName(const SliceSample& slice, const PodMap* pods) {
+  std::optional<PodContainer> holder = SliceHolder(slice, pods);
+  if (!holder) return slice.usage.owner;
+  return absl::StrCat(holder->namespace_name, "/", holder->pod,
+                      holder->container.empty() ? "" : "/", holder->container);
+}
+
+std::string SliceGpuName(const SliceSample& slice, const Snapshot& snap) {
+  for (const DeviceRecord& d : snap.devices) {
+    if (d.gpu.uuid == slice.usage.gpu_uuid && d.gpu.index) {
+      return absl::StrCat(*d.gpu.index, " (", d.gpu.uuid, ")");
+    }
+  }
+  return slice.usage.gpu_uuid;
+}
+
 std::vector<NodeEvent> SliceQuotaEvents::Next(const std::vector<SliceSample>& slices,
                                               const Snapshot& snap, const PodMap* pods) {
   std::vector<NodeEvent> out;
@@ -16,17 +32,8 @@ std::vector<NodeEvent> SliceQuotaEvents::Next(const std::vector<SliceSample>& sl
     present.insert(s.name);
     auto [it, added] = refused_.emplace(s.name, primed_ ? 0 : s.usage.refused);
     if (s.usage.refused > it->second) {
-      std::string who = s.usage.owner;
-      if (std::optional<PodContainer> holder = SliceHolder(s, pods)) {
-        who = absl::StrCat(holder->namespace_name, "/", holder->pod,
-                           holder->container.empty() ? "" : "/", holder->container);
-      }
-      std::string gpu = s.usage.gpu_uuid;
-      for (const DeviceRecord& d : snap.devices) {
-        if (d.gpu.uuid == s.usage.gpu_uuid && d.gpu.index) {
-          gpu = absl::StrCat(*d.gpu.index, " (", d.gpu.uuid, ")");
-        }
-      }
+      const std::string who = SliceHolderName(s, pods);
+      const std::string gpu = SliceGpuName(s, snap);
       NodeEvent e;
       e.type = "Warning";
       e.reason = "GpuVramQuotaReached";

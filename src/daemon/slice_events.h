@@ -20,6 +20,12 @@
 
 namespace gpulet {
 
+// Who holds `slice`, for a person: "<namespace>/<pod>/<container>" when pod attribution
+// knows, else the owner the slice file names.
+std::string SliceHolderName(const SliceSample& slice, const PodMap* pods);
+// The slice's GPU, for a person: "<index> (<uuid>)", or the UUID when the store lacks it.
+std::string SliceGpuName(const SliceSample& slice, const Snapshot& snap);
+
 class SliceQuotaEvents {
  public:
   std::vector<NodeEvent> Next(const std::vector<SliceSample>& slices, const Snapshot& snap,

@@ -4,6 +4,8 @@
 #include "daemon/slice_events.h"
 
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -19,6 +21,8 @@
 #include "testing/free_port.h"
 #include "testing/homelab.h"
 #include "testing/http_clients.h"
+#include "testing/slices.h"
+#include "testing/subprocess.h"
 #include "testing/wait_for.h"
 #include "vram/slice_file.h"
 #include "vram/slice_table.h"
@@ -30,22 +34,11 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::SizeIs;
 
-SliceSample Slice(const std::string& name, uint64_t refused) {
-  SliceSample s;
-  s.name = name;
-  s.usage.gpu_uuid = "GPU-b";
-  s.usage.owner = "nvidia.com/gpu-memory GPU-b::mem0";
-  s.usage.quota_bytes = uint64_t{4} << 30;
-  s.usage.refused = refused;
-  return s;
-}
+using gpulet::testing::OneGpu;
 
-Snapshot OneGpu() {
-  Snapshot s;
-  DeviceRecord d;
-  d.gpu.index = 1;
-  d.gpu.uuid = "GPU-b";
-  s.devices.push_back(d);
+SliceSample Slice(const std::string& name, uint64_t refused) {
+  SliceSample s = gpulet::testing::FourGiBSlice(name);
+  s.usage.refused = refused;
   return s;
 }
 
@@ -81,16 +74,23 @@ TEST(SliceQuotaEventsTest, ASliceThatAppearsLaterReportsAllItsRefusals) {
   EXPECT_THAT(events.Next({Slice("claim-u1", 1)}, OneGpu(), nullptr), SizeIs(1));
 }
 
+// Starts `server` holding Node talos-08; returns a kubeconfig for it ("" when it cannot start).
+std::string ServeNode(gpulet::testing::FakeApiServer& server,
+                      const gpulet::testing::ScratchDir& dir) {
+  if (!server.Start("serve-token").ok()) return "";
+  server.AddNode({{"metadata", {{"name", "talos-08"}, {"uid", "uid-talos-08"}}},
+                  {"status", {{"conditions", nlohmann::json::array()}}}});
+  return dir.Write("kubeconfig", server.Kubeconfig("serve-token"));
+}
+
 // The wiring in `gpulet serve`: a container's allocations refused at its VRAM quota (a slice
 // file with refusals, as the enforcement library leaves it) reach the API server as a
 // GpuVramQuotaReached Event on the Node, and /metrics counts them.
 TEST(DaemonSliceEventsTest, AVramSliceAtItsQuotaMakesAnEventOnTheNode) {
   gpulet::testing::ScratchDir dir;
   gpulet::testing::FakeApiServer server;
-  ASSERT_TRUE(server.Start("serve-token").ok());
-  server.AddNode({{"metadata", {{"name", "talos-08"}, {"uid", "uid-talos-08"}}},
-                  {"status", {{"conditions", nlohmann::json::array()}}}});
-  const std::string kubeconfig = dir.Write("kubeconfig", server.Kubeconfig("serve-token"));
+  const std::string kubeconfig = ServeNode(server, dir);
+  ASSERT_FALSE(kubeconfig.empty());
   const std::string config = dir.Write(
       "config.yaml", absl::StrCat("version: v1\ncluster: {enabled: true, kubeconfig: ", kubeconfig,
                                   "}\nsharing:\n  memorySlices: {enabled: true}\n"));
@@ -132,6 +132,95 @@ TEST(DaemonSliceEventsTest, AVramSliceAtItsQuotaMakesAnEventOnTheNode) {
       gpulet::testing::Get(port, "/metrics", absl::Seconds(2));
   ASSERT_TRUE(metrics.has_value());
   EXPECT_THAT(metrics->body, HasSubstr("gpulet_vram_refused_total{gpu=\"1\""));
+  daemon.Stop(SIGTERM, absl::Seconds(10));
+  server.Stop();
+}
+
+// The driver's count through `gpulet serve`, with this machine's /proc as the host's and the
+// simulator's GPUs: a process held by a 4 GiB slice that NVML shows at 6 GiB on the card (its
+// context and more, none of which the library saw) is killed under overQuota.action kill,
+// and the Events and the kill count reach the API server and /metrics.
+TEST(DaemonSliceEventsTest, AProcessOverItsQuotaByTheDriversCountIsKilled) {
+  gpulet::testing::ScratchDir dir;
+  gpulet::testing::FakeApiServer server;
+  const std::string kubeconfig = ServeNode(server, dir);
+  ASSERT_FALSE(kubeconfig.empty());
+  const std::string vram_dir = dir.path() + "/vram";
+  // Nothing written to this machine's own paths: no CDI spec, labels or XID history.
+  const std::string config = dir.Write(
+      "config.yaml",
+      absl::StrCat("version: v1\ncluster: {enabled: true, kubeconfig: ", kubeconfig,
+                   "}\ncdi: {specDir: ''}\nlabels: {featuresFile: ''}\n"
+                   "health: {kmsg: false, xidHistoryFile: ''}\nsharing:\n  memorySlices:\n"
+                   "    enabled: true\n    hostDir: ",
+                   vram_dir, "\n    overQuota: {action: kill, marginMiB: 512, grace: 0s}\n"));
+  ASSERT_TRUE(vram::WriteSliceFile(vram_dir, "GPU-test--mem0", uint64_t{4} << 30,
+                                   gpulet::testing::kRtx5090, "nvidia.com/gpu-memory test")
+                  .ok());
+  // A process of the slice: it holds its slot (and 1 GiB by the library's count) until killed.
+  const std::string slice = vram_dir + "/GPU-test--mem0/slice";
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(ready[0]);
+    vram::SliceMap map;
+    char msg[256];
+    uint32_t slot = 0;
+    if (vram::OpenSlice(slice.c_str(), true, &map, msg, sizeof(msg)) != vram::SliceError::kOk ||
+        vram::ClaimSlot(&map, getpid(), &slot) != vram::SliceError::kOk ||
+        !vram::Reserve(&map, slot, uint64_t{1} << 30).granted) {
+      _exit(1);
+    }
+    vram::Settle(&map, slot, uint64_t{1} << 30, uint64_t{1} << 30);
+    char c = 'r';
+    if (write(ready[1], &c, 1) != 1) _exit(2);
+    pause();
+    _exit(0);
+  }
+  close(ready[1]);
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1) << "the slice's process did not start";
+  close(ready[0]);
+  // NVML shows it holding 6 GiB of the RTX 5090 (GPU 1).
+  const std::string state = dir.path() + "/state.json";
+  gpulet::testing::RunResult r = gpulet::testing::RunProgram(
+      {std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate", "homelab", "--sim-state", state,
+       "sim", "process", "1", absl::StrCat(child), "anpr", "6144"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  const int port = gpulet::testing::FreeLoopbackPort();
+  gpulet::testing::DaemonProcess daemon;
+  ASSERT_TRUE(daemon.Start(
+      {std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate", "homelab", "--host-root", "/",
+       "--sim-state", state, "serve", "--config", config, "--kubelet-dir", dir.path() + "/kubelet",
+       "--metrics-address", absl::StrCat("127.0.0.1:", port)},
+      {{"NODE_NAME", "talos-08"}, {"TMPDIR", dir.path()}}, dir.path() + "/log"));
+  int status = 0;
+  const bool killed = gpulet::testing::WaitFor([&] {
+                        return waitpid(child, &status, WNOHANG) == child;
+                      }) != absl::InfiniteDuration();
+  if (!killed) {
+    kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+  }
+  ASSERT_TRUE(killed) << daemon.Log();
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  ASSERT_NE(gpulet::testing::WaitFor(
+                [&] { return !server.EventsWithReason("GpuVramOverQuotaKilled").empty(); }),
+            absl::InfiniteDuration())
+      << daemon.Log();
+  ASSERT_FALSE(server.EventsWithReason("GpuVramOverQuota").empty());
+  EXPECT_THAT(server.EventsWithReason("GpuVramOverQuota")[0]["note"].get<std::string>(),
+              HasSubstr("holds 6.00 GiB of GPU 1 (" + std::string(gpulet::testing::kRtx5090) +
+                        ") by the driver's count"));
+  EXPECT_THAT(server.EventsWithReason("GpuVramOverQuotaKilled")[0]["note"].get<std::string>(),
+              HasSubstr(absl::StrCat("gpulet killed PID ", child)));
+  std::optional<gpulet::testing::HttpResponse> metrics =
+      gpulet::testing::Get(port, "/metrics", absl::Seconds(2));
+  ASSERT_TRUE(metrics.has_value());
+  EXPECT_THAT(metrics->body, HasSubstr("gpulet_vram_over_quota_kills_total{} 1\n"));
   daemon.Stop(SIGTERM, absl::Seconds(10));
   server.Stop();
 }

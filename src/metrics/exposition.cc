@@ -211,6 +211,10 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
                        "Configuration reloads (SIGHUP) refused since gpulet started: an invalid "
                        "or unreadable file, or a change that cannot apply now. The running "
                        "configuration was kept.");
+  Family vram_kills("gpulet_vram_over_quota_kills_total", "counter",
+                    "Processes gpulet killed because their VRAM slice holder stayed over its "
+                    "quota, by the driver's count, by more than the margin "
+                    "(sharing.memorySlices.overQuota.action kill).");
 
   // The DCGM_FI_PROF_* activity ratios of a GPM sample, by family.
   auto activity = [&](const ProfilingSample& p) {
@@ -435,6 +439,7 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
   if (info.reload_errors != nullptr) {
     reload_errors.Add("", static_cast<double>(info.reload_errors->load()));
   }
+  if (info.vram_kills != nullptr) vram_kills.Add("", static_cast<double>(info.vram_kills->load()));
 
   std::string out;
   out.reserve(16384);
@@ -491,7 +496,8 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
                           &nvml_errors,
                           &nvml_up,
                           &build,
-                          &reload_errors}) {
+                          &reload_errors,
+                          &vram_kills}) {
     f->AppendTo(&out, openmetrics);
   }
   AppendSliceMetrics(samples.slices, snap, samples.pods.get(), info.hostname, openmetrics, &out);

@@ -142,6 +142,7 @@ std::string MetricsServer::StatusJson(const Snapshot& snap, const SampleSet& sam
       s.peak_bytes = slice.usage.peak_bytes;
       s.refused = slice.usage.refused;
       s.processes = static_cast<unsigned>(slice.usage.processes.size());
+      if (slice.device) s.device_used_bytes = slice.device->used_bytes;
       if (std::optional<PodContainer> who = SliceHolder(slice, samples.pods.get())) {
         s.namespace_name = who->namespace_name;
         s.pod = who->pod;

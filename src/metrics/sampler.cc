@@ -1,6 +1,10 @@
 #include "metrics/sampler.h"
 
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "metrics/exposition.h"
 
 namespace gpulet {
@@ -59,10 +63,12 @@ void Sampler::SampleOnce() {
   }
   if (pods_ != nullptr) working_.pods = pods_->Current();
   working_.slices = ReadSlices(options_.slice_dir);
+  AttachDeviceUse(&working_);
   working_.last_round_seconds = absl::ToDoubleSeconds(options_.clock->Monotonic() - start);
   ++working_.rounds;
-  Render(working_);
+  // What the round's callback did (a kill the guard made) is in this round's exposition.
   if (options_.on_round) options_.on_round(working_, *snap);
+  Render(working_);
 }
 
 GpuSampleState::Process Sampler::ReadProcess(unsigned pid) const {
@@ -73,7 +79,66 @@ GpuSampleState::Process Sampler::ReadProcess(unsigned pid) const {
   if (comm.ok()) out.name = *comm;
   absl::StatusOr<std::string> cgroup = host_->ReadFile(proc + "/cgroup");
   if (cgroup.ok()) out.cgroup = ParseCgroupPod(*cgroup);
+  absl::StatusOr<std::string> stat = host_->ReadFile(proc + "/stat");
+  if (stat.ok()) out.start_ticks = ProcStartTicks(*stat);
   return out;
+}
+
+std::optional<uint64_t> ProcStartTicks(absl::string_view stat) {
+  // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so fields are counted
+  // from the last ')'; starttime is field 22, the 20th after it.
+  size_t close = stat.rfind(')');
+  if (close == absl::string_view::npos) return std::nullopt;
+  std::vector<absl::string_view> fields =
+      absl::StrSplit(stat.substr(close + 1), ' ', absl::SkipEmpty());
+  uint64_t ticks = 0;
+  if (fields.size() < 20 || !absl::SimpleAtoi(fields[19], &ticks)) return std::nullopt;
+  return ticks;
+}
+
+void AttachDeviceUse(SampleSet* set) {
+  for (SliceSample& slice : set->slices) {
+    slice.device.reset();
+    auto gpu = set->by_uuid.find(slice.usage.gpu_uuid);
+    if (gpu == set->by_uuid.end() || !gpu->second.answering || !gpu->second.last) continue;
+    const GpuSampleState& st = gpu->second;
+    std::optional<PodContainer> holder = SliceHolder(slice, set->pods.get());
+    SliceDeviceUse use;
+    auto process_of = [&](unsigned pid) -> SliceDeviceUse::Process& {
+      for (SliceDeviceUse::Process& p : use.processes) {
+        if (p.pid == pid) return p;
+      }
+      SliceDeviceUse::Process& p = use.processes.emplace_back();
+      p.pid = pid;
+      if (auto known = st.processes.find(pid); known != st.processes.end()) {
+        p.name = known->second.name;
+        p.start_ticks = known->second.start_ticks;
+      }
+      return p;
+    };
+    for (const vram::SliceUsage::Process& p : slice.usage.processes) {
+      if (p.pid <= 0) continue;  // its holder is in a PID namespace this one cannot see
+      SliceDeviceUse::Process& mine = process_of(static_cast<unsigned>(p.pid));
+      mine.in_slice = true;
+      mine.library_bytes = p.used_bytes;
+    }
+    for (const GpuProcess& p : st.last->processes) {
+      bool counted = false;
+      for (const SliceDeviceUse::Process& mine : use.processes) counted |= mine.pid == p.pid;
+      if (!counted && holder && set->pods != nullptr) {
+        // Not in the slice file: the container's all the same when attribution says so.
+        auto known = st.processes.find(p.pid);
+        counted =
+            known != st.processes.end() && known->second.cgroup &&
+            AttributeProcess(*set->pods, slice.usage.gpu_uuid, *known->second.cgroup) == holder;
+      }
+      if (counted) process_of(p.pid).driver_bytes = p.used_bytes.value_or(0);
+    }
+    for (const SliceDeviceUse::Process& p : use.processes) {
+      use.used_bytes += std::max(p.driver_bytes, p.library_bytes);
+    }
+    slice.device = std::move(use);
+  }
 }
 
 void Sampler::Render(const SampleSet& set) {

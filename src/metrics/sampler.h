@@ -23,6 +23,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
@@ -41,8 +42,9 @@ struct GpuSampleState {
   std::string error;                 // why the latest attempt failed
   absl::Time last_attempt = absl::InfinitePast();
   struct Process {
-    std::string name;                 // comm, from /proc/<pid>/comm
-    std::optional<CgroupPod> cgroup;  // its pod, from /proc/<pid>/cgroup
+    std::string name;                                    // comm, from /proc/<pid>/comm
+    std::optional<CgroupPod> cgroup;                     // its pod, from /proc/<pid>/cgroup
+    std::optional<uint64_t> start_ticks = std::nullopt;  // starttime, from /proc/<pid>/stat
   };
   std::map<unsigned, Process> processes;  // by pid; read once per pid
 };
@@ -56,12 +58,24 @@ struct SampleSet {
   std::vector<SliceSample> slices;     // VRAM slices on this node (slice_metrics.h)
 };
 
+// Fills each slice's `device` from its GPU's sample of this round (left absent when the GPU
+// did not answer): the slice's own processes (its slots' holders, by the PID the slice file's
+// lock names) and the processes pod attribution puts in the slice's container that never
+// loaded the library (a container that bypasses it is counted all the same).
+void AttachDeviceUse(SampleSet* set);
+
+// starttime (field 22) of a /proc/<pid>/stat line; nullopt when the line is malformed.
+std::optional<uint64_t> ProcStartTicks(absl::string_view stat);
+
 struct RenderInfo {
   std::string hostname;
   std::string driver_version;
   // The daemon's count of refused configuration reloads (gpulet_config_reload_errors_total);
   // not exported when null. Must outlive the sampler.
   const std::atomic<uint64_t>* reload_errors = nullptr;
+  // Processes gpulet killed for holding a VRAM slice over its quota by the driver's count
+  // (gpulet_vram_over_quota_kills_total); not exported when null. Must outlive the sampler.
+  const std::atomic<uint64_t>* vram_kills = nullptr;
 };
 
 class Sampler {
@@ -73,8 +87,9 @@ class Sampler {
     // Where the VRAM slices' allocation directories are, as this process reaches them
     // (sharing.memorySlices.hostDir under the host root); "" reads none.
     std::string slice_dir = "";
-    // Called on the sampler's thread after each round with what it sampled (e.g. to turn
-    // slices' refusals into events); may be empty.
+    // Called on the sampler's thread after each round with what it sampled, before the
+    // round's exposition is rendered (e.g. to turn slices' refusals into events, or to act
+    // on a slice over its quota); may be empty.
     std::function<void(const SampleSet&, const Snapshot&)> on_round = nullptr;
   };
 

@@ -20,7 +20,7 @@ std::vector<SliceSample> ReadSlices(const std::string& local_dir) {
     absl::StatusOr<vram::SliceUsage> usage =
         vram::ReadSliceUsage((entry.path() / vram::kSliceFileName).string());
     if (!usage.ok()) continue;
-    out.push_back({name, std::move(*usage)});
+    out.push_back({name, std::move(*usage), std::nullopt});
   }
   std::sort(out.begin(), out.end(),
             [](const SliceSample& a, const SliceSample& b) { return a.name < b.name; });
@@ -54,6 +54,10 @@ void AppendSliceMetrics(const std::vector<SliceSample>& slices, const Snapshot& 
                    "Live processes of the slice holder that loaded the enforcement library.");
   Family refused("gpulet_vram_refused_total", "counter",
                  "Allocations refused with CUDA_ERROR_OUT_OF_MEMORY at the slice's quota.");
+  Family device("gpulet_vram_device_used_bytes", "gauge",
+                "Device memory the slice holder's processes hold as the driver counts it "
+                "(NVML's per-process figures, CUDA contexts included; the library's count "
+                "where it is higher).");
   for (const SliceSample& s : slices) {
     std::string index;
     for (const DeviceRecord& d : snap.devices) {
@@ -71,8 +75,9 @@ void AppendSliceMetrics(const std::vector<SliceSample>& slices, const Snapshot& 
     peak.Add(labels, static_cast<double>(s.usage.peak_bytes));
     processes.Add(labels, static_cast<double>(s.usage.processes.size()));
     refused.Add(labels, static_cast<double>(s.usage.refused));
+    if (s.device) device.Add(labels, static_cast<double>(s.device->used_bytes));
   }
-  for (const Family* f : {&quota, &used, &peak, &processes, &refused}) {
+  for (const Family* f : {&quota, &used, &peak, &processes, &refused, &device}) {
     f->AppendTo(out, openmetrics);
   }
 }

@@ -18,9 +18,27 @@
 
 namespace gpulet {
 
+// A slice's memory as the driver counts it: NVML's per-process figures on its GPU, which
+// include each process's CUDA context (memory no allocation call shows the library).
+struct SliceDeviceUse {
+  struct Process {
+    unsigned pid = 0;  // as this process sees it
+    std::string name;  // comm; "" when unknown
+    // starttime from /proc/<pid>/stat: tells this process from a later one given its PID.
+    std::optional<uint64_t> start_ticks;
+    uint64_t driver_bytes = 0;   // NVML's figure; 0 when NVML does not list it
+    uint64_t library_bytes = 0;  // the library's count; 0 when it did not load the library
+    bool in_slice = false;       // holds a slot in the slice file
+  };
+  uint64_t used_bytes = 0;  // the sum over `processes` of the larger of the two figures
+  std::vector<Process> processes;
+};
+
 struct SliceSample {
   std::string name;  // the allocation directory's name
   vram::SliceUsage usage;
+  // Absent when NVML did not answer for the slice's GPU this round.
+  std::optional<SliceDeviceUse> device = std::nullopt;
 };
 
 // Every readable slice file in `local_dir`'s allocation directories, by name. A file that
@@ -32,7 +50,8 @@ std::vector<SliceSample> ReadSlices(const std::string& local_dir);
 std::optional<PodContainer> SliceHolder(const SliceSample& slice, const PodMap* pods);
 
 // Appends gpulet_vram_{quota,used,peak}_bytes, gpulet_vram_processes and
-// gpulet_vram_refused_total, one series per slice.
+// gpulet_vram_refused_total, one series per slice, and gpulet_vram_device_used_bytes for each
+// slice whose `device` is known.
 void AppendSliceMetrics(const std::vector<SliceSample>& slices, const Snapshot& snap,
                         const PodMap* pods, const std::string& hostname, bool openmetrics,
                         std::string* out);

@@ -110,6 +110,7 @@ TEST(SliceMetricsTest, StatusListsEachGpusSlicesWithTheirHolders) {
   EXPECT_EQ(s.refused, 2u);
   EXPECT_EQ(s.pod, "anpr-0");
   EXPECT_EQ(s.container, "anpr");
+  EXPECT_FALSE(s.device_used_bytes.has_value());  // no NVML figures this round
 }
 
 TEST(SliceMetricsTest, NoDirectoryNoSeries) {
@@ -118,6 +119,87 @@ TEST(SliceMetricsTest, NoDirectoryNoSeries) {
   std::string out;
   AppendSliceMetrics({}, TwoGpus(), nullptr, "n", false, &out);
   EXPECT_EQ(out, "");
+}
+
+// What the driver counts for a slice: its processes' NVML figures (CUDA contexts included),
+// the library's where higher, and the processes of its container that never loaded the
+// library; nothing of another pod's, nor of a process no one can place.
+TEST(SliceDeviceUseTest, TheDriversCountOfTheSlicesProcessesAndItsContainersOthers) {
+  SampleSet set;
+  SliceSample slice;
+  slice.name = "GPU-b--mem0";
+  slice.usage.gpu_uuid = "GPU-b";
+  slice.usage.quota_bytes = 4096 * kMiB;
+  slice.usage.processes = {{101, 3072 * kMiB, 3072 * kMiB, 0},
+                           {102, 100 * kMiB, 100 * kMiB, 0},
+                           {0, 50 * kMiB, 50 * kMiB, 0}};  // 0: in a namespace out of sight
+  set.slices = {slice};
+  GpuSampleState& st = set.by_uuid["GPU-b"];
+  st.answering = true;
+  st.last.emplace();
+  st.last->taken = absl::Now();
+  st.last->processes = {{101, 3584 * kMiB, {}, {}},  // 512 MiB of context beyond its count
+                        {102, std::nullopt, {}, {}},
+                        {103, 1024 * kMiB, {}, {}},   // the same container, no library
+                        {104, 2048 * kMiB, {}, {}},   // another pod's
+                        {105, 1024 * kMiB, {}, {}}};  // no cgroup read
+  st.processes[101] = {"ollama", CgroupPod{"uid-1", ""}, 77};
+  st.processes[103] = {"python3", CgroupPod{"uid-1", ""}, 78};
+  st.processes[104] = {"llm", CgroupPod{"uid-2", ""}, 79};
+  auto pods = std::make_shared<PodMap>();
+  pods->ok = true;
+  pods->by_gpu["GPU-b"] = {{{"ml", "anpr-0", "anpr"}, "nvidia.com/gpu-memory", "GPU-b::mem0", ""},
+                           {{"ml", "llm-0", "llm"}, "nvidia.com/gpu-memory", "GPU-b::mem4", ""}};
+  pods->pods_by_uid["uid-1"] = {"ml", "anpr-0", {"anpr"}};
+  pods->pods_by_uid["uid-2"] = {"ml", "llm-0", {"llm"}};
+  set.pods = pods;
+
+  AttachDeviceUse(&set);
+  ASSERT_TRUE(set.slices[0].device.has_value());
+  const SliceDeviceUse& use = *set.slices[0].device;
+  EXPECT_EQ(use.used_bytes, (3584 + 100 + 1024) * kMiB);
+  ASSERT_EQ(use.processes.size(), 3u);
+  EXPECT_EQ(use.processes[0].pid, 101u);
+  EXPECT_EQ(use.processes[0].name, "ollama");
+  EXPECT_EQ(use.processes[0].start_ticks, 77u);
+  EXPECT_EQ(use.processes[0].driver_bytes, 3584 * kMiB);
+  EXPECT_EQ(use.processes[0].library_bytes, 3072 * kMiB);
+  EXPECT_TRUE(use.processes[0].in_slice);
+  EXPECT_EQ(use.processes[1].pid, 102u);
+  EXPECT_EQ(use.processes[1].driver_bytes, 0u);  // NVML gave no figure: the library's stands
+  EXPECT_EQ(use.processes[2].pid, 103u);
+  EXPECT_FALSE(use.processes[2].in_slice);
+
+  std::string out;
+  AppendSliceMetrics(set.slices, TwoGpus(), pods.get(), "n", false, &out);
+  EXPECT_THAT(out,
+              HasSubstr("gpulet_vram_device_used_bytes{gpu=\"1\",uuid=\"GPU-b\",slice=\"GPU-b--"
+                        "mem0\",owner=\"\",hostname=\"n\",pod=\"anpr-0\",namespace=\"ml\","
+                        "container=\"anpr\"} 4936695808\n"));
+  absl::StatusOr<StatusReport> report =
+      StatusReport::FromJsonText(MetricsServer::StatusJson(TwoGpus(), set, absl::Now()));
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->gpus[1].vram_slices->front().device_used_bytes, 4936695808u);
+
+  // Without attribution only the slice's own processes count; a GPU that did not answer
+  // this round leaves the figure out rather than guess.
+  set.pods = nullptr;
+  AttachDeviceUse(&set);
+  EXPECT_EQ(set.slices[0].device->used_bytes, (3584 + 100) * kMiB);
+  set.by_uuid["GPU-b"].answering = false;
+  AttachDeviceUse(&set);
+  EXPECT_FALSE(set.slices[0].device.has_value());
+}
+
+TEST(SliceDeviceUseTest, StartTicksAreField22CountedFromTheLastParenthesis) {
+  EXPECT_EQ(ProcStartTicks("4242 (python3) S 1 4242 4242 0 -1 4194560 2290 0 0 0 12 3 0 0 20 0 "
+                           "5 0 987654 123456789 1000 18446744073709551615"),
+            987654u);
+  // A name with spaces and parentheses cannot shift the fields.
+  EXPECT_EQ(ProcStartTicks("7 (a) b (c) R 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 55 0 0"), 55u);
+  EXPECT_EQ(ProcStartTicks("7 (short) R 1 2 3"), std::nullopt);
+  EXPECT_EQ(ProcStartTicks("no parenthesis"), std::nullopt);
+  EXPECT_EQ(ProcStartTicks("7 (x) R 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 soon 0"), std::nullopt);
 }
 
 }  // namespace

@@ -136,7 +136,7 @@ DevicePluginServer::DevicePluginServer(ResourceSpec resource, std::shared_ptr<co
 
 absl::Status DevicePluginServer::PrepareSlice(const std::vector<std::string>& ids) const {
   const Config::MemorySlices& slices = config_->sharing.memory_slices;
-  const std::string local = JoinPath(slice_files_.host_root, slices.host_dir);
+  absl::StatusOr<std::string> local_dir = slice_files_.LocalDir(slices.host_dir);
   auto refused = [](absl::string_view why) {
     return absl::FailedPreconditionError(
         absl::StrCat(why,
@@ -145,6 +145,8 @@ absl::Status DevicePluginServer::PrepareSlice(const std::vector<std::string>& id
                      "accounting only)"));
   };
   if (slice_files_.library.empty()) return refused(slice_files_.library_error);
+  if (!local_dir.ok()) return refused(local_dir.status().message());
+  const std::string& local = *local_dir;
   if (absl::Status s = vram::InstallLibrary(slice_files_.library, local); !s.ok()) {
     return refused(s.message());
   }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "common/host_fs.h"
 #include "vram/slice_file.h"
 
 namespace gpulet {
@@ -524,6 +525,16 @@ std::vector<std::string> PreferredAllocation(const ResourceSpec& resource, const
     }
   }
   return chosen;
+}
+
+absl::StatusOr<std::string> SliceFiles::LocalDir(const std::string& host_dir) const {
+  absl::StatusOr<std::string> local = HostFs(host_root).Resolve(host_dir);
+  if (!local.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("sharing.memorySlices.hostDir ", host_dir,
+                                                      " cannot be reached under ", host_root, ": ",
+                                                      local.status().message()));
+  }
+  return local;
 }
 
 }  // namespace gpulet

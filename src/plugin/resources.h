@@ -83,6 +83,12 @@ struct SliceFiles {
   std::string host_root = "/";
   std::string library;
   std::string library_error;
+
+  // `host_dir` (a host path: sharing.memorySlices.hostDir) as this process reaches it: under
+  // host_root, the host's symlinks followed without leaving it (HostFs::Resolve), so a
+  // symlinked directory cannot make gpulet write outside the host root. Fails on a symlink
+  // loop, naming the path.
+  absl::StatusOr<std::string> LocalDir(const std::string& host_dir) const;
 };
 
 // Builds the response for one container, field for field as NVIDIA's k8s-device-plugin

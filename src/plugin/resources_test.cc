@@ -19,6 +19,7 @@
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "gtest/gtest.h"
 #include "state/device_id.h"
+#include "testing/files.h"
 
 namespace gpulet {
 namespace {
@@ -1140,6 +1141,27 @@ TEST(CdiAnnotationKeyTest, EachAnswerHasItsOwnValidKey) {
   std::string long_key = CdiAnnotationKey(
       "cdi.k8s.io/", "example.com/a-very-long-resource-name-that-goes-on-and-on-and-on", {"x"});
   EXPECT_LE(long_key.size() - std::string("cdi.k8s.io/").size(), 63u);
+}
+
+// The host directory for slices is reached under the host root whatever symlinks the host
+// holds: an absolute link is re-anchored at the root, never followed out of it.
+TEST(SliceFilesTest, TheHostDirectoryStaysUnderTheHostRoot) {
+  testing::ScratchDir root;
+  root.Write("etc/marker", "host's etc");
+  std::filesystem::create_directories(root.path() + "/var/lib/gpulet");
+  std::filesystem::create_symlink("/etc", root.path() + "/var/lib/gpulet/vram");
+  SliceFiles files;
+  files.host_root = root.path();
+  absl::StatusOr<std::string> local = files.LocalDir("/var/lib/gpulet/vram");
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_EQ(*local, root.path() + "/etc");
+  std::filesystem::create_symlink("loop", root.path() + "/loop");
+  local = files.LocalDir("/loop/vram");
+  EXPECT_EQ(local.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(local.status().message()),
+              ::testing::HasSubstr("sharing.memorySlices.hostDir /loop/vram cannot be reached"));
+  files.host_root = "/";
+  EXPECT_EQ(files.LocalDir("/var/lib/gpulet/vram").value_or(""), "/var/lib/gpulet/vram");
 }
 
 }  // namespace

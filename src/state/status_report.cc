@@ -173,6 +173,7 @@ absl::StatusOr<SliceStatus> SliceFromJson(const json& j, const std::string& path
   GPULET_RETURN_IF_ERROR(r.Required("peak_bytes", &s.peak_bytes));
   GPULET_RETURN_IF_ERROR(r.Required("refused", &s.refused));
   GPULET_RETURN_IF_ERROR(r.Required("processes", &s.processes));
+  GPULET_RETURN_IF_ERROR(r.Optional("device_used_bytes", &s.device_used_bytes));
   GPULET_RETURN_IF_ERROR(r.Optional("namespace", &s.namespace_name));
   GPULET_RETURN_IF_ERROR(r.Optional("pod", &s.pod));
   GPULET_RETURN_IF_ERROR(r.Optional("container", &s.container));
@@ -308,6 +309,7 @@ json GpuToJson(const GpuStatus& g) {
                   {"peak_bytes", s.peak_bytes},
                   {"refused", s.refused},
                   {"processes", s.processes}};
+      if (s.device_used_bytes) one["device_used_bytes"] = *s.device_used_bytes;
       if (s.namespace_name) one["namespace"] = *s.namespace_name;
       if (s.pod) one["pod"] = *s.pod;
       if (s.container) one["container"] = *s.container;

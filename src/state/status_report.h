@@ -60,6 +60,9 @@ struct SliceStatus {
   uint64_t peak_bytes = 0;
   uint64_t refused = 0;
   unsigned processes = 0;
+  // Its memory as the driver counts it (CUDA contexts included); absent when NVML did not
+  // answer for the GPU.
+  std::optional<uint64_t> device_used_bytes;
   // The container holding it, when pod attribution knows (all three set together).
   std::optional<std::string> namespace_name, pod, container;
 

@@ -53,10 +53,11 @@ StatusReport Everything() {
                    uint64_t{4} << 30,
                    2,
                    1,
+                   uint64_t{5} << 30,
                    "ai",
                    "anpr-0",
                    "anpr"};
-  SliceStatus claim{"claim-u1", "claim ai/ollama", uint64_t{8} << 30, 0, 0, 0, 0, {}, {}, {}};
+  SliceStatus claim{"claim-u1", "claim ai/ollama", uint64_t{8} << 30, 0, 0, 0, 0, {}, {}, {}, {}};
   a.vram_slices = std::vector<SliceStatus>{held, claim};
   GpuStatus b;  // the least a GPU can say
   b.uuid = "";
