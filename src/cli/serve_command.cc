@@ -2,9 +2,11 @@
 // up logging and signals, discovers the node, and runs a Daemon (daemon/daemon.h), which
 // owns every component. Signals: SIGHUP loads the config again and hands it to
 // Daemon::Reload (which applies all of it or none), SIGTERM/SIGINT stop cleanly and remove
-// the sockets.
+// the sockets. A change of the config file's content (a ConfigMap update) raises SIGHUP by
+// itself (config/config_watcher.h).
 //
-// Threads: main (signals and lifecycle); the daemon's components run their own.
+// Threads: main (signals and lifecycle); "gpulet-config" (the config file watcher); the
+// daemon's components run their own.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -28,6 +30,7 @@
 #include "common/malloc_arenas.h"
 #include "common/startup_pages.h"
 #include "config/config.h"
+#include "config/config_watcher.h"
 #include "daemon/daemon.h"
 
 namespace gpulet {
@@ -189,6 +192,16 @@ class ServeCommand final : public CommandHandler {
                    log_level_.c_str());
       return kExitUsage;
     }
+    // A changed config file (a ConfigMap update) is reloaded as on SIGHUP; what the watcher
+    // compares against is read before the config is, so no change in between is missed.
+    std::optional<ConfigFileWatcher> watcher;
+    if (!config_file_.empty()) {
+      watcher.emplace(ConfigFileWatcher::Options{
+          .path = config_file_, .on_change = [path = config_file_] {
+            GPULET_LOG_INFO("{} changed: reloading it", path);
+            kill(getpid(), SIGHUP);  // to the process: the main thread waits for it
+          }});
+    }
     absl::StatusOr<Config> config = Load();
     if (!config.ok()) {
       std::fprintf(stderr, "gpulet serve: invalid configuration: %s\n",
@@ -220,6 +233,8 @@ class ServeCommand final : public CommandHandler {
       return absl::IsInvalidArgument(started) ? kExitUsage : kExitFailure;
     }
 
+    if (watcher) watcher->Start();
+
     // Start-up is over well within this (the first NVML round, the kubelet's Register, the
     // first scrapes): then the code pages only start-up ran go back (common/startup_pages.h).
     const absl::Time release_startup_code_at = absl::Now() + kReleaseStartupCodeAfter;
@@ -247,7 +262,7 @@ class ServeCommand final : public CommandHandler {
         if (!next.ok()) {
           GPULET_LOG_ERROR("SIGHUP: keeping the running configuration; the new one is invalid: {}",
                            next.status().message());
-          daemon.CountReloadError();
+          daemon.CountReloadError(next.status().message());
           continue;
         }
         // Reload logs what it applied, or why it refused and kept the running config.
@@ -257,6 +272,7 @@ class ServeCommand final : public CommandHandler {
         break;
       }
     }
+    if (watcher) watcher->Stop();
     daemon.Stop();
     GPULET_LOG_INFO("stopped");
     return kExitOk;

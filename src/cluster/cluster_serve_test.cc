@@ -155,5 +155,53 @@ TEST_F(ClusterServeTest, DisabledMakesNoApiCalls) {
   EXPECT_TRUE(server_.Requests().empty());
 }
 
+// A ConfigMap update reaches the running daemon by itself: the kubelet swaps the volume's
+// `..data` link, gpulet reloads within seconds with no signal sent; a bad version is refused
+// with a GpuletConfigRefused Event on the Node and the running settings kept.
+TEST_F(ClusterServeTest, AConfigMapUpdateIsReloadedAndABadOneIsAnEvent) {
+  const std::string cm = dir_.path() + "/configmap";
+  int version = 0;
+  auto publish = [&](const std::string& yaml) {
+    const std::string data = absl::StrCat("..2026_12_05_10_00_0", ++version);
+    dir_.Write(absl::StrCat("configmap/", data, "/config.yaml"),
+               absl::StrCat("version: v1\ncluster: {enabled: true, kubeconfig: ", kubeconfig_,
+                            "}\n", yaml));
+    std::filesystem::create_directory_symlink(data, cm + "/..data_tmp");
+    std::filesystem::rename(cm + "/..data_tmp", cm + "/..data");
+  };
+  publish("metrics: {sampleInterval: 1s}\n");
+  std::filesystem::create_symlink("..data/config.yaml", cm + "/config.yaml");
+  port_ = gpulet::testing::FreeLoopbackPort();
+  ASSERT_TRUE(daemon_.Start(
+      {std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate", "homelab", "--sim-state", state_,
+       "serve", "--config", cm + "/config.yaml", "--kubelet-dir", dir_.path() + "/kubelet",
+       "--metrics-address", absl::StrCat("127.0.0.1:", port_)},
+      {{"NODE_NAME", "talos-08"}}, dir_.path() + "/log"));
+  ASSERT_NE(WaitFor([&] { return ConditionIs("GpuUnhealthy", "False"); }), absl::InfiniteDuration())
+      << daemon_.Log();
+
+  publish("metrics: {sampleInterval: 500ms}\n");
+  ASSERT_NE(WaitFor([&] {
+              return daemon_.Log().find("configuration reloaded: changed metrics.sampleInterval") !=
+                     std::string::npos;
+            }),
+            absl::InfiniteDuration())
+      << daemon_.Log();
+
+  publish("metrics: {sampleInterval: inf}\n");
+  ASSERT_NE(WaitFor([&] { return EventsWithReason("GpuletConfigRefused") > 0; }),
+            absl::InfiniteDuration())
+      << daemon_.Log();
+  const std::string note =
+      server_.EventsWithReason("GpuletConfigRefused")[0]["note"].get<std::string>();
+  EXPECT_NE(note.find("metrics.sampleInterval"), std::string::npos) << note;
+  EXPECT_NE(note.find("keeps the running one"), std::string::npos) << note;
+  EXPECT_TRUE(daemon_.Running());
+  EXPECT_NE(WaitFor([&] {
+              return Metrics().find("gpulet_config_reload_errors_total{} 1") != std::string::npos;
+            }),
+            absl::InfiniteDuration());
+}
+
 }  // namespace
 }  // namespace gpulet

@@ -485,7 +485,10 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Confi
   m->sampler->SampleOnce();
   m->sampler->Start();
   m->http = std::make_unique<MetricsServer>(m->sampler.get(), &store_, m->web, options_.clock);
-  if (absl::Status s = m->http->Start(config.metrics.address); !s.ok()) {
+  // A reload on the same address shares the running server's socket: a fixed port cannot be
+  // bound twice, and the port must not close while the old server hands over.
+  const MetricsServer* running = metrics_ != nullptr ? metrics_->http.get() : nullptr;
+  if (absl::Status s = m->http->Start(config.metrics.address, running); !s.ok()) {
     // A cert and key that GnuTLS refuses (garbage, or not a pair) are the web config's fault.
     if (absl::IsInvalidArgument(s) && absl::StartsWith(s.message(), "cannot start HTTPS")) {
       return absl::InvalidArgumentError(absl::StrCat("metrics.webConfigFile: ", s.message()));
@@ -544,14 +547,24 @@ absl::StatusOr<ReloadResult> Daemon::Reload(const Config& next) {
   if (result.ok()) {
     GPULET_LOG_INFO("configuration reloaded: {}", result->Summary());
   } else {
-    ++reload_errors_;
     GPULET_LOG_ERROR("configuration not reloaded, the running one is kept: {}",
                      result.status().message());
+    CountReloadError(result.status().message());
   }
   return result;
 }
 
-void Daemon::CountReloadError() { ++reload_errors_; }
+void Daemon::CountReloadError(absl::string_view why) {
+  ++reload_errors_;
+  // A GitOps user sees a refused ConfigMap on the Node, not only in gpulet's log.
+  NodeEvent e;
+  e.type = "Warning";
+  e.reason = "GpuletConfigRefused";
+  e.note = absl::StrCat("gpulet refused its new configuration and keeps the running one: ", why,
+                        " (fix the file or ConfigMap; gpulet reloads it when it changes)");
+  if (e.note.size() > 1024) e.note.resize(1024);
+  event_inbox_->Post({std::move(e)});
+}
 
 absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
   if (!started_ || stopped_) return absl::FailedPreconditionError("the daemon is not running");

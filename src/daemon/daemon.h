@@ -106,9 +106,10 @@ class Daemon {
   // key that cannot change now (the message says why and that a restart applies it).
   absl::StatusOr<ReloadResult> Reload(const Config& next);
 
-  // Counts a reload that failed before Reload was called (the file could not be loaded), in
-  // gpulet_config_reload_errors_total, as Reload counts the ones it refuses.
-  void CountReloadError();
+  // Counts a reload that failed before Reload was called (the file could not be loaded, `why`
+  // says how), in gpulet_config_reload_errors_total, and says so in a GpuletConfigRefused
+  // Node Event, as Reload does for the ones it refuses.
+  void CountReloadError(absl::string_view why);
   uint64_t reload_errors() const { return reload_errors_.load(); }
 
   // Stops every component, in reverse order; sockets are removed, the CDI spec is left for

@@ -434,7 +434,7 @@ TEST_F(DaemonTest, ReloadWithAnInvalidValueNamesTheKey) {
   EXPECT_EQ(daemon_->config().sharing.time_slicing.replicas, 1);
   EXPECT_TRUE(fs::exists(Socket()));
   // Counted, with a file that could not be loaded at all (the CLI's part).
-  daemon_->CountReloadError();
+  daemon_->CountReloadError("config.yaml is a directory");
   EXPECT_EQ(daemon_->reload_errors(), 2u);
   EXPECT_TRUE(Eventually([&] {
     return absl::StrContains(HttpGet(daemon_->metrics_port()),

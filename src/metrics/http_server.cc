@@ -480,7 +480,13 @@ void MetricsServer::Impl::Shutdown() {
   // Checks still queued finish at once (refused, as stopping_ is set) and resume their
   // connections, so none is suspended when MHD closes them all.
   auth_pool_.Stop();
-  if (daemon_ != nullptr) MHD_stop_daemon(daemon_);
+  if (daemon_ != nullptr) {
+    // Quiesced first: MHD then leaves the listening socket alone when it stops (no shutdown
+    // of it, which a server sharing it after a reload would feel), and it is closed here.
+    MHD_socket listener = MHD_quiesce_daemon(daemon_);
+    MHD_stop_daemon(daemon_);
+    if (listener != MHD_INVALID_SOCKET) close(listener);
+  }
   daemon_ = nullptr;
   for (auto& by_encoding : cached_) {
     for (CachedResponse& cached : by_encoding) {
@@ -742,10 +748,19 @@ MetricsServer::MetricsServer(const Sampler* sampler, const DeviceStore* store, W
 
 MetricsServer::~MetricsServer() { Stop(); }
 
-absl::Status MetricsServer::Start(const std::string& address) {
+absl::Status MetricsServer::Start(const std::string& address, const MetricsServer* beside) {
   if (impl_ != nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("metrics server on ", address, " was already started; make a new one"));
+  }
+  if (beside != nullptr && beside->impl_ != nullptr && beside->listen_fd_ >= 0 &&
+      beside->address_ == address) {
+    int fd = fcntl(beside->listen_fd_, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot share the listening socket on ", address, ": ", strerror(errno)));
+    }
+    return Serve(address, fd, beside->ipv6_, beside->port_);
   }
   size_t colon = address.rfind(':');
   if (colon == std::string::npos) {
@@ -794,15 +809,25 @@ absl::Status MetricsServer::Start(const std::string& address) {
   int bound_port = bound.ss_family == AF_INET6
                        ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
                        : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  return Serve(address, fd, ipv6, bound_port);
+}
+
+absl::Status MetricsServer::Serve(const std::string& address, int fd, bool ipv6, int port) {
   impl_ = std::make_unique<Impl>(this, limits_);
   if (absl::Status s = impl_->Start(address, fd, ipv6); !s.ok()) {
     impl_.reset();
     return s;
   }
-  port_ = bound_port;
+  port_ = port;
+  address_ = address;
+  listen_fd_ = fd;
+  ipv6_ = ipv6;
   return absl::OkStatus();
 }
 
-void MetricsServer::Stop() { impl_.reset(); }
+void MetricsServer::Stop() {
+  impl_.reset();
+  listen_fd_ = -1;
+}
 
 }  // namespace gpulet

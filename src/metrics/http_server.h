@@ -99,8 +99,11 @@ class MetricsServer {
   // Binds `address` (":9400", "127.0.0.1:9400", "[::1]:9400"; port 0 picks one) and serves
   // on a thread. Fails naming the address (Unavailable) or the cert and key
   // (InvalidArgument, "cannot start HTTPS ..."); FailedPrecondition while already serving
-  // (after Stop it may start again).
-  absl::Status Start(const std::string& address);
+  // (after Stop it may start again). `beside`: a server running on the same address that this
+  // one replaces (a reload): the two share its listening socket (a duplicate descriptor), so
+  // the port never closes, nothing else can take it in between, and a fixed port needs no
+  // second bind.
+  absl::Status Start(const std::string& address, const MetricsServer* beside = nullptr);
   // Closes the listener and every connection; idempotent, and fine before Start.
   void Stop();
   int port() const { return port_; }
@@ -112,6 +115,9 @@ class MetricsServer {
 
  private:
   class Impl;
+  // Serves on `fd` (bound and listening) through a new Impl.
+  absl::Status Serve(const std::string& address, int fd, bool ipv6, int port);
+
   const Sampler* sampler_;
   const DeviceStore* store_;
   WebConfig web_;
@@ -120,6 +126,10 @@ class MetricsServer {
   HttpLimits limits_;
   std::unique_ptr<Impl> impl_;
   int port_ = 0;
+  // While serving: the address it was started on and its listening socket (MHD's to close).
+  std::string address_;
+  int listen_fd_ = -1;
+  bool ipv6_ = false;
 };
 
 }  // namespace gpulet

@@ -283,6 +283,35 @@ TEST_F(HttpServerTest, GzipOpenMetricsAndErrors) {
   EXPECT_EQ(bad->status, 405);
 }
 
+// A reload's new server starts beside the running one on the same address: it shares the
+// listening socket, so a fixed port needs no second bind and never closes during the
+// handover; once both stop, the port is free.
+TEST(HttpServerAddressTest, AServerStartedBesideTheRunningOneSharesItsPort) {
+  DeviceStore store;
+  Sampler sampler(nullptr, &store, nullptr, {}, {"h", ""});
+  MetricsServer first(&sampler, &store, WebConfig());
+  ASSERT_TRUE(first.Start("127.0.0.1:0").ok());
+  const std::string taken = absl::StrCat("127.0.0.1:", first.port());
+  MetricsServer second(&sampler, &store, WebConfig());
+  absl::Status s = second.Start("127.0.0.1:0", &first);  // the same address as configured
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(second.port(), first.port());
+  first.Stop();
+  std::optional<HttpResponse> r = Get(second.port(), "/healthz", absl::Seconds(5));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 200);
+  // Still held: nothing else binds it in between.
+  MetricsServer other(&sampler, &store, WebConfig());
+  EXPECT_TRUE(absl::IsUnavailable(other.Start(taken)));
+  // Beside a server on another address, or one stopped, a server binds its own.
+  MetricsServer third(&sampler, &store, WebConfig());
+  ASSERT_TRUE(third.Start("127.0.0.1:0", &first).ok());  // `first` is stopped
+  EXPECT_NE(third.port(), second.port());
+  second.Stop();
+  MetricsServer again(&sampler, &store, WebConfig());
+  EXPECT_TRUE(again.Start(taken).ok());
+}
+
 TEST(HttpServerAddressTest, PortInUseIsNamedIpv6AndStartStopAnyOrder) {
   DeviceStore store;
   Sampler sampler(nullptr, &store, nullptr, {}, {"h", ""});
