@@ -88,6 +88,9 @@ class StatusCommand final : public CommandHandler {
         }
         std::printf("     allocated to: %s\n", held.c_str());
       }
+      if (g.vram_enforcement) {
+        std::printf("     vram quotas held by: %s\n", g.vram_enforcement->c_str());
+      }
       for (const SliceStatus& s : g.vram_slices.value_or(std::vector<SliceStatus>{})) {
         std::string holder = s.pod ? absl::StrCat(s.namespace_name.value_or(""), "/", *s.pod, "/",
                                                   s.container.value_or(""))

@@ -782,6 +782,12 @@ bool Config::SlicesOffer(std::optional<int> index, const std::string& uuid) cons
   return sharing.memory_slices.enabled && GpuListNames(sharing.memory_slices.gpus, index, uuid);
 }
 
+bool Config::QuotasOn(std::optional<int> index, const std::string& uuid, bool mig_enabled) const {
+  if (index && DraOffers(*index, uuid)) return dra.memory_shares.enabled;
+  if (mig_enabled && plugin.mig_strategy != MigStrategy::kNone) return false;
+  return SlicesOffer(index, uuid);
+}
+
 std::vector<std::string> ConfigKeys() {
   std::vector<std::string> out;
   for (const Field& f : Fields()) out.push_back(f.key);

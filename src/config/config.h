@@ -231,6 +231,10 @@ struct Config {
   // Whether the device plugin serves this GPU as memory slices (sharing.memorySlices.gpus),
   // and so not whole.
   bool SlicesOffer(std::optional<int> index, const std::string& uuid) const;
+  // Whether containers on this GPU get VRAM quotas: memory shares where DRA offers it, else
+  // memory slices where the device plugin serves it as slices (a MIG-enabled GPU under a MIG
+  // strategy other than none serves MIG devices, never slices).
+  bool QuotasOn(std::optional<int> index, const std::string& uuid, bool mig_enabled) const;
 };
 
 // Values from flags and environment variables, keyed by config key ("plugin.deviceIdStrategy").

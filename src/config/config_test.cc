@@ -647,6 +647,25 @@ TEST(ConfigDocsTest, ReadmeSaysEveryBound) {
 namespace gpulet {
 namespace {
 
+// Which GPUs' containers get VRAM quotas: DRA's memory shares where DRA offers the GPU,
+// memory slices where the device plugin serves it as slices, never a MIG GPU's slices.
+TEST(ConfigTest, QuotasOnFollowsWhoServesTheGpu) {
+  Config c;
+  EXPECT_FALSE(c.QuotasOn(0, "GPU-a", false));
+  c.sharing.memory_slices.enabled = true;
+  c.sharing.memory_slices.gpus = {"1"};
+  EXPECT_FALSE(c.QuotasOn(0, "GPU-a", false));
+  EXPECT_TRUE(c.QuotasOn(1, "GPU-b", false));
+  EXPECT_TRUE(c.QuotasOn(1, "GPU-b", true));  // MIG strategy none: served whole, as slices
+  c.plugin.mig_strategy = MigStrategy::kMixed;
+  EXPECT_FALSE(c.QuotasOn(1, "GPU-b", true));
+  c.dra.enabled = true;
+  c.dra.gpus = {"1"};
+  EXPECT_FALSE(c.QuotasOn(1, "GPU-b", false));  // DRA's, without memory shares
+  c.dra.memory_shares.enabled = true;
+  EXPECT_TRUE(c.QuotasOn(1, "GPU-b", false));
+}
+
 TEST(DraConfigTest, KeysParseAndTheSplitFollowsThem) {
   absl::StatusOr<Config> c = ParseConfig(
       "version: v1\ndra:\n  enabled: true\n  driverName: gpu.example.com\n  gpus: [1, GPU-x]\n"

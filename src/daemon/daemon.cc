@@ -462,6 +462,13 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Confi
       if (!e.empty()) inbox->Post(std::move(e));
     };
   }
+  // What holds each GPU's VRAM quotas, for /metrics and /status (the driver's own limits are
+  // not used yet: docs/sharing.md).
+  so.vram_holder = [config, library = !SliceFilesFor().library.empty()](const DeviceRecord& d) {
+    if (!config.QuotasOn(d.gpu.index, d.gpu.uuid, d.gpu.mig_enabled)) return std::string();
+    if (!config.sharing.memory_slices.enforce) return std::string("none");
+    return std::string(library ? "library" : "refused");
+  };
   m->sampler = std::make_unique<Sampler>(
       node_.gpus.get(), &store_, node_.host.get(), so,
       RenderInfo{options_.node_name, node_.inventory.system.driver_version, &reload_errors_,

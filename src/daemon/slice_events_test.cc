@@ -132,6 +132,11 @@ TEST(DaemonSliceEventsTest, AVramSliceAtItsQuotaMakesAnEventOnTheNode) {
       gpulet::testing::Get(port, "/metrics", absl::Seconds(2));
   ASSERT_TRUE(metrics.has_value());
   EXPECT_THAT(metrics->body, HasSubstr("gpulet_vram_refused_total{gpu=\"1\""));
+  // Both GPUs serve slices, held by the library gpulet found beside itself.
+  EXPECT_THAT(
+      metrics->body,
+      HasSubstr(absl::StrCat("gpulet_vram_enforcement{gpu=\"1\",uuid=\"", gpulet::testing::kRtx5090,
+                             "\",hostname=\"talos-08\",holder=\"library\"} 1\n")));
   daemon.Stop(SIGTERM, absl::Seconds(10));
   server.Stop();
 }

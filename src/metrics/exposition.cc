@@ -501,6 +501,7 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
     f->AppendTo(&out, openmetrics);
   }
   AppendSliceMetrics(samples.slices, snap, samples.pods.get(), info.hostname, openmetrics, &out);
+  AppendVramEnforcement(samples.vram_holders, snap, info.hostname, openmetrics, &out);
   if (openmetrics) out += "# EOF\n";
   return out;
 }

@@ -151,6 +151,9 @@ std::string MetricsServer::StatusJson(const Snapshot& snap, const SampleSet& sam
       if (!g.vram_slices) g.vram_slices.emplace();
       g.vram_slices->push_back(std::move(s));
     }
+    if (auto holder = samples.vram_holders.find(d.gpu.uuid); holder != samples.vram_holders.end()) {
+      g.vram_enforcement = holder->second;
+    }
     auto it = samples.by_uuid.find(d.gpu.uuid);
     if (it == samples.by_uuid.end()) continue;
     const GpuSampleState& st = it->second;

@@ -64,6 +64,14 @@ void Sampler::SampleOnce() {
   if (pods_ != nullptr) working_.pods = pods_->Current();
   working_.slices = ReadSlices(options_.slice_dir);
   AttachDeviceUse(&working_);
+  working_.vram_holders.clear();
+  if (options_.vram_holder) {
+    for (const DeviceRecord& d : snap->devices) {
+      if (std::string holder = options_.vram_holder(d); !holder.empty()) {
+        working_.vram_holders[d.gpu.uuid] = std::move(holder);
+      }
+    }
+  }
   working_.last_round_seconds = absl::ToDoubleSeconds(options_.clock->Monotonic() - start);
   ++working_.rounds;
   // What the round's callback did (a kill the guard made) is in this round's exposition.

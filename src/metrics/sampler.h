@@ -56,6 +56,9 @@ struct SampleSet {
   uint64_t nvml_errors = 0;
   std::shared_ptr<const PodMap> pods;  // null when pod attribution is off
   std::vector<SliceSample> slices;     // VRAM slices on this node (slice_metrics.h)
+  // GPU UUID → what holds its containers' VRAM quotas (Sampler::Options::vram_holder), for
+  // the GPUs that have quotas.
+  std::map<std::string, std::string> vram_holders;
 };
 
 // Fills each slice's `device` from its GPU's sample of this round (left absent when the GPU
@@ -91,6 +94,10 @@ class Sampler {
     // round's exposition is rendered (e.g. to turn slices' refusals into events, or to act
     // on a slice over its quota); may be empty.
     std::function<void(const SampleSet&, const Snapshot&)> on_round = nullptr;
+    // What holds the VRAM quotas of a GPU's containers: "library" (the enforcement library),
+    // "none" (sharing.memorySlices.enforce false: accounting only) or "refused" (the library
+    // is missing: sliced containers are refused); "" for a GPU without quotas. May be empty.
+    std::function<std::string(const DeviceRecord&)> vram_holder = nullptr;
   };
 
   // `library` may be null (NVML unavailable): only health and self series are exported.

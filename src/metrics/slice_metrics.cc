@@ -82,4 +82,21 @@ void AppendSliceMetrics(const std::vector<SliceSample>& slices, const Snapshot& 
   }
 }
 
+void AppendVramEnforcement(const std::map<std::string, std::string>& holders, const Snapshot& snap,
+                           const std::string& hostname, bool openmetrics, std::string* out) {
+  Family f("gpulet_vram_enforcement", "gauge",
+           "1 for a GPU whose containers get VRAM quotas; holder says what holds them "
+           "(library: gpulet's enforcement library; none: enforce is off, accounting only; "
+           "refused: the library is missing and sliced containers are refused).");
+  for (const DeviceRecord& d : snap.devices) {
+    auto it = holders.find(d.gpu.uuid);
+    if (it == holders.end()) continue;
+    f.Add(absl::StrCat("gpu=\"", d.gpu.index ? absl::StrCat(*d.gpu.index) : "", "\",uuid=\"",
+                       EscapeLabel(d.gpu.uuid), "\",hostname=\"", EscapeLabel(hostname),
+                       "\",holder=\"", EscapeLabel(it->second), "\""),
+          1);
+  }
+  f.AppendTo(out, openmetrics);
+}
+
 }  // namespace gpulet

@@ -8,6 +8,7 @@
 #ifndef GPULET_METRICS_SLICE_METRICS_H_
 #define GPULET_METRICS_SLICE_METRICS_H_
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +56,11 @@ std::optional<PodContainer> SliceHolder(const SliceSample& slice, const PodMap* 
 void AppendSliceMetrics(const std::vector<SliceSample>& slices, const Snapshot& snap,
                         const PodMap* pods, const std::string& hostname, bool openmetrics,
                         std::string* out);
+
+// Appends gpulet_vram_enforcement: 1 per GPU with VRAM quotas, labelled with what holds
+// them (`holders`: GPU UUID → "library", "none" or "refused").
+void AppendVramEnforcement(const std::map<std::string, std::string>& holders, const Snapshot& snap,
+                           const std::string& hostname, bool openmetrics, std::string* out);
 
 }  // namespace gpulet
 

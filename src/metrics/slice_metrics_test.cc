@@ -191,6 +191,24 @@ TEST(SliceDeviceUseTest, TheDriversCountOfTheSlicesProcessesAndItsContainersOthe
   EXPECT_FALSE(set.slices[0].device.has_value());
 }
 
+// Per GPU, what holds its containers' quotas: a series and a /status field for each GPU
+// that has quotas, none for the others.
+TEST(SliceMetricsTest, WhatHoldsEachGpusQuotasIsASeriesAndAStatusField) {
+  std::string out;
+  const std::map<std::string, std::string> holders = {{"GPU-b", "library"}};
+  AppendVramEnforcement(holders, TwoGpus(), "n", false, &out);
+  EXPECT_THAT(out, HasSubstr("gpulet_vram_enforcement{gpu=\"1\",uuid=\"GPU-b\",hostname=\"n\","
+                             "holder=\"library\"} 1\n"));
+  EXPECT_THAT(out, Not(HasSubstr("GPU-a")));
+  SampleSet set;
+  set.vram_holders = holders;
+  absl::StatusOr<StatusReport> report =
+      StatusReport::FromJsonText(MetricsServer::StatusJson(TwoGpus(), set, absl::Now()));
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_FALSE(report->gpus[0].vram_enforcement.has_value());
+  EXPECT_EQ(report->gpus[1].vram_enforcement, "library");
+}
+
 TEST(SliceDeviceUseTest, StartTicksAreField22CountedFromTheLastParenthesis) {
   EXPECT_EQ(ProcStartTicks("4242 (python3) S 1 4242 4242 0 -1 4194560 2290 0 0 0 12 3 0 0 20 0 "
                            "5 0 987654 123456789 1000 18446744073709551615"),

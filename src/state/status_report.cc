@@ -247,6 +247,7 @@ absl::StatusOr<GpuStatus> GpuFromJson(const json& j, const std::string& path) {
       g.vram_slices->push_back(*std::move(s));
     }
   }
+  GPULET_RETURN_IF_ERROR(r.Optional("vram_enforcement", &g.vram_enforcement));
   return g;
 }
 
@@ -317,6 +318,7 @@ json GpuToJson(const GpuStatus& g) {
     }
     j["vram_slices"] = slices;
   }
+  if (g.vram_enforcement) j["vram_enforcement"] = *g.vram_enforcement;
   return j;
 }
 

@@ -96,6 +96,8 @@ struct GpuStatus {
   std::optional<std::vector<ProcessStatus>> processes;
   // VRAM slices held on this GPU: present when the sampler reads slice files and finds one.
   std::optional<std::vector<SliceStatus>> vram_slices;
+  // What holds its containers' VRAM quotas ("library", "none", "refused"); absent: none.
+  std::optional<std::string> vram_enforcement;
 
   bool operator==(const GpuStatus&) const = default;
 };

@@ -59,6 +59,7 @@ StatusReport Everything() {
                    "anpr"};
   SliceStatus claim{"claim-u1", "claim ai/ollama", uint64_t{8} << 30, 0, 0, 0, 0, {}, {}, {}, {}};
   a.vram_slices = std::vector<SliceStatus>{held, claim};
+  a.vram_enforcement = "library";
   GpuStatus b;  // the least a GPU can say
   b.uuid = "";
   b.name = "GA102";
