@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -16,6 +17,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 
 namespace gpulet::testing {
 namespace {
@@ -591,6 +593,16 @@ absl::Status FakeApiServer::Start(const std::string& token) {
   port_ = server_->bind_to_any_port("127.0.0.1");
   if (port_ <= 0) return absl::UnavailableError("the stand-in API server cannot bind 127.0.0.1");
   thread_ = std::thread([this] { server_->listen_after_bind(); });
+  // httplib's stop() does nothing until its listen loop runs (it marks itself running there):
+  // a Stop() soon after Start() would leave the loop blocked in accept() for good
+  // (SlicePublisherTest hung on it in CI). So Start returns once the loop runs.
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (!server_->is_running()) {
+    if (absl::Now() > give_up) {
+      return absl::UnavailableError("the stand-in API server's listen loop did not start");
+    }
+    std::this_thread::yield();
+  }
   return absl::OkStatus();
 }
 
