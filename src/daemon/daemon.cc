@@ -442,9 +442,10 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Confi
   so.interval = config.metrics.sample_interval;
   so.timeout = std::min(config.metrics.sample_interval, absl::Seconds(1));
   so.clock = options_.clock;
+  const SliceFiles slice_files = SliceFilesFor();
   if (config.sharing.memory_slices.enabled || config.dra.memory_shares.enabled) {
     absl::StatusOr<std::string> local_dir =
-        SliceFilesFor().LocalDir(config.sharing.memory_slices.host_dir);
+        slice_files.LocalDir(config.sharing.memory_slices.host_dir);
     if (!local_dir.ok()) {
       GPULET_LOG_ERROR("VRAM slices are not sampled: {}", local_dir.status().message());
     }
@@ -453,18 +454,19 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Confi
     // the day drains (a new sampler starts from what it finds: nothing is reported twice).
     // A slice over its quota by the driver's count goes to the guard, which says so or kills.
     auto events = std::make_shared<SliceQuotaEvents>();
-    slice_guard_->Configure(config.sharing.memory_slices.over_quota);
-    so.on_round = [events, guard = slice_guard_, inbox = event_inbox_, clock = options_.clock](
-                      const SampleSet& set, const Snapshot& snap) {
+    so.on_round = [events, guard = slice_guard_, policy = config.sharing.memory_slices.over_quota,
+                   inbox = event_inbox_,
+                   clock = options_.clock](const SampleSet& set, const Snapshot& snap) {
       std::vector<NodeEvent> e = events->Next(set.slices, snap, set.pods.get());
-      std::vector<NodeEvent> over = guard->Next(set.slices, snap, set.pods.get(), clock->Now());
+      std::vector<NodeEvent> over =
+          guard->Next(set.slices, snap, set.pods.get(), policy, clock->Now());
       e.insert(e.end(), std::make_move_iterator(over.begin()), std::make_move_iterator(over.end()));
       if (!e.empty()) inbox->Post(std::move(e));
     };
   }
   // What holds each GPU's VRAM quotas, for /metrics and /status (the driver's own limits are
   // not used yet: docs/sharing.md).
-  so.vram_holder = [config, library = !SliceFilesFor().library.empty()](const DeviceRecord& d) {
+  so.vram_holder = [config, library = !slice_files.library.empty()](const DeviceRecord& d) {
     if (!config.QuotasOn(d.gpu.index, d.gpu.uuid, d.gpu.mig_enabled)) return std::string();
     if (!config.sharing.memory_slices.enforce) return std::string("none");
     return std::string(library ? "library" : "refused");

@@ -95,19 +95,16 @@ std::unique_ptr<ProcessKiller> MakeProcessKiller(std::string host_root) {
   return std::make_unique<RealProcessKiller>(std::move(host_root));
 }
 
-void SliceGuard::Configure(const Config::MemorySlices::OverQuota& policy) {
-  absl::MutexLock lock(&mu_);
-  policy_ = policy;
-}
-
 std::vector<NodeEvent> SliceGuard::Next(const std::vector<SliceSample>& slices,
-                                        const Snapshot& snap, const PodMap* pods, absl::Time now) {
+                                        const Snapshot& snap, const PodMap* pods,
+                                        const Config::MemorySlices::OverQuota& policy,
+                                        absl::Time now) {
   absl::MutexLock lock(&mu_);
   std::vector<NodeEvent> out;
   while (!kill_times_.empty() && now - kill_times_.front() >= absl::Hours(1)) {
     kill_times_.pop_front();
   }
-  const uint64_t margin = uint64_t{static_cast<uint32_t>(policy_.margin_mib)} << 20;
+  const uint64_t margin = uint64_t{static_cast<uint32_t>(policy.margin_mib)} << 20;
   std::set<std::string> over;
   for (const SliceSample& s : slices) {
     // A GPU that did not answer this round says nothing: the episode, if any, stands.
@@ -124,10 +121,10 @@ std::vector<NodeEvent> SliceGuard::Next(const std::vector<SliceSample>& slices,
     if (started) {
       std::string then =
           victim == nullptr ? "NVML lists none of its processes with memory, so none is named"
-          : policy_.action == OverQuotaAction::kKill
+          : policy.action == OverQuotaAction::kKill
               ? absl::StrCat("gpulet kills ", ProcessName(*victim),
                              ", its largest, if it stays over for ",
-                             absl::FormatDuration(policy_.grace))
+                             absl::FormatDuration(policy.grace))
               : absl::StrCat("with sharing.memorySlices.overQuota.action kill, gpulet would kill ",
                              ProcessName(*victim), ", its largest; now it only reports");
       out.push_back(Warning(
@@ -136,15 +133,15 @@ std::vector<NodeEvent> SliceGuard::Next(const std::vector<SliceSample>& slices,
                           "included), over its %.2f GiB VRAM quota by more than the %d MiB "
                           "margin: %s (slice %s)",
                           who, static_cast<double>(s.device->used_bytes) / kGiB, gpu,
-                          static_cast<double>(s.usage.quota_bytes) / kGiB, policy_.margin_mib, then,
+                          static_cast<double>(s.usage.quota_bytes) / kGiB, policy.margin_mib, then,
                           s.name)));
       GPULET_LOG_WARN("{}", out.back().note);
     }
-    if (policy_.action != OverQuotaAction::kKill || victim == nullptr ||
-        now - episode->second.grace_from < policy_.grace) {
+    if (policy.action != OverQuotaAction::kKill || victim == nullptr ||
+        now - episode->second.grace_from < policy.grace) {
       continue;
     }
-    if (static_cast<int>(kill_times_.size()) >= policy_.max_kills_per_hour) {
+    if (static_cast<int>(kill_times_.size()) >= policy.max_kills_per_hour) {
       if (!episode->second.refusal_told) {
         episode->second.refusal_told = true;
         out.push_back(Warning(
@@ -170,8 +167,8 @@ std::vector<NodeEvent> SliceGuard::Next(const std::vector<SliceSample>& slices,
                           "%d MiB for %s (sharing.memorySlices.overQuota)",
                           ProcessName(*victim), who,
                           static_cast<double>(victim->driver_bytes) / kGiB, gpu, s.name,
-                          static_cast<double>(s.usage.quota_bytes) / kGiB, policy_.margin_mib,
-                          absl::FormatDuration(policy_.grace))));
+                          static_cast<double>(s.usage.quota_bytes) / kGiB, policy.margin_mib,
+                          absl::FormatDuration(policy.grace))));
       GPULET_LOG_WARN("{}", out.back().note);
     } else if (absl::IsNotFound(killed)) {
       // Gone since the round sampled it: the next round sees what is left.

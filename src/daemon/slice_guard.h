@@ -12,10 +12,13 @@
 // episode. The episode ends when the holder is back within quota and margin, or its slice is
 // gone. Action event is the dry run: it says what a kill would take and kills nothing.
 //
-// Times are the injected clock's wall time, passed in by the caller.
+// Times are the injected clock's wall time, and the policy the configuration's, both passed
+// in by the caller: each sampler's round callback holds the policy of the configuration it
+// was built for, so a reload that is refused after the new sampler was built changes
+// nothing here.
 //
-// Thread-safety: Next() and Configure() may be called from any thread; an internal mutex
-// serialises them (a reload configures while the sampler's thread calls Next).
+// Thread-safety: Next() may be called from any thread; an internal mutex serialises the
+// calls (the old and the new sampler of a reload may overlap).
 #ifndef GPULET_DAEMON_SLICE_GUARD_H_
 #define GPULET_DAEMON_SLICE_GUARD_H_
 
@@ -60,11 +63,10 @@ class SliceGuard {
  public:
   explicit SliceGuard(ProcessKiller* killer) : killer_(killer) {}
 
-  void Configure(const Config::MemorySlices::OverQuota& policy);
-
-  // The Events of one sampling round, after acting on it.
+  // The Events of one sampling round, after acting on it under `policy`.
   std::vector<NodeEvent> Next(const std::vector<SliceSample>& slices, const Snapshot& snap,
-                              const PodMap* pods, absl::Time now);
+                              const PodMap* pods, const Config::MemorySlices::OverQuota& policy,
+                              absl::Time now);
 
   // Processes killed since gpulet started (gpulet_vram_over_quota_kills_total).
   const std::atomic<uint64_t>* kills() const { return &kills_; }
@@ -77,7 +79,6 @@ class SliceGuard {
 
   ProcessKiller* killer_;
   absl::Mutex mu_;
-  Config::MemorySlices::OverQuota policy_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Episode> episodes_ ABSL_GUARDED_BY(mu_);  // by slice name
   std::deque<absl::Time> kill_times_ ABSL_GUARDED_BY(mu_);        // within the last hour
   std::atomic<uint64_t> kills_{0};

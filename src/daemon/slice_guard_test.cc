@@ -81,10 +81,10 @@ const absl::Time kT0 = absl::FromUnixSeconds(1'800'000'000);
 TEST(SliceGuardTest, EventModeNamesTheLargestProcessOncePerEpisodeAndKillsNothing) {
   FakeKiller killer;
   SliceGuard guard(&killer);
-  guard.Configure(Policy(OverQuotaAction::kEvent));
+  const Config::MemorySlices::OverQuota policy = Policy(OverQuotaAction::kEvent);
   // At quota + margin exactly: within bounds.
-  EXPECT_THAT(guard.Next({Slice("s", {3000, 1608})}, OneGpu(), nullptr, kT0), IsEmpty());
-  std::vector<NodeEvent> e = guard.Next({Slice("s", {3000, 1609})}, OneGpu(), nullptr, kT0);
+  EXPECT_THAT(guard.Next({Slice("s", {3000, 1608})}, OneGpu(), nullptr, policy, kT0), IsEmpty());
+  std::vector<NodeEvent> e = guard.Next({Slice("s", {3000, 1609})}, OneGpu(), nullptr, policy, kT0);
   ASSERT_THAT(e, SizeIs(1));
   EXPECT_EQ(e[0].type, "Warning");
   EXPECT_EQ(e[0].reason, "GpuVramOverQuota");
@@ -94,27 +94,30 @@ TEST(SliceGuardTest, EventModeNamesTheLargestProcessOncePerEpisodeAndKillsNothin
                         "quota by more than the 512 MiB margin"));
   EXPECT_THAT(e[0].note, HasSubstr("would kill PID 101 (worker101), its largest"));
   // Still over an hour later: the episode was told once, and nothing is killed.
-  EXPECT_THAT(guard.Next({Slice("s", {3000, 1609})}, OneGpu(), nullptr, kT0 + absl::Hours(1)),
-              IsEmpty());
+  EXPECT_THAT(
+      guard.Next({Slice("s", {3000, 1609})}, OneGpu(), nullptr, policy, kT0 + absl::Hours(1)),
+      IsEmpty());
   EXPECT_THAT(killer.killed, IsEmpty());
   // Back within bounds, then over again: a new episode.
-  EXPECT_THAT(guard.Next({Slice("s", {3000})}, OneGpu(), nullptr, kT0 + absl::Hours(2)), IsEmpty());
-  EXPECT_THAT(Reasons(guard.Next({Slice("s", {5000})}, OneGpu(), nullptr, kT0 + absl::Hours(3))),
-              ElementsAre("GpuVramOverQuota"));
+  EXPECT_THAT(guard.Next({Slice("s", {3000})}, OneGpu(), nullptr, policy, kT0 + absl::Hours(2)),
+              IsEmpty());
+  EXPECT_THAT(
+      Reasons(guard.Next({Slice("s", {5000})}, OneGpu(), nullptr, policy, kT0 + absl::Hours(3))),
+      ElementsAre("GpuVramOverQuota"));
 }
 
 TEST(SliceGuardTest, KillModeKillsTheLargestAfterTheGraceAndTheGraceStartsAgain) {
   FakeKiller killer;
   SliceGuard guard(&killer);
-  guard.Configure(Policy(OverQuotaAction::kKill));
+  const Config::MemorySlices::OverQuota policy = Policy(OverQuotaAction::kKill);
   const SliceSample over = Slice("s", {900, 3900});
-  std::vector<NodeEvent> e = guard.Next({over}, OneGpu(), nullptr, kT0);
+  std::vector<NodeEvent> e = guard.Next({over}, OneGpu(), nullptr, policy, kT0);
   ASSERT_THAT(Reasons(e), ElementsAre("GpuVramOverQuota"));
   EXPECT_THAT(e[0].note, HasSubstr("gpulet kills PID 102 (worker102), its largest, if it stays "
                                    "over for 30s"));
-  EXPECT_THAT(guard.Next({over}, OneGpu(), nullptr, kT0 + absl::Seconds(29)), IsEmpty());
+  EXPECT_THAT(guard.Next({over}, OneGpu(), nullptr, policy, kT0 + absl::Seconds(29)), IsEmpty());
   EXPECT_THAT(killer.killed, IsEmpty());
-  e = guard.Next({over}, OneGpu(), nullptr, kT0 + absl::Seconds(30));
+  e = guard.Next({over}, OneGpu(), nullptr, policy, kT0 + absl::Seconds(30));
   ASSERT_THAT(Reasons(e), ElementsAre("GpuVramOverQuotaKilled"));
   EXPECT_THAT(e[0].note, HasSubstr("gpulet killed PID 102 (worker102) of nvidia.com/gpu-memory "
                                    "GPU-b::mem0: it held 3.81 GiB of GPU 1 (GPU-b)"));
@@ -122,8 +125,8 @@ TEST(SliceGuardTest, KillModeKillsTheLargestAfterTheGraceAndTheGraceStartsAgain)
   EXPECT_THAT(killer.starts, ElementsAre(1102u));  // only the process that was sampled
   EXPECT_EQ(guard.kills()->load(), 1u);
   // Still over (the driver has not freed it yet): the grace starts again from the kill.
-  EXPECT_THAT(guard.Next({over}, OneGpu(), nullptr, kT0 + absl::Seconds(59)), IsEmpty());
-  EXPECT_THAT(Reasons(guard.Next({over}, OneGpu(), nullptr, kT0 + absl::Seconds(60))),
+  EXPECT_THAT(guard.Next({over}, OneGpu(), nullptr, policy, kT0 + absl::Seconds(59)), IsEmpty());
+  EXPECT_THAT(Reasons(guard.Next({over}, OneGpu(), nullptr, policy, kT0 + absl::Seconds(60))),
               ElementsAre("GpuVramOverQuotaKilled"));
   EXPECT_EQ(guard.kills()->load(), 2u);
 }
@@ -131,24 +134,27 @@ TEST(SliceGuardTest, KillModeKillsTheLargestAfterTheGraceAndTheGraceStartsAgain)
 TEST(SliceGuardTest, TheHourlyBudgetHoldsAcrossSlicesAndReloads) {
   FakeKiller killer;
   SliceGuard guard(&killer);
-  guard.Configure(Policy(OverQuotaAction::kKill, 1));
-  guard.Next({Slice("a", {5000})}, OneGpu(), nullptr, kT0);
-  EXPECT_THAT(Reasons(guard.Next({Slice("a", {5000})}, OneGpu(), nullptr, kT0 + absl::Seconds(30))),
-              ElementsAre("GpuVramOverQuotaKilled"));
-  // A reload keeps what was spent; another slice over its quota waits for the budget.
-  guard.Configure(Policy(OverQuotaAction::kKill, 1));
+  const Config::MemorySlices::OverQuota policy = Policy(OverQuotaAction::kKill, 1);
+  guard.Next({Slice("a", {5000})}, OneGpu(), nullptr, policy, kT0);
+  EXPECT_THAT(
+      Reasons(guard.Next({Slice("a", {5000})}, OneGpu(), nullptr, policy, kT0 + absl::Seconds(30))),
+      ElementsAre("GpuVramOverQuotaKilled"));
+  // A reload (a new sampler with its own policy, the same guard) keeps what was spent;
+  // another slice over its quota waits for the budget.
+  const Config::MemorySlices::OverQuota reloaded = Policy(OverQuotaAction::kKill, 1);
   const std::vector<SliceSample> both = {Slice("a", {3000}), Slice("b", {6000})};
-  EXPECT_THAT(Reasons(guard.Next(both, OneGpu(), nullptr, kT0 + absl::Seconds(40))),
+  EXPECT_THAT(Reasons(guard.Next(both, OneGpu(), nullptr, reloaded, kT0 + absl::Seconds(40))),
               ElementsAre("GpuVramOverQuota"));
-  std::vector<NodeEvent> e = guard.Next(both, OneGpu(), nullptr, kT0 + absl::Seconds(70));
+  std::vector<NodeEvent> e = guard.Next(both, OneGpu(), nullptr, reloaded, kT0 + absl::Seconds(70));
   ASSERT_THAT(Reasons(e), ElementsAre("GpuVramOverQuotaNotKilled"));
   EXPECT_THAT(e[0].note, HasSubstr("gpulet killed 1 processes in the last hour, which is "
                                    "sharing.memorySlices.overQuota.maxKillsPerHour"));
-  EXPECT_THAT(guard.Next(both, OneGpu(), nullptr, kT0 + absl::Minutes(30)), IsEmpty());  // once
+  EXPECT_THAT(guard.Next(both, OneGpu(), nullptr, reloaded, kT0 + absl::Minutes(30)),
+              IsEmpty());  // once
   EXPECT_THAT(killer.killed, SizeIs(1));
   // An hour after the first kill (at 30s) the budget has room again, and not before.
-  EXPECT_THAT(guard.Next(both, OneGpu(), nullptr, kT0 + absl::Seconds(3629)), IsEmpty());
-  EXPECT_THAT(Reasons(guard.Next(both, OneGpu(), nullptr, kT0 + absl::Seconds(3630))),
+  EXPECT_THAT(guard.Next(both, OneGpu(), nullptr, reloaded, kT0 + absl::Seconds(3629)), IsEmpty());
+  EXPECT_THAT(Reasons(guard.Next(both, OneGpu(), nullptr, reloaded, kT0 + absl::Seconds(3630))),
               ElementsAre("GpuVramOverQuotaKilled"));
   EXPECT_THAT(killer.killed, SizeIs(2));
 }
@@ -156,16 +162,16 @@ TEST(SliceGuardTest, TheHourlyBudgetHoldsAcrossSlicesAndReloads) {
 TEST(SliceGuardTest, AFailedKillIsToldOnceAndAVanishedProcessNotAtAll) {
   FakeKiller killer;
   SliceGuard guard(&killer);
-  guard.Configure(Policy(OverQuotaAction::kKill));
+  const Config::MemorySlices::OverQuota policy = Policy(OverQuotaAction::kKill);
   const SliceSample over = Slice("s", {6000});
-  guard.Next({over}, OneGpu(), nullptr, kT0);
+  guard.Next({over}, OneGpu(), nullptr, policy, kT0);
   killer.result = absl::NotFoundError("PID 101 is gone");
-  EXPECT_THAT(guard.Next({over}, OneGpu(), nullptr, kT0 + absl::Seconds(30)), IsEmpty());
+  EXPECT_THAT(guard.Next({over}, OneGpu(), nullptr, policy, kT0 + absl::Seconds(30)), IsEmpty());
   killer.result = absl::PermissionDeniedError("cannot signal PID 101: hostPID");
-  std::vector<NodeEvent> e = guard.Next({over}, OneGpu(), nullptr, kT0 + absl::Seconds(31));
+  std::vector<NodeEvent> e = guard.Next({over}, OneGpu(), nullptr, policy, kT0 + absl::Seconds(31));
   ASSERT_THAT(Reasons(e), ElementsAre("GpuVramOverQuotaNotKilled"));
   EXPECT_THAT(e[0].note, HasSubstr("was not killed: cannot signal PID 101: hostPID"));
-  EXPECT_THAT(guard.Next({over}, OneGpu(), nullptr, kT0 + absl::Seconds(32)), IsEmpty());
+  EXPECT_THAT(guard.Next({over}, OneGpu(), nullptr, policy, kT0 + absl::Seconds(32)), IsEmpty());
   EXPECT_EQ(guard.kills()->load(), 0u);
   EXPECT_THAT(killer.killed, SizeIs(3));  // it keeps trying, quietly
 }
@@ -173,28 +179,28 @@ TEST(SliceGuardTest, AFailedKillIsToldOnceAndAVanishedProcessNotAtAll) {
 TEST(SliceGuardTest, AGpuThatDidNotAnswerKeepsTheEpisodeAndAGoneSliceEndsIt) {
   FakeKiller killer;
   SliceGuard guard(&killer);
-  guard.Configure(Policy(OverQuotaAction::kEvent));
-  EXPECT_THAT(guard.Next({Slice("s", {6000})}, OneGpu(), nullptr, kT0), SizeIs(1));
+  const Config::MemorySlices::OverQuota policy = Policy(OverQuotaAction::kEvent);
+  EXPECT_THAT(guard.Next({Slice("s", {6000})}, OneGpu(), nullptr, policy, kT0), SizeIs(1));
   SliceSample unknown = Slice("s", {});
   unknown.device.reset();
-  EXPECT_THAT(guard.Next({unknown}, OneGpu(), nullptr, kT0 + absl::Seconds(1)), IsEmpty());
-  EXPECT_THAT(guard.Next({Slice("s", {6000})}, OneGpu(), nullptr, kT0 + absl::Seconds(2)),
+  EXPECT_THAT(guard.Next({unknown}, OneGpu(), nullptr, policy, kT0 + absl::Seconds(1)), IsEmpty());
+  EXPECT_THAT(guard.Next({Slice("s", {6000})}, OneGpu(), nullptr, policy, kT0 + absl::Seconds(2)),
               IsEmpty());
-  EXPECT_THAT(guard.Next({}, OneGpu(), nullptr, kT0 + absl::Seconds(3)), IsEmpty());
-  EXPECT_THAT(guard.Next({Slice("s", {6000})}, OneGpu(), nullptr, kT0 + absl::Seconds(4)),
+  EXPECT_THAT(guard.Next({}, OneGpu(), nullptr, policy, kT0 + absl::Seconds(3)), IsEmpty());
+  EXPECT_THAT(guard.Next({Slice("s", {6000})}, OneGpu(), nullptr, policy, kT0 + absl::Seconds(4)),
               SizeIs(1));
 }
 
 TEST(SliceGuardTest, OverWithNoProcessListedIsToldAndNothingIsKilled) {
   FakeKiller killer;
   SliceGuard guard(&killer);
-  guard.Configure(Policy(OverQuotaAction::kKill));
+  const Config::MemorySlices::OverQuota policy = Policy(OverQuotaAction::kKill);
   SliceSample s = Slice("s", {});
   s.device->used_bytes = 6000 * kMiB;  // the library's count alone, no NVML figure
-  std::vector<NodeEvent> e = guard.Next({s}, OneGpu(), nullptr, kT0);
+  std::vector<NodeEvent> e = guard.Next({s}, OneGpu(), nullptr, policy, kT0);
   ASSERT_THAT(e, SizeIs(1));
   EXPECT_THAT(e[0].note, HasSubstr("NVML lists none of its processes with memory"));
-  EXPECT_THAT(guard.Next({s}, OneGpu(), nullptr, kT0 + absl::Minutes(5)), IsEmpty());
+  EXPECT_THAT(guard.Next({s}, OneGpu(), nullptr, policy, kT0 + absl::Minutes(5)), IsEmpty());
   EXPECT_THAT(killer.killed, IsEmpty());
 }
 
