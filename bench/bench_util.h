@@ -51,6 +51,7 @@ void RunMemoryBenchmarks(BenchTable& table);
 void RunImageBenchmarks(BenchTable& table);
 void RunDraBenchmarks(BenchTable& table);
 void RunVramBenchmarks(BenchTable& table);
+void RunRecorderBenchmarks(BenchTable& table);
 
 }  // namespace gpulet
 

@@ -1,6 +1,6 @@
 // gpulet_bench: every benchmark behind `make bench`, printed as one table.
-// Usage: gpulet_bench [plugin|health|metrics|memory|image|dra|vram]...   (no argument: all of them)
-// The memory soak takes GPULET_BENCH_SOAK_S seconds (default 600; 0 skips it).
+// Usage: gpulet_bench [plugin|health|metrics|memory|image|dra|vram|recorder]...   (no argument: all
+// of them) The memory soak takes GPULET_BENCH_SOAK_S seconds (default 600; 0 skips it).
 #include <cstdio>
 #include <set>
 #include <string>
@@ -10,13 +10,13 @@
 
 int main(int argc, char** argv) {
   const std::set<std::string> groups = {"plugin", "health", "metrics", "memory",
-                                        "image",  "dra",    "vram"};
+                                        "image",  "dra",    "vram",    "recorder"};
   std::set<std::string> only;
   for (int i = 1; i < argc; ++i) {
     if (groups.count(argv[i]) == 0) {
       std::fprintf(stderr,
                    "gpulet_bench: unknown group '%s' (allowed: plugin health metrics memory "
-                   "image dra vram)\n",
+                   "image dra vram recorder)\n",
                    argv[i]);
       return 2;
     }
@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   if (wanted("image")) gpulet::RunImageBenchmarks(table);
   if (wanted("dra")) gpulet::RunDraBenchmarks(table);
   if (wanted("vram")) gpulet::RunVramBenchmarks(table);
+  if (wanted("recorder")) gpulet::RunRecorderBenchmarks(table);
   table.Print();
   return 0;
 }

@@ -16,6 +16,8 @@ std::span<const Command> Commands() {
       {"list", "List the node's NVIDIA GPUs (NVML and PCI views merged)", &MakeListCommand},
       {"manifests", "Print the Kubernetes manifests that install gpulet, fitted to this node",
        &MakeManifestsCommand},
+      {"postmortem", "Read a GPU fault's flight recording back: its timeline and cause",
+       &MakePostmortemCommand},
       {"serve", "Run the node daemon: device plugin, metrics, health", &MakeServeCommand},
       {"sim", "Inject faults and load into the NVML simulator (with --simulate)", &MakeSimCommand},
       {"status", "Show per-GPU health and use from the running daemon", &MakeStatusCommand},

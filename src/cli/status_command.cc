@@ -91,6 +91,13 @@ class StatusCommand final : public CommandHandler {
       if (g.vram_enforcement) {
         std::printf("     vram quotas held by: %s\n", g.vram_enforcement->c_str());
       }
+      if (g.last_fault) {
+        std::printf(
+            "     last fault: %s %s; verdict %s: %s (gpulet postmortem --gpu %s)\n",
+            absl::FormatTime(absl::RFC3339_sec, g.last_fault->at, absl::UTCTimeZone()).c_str(),
+            g.last_fault->what.c_str(), g.last_fault->verdict.c_str(),
+            g.last_fault->headline.c_str(), g.uuid.c_str());
+      }
       for (const SliceStatus& s : g.vram_slices.value_or(std::vector<SliceStatus>{})) {
         std::string holder = s.pod ? absl::StrCat(s.namespace_name.value_or(""), "/", *s.pod, "/",
                                                   s.container.value_or(""))

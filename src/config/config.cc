@@ -126,6 +126,7 @@ constexpr DurationBounds kDurationBounds[] = {
     {"health.quietPeriod", absl::ZeroDuration(), absl::Hours(24)},
     {"cluster.heartbeat", absl::Seconds(10), absl::Hours(1)},
     {"sharing.memorySlices.overQuota.grace", absl::ZeroDuration(), absl::Hours(1)},
+    {"health.recorder.window", absl::ZeroDuration(), absl::Hours(24)},
 };
 
 const DurationBounds& BoundsOf(const char* key) {
@@ -473,6 +474,21 @@ const std::vector<Field>& Fields() {
          return absl::OkStatus();
        },
        [](const Config& c) { return Str(c.health.xid_history_file); }},
+      {"health.recorder.window", DurationAllowed(BoundsOf("health.recorder.window")),
+       [](Config& c, const std::string& v) {
+         return ParseDur("health.recorder.window", v, &c.health.recorder.window);
+       },
+       [](const Config& c) { return Str(absl::FormatDuration(c.health.recorder.window)); }},
+      {"health.recorder.dir", "an absolute path, or empty for none",
+       [](Config& c, const std::string& v) {
+         if (!v.empty() && v[0] != '/') {
+           return Bad("health.recorder.dir", v,
+                      "an absolute path of a directory, or empty for none");
+         }
+         c.health.recorder.dir = v;
+         return absl::OkStatus();
+       },
+       [](const Config& c) { return Str(c.health.recorder.dir); }},
       {"cluster.enabled", "true or false",
        [](Config& c, const std::string& v) {
          return ParseBool("cluster.enabled", v, &c.cluster.enabled);

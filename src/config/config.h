@@ -166,6 +166,16 @@ struct Config {
     // hardware inspection. Empty: kept in memory only. Default:
     // /var/lib/gpulet/xid-history.json.
     std::string xid_history_file = "/var/lib/gpulet/xid-history.json";
+    struct Recorder {
+      // How much of each GPU's recent history the flight recorder keeps in memory (what
+      // the metrics sampler reads, every metrics.sampleInterval; docs/remediation.md); 0
+      // turns it off. Needs metrics.address. Default: 30m.
+      absl::Duration window = absl::Minutes(30);
+      // Where a GPU's recording is written when it faults, to survive the reboot the fault
+      // may cause (a host path, under the host root); empty: kept in memory only. Default:
+      // /var/lib/gpulet/recorder.
+      std::string dir = "/var/lib/gpulet/recorder";
+    } recorder;
   } health;
 
   struct Cluster {

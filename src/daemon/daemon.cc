@@ -19,6 +19,8 @@
 #include "dra/registration.h"
 #include "health/kmsg_source.h"
 #include "plugin/resources.h"
+#include "recorder/fault_keeper.h"
+#include "recorder/pci_link.h"
 #include "vram/slice_file.h"
 
 namespace gpulet {
@@ -118,6 +120,11 @@ Daemon::Daemon(Node node, Config config, DaemonOptions options)
     killer = own_killer_.get();
   }
   slice_guard_ = std::make_shared<SliceGuard>(killer);
+  FlightRecorder::Options ro;
+  ro.node = options_.node_name;
+  ro.boot_id = node_.host->ReadAttribute("/proc/sys/kernel/random/boot_id").value_or("");
+  ro.driver_version = node_.inventory.system.driver_version;
+  recorder_ = std::make_shared<FlightRecorder>(ro);
 }
 
 Daemon::~Daemon() { Stop(); }
@@ -443,6 +450,7 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Confi
   so.timeout = std::min(config.metrics.sample_interval, absl::Seconds(1));
   so.clock = options_.clock;
   const SliceFiles slice_files = SliceFilesFor();
+  std::function<void(const SampleSet&, const Snapshot&)> slice_round;
   if (config.sharing.memory_slices.enabled || config.dra.memory_shares.enabled) {
     absl::StatusOr<std::string> local_dir =
         slice_files.LocalDir(config.sharing.memory_slices.host_dir);
@@ -454,7 +462,7 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Confi
     // the day drains (a new sampler starts from what it finds: nothing is reported twice).
     // A slice over its quota by the driver's count goes to the guard, which says so or kills.
     auto events = std::make_shared<SliceQuotaEvents>();
-    so.on_round = [events, guard = slice_guard_, policy = config.sharing.memory_slices.over_quota,
+    slice_round = [events, guard = slice_guard_, policy = config.sharing.memory_slices.over_quota,
                    inbox = event_inbox_,
                    clock = options_.clock](const SampleSet& set, const Snapshot& snap) {
       std::vector<NodeEvent> e = events->Next(set.slices, snap, set.pods.get());
@@ -464,6 +472,30 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Confi
       if (!e.empty()) inbox->Post(std::move(e));
     };
   }
+  // The flight recorder records every round (a zero window drops what it kept); a GPU's
+  // fault is written to the host and judged, and its verdict shown in /status.
+  std::shared_ptr<FaultKeeper> faults;
+  if (config.health.recorder.window > absl::ZeroDuration()) {
+    faults = std::make_shared<FaultKeeper>(RecorderFilesFor(config));
+    faults->Load();
+    so.last_fault = [faults](const DeviceRecord& d) { return faults->Latest(d.gpu.uuid); };
+  }
+  so.on_round = [slice_round, faults, recorder = recorder_, host = node_.host.get(),
+                 window = config.health.recorder.window, interval = so.interval,
+                 clock = options_.clock](const SampleSet& set, const Snapshot& snap) {
+    if (slice_round) slice_round(set, snap);
+    std::map<std::string, PciLinkReading> pci;
+    if (window > absl::ZeroDuration()) {
+      for (const DeviceRecord& d : snap.devices) {
+        if (!d.gpu.bus_id.empty()) {
+          pci[d.gpu.uuid.empty() ? d.gpu.bus_id : d.gpu.uuid] = ReadPciLink(*host, d.gpu.bus_id);
+        }
+      }
+    }
+    for (RecorderDump& dump : recorder->Record(set, snap, pci, window, interval, clock->Now())) {
+      if (faults != nullptr) faults->Keep(std::move(dump));
+    }
+  };
   // What holds each GPU's VRAM quotas, for /metrics and /status (the driver's own limits are
   // not used yet: docs/sharing.md).
   so.vram_holder = [config, library = !slice_files.library.empty()](const DeviceRecord& d) {
@@ -507,6 +539,19 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Confi
   return m;
 }
 
+std::unique_ptr<RecorderFiles> Daemon::RecorderFilesFor(const Config& config) const {
+  // The bundled simulator fixture is data, not a node: nothing is written into it.
+  if (config.health.recorder.dir.empty() || options_.bundled_fixture_root) return nullptr;
+  // A host path: resolved inside the host root, so a symlink cannot lead the writes out.
+  absl::StatusOr<std::string> local = node_.host->Resolve(config.health.recorder.dir);
+  if (!local.ok()) {
+    GPULET_LOG_WARN("health.recorder.dir {}: {}; recordings are kept in memory only",
+                    config.health.recorder.dir, local.status().message());
+    return nullptr;
+  }
+  return std::make_unique<RecorderFiles>(*local, config.health.recorder.dir);
+}
+
 std::unique_ptr<XidPolicy> Daemon::MakeXidPolicy(const Config& config,
                                                  std::unique_ptr<XidHistoryStore>* history) {
   XidPolicyOptions options;
@@ -529,6 +574,8 @@ std::unique_ptr<XidPolicy> Daemon::MakeXidPolicy(const Config& config,
       boot.ok()) {
     options.boot_id = *boot;
   }
+  options.on_xid = [recorder = recorder_](const std::string& gpu, int xid, const std::string& text,
+                                          absl::Time at) { recorder->AddXid(gpu, xid, text, at); };
   return std::make_unique<XidPolicy>(
       &store_,
       std::set<int>(config.health.application_xids.begin(), config.health.application_xids.end()),

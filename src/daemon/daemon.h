@@ -7,6 +7,8 @@
 //     Allocate answer names a device no spec defines;
 //   the metrics stack (PodAttributor, Sampler, MetricsServer; only with metrics.address),
 //     listening with a first round of samples before the kubelet learns of any GPU;
+//     the sampler's rounds also feed the flight recorder (health.recorder), which writes a
+//     GPU's recording on a fault;
 //   PluginManager (kubelet device plugin), LivenessMonitor (only with NVML);
 //   XidPolicy and EventMonitor (NVML events and the kernel log);
 //   the API client (with cluster.enabled or dra.enabled), the NodeReporter (cluster.enabled)
@@ -57,6 +59,8 @@
 #include "metrics/pod_attribution.h"
 #include "metrics/sampler.h"
 #include "plugin/plugin_manager.h"
+#include "recorder/flight_recorder.h"
+#include "recorder/recorder_files.h"
 #include "state/device_store.h"
 #include "state/mig_watcher.h"
 
@@ -144,6 +148,9 @@ class Daemon {
   // Builds, starts and binds a metrics stack for `config` (address non-empty); errors name
   // metrics.webConfigFile or metrics.address.
   absl::StatusOr<std::unique_ptr<Metrics>> MakeMetrics(const Config& config);
+  // Where the flight recorder writes (health.recorder.dir under the host root); null when
+  // it keeps recordings in memory only.
+  std::unique_ptr<RecorderFiles> RecorderFilesFor(const Config& config) const;
   // Builds the XID policy and its history store; the caller keeps the store (in
   // xid_history_) at least as long as the policy.
   std::unique_ptr<XidPolicy> MakeXidPolicy(const Config& config,
@@ -193,6 +200,9 @@ class Daemon {
   // timers and kill budget outlive a rebuilt metrics stack. Declared before that stack.
   std::unique_ptr<ProcessKiller> own_killer_;
   std::shared_ptr<SliceGuard> slice_guard_;
+  // Each GPU's last minutes (health.recorder), fed by the sampler's rounds and the XID
+  // policy; the daemon's, so that a rebuilt sampler or policy keeps what was recorded.
+  std::shared_ptr<FlightRecorder> recorder_;
   std::unique_ptr<Metrics> metrics_;
   // The main thread replaces plugins_ (start, reload) under plugins_mu_ and reads it without;
   // the MIG watcher's thread reads it under plugins_mu_ only, to wake it.

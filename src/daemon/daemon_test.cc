@@ -26,7 +26,10 @@
 #include "gtest/gtest.h"
 #include "health/xid_catalog.h"
 #include "httplib.h"
+#include "recorder/postmortem.h"
+#include "recorder/recorder_files.h"
 #include "sim/state.h"
+#include "state/status_report.h"
 #include "testing/fake_kubelet.h"
 #include "testing/free_port.h"
 #include "testing/homelab.h"
@@ -655,6 +658,82 @@ TEST_F(DaemonTest, RewritesADeletedSpecOnItsOwn) {
   ASSERT_TRUE(fs::exists(spec));
   fs::remove(spec);
   EXPECT_TRUE(Eventually([&] { return fs::exists(spec); }));
+}
+
+// The seed's lockup on a two-GPU node: the RTX 5090 runs hot, its PCIe link reports errors,
+// then it falls off the bus. The flight recorder writes its recording to the host, the
+// verdict is hardware with that evidence, /status shows it, the RTX 3080 keeps serving, and
+// a restarted gpulet still shows the verdict from the file.
+TEST_F(DaemonTest, AGpuThatLocksUpIsRecordedJudgedAndRememberedAcrossARestart) {
+  const fs::path pci = root_ / "sys/devices/pci0000:00/0000:02:00.0";
+  auto aer = [&](int fatal, int correctable) {
+    std::ofstream(pci / "aer_dev_fatal")
+        << "Undefined 0\nDLP " << fatal << "\nTOTAL_ERR_FATAL " << fatal << "\n";
+    std::ofstream(pci / "aer_dev_correctable")
+        << "RxErr " << correctable << "\nTOTAL_ERR_COR " << correctable << "\n";
+    std::ofstream(pci / "current_link_width") << "16\n";
+    std::ofstream(pci / "current_link_speed") << "32.0 GT/s PCIe\n";
+  };
+  aer(0, 0);
+  config_.metrics.sample_interval = absl::Milliseconds(100);
+  config_.health.probe_interval = absl::Milliseconds(100);
+  ASSERT_OK(StartDaemon());
+  absl::SleepFor(absl::Milliseconds(300));
+  EditSimState([](sim::SimState* s) {
+    sim::LoadOverride hot;
+    hot.temperature_c = 94;
+    hot.clocks_event_reasons = 0x40;  // HW thermal slowdown
+    sim::SetLoad(s, testing::kRtx5090, hot);
+  });
+  absl::SleepFor(absl::Milliseconds(400));
+  aer(2, 57);
+  absl::SleepFor(absl::Milliseconds(300));
+  EditSimState([](sim::SimState* s) {
+    sim::InjectXid(s, testing::kRtx5090, 79);
+    sim::SetLost(s, testing::kRtx5090, true);
+  });
+
+  const fs::path dir = root_ / "var/lib/gpulet/recorder";
+  RecorderFiles files(dir.string(), "/var/lib/gpulet/recorder");
+  ASSERT_TRUE(Eventually([&] { return !files.LoadAll().empty(); }, absl::Seconds(20)));
+  std::vector<RecorderFiles::Loaded> loaded = files.LoadAll();
+  ASSERT_TRUE(loaded[0].dump.ok()) << loaded[0].dump.status();
+  const RecorderDump& dump = *loaded[0].dump;
+  EXPECT_EQ(dump.uuid, testing::kRtx5090);
+  EXPECT_THAT(dump.fault, HasSubstr("Unhealthy"));
+  EXPECT_EQ(dump.node, "test-node");
+  // It names pods and processes: not for every user of the node.
+  EXPECT_EQ(
+      fs::status(dir / fs::path(loaded[0].path).filename()).permissions() & fs::perms::others_read,
+      fs::perms::none);
+  Verdict v = Assess(dump, {});
+  EXPECT_EQ(v.cause, Cause::kHardware) << TimelineText(dump, v);
+  std::string evidence;
+  for (const Evidence& e : v.evidence) absl::StrAppend(&evidence, e.text, "\n");
+  EXPECT_THAT(evidence, HasSubstr("94 °C"));
+  EXPECT_THAT(evidence, HasSubstr("2 fatal PCIe (AER) errors"));
+
+  // /status: the verdict on the 5090; nothing on the 3080, which stays in service.
+  absl::StatusOr<StatusReport> status;
+  ASSERT_TRUE(Eventually([&] {
+    status = StatusReport::FromJsonText(HttpGet(daemon_->metrics_port(), "/status"));
+    return status.ok() && status->gpus.size() == 2 && status->gpus[1].last_fault.has_value();
+  }));
+  EXPECT_EQ(status->gpus[1].last_fault->verdict, "hardware");
+  EXPECT_THAT(status->gpus[1].last_fault->file, HasSubstr("/var/lib/gpulet/recorder/GPU-8a41"));
+  EXPECT_FALSE(status->gpus[0].last_fault.has_value());
+  EXPECT_EQ(status->gpus[0].health, HealthState::kHealthy);
+
+  // A restart (the card reseated: the simulator's faults cleared) reads the recording back.
+  daemon_.reset();
+  EditSimState([](sim::SimState* s) { sim::Reset(s); });
+  ASSERT_OK(StartDaemon());
+  ASSERT_TRUE(Eventually([&] {
+    status = StatusReport::FromJsonText(HttpGet(daemon_->metrics_port(), "/status"));
+    return status.ok() && status->gpus.size() == 2 && status->gpus[1].last_fault.has_value();
+  }));
+  EXPECT_EQ(status->gpus[1].last_fault->verdict, "hardware");
+  EXPECT_EQ(status->gpus[1].health, HealthState::kHealthy);
 }
 
 }  // namespace

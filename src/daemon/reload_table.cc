@@ -83,6 +83,11 @@ constexpr ReloadRule kRules[] = {
     {"health.xidHistoryFile", kReloadXidPolicy,
      "rebuilt: XID policy (reading the history from the new file) and event monitor; refused "
      "while a GPU is out for an XID"},
+    {"health.recorder.window", kReloadMetrics,
+     "rebuilt: the sampler that feeds the flight recorder; what was recorded is kept (a "
+     "shorter window keeps the newest part)"},
+    {"health.recorder.dir", kReloadMetrics,
+     "rebuilt: the sampler; the next fault is written to the new directory"},
     {"health.kmsg", kReloadEvents,
      "rebuilt: event monitor; a kernel log already read is read on from its end, a newly "
      "enabled one from its start (as at startup)"},

@@ -71,6 +71,8 @@ const std::map<std::string, std::string>& OtherValues() {
       {"health.applicationXids", "13"},
       {"health.kmsg", "false"},
       {"health.xidHistoryFile", "/var/lib/other/xids.json"},
+      {"health.recorder.window", "1h"},
+      {"health.recorder.dir", "/var/lib/other/recorder"},
       {"cluster.enabled", "true"},
       {"cluster.kubeconfig", "/etc/gpulet/kubeconfig"},
       {"cluster.heartbeat", "30s"},

@@ -25,7 +25,8 @@ XidPolicy::XidPolicy(DeviceStore* store, std::set<int> application_xids,
       application_xids_(std::move(application_xids)),
       quiet_period_(quiet_period),
       history_store_(options.history),
-      boot_id_(std::move(options.boot_id)) {
+      boot_id_(std::move(options.boot_id)),
+      on_xid_(std::move(options.on_xid)) {
   if (history_store_ == nullptr) return;
   absl::StatusOr<XidHistory> loaded = history_store_->Load();
   absl::MutexLock lock(&mu_);
@@ -57,6 +58,15 @@ void XidPolicy::SaveHistoryLocked() {
 bool XidPolicy::OnXid(const std::string& gpu, int xid, const std::string& message,
                       const std::string& source, absl::Time now,
                       std::optional<unsigned> gpu_instance) {
+  std::string key;
+  bool applied = Apply(gpu, xid, message, source, now, gpu_instance, &key);
+  if (applied && on_xid_ && !key.empty()) on_xid_(key, xid, message, now);
+  return applied;
+}
+
+bool XidPolicy::Apply(const std::string& gpu, int xid, const std::string& message,
+                      const std::string& source, absl::Time now,
+                      std::optional<unsigned> gpu_instance, std::string* known_key) {
   std::shared_ptr<const Snapshot> snap = store_->Get();
   std::string key = gpu;
   // Normalise to the UUID when we know it, so both sources share one de-duplication key.
@@ -100,6 +110,7 @@ bool XidPolicy::OnXid(const std::string& gpu, int xid, const std::string& messag
   for (const DeviceRecord& d : snap->devices) {
     if ((d.gpu.uuid.empty() ? d.gpu.bus_id : d.gpu.uuid) == key) known = true;
   }
+  if (known) *known_key = key;
   if (!application && known) {
     absl::MutexLock lock(&mu_);
     if (instance) {

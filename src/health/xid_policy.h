@@ -26,6 +26,7 @@
 #ifndef GPULET_HEALTH_XID_POLICY_H_
 #define GPULET_HEALTH_XID_POLICY_H_
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -49,6 +50,12 @@ struct XidPolicyOptions {
   // This boot's id (/proc/sys/kernel/random/boot_id); a different one in the history means
   // the node rebooted since. "" when unknown: then reboots are not recognised.
   std::string boot_id;
+  // Told of every XID the policy accepted (a known GPU, not a duplicate), after the store
+  // was updated: the GPU (its UUID, else its bus id), the XID, its text (the kernel log's
+  // line or NVML's event) and when it came. Called on OnXid's thread with no lock held; may
+  // be empty. The flight recorder keeps them as evidence.
+  std::function<void(const std::string& gpu, int xid, const std::string& text, absl::Time at)>
+      on_xid = nullptr;
 };
 
 class XidPolicy {
@@ -75,6 +82,9 @@ class XidPolicy {
   XidHistory History() const;
 
  private:
+  // OnXid without telling on_xid; sets `*key` to the GPU's key when it is known.
+  bool Apply(const std::string& gpu, int xid, const std::string& message, const std::string& source,
+             absl::Time now, std::optional<unsigned> gpu_instance, std::string* key);
   // Saves history_ when a store is set; records a failure in history_status_.
   void SaveHistoryLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -83,6 +93,7 @@ class XidPolicy {
   absl::Duration quiet_period_;
   XidHistoryStore* history_store_;
   std::string boot_id_;
+  std::function<void(const std::string&, int, const std::string&, absl::Time)> on_xid_;
   mutable absl::Mutex mu_;
   XidHistory history_ ABSL_GUARDED_BY(mu_);
   absl::Status history_status_ ABSL_GUARDED_BY(mu_);

@@ -154,6 +154,9 @@ std::string MetricsServer::StatusJson(const Snapshot& snap, const SampleSet& sam
     if (auto holder = samples.vram_holders.find(d.gpu.uuid); holder != samples.vram_holders.end()) {
       g.vram_enforcement = holder->second;
     }
+    if (auto fault = samples.last_faults.find(d.gpu.uuid); fault != samples.last_faults.end()) {
+      g.last_fault = fault->second;
+    }
     auto it = samples.by_uuid.find(d.gpu.uuid);
     if (it == samples.by_uuid.end()) continue;
     const GpuSampleState& st = it->second;

@@ -41,7 +41,9 @@ void Sampler::SampleOnce() {
       if (!d.gpu.in_nvml || !d.gpu.index) continue;
       GpuSampleState& st = working_.by_uuid[d.gpu.uuid];
       st.last_attempt = options_.clock->Now();
+      const MonoTime called = options_.clock->Monotonic();
       absl::StatusOr<DeviceSample> s = library_->Sample(*d.gpu.index, options_.timeout);
+      st.call_seconds = absl::ToDoubleSeconds(options_.clock->Monotonic() - called);
       if (!s.ok()) {
         st.answering = false;
         st.error = std::string(s.status().message());
@@ -70,6 +72,13 @@ void Sampler::SampleOnce() {
       if (std::string holder = options_.vram_holder(d); !holder.empty()) {
         working_.vram_holders[d.gpu.uuid] = std::move(holder);
       }
+    }
+  }
+  working_.last_faults.clear();
+  if (options_.last_fault) {
+    for (const DeviceRecord& d : snap->devices) {
+      if (std::optional<FaultStatus> f = options_.last_fault(d))
+        working_.last_faults[d.gpu.uuid] = *f;
     }
   }
   working_.last_round_seconds = absl::ToDoubleSeconds(options_.clock->Monotonic() - start);

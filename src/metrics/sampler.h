@@ -33,6 +33,7 @@
 #include "metrics/pod_attribution.h"
 #include "metrics/slice_metrics.h"
 #include "state/device_store.h"
+#include "state/status_report.h"
 
 namespace gpulet {
 
@@ -41,6 +42,7 @@ struct GpuSampleState {
   bool answering = false;            // the latest attempt succeeded
   std::string error;                 // why the latest attempt failed
   absl::Time last_attempt = absl::InfinitePast();
+  double call_seconds = 0;  // how long the latest attempt took (the flight recorder keeps it)
   struct Process {
     std::string name;                                    // comm, from /proc/<pid>/comm
     std::optional<CgroupPod> cgroup;                     // its pod, from /proc/<pid>/cgroup
@@ -59,6 +61,8 @@ struct SampleSet {
   // GPU UUID → what holds its containers' VRAM quotas (Sampler::Options::vram_holder), for
   // the GPUs that have quotas.
   std::map<std::string, std::string> vram_holders;
+  // GPU UUID → the flight recorder's latest fault on it (Sampler::Options::last_fault).
+  std::map<std::string, FaultStatus> last_faults;
 };
 
 // Fills each slice's `device` from its GPU's sample of this round (left absent when the GPU
@@ -98,6 +102,9 @@ class Sampler {
     // "none" (sharing.memorySlices.enforce false: accounting only) or "refused" (the library
     // is missing: sliced containers are refused); "" for a GPU without quotas. May be empty.
     std::function<std::string(const DeviceRecord&)> vram_holder = nullptr;
+    // The flight recorder's latest fault on a GPU, for /status; nullopt when none. May be
+    // empty.
+    std::function<std::optional<FaultStatus>(const DeviceRecord&)> last_fault = nullptr;
   };
 
   // `library` may be null (NVML unavailable): only health and self series are exported.

@@ -180,6 +180,20 @@ absl::StatusOr<SliceStatus> SliceFromJson(const json& j, const std::string& path
   return s;
 }
 
+absl::StatusOr<FaultStatus> FaultFromJson(const json& j, const std::string& path) {
+  if (!j.is_object()) return ObjectReader::Wrong(j, path, "an object");
+  ObjectReader r(j, path);
+  FaultStatus f;
+  GPULET_RETURN_IF_ERROR(r.Required("at", &f.at));
+  GPULET_RETURN_IF_ERROR(r.Required("what", &f.what));
+  GPULET_RETURN_IF_ERROR(r.Required("verdict", &f.verdict));
+  GPULET_RETURN_IF_ERROR(r.Required("headline", &f.headline));
+  std::optional<std::string> file;
+  GPULET_RETURN_IF_ERROR(r.Optional("file", &file));
+  f.file = file.value_or("");
+  return f;
+}
+
 absl::StatusOr<GpuStatus> GpuFromJson(const json& j, const std::string& path) {
   if (!j.is_object()) return ObjectReader::Wrong(j, path, "an object");
   ObjectReader r(j, path);
@@ -248,6 +262,13 @@ absl::StatusOr<GpuStatus> GpuFromJson(const json& j, const std::string& path) {
     }
   }
   GPULET_RETURN_IF_ERROR(r.Optional("vram_enforcement", &g.vram_enforcement));
+  absl::StatusOr<const json*> fault = r.OptionalObject("last_fault");
+  if (!fault.ok()) return fault.status();
+  if (*fault != nullptr) {
+    absl::StatusOr<FaultStatus> f = FaultFromJson(**fault, r.PathOf("last_fault"));
+    if (!f.ok()) return f.status();
+    g.last_fault = *std::move(f);
+  }
   return g;
 }
 
@@ -319,6 +340,15 @@ json GpuToJson(const GpuStatus& g) {
     j["vram_slices"] = slices;
   }
   if (g.vram_enforcement) j["vram_enforcement"] = *g.vram_enforcement;
+  if (g.last_fault) {
+    const FaultStatus& f = *g.last_fault;
+    json fault = {{"at", absl::FormatTime(absl::RFC3339_sec, f.at, absl::UTCTimeZone())},
+                  {"what", f.what},
+                  {"verdict", f.verdict},
+                  {"headline", f.headline}};
+    if (!f.file.empty()) fault["file"] = f.file;
+    j["last_fault"] = std::move(fault);
+  }
   return j;
 }
 

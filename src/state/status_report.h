@@ -69,6 +69,18 @@ struct SliceStatus {
   bool operator==(const SliceStatus&) const = default;
 };
 
+// The latest fault the flight recorder wrote for a GPU, with the postmortem's verdict
+// (recorder/postmortem.h); `gpulet postmortem` shows the whole timeline.
+struct FaultStatus {
+  absl::Time at = absl::InfinitePast();  // whole seconds on the wire (RFC 3339, UTC)
+  std::string what;                      // the fault: "Unhealthy: XID 79: ..."
+  std::string verdict;                   // "hardware", "driver-or-configuration", ...
+  std::string headline;                  // the verdict in one line
+  std::string file;                      // the recording's host path; "" when not written
+
+  bool operator==(const FaultStatus&) const = default;
+};
+
 struct GpuStatus {
   // From the DeviceStore.
   std::optional<unsigned> index;
@@ -98,6 +110,8 @@ struct GpuStatus {
   std::optional<std::vector<SliceStatus>> vram_slices;
   // What holds its containers' VRAM quotas ("library", "none", "refused"); absent: none.
   std::optional<std::string> vram_enforcement;
+  // The flight recorder's latest fault on this GPU; absent when none was recorded.
+  std::optional<FaultStatus> last_fault;
 
   bool operator==(const GpuStatus&) const = default;
 };

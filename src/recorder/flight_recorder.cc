@@ -1,0 +1,261 @@
+#include "recorder/flight_recorder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "metrics/exposition.h"
+
+namespace gpulet {
+namespace {
+
+std::string Clip(std::string text) {
+  if (text.size() > kMaxEventText) {
+    // Cut on a UTF-8 boundary: never in the middle of a multi-byte character.
+    size_t cut = kMaxEventText;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    text.resize(cut);
+  }
+  return text;
+}
+
+std::string PodOf(const SampleSet& set, const std::string& uuid,
+                  const GpuSampleState::Process& proc) {
+  std::optional<PodContainer> pod = ProcessPod(set, uuid, proc);
+  if (!pod) return "";
+  return absl::StrCat(pod->namespace_name, "/", pod->pod, "/", pod->container);
+}
+
+std::string HealthText(const GpuHealth& h) {
+  std::string text = HealthStateName(h.state);
+  if (!h.reason.empty()) absl::StrAppend(&text, ": ", h.reason);
+  if (!h.action.empty()) absl::StrAppend(&text, " (", h.action, ")");
+  return text;
+}
+
+template <typename T>
+std::optional<int64_t> Opt(const std::optional<T>& v) {
+  if (!v) return std::nullopt;
+  return static_cast<int64_t>(*v);
+}
+
+std::optional<int64_t> MilliWatts(const std::optional<double>& w) {
+  if (!w || !std::isfinite(*w)) return std::nullopt;
+  return static_cast<int64_t>(std::llround(*w * 1000));
+}
+
+std::optional<int64_t> Mib(const std::optional<uint64_t>& bytes) {
+  if (!bytes) return std::nullopt;
+  return static_cast<int64_t>(*bytes >> 20);
+}
+
+}  // namespace
+
+int64_t UnixMillis(absl::Time t) { return absl::ToUnixMillis(t); }
+
+FlightRecorder::FlightRecorder(Options options) : options_(std::move(options)) {}
+
+void FlightRecorder::AddEventLocked(Gpu& gpu, RecordedEvent event) {
+  event.text = Clip(std::move(event.text));
+  event.pod = Clip(std::move(event.pod));
+  // Events arrive from two threads; keep them in time order.
+  auto at = std::upper_bound(gpu.events.begin(), gpu.events.end(), event.at_ms,
+                             [](int64_t t, const RecordedEvent& e) { return t < e.at_ms; });
+  gpu.events.insert(at, std::move(event));
+  while (gpu.events.size() > kMaxEvents) gpu.events.pop_front();
+}
+
+std::vector<RecorderDump> FlightRecorder::Record(const SampleSet& set, const Snapshot& snap,
+                                                 const std::map<std::string, PciLinkReading>& pci,
+                                                 absl::Duration window, absl::Duration interval,
+                                                 absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  std::vector<RecorderDump> dumps;
+  if (window <= absl::ZeroDuration() || interval <= absl::ZeroDuration()) {
+    gpus_.clear();
+    capacity_ = 0;
+    return dumps;
+  }
+  const size_t capacity = std::clamp<size_t>(
+      static_cast<size_t>(std::ceil(absl::FDivDuration(window, interval))), 1, kMaxSamples);
+  interval_ms_ = absl::ToInt64Milliseconds(interval);
+  const int64_t now_ms = UnixMillis(now);
+  for (const DeviceRecord& d : snap.devices) {
+    const std::string key = d.gpu.uuid.empty() ? d.gpu.bus_id : d.gpu.uuid;
+    if (key.empty()) continue;  // a GPU the ladder could not name is not recorded
+    Gpu& g = gpus_[key];
+    g.identity_name = d.gpu.name;
+    g.bus_id = d.gpu.bus_id;
+    g.index = d.gpu.index;
+    g.state = HealthStateName(d.health.state);
+    if (g.ring.size() != capacity) {
+      // A new window or interval: keep the newest samples that fit, oldest first.
+      std::vector<RecordedSample> kept;
+      kept.reserve(capacity);
+      size_t keep = std::min(g.count, capacity);
+      size_t cap = g.ring.size();
+      for (size_t i = g.count - keep; i < g.count; ++i) {
+        kept.push_back(g.ring[(g.next + cap - g.count + i) % cap]);
+      }
+      g.ring.assign(capacity, RecordedSample{});
+      std::copy(kept.begin(), kept.end(), g.ring.begin());
+      g.count = kept.size();
+      g.next = g.count % capacity;
+      g.ring.shrink_to_fit();
+    }
+    if (!g.health && !g.answering && g.count == 0) {
+      AddEventLocked(g, {.at_ms = now_ms,
+                         .kind = EventKind::kRecorderStart,
+                         .text = absl::StrCat("gpulet ", GPULET_VERSION, " recording; driver ",
+                                              options_.driver_version)});
+    }
+    RecordedSample s;
+    s.at_ms = now_ms;
+    std::map<unsigned, std::string> processes;
+    auto st = set.by_uuid.find(d.gpu.uuid);
+    if (st != set.by_uuid.end() && st->second.last_attempt != absl::InfinitePast()) {
+      const GpuSampleState& state = st->second;
+      s.Set(Column::kAnswering, state.answering ? 1 : 0);
+      s.Set(Column::kNvmlMs, static_cast<int64_t>(std::llround(state.call_seconds * 1000)));
+      if (g.answering != state.answering) {
+        if (!state.answering) {
+          AddEventLocked(g, {.at_ms = now_ms,
+                             .kind = EventKind::kNvmlError,
+                             .text = absl::StrCat("NVML stopped answering: ", state.error)});
+        } else if (g.answering) {
+          AddEventLocked(
+              g, {.at_ms = now_ms, .kind = EventKind::kNvmlError, .text = "NVML answers again"});
+        }
+      }
+      g.answering = state.answering;
+      if (state.answering && state.last) {
+        const DeviceSample& x = *state.last;
+        s.Set(Column::kGpuTempC, Opt(x.gpu_temp_c));
+        s.Set(Column::kMemTempC, Opt(x.mem_temp_c));
+        s.Set(Column::kPowerMw, MilliWatts(x.power_w));
+        s.Set(Column::kPowerLimitMw, MilliWatts(x.power_limit_w));
+        s.Set(Column::kSmClockMhz, Opt(x.sm_clock_mhz));
+        s.Set(Column::kMemClockMhz, Opt(x.mem_clock_mhz));
+        if (x.clocks_event_reasons) {
+          s.Set(Column::kThrottleReasons,
+                static_cast<int64_t>(*x.clocks_event_reasons & 0x7fffffff));
+        }
+        s.Set(Column::kGpuUtilPercent, Opt(x.gpu_util));
+        s.Set(Column::kFbUsedMib, Mib(x.fb_used_bytes));
+        s.Set(Column::kPcieReplays, Opt(x.pcie_replays));
+        s.Set(Column::kRemappedUncorrectable, Opt(x.remapped_uncorrectable));
+        s.Set(Column::kProcesses, static_cast<int64_t>(x.processes.size()));
+        for (const GpuProcess& p : x.processes) {
+          auto proc = state.processes.find(p.pid);
+          processes[p.pid] =
+              proc == state.processes.end() ? "" : PodOf(set, d.gpu.uuid, proc->second);
+          if (!g.processes.count(p.pid)) {
+            std::string name = proc == state.processes.end() ? "" : proc->second.name;
+            AddEventLocked(g, {.at_ms = now_ms,
+                               .kind = EventKind::kProcessStart,
+                               .pid = p.pid,
+                               .pod = processes[p.pid],
+                               .text = absl::StrCat("pid ", p.pid, " ", name, " started")});
+          }
+        }
+        for (const auto& [pid, pod] : g.processes) {
+          if (processes.count(pid)) continue;
+          AddEventLocked(g, {.at_ms = now_ms,
+                             .kind = EventKind::kProcessStop,
+                             .pid = pid,
+                             .pod = pod,
+                             .text = absl::StrCat("pid ", pid, " left the GPU")});
+        }
+        g.processes = std::move(processes);
+      }
+    }
+    if (auto link = pci.find(key); link != pci.end()) {
+      s.Set(Column::kPcieLinkWidth, Opt(link->second.width));
+      s.Set(Column::kPcieLinkMts, Opt(link->second.mts));
+      s.Set(Column::kAerCorrectable, Opt(link->second.aer_correctable));
+      s.Set(Column::kAerNonFatal, Opt(link->second.aer_nonfatal));
+      s.Set(Column::kAerFatal, Opt(link->second.aer_fatal));
+    }
+    g.ring[g.next] = s;
+    g.next = (g.next + 1) % capacity;
+    g.count = std::min(g.count + 1, capacity);
+    if (g.health != d.health.state) {
+      if (g.health || d.health.state != HealthState::kHealthy) {
+        AddEventLocked(g,
+                       {.at_ms = now_ms, .kind = EventKind::kHealth, .text = HealthText(d.health)});
+      }
+      // A GPU that goes out while gpulet watches is a fault; one already out when gpulet
+      // started was dumped by the gpulet that saw it go.
+      if (g.health && d.health.state == HealthState::kUnhealthy) {
+        g.pending = {now_ms, HealthText(d.health)};
+        g.pending_forced = true;
+      }
+      g.health = d.health.state;
+    }
+    if (g.pending && (g.pending_forced || now - g.last_xid_dump >= kXidDumpGap)) {
+      dumps.push_back(DumpLocked(key, g, g.pending->first, g.pending->second));
+      if (!g.pending_forced) g.last_xid_dump = now;
+      g.pending.reset();
+      g.pending_forced = false;
+    }
+  }
+  capacity_ = capacity;
+  return dumps;
+}
+
+void FlightRecorder::AddXid(const std::string& uuid, int xid, const std::string& text,
+                            absl::Time at) {
+  absl::MutexLock lock(&mu_);
+  auto it = gpus_.find(uuid);
+  if (it == gpus_.end()) return;  // not recording (off, or a GPU no round has seen)
+  Gpu& g = it->second;
+  const int64_t at_ms = UnixMillis(at);
+  AddEventLocked(g, {.at_ms = at_ms, .kind = EventKind::kXid, .xid = xid, .text = text});
+  if (!g.pending) g.pending = {at_ms, absl::StrCat("XID ", xid, ": ", Clip(text))};
+}
+
+RecorderDump FlightRecorder::DumpLocked(const std::string& uuid, const Gpu& g, int64_t fault_ms,
+                                        const std::string& fault) const {
+  RecorderDump d;
+  d.uuid = uuid;
+  d.name = g.identity_name;
+  d.pci_bus_id = g.bus_id;
+  d.index = g.index;
+  d.node = options_.node;
+  d.boot_id = options_.boot_id;
+  d.driver_version = options_.driver_version;
+  d.gpulet_version = GPULET_VERSION;
+  d.fault_ms = fault_ms;
+  d.fault = fault;
+  d.health = g.state;
+  d.interval_ms = interval_ms_;
+  const size_t cap = g.ring.size();
+  d.samples.reserve(g.count);
+  for (size_t i = 0; i < g.count; ++i)
+    d.samples.push_back(g.ring[(g.next + cap - g.count + i) % cap]);
+  d.events.assign(g.events.begin(), g.events.end());
+  return d;
+}
+
+std::optional<RecorderDump> FlightRecorder::Dump(const std::string& uuid, const std::string& fault,
+                                                 absl::Time at) const {
+  absl::MutexLock lock(&mu_);
+  auto it = gpus_.find(uuid);
+  if (it == gpus_.end()) return std::nullopt;
+  return DumpLocked(uuid, it->second, UnixMillis(at), fault);
+}
+
+size_t FlightRecorder::MemoryBytes() const {
+  absl::MutexLock lock(&mu_);
+  size_t bytes = 0;
+  for (const auto& [uuid, g] : gpus_) {
+    bytes += g.ring.capacity() * sizeof(RecordedSample);
+    for (const RecordedEvent& e : g.events) {
+      bytes += sizeof(RecordedEvent) + e.text.capacity() + e.pod.capacity();
+    }
+  }
+  return bytes;
+}
+
+}  // namespace gpulet

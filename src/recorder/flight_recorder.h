@@ -1,0 +1,115 @@
+// FlightRecorder: per GPU, the last minutes of what gpulet samples anyway, kept in memory at
+// a fixed cost and handed out as a RecorderDump when the GPU faults, so that the evidence of
+// a lockup is written to the host before the reboot it may cause (recorder_files.h) and read
+// back by `gpulet postmortem` (postmortem.h).
+//
+// What is kept, per GPU:
+//  - one RecordedSample per sampler round (every metrics.sampleInterval): the columns of
+//    kColumns (temperature, power and its limit, clocks and throttle reasons, PCIe link and
+//    replay/AER counters, row remapping, memory, the NVML call's latency, ...), in a ring
+//    sized for health.recorder.window; each value is an int32 (absent: kAbsent), so a GPU
+//    costs window / interval * sizeof(RecordedSample) bytes, allocated once;
+//  - up to kMaxEvents RecordedEvents: XIDs with their kernel-log or NVML text, health
+//    transitions, NVML errors, processes starting and stopping with their pods; each text at
+//    most kMaxEventText bytes.
+//
+// A fault is a GPU going Unhealthy, or an XID (any XID: an application's XIDs are the
+// evidence that clears the card). Record() returns a dump for each GPU with a fault in the
+// round; an XID-only fault is dumped at most once per kXidDumpGap per GPU so that an
+// application spraying XID 13 does not churn the disk; a GPU going Unhealthy always is.
+//
+// Time: sample and event times are wall-clock milliseconds since the Unix epoch (the
+// sampler's clock and the XID stamps); nothing here reads a clock.
+//
+// Thread-safety: thread-safe (one mutex): Record runs on the sampler's thread, AddXid on the
+// event monitor's, Dump and MemoryBytes anywhere.
+#ifndef GPULET_RECORDER_FLIGHT_RECORDER_H_
+#define GPULET_RECORDER_FLIGHT_RECORDER_H_
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "metrics/sampler.h"
+#include "recorder/pci_link.h"
+#include "recorder/recording.h"
+#include "state/device_store.h"
+
+namespace gpulet {
+
+inline constexpr absl::Duration kXidDumpGap = absl::Minutes(1);
+// The most samples kept per GPU whatever the window and interval (24 h at 1 s would be
+// 86400 samples, 8 MiB; this caps a GPU at about 1 MiB).
+inline constexpr size_t kMaxSamples = 10800;
+
+class FlightRecorder {
+ public:
+  struct Options {
+    std::string node;
+    std::string boot_id;
+    std::string driver_version;
+  };
+  explicit FlightRecorder(Options options);
+
+  // What one sampler round adds: `set` and `snap` are the round's, `pci` the GPUs' PCIe
+  // readings by UUID (missing for a GPU whose sysfs could not be read), `window` how much to
+  // keep (0: record nothing and drop what was kept), `interval` the sampler's. Returns the
+  // dumps of the GPUs that faulted in this round (see the header comment).
+  std::vector<RecorderDump> Record(const SampleSet& set, const Snapshot& snap,
+                                   const std::map<std::string, PciLinkReading>& pci,
+                                   absl::Duration window, absl::Duration interval, absl::Time now);
+
+  // An XID for the GPU `uuid` (the policy's key: the UUID, or the bus id without one);
+  // `text` is the kernel log's line or NVML's event. Dumped with the next round.
+  void AddXid(const std::string& uuid, int xid, const std::string& text, absl::Time at);
+
+  // The GPU's recording now, with `fault` as its cause; nullopt for a GPU never recorded.
+  std::optional<RecorderDump> Dump(const std::string& uuid, const std::string& fault,
+                                   absl::Time at) const;
+
+  // The memory held for recordings (rings and event texts), for `make bench`.
+  size_t MemoryBytes() const;
+
+ private:
+  struct Gpu {
+    std::vector<RecordedSample> ring;  // capacity fixed by the window; `next` wraps
+    size_t next = 0;
+    size_t count = 0;
+    std::deque<RecordedEvent> events;
+    // What the last round saw, to find changes.
+    std::optional<HealthState> health;
+    std::optional<bool> answering;
+    std::map<unsigned, std::string> processes;  // pid → pod ("" when unknown)
+    std::string identity_name, bus_id;
+    std::optional<unsigned> index;
+    std::string state;
+    // A fault waiting for the next round's dump, and when the last XID-only dump was.
+    std::optional<std::pair<int64_t, std::string>> pending;
+    bool pending_forced = false;
+    absl::Time last_xid_dump = absl::InfinitePast();
+  };
+  void AddEventLocked(Gpu& gpu, RecordedEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  RecorderDump DumpLocked(const std::string& uuid, const Gpu& gpu, int64_t fault_ms,
+                          const std::string& fault) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Options options_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, Gpu> gpus_ ABSL_GUARDED_BY(mu_);
+  size_t capacity_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t interval_ms_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Milliseconds since the Unix epoch.
+int64_t UnixMillis(absl::Time t);
+
+}  // namespace gpulet
+
+#endif  // GPULET_RECORDER_FLIGHT_RECORDER_H_

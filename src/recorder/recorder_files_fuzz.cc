@@ -1,0 +1,32 @@
+// libFuzzer target for the flight recorder's file reader (recorder/recorder_files.h) and the
+// PCI sysfs parsers (recorder/pci_link.h). `gpulet serve` reads the recorder directory at start
+// and `gpulet postmortem` reads files a person copied around: any bytes must give a dump or an
+// error, never a crash or a hang. Properties checked for every input:
+//  - a file that parses writes back to JSON that parses to the same dump;
+//  - the postmortem (verdict, timeline, SVG) of any dump that parses completes;
+//  - the AER and link-speed parsers accept or refuse any text.
+//
+// Built and run by scripts/fuzz.sh; seeds are a recording as gpulet writes it.
+//
+// Thread-safety: libFuzzer calls LLVMFuzzerTestOneInput from one thread.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+
+#include "absl/strings/string_view.h"
+#include "recorder/pci_link.h"
+#include "recorder/postmortem.h"
+#include "recorder/recorder_files.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  absl::string_view text(reinterpret_cast<const char*>(data), size);
+  (void)gpulet::ParseAerTotal(text, "TOTAL_ERR_COR");
+  (void)gpulet::ParseLinkSpeed(text);
+  absl::StatusOr<gpulet::RecorderDump> dump = gpulet::DumpFromJson(text);
+  if (!dump.ok()) return 0;
+  absl::StatusOr<gpulet::RecorderDump> again = gpulet::DumpFromJson(gpulet::DumpToJson(*dump));
+  if (!again.ok() || !(*again == *dump)) std::abort();
+  gpulet::Verdict v = gpulet::Assess(*dump, {});
+  if (gpulet::TimelineText(*dump, v).empty() || gpulet::TimelineSvg(*dump, v).empty()) std::abort();
+  return 0;
+}
