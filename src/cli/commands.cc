@@ -18,6 +18,8 @@ std::span<const Command> Commands() {
        &MakeManifestsCommand},
       {"postmortem", "Read a GPU fault's flight recording back: its timeline and cause",
        &MakePostmortemCommand},
+      {"retired", "List the GPUs kept out for faulting again and again, or return one (--clear)",
+       &MakeRetiredCommand},
       {"serve", "Run the node daemon: device plugin, metrics, health", &MakeServeCommand},
       {"sim", "Inject faults and load into the NVML simulator (with --simulate)", &MakeSimCommand},
       {"status", "Show per-GPU health and use from the running daemon", &MakeStatusCommand},

@@ -23,6 +23,7 @@ std::unique_ptr<CommandHandler> MakeLabelsCommand();
 std::unique_ptr<CommandHandler> MakeListCommand();
 std::unique_ptr<CommandHandler> MakeManifestsCommand();
 std::unique_ptr<CommandHandler> MakePostmortemCommand();
+std::unique_ptr<CommandHandler> MakeRetiredCommand();
 std::unique_ptr<CommandHandler> MakeVersionCommand();
 std::unique_ptr<CommandHandler> MakeServeCommand();
 std::unique_ptr<CommandHandler> MakeSimCommand();

@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "recorder/recorder_files.h"
+#include "recorder/retirement.h"
 #include "testing/files.h"
 #include "testing/subprocess.h"
 
@@ -116,6 +117,35 @@ TEST_F(PostmortemCliTest, UnknownGpusAndEmptyDirectoriesSaySo) {
   auto named = RunProgram({Gpulet(), "postmortem", file});
   EXPECT_EQ(named.exit_code, 0) << named.err;
   EXPECT_THAT(named.out, HasSubstr("GPU-dddd"));
+}
+
+// `gpulet retired`: lists what the file holds and returns a GPU to service.
+TEST(RetiredCliTest, ListsAndClears) {
+  testing::ScratchDir root;
+  RetiredFile file(root.path() + "/var/lib/gpulet/retired.json", "/var/lib/gpulet/retired.json");
+  auto run = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {Gpulet(), "--host-root", root.path(), "retired"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunProgram(argv);
+  };
+  auto none = run({});
+  EXPECT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_THAT(none.out, HasSubstr("No GPU is retired"));
+  ASSERT_TRUE(file.Save({{"GPU-8a41", {"0000:02:00.0", 1780000000, "3 faults within 168h"}}}).ok());
+  auto listed = run({});
+  EXPECT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_THAT(listed.out, HasSubstr("GPU-8a41  0000:02:00.0  since 2026-05-28T"));
+  EXPECT_THAT(listed.out, HasSubstr("3 faults within 168h"));
+  auto unknown = run({"--clear", "GPU-0000"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("does not list GPU GPU-0000"));
+  auto cleared = run({"--clear", "GPU-8a41"});
+  EXPECT_EQ(cleared.exit_code, 0) << cleared.err;
+  EXPECT_TRUE(file.Load()->empty());
+  std::ofstream(root.path() + "/var/lib/gpulet/retired.json") << "[";
+  auto bad = run({});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("/var/lib/gpulet/retired.json"));
 }
 
 }  // namespace

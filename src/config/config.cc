@@ -35,6 +35,18 @@ const char* MigStrategyName(MigStrategy strategy) {
   return "none";
 }
 
+const char* RemediationModeName(RemediationMode mode) {
+  switch (mode) {
+    case RemediationMode::kOff:
+      return "off";
+    case RemediationMode::kDryRun:
+      return "dry-run";
+    case RemediationMode::kOn:
+      return "on";
+  }
+  return "?";
+}
+
 const char* OverQuotaActionName(OverQuotaAction action) {
   return action == OverQuotaAction::kKill ? "kill" : "event";
 }
@@ -127,6 +139,7 @@ constexpr DurationBounds kDurationBounds[] = {
     {"cluster.heartbeat", absl::Seconds(10), absl::Hours(1)},
     {"sharing.memorySlices.overQuota.grace", absl::ZeroDuration(), absl::Hours(1)},
     {"health.recorder.window", absl::ZeroDuration(), absl::Hours(24)},
+    {"health.retire.window", absl::Hours(1), absl::Hours(24 * 90)},
 };
 
 const DurationBounds& BoundsOf(const char* key) {
@@ -489,6 +502,37 @@ const std::vector<Field>& Fields() {
          return absl::OkStatus();
        },
        [](const Config& c) { return Str(c.health.recorder.dir); }},
+      {"health.retire.mode", "off, dry-run or on",
+       [](Config& c, const std::string& v) {
+         for (RemediationMode m :
+              {RemediationMode::kOff, RemediationMode::kDryRun, RemediationMode::kOn}) {
+           if (v == RemediationModeName(m)) {
+             c.health.retire.mode = m;
+             return absl::OkStatus();
+           }
+         }
+         return Bad("health.retire.mode", v, "off, dry-run or on");
+       },
+       [](const Config& c) { return Str(RemediationModeName(c.health.retire.mode)); }},
+      {"health.retire.faults", "an integer from 2 to 8",
+       [](Config& c, const std::string& v) {
+         return ParseInt("health.retire.faults", v, 2, 8, &c.health.retire.faults);
+       },
+       [](const Config& c) { return YAML::Node(c.health.retire.faults); }},
+      {"health.retire.window", DurationAllowed(BoundsOf("health.retire.window")),
+       [](Config& c, const std::string& v) {
+         return ParseDur("health.retire.window", v, &c.health.retire.window);
+       },
+       [](const Config& c) { return Str(absl::FormatDuration(c.health.retire.window)); }},
+      {"health.retire.file", "an absolute path of a file",
+       [](Config& c, const std::string& v) {
+         if (v.empty() || v[0] != '/' || v.back() == '/') {
+           return Bad("health.retire.file", v, "an absolute path of a file");
+         }
+         c.health.retire.file = v;
+         return absl::OkStatus();
+       },
+       [](const Config& c) { return Str(c.health.retire.file); }},
       {"cluster.enabled", "true or false",
        [](Config& c, const std::string& v) {
          return ParseBool("cluster.enabled", v, &c.cluster.enabled);

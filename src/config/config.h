@@ -42,6 +42,11 @@ const char* MigStrategyName(MigStrategy strategy);
 enum class OverQuotaAction { kEvent, kKill };
 const char* OverQuotaActionName(OverQuotaAction action);
 
+// How a remediation rung acts (docs/remediation.md): not at all, by saying what it would do
+// (an Event and a log line), or for real.
+enum class RemediationMode { kOff, kDryRun, kOn };
+const char* RemediationModeName(RemediationMode mode);  // "off", "dry-run", "on"
+
 struct Config {
   // Directory holding device-plugins/ and pod-resources/. Default: /var/lib/kubelet.
   std::string kubelet_dir = "/var/lib/kubelet";
@@ -176,6 +181,19 @@ struct Config {
       // /var/lib/gpulet/recorder.
       std::string dir = "/var/lib/gpulet/recorder";
     } recorder;
+    struct Retire {
+      // What to do with a GPU that went Unhealthy `faults` times within `window` (each
+      // time after it had recovered: a reset, a reboot, a quiet period), counted from the
+      // flight recorder's files (docs/remediation.md): keep it out of service across
+      // restarts and reboots (on), say that it would (dry-run), or nothing (off). Default:
+      // dry-run.
+      RemediationMode mode = RemediationMode::kDryRun;
+      int faults = 3;                               // 2 to 8. Default: 3.
+      absl::Duration window = absl::Hours(24 * 7);  // 1h to 90 days. Default: 168h.
+      // The retired GPUs, kept across reboots (a host path, under the host root); edit it
+      // with `gpulet retired`. Default: /var/lib/gpulet/retired.json.
+      std::string file = "/var/lib/gpulet/retired.json";
+    } retire;
   } health;
 
   struct Cluster {

@@ -125,6 +125,7 @@ Daemon::Daemon(Node node, Config config, DaemonOptions options)
   ro.boot_id = node_.host->ReadAttribute("/proc/sys/kernel/random/boot_id").value_or("");
   ro.driver_version = node_.inventory.system.driver_version;
   recorder_ = std::make_shared<FlightRecorder>(ro);
+  retirement_ = std::make_unique<GpuRetirement>(&store_, event_inbox_.get(), options_.clock);
 }
 
 Daemon::~Daemon() { Stop(); }
@@ -144,6 +145,8 @@ absl::Status Daemon::Start() {
 absl::Status Daemon::StartAll() {
   if (absl::Status valid = ValidateConfig(config_); !valid.ok()) return valid;
   store_.SetInventory(node_.inventory, options_.clock->Now());
+  // Retired GPUs are out before anything serves them.
+  retirement_->Configure(config_.health.retire, RetiredFileFor(config_));
   if (!node_.inventory.nvml_status.ok()) {
     GPULET_LOG_ERROR("NVML is unavailable; every GPU is advertised Unhealthy: {}",
                      node_.inventory.nvml_status.message());
@@ -221,8 +224,11 @@ absl::Status Daemon::StartAll() {
   check.clock = options_.clock;
   check.tick_at_start = false;  // Reconcile just wrote both files
   file_check_ = std::make_unique<PeriodicWorker>(check, [this] {
-    absl::MutexLock lock(&files_mu_);
-    files_.Check();
+    {
+      absl::MutexLock lock(&files_mu_);
+      files_.Check();
+    }
+    retirement_->Sync();  // `gpulet retired --clear` or an edit, without a restart
   });
   file_check_->Start();
   GPULET_LOG_INFO("gpulet {} serving {} on {}/device-plugins", GPULET_VERSION,
@@ -480,8 +486,9 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Confi
     faults->Load();
     so.last_fault = [faults](const DeviceRecord& d) { return faults->Latest(d.gpu.uuid); };
   }
-  so.on_round = [slice_round, faults, recorder = recorder_, host = node_.host.get(),
-                 window = config.health.recorder.window, interval = so.interval,
+  so.on_round = [slice_round, faults, recorder = recorder_, retirement = retirement_.get(),
+                 host = node_.host.get(), window = config.health.recorder.window,
+                 interval = so.interval,
                  clock = options_.clock](const SampleSet& set, const Snapshot& snap) {
     if (slice_round) slice_round(set, snap);
     std::map<std::string, PciLinkReading> pci;
@@ -493,7 +500,10 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Confi
       }
     }
     for (RecorderDump& dump : recorder->Record(set, snap, pci, window, interval, clock->Now())) {
-      if (faults != nullptr) faults->Keep(std::move(dump));
+      if (faults == nullptr) continue;
+      const std::string uuid = dump.uuid;
+      faults->Keep(std::move(dump));
+      retirement->Consider(uuid, faults->Faults(uuid));
     }
   };
   // What holds each GPU's VRAM quotas, for /metrics and /status (the driver's own limits are
@@ -550,6 +560,17 @@ std::unique_ptr<RecorderFiles> Daemon::RecorderFilesFor(const Config& config) co
     return nullptr;
   }
   return std::make_unique<RecorderFiles>(*local, config.health.recorder.dir);
+}
+
+std::unique_ptr<RetiredFile> Daemon::RetiredFileFor(const Config& config) const {
+  if (options_.bundled_fixture_root) return nullptr;
+  absl::StatusOr<std::string> local = node_.host->Resolve(config.health.retire.file);
+  if (!local.ok()) {
+    GPULET_LOG_WARN("health.retire.file {}: {}; no GPU is retired", config.health.retire.file,
+                    local.status().message());
+    return nullptr;
+  }
+  return std::make_unique<RetiredFile>(*local, config.health.retire.file);
 }
 
 std::unique_ptr<XidPolicy> Daemon::MakeXidPolicy(const Config& config,
@@ -772,6 +793,10 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
     events_ = MakeEvents(next, /*kmsg_at_end=*/kmsg_was_read);
     events_->Start();
     result.actions.push_back("event monitor rebuilt");
+  }
+  if ((effects & kReloadRetirement) != 0) {
+    retirement_->Configure(next.health.retire, RetiredFileFor(next));
+    result.actions.push_back("retirement reconfigured");
   }
   if (rebuild_cluster) {
     cluster_.reset();  // its thread stops before the new one writes

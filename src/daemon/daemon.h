@@ -47,6 +47,7 @@
 #include "common/clock.h"
 #include "common/periodic_worker.h"
 #include "config/config.h"
+#include "daemon/gpu_retirement.h"
 #include "daemon/node_files.h"
 #include "daemon/slice_guard.h"
 #include "dra/driver.h"
@@ -151,6 +152,9 @@ class Daemon {
   // Where the flight recorder writes (health.recorder.dir under the host root); null when
   // it keeps recordings in memory only.
   std::unique_ptr<RecorderFiles> RecorderFilesFor(const Config& config) const;
+  // The retired-GPU file (health.retire.file under the host root); null when it cannot be
+  // used (logged) or on the bundled simulator fixture.
+  std::unique_ptr<RetiredFile> RetiredFileFor(const Config& config) const;
   // Builds the XID policy and its history store; the caller keeps the store (in
   // xid_history_) at least as long as the policy.
   std::unique_ptr<XidPolicy> MakeXidPolicy(const Config& config,
@@ -203,6 +207,8 @@ class Daemon {
   // Each GPU's last minutes (health.recorder), fed by the sampler's rounds and the XID
   // policy; the daemon's, so that a rebuilt sampler or policy keeps what was recorded.
   std::shared_ptr<FlightRecorder> recorder_;
+  // Keeps GPUs that fault again and again out of service across restarts (health.retire).
+  std::unique_ptr<GpuRetirement> retirement_;
   std::unique_ptr<Metrics> metrics_;
   // The main thread replaces plugins_ (start, reload) under plugins_mu_ and reads it without;
   // the MIG watcher's thread reads it under plugins_mu_ only, to wake it.

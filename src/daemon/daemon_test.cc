@@ -28,6 +28,7 @@
 #include "httplib.h"
 #include "recorder/postmortem.h"
 #include "recorder/recorder_files.h"
+#include "recorder/retirement.h"
 #include "sim/state.h"
 #include "state/status_report.h"
 #include "testing/fake_kubelet.h"
@@ -661,9 +662,10 @@ TEST_F(DaemonTest, RewritesADeletedSpecOnItsOwn) {
 }
 
 // The seed's lockup on a two-GPU node: the RTX 5090 runs hot, its PCIe link reports errors,
-// then it falls off the bus. The flight recorder writes its recording to the host, the
-// verdict is hardware with that evidence, /status shows it, the RTX 3080 keeps serving, and
-// a restarted gpulet still shows the verdict from the file.
+// then it falls off the bus, as it did once before in an earlier boot. The flight recorder
+// writes its recording to the host, the verdict is hardware with that evidence, /status shows
+// it, the RTX 3080 keeps serving, the second fault retires the card (health.retire on), and
+// a restarted gpulet still shows the verdict and keeps the card out.
 TEST_F(DaemonTest, AGpuThatLocksUpIsRecordedJudgedAndRememberedAcrossARestart) {
   const fs::path pci = root_ / "sys/devices/pci0000:00/0000:02:00.0";
   auto aer = [&](int fatal, int correctable) {
@@ -675,6 +677,21 @@ TEST_F(DaemonTest, AGpuThatLocksUpIsRecordedJudgedAndRememberedAcrossARestart) {
     std::ofstream(pci / "current_link_speed") << "32.0 GT/s PCIe\n";
   };
   aer(0, 0);
+  // It locked up once before, in an earlier boot of the node; a second time retires it.
+  const fs::path dir = root_ / "var/lib/gpulet/recorder";
+  RecorderFiles files(dir.string(), "/var/lib/gpulet/recorder");
+  RecorderDump before;
+  before.uuid = testing::kRtx5090;
+  before.pci_bus_id = "0000:02:00.0";
+  before.boot_id = "an-earlier-boot";
+  before.fault_ms = absl::ToUnixMillis(absl::Now() - absl::Hours(30));
+  before.fault = "Unhealthy: XID 79";
+  before.health = "Unhealthy";
+  ASSERT_TRUE(files.Write(before).ok());
+  fs::create_directories(root_ / "proc/sys/kernel/random");
+  std::ofstream(root_ / "proc/sys/kernel/random/boot_id") << "this-boot\n";
+  config_.health.retire.mode = RemediationMode::kOn;
+  config_.health.retire.faults = 2;
   config_.metrics.sample_interval = absl::Milliseconds(100);
   config_.health.probe_interval = absl::Milliseconds(100);
   ASSERT_OK(StartDaemon());
@@ -693,12 +710,10 @@ TEST_F(DaemonTest, AGpuThatLocksUpIsRecordedJudgedAndRememberedAcrossARestart) {
     sim::SetLost(s, testing::kRtx5090, true);
   });
 
-  const fs::path dir = root_ / "var/lib/gpulet/recorder";
-  RecorderFiles files(dir.string(), "/var/lib/gpulet/recorder");
-  ASSERT_TRUE(Eventually([&] { return !files.LoadAll().empty(); }, absl::Seconds(20)));
+  ASSERT_TRUE(Eventually([&] { return files.LoadAll().size() == 2; }, absl::Seconds(20)));
   std::vector<RecorderFiles::Loaded> loaded = files.LoadAll();
-  ASSERT_TRUE(loaded[0].dump.ok()) << loaded[0].dump.status();
-  const RecorderDump& dump = *loaded[0].dump;
+  ASSERT_TRUE(loaded[1].dump.ok()) << loaded[1].dump.status();
+  const RecorderDump& dump = *loaded[1].dump;
   EXPECT_EQ(dump.uuid, testing::kRtx5090);
   EXPECT_THAT(dump.fault, HasSubstr("Unhealthy"));
   EXPECT_EQ(dump.node, "test-node");
@@ -706,25 +721,32 @@ TEST_F(DaemonTest, AGpuThatLocksUpIsRecordedJudgedAndRememberedAcrossARestart) {
   EXPECT_EQ(
       fs::status(dir / fs::path(loaded[0].path).filename()).permissions() & fs::perms::others_read,
       fs::perms::none);
-  Verdict v = Assess(dump, {});
+  EXPECT_EQ(dump.boot_id, "this-boot");
+  Verdict v = Assess(dump, std::vector<RecorderDump>{before});
   EXPECT_EQ(v.cause, Cause::kHardware) << TimelineText(dump, v);
   std::string evidence;
   for (const Evidence& e : v.evidence) absl::StrAppend(&evidence, e.text, "\n");
   EXPECT_THAT(evidence, HasSubstr("94 °C"));
   EXPECT_THAT(evidence, HasSubstr("2 fatal PCIe (AER) errors"));
+  EXPECT_THAT(evidence, HasSubstr("in 1 earlier boot of the node"));
+  // Its second fault: retired, in the file that outlives the reboot.
+  RetiredFile retired((root_ / "var/lib/gpulet/retired.json").string(), "retired.json");
+  ASSERT_TRUE(Eventually(
+      [&] { return retired.Load().ok() && retired.Load()->count(testing::kRtx5090) == 1; }));
 
   // /status: the verdict on the 5090; nothing on the 3080, which stays in service.
   absl::StatusOr<StatusReport> status;
   ASSERT_TRUE(Eventually([&] {
     status = StatusReport::FromJsonText(HttpGet(daemon_->metrics_port(), "/status"));
-    return status.ok() && status->gpus.size() == 2 && status->gpus[1].last_fault.has_value();
+    return status.ok() && status->gpus.size() == 2 && status->gpus[1].last_fault.has_value() &&
+           status->gpus[1].last_fault->at > absl::Now() - absl::Minutes(1);
   }));
   EXPECT_EQ(status->gpus[1].last_fault->verdict, "hardware");
   EXPECT_THAT(status->gpus[1].last_fault->file, HasSubstr("/var/lib/gpulet/recorder/GPU-8a41"));
   EXPECT_FALSE(status->gpus[0].last_fault.has_value());
   EXPECT_EQ(status->gpus[0].health, HealthState::kHealthy);
 
-  // A restart (the card reseated: the simulator's faults cleared) reads the recording back.
+  // A restart (the simulator's faults cleared) reads the recording back.
   daemon_.reset();
   EditSimState([](sim::SimState* s) { sim::Reset(s); });
   ASSERT_OK(StartDaemon());
@@ -733,7 +755,35 @@ TEST_F(DaemonTest, AGpuThatLocksUpIsRecordedJudgedAndRememberedAcrossARestart) {
     return status.ok() && status->gpus.size() == 2 && status->gpus[1].last_fault.has_value();
   }));
   EXPECT_EQ(status->gpus[1].last_fault->verdict, "hardware");
-  EXPECT_EQ(status->gpus[1].health, HealthState::kHealthy);
+  // Still out after the restart: the card was retired, and says what to do about it.
+  EXPECT_EQ(status->gpus[1].health, HealthState::kUnhealthy);
+  EXPECT_THAT(status->gpus[1].reason.value_or(""), HasSubstr("retired: 2 faults"));
+  EXPECT_EQ(status->gpus[0].health, HealthState::kHealthy);
+}
+
+// A card retired before a reboot stays out after it, from the first answer gpulet gives; the
+// other GPU serves; clearing the file brings it back within a file check.
+TEST_F(DaemonTest, ARetiredCardStaysOutAcrossARestartAndComesBackWhenCleared) {
+  RetiredFile file((root_ / "var/lib/gpulet/retired.json").string(),
+                   "/var/lib/gpulet/retired.json");
+  ASSERT_TRUE(
+      file.Save({{testing::kRtx5090, {"0000:02:00.0", 1780000000, "3 faults within 168h"}}}).ok());
+  DaemonOptions options;
+  options.node_name = "test-node";
+  options.file_check_interval = absl::Milliseconds(100);
+  daemon_ = std::make_unique<Daemon>(Homelab(), config_, options);
+  ASSERT_OK(daemon_->Start());
+  const DeviceRecord* gpu = daemon_->store().Get()->FindByUuid(testing::kRtx5090);
+  ASSERT_NE(gpu, nullptr);
+  EXPECT_EQ(gpu->health.state, HealthState::kUnhealthy);
+  EXPECT_THAT(gpu->health.reason, HasSubstr("retired: 3 faults within 168h"));
+  EXPECT_EQ(daemon_->store().Get()->FindByUuid(testing::kRtx3080)->health.state,
+            HealthState::kHealthy);
+  ASSERT_TRUE(file.Save({}).ok());
+  EXPECT_TRUE(Eventually([&] {
+    return daemon_->store().Get()->FindByUuid(testing::kRtx5090)->health.state ==
+           HealthState::kHealthy;
+  }));
 }
 
 }  // namespace

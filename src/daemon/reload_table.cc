@@ -88,6 +88,11 @@ constexpr ReloadRule kRules[] = {
      "shorter window keeps the newest part)"},
     {"health.recorder.dir", kReloadMetrics,
      "rebuilt: the sampler; the next fault is written to the new directory"},
+    {"health.retire.mode", kReloadRetirement, "live: the next fault is judged by the new mode"},
+    {"health.retire.faults", kReloadRetirement, "live: the next fault is judged by the new count"},
+    {"health.retire.window", kReloadRetirement, "live: the next fault is judged by the new window"},
+    {"health.retire.file", kReloadRetirement,
+     "live: the new file is read at once; GPUs only the old one listed return to service"},
     {"health.kmsg", kReloadEvents,
      "rebuilt: event monitor; a kernel log already read is read on from its end, a newly "
      "enabled one from its start (as at startup)"},

@@ -46,6 +46,8 @@ enum ReloadEffect : unsigned {
   // Rebuild: the DRA driver (kubelet plugin, slice publisher); prepared claims are kept in
   // its checkpoint, so a rebuild loses none.
   kReloadDra = 1u << 9,
+  // Live: the retirement rule's settings and its file, read again at once.
+  kReloadRetirement = 1u << 10,
 };
 
 struct ReloadRule {

@@ -78,4 +78,10 @@ std::optional<FaultStatus> FaultKeeper::Latest(const std::string& uuid) const {
   return it->second;
 }
 
+std::vector<RecorderDump> FaultKeeper::Faults(const std::string& uuid) const {
+  absl::MutexLock lock(&mu_);
+  auto it = earlier_.find(uuid);
+  return it == earlier_.end() ? std::vector<RecorderDump>{} : it->second;
+}
+
 }  // namespace gpulet

@@ -41,6 +41,9 @@ class FaultKeeper {
   // The GPU's latest fault; nullopt when none was recorded.
   std::optional<FaultStatus> Latest(const std::string& uuid) const;
 
+  // The GPU's recorded faults (without their samples), oldest first.
+  std::vector<RecorderDump> Faults(const std::string& uuid) const;
+
  private:
   FaultStatus Remember(RecorderDump dump, const std::string& file)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,0 +1,120 @@
+#include "recorder/retirement.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
+#include "common/read_file.h"
+#include "nlohmann/json.hpp"
+
+namespace gpulet {
+namespace {
+
+using nlohmann::json;
+constexpr int kVersion = 1;
+constexpr size_t kMaxRetiredFileBytes = size_t{1} << 20;
+
+absl::Status Bad(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("not a retired-GPU file: ", what));
+}
+
+}  // namespace
+
+std::string RetiredToJson(const RetiredGpus& gpus) {
+  json all = json::object();
+  for (const auto& [uuid, g] : gpus) {
+    all[uuid] = {{"pci_bus_id", g.pci_bus_id}, {"since_unix", g.since_unix}, {"reason", g.reason}};
+  }
+  return json{{"version", kVersion}, {"gpus", std::move(all)}}.dump(
+             2, ' ', false, json::error_handler_t::replace) +
+         "\n";
+}
+
+absl::StatusOr<RetiredGpus> RetiredFromJson(absl::string_view text) {
+  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return Bad("the file is not valid JSON");
+  if (!doc.is_object()) return Bad("the top level is not a JSON object");
+  auto version = doc.find("version");
+  if (version == doc.end() || !version->is_number_integer()) {
+    return Bad("\"version\" is missing or not an integer");
+  }
+  if (version->get<int64_t>() != kVersion) {
+    return Bad(absl::StrCat("version ", version->get<int64_t>(), " is not ", kVersion,
+                            " (written by another gpulet version)"));
+  }
+  auto gpus = doc.find("gpus");
+  if (gpus == doc.end() || !gpus->is_object()) return Bad("\"gpus\" is missing or not an object");
+  RetiredGpus out;
+  for (const auto& [uuid, g] : gpus->items()) {
+    const std::string where = absl::StrCat("\"gpus.", uuid, "\"");
+    if (uuid.rfind("GPU-", 0) != 0 || uuid.size() < 5) {
+      return Bad(absl::StrCat(where, ": the key is not a GPU UUID (GPU-...)"));
+    }
+    if (!g.is_object()) return Bad(absl::StrCat(where, " is not an object"));
+    auto bus = g.find("pci_bus_id");
+    auto since = g.find("since_unix");
+    auto reason = g.find("reason");
+    if (bus == g.end() || !bus->is_string() || bus->get<std::string>().empty()) {
+      return Bad(absl::StrCat(where, ".pci_bus_id is missing or empty"));
+    }
+    if (since == g.end() || !since->is_number_integer()) {
+      return Bad(absl::StrCat(where, ".since_unix is missing or not an integer"));
+    }
+    if (reason == g.end() || !reason->is_string()) {
+      return Bad(absl::StrCat(where, ".reason is missing or not a string"));
+    }
+    out[uuid] = {bus->get<std::string>(), since->get<int64_t>(), reason->get<std::string>()};
+  }
+  return out;
+}
+
+RetiredFile::RetiredFile(std::string path, std::string shown)
+    : path_(std::move(path)), shown_(std::move(shown)) {}
+
+absl::StatusOr<RetiredGpus> RetiredFile::Load() const {
+  absl::StatusOr<std::string> text =
+      ReadRegularFile(path_, kMaxRetiredFileBytes, "retired-GPU file");
+  if (absl::IsNotFound(text.status())) return RetiredGpus{};
+  const std::string fix =
+      "; no GPU is kept out by it until it is fixed (correct it, or remove it to return every "
+      "GPU it lists to service)";
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat(shown_, ": ", text.status().message(), fix));
+  }
+  absl::StatusOr<RetiredGpus> gpus = RetiredFromJson(*text);
+  if (!gpus.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(shown_, ": ", gpus.status().message(), fix));
+  }
+  return gpus;
+}
+
+absl::Status RetiredFile::Save(const RetiredGpus& gpus) const {
+  AtomicWriteOptions options;
+  options.mode = 0644;
+  options.create_parents = true;
+  if (absl::Status s = WriteFileAtomically(path_, RetiredToJson(gpus), options); !s.ok()) {
+    return absl::Status(s.code(),
+                        absl::StrCat("saving the retired GPUs to ", shown_, ": ", s.message(),
+                                     "; check that the directory is a writable host mount"));
+  }
+  return absl::OkStatus();
+}
+
+std::optional<std::string> RetireReason(std::span<const RecorderDump> faults, int max_faults,
+                                        absl::Duration window, absl::Time now) {
+  std::vector<const RecorderDump*> recent;
+  const int64_t since = absl::ToUnixMillis(now - window);
+  for (const RecorderDump& d : faults) {
+    if (d.uuid.empty() || d.pci_bus_id.empty()) return std::nullopt;
+    if (d.health == "Unhealthy" && d.fault_ms >= since) recent.push_back(&d);
+  }
+  if (recent.size() < static_cast<size_t>(std::max(max_faults, 1))) return std::nullopt;
+  std::sort(recent.begin(), recent.end(),
+            [](const RecorderDump* a, const RecorderDump* b) { return a->fault_ms < b->fault_ms; });
+  return absl::StrCat(recent.size(), " faults within ", absl::FormatDuration(window),
+                      ", the last: ", recent.back()->fault);
+}
+
+}  // namespace gpulet
