@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
 #include "common/read_file.h"
+#include "common/versioned_json.h"
 #include "nlohmann/json.hpp"
 
 namespace gpulet {
@@ -37,18 +38,9 @@ std::string XidHistoryToJson(const XidHistory& history) {
 }
 
 absl::StatusOr<XidHistory> XidHistoryFromJson(absl::string_view text) {
-  nlohmann::json doc = nlohmann::json::parse(text.begin(), text.end(), nullptr,
-                                             /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return Bad("the file is not valid JSON");
-  if (!doc.is_object()) return Bad("the top level is not a JSON object");
-  auto version = doc.find("version");
-  if (version == doc.end() || !version->is_number_integer()) {
-    return Bad("\"version\" is missing or not an integer");
-  }
-  if (version->get<int64_t>() != kVersion) {
-    return Bad(absl::StrCat("version ", version->get<int64_t>(), " is not ", kVersion,
-                            " (written by another gpulet version)"));
-  }
+  absl::StatusOr<nlohmann::json> parsed = ParseVersionedJson(text, kVersion, "an XID history");
+  if (!parsed.ok()) return parsed.status();
+  const nlohmann::json& doc = *parsed;
   auto gpus = doc.find("gpus");
   if (gpus == doc.end() || !gpus->is_object()) return Bad("\"gpus\" is missing or not an object");
   XidHistory history;

@@ -13,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "common/atomic_file.h"
 #include "common/read_file.h"
+#include "common/versioned_json.h"
 #include "nlohmann/json.hpp"
 
 namespace gpulet {
@@ -125,15 +126,9 @@ std::string DumpToJson(const RecorderDump& d) {
 }
 
 absl::StatusOr<RecorderDump> DumpFromJson(absl::string_view text) {
-  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return Bad("the file is not valid JSON");
-  if (!doc.is_object()) return Bad("the top level is not a JSON object");
-  int64_t version = 0;
-  if (absl::Status s = GetInt(doc, "", "version", &version); !s.ok()) return s;
-  if (version != kVersion) {
-    return Bad(absl::StrCat("version ", version, " is not ", kVersion,
-                            " (written by another gpulet version: read it with that one)"));
-  }
+  absl::StatusOr<json> parsed = ParseVersionedJson(text, kVersion, "a flight recorder file");
+  if (!parsed.ok()) return parsed.status();
+  const json& doc = *parsed;
   RecorderDump d;
   auto gpu = doc.find("gpu");
   if (gpu == doc.end() || !gpu->is_object()) return Bad("gpu is missing or not an object");

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
 #include "common/read_file.h"
+#include "common/versioned_json.h"
 #include "nlohmann/json.hpp"
 
 namespace gpulet {
@@ -32,17 +33,9 @@ std::string RetiredToJson(const RetiredGpus& gpus) {
 }
 
 absl::StatusOr<RetiredGpus> RetiredFromJson(absl::string_view text) {
-  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return Bad("the file is not valid JSON");
-  if (!doc.is_object()) return Bad("the top level is not a JSON object");
-  auto version = doc.find("version");
-  if (version == doc.end() || !version->is_number_integer()) {
-    return Bad("\"version\" is missing or not an integer");
-  }
-  if (version->get<int64_t>() != kVersion) {
-    return Bad(absl::StrCat("version ", version->get<int64_t>(), " is not ", kVersion,
-                            " (written by another gpulet version)"));
-  }
+  absl::StatusOr<json> parsed = ParseVersionedJson(text, kVersion, "a retired-GPU file");
+  if (!parsed.ok()) return parsed.status();
+  const json& doc = *parsed;
   auto gpus = doc.find("gpus");
   if (gpus == doc.end() || !gpus->is_object()) return Bad("\"gpus\" is missing or not an object");
   RetiredGpus out;
