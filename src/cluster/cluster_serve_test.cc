@@ -15,6 +15,7 @@
 #include "nlohmann/json.hpp"
 #include "testing/daemon_process.h"
 #include "testing/fake_apiserver.h"
+#include "testing/fake_pod_resources.h"
 #include "testing/files.h"
 #include "testing/free_port.h"
 #include "testing/http_clients.h"
@@ -108,6 +109,44 @@ TEST_F(ClusterServeTest, InjectedXid79MakesTheConditionTrueAndAnEventWithinASeco
   for (const auto& r : server_.Requests()) {
     EXPECT_EQ(r.authorization, "Bearer serve-token") << r.target;
   }
+}
+
+// The quarantine rung, where the workload's owner looks: the pod holding the GPU that goes
+// out (by the kubelet's PodResources) gets a GpuUnhealthy Event in its own namespace.
+TEST_F(ClusterServeTest, AGpuGoingOutIsAnEventOnThePodHoldingIt) {
+  std::filesystem::create_directories(dir_.path() + "/kubelet/pod-resources");
+  gpulet::testing::FakePodResources kubelet(dir_.path() + "/kubelet/pod-resources/kubelet.sock");
+  v1::ListPodResourcesResponse list;
+  gpulet::testing::FakePodResources::AddContainer(&list, "ai", "ollama-0", "ollama",
+                                                  "nvidia.com/gpu",
+                                                  {"GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090"});
+  kubelet.SetResponse(list);
+  ASSERT_TRUE(kubelet.Start().ok());
+  Serve(absl::StrCat("{enabled: true, kubeconfig: ", kubeconfig_, "}"));
+  ASSERT_NE(WaitFor([&] {
+              return ConditionIs("GpuUnhealthy", "False") &&
+                     Metrics().find("pod=\"ollama-0\"") != std::string::npos;
+            }),
+            absl::InfiniteDuration())
+      << daemon_.Log();
+  auto sim =
+      gpulet::testing::RunProgram({std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate",
+                                   "homelab", "--sim-state", state_, "sim", "xid", "1", "79"});
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  auto on_pod = [&] {
+    for (const json& e : server_.EventsWithReason("GpuUnhealthy")) {
+      if (e["regarding"].value("kind", "") == "Pod") return e;
+    }
+    return json();
+  };
+  ASSERT_NE(WaitFor([&] { return !on_pod().is_null(); }), absl::InfiniteDuration())
+      << daemon_.Log();
+  json e = on_pod();
+  EXPECT_EQ(e["metadata"]["namespace"], "ai") << e;
+  EXPECT_EQ(e["regarding"]["name"], "ollama-0");
+  EXPECT_NE(e["note"].get<std::string>().find("GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090 (GPU 1)"),
+            std::string::npos)
+      << e;
 }
 
 // The API server failing for 30 s (every call answered 503) holds up nothing gpulet serves:

@@ -207,7 +207,10 @@ std::vector<EventWrite> EventAggregator::Record(const NodeEvent& event, absl::Ti
       ++it;
     }
   }
-  const Key key{event.type, event.reason, event.note};
+  const Key key{event.type, event.reason,
+                event.pod
+                    ? absl::StrCat(event.pod->namespace_name, "/", event.pod->name, " ", event.note)
+                    : event.note};
   auto it = series_.find(key);
   if (it == series_.end()) {
     Series s;
@@ -264,6 +267,13 @@ nlohmann::json EventObject(const EventWrite& write, const std::string& node_name
                            const std::string& node_uid, const std::string& instance) {
   nlohmann::json regarding = {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node_name}};
   if (!node_uid.empty()) regarding["uid"] = node_uid;
+  if (const std::optional<PodRef>& pod = write.event.pod) {
+    regarding = {{"apiVersion", "v1"},
+                 {"kind", "Pod"},
+                 {"namespace", pod->namespace_name},
+                 {"name", pod->name}};
+    if (!pod->uid.empty()) regarding["uid"] = pod->uid;
+  }
   nlohmann::json event = {
       {"apiVersion", "events.k8s.io/v1"},
       {"kind", "Event"},

@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -79,11 +80,22 @@ class ConditionGate {
 };
 
 // One Event about the Node.
+// A pod an event is about instead of the Node (a pod holding a GPU that went out).
+struct PodRef {
+  std::string namespace_name;
+  std::string name;
+  std::string uid;  // "" when unknown
+
+  friend bool operator==(const PodRef&, const PodRef&) = default;
+};
+
 struct NodeEvent {
   std::string type;    // "Normal" or "Warning"
   std::string reason;  // CamelCase: GpuUnhealthy, GpuDegraded, GpuRecovered, GpuXid, ...
   std::string note;    // human-readable, at most 1 KiB (the API's limit)
   uint64_t count = 1;  // occurrences it stands for (an XID batch)
+  // Set: the event regards this pod, in its namespace; unset: the Node.
+  std::optional<PodRef> pod = std::nullopt;
 };
 
 // The events between two snapshots (`before` may be null: the first snapshot, which only

@@ -207,6 +207,24 @@ TEST(EventAggregatorTest, AnXidStormMakesOneSeries) {
   EXPECT_NE(same_instant[0].name, later[0].name) << "two events at one instant share a name";
 }
 
+TEST(NodeHealthJsonTest, AnEventAboutAPodRegardsThePodAndKeepsItsOwnSeries) {
+  NodeEvent e{"Warning", "GpuUnhealthy", "the GPU is out", 1};
+  e.pod = PodRef{"ml", "anpr-0", ""};
+  EventWrite w{EventWrite::Kind::kCreate, "node-1.1", e, 1, kT0, kT0};
+  nlohmann::json o = EventObject(w, "node-1", "uid-1", "gpulet-abc");
+  EXPECT_EQ(o["regarding"],
+            (nlohmann::json{
+                {"apiVersion", "v1"}, {"kind", "Pod"}, {"namespace", "ml"}, {"name", "anpr-0"}}));
+  // The same note about two pods is two events, not one series.
+  EventAggregator agg("node-1", absl::Minutes(10), absl::Seconds(30));
+  EXPECT_EQ(agg.Record(e, kT0).size(), 1u);
+  NodeEvent other = e;
+  other.pod->name = "anpr-1";
+  std::vector<EventWrite> second = agg.Record(other, kT0);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].kind, EventWrite::Kind::kCreate);
+}
+
 TEST(NodeHealthJsonTest, EventAndConditionObjectsUseTheApiFields) {
   EventWrite w{EventWrite::Kind::kCreate, "node-1.187e", {"Warning", "GpuXid", "XID 79", 1}, 3, kT0,
                kT0 + absl::Seconds(2)};

@@ -155,10 +155,12 @@ void NodeReporter::WriteConditions(const Snapshot& snap, absl::Time now) {
 
 void NodeReporter::WriteEvents(absl::Time now) {
   if (now < events_retry_at_) return;
-  const std::string base =
-      absl::StrCat("/apis/events.k8s.io/v1/namespaces/", options_.events_namespace, "/events");
   while (!pending_.empty() && !stopping_.load()) {
     const EventWrite& w = pending_.front();
+    // An event about a pod lives in the pod's namespace.
+    const std::string base = absl::StrCat(
+        "/apis/events.k8s.io/v1/namespaces/",
+        w.event.pod ? w.event.pod->namespace_name : options_.events_namespace, "/events");
     absl::Status status;
     if (w.kind == EventWrite::Kind::kCreate) {
       status =

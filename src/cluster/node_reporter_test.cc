@@ -175,6 +175,24 @@ TEST_F(NodeReporterTest, EventsPostedToTheInboxAreWritten) {
   EXPECT_EQ(e["regarding"]["kind"], "Node");
 }
 
+// An event about a pod regards the pod and is written in the pod's namespace.
+TEST_F(NodeReporterTest, AnEventAboutAPodIsWrittenInItsNamespace) {
+  NodeReporter::Options o;
+  o.inbox = std::make_shared<EventInbox>();
+  Start(o);
+  NodeEvent e{"Warning", "GpuUnhealthy", "the GPU this pod holds is out of service", 1};
+  e.pod = PodRef{"ml", "anpr-0", "uid-anpr"};
+  o.inbox->Post({e});
+  ASSERT_NE(WaitFor([&] { return !EventsWithReason("GpuUnhealthy").empty(); }),
+            absl::InfiniteDuration());
+  json got = EventsWithReason("GpuUnhealthy")[0];
+  EXPECT_EQ(got["metadata"]["namespace"], "ml") << got;
+  EXPECT_EQ(got["regarding"]["kind"], "Pod");
+  EXPECT_EQ(got["regarding"]["namespace"], "ml");
+  EXPECT_EQ(got["regarding"]["name"], "anpr-0");
+  EXPECT_EQ(got["regarding"]["uid"], "uid-anpr");
+}
+
 // The condition clears no sooner than the hold after it appeared, and a recovery Event says so.
 TEST_F(NodeReporterTest, RecoveryClearsTheConditionAfterTheHold) {
   NodeReporter::Options o;

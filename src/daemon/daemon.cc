@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "common/host_fs.h"
 #include "common/log.h"
+#include "daemon/quarantine_events.h"
 #include "daemon/reload_table.h"
 #include "daemon/slice_events.h"
 #include "deploy/labels.h"
@@ -486,11 +487,16 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Confi
     faults->Load();
     so.last_fault = [faults](const DeviceRecord& d) { return faults->Latest(d.gpu.uuid); };
   }
-  so.on_round = [slice_round, faults, recorder = recorder_, retirement = retirement_.get(),
-                 host = node_.host.get(), window = config.health.recorder.window,
-                 interval = so.interval,
+  // A GPU that goes out is an Event on every pod holding it, for the cluster reporter.
+  auto quarantine = std::make_shared<QuarantineEvents>();
+  so.on_round = [slice_round, faults, quarantine, inbox = event_inbox_, recorder = recorder_,
+                 retirement = retirement_.get(), host = node_.host.get(),
+                 window = config.health.recorder.window, interval = so.interval,
                  clock = options_.clock](const SampleSet& set, const Snapshot& snap) {
     if (slice_round) slice_round(set, snap);
+    if (std::vector<NodeEvent> e = quarantine->Next(snap, set.pods.get()); !e.empty()) {
+      inbox->Post(std::move(e));
+    }
     std::map<std::string, PciLinkReading> pci;
     if (window > absl::ZeroDuration()) {
       for (const DeviceRecord& d : snap.devices) {

@@ -1,0 +1,48 @@
+#include "daemon/quarantine_events.h"
+
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace gpulet {
+
+std::vector<NodeEvent> QuarantineEvents::Next(const Snapshot& snap, const PodMap* pods) {
+  std::map<std::string, HealthState> now;
+  for (const DeviceRecord& d : snap.devices) {
+    if (!d.gpu.uuid.empty()) now[d.gpu.uuid] = d.health.state;
+  }
+  std::vector<NodeEvent> out;
+  const bool first = !last_.has_value();
+  std::map<std::string, HealthState> before = std::exchange(last_, now).value_or(now);
+  if (first || pods == nullptr) return out;
+  for (const DeviceRecord& d : snap.devices) {
+    if (d.health.state != HealthState::kUnhealthy) continue;
+    auto was = before.find(d.gpu.uuid);
+    if (was != before.end() && was->second == HealthState::kUnhealthy) continue;
+    auto held = pods->by_gpu.find(d.gpu.uuid);
+    if (held == pods->by_gpu.end()) continue;
+    std::set<std::pair<std::string, std::string>> told;
+    for (const GpuAssignment& a : held->second) {
+      if (!told.insert({a.holder.namespace_name, a.holder.pod}).second) continue;
+      PodRef pod{a.holder.namespace_name, a.holder.pod, ""};
+      for (const auto& [uid, info] : pods->pods_by_uid) {
+        if (info.namespace_name == pod.namespace_name && info.pod == pod.name) pod.uid = uid;
+      }
+      std::string gpu =
+          absl::StrCat(d.gpu.uuid, d.gpu.index ? absl::StrCat(" (GPU ", *d.gpu.index, ")") : "");
+      NodeEvent e;
+      e.type = "Warning";
+      e.reason = "GpuUnhealthy";
+      e.note =
+          absl::StrCat("the GPU this pod holds, ", gpu, ", is out of service: ", d.health.reason,
+                       ". The pod keeps running on it; evict or delete the pod to reschedule "
+                       "it onto a healthy GPU");
+      e.pod = std::move(pod);
+      out.push_back(std::move(e));
+    }
+  }
+  return out;
+}
+
+}  // namespace gpulet

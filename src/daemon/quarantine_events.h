@@ -1,0 +1,38 @@
+// QuarantineEvents: the first rung of the remediation ladder made visible where the workload's
+// owner looks. When a GPU goes out of service (Unhealthy), every pod that holds it (pod
+// attribution: the kubelet's PodResources) gets a Warning Event, GpuUnhealthy, regarding the
+// pod, saying which GPU, why, and that the pod keeps running on it until it is evicted or
+// deleted, so that rescheduling moves it to a healthy GPU. The Node's own events
+// (cluster/node_health.h) say the same to the node's operator.
+//
+// The first call only learns the GPUs' states: a GPU already out when gpulet (or a rebuilt
+// sampler) started was reported by the one that saw it go.
+//
+// Thread-safety: not thread-safe; used on the sampler's thread only.
+#ifndef GPULET_DAEMON_QUARANTINE_EVENTS_H_
+#define GPULET_DAEMON_QUARANTINE_EVENTS_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cluster/node_health.h"
+#include "metrics/pod_attribution.h"
+#include "state/device_store.h"
+
+namespace gpulet {
+
+class QuarantineEvents {
+ public:
+  // The events for the GPUs that went Unhealthy since the last call; `pods` may be null (pod
+  // attribution off: nothing to tell).
+  std::vector<NodeEvent> Next(const Snapshot& snap, const PodMap* pods);
+
+ private:
+  std::optional<std::map<std::string, HealthState>> last_;
+};
+
+}  // namespace gpulet
+
+#endif  // GPULET_DAEMON_QUARANTINE_EVENTS_H_
