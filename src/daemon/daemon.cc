@@ -76,25 +76,6 @@ bool SameWebConfig(const WebConfig& a, const WebConfig& b) {
          a.cert_pem == b.cert_pem && a.key_pem == b.key_pem;
 }
 
-// The GPUs (bus ids) that carry a health condition of `source`.
-std::vector<std::string> GpusWithCondition(const DeviceStore& store, const std::string& source) {
-  std::vector<std::string> out;
-  for (const DeviceRecord& d : store.Get()->devices) {
-    if (d.health.Has(source)) out.push_back(d.gpu.bus_id.empty() ? d.gpu.uuid : d.gpu.bus_id);
-  }
-  return out;
-}
-
-// The changed keys whose rule has `effect`.
-std::vector<std::string> KeysWith(const std::vector<std::string>& keys, unsigned effect) {
-  std::vector<std::string> out;
-  for (const std::string& key : keys) {
-    const ReloadRule* rule = FindReloadRule(key);
-    if (rule != nullptr && (rule->effects & effect) != 0) out.push_back(key);
-  }
-  return out;
-}
-
 std::string MetricsLine(const Config& config) {
   return absl::StrCat("metrics on ", config.metrics.address, " (/metrics, /healthz, /status)");
 }
@@ -657,35 +638,12 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
   result.changed_keys = ChangedConfigKeys(config_, next);
   const unsigned effects = ReloadEffectsOf(result.changed_keys);
 
-  // 1. Health monitors keep per-GPU timers only in themselves: a GPU out for a liveness
-  // failure or an XID comes back when the monitor that took it out says so. Rebuilding that
-  // monitor now would lose the timer (a liveness-failed GPU would stay out for good, an
-  // XID'd one come back at once), so such a change waits until no GPU depends on it.
+  // 1. Health monitors keep per-GPU timers (a GPU out for a liveness failure or an XID comes
+  // back when its quiet period has passed): a rebuilt monitor or policy adopts its
+  // predecessor's (AdoptFrom below), so these keys apply while a GPU is out.
   const bool rebuild_liveness = (effects & kReloadLiveness) != 0 && node_.gpus != nullptr;
   const bool rebuild_policy = (effects & kReloadXidPolicy) != 0;
   const bool rebuild_events = rebuild_policy || (effects & kReloadEvents) != 0;
-  std::vector<std::string> blocked;
-  if (std::vector<std::string> gpus = GpusWithCondition(store_, "liveness");
-      rebuild_liveness && !gpus.empty()) {
-    blocked.push_back(
-        absl::StrCat(absl::StrJoin(KeysWith(result.changed_keys, kReloadLiveness), ", "), " (GPU ",
-                     absl::StrJoin(gpus, ", "),
-                     " is out after a liveness failure; only the running liveness "
-                     "monitor can bring it back)"));
-  }
-  if (std::vector<std::string> gpus = GpusWithCondition(store_, "xid");
-      rebuild_policy && !gpus.empty()) {
-    blocked.push_back(
-        absl::StrCat(absl::StrJoin(KeysWith(result.changed_keys, kReloadXidPolicy), ", "), " (GPU ",
-                     absl::StrJoin(gpus, ", "),
-                     " is out after an XID; only the running XID policy can bring "
-                     "it back after its quiet period)"));
-  }
-  if (!blocked.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot change ", absl::StrJoin(blocked, "; "),
-                     " now: reload again once the GPU is back, or restart gpulet to apply it"));
-  }
 
   // 2. Build what is rebuilt beside what runs; any failure here leaves the daemon as it was.
   bool rebuild_metrics = (effects & kReloadMetrics) != 0 && !SameMetricsInputs(config_, next) &&
@@ -720,18 +678,8 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
     }
   }
   if (rebuild_events) {
-    // No XID enters while the monitor is down; if one took a GPU out between the check
-    // above and now, the policy that knows its timer must stay.
+    // No XID enters while the monitor is down, so the policy can hand over its timers.
     events_.reset();
-    if (std::vector<std::string> gpus = GpusWithCondition(store_, "xid");
-        rebuild_policy && !gpus.empty()) {
-      events_ = MakeEvents(config_, /*kmsg_at_end=*/config_.health.kmsg);
-      events_->Start();
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cannot change ", absl::StrJoin(KeysWith(result.changed_keys, kReloadXidPolicy), ", "),
-          " now: GPU ", absl::StrJoin(gpus, ", "),
-          " was just taken out by an XID; reload again once it is back, or restart gpulet"));
-    }
   }
 
   // The cluster reporter is rebuilt for its own keys, and for a sharing change that alters the
@@ -781,8 +729,12 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
     }
   }
   if (rebuild_liveness) {
-    liveness_.reset();
-    liveness_ = MakeLiveness(next);
+    std::unique_ptr<LivenessMonitor> monitor = MakeLiveness(next);
+    if (liveness_ != nullptr) {
+      liveness_->Stop();
+      monitor->AdoptFrom(*liveness_);
+    }
+    liveness_ = std::move(monitor);
     liveness_->Start();
     result.actions.push_back("liveness monitor rebuilt");
   }
@@ -792,6 +744,7 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
       // The old policy goes before the store it saves to.
       std::unique_ptr<XidHistoryStore> history;
       std::unique_ptr<XidPolicy> policy = MakeXidPolicy(next, &history);
+      policy->AdoptFrom(*xid_policy_);
       xid_policy_ = std::move(policy);
       xid_history_ = std::move(history);
       result.actions.push_back("XID policy rebuilt");

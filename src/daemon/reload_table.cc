@@ -71,18 +71,18 @@ constexpr ReloadRule kRules[] = {
     {"metrics.podAttribution", kReloadMetrics, "rebuilt: sampler, pod attributor and server"},
     {"metrics.podResourcesInterval", kReloadMetrics, "rebuilt: pod attributor, sampler, server"},
     {"health.probeInterval", kReloadLiveness,
-     "rebuilt: liveness monitor; refused while a GPU is out for a liveness failure (the old "
-     "monitor's recovery timer would be lost)"},
+     "rebuilt: liveness monitor, taking over the old one's per-GPU timers (a GPU out stays "
+     "out until its quiet period passes)"},
     {"health.hangTimeout", kReloadLiveness,
-     "rebuilt: liveness monitor; refused while a GPU is out for a liveness failure"},
+     "rebuilt: liveness monitor, taking over the old one's per-GPU timers"},
     {"health.quietPeriod", kReloadLiveness | kReloadXidPolicy,
-     "rebuilt: liveness monitor, XID policy and event monitor; refused while a GPU is out for "
-     "a liveness failure or an XID (their quiet-period timers would be lost)"},
+     "rebuilt: liveness monitor, XID policy and event monitor, taking over their per-GPU "
+     "timers; a GPU out comes back after the new quiet period"},
     {"health.applicationXids", kReloadXidPolicy,
-     "rebuilt: XID policy and event monitor; refused while a GPU is out for an XID"},
+     "rebuilt: XID policy and event monitor, taking over the old policy's per-GPU timers"},
     {"health.xidHistoryFile", kReloadXidPolicy,
-     "rebuilt: XID policy (reading the history from the new file) and event monitor; refused "
-     "while a GPU is out for an XID"},
+     "rebuilt: XID policy (reading the history from the new file, taking over the old "
+     "policy's per-GPU timers) and event monitor"},
     {"health.recorder.window", kReloadMetrics,
      "rebuilt: the sampler that feeds the flight recorder; what was recorded is kept (a "
      "shorter window keeps the newest part)"},

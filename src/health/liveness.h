@@ -57,6 +57,12 @@ class LivenessMonitor {
   // One round over every GPU NVML knows, at the clock's current time.
   void ProbeOnce();
 
+  // Takes over `old`'s per-GPU failure timers, so that a GPU it took out comes back when the
+  // quiet period (this monitor's) has passed, and one it kept out for flapping stays out: a
+  // reload that rebuilds the monitor while a GPU is out loses nothing. Both monitors must be
+  // stopped.
+  void AdoptFrom(const LivenessMonitor& old) { tracks_ = old.tracks_; }
+
  private:
   void CheckRowRemapping(const Gpu& gpu, const ProbeAnswer& answer, absl::Time now);
   void CheckRecoveryAction(const Gpu& gpu, const ProbeAnswer& answer, absl::Time now);

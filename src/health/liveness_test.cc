@@ -351,5 +351,25 @@ TEST_F(LivenessTest, StopReleasesAThreadInAHungProbe) {
   EXPECT_EQ(State(kGpu0), HealthState::kUnhealthy);
 }
 
+// A monitor rebuilt by a reload while a GPU is out takes over the old one's timer: the GPU
+// comes back after the new monitor's quiet period. A fresh monitor alone would never clear
+// the condition it did not raise.
+TEST_F(LivenessTest, AMonitorThatAdoptsItsPredecessorBringsTheGpuBack) {
+  library_.FailNvml(0, NVML_ERROR_GPU_IS_LOST);
+  Round();
+  ASSERT_EQ(State(kGpu0), HealthState::kUnhealthy);
+  library_.Heal(0);
+  LivenessMonitor::Options shorter = Options();
+  shorter.quiet_period = kQuiet / 2;
+  LivenessMonitor fresh(&library_, &store_, shorter);
+  LivenessMonitor adopted(&library_, &store_, shorter);
+  adopted.AdoptFrom(monitor_);
+  clock_.Advance(kQuiet / 2);
+  fresh.ProbeOnce();
+  EXPECT_EQ(State(kGpu0), HealthState::kUnhealthy) << "a fresh monitor knows no timer";
+  adopted.ProbeOnce();
+  EXPECT_EQ(State(kGpu0), HealthState::kHealthy);
+}
+
 }  // namespace
 }  // namespace gpulet

@@ -55,6 +55,29 @@ void XidPolicy::SaveHistoryLocked() {
   history_status_ = s;
 }
 
+void XidPolicy::AdoptFrom(const XidPolicy& old) {
+  if (&old == this) return;
+  XidHistory history;
+  std::map<std::string, int> last_xid;
+  std::map<std::pair<std::string, int>, std::pair<absl::Time, std::string>> seen;
+  std::map<std::string, absl::Time> last_bad;
+  std::map<std::pair<std::string, unsigned>, absl::Time> last_bad_mig;
+  {
+    absl::MutexLock lock(&old.mu_);
+    history = old.history_;
+    last_xid = old.last_xid_;
+    seen = old.seen_;
+    last_bad = old.last_bad_;
+    last_bad_mig = old.last_bad_mig_;
+  }
+  absl::MutexLock lock(&mu_);
+  if (history_store_ == nullptr) history_ = std::move(history);
+  last_xid_ = std::move(last_xid);
+  seen_ = std::move(seen);
+  last_bad_ = std::move(last_bad);
+  last_bad_mig_ = std::move(last_bad_mig);
+}
+
 bool XidPolicy::OnXid(const std::string& gpu, int xid, const std::string& message,
                       const std::string& source, absl::Time now,
                       std::optional<unsigned> gpu_instance) {

@@ -76,6 +76,13 @@ class XidPolicy {
   // Clears "xid" conditions whose quiet period has passed.
   void Tick(absl::Time now);
 
+  // Takes over `old`'s memory of recent XIDs (their de-duplication, each GPU's last fatal XID
+  // and when it came), so that a GPU `old` took out comes back after this policy's quiet
+  // period: a reload that rebuilds the policy while a GPU is out loses nothing. The repeat
+  // history comes from this policy's own store when it has one, else from `old`. No XID may
+  // reach either policy meanwhile (the event monitor is stopped).
+  void AdoptFrom(const XidPolicy& old);
+
   // OK, or the last error loading or saving the history (it names the file and the fix).
   absl::Status HistoryStatus() const;
   // A copy of the repeat history (GPU → XID → entry).

@@ -92,6 +92,33 @@ TEST_F(XidPolicyTest, FatalXidTakesOutTheNamedGpuOnly) {
   }
 }
 
+// A policy rebuilt by a reload while a GPU is out takes over the old one's timer: the GPU
+// comes back after the new quiet period, not before; a duplicate from the other
+// source is still recognised; and the XID reaches the recorder's hook with its GPU's UUID.
+TEST_F(XidPolicyTest, APolicyThatAdoptsItsPredecessorBringsTheGpuBackAndTellsTheHook) {
+  std::vector<std::pair<std::string, int>> told;
+  XidPolicyOptions o;
+  o.on_xid = [&](const std::string& gpu, int xid, const std::string&, absl::Time) {
+    told.push_back({gpu, xid});
+  };
+  XidPolicy first(&store_, {13}, kQuiet, o);
+  ASSERT_TRUE(first.OnXid("0000:02:00.0", kFatalXid, "GPU has fallen off the bus.", "kmsg", kT0));
+  EXPECT_THAT(told, ::testing::ElementsAre(std::pair<std::string, int>{"GPU-b", kFatalXid}));
+  XidPolicy second(&store_, {13}, kQuiet / 2);
+  second.AdoptFrom(first);
+  EXPECT_FALSE(second.OnXid("index:1", kFatalXid, "", "nvml", kT0 + absl::Seconds(1)))
+      << "the NVML copy of the kernel log's XID is a duplicate";
+  second.Tick(kT0 + kQuiet / 2 - absl::Seconds(1));
+  EXPECT_TRUE(Health(1).Has("xid"));
+  second.Tick(kT0 + kQuiet / 2 + absl::Seconds(1));
+  EXPECT_FALSE(Health(1).Has("xid"));
+  // Without adopting, a new policy knows no timer and lets the GPU back at once.
+  ASSERT_TRUE(first.OnXid("GPU-a", kFatalXid, "", "kmsg", kT0));
+  XidPolicy blind(&store_, {13}, kQuiet / 2);
+  blind.Tick(kT0 + absl::Seconds(1));
+  EXPECT_FALSE(Health(0).Has("xid"));
+}
+
 TEST_F(XidPolicyTest, SeverityTable) {
   struct Case {
     std::set<int> application;
