@@ -767,6 +767,12 @@ TEST_F(DaemonTest, AGpuThatLocksUpIsRecordedJudgedAndRememberedAcrossARestart) {
   EXPECT_EQ(status->gpus[1].health, HealthState::kUnhealthy);
   EXPECT_THAT(status->gpus[1].reason.value_or(""), HasSubstr("retired: 2 faults"));
   EXPECT_EQ(status->gpus[0].health, HealthState::kHealthy);
+  // `gpulet status` says it in a line a person reads.
+  auto printed = testing::RunProgram({std::string(GPULET_BINARY_DIR) + "/gpulet", "status",
+                                      "--address", Loopback(daemon_->metrics_port())});
+  EXPECT_THAT(printed.out, HasSubstr("last fault: "));
+  EXPECT_THAT(printed.out, HasSubstr("verdict hardware: the card, its slot"));
+  EXPECT_THAT(printed.out, HasSubstr("(gpulet postmortem --gpu GPU-8a41"));
 }
 
 // A card retired before a reboot stays out after it, from the first answer gpulet gives; the
@@ -776,6 +782,9 @@ TEST_F(DaemonTest, ARetiredCardStaysOutAcrossARestartAndComesBackWhenCleared) {
                    "/var/lib/gpulet/retired.json");
   ASSERT_TRUE(
       file.Save({{testing::kRtx5090, {"0000:02:00.0", 1780000000, "3 faults within 168h"}}}).ok());
+  // A recording cut short (the power went mid-write on another system) is skipped, not fatal.
+  fs::create_directories(root_ / "var/lib/gpulet/recorder");
+  std::ofstream(root_ / "var/lib/gpulet/recorder/GPU-x-1780000000000.json") << "{\"version\": 1,";
   DaemonOptions options;
   options.node_name = "test-node";
   options.file_check_interval = absl::Milliseconds(100);
