@@ -56,6 +56,37 @@ int64_t UnixMillis(absl::Time t) { return absl::ToUnixMillis(t); }
 
 FlightRecorder::FlightRecorder(Options options) : options_(std::move(options)) {}
 
+void FlightRecorder::Ring::Resize(size_t capacity) {
+  if (capacity == items_.size()) return;
+  std::vector<RecordedSample> kept;
+  AppendTo(&kept);
+  if (kept.size() > capacity) kept.erase(kept.begin(), kept.end() - static_cast<long>(capacity));
+  std::vector<RecordedSample> items(capacity);
+  std::copy(kept.begin(), kept.end(), items.begin());
+  items_ = std::move(items);
+  count_ = kept.size();
+  next_ = capacity == 0 ? 0 : count_ % capacity;
+}
+
+std::optional<RecordedSample> FlightRecorder::Ring::Push(const RecordedSample& s) {
+  if (items_.empty()) return s;
+  std::optional<RecordedSample> out;
+  if (count_ == items_.size()) {
+    out = items_[next_];
+  } else {
+    ++count_;
+  }
+  items_[next_] = s;
+  next_ = (next_ + 1) % items_.size();
+  return out;
+}
+
+void FlightRecorder::Ring::AppendTo(std::vector<RecordedSample>* out) const {
+  // The oldest is at next_ once full, at 0 while filling.
+  const size_t start = count_ == items_.size() ? next_ : 0;
+  for (size_t i = 0; i < count_; ++i) out->push_back(items_[(start + i) % items_.size()]);
+}
+
 void FlightRecorder::AddEventLocked(Gpu& gpu, RecordedEvent event) {
   event.text = Clip(std::move(event.text));
   event.pod = Clip(std::move(event.pod));
@@ -74,11 +105,17 @@ std::vector<RecorderDump> FlightRecorder::Record(const SampleSet& set, const Sna
   std::vector<RecorderDump> dumps;
   if (window <= absl::ZeroDuration() || interval <= absl::ZeroDuration()) {
     gpus_.clear();
-    capacity_ = 0;
     return dumps;
   }
-  const size_t capacity = std::clamp<size_t>(
-      static_cast<size_t>(std::ceil(absl::FDivDuration(window, interval))), 1, kMaxSamples);
+  const absl::Duration fine_span = std::min(window, kFineSpan);
+  const size_t fine = std::clamp<size_t>(
+      static_cast<size_t>(std::ceil(absl::FDivDuration(fine_span, interval))), 1, kMaxSamples);
+  const size_t coarse =
+      window > kFineSpan
+          ? std::min<size_t>(
+                static_cast<size_t>(std::ceil(absl::FDivDuration(window - kFineSpan, kCoarseStep))),
+                kMaxSamples)
+          : 0;
   interval_ms_ = absl::ToInt64Milliseconds(interval);
   const int64_t now_ms = UnixMillis(now);
   for (const DeviceRecord& d : snap.devices) {
@@ -89,22 +126,11 @@ std::vector<RecorderDump> FlightRecorder::Record(const SampleSet& set, const Sna
     g.bus_id = d.gpu.bus_id;
     g.index = d.gpu.index;
     g.state = HealthStateName(d.health.state);
-    if (g.ring.size() != capacity) {
-      // A new window or interval: keep the newest samples that fit, oldest first.
-      std::vector<RecordedSample> kept;
-      kept.reserve(capacity);
-      size_t keep = std::min(g.count, capacity);
-      size_t cap = g.ring.size();
-      for (size_t i = g.count - keep; i < g.count; ++i) {
-        kept.push_back(g.ring[(g.next + cap - g.count + i) % cap]);
-      }
-      g.ring.assign(capacity, RecordedSample{});
-      std::copy(kept.begin(), kept.end(), g.ring.begin());
-      g.count = kept.size();
-      g.next = g.count % capacity;
-      g.ring.shrink_to_fit();
-    }
-    if (!g.health && !g.answering && g.count == 0) {
+    // A new window or interval keeps the newest samples that fit.
+    g.fine.Resize(fine);
+    g.coarse.Resize(coarse);
+    if (coarse == 0) g.bucket.reset();
+    if (!g.health && !g.answering && g.fine.size() == 0) {
       AddEventLocked(g, {.at_ms = now_ms,
                          .kind = EventKind::kRecorderStart,
                          .text = absl::StrCat("gpulet ", GPULET_VERSION, " recording; driver ",
@@ -177,9 +203,19 @@ std::vector<RecorderDump> FlightRecorder::Record(const SampleSet& set, const Sna
       s.Set(Column::kAerNonFatal, Opt(link->second.aer_nonfatal));
       s.Set(Column::kAerFatal, Opt(link->second.aer_fatal));
     }
-    g.ring[g.next] = s;
-    g.next = (g.next + 1) % capacity;
-    g.count = std::min(g.count + 1, capacity);
+    // A sample leaving the fine ring is folded into the coarse one.
+    if (std::optional<RecordedSample> out = g.fine.Push(s); out && coarse > 0) {
+      if (g.bucket && out->at_ms - g.bucket_start_ms >= absl::ToInt64Milliseconds(kCoarseStep)) {
+        g.coarse.Push(*g.bucket);
+        g.bucket.reset();
+      }
+      if (!g.bucket) {
+        g.bucket = *out;
+        g.bucket_start_ms = out->at_ms;
+      } else {
+        g.bucket->FoldIn(*out);
+      }
+    }
     if (g.health != d.health.state) {
       if (g.health || d.health.state != HealthState::kHealthy) {
         AddEventLocked(g,
@@ -200,7 +236,6 @@ std::vector<RecorderDump> FlightRecorder::Record(const SampleSet& set, const Sna
       g.pending_forced = false;
     }
   }
-  capacity_ = capacity;
   return dumps;
 }
 
@@ -230,10 +265,10 @@ RecorderDump FlightRecorder::DumpLocked(const std::string& uuid, const Gpu& g, i
   d.fault = fault;
   d.health = g.state;
   d.interval_ms = interval_ms_;
-  const size_t cap = g.ring.size();
-  d.samples.reserve(g.count);
-  for (size_t i = 0; i < g.count; ++i)
-    d.samples.push_back(g.ring[(g.next + cap - g.count + i) % cap]);
+  d.samples.reserve(g.coarse.size() + 1 + g.fine.size());
+  g.coarse.AppendTo(&d.samples);
+  if (g.bucket) d.samples.push_back(*g.bucket);
+  g.fine.AppendTo(&d.samples);
   d.events.assign(g.events.begin(), g.events.end());
   return d;
 }
@@ -250,7 +285,7 @@ size_t FlightRecorder::MemoryBytes() const {
   absl::MutexLock lock(&mu_);
   size_t bytes = 0;
   for (const auto& [uuid, g] : gpus_) {
-    bytes += g.ring.capacity() * sizeof(RecordedSample);
+    bytes += g.fine.MemoryBytes() + g.coarse.MemoryBytes();
     for (const RecordedEvent& e : g.events) {
       bytes += sizeof(RecordedEvent) + e.text.capacity() + e.pod.capacity();
     }

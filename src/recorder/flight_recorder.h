@@ -4,11 +4,14 @@
 // back by `gpulet postmortem` (postmortem.h).
 //
 // What is kept, per GPU:
-//  - one RecordedSample per sampler round (every metrics.sampleInterval): the columns of
-//    kColumns (temperature, power and its limit, clocks and throttle reasons, PCIe link and
-//    replay/AER counters, row remapping, memory, the NVML call's latency, ...), in a ring
-//    sized for health.recorder.window; each value is an int32 (absent: kAbsent), so a GPU
-//    costs window / interval * sizeof(RecordedSample) bytes, allocated once;
+//  - the columns of kColumns (temperature, power and its limit, clocks and throttle reasons,
+//    PCIe link and replay/AER counters, row remapping, memory, the NVML call's latency, ...)
+//    of every sampler round (every metrics.sampleInterval) for the last kFineSpan, and, for the
+//    rest of health.recorder.window, one sample per kCoarseStep folding the rounds it stands
+//    for (each column keeps its worst: the hottest, the slowest clock, every slowdown bit,
+//    the highest counter; recording.h's Fold). Two rings of fixed capacity, allocated whole
+//    when the window is set: 30 minutes at 1 s is 300 + 50 samples of 88 bytes, about 31 KiB
+//    a GPU, resident from the start and flat after it;
 //  - up to kMaxEvents RecordedEvents: XIDs with their kernel-log or NVML text, health
 //    transitions, NVML errors, processes starting and stopping with their pods; each text at
 //    most kMaxEventText bytes.
@@ -46,9 +49,13 @@
 namespace gpulet {
 
 inline constexpr absl::Duration kXidDumpGap = absl::Minutes(1);
-// The most samples kept per GPU whatever the window and interval (24 h at 1 s would be
-// 86400 samples, 8 MiB; this caps a GPU at about 1 MiB).
-inline constexpr size_t kMaxSamples = 10800;
+// The most recent part of the window kept at the sampler's own resolution, and the step of
+// the folded part before it.
+inline constexpr absl::Duration kFineSpan = absl::Minutes(5);
+inline constexpr absl::Duration kCoarseStep = absl::Seconds(30);
+// The most samples either ring keeps per GPU whatever the window and interval (5 minutes at
+// 100 ms is 3000; 24 hours in 30 s steps 2870).
+inline constexpr size_t kMaxSamples = 3000;
 
 class FlightRecorder {
  public:
@@ -79,10 +86,31 @@ class FlightRecorder {
   size_t MemoryBytes() const;
 
  private:
+  // A ring of samples of fixed capacity, oldest first.
+  class Ring {
+   public:
+    size_t capacity() const { return items_.size(); }
+    size_t size() const { return count_; }
+    // Keeps the newest `capacity` samples.
+    void Resize(size_t capacity);
+    // Adds `s`; returns the oldest sample it pushed out, if any.
+    std::optional<RecordedSample> Push(const RecordedSample& s);
+    void AppendTo(std::vector<RecordedSample>* out) const;
+    size_t MemoryBytes() const { return items_.capacity() * sizeof(RecordedSample); }
+
+   private:
+    // Allocated and written whole when sized, so its memory is resident from the start and
+    // does not grow as it fills; `next_` is where the next sample goes.
+    std::vector<RecordedSample> items_;
+    size_t count_ = 0;
+    size_t next_ = 0;
+  };
+
   struct Gpu {
-    std::vector<RecordedSample> ring;  // capacity fixed by the window; `next` wraps
-    size_t next = 0;
-    size_t count = 0;
+    Ring fine;                             // every round of the last kFineSpan
+    Ring coarse;                           // one folded sample per kCoarseStep before that
+    std::optional<RecordedSample> bucket;  // the coarse sample being folded
+    int64_t bucket_start_ms = 0;
     std::deque<RecordedEvent> events;
     // What the last round saw, to find changes.
     std::optional<HealthState> health;
@@ -103,7 +131,6 @@ class FlightRecorder {
   const Options options_;
   mutable absl::Mutex mu_;
   std::map<std::string, Gpu> gpus_ ABSL_GUARDED_BY(mu_);
-  size_t capacity_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t interval_ms_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -67,11 +67,43 @@ TEST(FlightRecorderTest, KeepsTheWindowInAFixedRingOldestFirst) {
   ASSERT_FALSE(d->events.empty());
   EXPECT_EQ(d->events[0].kind, EventKind::kRecorderStart);
   EXPECT_THAT(d->events[0].text, HasSubstr("575.51"));
-  // The memory is the ring, allocated once: 30 minutes at 1 s stays far under 1 MiB.
+  // The memory is two rings of fixed capacity: 30 minutes at 1 s is 300 rounds and 50 folded
+  // samples, about 31 KiB.
   r.Record(round.set, round.snap, {}, kWindow, kEvery, kT0 + absl::Seconds(6));
   EXPECT_EQ(r.Dump(kUuid, "", kT0)->samples.size(), 4u);  // the 3 kept and this one
-  EXPECT_LT(r.MemoryBytes(), size_t{1} << 20);
-  EXPECT_GE(r.MemoryBytes(), 1800 * sizeof(RecordedSample));
+  EXPECT_GE(r.MemoryBytes(), 350 * sizeof(RecordedSample));
+  EXPECT_LT(r.MemoryBytes(), 40u << 10);
+}
+
+TEST(FlightRecorderTest, OlderRoundsAreFoldedKeepingTheirWorst) {
+  FlightRecorder r({});
+  Round round;
+  const absl::Duration window = absl::Minutes(10);  // 5 minutes of rounds, 10 folded samples
+  for (int i = 0; i < 600; ++i) {
+    GpuSampleState& st = round.gpu();
+    st.last->gpu_temp_c = i == 100 ? 95 : 60;
+    st.last->clocks_event_reasons = i == 110 ? kThrottleHwThermal : (i == 111 ? 0x4 : 0);
+    st.last->sm_clock_mhz = i == 120 ? 300 : 1900;
+    r.Record(round.set, round.snap, {}, window, kEvery, kT0 + absl::Seconds(i));
+  }
+  RecorderDump d = *r.Dump(kUuid, "", kT0);
+  // The last 300 rounds as they were, before them one sample per 30 s.
+  ASSERT_GE(d.samples.size(), 300u + 9);
+  ASSERT_LE(d.samples.size(), 300u + 11);
+  for (size_t i = 1; i < d.samples.size(); ++i) {
+    EXPECT_LT(d.samples[i - 1].at_ms, d.samples[i].at_ms) << i;
+  }
+  EXPECT_EQ(d.samples[d.samples.size() - 300].at_ms, UnixMillis(kT0 + absl::Seconds(300)));
+  std::optional<int64_t> hottest, slowest;
+  int64_t reasons = 0;
+  for (size_t i = 0; i + 300 < d.samples.size(); ++i) {
+    hottest = std::max(hottest.value_or(0), *d.samples[i].Get(Column::kGpuTempC));
+    slowest = std::min(slowest.value_or(100000), *d.samples[i].Get(Column::kSmClockMhz));
+    reasons |= *d.samples[i].Get(Column::kThrottleReasons);
+  }
+  EXPECT_EQ(hottest, 95);
+  EXPECT_EQ(slowest, 300);
+  EXPECT_EQ(reasons, kThrottleHwThermal | 0x4);
 }
 
 TEST(FlightRecorderTest, AZeroWindowDropsEverything) {

@@ -13,6 +13,30 @@ void RecordedSample::Set(Column c, std::optional<int64_t> v) {
   values[static_cast<size_t>(c)] = static_cast<int32_t>(clamped);
 }
 
+void RecordedSample::FoldIn(const RecordedSample& later) {
+  for (size_t i = 0; i < kColumnCount; ++i) {
+    int32_t& mine = values[i];
+    const int32_t theirs = later.values[i];
+    if (theirs == kAbsent) continue;
+    if (mine == kAbsent) {
+      mine = theirs;
+      continue;
+    }
+    switch (kColumns[i].fold) {
+      case Fold::kMax:
+        mine = std::max(mine, theirs);
+        break;
+      case Fold::kMin:
+        mine = std::min(mine, theirs);
+        break;
+      case Fold::kOr:
+        mine = mine | theirs;
+        break;
+    }
+  }
+  at_ms = later.at_ms;
+}
+
 const char* EventKindName(EventKind kind) {
   switch (kind) {
     case EventKind::kXid:

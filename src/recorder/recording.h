@@ -42,31 +42,36 @@ enum class Column : uint8_t {
 };
 inline constexpr size_t kColumnCount = static_cast<size_t>(Column::kCount);
 
+// How samples folded into one (the recorder's older, coarser part) keep a column: the worst
+// of them, so that a peak, a dip or a slowdown bit survives the coarsening.
+enum class Fold : uint8_t { kMax, kMin, kOr };
+
 struct ColumnInfo {
   Column column;
   const char* name;  // JSON column name
   const char* unit;  // "" for a count or flag
+  Fold fold;
 };
 inline constexpr std::array<ColumnInfo, kColumnCount> kColumns = {{
-    {Column::kAnswering, "answering", ""},
-    {Column::kNvmlMs, "nvml_ms", "ms"},
-    {Column::kGpuTempC, "gpu_temp_c", "°C"},
-    {Column::kMemTempC, "mem_temp_c", "°C"},
-    {Column::kPowerMw, "power_mw", "mW"},
-    {Column::kPowerLimitMw, "power_limit_mw", "mW"},
-    {Column::kSmClockMhz, "sm_clock_mhz", "MHz"},
-    {Column::kMemClockMhz, "mem_clock_mhz", "MHz"},
-    {Column::kThrottleReasons, "throttle_reasons", ""},
-    {Column::kGpuUtilPercent, "gpu_util_percent", "%"},
-    {Column::kFbUsedMib, "fb_used_mib", "MiB"},
-    {Column::kPcieReplays, "pcie_replays", ""},
-    {Column::kPcieLinkWidth, "pcie_link_width", "lanes"},
-    {Column::kPcieLinkMts, "pcie_link_mts", "MT/s"},
-    {Column::kAerCorrectable, "aer_correctable", ""},
-    {Column::kAerNonFatal, "aer_nonfatal", ""},
-    {Column::kAerFatal, "aer_fatal", ""},
-    {Column::kRemappedUncorrectable, "remapped_uncorrectable", ""},
-    {Column::kProcesses, "processes", ""},
+    {Column::kAnswering, "answering", "", Fold::kMin},
+    {Column::kNvmlMs, "nvml_ms", "ms", Fold::kMax},
+    {Column::kGpuTempC, "gpu_temp_c", "°C", Fold::kMax},
+    {Column::kMemTempC, "mem_temp_c", "°C", Fold::kMax},
+    {Column::kPowerMw, "power_mw", "mW", Fold::kMax},
+    {Column::kPowerLimitMw, "power_limit_mw", "mW", Fold::kMin},
+    {Column::kSmClockMhz, "sm_clock_mhz", "MHz", Fold::kMin},
+    {Column::kMemClockMhz, "mem_clock_mhz", "MHz", Fold::kMin},
+    {Column::kThrottleReasons, "throttle_reasons", "", Fold::kOr},
+    {Column::kGpuUtilPercent, "gpu_util_percent", "%", Fold::kMax},
+    {Column::kFbUsedMib, "fb_used_mib", "MiB", Fold::kMax},
+    {Column::kPcieReplays, "pcie_replays", "", Fold::kMax},
+    {Column::kPcieLinkWidth, "pcie_link_width", "lanes", Fold::kMin},
+    {Column::kPcieLinkMts, "pcie_link_mts", "MT/s", Fold::kMin},
+    {Column::kAerCorrectable, "aer_correctable", "", Fold::kMax},
+    {Column::kAerNonFatal, "aer_nonfatal", "", Fold::kMax},
+    {Column::kAerFatal, "aer_fatal", "", Fold::kMax},
+    {Column::kRemappedUncorrectable, "remapped_uncorrectable", "", Fold::kMax},
+    {Column::kProcesses, "processes", "", Fold::kMax},
 }};
 const ColumnInfo& InfoOf(Column column);
 
@@ -93,6 +98,9 @@ struct RecordedSample {
   }
   // Clamps to int32's range (kAbsent excluded); nullopt leaves the value absent.
   void Set(Column c, std::optional<int64_t> v);
+  // Folds `later` into this one (each column by its Fold; a value absent in one is the
+  // other's); the time becomes `later`'s.
+  void FoldIn(const RecordedSample& later);
 
   friend bool operator==(const RecordedSample&, const RecordedSample&) = default;
 };
