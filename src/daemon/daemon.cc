@@ -92,6 +92,7 @@ std::string ReloadResult::Summary() const {
 Daemon::Daemon(Node node, Config config, DaemonOptions options)
     : options_(std::move(options)),
       node_(std::move(node)),
+      boot_id_(node_.host->ReadAttribute("/proc/sys/kernel/random/boot_id").value_or("")),
       config_(std::move(config)),
       control_(ControlNodesOf(node_.inventory.driver)),
       files_inventory_(node_.inventory),
@@ -104,7 +105,7 @@ Daemon::Daemon(Node node, Config config, DaemonOptions options)
   slice_guard_ = std::make_shared<SliceGuard>(killer);
   FlightRecorder::Options ro;
   ro.node = options_.node_name;
-  ro.boot_id = node_.host->ReadAttribute("/proc/sys/kernel/random/boot_id").value_or("");
+  ro.boot_id = boot_id_;
   ro.driver_version = node_.inventory.system.driver_version;
   recorder_ = std::make_shared<FlightRecorder>(ro);
   retirement_ = std::make_unique<GpuRetirement>(&store_, event_inbox_.get(), options_.clock);
@@ -577,11 +578,7 @@ std::unique_ptr<XidPolicy> Daemon::MakeXidPolicy(const Config& config,
     }
   }
   // A changed boot id in the history means the node rebooted since the XID.
-  if (absl::StatusOr<std::string> boot =
-          node_.host->ReadAttribute("/proc/sys/kernel/random/boot_id");
-      boot.ok()) {
-    options.boot_id = *boot;
-  }
+  options.boot_id = boot_id_;
   options.on_xid = [recorder = recorder_](const std::string& gpu, int xid, const std::string& text,
                                           absl::Time at) { recorder->AddXid(gpu, xid, text, at); };
   return std::make_unique<XidPolicy>(

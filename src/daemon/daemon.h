@@ -187,6 +187,9 @@ class Daemon {
 
   const DaemonOptions options_;
   Node node_;
+  // This boot's id (/proc/sys/kernel/random/boot_id under the host root; "" when unreadable),
+  // read once: the XID policy and the flight recorder tell reboots apart by it.
+  const std::string boot_id_;
   Config config_;
   ControlNodes control_;
   DeviceStore store_;
