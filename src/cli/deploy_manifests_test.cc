@@ -754,7 +754,7 @@ TEST_F(DeployManifestsTest, DraWiring) {
       }
     }
     EXPECT_EQ(verbs["resource.k8s.io/resourceslices"],
-              (std::set<std::string>{"get", "list", "watch", "create", "update", "delete"}));
+              (std::set<std::string>{"get", "list", "create", "update", "delete"}));
     EXPECT_EQ(verbs["resource.k8s.io/resourceclaims"], (std::set<std::string>{"get"}));
     EXPECT_EQ(verbs["/nodes"], (std::set<std::string>{"get"}));
     EXPECT_EQ(verbs.size(), 3u);

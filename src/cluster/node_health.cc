@@ -11,7 +11,11 @@
 namespace gpulet {
 namespace {
 
-constexpr size_t kMaxNote = 1024;      // events.k8s.io/v1 Event.note
+constexpr size_t kMaxNote = 1024;  // events.k8s.io/v1 Event.note
+// The API server's limits on an Event (kubernetes pkg/apis/core/validation/events.go:
+// NameIsDNSSubdomain, ReportingInstanceLengthLimit).
+constexpr size_t kMaxEventName = 253;
+constexpr size_t kMaxReportingInstance = 128;
 constexpr size_t kMaxMessage = 32768;  // what gpulet allows itself in a condition message
 
 // "GPU 1 (NVIDIA GeForce RTX 5090, GPU-8a41…)", or the bus id for a GPU NVML cannot see.
@@ -198,6 +202,16 @@ std::vector<NodeEvent> NodeEventsBetween(const Snapshot* before, const Snapshot&
   return events;
 }
 
+std::string EventName(absl::string_view object_name, uint64_t nanos) {
+  const std::string suffix = absl::StrFormat(".%x", nanos);
+  // A Node's name may be 253 characters itself: cut it so the whole is a valid name, and
+  // never leave a '-' or '.' before the suffix's dot (a label must end in a letter or digit).
+  absl::string_view head = object_name.substr(0, kMaxEventName - suffix.size());
+  while (!head.empty() && (head.back() == '-' || head.back() == '.')) head.remove_suffix(1);
+  if (head.empty()) head = "gpulet";
+  return absl::StrCat(head, suffix);
+}
+
 std::vector<EventWrite> EventAggregator::Record(const NodeEvent& event, absl::Time now) {
   // Forget series that ended: a repeat after the window starts a new object.
   for (auto it = series_.begin(); it != series_.end();) {
@@ -217,7 +231,7 @@ std::vector<EventWrite> EventAggregator::Record(const NodeEvent& event, absl::Ti
     // client-go names events <object>.<hex UnixNano>; nanoseconds keep names unique here.
     // Two events recorded at the same instant still get distinct names.
     last_name_nanos_ = std::max(last_name_nanos_ + 1, absl::ToUnixNanos(now));
-    s.name = absl::StrFormat("%s.%x", node_name_, last_name_nanos_);
+    s.name = EventName(node_name_, static_cast<uint64_t>(last_name_nanos_));
     s.event = event;
     s.count = event.count;
     s.written_count = event.count;
@@ -280,11 +294,11 @@ nlohmann::json EventObject(const EventWrite& write, const std::string& node_name
       {"metadata", {{"name", write.name}}},
       {"eventTime", ApiMicroTime(write.first)},
       {"reportingController", "gpulet.dev/gpulet"},
-      {"reportingInstance", instance},
+      {"reportingInstance", instance.substr(0, kMaxReportingInstance)},
       {"action", "GpuHealthCheck"},
       {"reason", write.event.reason},
       {"type", write.event.type},
-      {"note", write.event.note},
+      {"note", Truncate(write.event.note, kMaxNote)},
       {"regarding", regarding},
   };
   if (write.count > 1) {

@@ -35,6 +35,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "state/device_store.h"
@@ -101,6 +102,11 @@ struct NodeEvent {
 // The events between two snapshots (`before` may be null: the first snapshot, which only
 // reports what is already wrong).
 std::vector<NodeEvent> NodeEventsBetween(const Snapshot* before, const Snapshot& after);
+
+// The name of a new Event about `object_name` first seen at `nanos` (Unix nanoseconds):
+// "<object>.<hex nanos>", as client-go names them, with the object's part cut so the whole is a
+// DNS subdomain of at most 253 characters for every valid Node name.
+std::string EventName(absl::string_view object_name, uint64_t nanos);
 
 // How one event reaches the API server.
 struct EventWrite {

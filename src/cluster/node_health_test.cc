@@ -1,7 +1,13 @@
 #include "cluster/node_health.h"
 
+#include <limits>
+#include <string>
+#include <vector>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/k8s_names.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -253,6 +259,41 @@ TEST(NodeHealthJsonTest, EventAndConditionObjectsUseTheApiFields) {
   EXPECT_EQ(list[0]["lastTransitionTime"], "2025-12-03T13:53:20Z");
   EXPECT_EQ(list[0]["lastHeartbeatTime"], "2025-12-03T13:53:21Z");
   EXPECT_EQ(list[1]["status"], "False");
+}
+
+TEST(NodeHealthJsonTest, EventNamesAreValidForEveryValidNodeName) {
+  // A Node may be named with 253 characters, in labels of any length; the Event's name is the
+  // node's plus ".<hex nanoseconds>" and must still be a DNS subdomain of at most 253.
+  const std::string labels = absl::StrCat(std::string(62, 'a'), ".", std::string(61, 'b'), "-c.");
+  std::vector<std::string> nodes = {"node-1", std::string(253, 'n'),
+                                    absl::StrCat(std::string(236, 'x'), "-y.z-0123456789ab"),
+                                    absl::StrCat(labels, labels).substr(0, 253)};
+  // Cuts that would end on a '-' or a '.' for every suffix length.
+  for (size_t dash = 230; dash < 252; ++dash) {
+    std::string n(253, 'k');
+    n[dash] = dash % 2 ? '-' : '.';
+    nodes.push_back(n);
+  }
+  for (const std::string& node : nodes) {
+    ASSERT_TRUE(IsDnsSubdomain(node)) << node;
+    for (uint64_t nanos : {uint64_t{1}, uint64_t{0x187e}, uint64_t{1764770000123456789},
+                           std::numeric_limits<uint64_t>::max()}) {
+      const std::string name = EventName(node, nanos);
+      EXPECT_TRUE(IsDnsSubdomain(name)) << name;
+      EXPECT_TRUE(absl::EndsWith(name, absl::StrFormat(".%x", nanos))) << name;
+    }
+  }
+  EXPECT_EQ(EventName("node-1", 0x187e), "node-1.187e");  // short names are client-go's
+  // Distinct instants stay distinct names however long the node's name.
+  EXPECT_NE(EventName(std::string(253, 'n'), 1), EventName(std::string(253, 'n'), 2));
+}
+
+TEST(NodeHealthJsonTest, EventFieldsStayWithinTheApiServersLimits) {
+  NodeEvent e{"Warning", "GpuXid", std::string(5000, 'x'), 1};
+  EventWrite w{EventWrite::Kind::kCreate, "node-1.1", e, 1, kT0, kT0};
+  nlohmann::json o = EventObject(w, "node-1", "", std::string(300, 'p'));
+  EXPECT_LE(o["note"].get<std::string>().size(), 1024u);
+  EXPECT_EQ(o["reportingInstance"].get<std::string>().size(), 128u);
 }
 
 }  // namespace

@@ -20,6 +20,12 @@ namespace {
 constexpr absl::Duration kMaxWait = absl::Milliseconds(250);
 constexpr int kTaintAttempts = 3;
 
+// A write the API server refuses for what it is (400/422 invalid, 403 not allowed) rather than
+// for the moment (5xx, 429, a dropped connection): the same write would fail again.
+bool RejectedForGood(const absl::Status& s) {
+  return absl::IsInvalidArgument(s) || absl::IsPermissionDenied(s);
+}
+
 bool SameAsWritten(const std::vector<NodeConditionState>& a,
                    const std::vector<NodeConditionState>& b) {
   if (a.size() != b.size()) return false;
@@ -47,12 +53,112 @@ NodeReporter::~NodeReporter() { Stop(); }
 
 void NodeReporter::Start() {
   thread_ = StartNamedThread("gpulet-kube", [this] { Run(); });
+  if (options_.watch_node) {
+    watch_thread_ = StartNamedThread("gpulet-node-watch", [this] { WatchNode(); });
+  }
 }
 
 void NodeReporter::Stop() {
   stopping_.store(true);
+  {
+    absl::MutexLock lock(&mu_);
+    stop_requested_ = true;
+  }
   client_->Cancel();
   if (thread_.joinable()) thread_.join();
+  if (watch_thread_.joinable()) watch_thread_.join();
+}
+
+void NodeReporter::WatchNode() {
+  const std::string path =
+      absl::StrCat("/api/v1/nodes?fieldSelector=metadata.name%3D", options_.node_name);
+  while (!stopping_.load()) {
+    // "" starts from the server's current state (an ADDED event first), also after a 410.
+    absl::Status s = client_->Watch(path, "", [this](const kube::WatchEvent& ev) {
+      if (ev.type == "ADDED" || ev.type == "MODIFIED") {
+        absl::MutexLock lock(&mu_);
+        watched_node_ = ev.object;
+        ++watched_version_;
+      }
+      return !stopping_.load();
+    });
+    if (stopping_.load()) return;
+    if (kube::IsResourceExpired(s)) continue;
+    Failed(absl::StrCat("watching Node ", options_.node_name,
+                        " (gpulet's conditions, taint and labels are restored only at the "
+                        "next heartbeat while this fails)"),
+           s);
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&stop_requested_), options_.retry_interval);
+  }
+}
+
+NodeReporter::NodeDrift NodeReporter::Drift(const nlohmann::json& node) const {
+  NodeDrift drift;
+  const nlohmann::json status = node.value("status", nlohmann::json::object());
+  const nlohmann::json conditions = status.value("conditions", nlohmann::json::array());
+  for (const NodeConditionState& c : written_) {
+    bool held = false;
+    for (const nlohmann::json& have : conditions) {
+      if (have.value("type", "") == c.type) {
+        held = have.value("status", "") == (c.problem ? "True" : "False");
+        break;
+      }
+    }
+    if (!held) {
+      drift.conditions = true;
+      drift.what.push_back(absl::StrCat("condition ", c.type));
+    }
+  }
+  if (taint_written_.has_value()) {
+    const nlohmann::json spec = node.value("spec", nlohmann::json::object());
+    bool has = false, has_as_written = false;
+    for (const nlohmann::json& t : spec.value("taints", nlohmann::json::array())) {
+      if (t.value("key", "") != kUnhealthyTaintKey) continue;
+      has = true;
+      has_as_written = t.value("effect", "") == options_.taint_effect;
+    }
+    if (*taint_written_ ? !has_as_written : has) {
+      drift.taint = true;
+      drift.what.push_back(absl::StrCat("taint ", kUnhealthyTaintKey));
+    }
+  }
+  if (labels_done_ && options_.node_labels) {
+    const nlohmann::json labels =
+        node.value("metadata", nlohmann::json::object()).value("labels", nlohmann::json::object());
+    for (const auto& [key, value] : options_.labels) {
+      if (!absl::StartsWith(key, "nvidia.com/") && !absl::StartsWith(key, "gpulet.dev/")) continue;
+      if (labels.value(key, std::string("\x01")) != value) {
+        drift.labels = true;
+        drift.what.push_back(absl::StrCat("label ", key));
+      }
+    }
+  }
+  return drift;
+}
+
+void NodeReporter::CheckNode() {
+  nlohmann::json node;
+  {
+    absl::MutexLock lock(&mu_);
+    if (watched_version_ == node_checked_) return;
+    node_checked_ = watched_version_;
+    node = watched_node_;
+  }
+  if (Drift(node).what.empty()) return;
+  // The watch may be behind gpulet's own last write: only the server's current copy counts.
+  absl::StatusOr<nlohmann::json> fresh =
+      client_->Get(absl::StrCat("/api/v1/nodes/", options_.node_name));
+  if (!fresh.ok()) return;  // the next watch event, or the heartbeat, tries again
+  const NodeDrift drift = Drift(*fresh);
+  if (drift.what.empty()) return;
+  if (drift.conditions) written_.clear();  // WriteConditions sees a change and rewrites
+  if (drift.taint) taint_written_.reset();
+  if (drift.labels) labels_done_ = false;
+  GPULET_LOG_WARN("cluster reporting: someone else changed Node {}'s {}; restoring",
+                  options_.node_name, absl::StrJoin(drift.what, ", "));
+  absl::MutexLock lock(&mu_);
+  ++stats_.restores;
 }
 
 NodeReporter::Stats NodeReporter::stats() const {
@@ -119,6 +225,7 @@ void NodeReporter::Pass(const Snapshot& snap, absl::Time now) {
     absl::MutexLock lock(&mu_);
     ++stats_.events_dropped;
   }
+  CheckNode();
   WriteConditions(snap, now);
   WriteEvents(now);
   ReconcileTaint(snap, now);
@@ -176,14 +283,26 @@ void NodeReporter::WriteEvents(absl::Time now) {
       // The event is gone (expired, deleted): its series ends; later repeats start another.
       if (absl::IsNotFound(status)) status = absl::OkStatus();
     }
-    if (!status.ok()) {
+    if (!status.ok() && !RejectedForGood(status)) {
       events_retry_at_ = now + options_.retry_interval;
       Failed(absl::StrCat("writing event ", w.name), status);
       return;
     }
     {
       absl::MutexLock lock(&mu_);
-      ++(w.kind == EventWrite::Kind::kCreate ? stats_.events_created : stats_.series_updates);
+      if (!status.ok()) {
+        ++stats_.events_rejected;
+      } else {
+        ++(w.kind == EventWrite::Kind::kCreate ? stats_.events_created : stats_.series_updates);
+      }
+    }
+    if (!status.ok()) {
+      // The same write would be refused again: retrying it forever would hold every event
+      // queued behind it. Say so once per event and go on with the next.
+      GPULET_LOG_ERROR(
+          "cluster reporting: the API server refused event {} ({} {}): {}; dropped, not retried "
+          "(a 403 means the ClusterRole lacks events.k8s.io create/patch: apply deploy/base)",
+          w.name, w.event.reason, w.event.pod ? "about a pod" : "about the Node", status.message());
     }
     pending_.pop_front();
   }

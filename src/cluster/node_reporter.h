@@ -21,6 +21,14 @@
 // (a 409 re-reads and tries again), so taints others set are never touched. With the taint
 // disabled, one that an earlier gpulet left is removed.
 //
+// What it wrote stays written: a second thread ("gpulet-node-watch", with `watch_node`) watches
+// this Node, and when someone else removes or changes gpulet's conditions, taint or labels
+// (a `kubectl label --overwrite`, a script that rewrites spec.taints, a kubelet that drops
+// conditions it does not know) the reporter reads the Node afresh and, if the change is
+// real, writes them again with one log line naming what was restored. A watch event that is
+// only older than gpulet's own write (events are delivered after the write returns) is not a
+// change: the fresh read settles it.
+//
 // Thread-safety: Start and Stop from one thread; stats() from any thread.
 #ifndef GPULET_CLUSTER_NODE_REPORTER_H_
 #define GPULET_CLUSTER_NODE_REPORTER_H_
@@ -72,15 +80,19 @@ class NodeReporter {
     // Events from outside the store (a VRAM slice at its quota), written with the store's
     // own when `events` is on; may be null.
     std::shared_ptr<EventInbox> inbox;
+    // Watch this Node and restore what others remove (above).
+    bool watch_node = true;
   };
 
   struct Stats {
     uint64_t condition_writes = 0;
     uint64_t events_created = 0;
     uint64_t series_updates = 0;
-    uint64_t events_dropped = 0;
+    uint64_t events_dropped = 0;   // queue overflow: the oldest went
+    uint64_t events_rejected = 0;  // refused as invalid or forbidden: logged, not retried
     uint64_t taint_writes = 0;
     uint64_t label_writes = 0;
+    uint64_t restores = 0;  // times someone else's change to gpulet's fields was undone
     uint64_t errors = 0;
     std::optional<bool> tainted;  // as last written or read; nullopt before
     std::string last_error;
@@ -106,6 +118,17 @@ class NodeReporter {
   void WriteEvents(absl::Time now);
   void ReconcileTaint(const Snapshot& snap, absl::Time now);
   void ReconcileLabels(absl::Time now);
+  // The watch thread's loop.
+  void WatchNode();
+  // On the reporter's thread: when the watch saw a newer Node, what of gpulet's it lacks;
+  // marks those for rewriting (after a fresh read confirms it).
+  void CheckNode();
+  // What of gpulet's conditions, taint and labels `node` does not hold as last written.
+  struct NodeDrift {
+    bool conditions = false, taint = false, labels = false;
+    std::vector<std::string> what;  // for the log line: "condition GpuUnhealthy", ...
+  };
+  NodeDrift Drift(const nlohmann::json& node) const;
   // The next moment a pass is due without a store change.
   absl::Time NextDue() const;
   void Failed(const std::string& what, const absl::Status& status);
@@ -115,6 +138,7 @@ class NodeReporter {
   const Options options_;
   const Clock* const clock_;
   std::thread thread_;
+  std::thread watch_thread_;
   std::atomic<bool> stopping_{false};
 
   // Owned by the reporter's thread.
@@ -131,8 +155,14 @@ class NodeReporter {
   absl::Time labels_retry_at_ = absl::InfinitePast();
   std::string node_uid_;
 
+  uint64_t node_checked_ = 0;  // the watched version CheckNode last looked at
+
   mutable absl::Mutex mu_;
   Stats stats_ ABSL_GUARDED_BY(mu_);
+  // From the watch thread: the Node as last seen, and a count of sightings.
+  nlohmann::json watched_node_ ABSL_GUARDED_BY(mu_);
+  uint64_t watched_version_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace gpulet

@@ -327,5 +327,59 @@ TEST_F(NodeReporterTest, NodeLabelsAreWrittenAndOnlyGpuletsAreRemoved) {
                    .contains(kNodeLabelsAnnotation));
 }
 
+// Someone else removes gpulet's condition, taint and labels: they come back, and keys that
+// are not gpulet's stay as that someone left them.
+TEST_F(NodeReporterTest, RestoresWhatSomeoneElseRemoves) {
+  NodeReporter::Options o;
+  o.taint = true;
+  o.hold = absl::Milliseconds(50);
+  o.node_labels = true;
+  o.labels = {{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"}};
+  Start(o);
+  auto node = [&] { return *server_.Node("node-1"); };
+  auto has_taint = [&] {
+    for (const json& t : node()["spec"].value("taints", json::array())) {
+      if (t.value("key", "") == kUnhealthyTaintKey) return true;
+    }
+    return false;
+  };
+  auto all_there = [&] {
+    return ConditionIs("GpuUnhealthy", "True") && has_taint() &&
+           node()["metadata"].value("labels", json::object()).value("nvidia.com/gpu.product", "") ==
+               "NVIDIA-H100-80GB-HBM3";
+  };
+  Xid("GPU-0", 79);
+  Xid("GPU-1", 79);
+  ASSERT_NE(WaitFor(all_there), absl::InfiniteDuration()) << node().dump();
+  EXPECT_EQ(reporter_->stats().restores, 0u);
+
+  json changed = node();
+  changed["metadata"]["labels"] = {{"team", "ml"}};
+  changed["spec"]["taints"] =
+      json::array({{{"key", "example.com/maintenance"}, {"effect", "NoSchedule"}}});
+  changed["status"]["conditions"] =
+      json::array({{{"type", "Ready"}, {"status", "True"}, {"reason", "KubeletReady"}}});
+  server_.AddNode(changed);
+  ASSERT_NE(WaitFor(all_there), absl::InfiniteDuration()) << node().dump();
+  EXPECT_GE(reporter_->stats().restores, 1u);
+  EXPECT_EQ(node()["metadata"]["labels"]["team"], "ml");
+  EXPECT_EQ(node()["spec"]["taints"].size(), 2u) << node().dump();
+  EXPECT_TRUE(ConditionIs("Ready", "True"));
+}
+
+// An Event the API server refuses as invalid is logged and dropped: never retried, and the
+// events queued behind it still go out.
+TEST_F(NodeReporterTest, ARefusedEventIsDroppedAndTheOnesBehindItGoOut) {
+  NodeReporter::Options o;
+  o.inbox = std::make_shared<EventInbox>();
+  Start(o);
+  o.inbox->Post({NodeEvent{"Warning", std::string(200, 'R'), "a reason past 128 characters", 1},
+                 NodeEvent{"Warning", "GpuVramQuotaReached", "ml/anpr-0/anpr at its quota", 1}});
+  ASSERT_NE(WaitFor([&] { return !EventsWithReason("GpuVramQuotaReached").empty(); }),
+            absl::InfiniteDuration());
+  EXPECT_EQ(reporter_->stats().events_rejected, 1u);
+  EXPECT_TRUE(EventsWithReason(std::string(200, 'R')).empty());
+}
+
 }  // namespace
 }  // namespace gpulet

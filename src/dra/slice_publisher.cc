@@ -6,8 +6,10 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "common/periodic_worker.h"
 
@@ -69,6 +71,42 @@ std::string Subdomain(const std::string& in) {
   return out.empty() ? "x" : out;
 }
 
+// Adds to `out` the paths of keys in `sent` that `got` lacks; array elements by position,
+// as "[]" so every device's dropped field is one path.
+void CollectDropped(const json& sent, const json& got, const std::string& path,
+                    std::set<std::string>* out) {
+  if (sent.is_object()) {
+    for (const auto& [key, value] : sent.items()) {
+      const std::string here = path.empty() ? key : absl::StrCat(path, ".", key);
+      if (!got.is_object() || !got.contains(key)) {
+        out->insert(here);
+      } else {
+        CollectDropped(value, got[key], here, out);
+      }
+    }
+  } else if (sent.is_array() && got.is_array()) {
+    for (size_t i = 0; i < sent.size() && i < got.size(); ++i) {
+      CollectDropped(sent[i], got[i], absl::StrCat(path, "[]"), out);
+    }
+  }
+}
+
+// The feature gate behind a resource.k8s.io/v1 field, for the warning (KEP-5055 device taints,
+// KEP-5075 consumable capacity, KEP-4815 partitionable devices, KEP-5007 binding conditions).
+struct GatedField {
+  const char* suffix;
+  const char* gate;
+};
+constexpr GatedField kGatedFields[] = {
+    {".taints", "DRADeviceTaints"},
+    {".allowMultipleAllocations", "DRAConsumableCapacity"},
+    {".requestPolicy", "DRAConsumableCapacity"},
+    {".sharedCounters", "DRAPartitionableDevices"},
+    {".consumesCounters", "DRAPartitionableDevices"},
+    {".bindingConditions", "DRADeviceBindingConditions"},
+    {".bindsToNode", "DRADeviceBindingConditions"},
+};
+
 }  // namespace
 
 std::string SliceName(const std::string& node_name, const std::string& driver, size_t index) {
@@ -128,6 +166,42 @@ bool SlicePublisher::WaitForPublished(uint64_t store_version, absl::Duration tim
     return stats_.published_version >= store_version;
   };
   return mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
+}
+
+std::vector<std::string> DroppedFields(const json& sent, const json& stored) {
+  std::set<std::string> paths;
+  CollectDropped(sent.value("spec", json::object()), stored.value("spec", json::object()), "spec",
+                 &paths);
+  std::vector<std::string> out;
+  for (const std::string& p : paths) {
+    const char* gate = nullptr;
+    for (const GatedField& g : kGatedFields) {
+      if (absl::EndsWith(p, g.suffix)) gate = g.gate;
+    }
+    out.push_back(gate != nullptr ? absl::StrCat(p, " (feature gate ", gate, ")") : p);
+  }
+  return out;
+}
+
+void SlicePublisher::NoteDropped(const std::string& name, const json& sent, const json& stored) {
+  std::vector<std::string> dropped = DroppedFields(sent, stored);
+  {
+    absl::MutexLock lock(&mu_);
+    if (dropped == stats_.dropped_fields) return;
+    stats_.dropped_fields = dropped;
+  }
+  if (dropped.empty()) {
+    GPULET_LOG_INFO("DRA: the API server now keeps every field of ResourceSlice {}", name);
+    return;
+  }
+  // The server answered with what it stored: a field it does not serve (a gate off on the
+  // API server) is gone without an error, so the scheduler never sees it.
+  GPULET_LOG_WARN(
+      "DRA: the API server dropped {} from ResourceSlice {}: it stores slices without them, so "
+      "the scheduler does not see them; turn the feature gate on for kube-apiserver and "
+      "kube-scheduler (--feature-gates=<gate>=true) or accept that (docs/dra.md, \"Fields the "
+      "API server may drop\")",
+      absl::StrJoin(dropped, ", "), name);
 }
 
 void SlicePublisher::Failed(const absl::Status& status) {
@@ -291,6 +365,7 @@ absl::Status SlicePublisher::Ensure(const std::string& name, const json& want) {
       written = client_->Update(path, body);
     }
     if (written.ok()) {
+      NoteDropped(name, want, *written);
       known_[name] = Known{*std::move(written), key};
       absl::MutexLock lock(&mu_);
       ++stats_.writes;

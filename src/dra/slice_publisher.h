@@ -26,6 +26,9 @@
 //   - metadata.ownerReferences names the Node (controller), so the slices go with the Node.
 //     When the Node cannot be read (404, or 403: no RBAC for nodes) they are published without
 //     it, with one log line.
+//   - The server's answer to each write is what it stored: fields it dropped (a feature gate
+//     off on the API server drops device taints or consumable capacity without an error)
+//     are logged once, naming the gate, and kept in stats().dropped_fields.
 //   - Every `resync` it re-reads the Node (a Node created again has a new uid) and the
 //     slices, and repairs what others changed or deleted.
 // Stop leaves the slices in place: a rolling update's new instance takes them over, and the
@@ -75,6 +78,12 @@ struct SlicePublisherOptions {
 // cut and a hash of the whole keeps names distinct.
 std::string SliceName(const std::string& node_name, const std::string& driver, size_t index);
 
+// The fields of `sent` (a ResourceSlice) that `stored` (the server's answer) lacks, as paths
+// with "[]" for list elements ("spec.devices[].taints"), each followed by the feature gate
+// that serves it where known: " (feature gate DRADeviceTaints)". An API server whose gate for
+// an alpha or beta field is off drops that field on write without an error.
+std::vector<std::string> DroppedFields(const nlohmann::json& sent, const nlohmann::json& stored);
+
 class SlicePublisher {
  public:
   struct Stats {
@@ -86,6 +95,8 @@ class SlicePublisher {
     // equal); 0 before the first success.
     uint64_t published_version = 0;
     std::string last_error;  // "" when none yet
+    // Fields the server dropped from the last slice written (DroppedFields); empty: none.
+    std::vector<std::string> dropped_fields;
   };
 
   SlicePublisher(kube::KubeClient* client, const DeviceStore* store, SlicePublisherOptions options,
@@ -127,6 +138,9 @@ class SlicePublisher {
   // Creates or updates slice `name` to `want` (metadata and spec, no resourceVersion).
   absl::Status Ensure(const std::string& name, const nlohmann::json& want);
   void Failed(const absl::Status& status);
+  // Compares what was sent with what the server stored; logs a change in what it drops.
+  void NoteDropped(const std::string& name, const nlohmann::json& sent,
+                   const nlohmann::json& stored);
 
   kube::KubeClient* const client_;
   const DeviceStore* const store_;

@@ -375,4 +375,53 @@ TEST_F(SlicePublisherTest, StartNeedsTheDriverAndNodeAndStopIsIdempotent) {
 }
 
 }  // namespace
+TEST(DroppedFieldsTest, NamesEachDroppedFieldOnceWithItsGate) {
+  const json sent = {
+      {"spec",
+       {{"driver", "gpu.gpulet.dev"},
+        {"devices",
+         json::array({{{"name", "gpu-0"},
+                       {"allowMultipleAllocations", true},
+                       {"capacity",
+                        {{"memory", {{"value", "80Gi"}, {"requestPolicy", {{"default", "1Gi"}}}}}}},
+                       {"taints", json::array({{{"key", "k"}, {"effect", "NoSchedule"}}})}},
+                      {{"name", "gpu-1"}, {"taints", json::array({{{"key", "k"}}})}}})}}}};
+  EXPECT_TRUE(DroppedFields(sent, sent).empty());
+  json stored = sent;
+  stored["metadata"] = {{"resourceVersion", "7"}};  // what the server adds is not a drop
+  for (json& d : stored["spec"]["devices"]) d.erase("taints");
+  EXPECT_EQ(DroppedFields(sent, stored),
+            std::vector<std::string>{"spec.devices[].taints (feature gate DRADeviceTaints)"});
+  stored["spec"]["devices"][0].erase("allowMultipleAllocations");
+  stored["spec"]["devices"][0]["capacity"]["memory"].erase("requestPolicy");
+  stored["spec"].erase("driver");
+  EXPECT_EQ(DroppedFields(sent, stored),
+            (std::vector<std::string>{
+                "spec.devices[].allowMultipleAllocations (feature gate DRAConsumableCapacity)",
+                "spec.devices[].capacity.memory.requestPolicy (feature gate DRAConsumableCapacity)",
+                "spec.devices[].taints (feature gate DRADeviceTaints)", "spec.driver"}));
+}
+
+// An API server with the DRADeviceTaints gate off stores the slice without the taint and says
+// nothing: gpulet notices from the answer, keeps the finding in its stats, and does not
+// rewrite the slice in a loop.
+TEST_F(SlicePublisherTest, ATaintTheServerDropsIsNoticedAndNotRewrittenInALoop) {
+  server_.SetDraGatesOff(/*device_taints=*/true, /*consumable_capacity=*/false);
+  Start();
+  ExpectPublished();
+  EXPECT_TRUE(publisher_->stats().dropped_fields.empty());
+  Xid79("GPU-0");
+  ExpectPublished();
+  EXPECT_TRUE(Gpu0Taints().is_null()) << "the stand-in kept a taint its gate drops";
+  EXPECT_EQ(publisher_->stats().dropped_fields,
+            std::vector<std::string>{"spec.devices[].taints (feature gate DRADeviceTaints)"});
+  const size_t writes = Writes();
+  store_.UpdateHealth("GPU-1", [](GpuHealth& h) { h.xid_counts[13] += 1; });
+  ExpectPublished();
+  EXPECT_EQ(Writes(), writes) << "the slice was rewritten though nothing changed";
+  Recover("GPU-0");
+  ExpectPublished();
+  EXPECT_TRUE(publisher_->stats().dropped_fields.empty());
+}
+
 }  // namespace gpulet::dra

@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/k8s_names.h"
 
 namespace gpulet::testing {
 namespace {
@@ -274,13 +275,8 @@ bool IsDnsLabel(const std::string& s) {
   return true;
 }
 
-bool IsDnsSubdomain(const std::string& s) {
-  if (s.empty() || s.size() > 253) return false;
-  for (absl::string_view part : absl::StrSplit(s, '.')) {
-    if (!IsDnsLabel(std::string(part))) return false;
-  }
-  return true;
-}
+// apimachinery's IsDNS1123Subdomain: 253 characters in all; its labels have no 63 limit.
+bool IsDnsSubdomain(const std::string& s) { return gpulet::IsDnsSubdomain(s); }
 
 const char kDnsLabelMessage[] =
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
@@ -975,6 +971,22 @@ void FakeApiServer::CreateEvent(const httplib::Request& req, httplib::Response& 
   if (ev.value("type", "") != "Normal" && ev.value("type", "") != "Warning") {
     missing.push_back("type: Unsupported value: must be Normal or Warning");
   }
+  // pkg/apis/core/validation/events.go (v1.34): NameIsDNSSubdomain and the length limits.
+  if (!name.empty() && !IsDnsSubdomain(name)) {
+    missing.push_back(absl::StrCat(
+        "metadata.name: Invalid value: ", Shown(name), ": ",
+        name.size() > 253 ? "must be no more than 253 characters" : kDnsSubdomainMessage));
+  }
+  for (const auto& [field, limit] : {std::pair<const char*, size_t>{"reportingInstance", 128},
+                                     {"action", 128},
+                                     {"reason", 128},
+                                     {"note", 1024}}) {
+    if (ev.contains(field) && ev[field].is_string() &&
+        ev[field].get<std::string>().size() > limit) {
+      missing.push_back(
+          absl::StrCat(field, ": Invalid value: \"\": can have at most ", limit, " characters"));
+    }
+  }
   if (!missing.empty()) {
     ReplyStatus(
         res, 422, "Invalid",
@@ -1106,6 +1118,7 @@ void FakeApiServer::CreateResourceSlice(const httplib::Request& req, httplib::Re
                 {{"name", name}, {"group", "resource.k8s.io"}, {"kind", "resourceslices"}});
     return;
   }
+  DropDisabledSliceFieldsLocked(&slice);
   ++rv_;
   meta["resourceVersion"] = absl::StrCat(rv_);
   meta["uid"] = absl::StrCat("slice-uid-", rv_);
@@ -1186,6 +1199,7 @@ void FakeApiServer::PutResourceSlice(const httplib::Request& req, httplib::Respo
     ReplyInvalidSlice(res, name, errs);
     return;
   }
+  DropDisabledSliceFieldsLocked(&slice);
   ++rv_;
   meta["name"] = name;
   meta["uid"] = (*stored)["metadata"]["uid"];
@@ -1196,6 +1210,27 @@ void FakeApiServer::PutResourceSlice(const httplib::Request& req, httplib::Respo
   slice["apiVersion"] = "resource.k8s.io/v1";
   *stored = slice;
   Reply(res, 200, slice);
+}
+
+void FakeApiServer::SetDraGatesOff(bool device_taints, bool consumable_capacity) {
+  absl::MutexLock lock(&mu_);
+  taints_gate_off_ = device_taints;
+  capacity_gate_off_ = consumable_capacity;
+}
+
+void FakeApiServer::DropDisabledSliceFieldsLocked(json* slice) {
+  if (!(*slice).contains("spec") || !(*slice)["spec"].contains("devices")) return;
+  for (json& d : (*slice)["spec"]["devices"]) {
+    if (!d.is_object()) continue;
+    if (taints_gate_off_) d.erase("taints");
+    if (!capacity_gate_off_) continue;
+    d.erase("allowMultipleAllocations");
+    if (d.contains("capacity") && d["capacity"].is_object()) {
+      for (auto& [name, c] : d["capacity"].items()) {
+        if (c.is_object()) c.erase("requestPolicy");
+      }
+    }
+  }
 }
 
 void FakeApiServer::DeleteResourceSlice(const httplib::Request& req, httplib::Response& res) {

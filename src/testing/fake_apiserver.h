@@ -18,7 +18,9 @@
 //   GET    /api/v1/nodes[?fieldSelector=metadata.name%3D{name}]   NodeList, with its
 //          resourceVersion; with watch=true a watch (below)
 //   POST   /apis/events.k8s.io/v1/namespaces/{ns}/events         create (201), 409
-//          AlreadyExists for a taken name, 422 Invalid without the required fields
+//          AlreadyExists for a taken name, 422 Invalid without the required fields or past
+//          the API server's limits (name a DNS subdomain, reportingInstance, action and
+//          reason 128 characters, note 1024)
 //   PATCH  /apis/events.k8s.io/v1/namespaces/{ns}/events/{name}  patch (series updates)
 //   GET    /apis/events.k8s.io/v1/namespaces/{ns}/events/{name}
 //   resource.k8s.io/v1 (DRA; limits and messages from kubernetes/api resource/v1/types.go at
@@ -135,6 +137,11 @@ class FakeApiServer {
   std::optional<nlohmann::json> ResourceSlice(const std::string& name) const;
   void PutResourceClaim(nlohmann::json claim);
   void DeleteResourceClaim(const std::string& ns, const std::string& name);
+  // As an API server with the DRADeviceTaints / DRAConsumableCapacity gates off: slices are
+  // stored without spec.devices[].taints / allowMultipleAllocations and capacity
+  // requestPolicy, with no error (kubernetes pkg/registry/resource/resourceslice/strategy.go,
+  // dropDisabledFields; its "already in use by the old slice" exception is not modelled).
+  void SetDraGatesOff(bool device_taints, bool consumable_capacity);
 
   // Only `token` is accepted from now on.
   void SetToken(const std::string& token);
@@ -184,6 +191,7 @@ class FakeApiServer {
   void ListResourceSlices(const httplib::Request& req, httplib::Response& res);
   void PutResourceSlice(const httplib::Request& req, httplib::Response& res);
   void DeleteResourceSlice(const httplib::Request& req, httplib::Response& res);
+  void DropDisabledSliceFieldsLocked(nlohmann::json* slice) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void GetResourceClaim(const httplib::Request& req, httplib::Response& res);
 
   // The Node `name` that `write` may change: else end() after answering 404 (no such Node)
@@ -211,6 +219,8 @@ class FakeApiServer {
   std::map<std::string, nlohmann::json> claims_ ABSL_GUARDED_BY(mu_);  // "ns/name"
   std::vector<HistoryEntry> history_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<Watcher>> watchers_ ABSL_GUARDED_BY(mu_);
+  bool taints_gate_off_ ABSL_GUARDED_BY(mu_) = false;
+  bool capacity_gate_off_ ABSL_GUARDED_BY(mu_) = false;
   int fail_left_ ABSL_GUARDED_BY(mu_) = 0;
   int fail_status_ ABSL_GUARDED_BY(mu_) = 0;
   int fail_retry_after_ ABSL_GUARDED_BY(mu_) = -1;
