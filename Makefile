@@ -8,7 +8,7 @@ JOBS ?= $(shell nproc)
 WERROR := $(if $(filter true 1 yes,$(CI)),ON,OFF)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build build-gpulet demo check test unit-test asan-test fuzz-smoke lint format bench fuzz image image-test clean help explain-eval
+.PHONY: all deps tools build build-gpulet demo check test unit-test asan-test fuzz-smoke lint format bench fuzz image image-test e2e clean help explain-eval
 
 all: build
 
@@ -22,11 +22,17 @@ help:
 	@echo "make lint   - format check and clang-tidy with thread-safety analysis (part of make test)"
 	@echo "make format - reformat the C++ sources with clang-format"
 	@echo "make image  - build the gpulet container image with podman (as root, no registry)"
+	@echo "make e2e    - gpulet on a real single-node cluster, two Kubernetes versions (as root; docs/e2e.md)"
 	@echo "make image-test - run the image and check it"
 	@echo "make clean  - remove build directories"
 
 deps:
 	@scripts/deps.sh test
+
+# The real tools the tests compare against, built from their Go modules into a cache outside
+# the clone (scripts/e2e/build.sh; a second run builds nothing): kustomize.
+tools:
+	@scripts/e2e/build.sh --tools
 
 $(BUILD)/build.ninja: CMakeLists.txt
 	cmake -S . -B $(BUILD) $(GENERATOR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPULET_WERROR=$(WERROR) $(CMAKE_FLAGS)
@@ -49,10 +55,10 @@ check: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS) --target gpulet_tests gpulet_explain_eval
 	cd $(BUILD) && ctest -L fast --output-on-failure -j $(JOBS)
 
-unit-test: build
+unit-test: build tools
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-asan-test: deps
+asan-test: deps tools
 	cmake -S . -B $(ASAN_BUILD) $(GENERATOR) -DCMAKE_BUILD_TYPE=Debug -DGPULET_SANITIZE=ON -DGPULET_WERROR=$(WERROR) $(CMAKE_FLAGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -101,6 +107,14 @@ image:
 		-f Containerfile -t $(IMAGE) .
 	@podman image inspect --format '$(IMAGE): {{.Size}} bytes' $(IMAGE) | \
 		awk '{ printf "%s %.1f MB\n", $$1, $$2 / 1000000 }'
+
+# A real cluster (etcd, kube-apiserver, scheduler, controller-manager, kube-proxy, kubelet,
+# containerd with CDI) on this machine for each tested Kubernetes version, gpulet installed from
+# deploy/ with `kubectl apply -k` and the image above, and the scenarios of docs/e2e.md. Not
+# part of `make test`: a cold run does not fit CI's time beside it (docs/e2e.md has the times).
+e2e: build-gpulet
+	@scripts/deps.sh e2e
+	tests/e2e/e2e.py
 
 image-test: build
 	scripts/image-test.sh $(IMAGE) $(BUILD)/gpulet

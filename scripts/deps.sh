@@ -1,6 +1,6 @@
 #!/bin/sh
 # Installs (as root) or lists (otherwise) the Debian 12 packages a make target needs.
-# Usage: scripts/deps.sh GROUP...   groups: build test bench fuzz podman prometheus image
+# Usage: scripts/deps.sh GROUP...   groups: build test bench fuzz podman prometheus image e2e
 # Exits 0 when everything is present, 1 when a non-root user must install something.
 set -eu
 
@@ -23,6 +23,10 @@ pkgs_prometheus="prometheus prometheus-alertmanager curl python3"
 pkgs_bench_peers="prometheus-node-exporter wrk curl"
 # `make image`: podman builds, debootstrap makes the Debian 12 base without a registry.
 pkgs_image="podman runc debootstrap debian-archive-keyring"
+# `make e2e` (tests/e2e): the image's, plus what the real cluster needs on the host beside the
+# components it builds with Go: iptables for kube-proxy, the CNI bridge's ip, openssl for its
+# PKI, gcc (static) for the pause image, busybox-static for the workload image, PyYAML, libseccomp for runc.
+pkgs_e2e="$pkgs_image iptables iproute2 openssl gcc libc6-dev libseccomp-dev pkg-config busybox-static curl python3 python3-yaml"
 
 want=""
 for group in "$@"; do
@@ -34,7 +38,8 @@ for group in "$@"; do
     podman) want="$want $pkgs_podman" ;;
     prometheus) want="$want $pkgs_prometheus" ;;
     image) want="$want $pkgs_image" ;;
-    *) echo "deps.sh: unknown group '$group' (allowed: build test bench fuzz podman prometheus image)" >&2; exit 2 ;;
+    e2e) want="$want $pkgs_e2e" ;;
+    *) echo "deps.sh: unknown group '$group' (allowed: build test bench fuzz podman prometheus image e2e)" >&2; exit 2 ;;
   esac
 done
 

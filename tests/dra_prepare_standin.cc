@@ -5,6 +5,9 @@
 // KubeletPlugin on real unix sockets) and the kubelet's (testing/fake_dra_kubelet.h), which
 // registers the plugin and calls NodePrepareResources or NodeUnprepareResources.
 //
+// The real kubelet, scheduler and containerd are checked by `make e2e` (docs/e2e.md),
+// scenario dra.
+//
 //   prepare WORK HOST_ROOT DEV_ROOT DRIVER_ROOT HOOK DEVICE UID
 //     The claim ml/dra-podman (UID UID) holds DEVICE ("gpu-1") of pool node-a; prints
 //     "cdi <id>" for each CDI device the kubelet got.

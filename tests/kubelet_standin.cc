@@ -1,5 +1,5 @@
 // kubelet-standin: the kubelet's side of one device-plugin allocation, as a command for
-// shell tests (the real kubelet cannot run here). It serves Registration on
+// shell tests (the real kubelet runs in `make e2e` only). It serves Registration on
 // <dir>/kubelet.sock through testing::FakeKubelet (written from the kubelet's documented
 // device-plugin API v1beta1), waits for the plugin of RESOURCE to register and list DEVICE
 // as Healthy, calls Allocate for DEVICE as the kubelet does for one container, and prints
@@ -11,6 +11,9 @@
 //   device <host>:<ctr>   a device spec
 // Usage: kubelet-standin DEVICE_PLUGINS_DIR RESOURCE DEVICE_ID [TIMEOUT_SECONDS]
 // Exit: 0 answered, 1 no registration / device / answer in time, 2 usage.
+//
+// The real kubelet and containerd are checked by `make e2e` (docs/e2e.md), scenario
+// pod_sees_cdi_devices.
 #include <cstdio>
 #include <cstdlib>
 #include <string>

@@ -1,10 +1,12 @@
 // podresources-standin: the kubelet's PodResources API v1 (List) on a unix socket, as a
-// command for shell tests (the real kubelet cannot run here). It serves, through
+// command for shell tests (the real kubelet runs in `make e2e` only). It serves, through
 // testing::FakePodResources (written from the kubelet's documented PodResources API), one
 // pod per line of SPEC_FILE: "<namespace> <pod> <container> <resource> <device id>", and
 // runs until SIGTERM or SIGINT.
 // Usage: podresources-standin SOCKET SPEC_FILE
 // Exit: 0 after a signal, 1 when it cannot serve, 2 usage or a bad spec line.
+//
+// The real kubelet's is checked by `make e2e` (docs/e2e.md), scenario metrics_name_the_pod.
 #include <signal.h>
 
 #include <cstdio>

@@ -76,15 +76,19 @@ void NodeReporter::WatchNode() {
     // "" starts from the server's current state (an ADDED event first), also after a 410.
     absl::Status s = client_->Watch(path, "", [this](const kube::WatchEvent& ev) {
       if (ev.type == "ADDED" || ev.type == "MODIFIED") {
-        absl::MutexLock lock(&mu_);
-        watched_node_ = ev.object;
-        ++watched_version_;
+        {
+          absl::MutexLock lock(&mu_);
+          watched_node_ = ev.object;
+          ++watched_version_;
+        }
+        Succeeded(Op::kWatch);
       }
       return !stopping_.load();
     });
     if (stopping_.load()) return;
     if (kube::IsResourceExpired(s)) continue;
-    Failed(absl::StrCat("watching Node ", options_.node_name,
+    Failed(Op::kWatch,
+           absl::StrCat("watching Node ", options_.node_name,
                         " (gpulet's conditions, taint and labels are restored only at the "
                         "next heartbeat while this fails)"),
            s);
@@ -166,18 +170,46 @@ NodeReporter::Stats NodeReporter::stats() const {
   return stats_;
 }
 
-void NodeReporter::Failed(const std::string& what, const absl::Status& status) {
+const char* NodeReporter::OpName(Op op) {
+  switch (op) {
+    case Op::kConditions:
+      return "writing the GPU conditions";
+    case Op::kEvents:
+      return "writing Events";
+    case Op::kTaint:
+      return "writing the taint";
+    case Op::kLabels:
+      return "writing the GPU labels";
+    case Op::kWatch:
+      return "watching the Node";
+  }
+  return "?";
+}
+
+void NodeReporter::Failed(Op op, const std::string& what, const absl::Status& status) {
   if (stopping_.load()) return;  // Stop cancelled the call: not an API problem
   std::string error = absl::StrCat(what, ": ", status.message());
   bool repeat;
   {
     absl::MutexLock lock(&mu_);
     ++stats_.errors;
-    repeat = stats_.last_error == error;
     stats_.last_error = error;
+    // One line when an operation starts failing or fails another way (another status code),
+    // not one per retry: an API server down for an hour is a line per operation, not 2000,
+    // however the operations' retries interleave.
+    auto [it, added] = failing_.emplace(op, status.code());
+    repeat = !added && it->second == status.code();
+    it->second = status.code();
   }
-  // One line per distinct failure: an API server down for an hour is one line, not 720.
   if (!repeat) GPULET_LOG_WARN("cluster reporting: {} (kept, retried)", error);
+}
+
+void NodeReporter::Succeeded(Op op) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (failing_.erase(op) == 0) return;
+  }
+  GPULET_LOG_INFO("cluster reporting: {} works again", OpName(op));
 }
 
 void NodeReporter::Run() {
@@ -243,14 +275,15 @@ void NodeReporter::WriteConditions(const Snapshot& snap, absl::Time now) {
       client_->Patch(path, kube::PatchType::kStrategicMerge, NodeConditionsPatch(wanted, now));
   if (!node.ok()) {
     conditions_retry_at_ = now + options_.retry_interval;
-    std::string what = absl::StrCat("PATCH ", path);
+    std::string what = "writing the GPU conditions";
     if (absl::IsNotFound(node.status())) {
       absl::StrAppend(&what, " (no Node is named ", options_.node_name,
                       ": NODE_NAME must be the pod's spec.nodeName, as deploy/base sets it)");
     }
-    Failed(what, node.status());
+    Failed(Op::kConditions, what, node.status());
     return;
   }
+  Succeeded(Op::kConditions);
   if (node->contains("metadata") && (*node)["metadata"].contains("uid")) {
     node_uid_ = (*node)["metadata"]["uid"].get<std::string>();
   }
@@ -285,9 +318,10 @@ void NodeReporter::WriteEvents(absl::Time now) {
     }
     if (!status.ok() && !RejectedForGood(status)) {
       events_retry_at_ = now + options_.retry_interval;
-      Failed(absl::StrCat("writing event ", w.name), status);
+      Failed(Op::kEvents, absl::StrCat("writing event ", w.name), status);
       return;
     }
+    Succeeded(Op::kEvents);
     {
       absl::MutexLock lock(&mu_);
       if (!status.ok()) {
@@ -352,6 +386,7 @@ void NodeReporter::ReconcileTaint(const Snapshot& snap, absl::Time now) {
     absl::StatusOr<nlohmann::json> done = client_->Patch(path, kube::PatchType::kMerge, patch);
     if (done.ok()) {
       taint_written_ = want;
+      Succeeded(Op::kTaint);
       absl::MutexLock lock(&mu_);
       ++stats_.taint_writes;
       stats_.tainted = want;
@@ -361,9 +396,8 @@ void NodeReporter::ReconcileTaint(const Snapshot& snap, absl::Time now) {
     if (!kube::IsConflict(last)) break;  // someone else wrote the Node: read it again
   }
   taint_retry_at_ = now + options_.retry_interval;
-  Failed(
-      absl::StrCat(want ? "adding" : "removing", " the taint ", kUnhealthyTaintKey, " on ", path),
-      last);
+  Failed(Op::kTaint, absl::StrCat(want ? "adding" : "removing", " the taint ", kUnhealthyTaintKey),
+         last);
 }
 
 }  // namespace gpulet
@@ -376,7 +410,7 @@ void NodeReporter::ReconcileLabels(absl::Time now) {
   absl::StatusOr<nlohmann::json> node = client_->Get(path);
   if (!node.ok()) {
     labels_retry_at_ = now + options_.retry_interval;
-    Failed(absl::StrCat("GET ", path), node.status());
+    Failed(Op::kLabels, "reading the Node for its GPU labels", node.status());
     return;
   }
   const nlohmann::json meta = node->value("metadata", nlohmann::json::object());
@@ -421,9 +455,10 @@ void NodeReporter::ReconcileLabels(absl::Time now) {
   absl::StatusOr<nlohmann::json> done = client_->Patch(path, kube::PatchType::kMerge, patch);
   if (!done.ok()) {
     labels_retry_at_ = now + options_.retry_interval;
-    Failed(absl::StrCat("PATCH ", path, " (labels)"), done.status());
+    Failed(Op::kLabels, "writing the GPU labels", done.status());
     return;
   }
+  Succeeded(Op::kLabels);
   labels_done_ = true;
   absl::MutexLock lock(&mu_);
   ++stats_.label_writes;

@@ -131,7 +131,12 @@ class NodeReporter {
   NodeDrift Drift(const nlohmann::json& node) const;
   // The next moment a pass is due without a store change.
   absl::Time NextDue() const;
-  void Failed(const std::string& what, const absl::Status& status);
+  // What a failure is about: each logs one line when it starts failing (or fails another
+  // way) and one when it works again.
+  enum class Op { kConditions, kEvents, kTaint, kLabels, kWatch };
+  static const char* OpName(Op op);
+  void Failed(Op op, const std::string& what, const absl::Status& status);
+  void Succeeded(Op op);
 
   DeviceStore* const store_;
   kube::KubeClient* const client_;
@@ -163,6 +168,7 @@ class NodeReporter {
   nlohmann::json watched_node_ ABSL_GUARDED_BY(mu_);
   uint64_t watched_version_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<Op, absl::StatusCode> failing_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpulet

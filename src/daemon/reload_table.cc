@@ -75,9 +75,10 @@ constexpr ReloadRule kRules[] = {
      "out until its quiet period passes)"},
     {"health.hangTimeout", kReloadLiveness,
      "rebuilt: liveness monitor, taking over the old one's per-GPU timers"},
-    {"health.quietPeriod", kReloadLiveness | kReloadXidPolicy,
+    {"health.quietPeriod", kReloadLiveness | kReloadXidPolicy | kReloadCluster,
      "rebuilt: liveness monitor, XID policy and event monitor, taking over their per-GPU "
-     "timers; a GPU out comes back after the new quiet period"},
+     "timers; a GPU out comes back after the new quiet period; the cluster reporter, whose "
+     "Node conditions clear after the new quiet period"},
     {"health.applicationXids", kReloadXidPolicy,
      "rebuilt: XID policy and event monitor, taking over the old policy's per-GPU timers"},
     {"health.xidHistoryFile", kReloadXidPolicy,

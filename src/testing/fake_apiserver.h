@@ -4,6 +4,9 @@
 // and events.k8s.io/v1 Event references) for the few endpoints gpulet uses, and where the
 // reference is silent it copies what a real server sends (the Status objects' wording).
 //
+// The real API server is checked by `make e2e` (docs/e2e.md), scenarios registers,
+// unhealthy_and_back, config_reload, taint_evicts and dra, on Kubernetes 1.34 and 1.37.
+//
 // HTTPS on 127.0.0.1 (a port of its own), with a CA and a server certificate made at start
 // (testing/test_pki.h; IP SAN 127.0.0.1, DNS SAN localhost). It is cpp-httplib's SSLServer
 // (tests only: Debian's cpp-httplib is built with OpenSSL): an HTTP implementation written

@@ -22,6 +22,8 @@
 // sockets are still there. WatchHealth is the kubelet's DRAResourceHealth.NodeWatchResources
 // stream (1.34+, feature ResourceHealthStatus) on the same endpoint.
 //
+// The real kubelet and scheduler are checked by `make e2e` (docs/e2e.md), scenario dra.
+//
 // Thread-safety: all methods are thread-safe; registration runs on the stand-in's own thread.
 #ifndef GPULET_TESTING_FAKE_DRA_KUBELET_H_
 #define GPULET_TESTING_FAKE_DRA_KUBELET_H_

@@ -1,6 +1,9 @@
 // FakeKubelet: plays the kubelet's side of the device-plugin protocol over real unix
 // sockets, for integration tests and benchmarks.
 //
+// The real kubelet is checked by `make e2e` (docs/e2e.md), scenarios registers,
+// pod_sees_cdi_devices, kubelet_restart and gpulet_restart.
+//
 // Like the real kubelet it serves Registration on <dir>/kubelet.sock; inside Register it
 // dials the plugin's endpoint back and opens ListAndWatch, keeping the latest device list of
 // each resource. Restart() behaves like a kubelet restart: it stops serving, deletes every

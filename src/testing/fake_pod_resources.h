@@ -2,6 +2,8 @@
 // for tests of pod attribution. The response is whatever the test sets; static helpers build
 // one from device-plugin devices and DRA claims.
 //
+// The real kubelet's is checked by `make e2e` (docs/e2e.md), scenario metrics_name_the_pod.
+//
 // Thread-safety: all methods are thread-safe.
 #ifndef GPULET_TESTING_FAKE_POD_RESOURCES_H_
 #define GPULET_TESTING_FAKE_POD_RESOURCES_H_

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Builds the real Kubernetes peers the e2e suite runs against, from their own Go modules at pinned
+# versions, into a cache outside the clone. A second run finds the binaries and builds nothing.
+#
+#   scripts/e2e/build.sh K8S_VERSION...   the cluster's components for each version, and the tools
+#                                         e.g. scripts/e2e/build.sh v1.34.4 v1.37.2
+#   scripts/e2e/build.sh --tools          only the tools `make test` needs (kustomize)
+#
+# Cache: $GPULET_E2E_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/gpulet-e2e), one directory per
+# component and version, each with a `.done` stamp written last that records how it was built
+# (a build cut short, or built another way, is redone). The tools are linked from $CACHE/bin.
+# The pins below are the versions docs/e2e.md says are tested; change them together.
+set -euo pipefail
+
+ETCD_VERSION=v3.6.16
+CONTAINERD_VERSION=v2.2.9
+RUNC_VERSION=v1.4.4
+CRICTL_VERSION=v1.34.0
+KUSTOMIZE_VERSION=v5.7.1
+HELM_VERSION=v4.3.2
+CNI_PLUGINS_VERSION=v1.9.1
+
+CACHE=${GPULET_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpulet-e2e}
+export PATH=/usr/local/go/bin:$PATH
+export GOFLAGS=-buildvcs=false
+
+tools_only=false
+if [[ ${1:-} == --tools ]]; then
+  tools_only=true
+  shift
+fi
+$tools_only || [[ $# -ge 1 ]] || { echo "usage: $0 K8S_VERSION... | --tools (for example v1.34.4 v1.37.2)" >&2; exit 2; }
+command -v go >/dev/null || { echo "e2e build: no go on PATH (Go 1.26 is expected at /usr/local/go/bin)" >&2; exit 1; }
+
+# build_module NAME VERSION MODULE@VERSION "package[:binary]..." [go.mod lines] [tags] [cgo] [ldflags]
+# Builds each package from a throwaway consumer module that requires MODULE at VERSION; the
+# binary is named after the package's last element unless ":binary" names it.
+build_module() {
+  local name=$1 version=$2 module=$3 packages=$4 extra=${5:-} tags=${6:-} cgo=${7:-0}
+  local ldflags="-s -w ${8:-}"
+  local out="$CACHE/$name-$version" p bin missing=""
+  # The stamp holds how the binaries were built: another recipe rebuilds them all.
+  local recipe="tags=$tags cgo=$cgo ldflags=$ldflags"
+  [[ -f $out/.done && $(cat "$out/.done") == "$recipe" ]] || rm -f "$out/.done" "$out"/bin/*
+  for p in $packages; do
+    bin=${p##*/}
+    [[ $p == *:* ]] && bin=${p##*:}
+    [[ -x $out/bin/$bin ]] || missing="$missing $p"
+  done
+  if [[ -f $out/.done && -z $missing ]]; then
+    echo "e2e build: $name $version cached in $out"
+    return
+  fi
+  echo "e2e build: building$missing ($name $version) into $out"
+  local start=$SECONDS
+  rm -f "$out/.done"
+  mkdir -p "$out/bin" "$out/src"
+  {
+    echo "module gpulet.invalid/e2e/$name"
+    echo "go 1.24"
+    echo "require ${module%@*} ${module#*@}"
+    printf '%s\n' "$extra"
+  } >"$out/src/go.mod"
+  {
+    echo "//go:build tools"
+    echo "package tools"
+    for p in $packages; do echo "import _ \"${p%%:*}\""; done
+  } >"$out/src/tools.go"
+  (cd "$out/src" && go mod tidy -e >/dev/null 2>"$out/tidy.log" || { cat "$out/tidy.log" >&2; exit 1; })
+  for p in $missing; do
+    bin=${p##*/}
+    [[ $p == *:* ]] && bin=${p##*:}
+    (cd "$out/src" && CGO_ENABLED=$cgo go build -trimpath -tags "$tags" -ldflags "$ldflags" \
+      -o "$out/bin/${bin%%:*}" "${p%%:*}")
+  done
+  echo "$recipe" >"$out/.done"
+  echo "e2e build: $name $version built in $((SECONDS - start)) s"
+}
+
+# k8s.io/kubernetes cannot be built by `go install pkg@version`: its go.mod replaces every staging
+# module with a local path. A consumer module requires it and points each staging module at the
+# published k8s.io/<name> v0.N.P instead (kubernetes/kubernetes issue 79384).
+kubernetes_replaces() {
+  local version=$1 gomod
+  gomod=$(go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')
+  local staging=v0.${version#v1.}
+  echo "replace ("
+  sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => ./staging/src/k8s.io/.*#\1#p' "$gomod" |
+    while read -r mod; do echo "  $mod => $mod $staging"; done
+  echo ")"
+}
+
+# What `kubectl version` and the components report (the values the release build stamps), so
+# version checks and skew warnings see the real version, not v0.0.0-master.
+kubernetes_version_flags() {
+  local v=$1 minor
+  minor=${v#v1.}
+  minor=${minor%%.*}
+  local pkg
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    printf -- '-X %s.gitVersion=%s -X %s.gitMajor=1 -X %s.gitMinor=%s -X %s.gitTreeState=clean ' \
+      "$pkg" "$v" "$pkg" "$pkg" "$minor" "$pkg"
+  done
+}
+
+# A tool under a stable path: $CACHE/bin/NAME.
+link_tool() {
+  mkdir -p "$CACHE/bin"
+  ln -sfn "$CACHE/$1-$2/bin/$1" "$CACHE/bin/$1"
+}
+
+build_module kustomize "$KUSTOMIZE_VERSION" "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION" "sigs.k8s.io/kustomize/kustomize/v5:kustomize"
+link_tool kustomize "$KUSTOMIZE_VERSION"
+$tools_only && exit 0
+
+for k in "$@"; do
+  [[ $k =~ ^v1\.[0-9]+\.[0-9]+$ ]] || { echo "e2e build: '$k' is not a Kubernetes version like v1.34.4" >&2; exit 2; }
+  build_module kubernetes "$k" "k8s.io/kubernetes@$k" \
+    "k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubectl" \
+    "$(kubernetes_replaces "$k")" "" 0 "$(kubernetes_version_flags "$k")"
+done
+build_module etcd "$ETCD_VERSION" "go.etcd.io/etcd/server/v3@$ETCD_VERSION" "go.etcd.io/etcd/server/v3:etcd"
+build_module containerd "$CONTAINERD_VERSION" "github.com/containerd/containerd/v2@$CONTAINERD_VERSION" \
+  "github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 github.com/containerd/containerd/v2/cmd/ctr" \
+  "" "no_btrfs no_devmapper no_zfs"
+build_module runc "$RUNC_VERSION" "github.com/opencontainers/runc@$RUNC_VERSION" "github.com/opencontainers/runc" "" seccomp 1
+build_module cni-plugins "$CNI_PLUGINS_VERSION" "github.com/containernetworking/plugins@$CNI_PLUGINS_VERSION" \
+  "github.com/containernetworking/plugins/plugins/main/bridge github.com/containernetworking/plugins/plugins/main/loopback github.com/containernetworking/plugins/plugins/ipam/host-local github.com/containernetworking/plugins/plugins/meta/portmap"
+build_module crictl "$CRICTL_VERSION" "sigs.k8s.io/cri-tools@$CRICTL_VERSION" "sigs.k8s.io/cri-tools/cmd/crictl"
+build_module helm "$HELM_VERSION" "helm.sh/helm/v4@$HELM_VERSION" "helm.sh/helm/v4/cmd/helm"
+link_tool helm "$HELM_VERSION"

@@ -1,0 +1,559 @@
+#!/usr/bin/env python3
+"""`make e2e`: gpulet against a real single-node Kubernetes cluster, on each tested version.
+
+  tests/e2e/e2e.py [--versions v1.34.4,v1.37.2] [--only NAME,...] [--keep] [--gpulet BINARY]
+
+For each version it builds the peers (scripts/e2e/build.sh, cached outside the clone), starts
+the cluster (tests/e2e/cluster.py: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler, kube-proxy, kubelet, containerd 2.x with runc, CDI and the CNI bridge), imports
+the image `make image` built, and installs gpulet as a user does: the node labelled,
+`kubectl apply -k` of deploy/ through tests/e2e/overlay (the NVML simulator instead of GPUs).
+Then each scenario below runs and is asserted from the API server's side and from inside the
+containers. It needs root. Exit 0 when every scenario passed on every version.
+
+--reuse-image skips `make image` when podman has the image (a faster loop while changing
+only the suite). --keep leaves the last cluster running (kubectl --kubeconfig <work>/admin.kubeconfig) for a
+person to look at; --only runs the named scenarios (and those they build on).
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import cluster as clusterlib  # noqa: E402
+from cluster import ClusterError, NODE, run, wait_for  # noqa: E402
+
+# The oldest Kubernetes gpulet supports (resource.k8s.io/v1 is GA in 1.34) and the newest
+# served. Keep docs/e2e.md's table in step.
+VERSIONS = ["v1.34.4", "v1.37.2"]
+IMAGE = "localhost/gpulet:0.1.0"
+BUSYBOX = "localhost/gpulet-e2e/busybox:1"
+NODE_DIR = "/var/lib/gpulet-e2e"
+SIM_STATE = "/var/lib/gpulet/e2e-sim-state.json"
+NAMESPACE = "gpulet-system"
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, message):
+    if not cond:
+        raise Failure(message)
+
+
+class Suite:
+    def __init__(self, version, bins, work, gpulet, images):
+        self.version = version
+        self.c = clusterlib.Cluster(version, bins, work)
+        self.gpulet = gpulet  # the host-side binary, for `gpulet sim` only
+        self.images = images
+        self.results = []
+
+    # --- helpers -------------------------------------------------------------------------
+
+    def sim(self, *args):
+        run([self.gpulet, "--simulate", "homelab", "--sim-state", SIM_STATE, "sim", *args])
+
+    def node(self):
+        return self.c.get_json("node", NODE)
+
+    def capacity(self, resource="nvidia.com/gpu"):
+        n = self.node()
+        return (n["status"].get("capacity", {}).get(resource),
+                n["status"].get("allocatable", {}).get(resource))
+
+    def condition(self, type_):
+        for c in self.node()["status"].get("conditions", []):
+            if c["type"] == type_:
+                return c
+        return None
+
+    def events(self, reason, namespace="default"):
+        items = self.c.get_json("events.v1.events.k8s.io", "-n", namespace)["items"]
+        return [e for e in items if e.get("reason") == reason]
+
+    def gpulet_pod(self):
+        pods = self.c.get_json("pods", "-n", NAMESPACE, "-l",
+                               "app.kubernetes.io/name=gpulet")["items"]
+        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        return live[0] if len(live) == 1 else None
+
+    def gpulet_log(self):
+        p = self.gpulet_pod()
+        if p is None:
+            return "(no gpulet pod)"
+        return self.c.kubectl("logs", "-n", NAMESPACE, p["metadata"]["name"], "--tail=40",
+                              check=False).stdout
+
+    def pod_phase(self, name):
+        r = self.c.kubectl("get", "pod", name, "-o", "json", check=False)
+        if r.returncode != 0:
+            return None
+        return json.loads(r.stdout)["status"].get("phase")
+
+    def gpu_pod(self, name, gpus=1, claim=None):
+        """Creates a busybox pod that asks for `gpus` (or the ResourceClaim `claim`) and prints
+        what it sees, then sleeps."""
+        script = ("echo BEGIN; ls /dev | grep nvidia | sed 's/^/dev /'; env | sed 's/^/env /';"
+                  " for f in /usr/local/lib/*; do echo \"lib $f $(readlink $f)\"; done;"
+                  " echo END; sleep 86400")
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": name, "namespace": "default"},
+               "spec": {"terminationGracePeriodSeconds": 1,
+                        "containers": [{"name": "main", "image": BUSYBOX,
+                                        "imagePullPolicy": "Never",
+                                        "command": ["sh", "-c", script]}]}}
+        if claim:
+            pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
+            pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
+        else:
+            pod["spec"]["containers"][0]["resources"] = {
+                "limits": {"nvidia.com/gpu": str(gpus)}}
+        self.c.kubectl("apply", "-f", "-", input_text=json.dumps(pod))
+
+    def seen_inside(self, name):
+        """What the pod's container printed: {'dev': [...], 'env': {...}, 'lib': {...}}."""
+        out = self.c.kubectl("logs", name, check=False).stdout
+        if "END" not in out:
+            return None
+        seen = {"dev": [], "env": {}, "lib": {}}
+        for line in out.splitlines():
+            kind, _, rest = line.partition(" ")
+            if kind == "dev":
+                seen["dev"].append("/dev/" + rest)
+            elif kind == "env":
+                k, _, v = rest.partition("=")
+                seen["env"][k] = v
+            elif kind == "lib":
+                path, _, target = rest.partition(" ")
+                seen["lib"][path] = target
+        return seen
+
+    def running(self, name, timeout=90):
+        def up():
+            phase = self.pod_phase(name)
+            if phase in ("Failed", "Succeeded"):
+                raise Failure(f"pod {name} ended: {phase}")
+            return phase == "Running" and self.seen_inside(name)
+        try:
+            return wait_for(f"pod {name} to run and print what it sees", up, timeout=timeout)
+        except ClusterError as e:
+            desc = self.c.kubectl("describe", "pod", name, check=False).stdout[-1500:]
+            raise Failure(f"{e}\n{desc}") from e
+
+    def cdi_spec(self):
+        for d in ("/var/run/cdi", "/etc/cdi"):
+            for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+                if f.startswith("gpulet"):
+                    with open(os.path.join(d, f)) as fh:
+                        return yaml.safe_load(fh)
+        raise Failure("gpulet wrote no CDI spec in /var/run/cdi or /etc/cdi")
+
+    # --- set-up --------------------------------------------------------------------------
+
+    def make_node_dir(self):
+        """The host side of the simulated GPUs: device nodes, driver files, the hook."""
+        shutil.rmtree(NODE_DIR, ignore_errors=True)
+        dev = os.path.join(NODE_DIR, "devroot", "dev")
+        os.makedirs(dev)
+        st = os.stat("/dev/null")
+        for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools",
+                     "nvidia-modeset"):
+            os.mknod(os.path.join(dev, name), 0o666 | 0o020000, st.st_rdev)
+        driver = os.path.join(NODE_DIR, "driver")
+        shutil.copytree(os.path.join(SRC, "sim/fixtures/homelab/root/usr"),
+                        os.path.join(driver, "usr"), symlinks=True)
+        for lib in ("libnvidia-ml", "libcuda"):
+            os.symlink(f"{lib}.so.570.133.20",
+                       os.path.join(driver, "usr/local/lib", f"{lib}.so.1"))
+        shutil.copy(os.path.join(HERE, "cdi_hook_standin.py"), os.path.join(NODE_DIR, "hook"))
+        os.chmod(os.path.join(NODE_DIR, "hook"), 0o755)
+        os.makedirs(os.path.dirname(SIM_STATE), exist_ok=True)
+        if os.path.exists(SIM_STATE):
+            os.remove(SIM_STATE)
+
+    def install(self):
+        for archive in self.images:
+            self.c.import_image(archive)
+        self.make_node_dir()
+        self.c.kubectl("label", "node", NODE, "nvidia.com/gpu.present=true", "--overwrite")
+        self.c.kubectl("apply", "-k", os.path.join(HERE, "overlay"))
+
+    # --- scenarios -----------------------------------------------------------------------
+
+    def scenario_registers(self):
+        """The device plugin registers and the Node shows both GPUs."""
+        try:
+            wait_for("nvidia.com/gpu capacity 2", lambda: self.capacity() == ("2", "2"),
+                     timeout=150)
+        except ClusterError as e:
+            raise Failure(f"{e}; capacity {self.capacity()}; gpulet log:\n{self.gpulet_log()}")
+        check(self.condition("GpuUnhealthy") is not None,
+              "gpulet's GpuUnhealthy condition is not on the Node")
+        check(self.condition("GpuUnhealthy")["status"] == "False",
+              f"GpuUnhealthy: {self.condition('GpuUnhealthy')}")
+
+    def scenario_pod_sees_cdi_devices(self):
+        """A pod asking for nvidia.com/gpu runs and sees what gpulet's CDI spec names."""
+        self.gpu_pod("gpu-a")
+        seen = self.running("gpu-a")
+        spec = self.cdi_spec()
+        nvidia_devs = [d for d in seen["dev"] if d.startswith("/dev/nvidia") and
+                       d[len("/dev/nvidia"):].isdigit()]
+        check(len(nvidia_devs) == 1, f"the pod sees GPU nodes {nvidia_devs}, not one")
+        # The device the pod got, by its node, and everything the spec says it brings.
+        dev = next((d for d in spec["devices"]
+                    if any(n["path"].endswith(nvidia_devs[0])
+                           for n in d["containerEdits"].get("deviceNodes", []))), None)
+        check(dev is not None, f"no device in the CDI spec has {nvidia_devs[0]}")
+        edits = [spec.get("containerEdits", {}), dev["containerEdits"]]
+        for e in edits:
+            for n in e.get("deviceNodes", []):
+                check(n["path"] in seen["dev"], f"{n['path']} from the CDI spec is not in the pod")
+            for kv in e.get("env", []):
+                k, _, v = kv.partition("=")
+                check(seen["env"].get(k) == v,
+                      f"env {k}={v} from the CDI spec is {seen['env'].get(k)!r} in the pod")
+            for m in e.get("mounts", []):
+                if m["containerPath"].startswith("/usr/local/lib/"):
+                    check(m["containerPath"] in seen["lib"],
+                          f"mount {m['containerPath']} from the CDI spec is not in the pod")
+        # containerd ran the spec's createContainer hook (the stand-in recorded it).
+        with open(os.path.join(NODE_DIR, "hook.log")) as f:
+            check("create-symlinks" in f.read(), "the CDI spec's hook did not run")
+
+    def scenario_metrics_name_the_pod(self):
+        """gpulet's metrics attribute the GPU that gpu-a holds to it, from the real kubelet's
+        PodResources API (dcgm-exporter's pod, namespace and container labels)."""
+        ip = self.gpulet_pod()["status"]["podIP"]
+
+        def attributed():
+            r = run(["curl", "-sf", f"http://{ip}:9400/metrics"], check=False, timeout=10)
+            return [line for line in r.stdout.splitlines()
+                    if line.startswith("DCGM_FI_DEV_FB_USED{") and 'pod="gpu-a"' in line]
+        try:
+            lines = wait_for("DCGM_FI_DEV_FB_USED with pod=\"gpu-a\"", attributed, timeout=90)
+        except ClusterError as e:
+            raise Failure(f"{e}; gpulet log:\n{self.gpulet_log()}")
+        check(len(lines) == 1, f"gpu-a holds one GPU but {len(lines)} series name it: {lines}")
+        check('namespace="default"' in lines[0] and 'container="main"' in lines[0],
+              f"the series lacks the namespace or container: {lines[0]}")
+
+    def scenario_config_reload(self):
+        """The ConfigMap is edited as a user would (kubectl patch): gpulet reloads it through
+        the kubelet's projection of the volume, with no restart; a bad edit is an Event."""
+        cm = self.c.get_json("configmap", "-n", NAMESPACE, "gpulet-config")
+        text = cm["data"]["config.yaml"]
+        check("quietPeriod: 5m" in text, "the shipped config no longer says quietPeriod: 5m")
+        pod = self.gpulet_pod()["metadata"]["name"]
+
+        def patch(new_text):
+            self.c.kubectl("patch", "configmap", "-n", NAMESPACE, "gpulet-config", "--type=merge",
+                           "-p", json.dumps({"data": {"config.yaml": new_text}}))
+        patch(text.replace("quietPeriod: 5m", "quietPeriod: 5x"))
+        try:
+            wait_for("an Event GpuletConfigRefused",
+                     lambda: self.events("GpuletConfigRefused", NAMESPACE) or
+                     self.events("GpuletConfigRefused"), timeout=150)
+        except ClusterError as e:
+            raise Failure(f"{e}; gpulet log:\n{self.gpulet_log()}")
+        patch(text.replace("quietPeriod: 5m", "quietPeriod: 20s"))
+        try:
+            wait_for("gpulet to log the reload", lambda: "health.quietPeriod" in self.c.kubectl(
+                "logs", "-n", NAMESPACE, pod, check=False).stdout, timeout=150)
+        except ClusterError as e:
+            raise Failure(f"{e}; gpulet log:\n{self.gpulet_log()}")
+        check(self.gpulet_pod()["metadata"]["name"] == pod, "gpulet's pod was replaced")
+        restarts = self.gpulet_pod()["status"]["containerStatuses"][0]["restartCount"]
+        check(restarts == 0, f"gpulet restarted {restarts} times for a reload")
+
+    def scenario_unhealthy_and_back(self):
+        """A GPU falls off the bus: allocatable drops, condition and Event appear; it comes
+        back: allocatable, condition clear."""
+        self.sim("lose", "1")
+        try:
+            wait_for("allocatable 1 after GPU 1 is lost",
+                     lambda: self.capacity()[1] == "1", timeout=60)
+            wait_for("GpuUnhealthy True",
+                     lambda: (self.condition("GpuUnhealthy") or {}).get("status") == "True",
+                     timeout=60)
+            wait_for("an Event GpuUnhealthy on the Node",
+                     lambda: any(e["regarding"]["kind"] == "Node"
+                                 for e in self.events("GpuUnhealthy")), timeout=60)
+        except ClusterError as e:
+            raise Failure(f"{e}; capacity {self.capacity()}; gpulet log:\n{self.gpulet_log()}")
+        self.sim("recover", "1")
+        try:
+            wait_for("allocatable 2 after recovery", lambda: self.capacity()[1] == "2",
+                     timeout=90)
+            # The quiet period is 20 s since config_reload.
+            wait_for("GpuUnhealthy False after the quiet period",
+                     lambda: (self.condition("GpuUnhealthy") or {}).get("status") == "False",
+                     timeout=120)
+        except ClusterError as e:
+            raise Failure(f"{e}; condition {self.condition('GpuUnhealthy')}")
+
+    def scenario_kubelet_restart(self):
+        """The kubelet restarts with a GPU pod running: the pod keeps its GPU, gpulet
+        registers again, and a second pod gets the other GPU, not the same one."""
+        before = self.seen_inside("gpu-a")
+        check(before is not None, "gpu-a is not running before the restart")
+        self.c.restart_kubelet()
+        wait_for("the Node Ready again", self.c.node_ready, timeout=120)
+        wait_for("capacity 2 again", lambda: self.capacity()[0] == "2", timeout=120)
+        pod = self.c.get_json("pod", "gpu-a")
+        check(pod["status"]["containerStatuses"][0]["restartCount"] == 0,
+              "gpu-a restarted with the kubelet")
+        self.gpu_pod("gpu-b")
+        seen_b = self.running("gpu-b")
+        a = [d for d in before["dev"] if d[len("/dev/nvidia"):].isdigit()]
+        b = [d for d in seen_b["dev"] if d[len("/dev/nvidia"):].isdigit()]
+        check(len(b) == 1 and b != a, f"gpu-b got {b}, gpu-a has {a}: allocated twice")
+
+    def scenario_gpulet_restart(self):
+        """gpulet's pod is deleted with both GPUs in use: the DaemonSet brings it back,
+        nothing is lost, and a third pod asking for a GPU waits (none is free)."""
+        old = self.gpulet_pod()
+        check(old is not None, "no gpulet pod")
+        self.c.kubectl("delete", "pod", "-n", NAMESPACE, old["metadata"]["name"], "--wait=true")
+        wait_for("a new gpulet pod running", lambda: (self.gpulet_pod() or {}).get(
+            "status", {}).get("phase") == "Running", timeout=120)
+        wait_for("capacity 2 after gpulet restarted", lambda: self.capacity()[0] == "2",
+                 timeout=120)
+        for name in ("gpu-a", "gpu-b"):
+            check(self.pod_phase(name) == "Running", f"{name} is not running after the restart")
+        self.gpu_pod("gpu-c")
+        time.sleep(10)
+        pod = self.c.get_json("pod", "gpu-c")
+        check(pod["status"].get("phase") == "Pending",
+              f"gpu-c is {pod['status'].get('phase')} though both GPUs are taken")
+        self.c.kubectl("delete", "pod", "gpu-c", "--wait=false")
+
+    def set_config(self, old, new):
+        """Edits the ConfigMap's config.yaml as a user would, replacing `old` with `new`."""
+        cm = self.c.get_json("configmap", "-n", NAMESPACE, "gpulet-config")
+        text = cm["data"]["config.yaml"]
+        check(old in text, f"the ConfigMap no longer says {old!r}")
+        self.c.kubectl("patch", "configmap", "-n", NAMESPACE, "gpulet-config", "--type=merge",
+                       "-p", json.dumps({"data": {"config.yaml": text.replace(old, new)}}))
+
+    def taint(self):
+        for t in self.node()["spec"].get("taints", []):
+            if t["key"] == "gpulet.dev/gpu-unhealthy":
+                return t
+        return None
+
+    def scenario_taint_evicts(self):
+        """With the taint on and effect NoExecute (a ConfigMap edit), both GPUs going out
+        taint the Node and evict the GPU pods; gpulet itself stays, and when the GPUs
+        recover it removes the taint."""
+        self.set_config("taint: {enabled: false, effect: NoSchedule, share: 1}",
+                        "taint: {enabled: true, effect: NoExecute, share: 1}")
+        pod = self.gpulet_pod()["metadata"]["name"]
+        wait_for("gpulet to reload the taint setting", lambda: "cluster.taint" in self.c.kubectl(
+            "logs", "-n", NAMESPACE, pod, check=False).stdout, timeout=120)
+        check(self.taint() is None, f"tainted with every GPU healthy: {self.taint()}")
+        self.sim("lose", "0")
+        self.sim("lose", "1")
+        try:
+            wait_for("the NoExecute taint", lambda: (self.taint() or {}).get("effect") ==
+                     "NoExecute", timeout=90)
+            wait_for("gpu-a and gpu-b evicted",
+                     lambda: self.pod_phase("gpu-a") is None and self.pod_phase("gpu-b") is None,
+                     timeout=120)
+        except ClusterError as e:
+            raise Failure(f"{e}; taints {self.node()['spec'].get('taints')}; gpulet log:\n"
+                          f"{self.gpulet_log()}")
+        check(self.gpulet_pod() is not None and self.gpulet_pod()["metadata"]["name"] == pod,
+              "gpulet was evicted by its own taint")
+        self.sim("recover", "0")
+        self.sim("recover", "1")
+        try:
+            wait_for("the taint removed after recovery", lambda: self.taint() is None,
+                     timeout=120)
+            wait_for("allocatable 2 again", lambda: self.capacity()[1] == "2", timeout=60)
+        except ClusterError as e:
+            raise Failure(f"{e}; gpulet log:\n{self.gpulet_log()}")
+
+    def gpu_nodes(self, seen):
+        return [d for d in seen["dev"] if d[len("/dev/nvidia"):].isdigit()]
+
+    def scenario_dra(self):
+        """gpulet as a DRA driver (deploy/overlays/dra): ResourceSlices published, a
+        ResourceClaim allocated by the real scheduler and prepared, the container sees its
+        device; the kubelet restarts in between; unprepared when the pod goes."""
+        for name in ("gpu-a", "gpu-b", "gpu-c"):
+            self.c.kubectl("delete", "pod", name, "--ignore-not-found", "--wait=true")
+        self.c.kubectl("apply", "-k", os.path.join(HERE, "overlay-dra"))
+
+        def slices():
+            items = self.c.get_json("resourceslices")["items"]
+            return [s for s in items if s["spec"].get("driver") == "gpu.gpulet.dev" and
+                    s["spec"].get("nodeName") == NODE]
+        try:
+            wait_for("ResourceSlices of gpu.gpulet.dev with both GPUs",
+                     lambda: sum(len(s["spec"].get("devices", [])) for s in slices()) == 2,
+                     timeout=180)
+            wait_for("the device plugin to give the GPUs up to DRA",
+                     lambda: self.capacity()[1] in ("0", None), timeout=120)
+        except ClusterError as e:
+            raise Failure(f"{e}; gpulet log:\n{self.gpulet_log()}")
+        claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                 "metadata": {"name": "gpu-claim", "namespace": "default"},
+                 "spec": {"devices": {"requests": [
+                     {"name": "gpu", "exactly": {"deviceClassName": "gpu.gpulet.dev"}}]}}}
+        self.c.kubectl("apply", "-f", "-", input_text=json.dumps(claim))
+        self.gpu_pod("dra-a", claim="gpu-claim")
+        seen = self.running("dra-a", timeout=120)
+        check(len(self.gpu_nodes(seen)) == 1, f"dra-a sees GPU nodes {self.gpu_nodes(seen)}")
+        got = self.c.get_json("resourceclaim", "gpu-claim")
+        results = got["status"]["allocation"]["devices"]["results"]
+        check(len(results) == 1 and results[0]["driver"] == "gpu.gpulet.dev",
+              f"the claim's allocation: {results}")
+        check(any(r.get("name") == "dra-a" for r in got["status"].get("reservedFor", [])),
+              "the claim is not reserved for dra-a")
+        uid = got["metadata"]["uid"]
+        claim_specs = lambda: [f for f in os.listdir("/var/run/cdi") if uid in f]  # noqa: E731
+        check(claim_specs(), f"no CDI spec for claim {uid} in /var/run/cdi")
+
+        self.c.restart_kubelet()
+        wait_for("the Node Ready again", self.c.node_ready, timeout=120)
+        pod = self.c.get_json("pod", "dra-a")
+        check(pod["status"]["containerStatuses"][0]["restartCount"] == 0,
+              "dra-a restarted with the kubelet")
+
+        self.c.kubectl("delete", "pod", "dra-a", "--wait=true")
+        try:
+            wait_for("gpulet to unprepare the claim (its CDI spec gone)",
+                     lambda: not claim_specs(), timeout=90)
+        except ClusterError as e:
+            raise Failure(f"{e}; gpulet log:\n{self.gpulet_log()}")
+        self.c.kubectl("delete", "resourceclaim", "gpu-claim", "--wait=true")
+
+    SCENARIOS = ["registers", "pod_sees_cdi_devices", "metrics_name_the_pod", "config_reload", "unhealthy_and_back", "kubelet_restart",
+                 "gpulet_restart", "taint_evicts", "dra"]
+
+    def run(self, only):
+        self.c.start()
+        self.install()
+        for name in self.SCENARIOS:
+            if only and name not in only:
+                continue
+            start = time.monotonic()
+            try:
+                getattr(self, "scenario_" + name)()
+                status, detail = "PASS", ""
+            except (Failure, ClusterError) as e:
+                status, detail = "FAIL", str(e)
+            except Exception:  # a bug in the suite itself: say where
+                status, detail = "FAIL", traceback.format_exc()
+            took = time.monotonic() - start
+            self.results.append((name, status, took, detail))
+            print(f"e2e {self.version} {status} {name} ({took:.0f} s)" +
+                  (f"\n{detail}" if detail else ""), flush=True)
+
+
+def peer_bins(versions):
+    run([os.path.join(SRC, "scripts/e2e/build.sh"), *versions], capture=False, timeout=7200)
+    cache = os.environ.get("GPULET_E2E_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gpulet-e2e")
+    per_version = {}
+    for v in versions:
+        bins = {}
+        for d in sorted(os.listdir(cache)):
+            if d.startswith("kubernetes-") and d != f"kubernetes-{v}":
+                continue
+            bindir = os.path.join(cache, d, "bin")
+            if os.path.isdir(bindir):
+                for b in os.listdir(bindir):
+                    bins[b] = os.path.join(bindir, b)
+        per_version[v] = bins
+    return per_version
+
+
+def build_images(work, reuse_image):
+    """The sandbox (pause) and busybox images, and gpulet's from `make image` (or the one
+    podman has, with --reuse-image)."""
+    os.makedirs(work, exist_ok=True)
+    out = []
+    pause_root = os.path.join(work, "pause-root")
+    os.makedirs(pause_root, exist_ok=True)
+    run(["gcc", "-static", "-O2", "-o", os.path.join(pause_root, "pause"),
+         os.path.join(HERE, "pause.c")])
+    out.append(os.path.join(work, "pause.tar"))
+    run([sys.executable, os.path.join(HERE, "oci_image.py"), "--root", pause_root, "--name",
+         clusterlib.PAUSE_IMAGE, "--out", out[-1], "--entrypoint", "/pause"])
+    bb_root = os.path.join(work, "busybox-root")
+    shutil.rmtree(bb_root, ignore_errors=True)
+    os.makedirs(os.path.join(bb_root, "bin"))
+    shutil.copy("/bin/busybox", os.path.join(bb_root, "bin", "busybox"))
+    for applet in ("sh", "ls", "cat", "env", "sleep", "grep", "sed", "readlink", "echo", "test"):
+        os.symlink("busybox", os.path.join(bb_root, "bin", applet))
+    out.append(os.path.join(work, "busybox.tar"))
+    run([sys.executable, os.path.join(HERE, "oci_image.py"), "--root", bb_root, "--name",
+         BUSYBOX, "--out", out[-1], "--cmd", "sh"])
+    if not (reuse_image and run(["podman", "image", "exists", IMAGE], check=False).returncode == 0):
+        run(["make", "-C", SRC, "image"], capture=False, timeout=3600)
+    out.append(os.path.join(work, "gpulet.tar"))
+    if os.path.exists(out[-1]):
+        os.remove(out[-1])
+    run(["podman", "save", "--format", "docker-archive", "-o", out[-1], IMAGE], timeout=600)
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--versions", default=",".join(VERSIONS))
+    p.add_argument("--only", default="")
+    p.add_argument("--keep", action="store_true")
+    p.add_argument("--reuse-image", action="store_true",
+                   help="use podman's gpulet image as it is instead of `make image`")
+    p.add_argument("--gpulet", default=os.path.join(SRC, "build", "gpulet"))
+    p.add_argument("--work", default="/var/tmp/gpulet-e2e")
+    a = p.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("e2e: needs root (a kubelet, containerd and mounts); run it as root")
+    if not os.access(a.gpulet, os.X_OK):
+        sys.exit(f"e2e: no gpulet binary at {a.gpulet} (make build, or --gpulet PATH)")
+    versions = [v for v in a.versions.split(",") if v]
+    only = {s for s in a.only.split(",") if s}
+    unknown = only - set(Suite.SCENARIOS)
+    if unknown:
+        sys.exit(f"e2e: unknown scenario(s) {sorted(unknown)}; known: {Suite.SCENARIOS}")
+    start = time.monotonic()
+    bins = peer_bins(versions)
+    print(f"e2e: peers ready in {time.monotonic() - start:.0f} s", flush=True)
+    images = build_images(os.path.join(a.work, "images"), a.reuse_image)
+    print(f"e2e: images ready at {time.monotonic() - start:.0f} s", flush=True)
+    results = []
+    for i, v in enumerate(versions):
+        suite = Suite(v, bins[v], os.path.join(a.work, v), a.gpulet, images)
+        try:
+            suite.run(only)
+        except (ClusterError, Failure) as e:
+            suite.results.append(("cluster", "FAIL", 0, str(e)))
+            print(f"e2e {v} FAIL cluster\n{e}", flush=True)
+        finally:
+            if not (a.keep and i == len(versions) - 1):
+                suite.c.stop()
+        results += [(v, *r) for r in suite.results]
+    failed = [r for r in results if r[2] != "PASS"]
+    print(f"e2e: {len(results) - len(failed)} passed, {len(failed)} failed in "
+          f"{time.monotonic() - start:.0f} s")
+    for v, name, status, took, _ in results:
+        print(f"  {v:9} {status} {name} ({took:.0f} s)")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
