@@ -738,5 +738,24 @@ TEST_F(PluginIntegrationTest, AnXidInAGpuInstanceTakesOnlyThatMigDeviceOut) {
       << daemon_.Log();
 }
 
+// Kubelet 1.37 refuses a registration at an endpoint path it still counts as connected and
+// then keeps refusing that path (plugin/plugin_manager.h). A reload that re-registers meets
+// it: gpulet serves the resource under a new socket name and the kubelet gets the new list.
+TEST_F(PluginIntegrationTest, ARefusedEndpointIsServedUnderANewSocketName) {
+  const fs::path config = dir_ / "config.yaml";
+  std::ofstream(config) << "version: v1\n";
+  StartDaemon({"--config", config.string()});
+  kubelet_->RefuseEndpoint("gpulet-gpu.sock");
+  std::ofstream(config, std::ios::trunc) << "version: v1\nsharing:\n  timeSlicing:\n"
+                                            "    replicas: 4\n";
+  ASSERT_EQ(kill(daemon_.pid(), SIGHUP), 0);
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/gpu", [](const auto& r) { return r.devices_size() == 8; }, absl::Seconds(10)))
+      << daemon_.Log();
+  EXPECT_EQ(kubelet_->requests().back().endpoint(), "gpulet-gpu.r1.sock");
+  EXPECT_NE(daemon_.Log().find("device plugin already connected"), std::string::npos);
+  EXPECT_TRUE(fs::exists(dir_ / "kubelet/device-plugins/gpulet-gpu.r1.sock"));
+}
+
 }  // namespace
 }  // namespace gpulet

@@ -7,7 +7,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/host_fs.h"
 #include "common/log.h"
 #include "common/periodic_worker.h"
@@ -26,6 +28,28 @@ bool Exists(const std::string& path) {
 }
 
 }  // namespace
+
+std::string NextSocketName(const std::string& name) {
+  absl::string_view stem = name;
+  absl::ConsumeSuffix(&stem, ".sock");
+  int n = 0;
+  if (size_t dot = stem.rfind(".r");
+      dot != absl::string_view::npos && absl::SimpleAtoi(stem.substr(dot + 2), &n) && n > 0) {
+    stem = stem.substr(0, dot);
+  } else {
+    n = 0;
+  }
+  return absl::StrCat(stem, ".r", n + 1, ".sock");
+}
+
+void PluginManager::MoveToNewSocket(size_t i) {
+  ResourceSpec spec = servers_[i]->resource();
+  spec.socket_name = NextSocketName(spec.socket_name);
+  servers_[i]->Stop();
+  servers_[i] = std::make_unique<DevicePluginServer>(spec, config_, store_, control_, plugin_dir_,
+                                                     slice_files_);
+  if (absl::Status s = servers_[i]->Start(); !s.ok()) GPULET_LOG_ERROR("{}", s.message());
+}
 
 PluginManager::PluginManager(DeviceStore* store, ControlNodes control, const Clock* clock,
                              SliceFiles slice_files)
@@ -210,6 +234,11 @@ void PluginManager::Run() {
                           servers_[i]->resource().name, servers_[i]->resource().socket_name);
         } else if (absl::IsCancelled(s)) {
           break;  // Stop cancelled it: the loop ends
+        } else if (absl::IsFailedPrecondition(s)) {
+          // The kubelet refused: the same path may stay refused (see the header).
+          MoveToNewSocket(i);
+          GPULET_LOG_WARN("{}; serving it under {} and registering that in {}", s.message(),
+                          servers_[i]->resource().socket_name, absl::FormatDuration(backoff));
         } else {
           GPULET_LOG_WARN("{}; retrying in {}", s.message(), absl::FormatDuration(backoff));
         }

@@ -11,6 +11,13 @@
 // cancels a Register call in flight: a kubelet that accepts the connection and never answers
 // would otherwise hold gpulet's shutdown for the call's whole 5 s timeout.
 //
+// A registration the kubelet refuses (it answered with an error) moves that resource to a new
+// socket name (NextSocketName) before the retry. Kubelet 1.37 refuses a registration whose
+// endpoint path it still counts as connected, which happens when gpulet re-registers right
+// after a reload restarted its server there, and after refusing it never lets that path go
+// (the refusal drops the old connection's bookkeeping, so its end is never seen): every later
+// registration at that path fails the same way. Found by `make e2e` (docs/e2e.md).
+//
 // Thread-safety: Start/Reconfigure/Stop are called from the main thread; the watch thread
 // owns the servers while running (Reconfigure hands it a new config through a mailbox).
 #ifndef GPULET_PLUGIN_PLUGIN_MANAGER_H_
@@ -32,6 +39,10 @@
 #include "state/device_store.h"
 
 namespace gpulet {
+
+// The socket name to serve a resource under after the kubelet refused `name`:
+// "gpulet-gpu.sock" -> "gpulet-gpu.r1.sock" -> "gpulet-gpu.r2.sock".
+std::string NextSocketName(const std::string& name);
 
 class PluginManager {
  public:
@@ -63,6 +74,8 @@ class PluginManager {
   // Rebuilds the server set when the store's MIG layout calls for other resources; keeps
   // `registered` in step with servers_. Watch thread only.
   void FollowLayout(std::vector<bool>* registered);
+  // Stops server `i` and serves its resource again under NextSocketName. Watch thread only.
+  void MoveToNewSocket(size_t i);
 
   DeviceStore* store_;
   ControlNodes control_;

@@ -284,9 +284,12 @@ absl::Status DevicePluginServer::Register(const std::string& kubelet_socket, abs
                                                " with the kubelet at ", kubelet_socket,
                                                ": cancelled, gpulet is stopping"));
     }
-    return absl::UnavailableError(absl::StrCat("registering ", resource_.name,
-                                               " with the kubelet at ", kubelet_socket,
-                                               " failed: ", s.error_message()));
+    // The kubelet answers a registration it refuses with its handler's error (UNKNOWN);
+    // anything else is the call not getting through (the kubelet absent, slow, restarting).
+    const std::string what = absl::StrCat("registering ", resource_.name, " with the kubelet at ",
+                                          kubelet_socket, " failed: ", s.error_message());
+    return s.error_code() == grpc::StatusCode::UNKNOWN ? absl::FailedPreconditionError(what)
+                                                       : absl::UnavailableError(what);
   }
   return absl::OkStatus();
 }

@@ -79,6 +79,7 @@ class DevicePluginServer {
 
   // Calls the kubelet's Registration service on `kubelet_socket`. With `cancel`, the call
   // ends (Cancelled) as soon as cancel->Cancel() is called, or does not start after it.
+  // FailedPrecondition: the kubelet answered and refused; Unavailable: no answer.
   absl::Status Register(const std::string& kubelet_socket, absl::Duration timeout,
                         RegisterCancel* cancel = nullptr);
 

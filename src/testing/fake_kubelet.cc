@@ -88,6 +88,13 @@ absl::Status FakeKubelet::OnRegister(const v1beta1::RegisterRequest& req) {
   if (req.version() != "v1beta1") {
     return absl::InvalidArgumentError("unsupported version " + req.version());
   }
+  {
+    absl::MutexLock lock(&mu_);
+    if (refused_.count(req.endpoint())) {
+      return absl::FailedPreconditionError("device plugin already connected: " + dir_ + "/" +
+                                           req.endpoint());
+    }
+  }
   auto ep = std::make_shared<Endpoint>();
   ep->resource = req.resource_name();
   ep->channel = grpc::CreateChannel("unix://" + dir_ + "/" + req.endpoint(),
@@ -119,6 +126,11 @@ absl::Status FakeKubelet::OnRegister(const v1beta1::RegisterRequest& req) {
     endpoints_[resource] = ep;
   }
   return absl::OkStatus();  // `old` is released here, ending its stream
+}
+
+void FakeKubelet::RefuseEndpoint(const std::string& endpoint) {
+  absl::MutexLock lock(&mu_);
+  refused_.insert(endpoint);
 }
 
 std::shared_ptr<FakeKubelet::Endpoint> FakeKubelet::FindEndpoint(const std::string& resource) {

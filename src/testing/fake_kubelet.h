@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,6 +64,11 @@ class FakeKubelet {
       const std::vector<std::string>& must_include, int size);
   absl::StatusOr<v1beta1::DevicePluginOptions> GetOptions(const std::string& resource);
 
+  // From now on refuses every registration naming `endpoint` with "device plugin already
+  // connected: <path>", as kubelet 1.37 does for a path it has lost track of
+  // (plugin/plugin_manager.h says when; `make e2e`'s sharing_and_labels scenario meets it).
+  void RefuseEndpoint(const std::string& endpoint);
+
  private:
   class RegistrationService;
   struct Endpoint;
@@ -78,6 +84,7 @@ class FakeKubelet {
   std::map<std::string, std::shared_ptr<Endpoint>> endpoints_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, v1beta1::ListAndWatchResponse> devices_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, absl::Time> updated_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> refused_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpulet::testing

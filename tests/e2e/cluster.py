@@ -31,6 +31,7 @@ API_PORT = 6443
 NODE = "gpulet-e2e"
 KUBELET_DIR = "/var/lib/kubelet"
 PAUSE_IMAGE = "localhost/gpulet-e2e/pause:1"
+GPULET_USER = "system:serviceaccount:gpulet-system:gpulet"
 
 
 class ClusterError(Exception):
@@ -112,6 +113,7 @@ class Cluster:
         self.logs = os.path.join(work, "logs")
         self.containerd_sock = os.path.join("/run/gpulet-e2e", "containerd.sock")
         self.admin_kubeconfig = os.path.join(work, "admin.kubeconfig")
+        self.audit_log = os.path.join(work, "logs", "audit.log")
 
     # --- helpers the scenarios use -------------------------------------------------------
 
@@ -237,6 +239,13 @@ class Cluster:
 
     def start_apiserver(self):
         p = self.pki
+        # Every request gpulet's ServiceAccount makes, for the RBAC scenario.
+        policy = os.path.join(self.work, "audit-policy.json")
+        with open(policy, "w") as f:
+            json.dump({"apiVersion": "audit.k8s.io/v1", "kind": "Policy",
+                       "omitStages": ["RequestReceived"],
+                       "rules": [{"level": "Metadata", "users": [GPULET_USER]},
+                                 {"level": "None"}]}, f)
         crt, key = self.apiserver_cert
         kcrt, kkey = self.apiserver_kubelet_client
         self.spawn("kube-apiserver", [
@@ -258,6 +267,7 @@ class Cluster:
             f"--service-account-signing-key-file={p.path('sa.key')}",
             f"--cert-dir={os.path.join(self.work, 'apiserver-certs')}",
             "--profiling=false",
+            f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}",
             *self.gates(),
         ])
 

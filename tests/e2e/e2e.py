@@ -88,11 +88,12 @@ class Suite:
         live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
         return live[0] if len(live) == 1 else None
 
-    def gpulet_log(self):
+    def gpulet_log(self, tail=40):
+        """The end of the gpulet pod's log (all of it with tail=-1)."""
         p = self.gpulet_pod()
         if p is None:
             return "(no gpulet pod)"
-        return self.c.kubectl("logs", "-n", NAMESPACE, p["metadata"]["name"], "--tail=40",
+        return self.c.kubectl("logs", "-n", NAMESPACE, p["metadata"]["name"], f"--tail={tail}",
                               check=False).stdout
 
     def pod_phase(self, name):
@@ -101,11 +102,13 @@ class Suite:
             return None
         return json.loads(r.stdout)["status"].get("phase")
 
-    def gpu_pod(self, name, gpus=1, claim=None):
-        """Creates a busybox pod that asks for `gpus` (or the ResourceClaim `claim`) and prints
-        what it sees, then sleeps."""
+    def gpu_pod(self, name, gpus=1, claim=None, resource="nvidia.com/gpu"):
+        """Creates a busybox pod that asks for `gpus` of `resource` (or the ResourceClaim
+        `claim`) and prints what it sees, then sleeps."""
         script = ("echo BEGIN; ls /dev | grep nvidia | sed 's/^/dev /'; env | sed 's/^/env /';"
                   " for f in /usr/local/lib/*; do echo \"lib $f $(readlink $f)\"; done;"
+                  " for f in /run/gpulet/lib/libgpulet-vram.so /run/gpulet/vram/slice; do"
+                  " test -f $f && echo \"file $f\"; done;"
                   " echo END; sleep 86400")
         pod = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": name, "namespace": "default"},
@@ -117,8 +120,7 @@ class Suite:
             pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
             pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
         else:
-            pod["spec"]["containers"][0]["resources"] = {
-                "limits": {"nvidia.com/gpu": str(gpus)}}
+            pod["spec"]["containers"][0]["resources"] = {"limits": {resource: str(gpus)}}
         self.c.kubectl("apply", "-f", "-", input_text=json.dumps(pod))
 
     def seen_inside(self, name):
@@ -126,7 +128,7 @@ class Suite:
         out = self.c.kubectl("logs", name, check=False).stdout
         if "END" not in out:
             return None
-        seen = {"dev": [], "env": {}, "lib": {}}
+        seen = {"dev": [], "env": {}, "lib": {}, "file": []}
         for line in out.splitlines():
             kind, _, rest = line.partition(" ")
             if kind == "dev":
@@ -134,6 +136,8 @@ class Suite:
             elif kind == "env":
                 k, _, v = rest.partition("=")
                 seen["env"][k] = v
+            elif kind == "file":
+                seen["file"].append(rest)
             elif kind == "lib":
                 path, _, target = rest.partition(" ")
                 seen["lib"][path] = target
@@ -178,9 +182,10 @@ class Suite:
                        os.path.join(driver, "usr/local/lib", f"{lib}.so.1"))
         shutil.copy(os.path.join(HERE, "cdi_hook_standin.py"), os.path.join(NODE_DIR, "hook"))
         os.chmod(os.path.join(NODE_DIR, "hook"), 0o755)
-        os.makedirs(os.path.dirname(SIM_STATE), exist_ok=True)
-        if os.path.exists(SIM_STATE):
-            os.remove(SIM_STATE)
+        # gpulet's state on the host (the DaemonSet's /var/lib/gpulet: XID history, fault
+        # records, DRA checkpoint): a fresh node's, not an earlier run's.
+        shutil.rmtree(os.path.dirname(SIM_STATE), ignore_errors=True)
+        os.makedirs(os.path.dirname(SIM_STATE))
 
     def install(self):
         for archive in self.images:
@@ -385,6 +390,60 @@ class Suite:
         except ClusterError as e:
             raise Failure(f"{e}; gpulet log:\n{self.gpulet_log()}")
 
+    def scenario_sharing_and_labels(self):
+        """ConfigMap edits a user makes on day two: time-slicing (each GPU advertised four
+        times) and GPU labels on the Node; a label someone removes comes back."""
+        self.set_config("\nhealth:\n", "\nsharing:\n  timeSlicing:\n    replicas: 4\n\nhealth:\n")
+        try:
+            wait_for("nvidia.com/gpu 8 with four replicas a GPU",
+                     lambda: self.capacity() == ("8", "8"), timeout=120)
+        except ClusterError as e:
+            raise Failure(f"{e}; capacity {self.capacity()}; gpulet log:\n{self.gpulet_log()}")
+        self.set_config("\ncluster:\n", "\ncluster:\n  nodeLabels: true\n")
+        product = "nvidia.com/gpu.product"
+        labels = lambda: self.node()["metadata"].get("labels", {})  # noqa: E731
+        try:
+            wait_for(f"the label {product} on the Node", lambda: labels().get(product),
+                     timeout=120)
+        except ClusterError as e:
+            raise Failure(f"{e}; gpulet log:\n{self.gpulet_log()}")
+        value = labels()[product]
+        self.c.kubectl("label", "node", NODE, product + "-")
+        try:
+            wait_for(f"gpulet to restore {product}", lambda: labels().get(product) == value,
+                     timeout=30)
+        except ClusterError as e:
+            raise Failure(f"{e}; gpulet log:\n{self.gpulet_log()}")
+        check(labels().get("nvidia.com/gpu.present") == "true",
+              "the label the user set is gone")
+        self.set_config("\nsharing:\n  timeSlicing:\n    replicas: 4\n\n", "\n")
+        wait_for("nvidia.com/gpu 2 again", lambda: self.capacity() == ("2", "2"), timeout=120)
+
+    def scenario_memory_slices(self):
+        """Memory slices on (a ConfigMap edit): the Node offers nvidia.com/gpu-memory; a pod
+        asking for 4 slices runs with its 4 GiB limit, its slice file and gpulet's VRAM
+        library, as the device plugin's answer put them."""
+        self.set_config("\nhealth:\n", "\nsharing:\n  memorySlices:\n    enabled: true\n"
+                        "\nhealth:\n")
+        try:
+            wait_for("nvidia.com/gpu-memory on the Node",
+                     lambda: int(self.capacity("nvidia.com/gpu-memory")[1] or 0) >= 4,
+                     timeout=120)
+        except ClusterError as e:
+            raise Failure(f"{e}; gpulet log:\n{self.gpulet_log()}")
+        self.gpu_pod("mem-a", gpus=4, resource="nvidia.com/gpu-memory")
+        seen = self.running("mem-a")
+        check(seen["env"].get("GPULET_MEMORY_LIMIT_MIB") == "4096",
+              f"GPULET_MEMORY_LIMIT_MIB is {seen['env'].get('GPULET_MEMORY_LIMIT_MIB')!r}")
+        check(seen["env"].get("GPULET_VRAM_SLICE") == "/run/gpulet/vram/slice",
+              f"GPULET_VRAM_SLICE is {seen['env'].get('GPULET_VRAM_SLICE')!r}")
+        for f in ("/run/gpulet/lib/libgpulet-vram.so", "/run/gpulet/vram/slice"):
+            check(f in seen["file"], f"{f} is not in the container (it has {seen['file']})")
+        check(len(self.gpu_nodes(seen)) == 1, f"mem-a sees GPU nodes {self.gpu_nodes(seen)}")
+        self.c.kubectl("delete", "pod", "mem-a", "--wait=true")
+        self.set_config("\nsharing:\n  memorySlices:\n    enabled: true\n\n", "\n")
+        wait_for("nvidia.com/gpu 2 again", lambda: self.capacity() == ("2", "2"), timeout=120)
+
     def gpu_nodes(self, seen):
         return [d for d in seen["dev"] if d[len("/dev/nvidia"):].isdigit()]
 
@@ -408,6 +467,21 @@ class Suite:
                      lambda: self.capacity()[1] in ("0", None), timeout=120)
         except ClusterError as e:
             raise Failure(f"{e}; gpulet log:\n{self.gpulet_log()}")
+        # A GPU out: its device taint is in the slice where the API server serves device
+        # taints (DRADeviceTaints: GA in 1.37, alpha and off in 1.34), and where it does not,
+        # gpulet says the server dropped it.
+        self.sim("lose", "1")
+
+        def tainted_devices():
+            return [d for s in slices() for d in s["spec"]["devices"] if d.get("taints")]
+        if self.version >= "v1.36":
+            wait_for("the device taint in the ResourceSlice", tainted_devices, timeout=60)
+        else:
+            wait_for("gpulet to say the API server dropped the device taint",
+                     lambda: "dropped spec.devices[].taints (feature gate DRADeviceTaints)" in
+                     self.gpulet_log(tail=-1), timeout=60)
+            check(not tainted_devices(), "a 1.34 API server kept a device taint")
+        self.sim("recover", "1")
         claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                  "metadata": {"name": "gpu-claim", "namespace": "default"},
                  "spec": {"devices": {"requests": [
@@ -432,6 +506,17 @@ class Suite:
         check(pod["status"]["containerStatuses"][0]["restartCount"] == 0,
               "dra-a restarted with the kubelet")
 
+        # An upgrade of gpulet with the claim prepared: the DaemonSet surges (the new pod
+        # serves beside the old one), and the new pod unprepares what the old one prepared.
+        old = self.gpulet_pod()["metadata"]["name"]
+        self.c.kubectl("rollout", "restart", "-n", NAMESPACE, "daemonset/gpulet")
+        self.c.kubectl("rollout", "status", "-n", NAMESPACE, "daemonset/gpulet",
+                       "--timeout=180s", timeout=200)
+        wait_for("one gpulet pod, the new one",
+                 lambda: (self.gpulet_pod() or {}).get("metadata", {}).get("name") not in
+                 (None, old), timeout=60)
+        check(self.pod_phase("dra-a") == "Running", "dra-a stopped during gpulet's upgrade")
+
         self.c.kubectl("delete", "pod", "dra-a", "--wait=true")
         try:
             wait_for("gpulet to unprepare the claim (its CDI spec gone)",
@@ -440,8 +525,47 @@ class Suite:
             raise Failure(f"{e}; gpulet log:\n{self.gpulet_log()}")
         self.c.kubectl("delete", "resourceclaim", "gpu-claim", "--wait=true")
 
-    SCENARIOS = ["registers", "pod_sees_cdi_devices", "metrics_name_the_pod", "config_reload", "unhealthy_and_back", "kubelet_restart",
-                 "gpulet_restart", "taint_evicts", "dra"]
+    # Grants no scenario exercises, each with where it is used and tested instead.
+    RBAC_NOT_EXERCISED = {
+        ("resource.k8s.io", "resourceslices", "delete"):
+            "only when the pool needs fewer slices (more than 64 devices before) or another "
+            "name's leftovers: SlicePublisherTest.MoreThan64DevicesSplitAndFewerDeleteTheExtraSlice",
+    }
+
+    def scenario_rbac(self):
+        """RBAC grants exactly what gpulet uses: in the API server's audit log of everything
+        gpulet's ServiceAccount did in the scenarios before, no request was forbidden, and
+        every verb its ClusterRoles grant was used (or is listed above with why not)."""
+        used, forbidden = set(), []
+        with open(self.c.audit_log) as f:
+            for line in f:
+                ev = json.loads(line)
+                ref = ev.get("objectRef", {})
+                resource = ref.get("resource", "")
+                if ref.get("subresource"):
+                    resource += "/" + ref["subresource"]
+                key = (ref.get("apiGroup", ""), resource, ev.get("verb"))
+                if ev.get("responseStatus", {}).get("code") == 403:
+                    forbidden.append(key)
+                used.add(key)
+        check(used, "the audit log has no request by gpulet's ServiceAccount")
+        check(not forbidden, f"gpulet was refused: {sorted(set(forbidden))}")
+        granted = set()
+        for role in ("gpulet", "gpulet-dra"):
+            r = self.c.kubectl("get", "clusterrole", role, "-o", "json", check=False)
+            if r.returncode != 0:
+                continue
+            for rule in json.loads(r.stdout)["rules"]:
+                for g in rule.get("apiGroups", []):
+                    for res in rule.get("resources", []):
+                        for verb in rule.get("verbs", []):
+                            granted.add((g, res, verb))
+        unused = sorted(granted - used - set(self.RBAC_NOT_EXERCISED))
+        check(not unused, f"granted but never used by gpulet: {unused} (used: {sorted(used)})")
+
+    SCENARIOS = ["registers", "pod_sees_cdi_devices", "metrics_name_the_pod", "config_reload",
+                 "unhealthy_and_back", "kubelet_restart", "gpulet_restart", "taint_evicts",
+                 "sharing_and_labels", "memory_slices", "dra", "rbac"]
 
     def run(self, only):
         self.c.start()
