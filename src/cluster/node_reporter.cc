@@ -54,7 +54,7 @@ NodeReporter::~NodeReporter() { Stop(); }
 void NodeReporter::Start() {
   thread_ = StartNamedThread("gpulet-kube", [this] { Run(); });
   if (options_.watch_node) {
-    watch_thread_ = StartNamedThread("gpulet-node-watch", [this] { WatchNode(); });
+    watch_thread_ = StartNamedThread("gpulet-watch", [this] { WatchNode(); });
   }
 }
 

@@ -21,7 +21,7 @@
 // (a 409 re-reads and tries again), so taints others set are never touched. With the taint
 // disabled, one that an earlier gpulet left is removed.
 //
-// What it wrote stays written: a second thread ("gpulet-node-watch", with `watch_node`) watches
+// What it wrote stays written: a second thread ("gpulet-watch", with `watch_node`) watches
 // this Node, and when someone else removes or changes gpulet's conditions, taint or labels
 // (a `kubectl label --overwrite`, a script that rewrites spec.taints, a kubelet that drops
 // conditions it does not know) the reporter reads the Node afresh and, if the change is

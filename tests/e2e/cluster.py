@@ -450,8 +450,11 @@ state = "/run/gpulet-e2e/containerd"
         iptables rules, the bridge."""
         for name in ("kubelet", "kube-proxy", "kube-scheduler", "kube-controller-manager",
                      "containerd", "kube-apiserver", "etcd"):
-            if name in self.bins:  # only this suite's builds, by their full path
-                run(["pkill", "-KILL", "-f", "^" + self.bins[name] + " "], check=False)
+            if name in self.bins:
+                # Only this suite's builds, by their full path, of any version: a cluster an
+                # earlier run kept (--keep) may be of another one.
+                cache = os.path.dirname(os.path.dirname(os.path.dirname(self.bins[name])))
+                run(["pkill", "-KILL", "-f", f"^{cache}/[^ /]+/bin/{name} "], check=False)
         run(["pkill", "-f", "containerd-shim-runc-v2 .*-address /run/gpulet-e2e/"], check=False)
         mounts = []
         with open("/proc/self/mountinfo") as f:
@@ -465,6 +468,12 @@ state = "/run/gpulet-e2e/containerd"
         if "kube-proxy" in self.bins and os.path.exists(self.bins["kube-proxy"]):
             run([self.bins["kube-proxy"], "--cleanup"], check=False)
         run(["ip", "link", "del", BRIDGE], check=False)
+        # The CDI specs gpulet's pod wrote in the host's /var/run/cdi: left there, they would
+        # answer for gpulet.dev/gpu devices on this machine after the cluster is gone.
+        if os.path.isdir("/var/run/cdi"):
+            for f in os.listdir("/var/run/cdi"):
+                if f.startswith("gpulet"):
+                    os.remove(os.path.join("/var/run/cdi", f))
         shutil.rmtree("/run/gpulet-e2e", ignore_errors=True)
         for d in ("pods", "plugins", "plugins_registry", "device-plugins", "pod-resources"):
             shutil.rmtree(os.path.join(KUBELET_DIR, d), ignore_errors=True)

@@ -475,7 +475,11 @@ class Suite:
         def tainted_devices():
             return [d for s in slices() for d in s["spec"]["devices"] if d.get("taints")]
         if self.version >= "v1.36":
-            wait_for("the device taint in the ResourceSlice", tainted_devices, timeout=60)
+            try:
+                wait_for("the device taint in the ResourceSlice", tainted_devices, timeout=120)
+            except ClusterError as e:
+                raise Failure(f"{e}; slices {json.dumps(slices())}; gpulet log:\n"
+                              f"{self.gpulet_log()}")
         else:
             wait_for("gpulet to say the API server dropped the device taint",
                      lambda: "dropped spec.devices[].taints (feature gate DRADeviceTaints)" in
