@@ -9,7 +9,7 @@
 # The node: a copy of the homelab fixture root as --host-root; character devices made with
 # /dev/null's numbers as the dev root (podman stats every host node); a copy of the
 # fixture's driver files with the soname links a driver install makes as the driver root;
-# a stand-in for nvidia-cdi-hook that records its arguments and makes create-symlinks'
+# a stand-in for nvidia-cdi-hook (tests/cdi_hook_standin.py) that records its arguments and makes create-symlinks'
 # links in the container's root as the real hook does. podman 4.3 reads only /etc/cdi and
 # /var/run/cdi, so /etc/cdi gets a symlink to the file gpulet serve wrote.
 #
@@ -39,31 +39,7 @@ for lib in libnvidia-ml libcuda; do
   ln -s "$lib.so.$ver" "$work/driver/usr/local/lib/$lib.so.1"
 done
 
-cat >"$work/hook" <<HOOK
-#!/usr/bin/python3
-# Stands in for nvidia-cdi-hook (a createContainer hook): records its arguments; for
-# create-symlinks it makes each --link TARGET::PATH inside the container's root, which it
-# finds as the real hook does: the OCI state on stdin names the bundle, whose config.json
-# names the root.
-import json, os, sys
-args = sys.argv[1:]
-with open("$work/hook.log", "a") as log:
-    log.write(" ".join(args) + "\n")
-if args and args[0] == "create-symlinks":
-    bundle = json.load(sys.stdin)["bundle"]
-    with open(os.path.join(bundle, "config.json")) as f:
-        root = json.load(f)["root"]["path"]
-    root = root if os.path.isabs(root) else os.path.join(bundle, root)
-    rest = iter(args[1:])
-    for flag in rest:
-        if flag == "--link":
-            target, path = next(rest).split("::", 1)
-            where = root + path
-            os.makedirs(os.path.dirname(where), exist_ok=True)
-            if os.path.lexists(where):
-                os.remove(where)
-            os.symlink(target, where)
-HOOK
+cp "$src/tests/cdi_hook_standin.py" "$work/hook" || fail "copying the hook stand-in failed"
 chmod 0755 "$work/hook"
 
 step "the shipped default config (deploy/base/configmap.yaml)"

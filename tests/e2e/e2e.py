@@ -180,7 +180,8 @@ class Suite:
         for lib in ("libnvidia-ml", "libcuda"):
             os.symlink(f"{lib}.so.570.133.20",
                        os.path.join(driver, "usr/local/lib", f"{lib}.so.1"))
-        shutil.copy(os.path.join(HERE, "cdi_hook_standin.py"), os.path.join(NODE_DIR, "hook"))
+        shutil.copy(os.path.join(SRC, "tests", "cdi_hook_standin.py"),
+                    os.path.join(NODE_DIR, "hook"))
         os.chmod(os.path.join(NODE_DIR, "hook"), 0o755)
         # gpulet's state on the host (the DaemonSet's /var/lib/gpulet: XID history, fault
         # records, DRA checkpoint): a fresh node's, not an earlier run's.

@@ -1,15 +1,16 @@
 #!/usr/bin/python3
-# Stands in for nvidia-cdi-hook in the e2e cluster (the machine has no NVIDIA driver): runc
-# runs it as a createContainer hook named by gpulet's CDI spec. It records its arguments in
-# /var/lib/gpulet-e2e/hook.log and, for create-symlinks, makes each --link TARGET::PATH inside
-# the container's root, which it finds as the real hook does: the OCI state on stdin names the
-# bundle, whose config.json names the root. update-ldcache and other subcommands only record.
+# Stands in for nvidia-cdi-hook where there is no NVIDIA driver (tests/serve_cdi_podman_test.sh,
+# the e2e cluster of tests/e2e): the runtime runs it as a createContainer hook named by
+# gpulet's CDI spec. It records its arguments in hook.log beside itself and, for
+# create-symlinks, makes each --link TARGET::PATH inside the container's root, which it finds
+# as the real hook does: the OCI state on stdin names the bundle, whose config.json names the
+# root. update-ldcache and other subcommands only record.
 import json
 import os
 import sys
 
 args = sys.argv[1:]
-with open("/var/lib/gpulet-e2e/hook.log", "a") as log:
+with open(os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "hook.log"), "a") as log:
     log.write(" ".join(args) + "\n")
 if args and args[0] == "create-symlinks":
     bundle = json.load(sys.stdin)["bundle"]
