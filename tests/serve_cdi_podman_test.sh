@@ -9,8 +9,8 @@
 # The node: a copy of the homelab fixture root as --host-root; character devices made with
 # /dev/null's numbers as the dev root (podman stats every host node); a copy of the
 # fixture's driver files with the soname links a driver install makes as the driver root;
-# a stand-in for nvidia-cdi-hook (tests/cdi_hook_standin.py) that records its arguments and makes create-symlinks'
-# links in the container's root as the real hook does. podman 4.3 reads only /etc/cdi and
+# a stand-in for nvidia-cdi-hook (tests/cdi_hook_standin.py) that records its arguments and
+# makes create-symlinks' links in the container's root as the real hook does. podman 4.3 reads only /etc/cdi and
 # /var/run/cdi, so /etc/cdi gets a symlink to the file gpulet serve wrote.
 #
 # Usage: serve_cdi_podman_test.sh GPULET_BINARY KUBELET_STANDIN SOURCE_DIR
