@@ -26,6 +26,11 @@ bool RejectedForGood(const absl::Status& s) {
   return absl::IsInvalidArgument(s) || absl::IsPermissionDenied(s);
 }
 
+// The label keys gpulet writes on a Node: its own and NVIDIA's, never anyone else's.
+bool IsGpuletLabelKey(const std::string& key) {
+  return absl::StartsWith(key, "nvidia.com/") || absl::StartsWith(key, "gpulet.dev/");
+}
+
 bool SameAsWritten(const std::vector<NodeConditionState>& a,
                    const std::vector<NodeConditionState>& b) {
   if (a.size() != b.size()) return false;
@@ -131,7 +136,7 @@ NodeReporter::NodeDrift NodeReporter::Drift(const nlohmann::json& node) const {
     const nlohmann::json labels =
         node.value("metadata", nlohmann::json::object()).value("labels", nlohmann::json::object());
     for (const auto& [key, value] : options_.labels) {
-      if (!absl::StartsWith(key, "nvidia.com/") && !absl::StartsWith(key, "gpulet.dev/")) continue;
+      if (!IsGpuletLabelKey(key)) continue;
       if (labels.value(key, std::string("\x01")) != value) {
         drift.labels = true;
         drift.what.push_back(absl::StrCat("label ", key));
@@ -426,7 +431,7 @@ void NodeReporter::ReconcileLabels(absl::Time now) {
   bool changed = false;
   if (options_.node_labels) {
     for (const auto& [key, value] : options_.labels) {
-      if (!absl::StartsWith(key, "nvidia.com/") && !absl::StartsWith(key, "gpulet.dev/")) continue;
+      if (!IsGpuletLabelKey(key)) continue;
       written.push_back(key);
       if (current.value(key, std::string("\x01")) != value) {
         labels[key] = value;
