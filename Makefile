@@ -30,7 +30,7 @@ deps:
 	@scripts/deps.sh test
 
 # The real tools the tests compare against, built from their Go modules into a cache outside
-# the clone (scripts/e2e/build.sh; a second run builds nothing): kustomize.
+# the clone (scripts/e2e/build.sh; a second run builds nothing): kustomize, helm.
 tools:
 	@scripts/e2e/build.sh --tools
 

@@ -4,7 +4,7 @@
 #
 #   scripts/e2e/build.sh K8S_VERSION...   the cluster's components for each version, and the tools
 #                                         e.g. scripts/e2e/build.sh v1.34.4 v1.37.2
-#   scripts/e2e/build.sh --tools          only the tools `make test` needs (kustomize)
+#   scripts/e2e/build.sh --tools          only the tools `make test` needs (kustomize, helm)
 #
 # Cache: $GPULET_E2E_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/gpulet-e2e), one directory per
 # component and version, each with a `.done` stamp written last that records how it was built
@@ -111,6 +111,8 @@ link_tool() {
 
 build_module kustomize "$KUSTOMIZE_VERSION" "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION" "sigs.k8s.io/kustomize/kustomize/v5:kustomize"
 link_tool kustomize "$KUSTOMIZE_VERSION"
+build_module helm "$HELM_VERSION" "helm.sh/helm/v4@$HELM_VERSION" "helm.sh/helm/v4/cmd/helm"
+link_tool helm "$HELM_VERSION"
 $tools_only && exit 0
 
 for k in "$@"; do
@@ -127,5 +129,3 @@ build_module runc "$RUNC_VERSION" "github.com/opencontainers/runc@$RUNC_VERSION"
 build_module cni-plugins "$CNI_PLUGINS_VERSION" "github.com/containernetworking/plugins@$CNI_PLUGINS_VERSION" \
   "github.com/containernetworking/plugins/plugins/main/bridge github.com/containernetworking/plugins/plugins/main/loopback github.com/containernetworking/plugins/plugins/ipam/host-local github.com/containernetworking/plugins/plugins/meta/portmap"
 build_module crictl "$CRICTL_VERSION" "sigs.k8s.io/cri-tools@$CRICTL_VERSION" "sigs.k8s.io/cri-tools/cmd/crictl"
-build_module helm "$HELM_VERSION" "helm.sh/helm/v4@$HELM_VERSION" "helm.sh/helm/v4/cmd/helm"
-link_tool helm "$HELM_VERSION"

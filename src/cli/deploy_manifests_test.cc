@@ -4,7 +4,8 @@
 // gpulet accepts, every kustomization's resources and patches exist and render, the Talos
 // overlay names extensions that exist, gpulet's ConfigMaps load with gpulet's own config
 // parser, the binary embeds exactly these files, and (where kubectl is installed) the real
-// kustomize renders every kustomization to the same objects as gpulet's renderer. The DRA
+// kustomize renders every kustomization to the same objects as gpulet's renderer, and the real
+// helm renders charts/gpulet to the same objects as the overlays (lint --strict too). The DRA
 // manifests against what the slices publish: src/dra/deviceclasses_test.cc.
 #include <unistd.h>
 
@@ -17,11 +18,13 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "cli/command.h"
+#include "common/read_file.h"
 #include "config/config.h"
 #include "deploy/manifests.h"
 #include "deploy/manifests_yaml.h"
@@ -61,6 +64,7 @@ constexpr KnownKind kKnownKinds[] = {
     {"resource.k8s.io/v1", "DeviceClass", false},
     {"resource.k8s.io/v1", "ResourceClaim", true},
     {"resource.k8s.io/v1", "ResourceClaimTemplate", true},
+    {"argoproj.io/v1alpha1", "Application", true},
     {"kustomize.config.k8s.io/v1beta1", "Kustomization", false},
     {"kustomize.config.k8s.io/v1alpha1", "Component", false},
 };
@@ -217,7 +221,10 @@ TEST_F(DeployManifestsTest, TreeHasTheExpectedFiles) {
                            "deploy/examples/dra/whole-gpu/kustomization.yaml",
                            "deploy/examples/dra/shared/kustomization.yaml",
                            "deploy/examples/dra/gpulet-memory-shares/kustomization.yaml",
-                           "deploy/examples/dra/side-by-side/kustomization.yaml"}) {
+                           "deploy/examples/dra/side-by-side/kustomization.yaml",
+                           "deploy/monitoring/kustomization.yaml",
+                           "deploy/monitoring/prometheusrule.yaml",
+                           "deploy/monitoring/grafana-dashboard.yaml"}) {
     EXPECT_EQ(files_->count(path), 1u) << path;
   }
 }
@@ -458,10 +465,9 @@ std::string FindOnPath(const std::string& program) {
   return "";
 }
 
-// The real kustomize: the one `make test` builds from its module (scripts/e2e/build.sh
-// --tools links it as <cache>/bin/kustomize), else one on PATH, else kubectl's built-in one.
-// Returns the command before the directory ({} when none is found).
-std::vector<std::string> RealKustomize() {
+// A real tool that `make test` builds from its module (scripts/e2e/build.sh --tools links it as
+// <cache>/bin/NAME), else one on PATH; "" when neither is there.
+std::string RealTool(const std::string& name) {
   std::string cache;
   if (const char* c = std::getenv("GPULET_E2E_CACHE"); c != nullptr && *c != '\0') {
     cache = c;
@@ -470,13 +476,53 @@ std::vector<std::string> RealKustomize() {
   } else if (const char* h = std::getenv("HOME"); h != nullptr) {
     cache = absl::StrCat(h, "/.cache/gpulet-e2e");
   }
-  if (std::string built = absl::StrCat(cache, "/bin/kustomize");
+  if (std::string built = absl::StrCat(cache, "/bin/", name);
       !cache.empty() && access(built.c_str(), X_OK) == 0) {
-    return {built, "build"};
+    return built;
   }
-  if (std::string k = FindOnPath("kustomize"); !k.empty()) return {k, "build"};
+  return FindOnPath(name);
+}
+
+// The real kustomize, else kubectl's built-in one. Returns the command before the directory
+// ({} when none is found).
+std::vector<std::string> RealKustomize() {
+  if (std::string k = RealTool("kustomize"); !k.empty()) return {k, "build"};
   if (std::string k = FindOnPath("kubectl"); !k.empty()) return {k, "kustomize"};
   return {};
+}
+
+// Fails (in CI, where `make test` has built the tool) or skips the test when `tool` is "".
+#define REQUIRE_REAL_TOOL(tool, name)                                                   \
+  do {                                                                                  \
+    if ((tool).empty()) {                                                               \
+      const char* ci = std::getenv("CI");                                               \
+      if (ci != nullptr && std::string(ci) == "true") {                                 \
+        FAIL() << "no " name ": `make test` builds it (scripts/e2e/build.sh --tools)";  \
+      }                                                                                 \
+      GTEST_SKIP() << "no " name ": run scripts/e2e/build.sh --tools (make test does)"; \
+    }                                                                                   \
+  } while (0)
+
+// apiVersion, kind, namespace/name: how the comparisons below match objects.
+std::string ObjectId(const YAML::Node& n) {
+  YAML::Node meta = n["metadata"];
+  return absl::StrCat(n["apiVersion"].Scalar(), " ", n["kind"].Scalar(), " ",
+                      meta["namespace"] ? meta["namespace"].Scalar() : "", "/",
+                      meta["name"].Scalar());
+}
+
+// The objects a real tool printed, by ObjectId.
+std::map<std::string, YAML::Node> ObjectsById(const std::string& out, const std::string& what) {
+  std::map<std::string, YAML::Node> by_id;
+  absl::StatusOr<std::vector<YamlDocument>> docs = SplitYamlDocuments(out, what);
+  EXPECT_TRUE(docs.ok()) << docs.status();
+  if (!docs.ok()) return by_id;
+  for (const YamlDocument& d : *docs) {
+    if (d.node.IsNull()) continue;  // helm prints an empty document for a template it skips
+    EXPECT_TRUE(by_id.emplace(ObjectId(d.node), d.node).second)
+        << what << ": twice: " << ObjectId(d.node);
+  }
+  return by_id;
 }
 
 // The real kustomize renders every kustomization under deploy/ to the same objects gpulet's
@@ -484,13 +530,7 @@ std::vector<std::string> RealKustomize() {
 // skips, and never in CI.
 TEST_F(DeployManifestsTest, KubectlKustomizeRendersEveryKustomizationAsGpuletDoes) {
   const std::vector<std::string> kustomize = RealKustomize();
-  if (kustomize.empty()) {
-    const char* ci = std::getenv("CI");
-    if (ci != nullptr && std::string(ci) == "true") {
-      FAIL() << "no kustomize: `make test` builds it (scripts/e2e/build.sh --tools)";
-    }
-    GTEST_SKIP() << "no kustomize: run scripts/e2e/build.sh --tools (make test does)";
-  }
+  REQUIRE_REAL_TOOL(kustomize, "kustomize");
   int checked = 0;
   for (const auto& [path, text] : *files_) {
     if (!absl::EndsWith(path, "/kustomization.yaml")) continue;
@@ -501,34 +541,227 @@ TEST_F(DeployManifestsTest, KubectlKustomizeRendersEveryKustomizationAsGpuletDoe
     argv.push_back(absl::StrCat(GPULET_SOURCE_DIR, "/", dir));
     testing::RunResult r = testing::RunProgram(argv);
     ASSERT_EQ(r.exit_code, 0) << absl::StrJoin(argv, " ") << ":\n" << r.err;
-    absl::StatusOr<std::vector<YamlDocument>> theirs =
-        SplitYamlDocuments(r.out, absl::StrCat("kubectl kustomize ", dir));
-    ASSERT_TRUE(theirs.ok()) << theirs.status();
+    std::map<std::string, YAML::Node> by_id =
+        ObjectsById(r.out, absl::StrCat("kubectl kustomize ", dir));
     absl::StatusOr<std::vector<KubeObject>> ours = RenderKustomization(*files_, dir, {});
     ASSERT_TRUE(ours.ok()) << ours.status();
-    auto id = [](const YAML::Node& n) {
-      YAML::Node meta = n["metadata"];
-      return absl::StrCat(n["apiVersion"].Scalar(), " ", n["kind"].Scalar(), " ",
-                          meta["namespace"] ? meta["namespace"].Scalar() : "", "/",
-                          meta["name"].Scalar());
-    };
-    std::map<std::string, YAML::Node> by_id;
-    for (const YamlDocument& d : *theirs) by_id.emplace(id(d.node), d.node);
     EXPECT_EQ(by_id.size(), ours->size()) << dir;
     for (const KubeObject& o : *ours) {
-      auto it = by_id.find(id(o.node));
+      auto it = by_id.find(ObjectId(o.node));
       if (it == by_id.end()) {
-        ADD_FAILURE() << dir << ": kustomize does not render " << id(o.node);
+        ADD_FAILURE() << dir << ": kustomize does not render " << ObjectId(o.node);
         continue;
       }
       EXPECT_TRUE(YamlEqual(it->second, o.node))
-          << dir << ": " << id(o.node) << " differs; kustomize:\n"
+          << dir << ": " << ObjectId(o.node) << " differs; kustomize:\n"
           << EmitYaml(it->second) << "gpulet:\n"
           << EmitYaml(o.node);
     }
     ++checked;
   }
   EXPECT_GE(checked, 12);
+}
+
+// `helm template` of charts/gpulet with these --set values, for a cluster of `kube_version`.
+testing::RunResult HelmTemplate(const std::string& helm, const std::vector<std::string>& sets,
+                                const std::string& kube_version = "1.34.0") {
+  std::vector<std::string> argv = {helm,
+                                   "template",
+                                   "gpulet",
+                                   absl::StrCat(GPULET_SOURCE_DIR, "/charts/gpulet"),
+                                   "--namespace",
+                                   "gpulet-system",
+                                   "--kube-version",
+                                   kube_version};
+  for (const std::string& s : sets) {
+    argv.push_back("--set");
+    argv.push_back(s);
+  }
+  return testing::RunProgram(argv);
+}
+
+// gpulet's ConfigMap with its config.yaml parsed: the chart writes the file with toYaml (keys
+// sorted, no comments), the kustomize tree by hand; what gpulet reads must be the same.
+YAML::Node WithConfigParsed(YAML::Node object) {
+  YAML::Node copy = YAML::Clone(object);
+  if (copy["kind"].Scalar() == "ConfigMap" && copy["data"] && copy["data"]["config.yaml"]) {
+    copy["data"]["config.yaml"] = YAML::Load(copy["data"]["config.yaml"].Scalar());
+  }
+  return copy;
+}
+
+// The Helm chart and the kustomize tree are one install: with the values each overlay stands
+// for, `helm template` renders the overlay's objects, and nothing else.
+TEST_F(DeployManifestsTest, HelmRendersWhatKustomizeRenders) {
+  const std::string helm = RealTool("helm");
+  REQUIRE_REAL_TOOL(helm, "helm");
+  const std::vector<std::string> kustomize = RealKustomize();
+  REQUIRE_REAL_TOOL(kustomize, "kustomize");
+  struct Case {
+    const char* overlay;
+    std::vector<std::string> sets;
+    bool without_namespace;  // helm install's default: the namespace exists already
+  };
+  const Case cases[] = {
+      {"generic", {}, true},
+      {"generic", {"namespace.create=true"}, false},
+      {"talos", {"namespace.create=true", "runtimeClass.create=true"}, false},
+      {"dra", {"namespace.create=true", "dra.enabled=true"}, false},
+      {"talos-dra", {"dra.enabled=true", "runtimeClass.create=true"}, true},
+  };
+  for (const Case& c : cases) {
+    const std::string what = absl::StrCat(c.overlay, " --set ", absl::StrJoin(c.sets, ","));
+    std::vector<std::string> argv = kustomize;
+    argv.push_back(absl::StrCat(GPULET_SOURCE_DIR, "/deploy/overlays/", c.overlay));
+    testing::RunResult k = testing::RunProgram(argv);
+    ASSERT_EQ(k.exit_code, 0) << absl::StrJoin(argv, " ") << ":\n" << k.err;
+    std::map<std::string, YAML::Node> want = ObjectsById(k.out, c.overlay);
+    if (c.without_namespace) want.erase("v1 Namespace /gpulet-system");
+    testing::RunResult h = HelmTemplate(helm, c.sets);
+    ASSERT_EQ(h.exit_code, 0) << what << ":\n" << h.err;
+    std::map<std::string, YAML::Node> got = ObjectsById(h.out, what);
+    for (const auto& [id, object] : want) {
+      auto it = got.find(id);
+      if (it == got.end()) {
+        ADD_FAILURE() << what << ": the chart does not render " << id;
+        continue;
+      }
+      EXPECT_TRUE(YamlEqual(WithConfigParsed(object), WithConfigParsed(it->second)))
+          << what << ": " << id << " differs; kustomize:\n"
+          << EmitYaml(object) << "helm:\n"
+          << EmitYaml(it->second);
+    }
+    for (const auto& [id, object] : got) {
+      EXPECT_TRUE(want.count(id)) << what << ": the chart renders " << id << ", kustomize does not";
+    }
+  }
+}
+
+TEST_F(DeployManifestsTest, HelmLintPassesStrict) {
+  const std::string helm = RealTool("helm");
+  REQUIRE_REAL_TOOL(helm, "helm");
+  for (const char* set :
+       {"namespace.create=false", "dra.enabled=true,serviceMonitor.enabled=true"}) {
+    testing::RunResult r =
+        testing::RunProgram({helm, "lint", "--strict", "--kube-version", "1.34.0", "--set", set,
+                             absl::StrCat(GPULET_SOURCE_DIR, "/charts/gpulet")});
+    EXPECT_EQ(r.exit_code, 0) << set << ":\n" << r.out << r.err;
+  }
+}
+
+// The common settings reach the objects, and a wrong one is refused with what to do.
+TEST_F(DeployManifestsTest, HelmValuesReachTheObjectsAndBadOnesAreRefused) {
+  const std::string helm = RealTool("helm");
+  REQUIRE_REAL_TOOL(helm, "helm");
+  const std::string digest = absl::StrCat("sha256:", std::string(64, 'a'));
+  testing::RunResult r = HelmTemplate(
+      helm, {absl::StrCat("image.repository=registry.example.com/gpulet,image.digest=", digest),
+             "kubeletDir=/var/lib/k0s/kubelet/", "config.sharing.timeSlicing.replicas=4",
+             "serviceMonitor.enabled=true,clusterReporting=false"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::map<std::string, YAML::Node> got = ObjectsById(r.out, "helm template");
+  ASSERT_TRUE(got.count("apps/v1 DaemonSet gpulet-system/gpulet"));
+  YAML::Node pod = got["apps/v1 DaemonSet gpulet-system/gpulet"]["spec"]["template"]["spec"];
+  YAML::Node container = pod["containers"][0];
+  EXPECT_EQ(container["image"].Scalar(), absl::StrCat("registry.example.com/gpulet@", digest));
+  std::vector<std::string> args;
+  for (const auto& a : container["args"]) args.push_back(a.Scalar());
+  EXPECT_THAT(args, ::testing::Contains("--kubelet-dir=/var/lib/k0s/kubelet"));
+  for (const auto& v : pod["volumes"]) {
+    if (v["name"].Scalar() == "device-plugins") {
+      EXPECT_EQ(v["hostPath"]["path"].Scalar(), "/var/lib/k0s/kubelet/device-plugins");
+    }
+  }
+  for (const auto& e : container["env"]) {
+    if (e["name"].Scalar() == "GPULET_CLUSTER_REPORTING") {
+      EXPECT_EQ(e["value"].Scalar(), "false");
+    }
+  }
+  EXPECT_TRUE(got.count("monitoring.coreos.com/v1 ServiceMonitor gpulet-system/gpulet"));
+  absl::StatusOr<Config> config = ParseConfig(
+      got["v1 ConfigMap gpulet-system/gpulet-config"]["data"]["config.yaml"].Scalar(), "chart", {});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->sharing.time_slicing.replicas, 4);
+  EXPECT_EQ(config->resource_name, "nvidia.com/gpu");
+
+  struct Bad {
+    std::vector<std::string> sets;
+    const char* kube_version;
+    const char* says;
+  };
+  const Bad bad[] = {
+      {{"image.digest=latest"}, "1.34.0", "is not a digest"},
+      {{"kubeletDir=var/lib/kubelet"}, "1.34.0", "must be an absolute path"},
+      {{"dra.enabled=true"}, "1.33.4", "dra.enabled needs Kubernetes 1.34"},
+      {{}, "1.28.0", "1.29"},  // Chart.yaml's kubeVersion
+  };
+  for (const Bad& b : bad) {
+    testing::RunResult f = HelmTemplate(helm, b.sets, b.kube_version);
+    EXPECT_NE(f.exit_code, 0) << absl::StrJoin(b.sets, ",");
+    EXPECT_THAT(f.err, HasSubstr(b.says)) << absl::StrJoin(b.sets, ",");
+  }
+}
+
+// deploy/monitoring wraps the files Prometheus and Grafana read as they are
+// (scripts/gen_monitoring.py): the same rule groups, the same dashboard, byte for byte.
+TEST_F(DeployManifestsTest, MonitoringManifestsWrapTheirSources) {
+  auto doc = [&](const std::string& path) {
+    auto it = files_->find(path);
+    return it == files_->end() ? YAML::Node() : YAML::Load(it->second);
+  };
+  YAML::Node rule = doc("deploy/monitoring/prometheusrule.yaml");
+  YAML::Node rules = doc("deploy/prometheus/gpulet-rules.yaml");
+  ASSERT_TRUE(rule.IsMap() && rules.IsMap());
+  EXPECT_EQ(rule["kind"].Scalar(), "PrometheusRule");
+  EXPECT_TRUE(YamlEqual(rule["spec"]["groups"], rules["groups"]))
+      << "deploy/monitoring/prometheusrule.yaml is stale: run scripts/gen_monitoring.py";
+
+  absl::StatusOr<std::string> read = ReadRegularFile(
+      absl::StrCat(GPULET_SOURCE_DIR, "/deploy/grafana/gpulet-dashboard.json"), 1 << 20);
+  ASSERT_TRUE(read.ok()) << read.status();
+  std::string dashboard = *read;
+  if (!absl::EndsWith(dashboard, "\n")) dashboard += "\n";
+  YAML::Node board = doc("deploy/monitoring/grafana-dashboard.yaml");
+  ASSERT_TRUE(board.IsMap());
+  EXPECT_EQ(board["metadata"]["labels"]["grafana_dashboard"].Scalar(), "1");
+  EXPECT_TRUE(board["data"]["gpulet-dashboard.json"].Scalar() == dashboard)
+      << "deploy/monitoring/grafana-dashboard.yaml is stale: run scripts/gen_monitoring.py";
+}
+
+// The ArgoCD example: every Application's path is a kustomization of this tree that renders,
+// into the namespace its objects name; one whose objects need a CRD (the Prometheus
+// Operator's kinds) syncs in a later wave than gpulet and skips the dry run for missing kinds.
+TEST_F(DeployManifestsTest, ArgoCdExample) {
+  absl::StatusOr<std::vector<KubeObject>> apps =
+      RenderKustomization(*files_, "deploy/examples/argocd", {});
+  ASSERT_TRUE(apps.ok()) << apps.status();
+  std::map<std::string, int> wave;
+  for (const KubeObject& app : *apps) {
+    ASSERT_EQ(app.Kind(), "Application");
+    const std::string name = app.Name();
+    const std::string path = At(app.node, {"spec", "source", "path"}).Scalar();
+    EXPECT_TRUE(files_->count(absl::StrCat(path, "/kustomization.yaml"))) << name << ": " << path;
+    absl::StatusOr<std::vector<KubeObject>> objects = RenderKustomization(*files_, path, {});
+    ASSERT_TRUE(objects.ok()) << name << ": " << objects.status();
+    const std::string ns = At(app.node, {"spec", "destination", "namespace"}).Scalar();
+    bool needs_crd = false;
+    for (const KubeObject& o : *objects) {
+      if (!o.Namespace().empty()) {
+        EXPECT_EQ(o.Namespace(), ns) << name << ": " << o.Name();
+      }
+      needs_crd |= absl::StartsWith(o.node["apiVersion"].Scalar(), "monitoring.coreos.com/");
+    }
+    const std::string w =
+        At(app.node, {"metadata", "annotations", "argocd.argoproj.io/sync-wave"}).Scalar();
+    ASSERT_TRUE(absl::SimpleAtoi(w, &wave[name])) << name << ": sync-wave '" << w << "'";
+    bool skips = false;
+    for (const auto& option : At(app.node, {"spec", "syncPolicy", "syncOptions"})) {
+      skips |= option.Scalar() == "SkipDryRunOnMissingResource=true";
+    }
+    EXPECT_EQ(skips, needs_crd) << name;
+  }
+  ASSERT_EQ(wave.size(), 2u);
+  EXPECT_LT(wave["gpulet"], wave["gpulet-monitoring"]);
 }
 
 TEST_F(DeployManifestsTest, TalosOverlayNamesRealExtensions) {
