@@ -5,8 +5,9 @@
 # pages its constructors and calls touch, and those count against the pod's memory as much
 # as the heap does. Linked from archives with --gc-sections, only the members gpulet uses
 # come in, and gRPC comes without TLS (grpc++_unsecure: the kubelet sockets are unix
-# sockets). What Debian 12 ships no archive of stays dynamic: glibc, and p11-kit (a
-# dependency of GnuTLS, the TLS of the metrics server and the API client).
+# sockets). What Debian 12 ships no archive of stays dynamic: glibc. p11-kit, a dependency
+# of GnuTLS (the TLS of the metrics server and the API client) without an archive, is left
+# out (below).
 #
 # Sets, for the gpulet_module() LIBS lists:
 #   GPULET_LIB_ABSL GPULET_LIB_GRPC GPULET_LIB_YAML GPULET_LIB_LIBYAML GPULET_LIB_SPDLOG GPULET_LIB_ELF
@@ -59,13 +60,19 @@ find_library(GPULET_ARCHIVE_absl_base NAMES libabsl_base.a REQUIRED)
 get_filename_component(GPULET_ARCHIVE_DIR ${GPULET_ARCHIVE_absl_base} DIRECTORY)
 file(GLOB GPULET_ABSL_STATIC_ARCHIVES ${GPULET_ARCHIVE_DIR}/libabsl_*.a)
 list(APPEND GPULET_STATIC_ARCHIVES ${GPULET_ABSL_STATIC_ARCHIVES})
-# GnuTLS's dependency without an archive in Debian 12.
-pkg_check_modules(P11KIT REQUIRED IMPORTED_TARGET p11-kit-1)
+# GnuTLS's dependency without an archive in Debian 12, p11-kit, is answered by
+# cmake/p11_kit_absent.c ("no PKCS#11 here", which says why) instead of its shared library:
+# gpulet never takes the paths into it, and libp11-kit.so with its libffi was 1.3 MB of the
+# image. Only its headers are used, so that the stand-ins' signatures are p11-kit's own.
+pkg_check_modules(P11KIT REQUIRED p11-kit-1)
+add_library(gpulet_p11_kit_absent STATIC ${CMAKE_SOURCE_DIR}/cmake/p11_kit_absent.c)
+target_include_directories(gpulet_p11_kit_absent SYSTEM PRIVATE ${P11KIT_INCLUDE_DIRS})
+set_target_properties(gpulet_p11_kit_absent PROPERTIES POSITION_INDEPENDENT_CODE ON)
 
 add_library(gpulet_static_archives INTERFACE)
 target_link_libraries(gpulet_static_archives INTERFACE
-  -Wl,--start-group ${GPULET_STATIC_ARCHIVES} -Wl,--end-group
-  PkgConfig::P11KIT Threads::Threads ${CMAKE_DL_LIBS} atomic rt)
+  -Wl,--start-group ${GPULET_STATIC_ARCHIVES} gpulet_p11_kit_absent -Wl,--end-group
+  Threads::Threads ${CMAKE_DL_LIBS} atomic rt)
 
 # gpulet_dep(NAME shared-target...): gpulet_dep_NAME, as described above.
 function(gpulet_dep name)

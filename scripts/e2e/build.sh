@@ -4,7 +4,8 @@
 #
 #   scripts/e2e/build.sh K8S_VERSION...   the cluster's components for each version, and the tools
 #                                         e.g. scripts/e2e/build.sh v1.34.4 v1.37.2
-#   scripts/e2e/build.sh --tools          only the tools `make test` needs (kustomize, helm)
+#   scripts/e2e/build.sh --tools          only the tools `make test` needs (kustomize, helm, and
+#                                         talos-validate-v1.N for each Talos release)
 #
 # Cache: $GPULET_E2E_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/gpulet-e2e), one directory per
 # component and version, each with a `.done` stamp written last that records how it was built
@@ -18,6 +19,16 @@ RUNC_VERSION=v1.4.4
 CRICTL_VERSION=v1.34.0
 KUSTOMIZE_VERSION=v5.7.1
 HELM_VERSION=v4.3.2
+# Talos' machine-config code, one release each: the newest patch of each minor that the Go
+# module proxy serves (tests/talos/validate.go is built against each).
+TALOS_MACHINERY_VERSIONS="v1.8.3 v1.9.5 v1.10.6 v1.11.5 v1.12.1 v1.13.0 v1.14.1"
+# Two modules v1.14.1 pins are not served by the proxy (403): the nearest served versions stand
+# in (a patch release below, and the revision v1.13.0 pins); the configuration code gpulet's
+# checks run does not depend on what changed between them.
+TALOS_REPLACES_v1_14_1="replace (
+  github.com/cosi-project/runtime => github.com/cosi-project/runtime v1.16.2
+  github.com/jsimonetti/rtnetlink/v2 => github.com/jsimonetti/rtnetlink/v2 v2.2.1-0.20260317095713-310581b9c6ac
+)"
 CNI_PLUGINS_VERSION=v1.9.1
 
 CACHE=${GPULET_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpulet-e2e}
@@ -113,6 +124,41 @@ build_module kustomize "$KUSTOMIZE_VERSION" "sigs.k8s.io/kustomize/kustomize/v5@
 link_tool kustomize "$KUSTOMIZE_VERSION"
 build_module helm "$HELM_VERSION" "helm.sh/helm/v4@$HELM_VERSION" "helm.sh/helm/v4/cmd/helm"
 link_tool helm "$HELM_VERSION"
+
+# build_talos_validator VERSION: tests/talos/validate.go against Talos' machinery module at
+# VERSION, linked as $CACHE/bin/talos-validate-v1.N. The stamp holds the source's hash, so an
+# edit of validate.go rebuilds it.
+build_talos_validator() {
+  local version=$1 minor out src recipe start=$SECONDS
+  minor=${version%.*}
+  out="$CACHE/talos-validate-$version"
+  src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/tests/talos/validate.go"
+  local replaces_var="TALOS_REPLACES_${version//./_}"
+  local replaces=${!replaces_var:-}
+  recipe="validate.go $(sha256sum "$src" | cut -c1-16) $(printf '%s' "$replaces" | sha256sum | cut -c1-8)"
+  if [[ -f $out/.done && $(cat "$out/.done") == "$recipe" && -x $out/bin/talos-validate ]]; then
+    echo "e2e build: talos-validate $version cached in $out"
+  else
+    echo "e2e build: building talos-validate against Talos machinery $version into $out"
+    rm -rf "$out"
+    mkdir -p "$out/bin" "$out/src"
+    cp "$src" "$out/src/main.go"
+    {
+      echo "module gpulet.invalid/e2e/talos-validate"
+      echo "go 1.24"
+      echo "require github.com/siderolabs/talos/pkg/machinery $version"
+      printf '%s\n' "$replaces"
+    } >"$out/src/go.mod"
+    # -e: the proxy lacks some modules that only the machinery packages' own tests import.
+    (cd "$out/src" && go mod tidy -e >/dev/null 2>"$out/tidy.log" || { cat "$out/tidy.log" >&2; exit 1; })
+    (cd "$out/src" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/bin/talos-validate" .)
+    echo "$recipe" >"$out/.done"
+    echo "e2e build: talos-validate $version built in $((SECONDS - start)) s"
+  fi
+  mkdir -p "$CACHE/bin"
+  ln -sfn "$out/bin/talos-validate" "$CACHE/bin/talos-validate-$minor"
+}
+for v in $TALOS_MACHINERY_VERSIONS; do build_talos_validator "$v"; done
 $tools_only && exit 0
 
 for k in "$@"; do

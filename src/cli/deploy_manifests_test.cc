@@ -30,6 +30,7 @@
 #include "deploy/manifests_yaml.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/real_tools.h"
 #include "testing/subprocess.h"
 
 namespace gpulet {
@@ -108,24 +109,9 @@ enum class DocType {
   kGrafanaProvisioning
 };
 
-// The node at `path` under `root`, or an undefined node. Unlike chained operator[], never
-// throws on a missing intermediate key and never adds keys.
+// The node at `path` under `root`, or an undefined node (NodeAtPath).
 YAML::Node At(const YAML::Node& root, std::initializer_list<const char*> path) {
-  YAML::Node cur = root;
-  for (const char* key : path) {
-    YAML::Node next(YAML::NodeType::Undefined);
-    if (cur.IsMap()) {
-      for (const auto& kv : cur) {
-        if (kv.first.Scalar() == key) {
-          next = kv.second;
-          break;
-        }
-      }
-    }
-    if (!next.IsDefined()) return next;
-    cur.reset(next);
-  }
-  return cur;
+  return NodeAtPath(root, std::vector<std::string>(path.begin(), path.end()));
 }
 
 struct Doc {
@@ -454,54 +440,13 @@ TEST_F(DeployManifestsTest, KustomizationsReferenceExistingFilesAndRender) {
   }
 }
 
-// The path of `program` on PATH, or "" when it is not there.
-std::string FindOnPath(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  if (path == nullptr) return "";
-  for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
-    std::string candidate = absl::StrCat(dir, "/", program);
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
-}
-
-// A real tool that `make test` builds from its module (scripts/e2e/build.sh --tools links it as
-// <cache>/bin/NAME), else one on PATH; "" when neither is there.
-std::string RealTool(const std::string& name) {
-  std::string cache;
-  if (const char* c = std::getenv("GPULET_E2E_CACHE"); c != nullptr && *c != '\0') {
-    cache = c;
-  } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x != '\0') {
-    cache = absl::StrCat(x, "/gpulet-e2e");
-  } else if (const char* h = std::getenv("HOME"); h != nullptr) {
-    cache = absl::StrCat(h, "/.cache/gpulet-e2e");
-  }
-  if (std::string built = absl::StrCat(cache, "/bin/", name);
-      !cache.empty() && access(built.c_str(), X_OK) == 0) {
-    return built;
-  }
-  return FindOnPath(name);
-}
-
 // The real kustomize, else kubectl's built-in one. Returns the command before the directory
 // ({} when none is found).
 std::vector<std::string> RealKustomize() {
-  if (std::string k = RealTool("kustomize"); !k.empty()) return {k, "build"};
-  if (std::string k = FindOnPath("kubectl"); !k.empty()) return {k, "kustomize"};
+  if (std::string k = testing::RealTool("kustomize"); !k.empty()) return {k, "build"};
+  if (std::string k = testing::FindOnPath("kubectl"); !k.empty()) return {k, "kustomize"};
   return {};
 }
-
-// Fails (in CI, where `make test` has built the tool) or skips the test when `tool` is "".
-#define REQUIRE_REAL_TOOL(tool, name)                                                   \
-  do {                                                                                  \
-    if ((tool).empty()) {                                                               \
-      const char* ci = std::getenv("CI");                                               \
-      if (ci != nullptr && std::string(ci) == "true") {                                 \
-        FAIL() << "no " name ": `make test` builds it (scripts/e2e/build.sh --tools)";  \
-      }                                                                                 \
-      GTEST_SKIP() << "no " name ": run scripts/e2e/build.sh --tools (make test does)"; \
-    }                                                                                   \
-  } while (0)
 
 // apiVersion, kind, namespace/name: how the comparisons below match objects.
 std::string ObjectId(const YAML::Node& n) {
@@ -530,7 +475,7 @@ std::map<std::string, YAML::Node> ObjectsById(const std::string& out, const std:
 // skips, and never in CI.
 TEST_F(DeployManifestsTest, KubectlKustomizeRendersEveryKustomizationAsGpuletDoes) {
   const std::vector<std::string> kustomize = RealKustomize();
-  REQUIRE_REAL_TOOL(kustomize, "kustomize");
+  GPULET_REQUIRE_REAL_TOOL(kustomize, "kustomize");
   int checked = 0;
   for (const auto& [path, text] : *files_) {
     if (!absl::EndsWith(path, "/kustomization.yaml")) continue;
@@ -593,10 +538,10 @@ YAML::Node WithConfigParsed(YAML::Node object) {
 // The Helm chart and the kustomize tree are one install: with the values each overlay stands
 // for, `helm template` renders the overlay's objects, and nothing else.
 TEST_F(DeployManifestsTest, HelmRendersWhatKustomizeRenders) {
-  const std::string helm = RealTool("helm");
-  REQUIRE_REAL_TOOL(helm, "helm");
+  const std::string helm = testing::RealTool("helm");
+  GPULET_REQUIRE_REAL_TOOL(helm, "helm");
   const std::vector<std::string> kustomize = RealKustomize();
-  REQUIRE_REAL_TOOL(kustomize, "kustomize");
+  GPULET_REQUIRE_REAL_TOOL(kustomize, "kustomize");
   struct Case {
     const char* overlay;
     std::vector<std::string> sets;
@@ -638,8 +583,8 @@ TEST_F(DeployManifestsTest, HelmRendersWhatKustomizeRenders) {
 }
 
 TEST_F(DeployManifestsTest, HelmLintPassesStrict) {
-  const std::string helm = RealTool("helm");
-  REQUIRE_REAL_TOOL(helm, "helm");
+  const std::string helm = testing::RealTool("helm");
+  GPULET_REQUIRE_REAL_TOOL(helm, "helm");
   for (const char* set :
        {"namespace.create=false", "dra.enabled=true,serviceMonitor.enabled=true"}) {
     testing::RunResult r =
@@ -651,8 +596,8 @@ TEST_F(DeployManifestsTest, HelmLintPassesStrict) {
 
 // The common settings reach the objects, and a wrong one is refused with what to do.
 TEST_F(DeployManifestsTest, HelmValuesReachTheObjectsAndBadOnesAreRefused) {
-  const std::string helm = RealTool("helm");
-  REQUIRE_REAL_TOOL(helm, "helm");
+  const std::string helm = testing::RealTool("helm");
+  GPULET_REQUIRE_REAL_TOOL(helm, "helm");
   const std::string digest = absl::StrCat("sha256:", std::string(64, 'a'));
   testing::RunResult r = HelmTemplate(
       helm, {absl::StrCat("image.repository=registry.example.com/gpulet,image.digest=", digest),

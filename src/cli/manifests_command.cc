@@ -2,7 +2,7 @@
 //
 //   gpulet manifests [--overlay talos|generic] [--dra] [--talos-version V] [--image REF]
 //                    [--inspect|--no-inspect] [--driver-branch production|lts]
-//                    [--talos-machine-patch | --talos-schematic]
+//                    [--talos-machine-patch [--talos-current-config FILE] | --talos-schematic]
 //
 // The manifests are the files of deploy/ compiled into the binary (deploy/manifests.h), so
 // the output is what `kubectl kustomize deploy/overlays/<overlay>` gives, plus a header that
@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cli/commands.h"
+#include "common/read_file.h"
 #include "deploy/manifests.h"
 
 namespace gpulet {
@@ -56,6 +57,9 @@ std::string DescribeDriver(const DriverInfo& d) {
                       d.version.empty() ? "(version unknown)" : d.version);
 }
 
+// A machine configuration is a few tens of KiB; one with inline manifests can be more.
+constexpr size_t kMaxMachineConfigBytes = size_t{4} << 20;
+
 class ManifestsCommand final : public CommandHandler {
  public:
   void AddOptions(CLI::App& app) override {
@@ -81,6 +85,11 @@ class ManifestsCommand final : public CommandHandler {
         "--talos-schematic", print_schematic_,
         "Print the Talos Image Factory schematic (the NVIDIA system extensions) instead");
     patch->excludes(schematic);
+    app.add_option("--talos-current-config", current_config_,
+                   "The node's machine configuration (talosctl -n NODE get machineconfig -o "
+                   "jsonpath='{.spec}' > FILE): fit the patch to it, moving what the release "
+                   "refuses beside its documents (a node upgraded to Talos 1.14)")
+        ->needs(patch);
   }
 
   int Run(CommandContext& ctx) override {
@@ -143,7 +152,19 @@ class ManifestsCommand final : public CommandHandler {
       return kExitOk;
     }
     if (print_patch_) {
-      absl::StatusOr<std::string> patch = RenderTalosMachinePatch(files, version, *extensions);
+      std::optional<TalosCurrentConfig> current;
+      if (!current_config_.empty()) {
+        absl::StatusOr<std::string> text =
+            ReadRegularFile(current_config_, kMaxMachineConfigBytes, "machine configuration");
+        if (!text.ok()) {
+          std::fprintf(stderr, "gpulet manifests: --talos-current-config: %s\n",
+                       std::string(text.status().message()).c_str());
+          return kExitUsage;
+        }
+        current = TalosCurrentConfig{*text, current_config_};
+      }
+      absl::StatusOr<std::string> patch =
+          RenderTalosMachinePatch(files, version, *extensions, current ? &*current : nullptr);
       if (!patch.ok()) {
         std::fprintf(stderr, "gpulet manifests: %s\n",
                      std::string(patch.status().message()).c_str());
@@ -228,6 +249,7 @@ class ManifestsCommand final : public CommandHandler {
   std::string overlay_;
   bool dra_ = false;
   std::string talos_version_;
+  std::string current_config_;
   std::string image_;
   std::string branch_ = "production";
   bool inspect_ = true;

@@ -133,9 +133,20 @@ std::string RenderTalosSchematic(const TalosExtensions& extensions);
 // no version: the file as written (the 1.13 form). A header comment lists `extensions` with
 // their reasons (which carry the warning for a version newer than the table). Errors name
 // the file when it lacks the expected keys, and refuse versions older than 1.8.
+//
+// With `current` (a node's machine configuration, `text` read from `origin`), the patch is
+// fitted to that node: on a release with KubeNodeConfig (1.14), it also deletes what that
+// node's v1alpha1 document holds that the release refuses beside a KubeNodeConfig, and
+// carries the values into it (deploy/talos_migration.h), so a node upgraded from an earlier
+// release with gpulet's earlier patch, or with its own node labels or node IP, takes it.
+struct TalosCurrentConfig {
+  std::string text;
+  std::string origin;  // the file it was read from, for messages
+};
 absl::StatusOr<std::string> RenderTalosMachinePatch(const ManifestFiles& files,
                                                     const std::optional<TalosVersion>& version,
-                                                    const TalosExtensions& extensions);
+                                                    const TalosExtensions& extensions,
+                                                    const TalosCurrentConfig* current = nullptr);
 
 // Paths of the Talos files inside the embedded tree.
 inline constexpr char kTalosOverlayDir[] = "deploy/overlays/talos";

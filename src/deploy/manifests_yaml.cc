@@ -360,6 +360,24 @@ YAML::Node QuotedScalar(absl::string_view value) {
   return n;
 }
 
+YAML::Node NodeAtPath(const YAML::Node& root, const std::vector<std::string>& keys) {
+  YAML::Node cur = root;
+  for (const std::string& key : keys) {
+    YAML::Node next(YAML::NodeType::Undefined);
+    if (cur.IsMap()) {
+      for (const auto& kv : cur) {
+        if (kv.first.Scalar() == key) {
+          next = kv.second;
+          break;
+        }
+      }
+    }
+    if (!next.IsDefined()) return next;
+    cur.reset(next);
+  }
+  return cur;
+}
+
 bool YamlEqual(const YAML::Node& a, const YAML::Node& b) {
   if (a.Type() != b.Type()) return false;
   switch (a.Type()) {

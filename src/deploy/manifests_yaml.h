@@ -51,6 +51,11 @@ YAML::Node QuotedScalar(absl::string_view value);
 // values (in any order), sequences element by element.
 bool YamlEqual(const YAML::Node& a, const YAML::Node& b);
 
+// The node under `keys` from `root` (map keys, one per level), or an undefined node when a
+// key is missing or a level is not a map. Unlike chained operator[], it never throws on a
+// missing intermediate key and never adds keys.
+YAML::Node NodeAtPath(const YAML::Node& root, const std::vector<std::string>& keys);
+
 // Applies a strategic-merge patch to `target` in place, as kubectl/kustomize would for the
 // fields it knows:
 //   - maps merge key by key; a null value deletes the key;

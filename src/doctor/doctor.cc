@@ -16,6 +16,7 @@
 #include "absl/strings/strip.h"
 #include "cdi/generator.h"
 #include "cdi/spec_dirs.h"
+#include "deploy/talos_migration.h"
 #include "doctor/explain.h"
 #include "doctor/stack_checks.h"
 #include "gpu/nvml_api.h"
@@ -713,6 +714,80 @@ CheckResult CheckTalosSysctl(const Context& c) {
     r.verdict = Verdict::kPass;
     r.summary = absl::StrCat("net.core.bpf_jit_harden is ", *value);
   }
+  return r;
+}
+
+// Where Talos keeps the node's machine configuration: the STATE partition's mount point and
+// the file name in it (siderolabs/talos@v1.14.1:pkg/machinery/constants/constants.go,
+// StateMountPoint and ConfigFilename).
+constexpr char kTalosMachineConfig[] = "/system/state/config.yaml";
+// A machine configuration is a few tens of KiB; one with inline manifests can be more.
+constexpr size_t kMaxTalosMachineConfigBytes = size_t{4} << 20;
+
+// A node upgraded to a release with KubeNodeConfig keeps the v1alpha1 fields an earlier one
+// (or gpulet's earlier patch) set; that release refuses gpulet's patch beside them.
+CheckResult CheckTalosMachineConfig(const Context& c) {
+  CheckResult r = CheckResultFor("talos.config", "Machine configuration takes gpulet's patch");
+  if (!c.talos) return NotCheckedResult(r.id, r.title, "only on Talos");
+  const talos::Release& row = *c.talos->release;
+  const std::string patch_command = absl::StrCat(
+      "talosctl -n <node> get machineconfig -o jsonpath='{.spec}' > current.yaml\n"
+      "gpulet manifests --talos-machine-patch --talos-version v",
+      row.major, ".", row.minor,
+      " --talos-current-config current.yaml > gpu-node-patch.yaml\n"
+      "talosctl -n <node> patch machineconfig --patch @gpu-node-patch.yaml");
+  if (!row.KubeNodeDocuments()) {
+    return NotCheckedResult(r.id, r.title,
+                            absl::StrCat(TalosName(c),
+                                         " keeps node labels and taints in the v1alpha1 "
+                                         "document, where gpulet's patch for it puts them"));
+  }
+  const std::string where = c.host.Describe(kTalosMachineConfig);
+  absl::StatusOr<std::string> text =
+      c.host.ReadFile(kTalosMachineConfig, kMaxTalosMachineConfigBytes);
+  if (!text.ok()) {
+    r.evidence.push_back(std::string(text.status().message()));
+    return NotCheckedResult(
+        r, absl::StrCat("the machine configuration is not readable here; before applying "
+                        "gpulet's patch to a node upgraded from an earlier Talos, fit it to the "
+                        "node's configuration: ",
+                        absl::StrReplaceAll(patch_command, {{"\n", "; "}})));
+  }
+  absl::StatusOr<KubeNodeMigration> plan = PlanKubeNodeMigration(row, *text, where);
+  if (!plan.ok()) {
+    r.verdict = Verdict::kWarn;
+    r.summary = "the machine configuration cannot be read as Talos writes it";
+    r.evidence.push_back(std::string(plan.status().message()));
+    r.fix = "Check the node's configuration with `talosctl -n <node> get machineconfig`.";
+    return r;
+  }
+  if (plan->moved.empty()) {
+    r.verdict = Verdict::kPass;
+    r.summary = absl::StrCat(
+        where, " sets none of the v1alpha1 fields ", TalosName(c),
+        " refuses beside a KubeNodeConfig",
+        plan->has_kube_node_config ? " (it has a KubeNodeConfig document already)" : "");
+    return r;
+  }
+  r.verdict = Verdict::kWarn;
+  r.summary = absl::StrCat(
+      "the node was configured by an earlier Talos: its v1alpha1 document still sets .",
+      absl::StrJoin(plan->moved, ", ."), ", and ", TalosName(c),
+      " refuses gpulet's patch (a KubeNodeConfig document) beside ",
+      plan->moved.size() == 1 ? "it" : "them");
+  for (const talos::Conflict& conflict : row.conflicts) {
+    if (conflict.kind != "KubeNodeConfig") continue;
+    if (std::find(plan->moved.begin(), plan->moved.end(), conflict.field) == plan->moved.end()) {
+      continue;
+    }
+    r.evidence.push_back(absl::StrCat(where, ": .", conflict.field, " is set; ", row.Name(),
+                                      " refuses it beside a KubeNodeConfig [", conflict.source,
+                                      "]"));
+  }
+  r.fix = absl::StrCat(
+      "Render the patch for this node's configuration: it deletes those fields and carries "
+      "their values into the KubeNodeConfig:\n",
+      patch_command);
   return r;
 }
 
@@ -1528,6 +1603,8 @@ Report RunDoctor(const DoctorInput& input) {
       {"nvml.load", "NVML library loads", &CheckNvml, false},
       {"driver.userspace", "Driver libraries where this OS keeps them", &CheckUserspace, false},
       {"talos.bpf", "BPF sysctl for the legacy nvidia runtime", &CheckTalosSysctl, false},
+      {"talos.config", "Machine configuration takes gpulet's patch", &CheckTalosMachineConfig,
+       false},
       {"cdi.specs", "CDI specs present and loadable", &CheckCdiSpecs, true},
       {"cdi.gpulet", "The CDI devices gpulet's answers name resolve", &CheckGpuletCdi, true},
       {"cdi.resolve", "nvidia.com/gpu=0 and =all resolve", &CheckCdiResolve, true},

@@ -312,6 +312,7 @@ TEST(DoctorTest, Talos113CdiModeWithoutSpec) {
   EXPECT_EQ(VerdictOf(r, "driver.flavor"), Verdict::kPass);  // RTX 5090 on the open modules
   EXPECT_EQ(VerdictOf(r, "driver.userspace"), Verdict::kPass) << Text(r, "driver.userspace");
   EXPECT_EQ(VerdictOf(r, "talos.bpf"), Verdict::kNotChecked);
+  EXPECT_EQ(VerdictOf(r, "talos.config"), Verdict::kNotChecked);  // from 1.14
   EXPECT_EQ(VerdictOf(r, "cdi.specs"), Verdict::kFail);
   EXPECT_THAT(Text(r, "cdi.specs"), HasSubstr("ext-nvidia-cdi-gen"));
   EXPECT_EQ(VerdictOf(r, "containerd"), Verdict::kPass) << Text(r, "containerd");
@@ -319,7 +320,7 @@ TEST(DoctorTest, Talos113CdiModeWithoutSpec) {
   for (const CheckResult& c : r.checks) {
     if (c.id != "cdi.specs" && c.id != "cdi.resolve" && c.id != "cdi.hooks" &&
         c.id != "cdi.paths" && c.id != "cdi.gpulet" && c.id != "talos.bpf" &&
-        c.id != "gpu.health" && c.id != "kernel.log" &&
+        c.id != "talos.config" && c.id != "gpu.health" && c.id != "kernel.log" &&
         // Not for this node: no MIG, no NVSwitch, no CRI-O, no DCGM, no memory slices; no
         // /sys/fs/cgroup here.
         c.id != "mig.mode" && c.id != "fabricmanager" && c.id != "crio" &&
@@ -515,6 +516,40 @@ TEST(DoctorTalosReleasesTest, UnsupportedAndNewerReleases) {
   EXPECT_EQ(VerdictOf(r, "os.release"), Verdict::kWarn);
   EXPECT_THAT(Text(r, "os.release"), HasSubstr("assuming it behaves like Talos 1.14"));
   EXPECT_EQ(VerdictOf(r, "driver.userspace"), Verdict::kPass);
+}
+
+// Talos 1.14 reads the node's machine configuration: one upgraded from 1.13 with gpulet's 1.13
+// patch is a WARN whose fix renders the patch fitted to it; one installed with 1.14 passes.
+TEST(DoctorTalosReleasesTest, AnUpgradedMachineConfigurationIsFound) {
+  RootCopy root(TestRoot("talos-1.14"));
+  Inventory inv = TalosInventory(root.path(), "595.91.07", true);
+  Report r = Diagnose(root.path(), inv);
+  EXPECT_EQ(VerdictOf(r, "talos.config"), Verdict::kNotChecked);
+  EXPECT_THAT(Text(r, "talos.config"), HasSubstr("--talos-current-config current.yaml"));
+
+  root.Write("system/state/config.yaml",
+             "version: v1alpha1\nmachine:\n  type: worker\n  nodeLabels:\n"
+             "    nvidia.com/gpu.present: \"true\"\n  kubelet:\n    extraArgs:\n"
+             "      register-with-taints: nvidia.com/gpu=present:NoSchedule\n");
+  r = Diagnose(root.path(), inv);
+  EXPECT_EQ(VerdictOf(r, "talos.config"), Verdict::kWarn) << Text(r, "talos.config");
+  std::string t = Text(r, "talos.config");
+  EXPECT_THAT(t, HasSubstr("still sets .machine.nodeLabels, "
+                           ".machine.kubelet.extraArgs.register-with-taints"));
+  EXPECT_THAT(t, HasSubstr("siderolabs/talos@v1.14"));
+  EXPECT_THAT(t, HasSubstr("gpulet manifests --talos-machine-patch --talos-version v1.14 "
+                           "--talos-current-config current.yaml"));
+
+  root.Write("system/state/config.yaml",
+             "version: v1alpha1\nmachine: {type: worker}\n---\napiVersion: v1alpha1\n"
+             "kind: KubeNodeConfig\nnodeIP: {}\n");
+  r = Diagnose(root.path(), inv);
+  EXPECT_EQ(VerdictOf(r, "talos.config"), Verdict::kPass) << Text(r, "talos.config");
+
+  root.Write("system/state/config.yaml", "machine: [broken\n");
+  r = Diagnose(root.path(), inv);
+  EXPECT_EQ(VerdictOf(r, "talos.config"), Verdict::kWarn);
+  EXPECT_THAT(Text(r, "talos.config"), HasSubstr("system/state/config.yaml"));
 }
 
 TEST(DoctorTest, KernelAndUserspaceVersionsMustMatch) {

@@ -43,11 +43,13 @@ size_t AnchorRank(absl::string_view word) {
 
 // The checks `gpulet doctor` runs (src/doctor/doctor.cc; docs/troubleshooting.md lists them).
 constexpr absl::string_view kDoctorChecks[] = {
-    "os.release",     "gpu.present", "gpu.driver",       "driver.flavor",    "driver.modules",
-    "dev.nodes",      "nvml.load",   "driver.userspace", "talos.bpf",        "cdi.specs",
-    "cdi.gpulet",     "cdi.resolve", "cdi.hooks",        "cdi.paths",        "containerd",
-    "kubelet",        "gpu.health",  "driver.uvm",       "mig.mode",         "fabricmanager",
-    "cgroup.devices", "crio",        "dcgm.hostengine",  "vram.enforcement", "kernel.log"};
+    "os.release",       "gpu.present",    "gpu.driver", "driver.flavor",
+    "driver.modules",   "dev.nodes",      "nvml.load",  "driver.userspace",
+    "talos.bpf",        "talos.config",   "cdi.specs",  "cdi.gpulet",
+    "cdi.resolve",      "cdi.hooks",      "cdi.paths",  "containerd",
+    "kubelet",          "gpu.health",     "driver.uvm", "mig.mode",
+    "fabricmanager",    "cgroup.devices", "crio",       "dcgm.hostengine",
+    "vram.enforcement", "kernel.log"};
 
 struct SeverityName {
   ExplainSeverity severity;

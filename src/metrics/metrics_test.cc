@@ -33,6 +33,7 @@
 #include "testing/daemon_process.h"
 #include "testing/free_port.h"
 #include "testing/subprocess.h"
+#include "testing/test_pki.h"
 
 namespace gpulet {
 namespace {
@@ -544,6 +545,63 @@ TEST(MetricsDaemonTest, DcgmDefaultCountersOnH200MatchTheDocTable) {
     EXPECT_EQ(csv.count(name) + extra.count(name), 1u) << name;
   }
   daemon.Stop(SIGTERM, absl::Seconds(5));  // before its directory goes
+  fs::remove_all(dir);
+}
+
+// The shipped binary (statically linked, its GnuTLS without p11-kit: cmake/p11_kit_absent.c)
+// serves /metrics over TLS from a web config: a client that trusts the test CA gets the
+// metrics, one that trusts another CA or speaks plain HTTP gets none.
+TEST(MetricsDaemonTest, TheBinaryServesTlsFromAWebConfig) {
+  fs::path dir = fs::temp_directory_path() / ("gmtls-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  absl::StatusOr<testing::TestCert> ca = testing::MakeTestCa("gpulet test CA");
+  absl::StatusOr<testing::TestCert> other_ca = testing::MakeTestCa("another CA");
+  ASSERT_TRUE(ca.ok() && other_ca.ok());
+  absl::StatusOr<testing::TestCert> cert =
+      testing::MakeTestCert(*ca, "gpulet", {"127.0.0.1"}, {"localhost"}, /*client=*/false);
+  ASSERT_TRUE(cert.ok()) << cert.status();
+  std::ofstream(dir / "ca.pem") << ca->cert_pem;
+  std::ofstream(dir / "other-ca.pem") << other_ca->cert_pem;
+  std::ofstream(dir / "cert.pem") << cert->cert_pem;
+  std::ofstream(dir / "key.pem") << cert->key_pem;
+  fs::permissions(dir / "key.pem", fs::perms::owner_read | fs::perms::owner_write);
+  std::ofstream(dir / "web.yml") << "tls_server_config:\n  cert_file: cert.pem\n"
+                                 << "  key_file: key.pem\n";
+  std::ofstream(dir / "config.yaml")
+      << "version: v1\nmetrics: {webConfigFile: " << (dir / "web.yml").string() << "}\n";
+  int port = testing::FreeLoopbackPort();
+  testing::DaemonProcess daemon;
+  ASSERT_TRUE(daemon.Start({std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate", "homelab",
+                            "--sim-state", (dir / "state.json").string(), "serve", "--config",
+                            (dir / "config.yaml").string(), "--kubelet-dir", (dir / "k").string(),
+                            "--metrics-address", absl::StrCat("127.0.0.1:", port)},
+                           {}, (dir / "log").string()));
+  auto get = [&](const fs::path& ca_file) {
+    httplib::SSLClient c("127.0.0.1", port);
+    c.set_ca_cert_path((dir / ca_file).string());
+    c.enable_server_certificate_verification(true);
+    c.set_connection_timeout(1, 0);
+    c.set_read_timeout(2, 0);
+    return c.Get("/metrics");
+  };
+  std::string body;
+  for (int i = 0; i < 200 && body.empty(); ++i) {
+    auto r = get("ca.pem");
+    if (r && r->status == 200 && absl::StrContains(r->body, "DCGM_FI_DEV_GPU_TEMP{")) {
+      body = r->body;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  EXPECT_FALSE(body.empty()) << daemon.Log();
+  EXPECT_FALSE(get("other-ca.pem")) << "a server certificate from another CA was accepted";
+  httplib::Client plain("127.0.0.1", port);
+  plain.set_connection_timeout(1, 0);
+  plain.set_read_timeout(2, 0);
+  auto r = plain.Get("/metrics");
+  EXPECT_TRUE(!r || r->status != 200) << "plain HTTP got the metrics";
+  daemon.Stop(SIGTERM, absl::Seconds(5));
   fs::remove_all(dir);
 }
 

@@ -5,7 +5,8 @@
 // the release accepts. Each fact carries the public source it was read from (a
 // repository@tag:path, or a URL), so a new Talos release means adding one row here and
 // checking it against that release's source, not editing doctor, manifests, the NVML
-// loader and explain separately.
+// loader and explain separately. Each release's own configuration code (its machinery Go
+// module) checks the patches gpulet renders from this table: src/deploy/talos_machinery_test.cc.
 //
 // The module depends on absl and the standard library only, so every other module may use
 // it. The machine-config rule checker works on document shapes (kind + dotted field
