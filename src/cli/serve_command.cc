@@ -32,6 +32,7 @@
 #include "config/config.h"
 #include "config/config_watcher.h"
 #include "daemon/daemon.h"
+#include "metrics/web_config.h"
 
 namespace gpulet {
 namespace {
@@ -233,7 +234,10 @@ class ServeCommand final : public CommandHandler {
       return absl::IsInvalidArgument(started) ? kExitUsage : kExitFailure;
     }
 
-    if (watcher) watcher->Start();
+    if (watcher) {
+      watcher->WatchAlso(WebConfigFiles(daemon.config().metrics.web_config_file));
+      watcher->Start();
+    }
 
     // Start-up is over well within this (the first NVML round, the kubelet's Register, the
     // first scrapes): then the code pages only start-up ran go back (common/startup_pages.h).
@@ -267,6 +271,9 @@ class ServeCommand final : public CommandHandler {
         }
         // Reload logs what it applied, or why it refused and kept the running config.
         if (daemon.Reload(*next).ok()) GPULET_LOG_INFO("SIGHUP: configuration reloaded");
+        // The files the running configuration names (a new web config, or one naming a new
+        // certificate), whether or not this reload was taken.
+        if (watcher) watcher->WatchAlso(WebConfigFiles(daemon.config().metrics.web_config_file));
       } else if (sig == SIGTERM || sig == SIGINT) {
         GPULET_LOG_INFO("received {}: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
         break;

@@ -13,8 +13,15 @@
 // the file in place is not caught halfway), and a file missing, unreadable or empty for a
 // moment (a swap or a write in progress) is no change at all.
 //
-// Thread-safety: Start/Stop from one thread. The callback runs on the watcher's thread
-// ("gpulet-config"). Check() is for a watcher that is not started (tests).
+// It also watches the files the configuration names whose content matters as much: the
+// metrics web config and the certificate and key it names (WatchAlso), so that a Secret
+// updated by cert-manager, or a web config changed in place, is reloaded too. Those are
+// compared the same way, at each poll (their directories are not watched: a Secret's swap is
+// seen within `poll`).
+//
+// Thread-safety: Start/Stop from one thread; WatchAlso from any thread. The callback runs on
+// the watcher's thread ("gpulet-config"). Check() is for a watcher that is not started
+// (tests).
 #ifndef GPULET_CONFIG_CONFIG_WATCHER_H_
 #define GPULET_CONFIG_CONFIG_WATCHER_H_
 
@@ -24,7 +31,10 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/dir_watcher.h"
 
@@ -48,17 +58,31 @@ class ConfigFileWatcher {
   void Start();
   void Stop();  // idempotent
 
-  // Reads the file once. A content other than the last seen is pending until the next
-  // Check reads it again; then it is the one seen, on_change is called and Check returns
-  // true.
+  // Also watch these files (replacing the previous list), taking their current content as
+  // what was last seen. Call it after each (re)load with the files the configuration names.
+  void WatchAlso(const std::vector<std::string>& paths);
+
+  // Reads the files once. A content other than the last seen is pending until the next
+  // Check reads it again; then it is the one seen, on_change is called (once, however many
+  // files changed) and Check returns true.
   bool Check();
 
  private:
-  std::optional<std::string> Read() const;
+  // One watched file: what it held when last seen, and a new content read once.
+  struct Watched {
+    std::string path;
+    std::optional<std::string> seen;
+    std::optional<std::string> pending;
+  };
+  static std::optional<std::string> Read(const std::string& path);
+  // Whether `w` has a new content confirmed by a second read.
+  static bool Changed(Watched& w);
 
   Options options_;
-  std::optional<std::string> seen_;     // watcher thread only, once started
-  std::optional<std::string> pending_;  // read once, not yet confirmed
+  Watched main_;  // watcher thread only, once started
+  absl::Mutex mu_;
+  std::vector<Watched> also_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> any_pending_{false};
   DirWatcher dir_;
   std::atomic<bool> stop_{false};
   std::thread thread_;

@@ -78,4 +78,35 @@ TEST(ConfigFileWatcherTest, AnEditInPlaceIsAChangeAndAMissingFileIsNot) {
 }
 
 }  // namespace
+// The web config and the certificate it names: a certificate renewed in place (a Secret's
+// swap) is a change; the list is replaced by the next WatchAlso, whose files start as seen.
+TEST(ConfigFileWatcherTest, TheFilesTheConfigurationNamesAreWatchedToo) {
+  testing::ScratchDir dir;
+  const std::string path = dir.Write("config.yaml", "version: v1\n");
+  const std::string web = dir.Write("web/web.yml", "tls_server_config: {cert_file: tls.crt}\n");
+  const std::string cert = dir.Write("web/tls.crt", "CERT 1\n");
+  int changes = 0;
+  ConfigFileWatcher watcher({.path = path, .on_change = [&] { ++changes; }});
+  watcher.WatchAlso({web, cert});
+  EXPECT_FALSE(watcher.Check());
+  dir.Write("web/tls.crt", "CERT 2\n");
+  EXPECT_FALSE(watcher.Check());  // pending
+  EXPECT_TRUE(watcher.Check());
+  EXPECT_EQ(changes, 1);
+  EXPECT_FALSE(watcher.Check());
+  // The main file and a named file changing together: one reload.
+  dir.Write("config.yaml", "version: v1\nhealth: {kmsg: false}\n");
+  dir.Write("web/web.yml", "tls_server_config: {cert_file: other.crt}\n");
+  EXPECT_FALSE(watcher.Check());
+  EXPECT_TRUE(watcher.Check());
+  EXPECT_EQ(changes, 2);
+  // A new list: the old certificate is no longer watched, the new one starts as seen.
+  const std::string other = dir.Write("web/other.crt", "OTHER\n");
+  watcher.WatchAlso({web, other});
+  dir.Write("web/tls.crt", "CERT 3\n");
+  EXPECT_FALSE(watcher.Check());
+  EXPECT_FALSE(watcher.Check());
+  EXPECT_EQ(changes, 2);
+}
+
 }  // namespace gpulet

@@ -550,8 +550,10 @@ TEST(MetricsDaemonTest, DcgmDefaultCountersOnH200MatchTheDocTable) {
 
 // The shipped binary (statically linked, its GnuTLS without p11-kit: cmake/p11_kit_absent.c)
 // serves /metrics over TLS from a web config: a client that trusts the test CA gets the
-// metrics, one that trusts another CA or speaks plain HTTP gets none.
-TEST(MetricsDaemonTest, TheBinaryServesTlsFromAWebConfig) {
+// metrics, one that trusts another CA or speaks plain HTTP gets none; a certificate renewed in
+// place is served without a restart (the config watcher watches the files the web config
+// names).
+TEST(MetricsDaemonTest, TheBinaryServesTlsFromAWebConfigAndRenewsIt) {
   fs::path dir = fs::temp_directory_path() / ("gmtls-" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -596,6 +598,24 @@ TEST(MetricsDaemonTest, TheBinaryServesTlsFromAWebConfig) {
   }
   EXPECT_FALSE(body.empty()) << daemon.Log();
   EXPECT_FALSE(get("other-ca.pem")) << "a server certificate from another CA was accepted";
+
+  // The certificate renewed in place (as cert-manager does to a Secret): the running gpulet
+  // serves the new one within seconds, with no restart and no SIGHUP.
+  absl::StatusOr<testing::TestCert> renewed =
+      testing::MakeTestCert(*other_ca, "gpulet", {"127.0.0.1"}, {"localhost"}, /*client=*/false);
+  ASSERT_TRUE(renewed.ok()) << renewed.status();
+  std::ofstream(dir / "key.pem.new") << renewed->key_pem;
+  std::ofstream(dir / "cert.pem.new") << renewed->cert_pem;
+  fs::rename(dir / "key.pem.new", dir / "key.pem");
+  fs::rename(dir / "cert.pem.new", dir / "cert.pem");
+  bool rotated = false;
+  for (int i = 0; i < 200 && !rotated; ++i) {
+    auto r = get("other-ca.pem");
+    rotated = r && r->status == 200;
+    if (!rotated) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(rotated) << "the renewed certificate was not served within 10 s:\n" << daemon.Log();
+  EXPECT_FALSE(get("ca.pem")) << "the old certificate is still served";
   httplib::Client plain("127.0.0.1", port);
   plain.set_connection_timeout(1, 0);
   plain.set_read_timeout(2, 0);

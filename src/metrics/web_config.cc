@@ -193,6 +193,17 @@ absl::StatusOr<std::string> ReadPem(const std::string& origin, const std::string
 
 }  // namespace
 
+std::vector<std::string> WebConfigFiles(const std::string& path) {
+  if (path.empty()) return {};
+  std::vector<std::string> files = {path};
+  absl::StatusOr<WebConfig> web = LoadWebConfig(path);
+  if (web.ok() && !web->cert_file.empty()) {
+    files.push_back(web->cert_file);
+    files.push_back(web->key_file);
+  }
+  return files;
+}
+
 bool IsBcryptHash(const std::string& h) {
   if (h.size() != 60 || h[0] != '$' || h[1] != '2' || h[3] != '$' || h[6] != '$') return false;
   if (h[2] != 'a' && h[2] != 'b' && h[2] != 'y') return false;

@@ -23,6 +23,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -45,6 +46,11 @@ absl::StatusOr<WebConfig> ParseWebConfig(const std::string& yaml, const std::str
 // paths are taken relative to the web-config file's directory (as Prometheus exporters do)
 // and returned absolute. An empty `path` gives no TLS and no auth.
 absl::StatusOr<WebConfig> LoadWebConfig(const std::string& path);
+
+// The files the web config at `path` reads: itself, and the certificate and key it names
+// (absolute) when it can be loaded. Empty for an empty `path`. For the config watcher, so that
+// a certificate renewed in place is reloaded.
+std::vector<std::string> WebConfigFiles(const std::string& path);
 
 // Whether `hash` is a bcrypt hash: $2a$, $2b$ or $2y$, a two-digit cost from 04 to 31, and
 // 53 characters of bcrypt's base64 (22 of salt, 31 of hash).
