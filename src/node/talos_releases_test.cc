@@ -1,6 +1,16 @@
 #include "node/talos_releases.h"
 
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -153,6 +163,96 @@ TEST(TalosReleasesTest, OneFourteenConflicts) {
   EXPECT_TRUE(CheckMerged(R(14), bases[1].documents, {node}).empty());
   // Before 1.14 there are no such rules.
   EXPECT_TRUE(CheckMerged(R(13), BaseConfigs(R(13))[0].documents, {legacy}).empty());
+}
+
+// The first `backticked` word of a table cell ("" when none).
+std::string FirstCode(const std::string& cell) {
+  size_t a = cell.find('`');
+  size_t b = a == std::string::npos ? a : cell.find('`', a + 1);
+  return b == std::string::npos ? "" : cell.substr(a + 1, b - a - 1);
+}
+
+std::string DirOf(const std::string& path) { return path.substr(0, path.rfind('/') + 1); }
+
+// docs/talos.md's release table states the per-release facts of this table; it may not
+// contradict it. A row "1.9 to 1.12" states them for each of those releases, "same" repeats
+// the row above, "same directory" the libnvidia-ml cell, and every known release has a row.
+TEST(TalosDocsTest, TalosMdsReleaseTableIsTheCodesTable) {
+  std::ifstream in(std::string(GPULET_SOURCE_DIR) + "/docs/talos.md");
+  ASSERT_TRUE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::vector<std::vector<std::string>> rows;
+  bool in_table = false;
+  for (absl::string_view line : absl::StrSplit(text.str(), '\n')) {
+    if (absl::StartsWith(line, "| Talos | extension names |")) {
+      in_table = true;
+      continue;
+    }
+    if (!in_table) continue;
+    if (!absl::StartsWith(line, "|")) break;
+    if (absl::StartsWith(line, "|---")) continue;
+    std::vector<std::string> cells;
+    for (absl::string_view c : absl::StrSplit(line, '|')) {
+      cells.emplace_back(absl::StripAsciiWhitespace(c));
+    }
+    ASSERT_EQ(cells.size(), 12u) << line;  // the empty ones outside the first and last bar
+    rows.emplace_back(cells.begin() + 1, cells.end() - 1);
+  }
+  ASSERT_GE(rows.size(), 3u) << "docs/talos.md has no release table";
+
+  std::set<int> covered;
+  std::vector<std::string> prev;
+  for (std::vector<std::string> row : rows) {
+    for (size_t i = 1; i < row.size(); ++i) {
+      if (row[i] == "same") row[i] = prev.at(i);
+      if (row[i] == "same directory") row[i] = row[2];
+      if (row[i] == "same, without the sysctl") {
+        row[i] = prev.at(i);
+        row[i] = row[i].substr(0, row[i].find(", `machine.sysctls`"));
+      }
+    }
+    prev = row;
+    std::vector<int> minors;
+    std::smatch m;
+    static const std::regex kRange(R"(1\.(\d+)(?: to 1\.(\d+))?)");
+    ASSERT_TRUE(std::regex_match(row[0], m, kRange)) << row[0];
+    const int from = std::stoi(m[1]);
+    const int to = m[2].matched ? std::stoi(m[2]) : from;
+    for (int minor = from; minor <= to; ++minor) {
+      const std::string at = "docs/talos.md, row " + row[0] + ", Talos 1." + std::to_string(minor);
+      absl::StatusOr<Match> found = FindRelease(1, minor);
+      ASSERT_TRUE(found.ok() && found->warning.empty()) << at << ": not in the table";
+      const Release& r = *found->release;
+      covered.insert(minor);
+      EXPECT_EQ(absl::StrContains(row[1], "-production"), r.suffixed_extension_names.value) << at;
+      EXPECT_EQ(FirstCode(row[2]), r.layout.value.library_dir) << at;
+      EXPECT_EQ(FirstCode(row[3]) + "/", DirOf(r.layout.value.libc)) << at;
+      EXPECT_EQ(FirstCode(row[4]), DirOf(r.layout.value.ld_so_cache)) << at;
+      EXPECT_EQ(row[5], RuntimeModeName(r.runtime_mode.value)) << at;
+      if (r.cdi_spec_writer.value.empty()) {
+        EXPECT_EQ(row[6], "nobody") << at;
+      } else {
+        EXPECT_THAT(row[6], HasSubstr(r.cdi_spec_writer.value)) << at;
+        EXPECT_THAT(row[6], HasSubstr(r.cdi_spec_path.value)) << at;
+      }
+      std::smatch v;
+      static const std::regex kContainerd(R"(containerd_version v(\d+\.\d+))");
+      ASSERT_TRUE(std::regex_search(r.containerd_major.source, v, kContainerd)) << at;
+      EXPECT_THAT(row[7], HasSubstr(v[1].str())) << at << ": containerd";
+      EXPECT_EQ(absl::StrContains(row[7], ", on"), r.containerd_cdi_enabled.value) << at;
+      if (std::string dir = FirstCode(row[7]); !dir.empty()) {
+        EXPECT_EQ(std::vector<std::string>{dir}, r.cdi_spec_dirs.value) << at;
+      }
+      EXPECT_EQ(row[8], r.needs_bpf_jit_harden_1.value ? "needed" : "not needed") << at;
+      EXPECT_EQ(absl::StrContains(row[9], "machine.sysctls"), r.needs_bpf_jit_harden_1.value) << at;
+      EXPECT_EQ(absl::StrContains(row[9], "KubeNodeConfig"), r.KubeNodeDocuments()) << at;
+      EXPECT_EQ(absl::StrContains(row[9], "KernelModuleConfig"), r.KernelModuleDocuments()) << at;
+    }
+  }
+  for (const Release& r : KnownReleases()) {
+    EXPECT_TRUE(covered.count(r.minor)) << r.Name() << " has no row in docs/talos.md's table";
+  }
 }
 
 }  // namespace
