@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/utf8.h"
 #include "nlohmann/json.hpp"
 
 namespace gpulet {
@@ -27,11 +28,7 @@ std::string GpuName(const Gpu& g) {
 
 // Cuts `text` to `limit` bytes on a UTF-8 boundary, marking the cut.
 std::string Truncate(std::string text, size_t limit) {
-  if (text.size() <= limit) return text;
-  size_t end = limit - 3;
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
-  text.resize(end);
-  return text + "...";
+  return CutUtf8(std::move(text), limit, "...");
 }
 
 // The CamelCase reason for a GPU's worst condition, by the health source that raised it.

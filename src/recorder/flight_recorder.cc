@@ -5,20 +5,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/utf8.h"
 #include "metrics/exposition.h"
 
 namespace gpulet {
 namespace {
 
-std::string Clip(std::string text) {
-  if (text.size() > kMaxEventText) {
-    // Cut on a UTF-8 boundary: never in the middle of a multi-byte character.
-    size_t cut = kMaxEventText;
-    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-    text.resize(cut);
-  }
-  return text;
-}
+std::string Clip(std::string text) { return CutUtf8(std::move(text), kMaxEventText); }
 
 std::string PodOf(const SampleSet& set, const std::string& uuid,
                   const GpuSampleState::Process& proc) {
