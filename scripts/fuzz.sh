@@ -20,7 +20,9 @@
 # the simulator's fixture reader (sim/fixture_fuzz.cc) from the bundled fixtures; explain's
 # evaluation-set and catalogue readers (src/doctor/explain_eval_fuzz.cc) from their files; the
 # VRAM slice file readers (src/vram/slice_file_fuzz.cc) from a slice file as gpulet writes it; the
-# flight recorder's file reader (src/recorder/recorder_files_fuzz.cc) from a recording.
+# flight recorder's file reader (src/recorder/recorder_files_fuzz.cc) from a recording; the
+# Talos machine-configuration reader (src/deploy/talos_migration_fuzz.cc) from gpulet's Talos
+# patches and an upgraded node's configuration.
 # Inputs that grow coverage accumulate in build-fuzz/corpus/NAME; a crashing input is saved in build-fuzz/artifacts/NAME/.
 # Reproduce one with: build-fuzz/bin/NAME build-fuzz/artifacts/NAME/crash-...
 set -euo pipefail
@@ -170,6 +172,14 @@ make_seeds() {
       for c in sim/fixtures/*/root/var/log/pods/*; do
         [ -d "$c" ] && basename "$c" | tr -d '\n' > "$dir/logdir-$((i += 1))"
       done
+      ;;
+    src/deploy/talos_migration_fuzz.cc)
+      # Machine configurations as nodes carry them: gpulet's patches for each release (each a
+      # configuration's shape), and a v1alpha1 document with the fields 1.14 moves.
+      local f
+      for f in tests/fixtures/talos-patches/*.yaml; do cp "$f" "$dir/$(basename "$f")"; done
+      printf 'version: v1alpha1\nmachine:\n  type: controlplane\n  nodeLabels: {a: b}\n  kubelet:\n    nodeIP: {validSubnets: [10.0.0.0/8]}\n    extraArgs: {register-with-taints: "k=v:NoSchedule"}\ncluster: {allowSchedulingOnControlPlanes: true}\n---\napiVersion: v1alpha1\nkind: HostnameConfig\nauto: stable\n' \
+        > "$dir/upgraded.yaml"
       ;;
     src/config/config_fuzz.cc)
       # README's config example, and one file per key from it.

@@ -554,6 +554,16 @@ TEST(MetricsDaemonTest, DcgmDefaultCountersOnH200MatchTheDocTable) {
 // place is served without a restart (the config watcher watches the files the web config
 // names).
 TEST(MetricsDaemonTest, TheBinaryServesTlsFromAWebConfigAndRenewsIt) {
+  // OpenSSL writes to the socket with write(2): a server that drops a handshake it refuses (a
+  // plain-HTTP client, another CA) or one that is still starting must not kill this process.
+  struct sigaction ignore {
+  }, previous{};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &ignore, &previous);
+  struct RestoreSigpipe {
+    struct sigaction action;
+    ~RestoreSigpipe() { sigaction(SIGPIPE, &action, nullptr); }
+  } restore{previous};
   fs::path dir = fs::temp_directory_path() / ("gmtls-" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
