@@ -21,6 +21,7 @@
 #include "cli/commands.h"
 #include "common/read_file.h"
 #include "deploy/manifests.h"
+#include "deploy/talos_migration.h"
 
 namespace gpulet {
 namespace {
@@ -56,9 +57,6 @@ std::string DescribeDriver(const DriverInfo& d) {
   return absl::StrCat(DriverFlavorName(d.flavor), " kernel modules ",
                       d.version.empty() ? "(version unknown)" : d.version);
 }
-
-// A machine configuration is a few tens of KiB; one with inline manifests can be more.
-constexpr size_t kMaxMachineConfigBytes = size_t{4} << 20;
 
 class ManifestsCommand final : public CommandHandler {
  public:

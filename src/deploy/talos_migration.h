@@ -16,6 +16,7 @@
 #ifndef GPULET_DEPLOY_TALOS_MIGRATION_H_
 #define GPULET_DEPLOY_TALOS_MIGRATION_H_
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,10 @@
 #include "yaml-cpp/yaml.h"
 
 namespace gpulet {
+
+// The largest machine configuration gpulet reads (`gpulet manifests --talos-current-config`,
+// doctor's talos.config): a few tens of KiB usually; one with inline manifests can be more.
+inline constexpr size_t kMaxMachineConfigBytes = size_t{4} << 20;
 
 // What the patch for one node must do besides adding gpulet's own settings.
 struct KubeNodeMigration {

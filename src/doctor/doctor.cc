@@ -721,8 +721,6 @@ CheckResult CheckTalosSysctl(const Context& c) {
 // the file name in it (siderolabs/talos@v1.14.1:pkg/machinery/constants/constants.go,
 // StateMountPoint and ConfigFilename).
 constexpr char kTalosMachineConfig[] = "/system/state/config.yaml";
-// A machine configuration is a few tens of KiB; one with inline manifests can be more.
-constexpr size_t kMaxTalosMachineConfigBytes = size_t{4} << 20;
 
 // A node upgraded to a release with KubeNodeConfig keeps the v1alpha1 fields an earlier one
 // (or gpulet's earlier patch) set; that release refuses gpulet's patch beside them.
@@ -743,8 +741,7 @@ CheckResult CheckTalosMachineConfig(const Context& c) {
                                          "document, where gpulet's patch for it puts them"));
   }
   const std::string where = c.host.Describe(kTalosMachineConfig);
-  absl::StatusOr<std::string> text =
-      c.host.ReadFile(kTalosMachineConfig, kMaxTalosMachineConfigBytes);
+  absl::StatusOr<std::string> text = c.host.ReadFile(kTalosMachineConfig, kMaxMachineConfigBytes);
   if (!text.ok()) {
     r.evidence.push_back(std::string(text.status().message()));
     return NotCheckedResult(
