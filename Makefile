@@ -21,7 +21,7 @@ help:
 	@echo "make explain-eval - score gpulet explain on its evaluation set, by area"
 	@echo "make lint   - format check and clang-tidy with thread-safety analysis (part of make test)"
 	@echo "make format - reformat the C++ sources with clang-format"
-	@echo "make image  - build the gpulet container image with podman (as root, no registry)"
+	@echo "make image  - build the gpulet container image with podman (as root, no registry) and save it as an OCI archive"
 	@echo "make e2e    - gpulet on a real single-node cluster, two Kubernetes versions (as root; docs/e2e.md)"
 	@echo "make image-test - run the image and check it"
 	@echo "make clean  - remove build directories"
@@ -93,7 +93,9 @@ explain-eval: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS) --target gpulet_explain_eval
 	$(BUILD)/gpulet-explain-eval tests/explain_eval/*.yaml
 
-# The container image: gpulet:<version>, built from a local debootstrap base.
+# The container image: gpulet:<version>, built from a local debootstrap base, and saved as
+# an OCI archive with its digest, $(BUILD)/image/gpulet-<version>.oci.tar[.digest], for nodes
+# with no registry (docs/no-registry.md).
 VERSION := $(shell sed -n '/^project/s/.* VERSION \([0-9.]*\) .*/\1/p' CMakeLists.txt)
 IMAGE ?= gpulet:$(VERSION)
 BASE_IMAGE ?= localhost/gpulet-debian:bookworm
@@ -107,6 +109,7 @@ image:
 		-f Containerfile -t $(IMAGE) .
 	@podman image inspect --format '$(IMAGE): {{.Size}} bytes' $(IMAGE) | \
 		awk '{ printf "%s %.1f MB\n", $$1, $$2 / 1000000 }'
+	scripts/image-save.sh $(IMAGE) $(BUILD)/image
 
 # A real cluster (etcd, kube-apiserver, scheduler, controller-manager, kube-proxy, kubelet,
 # containerd with CDI) on this machine for each tested Kubernetes version, gpulet installed from
@@ -117,7 +120,8 @@ e2e: build-gpulet
 	tests/e2e/e2e.py
 
 image-test: build
-	scripts/image-test.sh $(IMAGE) $(BUILD)/gpulet
+	@scripts/deps.sh image
+	scripts/image-test.sh $(IMAGE) $(BUILD)/gpulet $(BUILD)/image/gpulet-$(VERSION).oci.tar
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

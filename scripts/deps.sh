@@ -16,13 +16,16 @@ pkgs_bench="libbenchmark-dev"
 pkgs_fuzz="clang-14 libfuzzer-14-dev libclang-rt-14-dev"
 # The real CDI consumer test (tests/podman_cdi_test.sh): podman 4.3 runs here only with runc
 # (crun fails on hybrid cgroups); busybox-static gives a registry-free local image.
-pkgs_podman="podman runc busybox-static"
+# skopeo: the real registry client that pulls gpulet's image from `gpulet image-serve`
+# (src/registry/registry_server_test.cc) and, in make image-test, copies it into a real
+# registry (docker-registry, Debian's build of the distribution registry).
+pkgs_podman="podman runc busybox-static skopeo"
 # The real-Prometheus test and the metrics benchmark's peer and load generator;
 # prometheus-alertmanager (amtool and Alertmanager) for tests/amtool_routes_test.sh.
 pkgs_prometheus="prometheus prometheus-alertmanager curl python3"
 pkgs_bench_peers="prometheus-node-exporter wrk curl"
 # `make image`: podman builds, debootstrap makes the Debian 12 base without a registry.
-pkgs_image="podman runc debootstrap debian-archive-keyring"
+pkgs_image="podman runc debootstrap debian-archive-keyring skopeo docker-registry"
 # `make e2e` (tests/e2e): the image's, plus what the real cluster needs on the host beside the
 # components it builds with Go: iptables for kube-proxy, the CNI bridge's ip, openssl for its
 # PKI, gcc (static) for the pause image, busybox-static for the workload image, PyYAML, libseccomp for runc.

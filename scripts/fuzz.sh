@@ -22,7 +22,8 @@
 # VRAM slice file readers (src/vram/slice_file_fuzz.cc) from a slice file as gpulet writes it; the
 # flight recorder's file reader (src/recorder/recorder_files_fuzz.cc) from a recording; the
 # Talos machine-configuration reader (src/deploy/talos_migration_fuzz.cc) from gpulet's Talos
-# patches and an upgraded node's configuration.
+# patches and an upgraded node's configuration; the OCI image archive reader
+# (src/registry/oci_archive_fuzz.cc) from the podman-saved archive under tests/fixtures/oci.
 # Inputs that grow coverage accumulate in build-fuzz/corpus/NAME; a crashing input is saved in build-fuzz/artifacts/NAME/.
 # Reproduce one with: build-fuzz/bin/NAME build-fuzz/artifacts/NAME/crash-...
 set -euo pipefail
@@ -66,7 +67,7 @@ CXXFLAGS=(-std=c++20 -g -O1 -fno-omit-frame-pointer -Wall -Wextra
 # Every library any target might need; --as-needed drops the ones a target does not use.
 # shellcheck disable=SC2207
 LIBS=(-Wl,--as-needed $(pkg-config --libs absl_status absl_statusor absl_strings \
-  absl_str_format absl_synchronization absl_time absl_cord libelf yaml-cpp yaml-0.1) -lpthread -ldl)
+  absl_str_format absl_synchronization absl_time absl_cord libelf yaml-cpp yaml-0.1 nettle) -lpthread -ldl)
 
 # --- dependency closure ------------------------------------------------------------------
 # Prints the .cc files (repository-relative) that `$1` needs, itself included.
@@ -180,6 +181,10 @@ make_seeds() {
       for f in tests/fixtures/talos-patches/*.yaml; do cp "$f" "$dir/$(basename "$f")"; done
       printf 'version: v1alpha1\nmachine:\n  type: controlplane\n  nodeLabels: {a: b}\n  kubelet:\n    nodeIP: {validSubnets: [10.0.0.0/8]}\n    extraArgs: {register-with-taints: "k=v:NoSchedule"}\ncluster: {allowSchedulingOnControlPlanes: true}\n---\napiVersion: v1alpha1\nkind: HostnameConfig\nauto: stable\n' \
         > "$dir/upgraded.yaml"
+      ;;
+    src/registry/oci_archive_fuzz.cc)
+      # An archive as podman saves it (the same writer as make image's).
+      cp tests/fixtures/oci/*.oci.tar "$dir/"
       ;;
     src/config/config_fuzz.cc)
       # README's config example, and one file per key from it.

@@ -2,11 +2,16 @@
 # Runs gpulet's image under podman and checks it: the version matches the binary `make`
 # built, the simulator works inside it, `gpulet doctor` reads a fixture host root mounted in,
 # it runs as a non-root user, has no shell, and is at most 20 MB (issue 13's target).
-# Usage: scripts/image-test.sh IMAGE_REF HOST_GPULET_BINARY
+# Then the ways in without a registry of one's own (docs/no-registry.md), with the archive
+# `make image` saved: `gpulet image-serve` serves it and podman pulls it from there by digest
+# and runs it; skopeo copies the archive into a real registry (Debian's docker-registry) and
+# the digest there is the archive's, so a manifest pinned to it works from either.
+# Usage: scripts/image-test.sh IMAGE_REF HOST_GPULET_BINARY OCI_ARCHIVE
 set -uo pipefail
 
 image=${1:?usage: image-test.sh IMAGE_REF HOST_GPULET_BINARY}
-host_gpulet=${2:?usage: image-test.sh IMAGE_REF HOST_GPULET_BINARY}
+host_gpulet=${2:?usage: image-test.sh IMAGE_REF HOST_GPULET_BINARY OCI_ARCHIVE}
+archive=${3:?usage: image-test.sh IMAGE_REF HOST_GPULET_BINARY OCI_ARCHIVE}
 src=$(cd "$(dirname "$0")/.." && pwd)
 fail=0
 ok() { echo "ok   $*"; }
@@ -55,6 +60,68 @@ fi
 size=$(podman image inspect --format '{{.Size}}' "$image")
 mb=$(awk -v s="$size" 'BEGIN { printf "%.2f", s / 1000000 }')
 [ "$size" -le 20000000 ] && ok "size ${mb} MB (<= 20 MB)" || bad "size ${mb} MB is over 20 MB"
+
+# --- no registry: the archive, gpulet image-serve, a registry of one's own ----------------
+work=$(mktemp -d /var/tmp/gpulet-image-test.XXXXXX)
+pids=()
+pulled=""
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2> /dev/null; done
+  [ -n "$pulled" ] && podman rmi -f "$pulled" > /dev/null 2>&1
+  rm -rf "$work"
+}
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+wait_http() {
+  for _ in $(seq 100); do curl -fsS -o /dev/null "$1" 2> /dev/null && return 0; sleep 0.1; done
+  return 1
+}
+index_digest() { tar -xOf "$1" index.json | python3 -c 'import json, sys; print(json.load(sys.stdin)["manifests"][0]["digest"])'; }
+
+digest=$(cat "$archive.digest" 2> /dev/null)
+if [ -f "$archive" ] && [ -n "$digest" ] && [ "$digest" = "$(index_digest "$archive")" ]; then
+  ok "archive $archive, manifest $digest"
+else
+  bad "no archive $archive with its digest file; make image writes both"
+fi
+
+port=$(free_port)
+"$host_gpulet" image-serve "$archive" --address "127.0.0.1:$port" > "$work/serve.log" 2>&1 &
+pids+=($!)
+if wait_http "http://127.0.0.1:$port/v2/"; then
+  pulled="127.0.0.1:$port/gpulet@$digest"
+  if podman pull --tls-verify=false "$pulled" > "$work/pull.log" 2>&1; then
+    got=$(run "$pulled" version 2>&1)
+    [ "$got" = "$want" ] && ok "podman pulled $pulled from gpulet image-serve and ran it: $got" ||
+      bad "the image pulled from image-serve says '$got', not '$want'"
+  else
+    bad "podman could not pull $pulled from gpulet image-serve: $(tail -n 5 "$work/pull.log")"
+  fi
+  grep -qF "gpulet manifests --overlay talos --image $pulled" "$work/serve.log" &&
+    ok "image-serve prints the pinned install command" ||
+    bad "image-serve did not print the install command for $pulled: $(cat "$work/serve.log")"
+else
+  bad "gpulet image-serve did not start: $(cat "$work/serve.log")"
+fi
+
+rport=$(free_port)
+printf 'version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: 127.0.0.1:%s\n' \
+  "$work/registry" "$rport" > "$work/registry.yml"
+docker-registry serve "$work/registry.yml" > "$work/registry.log" 2>&1 &
+pids+=($!)
+if wait_http "http://127.0.0.1:$rport/v2/"; then
+  if skopeo copy --preserve-digests --dest-tls-verify=false "oci-archive:$archive" \
+    "docker://127.0.0.1:$rport/team/gpulet:0.1.0" > "$work/copy.log" 2>&1; then
+    there=$(skopeo inspect --tls-verify=false "docker://127.0.0.1:$rport/team/gpulet:0.1.0" |
+      python3 -c 'import json, sys; print(json.load(sys.stdin)["Digest"])')
+    [ "$there" = "$digest" ] && ok "skopeo copied the archive into a registry; its digest there is the archive's" ||
+      bad "the registry has $there, the archive $digest"
+  else
+    bad "skopeo could not copy the archive into the registry: $(tail -n 5 "$work/copy.log")"
+  fi
+else
+  bad "docker-registry did not start: $(tail -n 5 "$work/registry.log")"
+fi
 
 [ "$fail" = 0 ] && echo "image-test: all checks passed" || echo "image-test: some checks failed"
 exit "$fail"

@@ -11,6 +11,8 @@ std::span<const Command> Commands() {
       {"cdi", "Write (cdi generate) or list (cdi list) CDI specs", &MakeCdiCommand},
       {"doctor", "Check the node's GPU stack and say what to fix", &MakeDoctorCommand},
       {"explain", "Explain an error message: its cause and the fix", &MakeExplainCommand},
+      {"image-serve", "Serve gpulet's image archive as a registry to nodes that have none",
+       &MakeImageServeCommand},
       {"labels", "Write GPU node labels (gpu-feature-discovery compatible) for NFD",
        &MakeLabelsCommand},
       {"list", "List the node's NVIDIA GPUs (NVML and PCI views merged)", &MakeListCommand},

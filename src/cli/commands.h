@@ -19,6 +19,7 @@ namespace gpulet {
 std::unique_ptr<CommandHandler> MakeCdiCommand();
 std::unique_ptr<CommandHandler> MakeDoctorCommand();
 std::unique_ptr<CommandHandler> MakeExplainCommand();
+std::unique_ptr<CommandHandler> MakeImageServeCommand();
 std::unique_ptr<CommandHandler> MakeLabelsCommand();
 std::unique_ptr<CommandHandler> MakeListCommand();
 std::unique_ptr<CommandHandler> MakeManifestsCommand();

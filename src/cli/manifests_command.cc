@@ -22,6 +22,7 @@
 #include "common/read_file.h"
 #include "deploy/manifests.h"
 #include "deploy/talos_migration.h"
+#include "node/talos_releases.h"
 
 namespace gpulet {
 namespace {
@@ -167,6 +168,23 @@ class ManifestsCommand final : public CommandHandler {
         std::fprintf(stderr, "gpulet manifests: %s\n",
                      std::string(patch.status().message()).c_str());
         return kExitFailure;
+      }
+      if (current) {
+        // Fitting moves settings into a KubeNodeConfig; a release without one (and the
+        // unversioned patch, 1.13's form) takes the same patch on every node.
+        absl::StatusOr<talos::Match> match =
+            version ? talos::FindRelease(version->major, version->minor)
+                    : absl::StatusOr<talos::Match>(absl::NotFoundError("no version"));
+        if (!match.ok() || !match->release->KubeNodeDocuments()) {
+          std::fprintf(stderr,
+                       "gpulet manifests: --talos-current-config: %s takes the same patch on "
+                       "every node (it has no KubeNodeConfig document to move settings into), "
+                       "so %s changed nothing; it matters from Talos 1.14 on "
+                       "(--talos-version v1.14)\n",
+                       version ? absl::StrCat("Talos ", version->ToString()).c_str()
+                               : "the patch without --talos-version (Talos 1.13's form)",
+                       current_config_.c_str());
+        }
       }
       std::fputs(patch->c_str(), stdout);
       return kExitOk;

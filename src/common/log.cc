@@ -1,5 +1,8 @@
 #include "common/log.h"
 
+#include <cstdio>
+
+#include "absl/strings/ascii.h"
 #include "spdlog/sinks/stdout_sinks.h"
 
 namespace gpulet {
@@ -23,6 +26,13 @@ bool InitLogging(const std::string& level) {
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
   spdlog::set_level(lvl);
   return true;
+}
+
+void LogLibraryMessage(void* cls, const char* fmt, va_list ap) {
+  char buf[512];
+  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  absl::string_view msg = absl::StripTrailingAsciiWhitespace(buf);
+  GPULET_LOG_DEBUG("{}: {}", static_cast<const char*>(cls), msg);
 }
 
 }  // namespace gpulet

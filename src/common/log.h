@@ -5,6 +5,7 @@
 #ifndef GPULET_COMMON_LOG_H_
 #define GPULET_COMMON_LOG_H_
 
+#include <cstdarg>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -30,6 +31,11 @@ namespace gpulet {
 // Sets up the default logger on stderr; `level` is one of debug, info, warn, error.
 // Returns false for an unknown level.
 bool InitLogging(const std::string& level);
+
+// A C library's printf-style message (libmicrohttpd's external logger), at debug level,
+// prefixed with `cls` (a NUL-terminated name the caller registered with the callback): what
+// a server library says about one bad client is no news for the operator.
+void LogLibraryMessage(void* cls, const char* fmt, va_list ap);
 
 }  // namespace gpulet
 

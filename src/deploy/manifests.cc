@@ -797,4 +797,43 @@ absl::StatusOr<std::string> RenderTalosMachinePatch(const ManifestFiles& files,
   return absl::StrCat(note, header, body);
 }
 
+absl::StatusOr<std::string> RenderTalosRegistryMirrorPatch(absl::string_view host_port,
+                                                           absl::string_view flag) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " '", host_port, "': ", why,
+        "; give the address the nodes reach this machine at, as HOST:PORT (192.168.1.10:5000)"));
+  };
+  size_t colon = host_port.rfind(':');
+  if (colon == absl::string_view::npos || colon == 0) return bad("no HOST:PORT");
+  absl::string_view host = host_port.substr(0, colon);
+  int port = 0;
+  if (!absl::SimpleAtoi(host_port.substr(colon + 1), &port) || port < 1 || port > 65535) {
+    return bad("the port is not 1 to 65535");
+  }
+  const bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
+  absl::string_view bare = bracketed ? host.substr(1, host.size() - 2) : host;
+  for (char c : bare) {
+    const bool ok = absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ||
+                    (bracketed && c == ':');
+    if (!ok) return bad(absl::StrCat("the host has a '", std::string(1, c), "'"));
+  }
+  if (!bracketed && (bare.front() == '-' || bare.front() == '.')) return bad("not a host name");
+  YAML::Emitter out;
+  out << YAML::BeginMap << YAML::Key << "machine" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "registries" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "mirrors" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << std::string(host_port) << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "endpoints" << YAML::Value << YAML::BeginSeq
+      << absl::StrCat("http://", host_port) << YAML::EndSeq;
+  out << YAML::EndMap << YAML::EndMap << YAML::EndMap << YAML::EndMap << YAML::EndMap;
+  return absl::StrCat(
+      "# Talos: pull the images of ", host_port, " from http://", host_port,
+      " (gpulet image-serve).\n"
+      "# Plain HTTP: pods pin gpulet's image by digest, and containerd checks every byte\n"
+      "# against it. Apply once per node: talosctl patch machineconfig --nodes NODE --patch "
+      "@FILE\n",
+      out.c_str(), "\n");
+}
+
 }  // namespace gpulet

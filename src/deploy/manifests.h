@@ -148,6 +148,15 @@ absl::StatusOr<std::string> RenderTalosMachinePatch(const ManifestFiles& files,
                                                     const TalosExtensions& extensions,
                                                     const TalosCurrentConfig* current = nullptr);
 
+// A Talos machine-config patch that makes containerd pull `host_port`'s images
+// ("192.168.1.10:5000") over plain HTTP from that address: the registry `gpulet image-serve`
+// runs (docs/no-registry.md). It is v1alpha1's .machine.registries.mirrors, which every
+// release of the table accepts, checked by each release's own code (talos_machinery_test).
+// InvalidArgument, naming `flag`, for anything but HOST:PORT (a DNS name, an IPv4 address or
+// a bracketed IPv6 address; a port from 1 to 65535).
+absl::StatusOr<std::string> RenderTalosRegistryMirrorPatch(absl::string_view host_port,
+                                                           absl::string_view flag);
+
 // Paths of the Talos files inside the embedded tree.
 inline constexpr char kTalosOverlayDir[] = "deploy/overlays/talos";
 inline constexpr char kGenericOverlayDir[] = "deploy/overlays/generic";

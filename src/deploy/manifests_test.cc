@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "node/talos_releases.h"
+#include "testing/files.h"
 #include "testing/subprocess.h"
 
 namespace gpulet {
@@ -113,6 +114,20 @@ TEST(ManifestsRenderTest, ImageOptionOnPatchedObjectEmitsIt) {
       RenderKustomization(SmallTree(), "deploy/overlays/o", options);
   ASSERT_TRUE(objs.ok()) << objs.status();
   EXPECT_THAT(FormatObjects(*objs), HasSubstr("image: \"r/gpulet:9\""));
+}
+
+TEST(ManifestsRenderTest, TheRegistryMirrorPatchTakesOnlyAHostAndPort) {
+  absl::StatusOr<std::string> ok = RenderTalosRegistryMirrorPatch("[fd00::1]:5000", "--advertise");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_THAT(*ok, HasSubstr("- http://[fd00::1]:5000"));
+  EXPECT_TRUE(RenderTalosRegistryMirrorPatch("build-box.lan:5000", "--advertise").ok());
+  for (const char* bad : {"192.168.1.10", "192.168.1.10:0", "192.168.1.10:70000", ":5000",
+                          "a b:5000", "host/x:5000", "-x:5000", "h\n  evil: 1:5000"}) {
+    absl::StatusOr<std::string> r = RenderTalosRegistryMirrorPatch(bad, "--advertise");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(r.status().message(), HasSubstr(absl::StrCat("--advertise '", bad, "'")));
+  }
 }
 
 TEST(ManifestsRenderTest, ErrorsNameTheKustomizationAndTheProblem) {
@@ -485,6 +500,31 @@ TEST(ManifestsCommandTest, TalosVersionsOutsideTheTable) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("# Warning: Talos 1.15 is newer than the newest release"));
   EXPECT_THAT(r.out, HasSubstr("kind: KernelModuleConfig"));
+}
+
+// A node's configuration changes the patch only where the release has a KubeNodeConfig to
+// move settings into (1.14); elsewhere the command says it changed nothing.
+TEST(ManifestsCommandTest, ACurrentConfigForAReleaseThatNeedsNoFittingIsSaidToChangeNothing) {
+  testing::ScratchDir dir;
+  const std::string current =
+      dir.Write("current.yaml", "version: v1alpha1\nmachine:\n  nodeLabels: {a: b}\n");
+  for (const char* v : {"v1.12.4", "v1.13.0"}) {
+    testing::RunResult fitted =
+        testing::RunProgram({Gpulet(), "manifests", "--no-inspect", "--talos-version", v,
+                             "--talos-machine-patch", "--talos-current-config", current});
+    testing::RunResult plain = testing::RunProgram(
+        {Gpulet(), "manifests", "--no-inspect", "--talos-version", v, "--talos-machine-patch"});
+    ASSERT_EQ(fitted.exit_code, 0) << fitted.err;
+    EXPECT_EQ(fitted.out, plain.out) << v;
+    EXPECT_THAT(fitted.err, HasSubstr(absl::StrCat("Talos ", v, " takes the same patch")));
+    EXPECT_THAT(fitted.err, HasSubstr("changed nothing"));
+  }
+  testing::RunResult r14 =
+      testing::RunProgram({Gpulet(), "manifests", "--no-inspect", "--talos-version", "v1.14.1",
+                           "--talos-machine-patch", "--talos-current-config", current});
+  ASSERT_EQ(r14.exit_code, 0) << r14.err;
+  EXPECT_THAT(r14.err, Not(HasSubstr("changed nothing")));
+  EXPECT_THAT(r14.out, HasSubstr("$patch: delete"));
 }
 
 TEST(ManifestsCommandTest, DraRendersTheDraOverlayOfEitherKind) {

@@ -96,6 +96,24 @@ TEST_F(TalosMachineryTest, EveryReleaseTakesItsPatchOnANodeItInstalled) {
   }
 }
 
+// The patch `gpulet image-serve` prints, which sends a node's pulls of the image to it over
+// HTTP, is taken by every release, on top of gpulet's own patch, and it lands where the
+// release's containerd configuration is generated from.
+TEST_F(TalosMachineryTest, EveryReleaseTakesTheImageServeMirrorPatch) {
+  absl::StatusOr<std::string> mirror =
+      RenderTalosRegistryMirrorPatch("192.168.1.10:5000", "--advertise");
+  ASSERT_TRUE(mirror.ok()) << mirror.status();
+  for (const talos::Release& r : talos::KnownReleases()) {
+    std::string out;
+    testing::RunResult v = Validate(r.minor, "generated", {Patch(r.minor), *mirror}, &out);
+    ASSERT_EQ(v.exit_code, 0) << r.Name() << ": " << v.err;
+    YAML::Node endpoints =
+        Document(out, "")["machine"]["registries"]["mirrors"]["192.168.1.10:5000"]["endpoints"];
+    ASSERT_TRUE(endpoints.IsSequence()) << r.Name() << ":\n" << out;
+    EXPECT_EQ(endpoints[0].as<std::string>(), "http://192.168.1.10:5000") << r.Name();
+  }
+}
+
 // A worker installed with Talos 1.8, with the user's own node IP subnet, node label and kubelet
 // flag, upgraded release by release to 1.14, gpulet's patch applied (fitted to the node's
 // configuration) at each step. Every upgrade and every patch is accepted by that release's

@@ -35,6 +35,7 @@
 #include "common/log.h"
 #include "common/periodic_worker.h"
 #include "common/read_file.h"
+#include "common/tcp_listen.h"
 #include "metrics/exposition.h"
 #include "state/status_report.h"
 
@@ -335,7 +336,6 @@ class MetricsServer::Impl {
                           MHD_RequestTerminationCode toe);
   static void OnConnection(void* cls, MHD_Connection* c, void** socket_context,
                            MHD_ConnectionNotificationCode toe);
-  static void OnLog(void* cls, const char* fmt, va_list ap);
 
   MHD_Result Handle(MHD_Connection* c, absl::string_view path, absl::string_view method,
                     size_t* upload_data_size, void** req_cls);
@@ -418,7 +418,8 @@ absl::Status MetricsServer::Impl::Start(const std::string& address, int listen_f
 
   std::vector<MHD_OptionItem> opts;
   auto opt = [&](MHD_OPTION o, intptr_t v, void* p = nullptr) { opts.push_back({o, v, p}); };
-  opt(MHD_OPTION_EXTERNAL_LOGGER, reinterpret_cast<intptr_t>(&Impl::OnLog), this);
+  static char kWho[] = "metrics server (libmicrohttpd)";
+  opt(MHD_OPTION_EXTERNAL_LOGGER, reinterpret_cast<intptr_t>(&LogLibraryMessage), kWho);
   opt(MHD_OPTION_LISTEN_SOCKET, listen_fd);
   opt(MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&Impl::OnCompleted), this);
   opt(MHD_OPTION_NOTIFY_CONNECTION, reinterpret_cast<intptr_t>(&Impl::OnConnection), this);
@@ -578,13 +579,6 @@ void MetricsServer::Impl::OnCompleted(void* cls, MHD_Connection* c, void** req_c
     it->second.in_request = false;
     it->second.waiting_since = std::chrono::steady_clock::now();
   }
-}
-
-void MetricsServer::Impl::OnLog(void* /*cls*/, const char* fmt, va_list ap) {
-  char buf[512];
-  std::vsnprintf(buf, sizeof(buf), fmt, ap);
-  absl::string_view msg = absl::StripTrailingAsciiWhitespace(buf);
-  GPULET_LOG_DEBUG("metrics server (libmicrohttpd): {}", msg);
 }
 
 MHD_Result MetricsServer::Impl::OnRequest(void* cls, MHD_Connection* c, const char* url,
@@ -768,54 +762,9 @@ absl::Status MetricsServer::Start(const std::string& address, const MetricsServe
     }
     return Serve(address, fd, beside->ipv6_, beside->port_);
   }
-  size_t colon = address.rfind(':');
-  if (colon == std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metrics address '", address, "' needs a port, e.g. :9400"));
-  }
-  std::string host = address.substr(0, colon);
-  int port = 0;
-  if (!absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metrics address '", address, "' has an invalid port"));
-  }
-  if (host.empty()) host = "0.0.0.0";
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  if (int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", address, ": host '", host,
-                                               "': ", gai_strerror(rc),
-                                               "; change --metrics-address"));
-  }
-  std::unique_ptr<addrinfo, void (*)(addrinfo*)> free_found(found, freeaddrinfo);
-  const bool ipv6 = found->ai_family == AF_INET6;
-  int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", address, ": socket: ", strerror(errno)));
-  }
-  int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (bind(fd, found->ai_addr, found->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
-    int err = errno;
-    close(fd);
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", address, ": ", strerror(err),
-                     "; the port is in use or the address is not local; change --metrics-address"));
-  }
-  sockaddr_storage bound{};
-  socklen_t len = sizeof(bound);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
-  int bound_port = bound.ss_family == AF_INET6
-                       ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
-                       : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  return Serve(address, fd, ipv6, bound_port);
+  absl::StatusOr<TcpListener> listener = ListenTcp(address, "--metrics-address");
+  if (!listener.ok()) return listener.status();
+  return Serve(address, listener->fd, listener->ipv6, listener->port);
 }
 
 absl::Status MetricsServer::Serve(const std::string& address, int fd, bool ipv6, int port) {

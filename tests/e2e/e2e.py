@@ -5,8 +5,9 @@
 
 For each version it builds the peers (scripts/e2e/build.sh, cached outside the clone), starts
 the cluster (tests/e2e/cluster.py: etcd, kube-apiserver, kube-controller-manager,
-kube-scheduler, kube-proxy, kubelet, containerd 2.x with runc, CDI and the CNI bridge), imports
-the image `make image` built, and installs gpulet as a user does: the node labelled,
+kube-scheduler, kube-proxy, kubelet, containerd 2.x with runc, CDI and the CNI bridge), serves
+the archive `make image` saved with `gpulet image-serve` (the kubelet pulls it from there,
+pinned by digest), and installs gpulet as a user does: the node labelled,
 `kubectl apply -k` of deploy/ through tests/e2e/overlay (the NVML simulator instead of GPUs).
 Then each scenario below runs and is asserted from the API server's side and from inside the
 containers. It needs root. Exit 0 when every scenario passed on every version.
@@ -19,6 +20,7 @@ import argparse
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -52,11 +54,15 @@ def check(cond, message):
 
 
 class Suite:
-    def __init__(self, version, bins, work, gpulet, images):
+    def __init__(self, version, bins, work, gpulet, images, gpulet_image):
         self.version = version
         self.c = clusterlib.Cluster(version, bins, work)
+        self.work = work
         self.gpulet = gpulet  # the host-side binary, for `gpulet sim` only
-        self.images = images
+        self.images = images  # archives imported into containerd (pause, busybox)
+        # gpulet's image: {"archive", "digest", "ref"}; the kubelet pulls `ref` (pinned by
+        # digest) from `gpulet image-serve`, as a node with no registry does.
+        self.gpulet_image = gpulet_image
         self.results = []
 
     # --- helpers -------------------------------------------------------------------------
@@ -188,12 +194,27 @@ class Suite:
         shutil.rmtree(os.path.dirname(SIM_STATE), ignore_errors=True)
         os.makedirs(os.path.dirname(SIM_STATE))
 
+    def apply_overlay(self, name):
+        """`kubectl apply -k` of tests/e2e/NAME with gpulet's image pinned by digest to the
+        one `gpulet image-serve` serves (a kustomization beside the cluster's files that sets
+        it, as a user pins it with `kustomize edit set image`)."""
+        d = os.path.join(self.work, "install-" + name)
+        os.makedirs(d, exist_ok=True)
+        ref, digest = self.gpulet_image["ref"].split("@")
+        with open(os.path.join(d, "kustomization.yaml"), "w") as f:
+            yaml.safe_dump({"apiVersion": "kustomize.config.k8s.io/v1beta1",
+                            "kind": "Kustomization",
+                            "resources": [os.path.relpath(os.path.join(HERE, name), d)],
+                            "images": [{"name": "gpulet", "newName": ref,
+                                        "digest": digest}]}, f)
+        self.c.kubectl("apply", "-k", d)
+
     def install(self):
         for archive in self.images:
             self.c.import_image(archive)
         self.make_node_dir()
         self.c.kubectl("label", "node", NODE, "nvidia.com/gpu.present=true", "--overwrite")
-        self.c.kubectl("apply", "-k", os.path.join(HERE, "overlay"))
+        self.apply_overlay("overlay")
 
     # --- scenarios -----------------------------------------------------------------------
 
@@ -204,6 +225,19 @@ class Suite:
                      timeout=150)
         except ClusterError as e:
             raise Failure(f"{e}; capacity {self.capacity()}; gpulet log:\n{self.gpulet_log()}")
+        status = self.gpulet_pod()["status"]["containerStatuses"][0]
+        check(status["imageID"].endswith(self.gpulet_image["digest"]),
+              f"gpulet runs {status['image']} ({status['imageID']}), not the image pinned to "
+              f"{self.gpulet_image['ref']}")
+        # The other way in for a containerd node, `ctr images import` of the same archive,
+        # keeps the digest the manifests pin. After the pull above: containerd shares blobs
+        # between namespaces, and an import first would have left the kubelet nothing to pull.
+        ctr = [self.c.bins["ctr"], "--address", self.c.containerd_sock, "-n", "gpulet-e2e-import"]
+        run(ctr + ["images", "import", self.gpulet_image["archive"]], timeout=300)
+        listed = run(ctr + ["images", "ls"]).stdout
+        check(self.gpulet_image["digest"] in listed,
+              f"ctr images import of {self.gpulet_image['archive']} does not show "
+              f"{self.gpulet_image['digest']}:\n{listed}")
         check(self.condition("GpuUnhealthy") is not None,
               "gpulet's GpuUnhealthy condition is not on the Node")
         check(self.condition("GpuUnhealthy")["status"] == "False",
@@ -454,7 +488,7 @@ class Suite:
         device; the kubelet restarts in between; unprepared when the pod goes."""
         for name in ("gpu-a", "gpu-b", "gpu-c"):
             self.c.kubectl("delete", "pod", name, "--ignore-not-found", "--wait=true")
-        self.c.kubectl("apply", "-k", os.path.join(HERE, "overlay-dra"))
+        self.apply_overlay("overlay-dra")
 
         def slices():
             items = self.c.get_json("resourceslices")["items"]
@@ -611,8 +645,8 @@ def peer_bins(versions):
 
 
 def build_images(work, reuse_image):
-    """The sandbox (pause) and busybox images, and gpulet's from `make image` (or the one
-    podman has, with --reuse-image)."""
+    """The sandbox (pause) and busybox images to import, and gpulet's OCI archive from `make
+    image` (or saved from the image podman has, with --reuse-image) with its digest."""
     os.makedirs(work, exist_ok=True)
     out = []
     pause_root = os.path.join(work, "pause-root")
@@ -633,11 +667,28 @@ def build_images(work, reuse_image):
          BUSYBOX, "--out", out[-1], "--cmd", "sh"])
     if not (reuse_image and run(["podman", "image", "exists", IMAGE], check=False).returncode == 0):
         run(["make", "-C", SRC, "image"], capture=False, timeout=3600)
-    out.append(os.path.join(work, "gpulet.tar"))
-    if os.path.exists(out[-1]):
-        os.remove(out[-1])
-    run(["podman", "save", "--format", "docker-archive", "-o", out[-1], IMAGE], timeout=600)
-    return out
+    # What `make image` saves (scripts/image-save.sh), here for the image podman has now.
+    run([os.path.join(SRC, "scripts", "image-save.sh"), IMAGE, work], timeout=600)
+    archive = os.path.join(work, "gpulet-" + IMAGE.rsplit(":", 1)[1] + ".oci.tar")
+    with open(archive + ".digest") as f:
+        digest = f.read().strip()
+    return out, {"archive": archive, "digest": digest}
+
+
+def serve_gpulet_image(gpulet, image, work):
+    """Starts `gpulet image-serve` on the archive (the registry of a node with none); returns
+    the process and sets image["ref"], the pinned reference the kubelet pulls."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = open(os.path.join(work, "image-serve.log"), "w")
+    proc = subprocess.Popen([gpulet, "image-serve", image["archive"], "--address",
+                             f"127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
+    wait_for("gpulet image-serve to answer /v2/",
+             lambda: run(["curl", "-fsS", f"http://127.0.0.1:{port}/v2/"],
+                         check=False).returncode == 0, timeout=20)
+    image["ref"] = f"127.0.0.1:{port}/gpulet@{image['digest']}"
+    return proc
 
 
 def main():
@@ -662,11 +713,12 @@ def main():
     start = time.monotonic()
     bins = peer_bins(versions)
     print(f"e2e: peers ready in {time.monotonic() - start:.0f} s", flush=True)
-    images = build_images(os.path.join(a.work, "images"), a.reuse_image)
+    images, gpulet_image = build_images(os.path.join(a.work, "images"), a.reuse_image)
     print(f"e2e: images ready at {time.monotonic() - start:.0f} s", flush=True)
+    image_server = serve_gpulet_image(a.gpulet, gpulet_image, a.work)
     results = []
     for i, v in enumerate(versions):
-        suite = Suite(v, bins[v], os.path.join(a.work, v), a.gpulet, images)
+        suite = Suite(v, bins[v], os.path.join(a.work, v), a.gpulet, images, gpulet_image)
         try:
             suite.run(only)
         except (ClusterError, Failure) as e:
@@ -676,6 +728,8 @@ def main():
             if not (a.keep and i == len(versions) - 1):
                 suite.c.stop()
         results += [(v, *r) for r in suite.results]
+    image_server.terminate()
+    image_server.wait(timeout=10)
     failed = [r for r in results if r[2] != "PASS"]
     print(f"e2e: {len(results) - len(failed)} passed, {len(failed)} failed in "
           f"{time.monotonic() - start:.0f} s")
