@@ -21,7 +21,7 @@ help:
 	@echo "make explain-eval - score gpulet explain on its evaluation set, by area"
 	@echo "make lint   - format check and clang-tidy with thread-safety analysis (part of make test)"
 	@echo "make format - reformat the C++ sources with clang-format"
-	@echo "make image  - build the gpulet container image with podman (as root, no registry) and save it as an OCI archive"
+	@echo "make image  - build the gpulet container image with podman (root or rootless, no registry) and save it as an OCI archive"
 	@echo "make e2e    - gpulet on a real single-node cluster, two Kubernetes versions (as root; docs/e2e.md)"
 	@echo "make image-test - run the image and check it"
 	@echo "make clean  - remove build directories"

@@ -24,8 +24,9 @@ pkgs_podman="podman runc busybox-static skopeo"
 # prometheus-alertmanager (amtool and Alertmanager) for tests/amtool_routes_test.sh.
 pkgs_prometheus="prometheus prometheus-alertmanager curl python3"
 pkgs_bench_peers="prometheus-node-exporter wrk curl"
-# `make image`: podman builds, debootstrap makes the Debian 12 base without a registry.
-pkgs_image="podman runc debootstrap debian-archive-keyring skopeo docker-registry"
+# `make image`: podman builds, debootstrap (as root) or mmdebstrap with uidmap (rootless) makes
+# the Debian 12 base without a registry.
+pkgs_image="podman runc debootstrap mmdebstrap uidmap debian-archive-keyring skopeo docker-registry"
 # `make e2e` (tests/e2e): the image's, plus what the real cluster needs on the host beside the
 # components it builds with Go: iptables for kube-proxy, the CNI bridge's ip, openssl for its
 # PKI, gcc (static) for the pause image, busybox-static for the workload image, PyYAML, libseccomp for runc.

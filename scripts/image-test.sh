@@ -105,14 +105,17 @@ else
 fi
 
 rport=$(free_port)
+# The test registry asks for no credentials: an empty auth file keeps skopeo from reading the
+# user's (and failing where a rootless login has no runtime directory).
+echo '{}' > "$work/auth.json"
 printf 'version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: 127.0.0.1:%s\n' \
   "$work/registry" "$rport" > "$work/registry.yml"
 docker-registry serve "$work/registry.yml" > "$work/registry.log" 2>&1 &
 pids+=($!)
 if wait_http "http://127.0.0.1:$rport/v2/"; then
-  if skopeo copy --preserve-digests --dest-tls-verify=false "oci-archive:$archive" \
+  if skopeo copy --authfile "$work/auth.json" --preserve-digests --dest-tls-verify=false "oci-archive:$archive" \
     "docker://127.0.0.1:$rport/team/gpulet:0.1.0" > "$work/copy.log" 2>&1; then
-    there=$(skopeo inspect --tls-verify=false "docker://127.0.0.1:$rport/team/gpulet:0.1.0" |
+    there=$(skopeo inspect --authfile "$work/auth.json" --tls-verify=false "docker://127.0.0.1:$rport/team/gpulet:0.1.0" |
       python3 -c 'import json, sys; print(json.load(sys.stdin)["Digest"])')
     [ "$there" = "$digest" ] && ok "skopeo copied the archive into a registry; its digest there is the archive's" ||
       bad "the registry has $there, the archive $digest"

@@ -713,14 +713,14 @@ absl::StatusOr<std::string> RenderTalosMachinePatch(const ManifestFiles& files,
                      "#   talosctl -n <node> patch machineconfig --patch @gpu-node-patch.yaml\n",
                      header);
     if (current == nullptr) {
+      const FitPatchCommands fit = FitPatchCommandsFor(version->ToString());
       out += absl::StrCat(
           "# For a node installed with ", release.Name(),
           ". A node upgraded from an earlier release refuses it while its v1alpha1\n"
           "# document still sets .machine.nodeLabels (gpulet's earlier patch does), "
           ".machine.nodeTaints or\n# .machine.kubelet.nodeIP: render it for that node with\n"
-          "#   talosctl -n <node> get machineconfig -o jsonpath='{.spec}' > current.yaml\n"
-          "#   gpulet manifests --talos-machine-patch --talos-version ",
-          version->ToString(), " --talos-current-config current.yaml\n");
+          "#   ",
+          fit.get, "\n#   ", fit.render, "\n");
     } else {
       out += absl::StrCat("# Fitted to the machine configuration in ", current->origin, ".\n");
     }

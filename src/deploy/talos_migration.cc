@@ -201,4 +201,11 @@ absl::StatusOr<KubeNodeMigration> PlanKubeNodeMigration(const talos::Release& re
   return plan;
 }
 
+FitPatchCommands FitPatchCommandsFor(absl::string_view version) {
+  return {"talosctl -n <node> get machineconfig -o jsonpath='{.spec}' > current.yaml",
+          absl::StrCat("gpulet manifests --talos-machine-patch --talos-version ", version,
+                       " --talos-current-config current.yaml"),
+          "talosctl -n <node> patch machineconfig --patch @gpu-node-patch.yaml"};
+}
+
 }  // namespace gpulet

@@ -60,6 +60,16 @@ absl::StatusOr<KubeNodeMigration> PlanKubeNodeMigration(const talos::Release& re
 // how to move (empty when the table is complete; for the table's test).
 std::vector<std::string> UncarriedKubeNodeConflicts(const talos::Release& release);
 
+// The commands that fit gpulet's patch for Talos `version` ("v1.14", "v1.14.1") to a node's
+// configuration and apply it, for the patch's header and doctor's talos.config fix: the one
+// place they are spelled.
+struct FitPatchCommands {
+  std::string get;     // the node's configuration into current.yaml
+  std::string render;  // gpulet's patch fitted to it (on stdout)
+  std::string apply;   // the patch, saved as gpu-node-patch.yaml, applied
+};
+FitPatchCommands FitPatchCommandsFor(absl::string_view version);
+
 }  // namespace gpulet
 
 #endif  // GPULET_DEPLOY_TALOS_MIGRATION_H_

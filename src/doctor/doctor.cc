@@ -728,12 +728,9 @@ CheckResult CheckTalosMachineConfig(const Context& c) {
   CheckResult r = CheckResultFor("talos.config", "Machine configuration takes gpulet's patch");
   if (!c.talos) return NotCheckedResult(r.id, r.title, "only on Talos");
   const talos::Release& row = *c.talos->release;
-  const std::string patch_command = absl::StrCat(
-      "talosctl -n <node> get machineconfig -o jsonpath='{.spec}' > current.yaml\n"
-      "gpulet manifests --talos-machine-patch --talos-version v",
-      row.major, ".", row.minor,
-      " --talos-current-config current.yaml > gpu-node-patch.yaml\n"
-      "talosctl -n <node> patch machineconfig --patch @gpu-node-patch.yaml");
+  const FitPatchCommands fit = FitPatchCommandsFor(absl::StrCat("v", row.major, ".", row.minor));
+  const std::string patch_command =
+      absl::StrCat(fit.get, "\n", fit.render, " > gpu-node-patch.yaml\n", fit.apply);
   if (!row.KubeNodeDocuments()) {
     return NotCheckedResult(r.id, r.title,
                             absl::StrCat(TalosName(c),
