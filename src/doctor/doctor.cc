@@ -17,6 +17,7 @@
 #include "cdi/generator.h"
 #include "cdi/spec_dirs.h"
 #include "deploy/talos_migration.h"
+#include "doctor/check_list.h"
 #include "doctor/explain.h"
 #include "doctor/stack_checks.h"
 #include "gpu/nvml_api.h"
@@ -106,7 +107,7 @@ std::string ModulesFix(const Context& c) {
 // --- os -------------------------------------------------------------------------------------
 
 CheckResult CheckOs(const Context& c) {
-  CheckResult r = CheckResultFor("os.release", "Operating system");
+  CheckResult r = CheckResultFor("os.release");
   r.verdict = Verdict::kPass;
   if (!c.os.readable) {
     r.summary = "unknown: /etc/os-release is not readable; Talos-specific checks are skipped";
@@ -157,7 +158,7 @@ CheckResult CheckOs(const Context& c) {
 // --- PCI and kernel driver ------------------------------------------------------------------
 
 CheckResult CheckGpuPresent(const Context& c) {
-  CheckResult r = CheckResultFor("gpu.present", "NVIDIA GPU on the PCI bus");
+  CheckResult r = CheckResultFor("gpu.present");
   if (!c.inv.pci_status.ok()) {
     r.verdict = Verdict::kFail;
     r.summary = "cannot tell whether an NVIDIA GPU is present: PCI sysfs is unreadable";
@@ -188,7 +189,7 @@ CheckResult CheckGpuPresent(const Context& c) {
 }
 
 CheckResult CheckDriverBound(const Context& c) {
-  CheckResult r = CheckResultFor("gpu.driver", "Kernel driver bound to each GPU");
+  CheckResult r = CheckResultFor("gpu.driver");
   r.verdict = Verdict::kPass;
   std::vector<std::string> fixes;
   for (const Gpu* g : c.pci_gpus) {
@@ -246,7 +247,7 @@ CheckResult CheckDriverBound(const Context& c) {
 }
 
 CheckResult CheckFlavor(const Context& c) {
-  CheckResult r = CheckResultFor("driver.flavor", "Kernel module flavour fits each GPU");
+  CheckResult r = CheckResultFor("driver.flavor");
   const DriverInfo& d = c.inv.driver;
   if (d.flavor == DriverFlavor::kUnknown) {
     std::vector<std::string> needs;
@@ -258,7 +259,7 @@ CheckResult CheckFlavor(const Context& c) {
                   : ""));
     }
     r = NotCheckedResult(
-        r.id, r.title,
+        r.id,
         absl::StrCat("no nvidia module is loaded (", c.host.Describe("/proc/driver/nvidia/version"),
                      " missing)",
                      needs.empty() ? "" : "; when you install one: ", absl::StrJoin(needs, "; ")));
@@ -304,7 +305,7 @@ CheckResult CheckFlavor(const Context& c) {
 }
 
 CheckResult CheckModules(const Context& c) {
-  CheckResult r = CheckResultFor("driver.modules", "NVIDIA kernel modules loaded");
+  CheckResult r = CheckResultFor("driver.modules");
   const DriverInfo& d = c.inv.driver;
   if (!d.proc_modules_readable) {
     r.verdict = Verdict::kWarn;
@@ -375,7 +376,7 @@ CheckResult CheckModules(const Context& c) {
 }
 
 CheckResult CheckDevNodes(const Context& c) {
-  CheckResult r = CheckResultFor("dev.nodes", "/dev/nvidia* device nodes");
+  CheckResult r = CheckResultFor("dev.nodes");
   const DriverInfo& d = c.inv.driver;
   std::vector<std::string> missing, present;
   auto want = [&](bool exists, const std::string& path) {
@@ -424,7 +425,7 @@ CheckResult CheckDevNodes(const Context& c) {
 // --- NVML and the user-space libraries ------------------------------------------------------
 
 CheckResult CheckNvml(const Context& c) {
-  CheckResult r = CheckResultFor("nvml.load", "NVML library loads");
+  CheckResult r = CheckResultFor("nvml.load");
   const Inventory& inv = c.inv;
   if (inv.nvml_status.ok()) {
     r.verdict = Verdict::kPass;
@@ -562,7 +563,7 @@ std::string LibraryMoves() {
 }
 
 CheckResult CheckUserspace(const Context& c) {
-  CheckResult r = CheckResultFor("driver.userspace", "Driver libraries where this OS keeps them");
+  CheckResult r = CheckResultFor("driver.userspace");
   struct Found {
     std::string dir, version, real_dir;
   };
@@ -676,15 +677,13 @@ CheckResult CheckUserspace(const Context& c) {
 }
 
 CheckResult CheckTalosSysctl(const Context& c) {
-  CheckResult r = CheckResultFor("talos.bpf", "BPF sysctl for the legacy nvidia runtime");
-  if (!c.talos)
-    return NotCheckedResult(r.id, r.title, "only needed on Talos in legacy runtime mode");
+  CheckResult r = CheckResultFor("talos.bpf");
+  if (!c.talos) return NotCheckedResult(r.id, "only needed on Talos in legacy runtime mode");
   const talos::Release& row = *c.talos->release;
   if (!c.talos->needs_bpf_jit_harden_1) {
-    return NotCheckedResult(r.id, r.title,
-                            absl::StrCat(TalosName(c),
-                                         " runs GPU containers in CDI mode, without "
-                                         "nvidia-container-cli"));
+    return NotCheckedResult(r.id, absl::StrCat(TalosName(c),
+                                               " runs GPU containers in CDI mode, without "
+                                               "nvidia-container-cli"));
   }
   r.evidence.push_back(absl::StrCat(c.talos->label, " needs net.core.bpf_jit_harden: 1 [",
                                     row.needs_bpf_jit_harden_1.source, "]; Talos' default is ",
@@ -725,17 +724,16 @@ constexpr char kTalosMachineConfig[] = "/system/state/config.yaml";
 // A node upgraded to a release with KubeNodeConfig keeps the v1alpha1 fields an earlier one
 // (or gpulet's earlier patch) set; that release refuses gpulet's patch beside them.
 CheckResult CheckTalosMachineConfig(const Context& c) {
-  CheckResult r = CheckResultFor("talos.config", "Machine configuration takes gpulet's patch");
-  if (!c.talos) return NotCheckedResult(r.id, r.title, "only on Talos");
+  CheckResult r = CheckResultFor("talos.config");
+  if (!c.talos) return NotCheckedResult(r.id, "only on Talos");
   const talos::Release& row = *c.talos->release;
   const FitPatchCommands fit = FitPatchCommandsFor(absl::StrCat("v", row.major, ".", row.minor));
   const std::string patch_command =
       absl::StrCat(fit.get, "\n", fit.render, " > gpu-node-patch.yaml\n", fit.apply);
   if (!row.KubeNodeDocuments()) {
-    return NotCheckedResult(r.id, r.title,
-                            absl::StrCat(TalosName(c),
-                                         " keeps node labels and taints in the v1alpha1 "
-                                         "document, where gpulet's patch for it puts them"));
+    return NotCheckedResult(r.id, absl::StrCat(TalosName(c),
+                                               " keeps node labels and taints in the v1alpha1 "
+                                               "document, where gpulet's patch for it puts them"));
   }
   const std::string where = c.host.Describe(kTalosMachineConfig);
   absl::StatusOr<std::string> text = c.host.ReadFile(kTalosMachineConfig, kMaxMachineConfigBytes);
@@ -788,7 +786,7 @@ CheckResult CheckTalosMachineConfig(const Context& c) {
 // --- CDI ------------------------------------------------------------------------------------
 
 CheckResult CheckCdiSpecs(const Context& c) {
-  CheckResult r = CheckResultFor("cdi.specs", "CDI specs present and loadable");
+  CheckResult r = CheckResultFor("cdi.specs");
   const cdi::SpecCatalog& cat = *c.catalog;
   for (const std::string& e : cat.dir_errors()) r.evidence.push_back(e);
   std::vector<std::string> bad;
@@ -847,17 +845,16 @@ CheckResult CheckCdiSpecs(const Context& c) {
 // The names gpulet's own Allocate answers contain must resolve, or every GPU pod fails at
 // container creation with "unresolvable CDI devices".
 CheckResult CheckGpuletCdi(const Context& c) {
-  CheckResult r = CheckResultFor("cdi.gpulet", "The CDI devices gpulet's answers name resolve");
+  CheckResult r = CheckResultFor("cdi.gpulet");
   const DoctorInput& in = c.input;
   if (!in.gpulet_uses_cdi) {
-    return NotCheckedResult(r.id, r.title,
+    return NotCheckedResult(r.id,
                             "gpulet's plugin.deviceListStrategy names no CDI devices (pass the "
                             "daemon's --config, or set GPULET_CONFIG, to check its answers)");
   }
   if (in.gpulet_cdi_names.empty()) {
     return NotCheckedResult(
-        r.id, r.title,
-        "NVML identified no GPU, so gpulet advertises none as Healthy (see nvml.load)");
+        r.id, "NVML identified no GPU, so gpulet advertises none as Healthy (see nvml.load)");
   }
   const cdi::SpecCatalog& cat = *c.catalog;
   std::vector<std::string> unresolved;
@@ -897,10 +894,10 @@ CheckResult CheckGpuletCdi(const Context& c) {
 }
 
 CheckResult CheckCdiResolve(const Context& c) {
-  CheckResult r = CheckResultFor("cdi.resolve", "nvidia.com/gpu=0 and =all resolve");
+  CheckResult r = CheckResultFor("cdi.resolve");
   const cdi::SpecCatalog& cat = *c.catalog;
   if (cat.DeviceNames().empty() && cat.conflicts().empty()) {
-    return NotCheckedResult(r.id, r.title, "no loadable CDI spec (see cdi.specs)");
+    return NotCheckedResult(r.id, "no loadable CDI spec (see cdi.specs)");
   }
   // Kinds present: nvidia.com/gpu is what nvidia-ctk, Talos and gpulet write and what pods
   // and the device plugin's cdi strategies request; other NVIDIA kinds (the device plugin's
@@ -986,7 +983,7 @@ std::string FirstReleaseWithHookLinks() {
 }
 
 CheckResult CheckCdiHooks(const Context& c) {
-  CheckResult r = CheckResultFor("cdi.hooks", "CDI hook programs exist on the host");
+  CheckResult r = CheckResultFor("cdi.hooks");
   const cdi::SpecCatalog& cat = *c.catalog;
   std::map<std::string, std::set<std::string>> missing;  // program -> spec files
   std::set<std::string> present;
@@ -1004,7 +1001,7 @@ CheckResult CheckCdiHooks(const Context& c) {
       }
     }
   }
-  if (hooks == 0) return NotCheckedResult(r.id, r.title, "no hooks in any loadable CDI spec");
+  if (hooks == 0) return NotCheckedResult(r.id, "no hooks in any loadable CDI spec");
   for (const std::string& p : present) r.evidence.push_back(absl::StrCat(p, ": exists"));
   if (missing.empty()) {
     r.verdict = Verdict::kPass;
@@ -1054,7 +1051,7 @@ CheckResult CheckCdiHooks(const Context& c) {
 }
 
 CheckResult CheckCdiPaths(const Context& c) {
-  CheckResult r = CheckResultFor("cdi.paths", "CDI mounts and device nodes exist on the host");
+  CheckResult r = CheckResultFor("cdi.paths");
   const cdi::SpecCatalog& cat = *c.catalog;
   std::vector<std::string> missing;
   size_t checked = 0;
@@ -1079,7 +1076,7 @@ CheckResult CheckCdiPaths(const Context& c) {
       }
     }
   }
-  if (checked == 0) return NotCheckedResult(r.id, r.title, "no loadable CDI spec (see cdi.specs)");
+  if (checked == 0) return NotCheckedResult(r.id, "no loadable CDI spec (see cdi.specs)");
   if (missing.empty()) {
     r.verdict = Verdict::kPass;
     r.summary = absl::StrCat("all ", checked, " host paths exist");
@@ -1102,7 +1099,7 @@ CheckResult CheckCdiPaths(const Context& c) {
 // --- containerd -----------------------------------------------------------------------------
 
 CheckResult CheckContainerd(const Context& c) {
-  CheckResult r = CheckResultFor("containerd", "containerd: nvidia runtime and/or CDI");
+  CheckResult r = CheckResultFor("containerd");
   ContainerdFacts f = ReadContainerdConfig(c.host);
   if (f.files.empty()) {
     r.verdict = c.talos ? Verdict::kFail : Verdict::kWarn;
@@ -1195,7 +1192,7 @@ CheckResult CheckContainerd(const Context& c) {
 // --- kubelet --------------------------------------------------------------------------------
 
 CheckResult CheckKubelet(const Context& c) {
-  CheckResult r = CheckResultFor("kubelet", "kubelet device-plugin and pod-resources sockets");
+  CheckResult r = CheckResultFor("kubelet");
   const char* kDir = "/var/lib/kubelet/device-plugins";
   const char* kSock = "/var/lib/kubelet/device-plugins/kubelet.sock";
   const char* kPodResources = "/var/lib/kubelet/pod-resources/kubelet.sock";
@@ -1280,7 +1277,6 @@ bool CoveredByXidScanner(absl::string_view line) {
 
 CheckResult CheckKernelLog(const Context& c) {
   const char* kId = "kernel.log";
-  const char* kTitle = "Kernel log since boot: XIDs, NVRM errors, GPUs fallen off the bus";
   DevKmsgOptions options;
   options.host_root = c.host.root();
   options.path = "/dev/kmsg";
@@ -1289,9 +1285,9 @@ CheckResult CheckKernelLog(const Context& c) {
   if (!open.ok()) {
     std::string why(open.message());
     if (!absl::EndsWith(why, ".")) why += ".";
-    return NotCheckedResult(kId, kTitle, absl::StrCat(why, " ", kTalosKmsgHint));
+    return NotCheckedResult(kId, absl::StrCat(why, " ", kTalosKmsgHint));
   }
-  CheckResult r = CheckResultFor("kernel.log", kTitle);
+  CheckResult r = CheckResultFor(kId);
   r.verdict = Verdict::kPass;
   KernelLogScanner scanner;
   std::vector<std::pair<std::string, int>> xid_order;  // (bus id, XID) in first-seen order
@@ -1433,15 +1429,14 @@ CheckResult CheckKernelLog(const Context& c) {
 
 std::vector<CheckResult> CheckHealth(const Context& c, const HealthSource* health) {
   const char* kId = "gpu.health";
-  const char* kTitle = "GPU health (XIDs, ECC, fallen off the bus)";
   if (health == nullptr) {
-    return {NotCheckedResult(kId, kTitle,
+    return {NotCheckedResult(kId,
                              "GPU health is watched by gpulet serve; pass --daemon-address (its "
                              "metrics.address) to include what it sees")};
   }
   absl::StatusOr<std::vector<GpuHealth>> states = health->GpuHealthStates();
-  if (!states.ok()) return {NotCheckedResult(kId, kTitle, states.status().message())};
-  CheckResult r = CheckResultFor(kId, kTitle);
+  if (!states.ok()) return {NotCheckedResult(kId, states.status().message())};
+  CheckResult r = CheckResultFor(kId);
   r.verdict = Verdict::kPass;
   std::vector<std::string> fixes;
   for (const GpuHealth& h : *states) {
@@ -1485,10 +1480,10 @@ std::vector<GpuHealth> HealthFromStatus(const StatusReport& report) {
   return out;
 }
 
-CheckResult CheckResultFor(absl::string_view id, absl::string_view title) {
+CheckResult CheckResultFor(absl::string_view id) {
   CheckResult r;
   r.id = std::string(id);
-  r.title = std::string(title);
+  r.title = std::string(doctor::CheckTitle(id));
   return r;
 }
 
@@ -1498,8 +1493,8 @@ CheckResult NotCheckedResult(CheckResult r, absl::string_view why) {
   return r;
 }
 
-CheckResult NotCheckedResult(absl::string_view id, absl::string_view title, absl::string_view why) {
-  return NotCheckedResult(CheckResultFor(id, title), why);
+CheckResult NotCheckedResult(absl::string_view id, absl::string_view why) {
+  return NotCheckedResult(CheckResultFor(id), why);
 }
 
 absl::string_view VerdictName(Verdict verdict) {
@@ -1585,27 +1580,18 @@ Report RunDoctor(const DoctorInput& input) {
   using CheckFn = CheckResult (*)(const Context&);
   struct Step {
     const char* id;
-    const char* title;
     CheckFn fn;
     bool needs_catalog;
   };
   static const Step kSteps[] = {
-      {"gpu.driver", "Kernel driver bound to each GPU", &CheckDriverBound, false},
-      {"driver.flavor", "Kernel module flavour fits each GPU", &CheckFlavor, false},
-      {"driver.modules", "NVIDIA kernel modules loaded", &CheckModules, false},
-      {"dev.nodes", "/dev/nvidia* device nodes", &CheckDevNodes, false},
-      {"nvml.load", "NVML library loads", &CheckNvml, false},
-      {"driver.userspace", "Driver libraries where this OS keeps them", &CheckUserspace, false},
-      {"talos.bpf", "BPF sysctl for the legacy nvidia runtime", &CheckTalosSysctl, false},
-      {"talos.config", "Machine configuration takes gpulet's patch", &CheckTalosMachineConfig,
-       false},
-      {"cdi.specs", "CDI specs present and loadable", &CheckCdiSpecs, true},
-      {"cdi.gpulet", "The CDI devices gpulet's answers name resolve", &CheckGpuletCdi, true},
-      {"cdi.resolve", "nvidia.com/gpu=0 and =all resolve", &CheckCdiResolve, true},
-      {"cdi.hooks", "CDI hook programs exist on the host", &CheckCdiHooks, true},
-      {"cdi.paths", "CDI mounts and device nodes exist on the host", &CheckCdiPaths, true},
-      {"containerd", "containerd: nvidia runtime and/or CDI", &CheckContainerd, false},
-      {"kubelet", "kubelet device-plugin and pod-resources sockets", &CheckKubelet, false},
+      {"gpu.driver", &CheckDriverBound, false}, {"driver.flavor", &CheckFlavor, false},
+      {"driver.modules", &CheckModules, false}, {"dev.nodes", &CheckDevNodes, false},
+      {"nvml.load", &CheckNvml, false},         {"driver.userspace", &CheckUserspace, false},
+      {"talos.bpf", &CheckTalosSysctl, false},  {"talos.config", &CheckTalosMachineConfig, false},
+      {"cdi.specs", &CheckCdiSpecs, true},      {"cdi.gpulet", &CheckGpuletCdi, true},
+      {"cdi.resolve", &CheckCdiResolve, true},  {"cdi.hooks", &CheckCdiHooks, true},
+      {"cdi.paths", &CheckCdiPaths, true},      {"containerd", &CheckContainerd, false},
+      {"kubelet", &CheckKubelet, false},
   };
   if (have_gpu) {
     c.catalog.emplace(cdi::SpecCatalog::Load(
@@ -1613,7 +1599,7 @@ Report RunDoctor(const DoctorInput& input) {
   }
   for (const Step& s : kSteps) {
     if (!have_gpu) {
-      out.push_back(NotCheckedResult(s.id, s.title, "no NVIDIA GPU on this node"));
+      out.push_back(NotCheckedResult(s.id, "no NVIDIA GPU on this node"));
     } else {
       out.push_back(s.fn(c));
     }
@@ -1622,26 +1608,23 @@ Report RunDoctor(const DoctorInput& input) {
   using StackFn = CheckResult (*)(const StackInput&);
   static const struct {
     const char* id;
-    const char* title;
     StackFn fn;
   } kStackSteps[] = {
-      {"driver.uvm", "Unified-memory module and its device nodes", &CheckUvm},
-      {"mig.mode", "MIG mode and instances", &CheckMig},
-      {"fabricmanager", "Fabric manager on NVSwitch systems", &CheckFabricManager},
-      {"cgroup.devices", "cgroup device access for GPU containers", &CheckCgroupDevices},
-      {"crio", "CRI-O: nvidia runtime, hook or CDI", &CheckCrio},
-      {"dcgm.hostengine", "DCGM host engine reachable", &CheckDcgmHostEngine},
-      {"vram.enforcement", "VRAM limits of memory slices", &CheckVram},
+      {"driver.uvm", &CheckUvm},
+      {"mig.mode", &CheckMig},
+      {"fabricmanager", &CheckFabricManager},
+      {"cgroup.devices", &CheckCgroupDevices},
+      {"crio", &CheckCrio},
+      {"dcgm.hostengine", &CheckDcgmHostEngine},
+      {"vram.enforcement", &CheckVram},
   };
   StackInput stack{c.host, c.inv, input, c.os.talos,
                    input.gpulet_uses_cdi || (c.talos && c.talos->cdi_mode)};
   for (const auto& s : kStackSteps) {
-    out.push_back(have_gpu ? s.fn(stack)
-                           : NotCheckedResult(s.id, s.title, "no NVIDIA GPU on this node"));
+    out.push_back(have_gpu ? s.fn(stack) : NotCheckedResult(s.id, "no NVIDIA GPU on this node"));
   }
   if (!have_gpu) {
-    out.push_back(NotCheckedResult("gpu.health", "GPU health (XIDs, ECC, fallen off the bus)",
-                                   "no NVIDIA GPU on this node"));
+    out.push_back(NotCheckedResult("gpu.health", "no NVIDIA GPU on this node"));
   } else {
     for (CheckResult& r : CheckHealth(c, input.health)) out.push_back(std::move(r));
   }

@@ -65,11 +65,12 @@ struct CheckResult {
   std::string fix;                    // what to do; empty on pass and not checked
 };
 
-// For the checks' own code: a result with its id and title (verdict to be set); one that could
-// not run or does not apply, its summary "not checked: <why>", keeping any evidence `r` holds.
-CheckResult CheckResultFor(absl::string_view id, absl::string_view title);
+// For the checks' own code: a result with its id and the title doctor/check_list gives it
+// (verdict to be set); one that could not run or does not apply, its summary
+// "not checked: <why>", keeping any evidence `r` holds.
+CheckResult CheckResultFor(absl::string_view id);
 CheckResult NotCheckedResult(CheckResult r, absl::string_view why);
-CheckResult NotCheckedResult(absl::string_view id, absl::string_view title, absl::string_view why);
+CheckResult NotCheckedResult(absl::string_view id, absl::string_view why);
 
 // What a Talos version expects of the NVIDIA extensions: a view of its row in the release
 // table (src/node/talos_releases.h), which holds each fact with its source.

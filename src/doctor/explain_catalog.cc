@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "doctor/check_list.h"
 #include "yaml-cpp/yaml.h"
 
 namespace gpulet {
@@ -42,15 +43,6 @@ size_t AnchorRank(absl::string_view word) {
 }
 
 // The checks `gpulet doctor` runs (src/doctor/doctor.cc; docs/troubleshooting.md lists them).
-constexpr absl::string_view kDoctorChecks[] = {
-    "os.release",       "gpu.present",    "gpu.driver", "driver.flavor",
-    "driver.modules",   "dev.nodes",      "nvml.load",  "driver.userspace",
-    "talos.bpf",        "talos.config",   "cdi.specs",  "cdi.gpulet",
-    "cdi.resolve",      "cdi.hooks",      "cdi.paths",  "containerd",
-    "kubelet",          "gpu.health",     "driver.uvm", "mig.mode",
-    "fabricmanager",    "cgroup.devices", "crio",       "dcgm.hostengine",
-    "vram.enforcement", "kernel.log"};
-
 struct SeverityName {
   ExplainSeverity severity;
   absl::string_view name;
@@ -236,12 +228,7 @@ absl::string_view ExplainSeverityName(ExplainSeverity s) {
   return "error";
 }
 
-absl::Span<const absl::string_view> DoctorCheckNames() { return kDoctorChecks; }
-
-bool IsDoctorCheckName(absl::string_view name) {
-  return std::find(std::begin(kDoctorChecks), std::end(kDoctorChecks), name) !=
-         std::end(kDoctorChecks);
-}
+bool IsDoctorCheckName(absl::string_view name) { return !doctor::CheckTitle(name).empty(); }
 
 namespace {
 

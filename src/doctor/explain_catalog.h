@@ -146,9 +146,8 @@ void NormalizeForMatch(absl::string_view text, std::string* out);
 // `buffer`.
 absl::string_view UnescapePaste(absl::string_view line, std::string* buffer);
 
-// The names of gpulet doctor's checks (src/doctor/doctor.cc, src/doctor/stack_checks.h), for
-// validating `check`; the doctor test holds this list equal to the report's checks.
-absl::Span<const absl::string_view> DoctorCheckNames();
+// True when `name` is one of gpulet doctor's checks (doctor/check_list.h), for validating
+// `check`.
 bool IsDoctorCheckName(absl::string_view name);
 
 }  // namespace gpulet

@@ -39,7 +39,7 @@ TEST(ExplainCheckTest, OneCauseIsFoundOrNotByItsCheck) {
   EXPECT_THAT(AnswerOnNode(e, ReportOf({{"driver.uvm", Verdict::kNotChecked}})).summary,
               HasSubstr("cannot tell here"));
   Report skipped;
-  skipped.checks.push_back(NotCheckedResult("driver.uvm", "T", "no module list"));
+  skipped.checks.push_back(NotCheckedResult("driver.uvm", "no module list"));
   EXPECT_EQ(AnswerOnNode(e, skipped).summary,
             "cannot tell here: driver.uvm not checked: no module list");
   EXPECT_THAT(AnswerOnNode(e, ReportOf({})).summary, HasSubstr("did not run"));

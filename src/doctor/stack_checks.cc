@@ -152,7 +152,7 @@ ContainerdFacts ReadContainerdConfig(const HostFs& host) {
 // https://github.com/NVIDIA/nvidia-docker/issues/1730 (NVIDIA's notice), and
 // https://github.com/NVIDIA/nvidia-container-toolkit/issues/48.
 CheckResult CheckCgroupDevices(const StackInput& in) {
-  CheckResult r = CheckResultFor("cgroup.devices", "cgroup device access for GPU containers");
+  CheckResult r = CheckResultFor("cgroup.devices");
   const HostFs& host = in.host;
   bool v2 = host.Exists("/sys/fs/cgroup/cgroup.controllers");
   bool v1 = host.IsDirectory("/sys/fs/cgroup/devices");
@@ -243,7 +243,7 @@ CheckResult CheckCgroupDevices(const StackInput& in) {
 // configure --runtime=crio`, or the toolkit's OCI hook is installed in a hooks directory.
 // Talos runs containerd only.
 CheckResult CheckCrio(const StackInput& in) {
-  CheckResult r = CheckResultFor("crio", "CRI-O: nvidia runtime, hook or CDI");
+  CheckResult r = CheckResultFor("crio");
   const HostFs& host = in.host;
   if (in.talos) return NotCheckedResult(std::move(r), "Talos runs containerd, not CRI-O");
   std::vector<std::string> files;
@@ -346,7 +346,7 @@ CheckResult CheckCrio(const StackInput& in) {
 // CUDA_ERROR_UNKNOWN (999) while nvidia-smi works. Sources: the threads of the uvm entries in
 // src/doctor/explain/uvm.yaml (uvm-dev-node-missing, uvm-cuinit-unknown-error).
 CheckResult CheckUvm(const StackInput& in) {
-  CheckResult r = CheckResultFor("driver.uvm", "Unified-memory module and its device nodes");
+  CheckResult r = CheckResultFor("driver.uvm");
   const DriverInfo& d = in.inv.driver;
   if (!d.proc_modules_readable) {
     return NotCheckedResult(std::move(r), "cannot tell: /proc/modules is not readable");
@@ -414,7 +414,7 @@ CheckResult CheckUvm(const StackInput& in) {
 // NVLink traffic." (https://github.com/NVIDIA/nvtrust/issues/128). Its errors are in the
 // catalogue's fabric-manager.yaml, which explain reads the log with.
 CheckResult CheckFabricManager(const StackInput& in) {
-  CheckResult r = CheckResultFor("fabricmanager", "Fabric manager on NVSwitch systems");
+  CheckResult r = CheckResultFor("fabricmanager");
   const HostFs& host = in.host;
   absl::StatusOr<std::vector<std::string>> switches =
       host.ListDir("/proc/driver/nvidia-nvswitch/devices");
@@ -502,7 +502,7 @@ CheckResult CheckFabricManager(const StackInput& in) {
 // dcgm-exporter and dcgmi pointed at it fail with "Host engine connection invalid" when it
 // does not answer.
 CheckResult CheckDcgmHostEngine(const StackInput& in) {
-  CheckResult r = CheckResultFor("dcgm.hostengine", "DCGM host engine reachable");
+  CheckResult r = CheckResultFor("dcgm.hostengine");
   constexpr absl::string_view kBinary = "/usr/bin/nv-hostengine";
   if (!in.host.Exists(kBinary)) {
     return NotCheckedResult(
@@ -530,7 +530,7 @@ CheckResult CheckDcgmHostEngine(const StackInput& in) {
 // MIG (A100, A30, H100, H200, B200 and later data-centre GPUs): with MIG mode on, a GPU runs
 // work only in its MIG devices; one with no GPU instances offers nothing to allocate.
 CheckResult CheckMig(const StackInput& in) {
-  CheckResult r = CheckResultFor("mig.mode", "MIG mode and instances");
+  CheckResult r = CheckResultFor("mig.mode");
   std::vector<const Gpu*> capable;
   for (const Gpu& g : in.inv.gpus) {
     if (g.mig_capable.value_or(false)) capable.push_back(&g);
@@ -577,7 +577,7 @@ CheckResult CheckMig(const StackInput& in) {
 // controller could hold a per-cgroup limit themselves (MPS memory partitioning); gpulet
 // reports whether a node has it, and does not use it yet.
 CheckResult CheckVram(const StackInput& in) {
-  CheckResult r = CheckResultFor("vram.enforcement", "VRAM limits of memory slices");
+  CheckResult r = CheckResultFor("vram.enforcement");
   const DoctorInput& d = in.input;
   if (!d.gpulet_slices) {
     return NotCheckedResult(std::move(r),
