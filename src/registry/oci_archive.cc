@@ -12,7 +12,7 @@
 #include <set>
 #include <utility>
 
-#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -398,12 +398,8 @@ absl::Status OciArchive::CheckDescriptor(const Descriptor& d, int depth) {
     }
     uint8_t sum[SHA256_DIGEST_SIZE];
     sha256_digest(&ctx, sizeof(sum), sum);
-    std::string hex;
-    static constexpr char kHex[] = "0123456789abcdef";
-    for (uint8_t b : sum) {
-      hex.push_back(kHex[b >> 4]);
-      hex.push_back(kHex[b & 15]);
-    }
+    const std::string hex =
+        absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(sum), sizeof(sum)));
     if (d.digest.compare(7, std::string::npos, hex) != 0) {
       return absl::DataLossError(absl::StrCat(path_, ": blob ", d.digest,
                                               " does not match its digest (its sha256 is ", hex,

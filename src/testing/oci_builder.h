@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "registry/oci_archive.h"
@@ -38,9 +39,8 @@ inline std::string Sha256Digest(const std::string& data) {
   sha256_update(&ctx, data.size(), reinterpret_cast<const uint8_t*>(data.data()));
   uint8_t sum[SHA256_DIGEST_SIZE];
   sha256_digest(&ctx, sizeof(sum), sum);
-  std::string out = "sha256:";
-  for (uint8_t b : sum) absl::StrAppend(&out, absl::Hex(b, absl::kZeroPad2));
-  return out;
+  return absl::StrCat("sha256:", absl::BytesToHexString(absl::string_view(
+                                     reinterpret_cast<const char*>(sum), sizeof(sum))));
 }
 
 // A ustar writer: regular files, directories, PAX and GNU long-name headers.
