@@ -49,7 +49,7 @@ class ImageServeCommand final : public CommandHandler {
       return kExitUsage;
     }
     const registry::NamedImage& image = archive->images().front();
-    registry::RepositoryTag name = registry::SplitReference(image.ref_name);
+    registry::RepositoryTag name = image.name;
     if (name.repository.empty()) name.repository = "gpulet";
 
     // SIGINT and SIGTERM are waited for below; blocked before the server's thread starts so

@@ -356,7 +356,7 @@ absl::Status OciArchive::Load(uint64_t size) {
                                                      " with media type '", d->media_type,
                                                      "', which is not an image manifest"));
     }
-    NamedImage image{*d, ""};
+    NamedImage image{*d, "", {}};
     if (m.contains("annotations") && m["annotations"].is_object()) {
       for (const char* key : {"io.containerd.image.name", "org.opencontainers.image.ref.name"}) {
         if (m["annotations"].contains(key) && m["annotations"][key].is_string()) {
@@ -366,6 +366,7 @@ absl::Status OciArchive::Load(uint64_t size) {
       }
     }
     if (absl::Status s = CheckDescriptor(*d, 0); !s.ok()) return s;
+    image.name = SplitReference(image.ref_name);
     images_.push_back(std::move(image));
   }
   return absl::OkStatus();

@@ -52,11 +52,22 @@ struct Descriptor {
   uint64_t size = 0;
 };
 
+// Splits an image reference's name ("localhost/gpulet:0.1.0", "reg.example:5000/a/b:tag",
+// "gpulet@sha256:...") into the repository path a registry serves it under ("gpulet", "a/b")
+// and its tag ("0.1.0", "" when it has none). The first component is a registry host when it
+// holds a '.' or ':' or is "localhost".
+struct RepositoryTag {
+  std::string repository;
+  std::string tag;
+};
+RepositoryTag SplitReference(absl::string_view ref);
+
 // An image the archive's index names: its manifest, and the name its
-// org.opencontainers.image.ref.name annotation gives ("" when it has none).
+// org.opencontainers.image.ref.name annotation gives ("" when it has none), split once.
 struct NamedImage {
   Descriptor manifest;
   std::string ref_name;  // "localhost/gpulet:0.1.0"
+  RepositoryTag name;    // {"gpulet", "0.1.0"}
 };
 
 class OciArchive {
@@ -101,16 +112,6 @@ class OciArchive {
   std::vector<NamedImage> images_;
   std::set<std::string, std::less<>> verified_;  // digests whose bytes were hashed
 };
-
-// Splits an image reference's name ("localhost/gpulet:0.1.0", "reg.example:5000/a/b:tag",
-// "gpulet@sha256:...") into the repository path a registry serves it under ("gpulet", "a/b")
-// and its tag ("0.1.0", "" when it has none). The first component is a registry host when it
-// holds a '.' or ':' or is "localhost".
-struct RepositoryTag {
-  std::string repository;
-  std::string tag;
-};
-RepositoryTag SplitReference(absl::string_view ref);
 
 // True for "sha256:" followed by 64 lowercase hex digits.
 bool IsSha256Digest(absl::string_view digest);

@@ -136,8 +136,9 @@ RegistryServer::Response RegistryServer::Answer(const std::string& method,
     if (!ref.empty()) return error(MHD_HTTP_NOT_FOUND, "NAME_UNKNOWN", "no such API path");
     nlohmann::json tags = nlohmann::json::array();
     for (const NamedImage& image : archive_->images()) {
-      RepositoryTag rt = SplitReference(image.ref_name);
-      if (!rt.tag.empty()) tags.push_back(rt.tag);
+      if (image.name.repository == name && !image.name.tag.empty()) {
+        tags.push_back(image.name.tag);
+      }
     }
     r.content_type = "application/json";
     r.body = nlohmann::json{{"name", name}, {"tags", tags}}.dump();
@@ -159,9 +160,10 @@ RegistryServer::Response RegistryServer::Answer(const std::string& method,
   if (auto it = archive_->manifests().find(ref); it != archive_->manifests().end()) {
     d = &it->second;
   } else {
+    // A tag names an image of the served repository only; another repository's image in
+    // the same archive is reachable by its digest alone.
     for (const NamedImage& image : archive_->images()) {
-      RepositoryTag rt = SplitReference(image.ref_name);
-      if (!rt.tag.empty() && rt.tag == ref) {
+      if (image.name.repository == name && !image.name.tag.empty() && image.name.tag == ref) {
         d = &archive_->manifests().at(image.manifest.digest);
         break;
       }

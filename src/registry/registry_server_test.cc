@@ -124,6 +124,30 @@ TEST_F(RegistryServerTest, ASecondStartAndABadAddressSayWhy) {
   EXPECT_THAT(bad.message(), HasSubstr("--address 'no-port' needs a port"));
 }
 
+// An archive holding images of two repositories serves the tags of the one it serves only.
+TEST(RegistryServerTagsTest, ATagNamesAnImageOfTheServedRepositoryOnly) {
+  testing::OciArchiveBuilder b;
+  const std::string ours = b.Image("localhost/gpulet:1", "ours");
+  b.Image("localhost/other:2", "theirs");
+  std::string bytes = b.Build();
+  absl::StatusOr<OciArchive> a =
+      OciArchive::FromReader("two.tar", bytes.size(), testing::StringReader(bytes));
+  ASSERT_TRUE(a.ok()) << a.status();
+  RegistryServer server(&*a, ServerOptions{.repository = "gpulet", .access_log = false});
+  ASSERT_TRUE(server.Start("127.0.0.1:0").ok());
+  httplib::Client client("127.0.0.1", server.port());
+  httplib::Result tag = client.Get("/v2/gpulet/manifests/1");
+  ASSERT_TRUE(tag);
+  EXPECT_EQ(tag->status, 200);
+  EXPECT_EQ(tag->get_header_value("Docker-Content-Digest"), ours);
+  httplib::Result other = client.Get("/v2/gpulet/manifests/2");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 404);
+  httplib::Result tags = client.Get("/v2/gpulet/tags/list");
+  ASSERT_TRUE(tags);
+  EXPECT_EQ(nlohmann::json::parse(tags->body)["tags"], nlohmann::json::array({"1"}));
+}
+
 // The real clients: skopeo (containers/image, the library podman and CRI-O pull with) reads
 // the image from `gpulet image-serve` by tag and by digest, and the copy it writes has the
 // digest the archive had, which is what a pod's pinned reference checks.
