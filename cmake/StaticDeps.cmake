@@ -46,6 +46,9 @@ if(NOT GPULET_STATIC_DEPS)
   return()
 endif()
 
+# Sections per function and datum, so that --gc-sections drops what nothing calls.
+add_compile_options(-ffunction-sections -fdata-sections)
+
 # The archives, in one group so that the linker rescans them (gRPC, protobuf and Abseil
 # refer to each other in both directions). Abseil's are all taken: which of its ~80
 # archives gRPC needs is its business, and unused members are not pulled in.
@@ -92,11 +95,13 @@ gpulet_dep(zlib ZLIB::ZLIB)
 gpulet_dep(nettle PkgConfig::NETTLE)
 # The Kubernetes API client's TLS (src/kube/), as the metrics server's: GnuTLS.
 gpulet_dep(gnutls PkgConfig::GNUTLS)
-# spdlog and fmt have no archive: compiled into gpulet from their headers, everywhere, so
-# that every module is compiled one way.
+# spdlog and fmt have no archive: spdlog is compiled header-only, in the one file that
+# includes it (src/common/log.cc), and fmt's compiled part once, in cmake/fmt_impl.cc (it
+# says why), so that every module is compiled one way.
+add_library(gpulet_fmt STATIC ${CMAKE_SOURCE_DIR}/cmake/fmt_impl.cc)
 add_library(gpulet_dep_spdlog INTERFACE)
-target_compile_definitions(gpulet_dep_spdlog INTERFACE SPDLOG_FMT_EXTERNAL FMT_HEADER_ONLY=1)
-target_link_libraries(gpulet_dep_spdlog INTERFACE Threads::Threads)
+target_compile_definitions(gpulet_dep_spdlog INTERFACE SPDLOG_FMT_EXTERNAL)
+target_link_libraries(gpulet_dep_spdlog INTERFACE gpulet_fmt Threads::Threads)
 
 set(GPULET_LIB_ABSL gpulet_dep_absl)
 set(GPULET_LIB_GRPC gpulet_dep_grpc)
@@ -109,9 +114,6 @@ set(GPULET_LIB_ZLIB gpulet_dep_zlib)
 set(GPULET_LIB_NETTLE gpulet_dep_nettle)
 set(GPULET_LIB_GNUTLS gpulet_dep_gnutls)
 set(GPULET_LIB_ABSL_KUBE gpulet_dep_absl)  # every Abseil archive is in the group already
-
-# Sections per function and datum, so that --gc-sections drops what nothing calls.
-add_compile_options(-ffunction-sections -fdata-sections)
 
 function(gpulet_link_static target)
   set_target_properties(${target} PROPERTIES GPULET_STATIC_LINK ON)

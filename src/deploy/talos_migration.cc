@@ -120,7 +120,8 @@ absl::StatusOr<KubeNodeMigration> PlanKubeNodeMigration(const talos::Release& re
   for (const talos::Conflict& c : release.conflicts) {
     if (c.kind == "KubeNodeConfig") fields.push_back(c.field);
   }
-  fields.push_back("machine.kubelet.extraArgs.register-with-taints");
+  // Built in place: a pushed temporary here meets GCC 12's false -Warray-bounds in libstdc++.
+  fields.emplace_back("machine.kubelet.extraArgs.register-with-taints");
 
   plan.carried = YAML::Node(YAML::NodeType::Map);
   plan.deletes = YAML::Node(YAML::NodeType::Map);
