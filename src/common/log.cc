@@ -27,15 +27,15 @@ spdlog::level::level_enum SpdlogLevel(LogLevel level) {
 }  // namespace
 
 bool InitLogging(const std::string& level) {
-  spdlog::level::level_enum lvl;
+  LogLevel threshold;
   if (level == "debug") {
-    lvl = spdlog::level::debug;
+    threshold = LogLevel::kDebug;
   } else if (level == "info") {
-    lvl = spdlog::level::info;
+    threshold = LogLevel::kInfo;
   } else if (level == "warn") {
-    lvl = spdlog::level::warn;
+    threshold = LogLevel::kWarn;
   } else if (level == "error") {
-    lvl = spdlog::level::err;
+    threshold = LogLevel::kError;
   } else {
     return false;
   }
@@ -43,7 +43,7 @@ bool InitLogging(const std::string& level) {
   if (!logger) logger = spdlog::stderr_logger_mt("gpulet");
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
-  spdlog::set_level(lvl);
+  spdlog::set_level(SpdlogLevel(threshold));
   return true;
 }
 
