@@ -8,7 +8,7 @@ JOBS ?= $(shell nproc)
 WERROR := $(if $(filter true 1 yes,$(CI)),ON,OFF)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps tools build build-gpulet demo check test unit-test asan-test fuzz-smoke lint format bench fuzz image image-test e2e clean help explain-eval
+.PHONY: all deps tools build build-gpulet build-plain demo check test unit-test plain-test asan-test fuzz-smoke lint format bench fuzz image image-test e2e clean help explain-eval
 
 all: build
 
@@ -61,6 +61,14 @@ TEST_JOBS ?= $(shell echo $$(( $(JOBS) * 2 )))
 unit-test: build tools
 	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS)
 
+# What make test builds in the plain build: the binaries and the suites that only it can run
+# (tests/CMakeLists.txt, gpulet_plain_tests); the whole suite runs in the sanitizer build.
+build-plain: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target gpulet gpulet_plain_tests
+
+plain-test: build-plain
+	cd $(BUILD) && ctest -L plain --output-on-failure -j $(TEST_JOBS)
+
 asan-test: deps tools
 	cmake -S . -B $(ASAN_BUILD) $(GENERATOR) -DCMAKE_BUILD_TYPE=Debug -DGPULET_SANITIZE=ON -DGPULET_WERROR=$(WERROR) $(CMAKE_FLAGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
@@ -73,18 +81,20 @@ fuzz-smoke: deps
 # Static checks: the format of every C++ file, and clang-tidy (.clang-tidy's bug-finding
 # checks and clang's thread-safety analysis) over the sources of the build (uses its
 # compile_commands.json and generated headers).
-lint: build
+lint: build-plain
 	scripts/check_format.sh
 	scripts/clang_lint.py $(BUILD) -j $(JOBS)
 
 format:
 	scripts/check_format.sh --fix
 
-# The tools are built beside the release build: their module downloads leave the CPU idle
-# that the compiler then uses, and the other way round.
+# The tools are built beside the plain build: their module downloads leave the CPU idle
+# that the compiler then uses, and the other way round. The whole suite runs once, in the
+# sanitizer build (the tests are half of a build's compile time); the plain build runs what
+# only it can show (plain-test).
 test:
-	$(MAKE) -j2 build tools
-	$(MAKE) unit-test lint asan-test fuzz-smoke
+	$(MAKE) -j2 build-plain tools
+	$(MAKE) plain-test lint asan-test fuzz-smoke
 	@echo "make test: all test suites passed"
 
 bench: build

@@ -8,7 +8,8 @@
 # Each target is linked from its own file plus the .cc files it needs, found by following
 # `#include "..."` lines from the target to headers under src/ (or the repository root) and
 # taking the .cc beside each header, so nothing else is compiled. Objects are kept in
-# build-fuzz/obj and rebuilt when a source or header they depend on changes.
+# build-fuzz/obj and rebuilt when a source or header they depend on changes. Compiles and
+# runs go FUZZ_JOBS at a time (default: one a core); each target still runs SECONDS.
 #
 # Seeds: targets under src/health and src/doctor start from tests/fixtures/kmsg (each line
 # and each /dev/kmsg record as its own input) and the explain catalogue's examples; the ELF reader (src/gpu/elf_check_fuzz.cc)
@@ -103,16 +104,6 @@ stale() {
     [ "$f" -nt "$obj" ] && return 0
   done
   return 1
-}
-
-compile() {
-  local src=$1 flags=$2
-  local obj="$out/obj/${src//\//_}.o"
-  if stale "$obj" "$obj.d"; then
-    echo "  compile $src" >&2
-    "$CXX" "${CXXFLAGS[@]}" "$flags" -MMD -MF "$obj.d" -c "$src" -o "$obj" >&2
-  fi
-  echo "$obj"
 }
 
 # --- seeds -------------------------------------------------------------------------------
@@ -264,13 +255,11 @@ if [ $# -gt 0 ]; then
 fi
 [ ${#targets[@]} -gt 0 ] || { echo "fuzz.sh: no *_fuzz.cc targets under src/ or sim/" >&2; exit 1; }
 
-failed=()
-summary=()
+# Phase 1: the sources of every target, and the generated catalogue where one needs it.
+declare -A target_sources=()
+declare -A wanted=()
+all_sources=()
 for target in "${targets[@]}"; do
-  name=$(basename "$target" .cc)
-  echo "== $name ($target)"
-  objs=()
-  build_ok=1
   sources=$(sources_for "$target")
   # The explain catalogue (src/doctor/explain/*.yaml) is compiled in from a generated file, as
   # in the CMake build (cmake/embed_explain_catalog.cmake).
@@ -287,9 +276,53 @@ for target in "${targets[@]}"; do
     fi
     sources+=$'\n'"$out/gen/explain_catalog_data.cc"
   fi
+  target_sources[$target]=$sources
   for src in $sources; do
-    # Only the target itself gets libFuzzer's main; everything is instrumented for coverage.
-    if ! obj=$(compile "$src" -fsanitize=fuzzer-no-link); then
+    if [ -z "${wanted[$src]:-}" ]; then
+      wanted[$src]=1
+      all_sources+=("$src")
+    fi
+  done
+done
+
+# At most $parallel background jobs at once (FUZZ_JOBS, default one a core): the compiles and the
+# runs each use one core, so two cores halve the stage.
+parallel=${FUZZ_JOBS:-$(nproc)}
+case "$parallel" in '' | *[!0-9]* | 0) echo "fuzz.sh: FUZZ_JOBS must be a positive number" >&2; exit 2 ;; esac
+throttle() {
+  while [ "$(jobs -rp | wc -l)" -ge "$parallel" ]; do wait -n || true; done
+}
+
+# Phase 2: every object once, $parallel at a time (targets share most of theirs). Only each
+# target's own file gets libFuzzer's main; everything is instrumented for coverage. A failed
+# compile leaves no object, so the targets that need it fail to build below.
+for src in "${all_sources[@]}"; do
+  obj="$out/obj/${src//\//_}.o"
+  if stale "$obj" "$obj.d"; then
+    throttle
+    (
+      echo "  compile $src"
+      if ! "$CXX" "${CXXFLAGS[@]}" -fsanitize=fuzzer-no-link -MMD -MF "$obj.d" -c "$src" \
+        -o "$obj" 2> "$obj.log"; then
+        cat "$obj.log" >&2
+        rm -f "$obj" "$obj.d"
+      fi
+    ) &
+  fi
+done
+wait
+
+# Phase 3: link and seed each target, then run them $parallel at a time, each for $seconds.
+failed=()
+summary=()
+runnable=()
+for target in "${targets[@]}"; do
+  name=$(basename "$target" .cc)
+  objs=()
+  build_ok=1
+  for src in ${target_sources[$target]}; do
+    obj="$out/obj/${src//\//_}.o"
+    if [ ! -f "$obj" ]; then
       build_ok=""
       break
     fi
@@ -304,18 +337,28 @@ for target in "${targets[@]}"; do
   fi
   make_seeds "$name" "$target"
   mkdir -p "$out/corpus/$name" "$out/artifacts/$name"
+  rm -f "$out/logs/$name.rc"
+  runnable+=("$name")
+done
+for name in "${runnable[@]}"; do
+  throttle
+  echo "== $name: run ${seconds}s, log $out/logs/$name.log"
+  (
+    set +e
+    ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
+      "$out/bin/$name" "$out/corpus/$name" "$out/seeds/$name" \
+      -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+      -artifact_prefix="$out/artifacts/$name/" > "$out/logs/$name.log" 2>&1
+    echo $? > "$out/logs/$name.rc"
+  ) &
+done
+wait
+for name in "${runnable[@]}"; do
   log="$out/logs/$name.log"
-  echo "  run ${seconds}s, log $log"
-  set +e
-  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
-    "$out/bin/$name" "$out/corpus/$name" "$out/seeds/$name" \
-    -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    -artifact_prefix="$out/artifacts/$name/" > "$log" 2>&1
-  rc=$?
-  set -e
+  rc=$(cat "$out/logs/$name.rc" 2>/dev/null || echo "?")
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   corpus=$(find "$out/corpus/$name" -type f | wc -l)
-  if [ $rc -ne 0 ]; then
+  if [ "$rc" != 0 ]; then
     echo "fuzz.sh: $name FAILED (exit $rc); the end of $log:" >&2
     tail -n 40 "$log" >&2
     ls "$out/artifacts/$name" >&2 || true

@@ -8,10 +8,10 @@
 #include <set>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/host_fs.h"
+#include "common/keyed_status.h"
 #include "common/log.h"
 #include "daemon/quarantine_events.h"
 #include "daemon/reload_table.h"
@@ -31,6 +31,15 @@ namespace {
 // error names the key exactly as a bad file would.
 absl::Status ValidateConfig(const Config& config) {
   return ParseConfig(ConfigToYaml(config), "configuration", {}).status();
+}
+
+// metrics.webConfigFile, read; its errors are the user's (InvalidArgument) and keyed.
+absl::StatusOr<WebConfig> LoadKeyedWebConfig(const Config& config) {
+  absl::StatusOr<WebConfig> web = LoadWebConfig(config.metrics.web_config_file);
+  if (!web.ok()) {
+    return AtKey("metrics.webConfigFile", absl::InvalidArgumentError(web.status().message()));
+  }
+  return web;
 }
 
 ControlNodes ControlNodesOf(const DriverInfo& drv) {
@@ -150,10 +159,8 @@ absl::Status Daemon::StartAll() {
   if (!config_.metrics.address.empty()) {
     absl::StatusOr<std::unique_ptr<Metrics>> metrics = MakeMetrics(config_);
     if (!metrics.ok()) {
-      if (absl::IsInvalidArgument(metrics.status()) &&
-          absl::StartsWith(metrics.status().message(), "metrics.webConfigFile: ")) {
-        return metrics.status();
-      }
+      // The web config's errors are the user's to fix; the rest is the node (the address).
+      if (!KeyOf(metrics.status()).empty()) return metrics.status();
       return absl::UnavailableError(metrics.status().message());
     }
     metrics_ = std::move(*metrics);
@@ -248,7 +255,7 @@ absl::Status Daemon::StartCluster(Cluster* cluster) {
   }
   if (cluster->dra != nullptr) {
     if (absl::Status s = cluster->dra->Start(); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("dra.enabled: ", s.message()));
+      return AtKey("dra.enabled", s);
     }
   }
   return absl::OkStatus();
@@ -257,9 +264,9 @@ absl::Status Daemon::StartCluster(Cluster* cluster) {
 absl::StatusOr<std::unique_ptr<dra::DraDriver>> Daemon::MakeDra(const Config& config,
                                                                 kube::KubeClient* client) {
   if (options_.node_name.empty()) {
-    return absl::InvalidArgumentError(
-        "dra.enabled: the node's name is unknown; set NODE_NAME (the DaemonSet passes it from "
-        "spec.nodeName)");
+    return AtKey("dra.enabled", absl::InvalidArgumentError(
+                                    "the node's name is unknown; set NODE_NAME (the DaemonSet "
+                                    "passes it from spec.nodeName)"));
   }
   if (config.cdi.spec_dir.empty()) {
     return absl::InvalidArgumentError(
@@ -273,28 +280,28 @@ absl::StatusOr<std::unique_ptr<dra::DraDriver>> Daemon::MakeDra(const Config& co
   }
   if (config.dra.rolling_update) {
     if (options_.pod_uid.empty()) {
-      return absl::InvalidArgumentError(
-          "dra.rollingUpdate: the pod's UID is unknown; set POD_UID to the pod's metadata.uid "
-          "through the downward API (deploy/dra does), or set dra.rollingUpdate to false");
+      return AtKey("dra.rollingUpdate",
+                   absl::InvalidArgumentError(
+                       "the pod's UID is unknown; set POD_UID to the pod's metadata.uid through "
+                       "the downward API (deploy/dra does), or set dra.rollingUpdate to false"));
     }
     if (absl::Status s = dra::CheckInstanceName(options_.pod_uid); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("dra.rollingUpdate: POD_UID: ", s.message()));
+      return AtKey("dra.rollingUpdate",
+                   absl::InvalidArgumentError(absl::StrCat("POD_UID: ", s.message())));
     }
   }
   absl::StatusOr<std::string> checkpoint = node_.host->Resolve(config.dra.checkpoint_file);
   if (!checkpoint.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("dra.checkpointFile: ", checkpoint.status().message()));
+    return AtKey("dra.checkpointFile", absl::InvalidArgumentError(checkpoint.status().message()));
   }
   absl::StatusOr<std::string> cdi_dir = node_.host->Resolve(config.cdi.spec_dir);
   if (!cdi_dir.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("cdi.specDir: ", cdi_dir.status().message()));
+    return AtKey("cdi.specDir", absl::InvalidArgumentError(cdi_dir.status().message()));
   }
   // A checkpoint that cannot be trusted fails the reload before anything is touched.
   if (absl::StatusOr<dra::ClaimCheckpoint> loaded = dra::CheckpointFile(*checkpoint).Load();
       !loaded.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("dra.checkpointFile: ", loaded.status().message()));
+    return AtKey("dra.checkpointFile", absl::FailedPreconditionError(loaded.status().message()));
   }
   dra::DraDriverOptions o;
   o.kubelet_dir = config.kubelet_dir;
@@ -336,20 +343,20 @@ absl::StatusOr<std::unique_ptr<Daemon::Cluster>> Daemon::MakeCluster(const Confi
   absl::StatusOr<kube::KubeConfig> api =
       in_cluster ? kube::LoadInClusterConfig(kube::InClusterSource::FromEnvironment())
                  : kube::LoadKubeconfig(config.cluster.kubeconfig);
+  // The key a user changes to fix what follows: the kubeconfig named, or the switch that asked
+  // for the pod's own service account.
+  const char* key = !in_cluster              ? "cluster.kubeconfig"
+                    : config.cluster.enabled ? "cluster.enabled"
+                                             : "dra.enabled";
   if (!api.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        in_cluster ? (config.cluster.enabled ? "cluster.enabled: the pod's service account: "
-                                             : "dra.enabled: the pod's service account: ")
-                   : "cluster.kubeconfig: ",
-        api.status().message()));
+    return AtKey(key,
+                 absl::InvalidArgumentError(absl::StrCat(
+                     in_cluster ? "the pod's service account: " : "", api.status().message())));
   }
   auto cluster = std::make_unique<Cluster>();
   absl::StatusOr<std::unique_ptr<kube::KubeClient>> client =
       kube::KubeClient::FromConfig(*api, kube::KubeClientOptions(), options_.clock);
-  if (!client.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        in_cluster ? "cluster.enabled: " : "cluster.kubeconfig: ", client.status().message()));
-  }
+  if (!client.ok()) return AtKey(key, absl::InvalidArgumentError(client.status().message()));
   cluster->client = std::move(*client);
   if (config.dra.enabled) {
     // The DRA driver's calls have their own client and rate limit: a claim's prepare is a
@@ -362,8 +369,8 @@ absl::StatusOr<std::unique_ptr<Daemon::Cluster>> Daemon::MakeCluster(const Confi
     absl::StatusOr<std::unique_ptr<kube::KubeClient>> dra_client =
         kube::KubeClient::FromConfig(*api, dra_options, options_.clock);
     if (!dra_client.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          in_cluster ? "dra.enabled: " : "cluster.kubeconfig: ", dra_client.status().message()));
+      return AtKey(in_cluster ? "dra.enabled" : "cluster.kubeconfig",
+                   absl::InvalidArgumentError(dra_client.status().message()));
     }
     cluster->dra_client = std::move(*dra_client);
     absl::StatusOr<std::unique_ptr<dra::DraDriver>> driver =
@@ -427,11 +434,8 @@ std::unique_ptr<LivenessMonitor> Daemon::MakeLiveness(const Config& config) {
 
 absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Config& config) {
   auto m = std::make_unique<Metrics>();
-  absl::StatusOr<WebConfig> web = LoadWebConfig(config.metrics.web_config_file);
-  if (!web.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metrics.webConfigFile: ", web.status().message()));
-  }
+  absl::StatusOr<WebConfig> web = LoadKeyedWebConfig(config);
+  if (!web.ok()) return web.status();
   m->web = *std::move(web);
   // The sampler renders, the HTTP server copies.
   Sampler::Options so;
@@ -528,10 +532,9 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Confi
   // bound twice, and the port must not close while the old server hands over.
   const MetricsServer* running = metrics_ != nullptr ? metrics_->http.get() : nullptr;
   if (absl::Status s = m->http->Start(config.metrics.address, running); !s.ok()) {
-    // A cert and key that GnuTLS refuses (garbage, or not a pair) are the web config's fault.
-    if (absl::IsInvalidArgument(s) && absl::StartsWith(s.message(), "cannot start HTTPS")) {
-      return absl::InvalidArgumentError(absl::StrCat("metrics.webConfigFile: ", s.message()));
-    }
+    // A cert and key that GnuTLS refuses (garbage, or not a pair: Start's one InvalidArgument)
+    // are the web config's fault.
+    if (absl::IsInvalidArgument(s)) return AtKey("metrics.webConfigFile", s);
     return s;
   }
   return m;
@@ -648,22 +651,17 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
   if (!rebuild_metrics && metrics_ != nullptr && !next.metrics.web_config_file.empty()) {
     // Same path: the file's content may have changed (new users, a new cert path), or the
     // certificate it names (renewed in place).
-    absl::StatusOr<WebConfig> web = LoadWebConfig(next.metrics.web_config_file);
-    if (!web.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("metrics.webConfigFile: ", web.status().message()));
-    }
+    absl::StatusOr<WebConfig> web = LoadKeyedWebConfig(next);
+    if (!web.ok()) return web.status();
     rebuild_metrics = !SameWebConfig(*web, metrics_->web);
   }
   std::unique_ptr<Metrics> metrics;
   if (rebuild_metrics && !next.metrics.address.empty()) {
     absl::StatusOr<std::unique_ptr<Metrics>> built = MakeMetrics(next);
     if (!built.ok()) {
-      // The web config's errors (MakeMetrics names metrics.webConfigFile, a certificate and
-      // key that GnuTLS refuses included) come named; the rest is the address.
-      if (absl::StartsWith(built.status().message(), "metrics.")) return built.status();
-      return absl::Status(built.status().code(),
-                          absl::StrCat("metrics.address: ", built.status().message()));
+      // The web config's errors (a certificate and key that GnuTLS refuses included) come
+      // keyed metrics.webConfigFile; the rest is the address.
+      return AtKey("metrics.address", built.status());
     }
     metrics = std::move(*built);
   }

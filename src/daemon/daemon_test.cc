@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/keyed_status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "health/xid_catalog.h"
@@ -31,6 +32,7 @@
 #include "recorder/retirement.h"
 #include "sim/state.h"
 #include "state/status_report.h"
+#include "testing/fake_apiserver.h"
 #include "testing/fake_kubelet.h"
 #include "testing/free_port.h"
 #include "testing/homelab.h"
@@ -267,6 +269,7 @@ TEST_F(DaemonTest, ReloadToAPortInUseIsRefusedAndKeepsServing) {
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
   EXPECT_THAT(r.status().message(), HasSubstr("metrics.address"));
+  EXPECT_EQ(KeyOf(r.status()), "metrics.address");
   EXPECT_THAT(r.status().message(), HasSubstr(Loopback(taken.port())));
   EXPECT_EQ(daemon_->metrics_port(), port);
   EXPECT_NE(HttpGet(port), "");
@@ -373,7 +376,10 @@ TEST_F(DaemonTest, ReloadWithEachBrokenWebConfigKeepsTheOldTlsAndAuth) {
     absl::StatusOr<ReloadResult> r = daemon_->Reload(config_);
     ASSERT_FALSE(r.ok()) << what;
     EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << what << ": " << r.status();
-    EXPECT_THAT(r.status().message(), HasSubstr("metrics.webConfigFile")) << what;
+    // Keyed as the web config's error, not the address's, a pair GnuTLS refuses included.
+    EXPECT_EQ(KeyOf(r.status()), "metrics.webConfigFile") << what;
+    EXPECT_TRUE(absl::StartsWith(r.status().message(), "metrics.webConfigFile: "))
+        << what << ": " << r.status();
     EXPECT_EQ(daemon_->metrics_port(), port) << what;
     EXPECT_EQ(MetricsStatus(port, tls), 401) << what;
     EXPECT_EQ(MetricsStatus(port, tls, "prom", "s3cret"), 200) << what;
@@ -633,11 +639,44 @@ TEST_F(DaemonTest, AStartThatFailsStopsWhatItStarted) {
   daemon_->Stop();
 }
 
+// What a user must fix in the cluster and DRA settings fails the start as a usage error keyed
+// with the setting to change (common/keyed_status.h), not only named in the words.
+TEST_F(DaemonTest, ClusterAndDraSettingsThatCannotWorkAreKeyedUsageErrors) {
+  gpulet::testing::FakeApiServer server;
+  ASSERT_TRUE(server.Start("t").ok());
+  std::ofstream(dir_ / "kubeconfig") << server.Kubeconfig("t");
+  config_.cdi.spec_dir = "/var/run/cdi";
+  config_.dra.enabled = true;
+  struct Case {
+    std::string kubeconfig, node, key;
+    bool rolling = false;
+  } cases[] = {
+      {(dir_ / "absent-kubeconfig").string(), "test-node", "cluster.kubeconfig"},
+      {(dir_ / "kubeconfig").string(), "", "dra.enabled"},
+      {(dir_ / "kubeconfig").string(), "test-node", "dra.rollingUpdate", /*rolling=*/true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.key);
+    Config config = config_;
+    config.cluster.kubeconfig = c.kubeconfig;
+    config.dra.rolling_update = c.rolling;
+    DaemonOptions options;
+    options.node_name = c.node;
+    Daemon daemon(Homelab(), config, options);
+    absl::Status s = daemon.Start();
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+    EXPECT_EQ(KeyOf(s), c.key) << s;
+    EXPECT_TRUE(absl::StartsWith(s.message(), c.key + ": ")) << s;
+    daemon.Stop();
+  }
+}
+
 TEST_F(DaemonTest, AnUnusableWebConfigAtStartIsAUsageError) {
   config_.metrics.web_config_file = (dir_ / "missing-web.yaml").string();
   absl::Status s = StartDaemon();
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("metrics.webConfigFile: "));
+  EXPECT_EQ(KeyOf(s), "metrics.webConfigFile");
   EXPECT_FALSE(fs::exists(Socket()));
 }
 
@@ -655,6 +694,7 @@ TEST_F(DaemonTest, ACertificateOpenSslRefusesAtStartIsAUsageError) {
   absl::Status s = StartDaemon();
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("metrics.webConfigFile: cannot start HTTPS"));
+  EXPECT_EQ(KeyOf(s), "metrics.webConfigFile");
   EXPECT_FALSE(fs::exists(Socket()));
 }
 

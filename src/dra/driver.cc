@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/keyed_status.h"
 #include "common/log.h"
 #include "dra/registration.h"
 
@@ -34,14 +35,13 @@ absl::Status DraDriver::Start() {
   if (size_t slash = options_.checkpoint_path.rfind('/');
       slash != 0 && slash != std::string::npos) {
     if (absl::Status s = MakeDirs(options_.checkpoint_path.substr(0, slash)); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("dra.checkpointFile: ", s.message()));
+      return AtKey("dra.checkpointFile", s);
     }
   }
   absl::StatusOr<std::unique_ptr<PreparedClaims>> claims =
       PreparedClaims::Open(options_.checkpoint_path, &preparer_);
   if (!claims.ok()) {
-    return absl::Status(claims.status().code(),
-                        absl::StrCat("dra.checkpointFile: ", claims.status().message()));
+    return AtKey("dra.checkpointFile", claims.status());
   }
   claims_ = std::move(*claims);
   SlicePublisherOptions po;

@@ -471,11 +471,16 @@ absl::Status NvmlGpuLibrary::RegisterEvents(unsigned count) {
                                          nvmlEventTypeDoubleBitEccError |
                                          nvmlEventTypeSingleBitEccError;
   std::string problems;
+  nvmlReturn_t first_failure = NVML_SUCCESS;
+  auto failed = [&](unsigned i, nvmlReturn_t ret) {
+    absl::StrAppend(&problems, " GPU ", i, ": ", DescribeNvmlReturn(ret).name, ";");
+    if (first_failure == NVML_SUCCESS) first_failure = ret;
+  };
   for (unsigned i = 0; i < count; ++i) {
     nvmlDevice_t dev = nullptr;
     nvmlReturn_t ret = f.device_get_handle_by_index(i, &dev);
     if (ret != NVML_SUCCESS) {
-      absl::StrAppend(&problems, " GPU ", i, ": ", DescribeNvmlReturn(ret).name, ";");
+      failed(i, ret);
       continue;
     }
     unsigned long long supported = kWanted;
@@ -487,13 +492,17 @@ absl::Status NvmlGpuLibrary::RegisterEvents(unsigned count) {
     if (mask == 0) continue;
     ret = f.device_register_events(dev, mask, event_set_);
     if (ret != NVML_SUCCESS) {
-      absl::StrAppend(&problems, " GPU ", i, ": ", DescribeNvmlReturn(ret).name, ";");
+      failed(i, ret);
       continue;
     }
     event_devices_[dev] = i;
   }
   if (!problems.empty()) {
-    return absl::UnavailableError(absl::StrCat("NVML events not registered for", problems));
+    // NVML's own answer (its first code attached): registered as far as NVML allows, which a
+    // caller tells apart from a worker that never answered.
+    return WithNvmlCode(
+        absl::UnavailableError(absl::StrCat("NVML events not registered for", problems)),
+        first_failure);
   }
   return absl::OkStatus();
 }

@@ -21,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "common/log.h"
 #include "common/periodic_worker.h"
+#include "gpu/nvml_errors.h"
 
 namespace gpulet {
 namespace {
@@ -640,9 +641,10 @@ absl::Status NvmlWorkerGpuLibrary::RegisterEvents(unsigned count) {
   auto result =
       Call(kEventLane, r, options_.call_timeout + options_.slack, "nvmlDeviceRegisterEvents");
   absl::MutexLock lock(&mu_);
-  // Registered on this worker, even if partly: do not replay it on every wait.
-  if (result.ok() || !absl::IsUnavailable(result.status()) ||
-      absl::StrContains(result.status().message(), "not registered for")) {
+  // Registered on this worker, even if partly (NVML's own refusal, its code attached): do not
+  // replay it on every wait. Only a worker that did not answer (Unavailable, no NVML code)
+  // leaves it to the replay.
+  if (result.ok() || !absl::IsUnavailable(result.status()) || NvmlCodeOf(result.status()) >= 0) {
     events_generation_ = generation;
   }
   return result.status();

@@ -214,6 +214,20 @@ TEST_F(NvmlWorkerTest, DriverNotLoadedInTheWorkerKeepsTheNvmlCode) {
   EXPECT_EQ(r.nvml_code, NVML_ERROR_DRIVER_NOT_LOADED) << r.status;
 }
 
+// Events registered for one GPU of two: NVML's own answer, its code kept across the worker,
+// which the worker library tells apart from a worker that never answered (that one is
+// replayed on the next wait; this one is not).
+TEST_F(NvmlWorkerTest, EventsRegisteredForSomeGpusCarryNvmlsCode) {
+  NvmlLoadResult r = Load();
+  ASSERT_NE(r.worker, nullptr) << r.status;
+  std::ofstream(state_) << R"({"version": 1, "gpus": {"1": {"lost": true}}})";
+  absl::Status s = r.worker->RegisterEvents(2);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  EXPECT_EQ(NvmlCodeOf(s), NVML_ERROR_GPU_IS_LOST) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "GPU 1: NVML_ERROR_GPU_IS_LOST")) << s;
+}
+
 TEST_F(NvmlWorkerTest, KilledWorkerFailsCallsThenComesBack) {
   NvmlLoadResult r = Load();
   ASSERT_NE(r.worker, nullptr) << r.status;

@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "gpu/nvml_errors.h"
 #include "metrics/exposition.h"
 
 namespace gpulet {
@@ -47,11 +48,13 @@ void Sampler::SampleOnce() {
       if (!s.ok()) {
         st.answering = false;
         st.error = std::string(s.status().message());
+        st.nvml_code = NvmlCodeOf(s.status());
         ++working_.nvml_errors;
         continue;
       }
       st.answering = true;
       st.error.clear();
+      st.nvml_code = -1;
       // Names and pods come from /proc under the host root, once per pid; dead pids go.
       std::map<unsigned, GpuSampleState::Process> processes;
       for (const GpuProcess& p : s->processes) {

@@ -41,6 +41,7 @@ struct GpuSampleState {
   std::optional<DeviceSample> last;  // the latest successful sample
   bool answering = false;            // the latest attempt succeeded
   std::string error;                 // why the latest attempt failed
+  int nvml_code = -1;  // NVML's code for that failure (NvmlCodeOf); -1: none, or not NVML's
   absl::Time last_attempt = absl::InfinitePast();
   double call_seconds = 0;  // how long the latest attempt took (the flight recorder keeps it)
   struct Process {

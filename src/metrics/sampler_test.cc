@@ -117,12 +117,14 @@ TEST_F(SamplerTest, AFailingGpuStaysListedAsNotAnswering) {
   EXPECT_FALSE(set->by_uuid.at(kGpu1).answering);
   EXPECT_TRUE(absl::StrContains(set->by_uuid.at(kGpu1).error, "GPU_IS_LOST"))
       << set->by_uuid.at(kGpu1).error;
+  EXPECT_EQ(set->by_uuid.at(kGpu1).nvml_code, NVML_ERROR_GPU_IS_LOST);
   EXPECT_EQ(set->nvml_errors, 1u);
 
   library_.Heal(1);
   clock_.Advance(kInterval);
   sampler_.SampleOnce();
   EXPECT_EQ(Up(kGpu1), "1");
+  EXPECT_EQ(sampler_.Samples()->by_uuid.at(kGpu1).nvml_code, -1);
   EXPECT_EQ(Temp(kGpu1), "50");
 }
 
@@ -146,6 +148,7 @@ TEST_F(SamplerTest, AHungGpuTimesOutAndTheRoundGoesOn) {
   EXPECT_EQ(Up(kGpu0), "1");
   EXPECT_EQ(Up(kGpu1), "0") << "a hung GPU is still listed";
   EXPECT_TRUE(absl::StrContains(sampler_.Samples()->by_uuid.at(kGpu1).error, "did not return"));
+  EXPECT_EQ(sampler_.Samples()->by_uuid.at(kGpu1).nvml_code, -1) << "a timeout is not NVML's";
   EXPECT_EQ(Series(Text(), "gpulet_sampler_duration_seconds", ""), "0.5");
 
   library_.Release(1);

@@ -141,7 +141,8 @@ std::vector<RecorderDump> FlightRecorder::Record(const SampleSet& set, const Sna
         if (!state.answering) {
           AddEventLocked(g, {.at_ms = now_ms,
                              .kind = EventKind::kNvmlError,
-                             .text = absl::StrCat("NVML stopped answering: ", state.error)});
+                             .text = absl::StrCat("NVML stopped answering: ", state.error),
+                             .nvml_code = state.nvml_code});
         } else if (g.answering) {
           AddEventLocked(
               g, {.at_ms = now_ms, .kind = EventKind::kNvmlError, .text = "NVML answers again"});

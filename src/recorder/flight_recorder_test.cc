@@ -127,6 +127,7 @@ TEST(FlightRecorderTest, AGpuGoingUnhealthyIsDumpedAtOnceWithItsXid) {
   round.health().action = "reboot the node";
   round.gpu().answering = false;
   round.gpu().error = "NVML_ERROR_GPU_IS_LOST";
+  round.gpu().nvml_code = 15;
   std::vector<RecorderDump> dumps =
       r.Record(round.set, round.snap, {}, kWindow, kEvery, kT0 + absl::Seconds(2));
   ASSERT_EQ(dumps.size(), 1u);
@@ -138,6 +139,7 @@ TEST(FlightRecorderTest, AGpuGoingUnhealthyIsDumpedAtOnceWithItsXid) {
   EXPECT_THAT(kinds, ::testing::ElementsAre(EventKind::kRecorderStart, EventKind::kXid,
                                             EventKind::kNvmlError, EventKind::kHealth));
   EXPECT_EQ(dumps[0].events[1].xid, 79);
+  EXPECT_EQ(dumps[0].events[2].nvml_code, 15);  // kept, for what reads the recording
   EXPECT_EQ(dumps[0].samples.back().Get(Column::kAnswering), 0);
   // Still out next round: no second dump.
   EXPECT_TRUE(r.Record(round.set, round.snap, {}, kWindow, kEvery, kT0 + absl::Seconds(3)).empty());

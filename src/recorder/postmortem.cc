@@ -5,11 +5,11 @@
 #include <optional>
 #include <set>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "gpu/nvml_api.h"
 #include "health/xid_catalog.h"
 
 namespace gpulet {
@@ -256,7 +256,7 @@ Verdict Assess(const RecorderDump& f, std::span<const RecorderDump> earlier) {
     }
   }
   for (const RecordedEvent& e : f.events) {
-    if (e.kind == EventKind::kNvmlError && absl::StrContains(e.text, "LIB_RM_VERSION_MISMATCH")) {
+    if (e.kind == EventKind::kNvmlError && e.nvml_code == NVML_ERROR_LIB_RM_VERSION_MISMATCH) {
       driver.push_back({e.at_ms, "NVML's user-space library does not match the kernel module"});
       break;
     }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "gpu/nvml_api.h"
 #include "gtest/gtest.h"
 
 namespace gpulet {
@@ -160,8 +161,17 @@ TEST(PostmortemTest, AMismatchedLibraryIsTheConfiguration) {
   RecorderDump d = Quiet();
   d.events.push_back({.at_ms = kFault,
                       .kind = EventKind::kNvmlError,
-                      .text = "NVML stopped answering: NVML_ERROR_LIB_RM_VERSION_MISMATCH"});
+                      .text = "NVML stopped answering: NVML_ERROR_LIB_RM_VERSION_MISMATCH",
+                      .nvml_code = NVML_ERROR_LIB_RM_VERSION_MISMATCH});
   EXPECT_EQ(Assess(d, {}).cause, Cause::kDriver);
+  // Decided by the code the recording kept, never by the text: the same words from another
+  // failure do not say it.
+  RecorderDump words = Quiet();
+  words.events.push_back({.at_ms = kFault,
+                          .kind = EventKind::kNvmlError,
+                          .text = "NVML stopped answering: see LIB_RM_VERSION_MISMATCH docs",
+                          .nvml_code = NVML_ERROR_TIMEOUT});
+  EXPECT_NE(Assess(words, {}).cause, Cause::kDriver);
 }
 
 TEST(PostmortemTest, ApplicationXidsFromOnePodAreThatWorkload) {

@@ -105,6 +105,7 @@ std::string DumpToJson(const RecorderDump& d) {
   for (const RecordedEvent& e : d.events) {
     json ev = {{"at_ms", e.at_ms}, {"kind", EventKindName(e.kind)}, {"text", e.text}};
     if (e.kind == EventKind::kXid) ev["xid"] = e.xid;
+    if (e.kind == EventKind::kNvmlError && e.nvml_code >= 0) ev["nvml_code"] = e.nvml_code;
     if (e.pid != 0) ev["pid"] = e.pid;
     if (!e.pod.empty()) ev["pod"] = e.pod;
     events.push_back(std::move(ev));
@@ -221,6 +222,13 @@ absl::StatusOr<RecorderDump> DumpFromJson(absl::string_view text) {
       if (absl::Status s = GetInt(e, where.c_str(), "xid", &xid); !s.ok()) return s;
       if (xid <= 0 || xid > 100000) return Bad(absl::StrCat(where, "xid is not an XID number"));
       ev.xid = static_cast<int>(xid);
+    }
+    if (ev.kind == EventKind::kNvmlError && e.contains("nvml_code")) {
+      int64_t code = 0;
+      if (absl::Status s = GetInt(e, where.c_str(), "nvml_code", &code); !s.ok()) return s;
+      // NVML's codes run from 0 to 999 (NVML_ERROR_UNKNOWN).
+      if (code < 0 || code > 999) return Bad(absl::StrCat(where, "nvml_code is not an NVML code"));
+      ev.nvml_code = static_cast<int>(code);
     }
     if (auto pid = e.find("pid"); pid != e.end()) {
       if (!pid->is_number_unsigned() || pid->get<uint64_t>() > 0xffffffffu) {

@@ -46,6 +46,10 @@ RecorderDump Sample(const std::string& uuid, int64_t fault_ms) {
                       .pid = 4242,
                       .pod = "ai/ollama-0/ollama",
                       .text = "pid 4242 ollama started"});
+  d.events.push_back({.at_ms = fault_ms - 100,
+                      .kind = EventKind::kNvmlError,
+                      .text = "NVML stopped answering: NVML_ERROR_GPU_IS_LOST",
+                      .nvml_code = 15});
   return d;
 }
 
@@ -81,6 +85,9 @@ TEST(RecorderFilesTest, BadFilesSayWhatIsWrong) {
       {absl::StrReplaceAll(good, {{R"("uuid":"GPU-1")", R"("uuid":"")"}}), "gpu.uuid is empty"},
       {absl::StrReplaceAll(good, {{R"("kind":"xid")", R"("kind":"bogus")"}}), "kind \"bogus\""},
       {absl::StrReplaceAll(good, {{R"("xid":79)", R"("xid":-1)"}}), "not an XID number"},
+      {absl::StrReplaceAll(good, {{R"("nvml_code":15)", R"("nvml_code":1000)"}}),
+       "nvml_code is not an NVML code"},
+      {absl::StrReplaceAll(good, {{R"("nvml_code":15)", R"("nvml_code":"15")"}}), "nvml_code"},
       {absl::StrReplaceAll(good, {{R"("columns":["at_ms",)", R"("columns":[)"}}),
        "does not start with \"at_ms\""},
       {absl::StrReplaceAll(good, {{",70,", ",9999999999,"}}), "out of range"},

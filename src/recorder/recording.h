@@ -123,6 +123,9 @@ struct RecordedEvent {
   unsigned pid = 0;       // process events only
   std::string pod = "";   // "namespace/pod/container" when pod attribution knew; else ""
   std::string text = "";  // at most kMaxEventText bytes
+  // kNvmlError only: NVML's return code for the failure, when it carried one; else -1. What
+  // reads a recording decides by it, never by the text.
+  int nvml_code = -1;
 
   friend bool operator==(const RecordedEvent&, const RecordedEvent&) = default;
 };
