@@ -20,4 +20,21 @@ bool IsDnsSubdomain(absl::string_view name, size_t max_bytes) {
   return ok && !label_start;
 }
 
+bool IsQualifiedName(absl::string_view name) {
+  if (size_t slash = name.find('/'); slash != absl::string_view::npos) {
+    if (!IsDnsSubdomain(name.substr(0, slash))) return false;
+    name.remove_prefix(slash + 1);
+  }
+  auto alnum = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  };
+  if (name.empty() || name.size() > 63 || !alnum(name.front()) || !alnum(name.back())) {
+    return false;
+  }
+  for (char c : name) {
+    if (!alnum(c) && c != '-' && c != '_' && c != '.') return false;
+  }
+  return true;
+}
+
 }  // namespace gpulet

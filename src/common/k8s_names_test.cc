@@ -23,5 +23,20 @@ TEST(K8sNamesTest, EverythingElseIsRefused) {
   EXPECT_FALSE(IsDnsSubdomain(std::string(254, 'a')));
 }
 
+TEST(K8sNamesTest, QualifiedNamesAreLabelAndTaintKeys) {
+  for (const char* ok : {"gpu", "nvidia.com/gpu.present", "node-role.kubernetes.io/control-plane",
+                         "A_b.c-9", "x/y"}) {
+    EXPECT_TRUE(IsQualifiedName(ok)) << ok;
+  }
+  for (const std::string& bad :
+       {std::string(), std::string("/gpu"), std::string("Example.com/gpu"), std::string("a/"),
+        std::string("a/b/c"), std::string("-gpu"), std::string("gpu."), std::string("g pu"),
+        std::string("gpu\x0b"), std::string(64, 'a'), std::string(254, 'a') + "/gpu",
+        std::string("kversion: v1alpha1")}) {
+    EXPECT_FALSE(IsQualifiedName(bad)) << bad;
+  }
+  EXPECT_TRUE(IsQualifiedName(std::string(63, 'a')));
+}
+
 }  // namespace
 }  // namespace gpulet

@@ -1,6 +1,7 @@
 #include "common/versioned_json.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/json_reader.h"
 
 namespace gpulet {
 
@@ -9,9 +10,9 @@ absl::StatusOr<nlohmann::json> ParseVersionedJson(absl::string_view text, int ve
   auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat("not ", what, ": ", why));
   };
-  nlohmann::json doc = nlohmann::json::parse(text.begin(), text.end(), nullptr,
-                                             /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return bad("the file is not valid JSON");
+  absl::StatusOr<nlohmann::json> parsed = ParseStrictJson(text, what);
+  if (!parsed.ok()) return parsed.status();
+  nlohmann::json& doc = *parsed;
   if (!doc.is_object()) return bad("the top level is not a JSON object");
   auto v = doc.find("version");
   if (v == doc.end() || !v->is_number_integer())
@@ -20,7 +21,7 @@ absl::StatusOr<nlohmann::json> ParseVersionedJson(absl::string_view text, int ve
     return bad(absl::StrCat("version ", v->get<int64_t>(), " is not ", version,
                             " (written by another gpulet version)"));
   }
-  return doc;
+  return parsed;
 }
 
 }  // namespace gpulet

@@ -1,7 +1,8 @@
 // ParseVersionedJson: the first checks of every JSON state file gpulet keeps on the node (the
-// XID history, the flight recorder's recordings, the retired GPUs): valid JSON, an object,
-// and the "version" this gpulet writes. Errors read "not a <what>: <what is wrong>"; callers
-// add the path and what to do.
+// XID history, the flight recorder's recordings, the retired GPUs): strict JSON
+// (common/json_reader.h: no key twice, bounded depth and size), an object, and the "version"
+// this gpulet writes; the callers read the fields with JsonFields. Errors read "not a <what>: <what
+// is wrong>"; callers add the path and what to do.
 //
 // Thread-safety: a pure function.
 #ifndef GPULET_COMMON_VERSIONED_JSON_H_

@@ -3,9 +3,11 @@
 #include <set>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/k8s_names.h"
 #include "deploy/manifests_yaml.h"
 
 namespace gpulet {
@@ -77,6 +79,19 @@ absl::Status Invalid(absl::string_view origin, absl::string_view field, absl::st
   return absl::InvalidArgumentError(absl::StrCat(origin, ": .", field, " ", what));
 }
 
+// Label, annotation and taint keys are qualified names (the API server and Talos refuse any
+// other); one that is not would not even print back as a YAML key.
+absl::Status CheckKey(absl::string_view origin, absl::string_view field, absl::string_view key) {
+  if (IsQualifiedName(key)) return absl::OkStatus();
+  std::string shown = absl::CHexEscape(key.substr(0, 80));
+  if (key.size() > 80) shown += "...";
+  return Invalid(origin, field,
+                 absl::StrCat("has the key '", shown,
+                              "', which is not a Kubernetes qualified name (an optional DNS "
+                              "prefix and '/', then up to 63 letters, digits, '-', '_' or '.'); "
+                              "fix it in the node's configuration first"));
+}
+
 }  // namespace
 
 std::vector<std::string> UncarriedKubeNodeConflicts(const talos::Release& release) {
@@ -141,6 +156,7 @@ absl::StatusOr<KubeNodeMigration> PlanKubeNodeMigration(const talos::Release& re
         if (!value.IsMap()) return Invalid(origin, field, "is not a map of strings");
         for (const auto& kv : value) {
           if (!kv.second.IsScalar()) return Invalid(origin, field, "is not a map of strings");
+          if (absl::Status s = CheckKey(origin, field, kv.first.Scalar()); !s.ok()) return s;
           into[kv.first.Scalar()] = QuotedScalar(kv.second.Scalar());
         }
         break;
@@ -152,6 +168,17 @@ absl::StatusOr<KubeNodeMigration> PlanKubeNodeMigration(const talos::Release& re
                            absl::StrCat("has no place in ", release.Name(),
                                         "'s KubeNodeConfig.nodeIP (only validSubnets); remove it "
                                         "from the node's configuration first"));
+          }
+          // A list of subnets, each a plain string: what the node holds is printed back.
+          if (!kv.second.IsSequence()) {
+            return Invalid(origin, absl::StrCat(field, ".validSubnets"),
+                           "is not a list of subnets");
+          }
+          for (const YAML::Node& subnet : kv.second) {
+            if (!subnet.IsScalar()) {
+              return Invalid(origin, absl::StrCat(field, ".validSubnets"),
+                             "is not a list of subnets");
+            }
           }
           into["validSubnets"] = kv.second;
         }
@@ -180,6 +207,7 @@ absl::StatusOr<KubeNodeMigration> PlanKubeNodeMigration(const talos::Release& re
           }
           size_t key_end = eq == absl::string_view::npos ? colon : eq;
           std::string key(taint.substr(0, key_end));
+          if (absl::Status s = CheckKey(origin, field, key); !s.ok()) return s;
           std::string rest(eq == absl::string_view::npos ? taint.substr(colon + 1)
                                                          : taint.substr(eq + 1));
           into[key] = QuotedScalar(rest);

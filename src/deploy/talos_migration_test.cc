@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "node/talos_releases.h"
@@ -138,6 +139,14 @@ TEST(TalosMigrationTest, BadConfigurationsAreRefusedNamingTheFileAndField) {
        "entry 'nocolon' is not key=value:Effect"},
       {"version: v1alpha1\ncluster: {allowSchedulingOnControlPlanes: maybe}\n",
        ".cluster.allowSchedulingOnControlPlanes is not true or false"},
+      // Keys that are no Kubernetes key: a long one would not even print back as YAML (the
+      // fuzzer's find: an implicit key is at most 1024 characters).
+      {"version: v1alpha1\nmachine:\n  nodeLabels: {\"a b\": c}\n",
+       ".machine.nodeLabels has the key 'a b', which is not a Kubernetes qualified name"},
+      {"version: v1alpha1\nmachine:\n  nodeTaints: {\"k\\x0b\": NoSchedule}\n",
+       "has the key 'k\\x0b'"},
+      {"version: v1alpha1\nmachine:\n  kubelet:\n    nodeIP: {validSubnets: {a: b}}\n",
+       ".machine.kubelet.nodeIP.validSubnets is not a list of subnets"},
   };
   for (const Case& c : cases) {
     absl::StatusOr<KubeNodeMigration> plan =
@@ -146,6 +155,14 @@ TEST(TalosMigrationTest, BadConfigurationsAreRefusedNamingTheFileAndField) {
     EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument) << c.yaml;
     EXPECT_THAT(plan.status().message(), HasSubstr(c.says)) << c.yaml;
   }
+  // A taint key of 2000 characters in the kubelet flag: refused, and the error shows 80.
+  const std::string flag = absl::StrCat(
+      "version: v1alpha1\nmachine:\n  kubelet:\n    extraArgs: {register-with-taints: \"",
+      std::string(2000, 'k'), "=v:NoSchedule\"}\n");
+  absl::StatusOr<KubeNodeMigration> plan = PlanKubeNodeMigration(Release(14), flag, "current.yaml");
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(plan.status().message(), HasSubstr(absl::StrCat("'", std::string(80, 'k'), "...'")));
+  EXPECT_LT(plan.status().message().size(), 500u);
 }
 
 }  // namespace

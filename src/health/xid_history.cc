@@ -1,11 +1,13 @@
 #include "health/xid_history.h"
 
+#include <limits>
 #include <string>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
+#include "common/json_reader.h"
 #include "common/read_file.h"
 #include "common/versioned_json.h"
 #include "nlohmann/json.hpp"
@@ -15,9 +17,7 @@ namespace {
 
 constexpr int kVersion = 1;
 
-absl::Status Bad(absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("not an XID history: ", what));
-}
+constexpr absl::string_view kWhat = "an XID history";
 
 }  // namespace
 
@@ -38,56 +38,44 @@ std::string XidHistoryToJson(const XidHistory& history) {
 }
 
 absl::StatusOr<XidHistory> XidHistoryFromJson(absl::string_view text) {
-  absl::StatusOr<nlohmann::json> parsed = ParseVersionedJson(text, kVersion, "an XID history");
+  absl::StatusOr<nlohmann::json> parsed = ParseVersionedJson(text, kVersion, kWhat);
   if (!parsed.ok()) return parsed.status();
-  const nlohmann::json& doc = *parsed;
-  auto gpus = doc.find("gpus");
-  if (gpus == doc.end() || !gpus->is_object()) return Bad("\"gpus\" is missing or not an object");
+  JsonFields top(*parsed, kWhat);
+  absl::StatusOr<const nlohmann::json*> gpus = top.Object("gpus");
+  if (!gpus.ok()) return gpus.status();
   XidHistory history;
-  for (const auto& [gpu, xids] : gpus->items()) {
-    if (gpu.empty()) return Bad("a GPU key is empty");
-    if (!xids.is_object()) return Bad(absl::StrCat("\"gpus.", gpu, "\" is not an object"));
+  for (const auto& [gpu, xids] : (*gpus)->items()) {
+    JsonFields per_gpu(xids, kWhat, absl::StrCat("gpus.", gpu));
+    if (gpu.empty()) return per_gpu.BadHere("is keyed by an empty GPU name");
+    if (!xids.is_object()) return per_gpu.BadHere("must be an object of XIDs");
     for (const auto& [key, e] : xids.items()) {
-      std::string where = absl::StrCat("\"gpus.", gpu, ".", key, "\"");
+      JsonFields f(e, kWhat, per_gpu.PathOf(key));
       int xid = 0;
       if (!absl::SimpleAtoi(key, &xid) || xid <= 0) {
-        return Bad(absl::StrCat(where, ": the key is not a positive XID number"));
+        return f.BadHere("is keyed by a name that is not a positive XID number");
       }
-      if (!e.is_object()) return Bad(absl::StrCat(where, " is not an object"));
       XidHistoryEntry entry;
-      auto count = e.find("count");
-      auto last = e.find("last_seen_unix");
-      auto boot = e.find("boot_id");
-      auto awaiting = e.find("awaiting_recovery");
-      auto recovered = e.find("recovered");
-      auto recovery = e.find("recovery");
-      if (count == e.end() || !count->is_number_integer() || count->get<int64_t>() < 0) {
-        return Bad(absl::StrCat(where, ".count is missing or not a non-negative integer"));
+      if (absl::Status s = f.Int64("count", 0, std::numeric_limits<int64_t>::max(), &entry.count,
+                                   Presence::kRequired, "a count (0 or more)");
+          !s.ok()) {
+        return s;
       }
-      if (last == e.end() || !last->is_number_integer()) {
-        return Bad(absl::StrCat(where, ".last_seen_unix is missing or not an integer"));
+      if (absl::Status s = f.Int64("last_seen_unix", std::numeric_limits<int64_t>::min(),
+                                   std::numeric_limits<int64_t>::max(), &entry.last_seen_unix,
+                                   Presence::kRequired, "an integer (seconds since 1970)");
+          !s.ok()) {
+        return s;
       }
-      if (boot == e.end() || !boot->is_string()) {
-        return Bad(absl::StrCat(where, ".boot_id is missing or not a string"));
+      if (absl::Status s = f.String("boot_id", &entry.boot_id); !s.ok()) return s;
+      if (absl::Status s = f.Bool("awaiting_recovery", &entry.awaiting_recovery); !s.ok()) {
+        return s;
       }
-      if (awaiting == e.end() || !awaiting->is_boolean()) {
-        return Bad(absl::StrCat(where, ".awaiting_recovery is missing or not a boolean"));
+      if (absl::Status s = f.Bool("recovered", &entry.recovered); !s.ok()) return s;
+      if (absl::Status s = f.String("recovery", &entry.recovery); !s.ok()) return s;
+      if (entry.recovery != "" && entry.recovery != "reset-gpu" &&
+          entry.recovery != "reboot-node") {
+        return f.Bad("recovery", "must be \"\", \"reset-gpu\" or \"reboot-node\"");
       }
-      if (recovered == e.end() || !recovered->is_boolean()) {
-        return Bad(absl::StrCat(where, ".recovered is missing or not a boolean"));
-      }
-      if (recovery == e.end() || !recovery->is_string() ||
-          (*recovery != "" && *recovery != "reset-gpu" && *recovery != "reboot-node")) {
-        return Bad(absl::StrCat(where,
-                                ".recovery is missing or not \"\", \"reset-gpu\" or "
-                                "\"reboot-node\""));
-      }
-      entry.recovery = recovery->get<std::string>();
-      entry.count = count->get<int64_t>();
-      entry.last_seen_unix = last->get<int64_t>();
-      entry.boot_id = boot->get<std::string>();
-      entry.awaiting_recovery = awaiting->get<bool>();
-      entry.recovered = recovered->get<bool>();
       history[gpu][xid] = std::move(entry);
     }
   }

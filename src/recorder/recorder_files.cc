@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/atomic_file.h"
+#include "common/json_reader.h"
 #include "common/read_file.h"
 #include "common/versioned_json.h"
 #include "nlohmann/json.hpp"
@@ -24,42 +25,11 @@ using nlohmann::json;
 
 constexpr int kVersion = 1;
 
-absl::Status Bad(absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("not a flight recorder file: ", what));
-}
-
-// The string at `key` of `obj`; "" when absent and `optional`.
-absl::Status GetString(const json& obj, const char* where, const char* key, std::string* out,
-                       bool optional = false) {
-  auto it = obj.find(key);
-  if (it == obj.end() && optional) return absl::OkStatus();
-  if (it == obj.end() || !it->is_string()) {
-    return Bad(absl::StrCat(where, key, " is missing or not a string"));
-  }
-  *out = it->get<std::string>();
-  return absl::OkStatus();
-}
-
-absl::Status GetInt(const json& obj, const char* where, const char* key, int64_t* out) {
-  auto it = obj.find(key);
-  if (it == obj.end() || !it->is_number_integer()) {
-    return Bad(absl::StrCat(where, key, " is missing or not an integer"));
-  }
-  *out = it->get<int64_t>();
-  return absl::OkStatus();
-}
-
+constexpr absl::string_view kWhat = "a flight recorder file";
 // Times are milliseconds since 1970 before 2200: the postmortem's arithmetic on them cannot
 // overflow, and a time outside is a damaged file, not a recording.
 constexpr int64_t kLatestMillis = int64_t{7258118400} * 1000;
-
-absl::Status GetTime(const json& obj, const char* where, const char* key, int64_t* out) {
-  if (absl::Status s = GetInt(obj, where, key, out); !s.ok()) return s;
-  if (*out < 0 || *out > kLatestMillis) {
-    return Bad(absl::StrCat(where, key, " is not a time in milliseconds since 1970"));
-  }
-  return absl::OkStatus();
-}
+constexpr absl::string_view kTimeRange = "a time in milliseconds since 1970";
 
 std::string SafeName(absl::string_view gpu) {
   std::string out;
@@ -127,114 +97,125 @@ std::string DumpToJson(const RecorderDump& d) {
 }
 
 absl::StatusOr<RecorderDump> DumpFromJson(absl::string_view text) {
-  absl::StatusOr<json> parsed = ParseVersionedJson(text, kVersion, "a flight recorder file");
+  absl::StatusOr<json> parsed = ParseVersionedJson(text, kVersion, kWhat);
   if (!parsed.ok()) return parsed.status();
   const json& doc = *parsed;
+  JsonFields top(doc, kWhat);
   RecorderDump d;
-  auto gpu = doc.find("gpu");
-  if (gpu == doc.end() || !gpu->is_object()) return Bad("gpu is missing or not an object");
-  for (auto [key, out] : {std::pair{"uuid", &d.uuid}, std::pair{"name", &d.name},
-                          std::pair{"pci_bus_id", &d.pci_bus_id}}) {
-    if (absl::Status s = GetString(*gpu, "gpu.", key, out); !s.ok()) return s;
+  absl::StatusOr<const json*> gpu_object = top.Object("gpu");
+  if (!gpu_object.ok()) return gpu_object.status();
+  JsonFields gpu(**gpu_object, kWhat, "gpu");
+  if (absl::Status s = gpu.NonEmptyString("uuid", &d.uuid); !s.ok()) return s;
+  for (auto [key, out] : {std::pair{"name", &d.name}, std::pair{"pci_bus_id", &d.pci_bus_id}}) {
+    if (absl::Status s = gpu.String(key, out); !s.ok()) return s;
   }
-  if (d.uuid.empty()) return Bad("gpu.uuid is empty");
-  if (auto index = gpu->find("index"); index != gpu->end()) {
-    if (!index->is_number_unsigned()) return Bad("gpu.index is not a non-negative integer");
-    d.index = index->get<unsigned>();
+  if (gpu.Has("index")) {
+    unsigned index = 0;
+    if (absl::Status s = gpu.Int("index", &index); !s.ok()) return s;
+    d.index = index;
   }
   for (auto [key, out] : {std::pair{"node", &d.node}, std::pair{"boot_id", &d.boot_id},
                           std::pair{"driver_version", &d.driver_version},
                           std::pair{"gpulet_version", &d.gpulet_version}}) {
-    if (absl::Status s = GetString(doc, "", key, out); !s.ok()) return s;
+    if (absl::Status s = top.String(key, out); !s.ok()) return s;
   }
-  auto fault = doc.find("fault");
-  if (fault == doc.end() || !fault->is_object()) return Bad("fault is missing or not an object");
-  if (absl::Status s = GetTime(*fault, "fault.", "at_ms", &d.fault_ms); !s.ok()) return s;
-  if (absl::Status s = GetString(*fault, "fault.", "what", &d.fault); !s.ok()) return s;
-  if (absl::Status s = GetString(*fault, "fault.", "health", &d.health); !s.ok()) return s;
-  if (absl::Status s = GetInt(doc, "", "interval_ms", &d.interval_ms); !s.ok()) return s;
-  if (d.interval_ms < 0 || d.interval_ms > 86'400'000) {
-    return Bad("interval_ms is not from 0 to a day");
+  absl::StatusOr<const json*> fault_object = top.Object("fault");
+  if (!fault_object.ok()) return fault_object.status();
+  JsonFields fault(**fault_object, kWhat, "fault");
+  if (absl::Status s =
+          fault.Int64("at_ms", 0, kLatestMillis, &d.fault_ms, Presence::kRequired, kTimeRange);
+      !s.ok()) {
+    return s;
   }
-  auto columns = doc.find("columns");
-  if (columns == doc.end() || !columns->is_array() || columns->empty() ||
-      (*columns)[0] != "at_ms") {
-    return Bad("columns is missing, not an array, or does not start with \"at_ms\"");
+  if (absl::Status s = fault.String("what", &d.fault); !s.ok()) return s;
+  if (absl::Status s = fault.String("health", &d.health); !s.ok()) return s;
+  if (absl::Status s = top.Int64("interval_ms", 0, 86'400'000, &d.interval_ms, Presence::kRequired,
+                                 "from 0 to a day in milliseconds");
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<const json*> columns_list = top.Array("columns");
+  if (!columns_list.ok()) return columns_list.status();
+  const json& columns = **columns_list;
+  if (columns.empty() || columns[0] != "at_ms") {
+    return top.Bad("columns", "does not start with \"at_ms\"");
   }
   // Where each file column goes; -1 for a column this gpulet does not know.
   std::vector<int> slot;
-  for (size_t i = 1; i < columns->size(); ++i) {
-    const json& name = (*columns)[i];
-    if (!name.is_string()) return Bad(absl::StrCat("columns[", i, "] is not a string"));
+  for (size_t i = 1; i < columns.size(); ++i) {
+    const json& name = columns[i];
+    if (!name.is_string()) return top.Bad(absl::StrCat("columns[", i, "]"), "is not a string");
     int found = -1;
     for (size_t c = 0; c < kColumnCount; ++c) {
       if (name == kColumns[c].name) found = static_cast<int>(c);
     }
     slot.push_back(found);
   }
-  auto samples = doc.find("samples");
-  if (samples == doc.end() || !samples->is_array())
-    return Bad("samples is missing or not an array");
-  d.samples.reserve(samples->size());
-  for (size_t r = 0; r < samples->size(); ++r) {
-    const json& row = (*samples)[r];
-    if (!row.is_array() || row.size() != columns->size()) {
-      return Bad(absl::StrCat("samples[", r, "] is not an array of ", columns->size(), " values"));
+  absl::StatusOr<const json*> samples_list = top.Array("samples");
+  if (!samples_list.ok()) return samples_list.status();
+  const json& samples = **samples_list;
+  d.samples.reserve(samples.size());
+  for (size_t r = 0; r < samples.size(); ++r) {
+    const json& row = samples[r];
+    const std::string where = absl::StrCat("samples[", r, "]");
+    if (!row.is_array() || row.size() != columns.size()) {
+      return top.Bad(where, absl::StrCat("is not a list of ", columns.size(), " values"));
     }
     RecordedSample s;
     if (!row[0].is_number_integer() || row[0].get<int64_t>() < 0 ||
         row[0].get<int64_t>() > kLatestMillis) {
-      return Bad(absl::StrCat("samples[", r, "][0] is not a time in milliseconds since 1970"));
+      return top.Bad(absl::StrCat(where, "[0]"), absl::StrCat("is not ", kTimeRange));
     }
     s.at_ms = row[0].get<int64_t>();
     for (size_t i = 1; i < row.size(); ++i) {
       if (row[i].is_null() || slot[i - 1] < 0) continue;
       if (!row[i].is_number_integer()) {
-        return Bad(absl::StrCat("samples[", r, "][", i, "] is neither an integer nor null"));
+        return top.Bad(absl::StrCat(where, "[", i, "]"), "is neither an integer nor null");
       }
       int64_t v = row[i].get<int64_t>();
       if (v <= std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
-        return Bad(absl::StrCat("samples[", r, "][", i, "] is out of range"));
+        return top.Bad(absl::StrCat(where, "[", i, "]"), "is out of range");
       }
       s.values[slot[i - 1]] = static_cast<int32_t>(v);
     }
     d.samples.push_back(s);
   }
-  auto events = doc.find("events");
-  if (events == doc.end() || !events->is_array()) return Bad("events is missing or not an array");
-  for (size_t i = 0; i < events->size(); ++i) {
-    const json& e = (*events)[i];
-    std::string where = absl::StrCat("events[", i, "].");
-    if (!e.is_object()) return Bad(absl::StrCat("events[", i, "] is not an object"));
+  absl::StatusOr<const json*> events_list = top.Array("events");
+  if (!events_list.ok()) return events_list.status();
+  const json& events = **events_list;
+  for (size_t i = 0; i < events.size(); ++i) {
+    JsonFields e(events[i], kWhat, absl::StrCat("events[", i, "]"));
     RecordedEvent ev;
     std::string kind;
-    if (absl::Status s = GetTime(e, where.c_str(), "at_ms", &ev.at_ms); !s.ok()) return s;
-    if (absl::Status s = GetString(e, where.c_str(), "kind", &kind); !s.ok()) return s;
-    std::optional<EventKind> k = ParseEventKind(kind);
-    if (!k) return Bad(absl::StrCat(where, "kind \"", kind, "\" is not one gpulet writes"));
-    ev.kind = *k;
-    if (absl::Status s = GetString(e, where.c_str(), "text", &ev.text); !s.ok()) return s;
-    if (absl::Status s = GetString(e, where.c_str(), "pod", &ev.pod, /*optional=*/true); !s.ok()) {
+    if (absl::Status s =
+            e.Int64("at_ms", 0, kLatestMillis, &ev.at_ms, Presence::kRequired, kTimeRange);
+        !s.ok()) {
       return s;
     }
+    if (absl::Status s = e.String("kind", &kind); !s.ok()) return s;
+    std::optional<EventKind> k = ParseEventKind(kind);
+    if (!k) return e.Bad("kind", absl::StrCat("\"", kind, "\" is not one gpulet writes"));
+    ev.kind = *k;
+    if (absl::Status s = e.String("text", &ev.text); !s.ok()) return s;
+    if (absl::Status s = e.String("pod", &ev.pod, Presence::kOptional); !s.ok()) return s;
     if (ev.kind == EventKind::kXid) {
-      int64_t xid = 0;
-      if (absl::Status s = GetInt(e, where.c_str(), "xid", &xid); !s.ok()) return s;
-      if (xid <= 0 || xid > 100000) return Bad(absl::StrCat(where, "xid is not an XID number"));
-      ev.xid = static_cast<int>(xid);
-    }
-    if (ev.kind == EventKind::kNvmlError && e.contains("nvml_code")) {
-      int64_t code = 0;
-      if (absl::Status s = GetInt(e, where.c_str(), "nvml_code", &code); !s.ok()) return s;
-      // NVML's codes run from 0 to 999 (NVML_ERROR_UNKNOWN).
-      if (code < 0 || code > 999) return Bad(absl::StrCat(where, "nvml_code is not an NVML code"));
-      ev.nvml_code = static_cast<int>(code);
-    }
-    if (auto pid = e.find("pid"); pid != e.end()) {
-      if (!pid->is_number_unsigned() || pid->get<uint64_t>() > 0xffffffffu) {
-        return Bad(absl::StrCat(where, "pid is not a process id"));
+      if (absl::Status s = e.Int("xid", &ev.xid, 1, 100000, Presence::kRequired, "an XID number");
+          !s.ok()) {
+        return s;
       }
-      ev.pid = pid->get<unsigned>();
+    }
+    // NVML's codes run from 0 to 999 (NVML_ERROR_UNKNOWN).
+    if (ev.kind == EventKind::kNvmlError) {
+      if (absl::Status s =
+              e.Int("nvml_code", &ev.nvml_code, 0, 999, Presence::kOptional, "an NVML code");
+          !s.ok()) {
+        return s;
+      }
+    }
+    if (absl::Status s =
+            e.Int("pid", &ev.pid, 0u, 0xffffffffu, Presence::kOptional, "a process id");
+        !s.ok()) {
+      return s;
     }
     d.events.push_back(std::move(ev));
   }

@@ -84,9 +84,9 @@ TEST(RecorderFilesTest, BadFilesSayWhatIsWrong) {
       {R"({"version": 1})", "gpu is missing"},
       {absl::StrReplaceAll(good, {{R"("uuid":"GPU-1")", R"("uuid":"")"}}), "gpu.uuid is empty"},
       {absl::StrReplaceAll(good, {{R"("kind":"xid")", R"("kind":"bogus")"}}), "kind \"bogus\""},
-      {absl::StrReplaceAll(good, {{R"("xid":79)", R"("xid":-1)"}}), "not an XID number"},
+      {absl::StrReplaceAll(good, {{R"("xid":79)", R"("xid":-1)"}}), "xid must be an XID number"},
       {absl::StrReplaceAll(good, {{R"("nvml_code":15)", R"("nvml_code":1000)"}}),
-       "nvml_code is not an NVML code"},
+       "nvml_code must be an NVML code, not 1000"},
       {absl::StrReplaceAll(good, {{R"("nvml_code":15)", R"("nvml_code":"15")"}}), "nvml_code"},
       {absl::StrReplaceAll(good, {{R"("columns":["at_ms",)", R"("columns":[)"}}),
        "does not start with \"at_ms\""},
@@ -94,9 +94,9 @@ TEST(RecorderFilesTest, BadFilesSayWhatIsWrong) {
       {absl::StrReplaceAll(good, {{",70,", ",\"hot\","}}), "neither an integer nor null"},
       {absl::StrReplaceAll(good, {{"[1779999997000,", "[-5,"}}), "samples[0][0] is not a time"},
       {absl::StrReplaceAll(good, {{R"("at_ms":1780000000000)", R"("at_ms":99999999999999999)"}}),
-       "fault.at_ms is not a time"},
+       "fault.at_ms must be a time"},
       {absl::StrReplaceAll(good, {{R"("interval_ms":1000)", R"("interval_ms":-1)"}}),
-       "interval_ms is not from 0 to a day"},
+       "interval_ms must be from 0 to a day"},
   };
   for (const Case& c : cases) {
     absl::StatusOr<RecorderDump> d = DumpFromJson(c.text);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
+#include "common/json_reader.h"
 #include "common/read_file.h"
 #include "common/versioned_json.h"
 #include "nlohmann/json.hpp"
@@ -16,9 +17,9 @@ using nlohmann::json;
 constexpr int kVersion = 1;
 constexpr size_t kMaxRetiredFileBytes = size_t{1} << 20;
 
-absl::Status Bad(absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("not a retired-GPU file: ", what));
-}
+constexpr absl::string_view kWhat = "a retired-GPU file";
+// Seconds since 1970 before 2200.
+constexpr int64_t kLatestUnix = int64_t{7258118400};
 
 }  // namespace
 
@@ -33,31 +34,31 @@ std::string RetiredToJson(const RetiredGpus& gpus) {
 }
 
 absl::StatusOr<RetiredGpus> RetiredFromJson(absl::string_view text) {
-  absl::StatusOr<json> parsed = ParseVersionedJson(text, kVersion, "a retired-GPU file");
+  absl::StatusOr<json> parsed = ParseVersionedJson(text, kVersion, kWhat);
   if (!parsed.ok()) return parsed.status();
-  const json& doc = *parsed;
-  auto gpus = doc.find("gpus");
-  if (gpus == doc.end() || !gpus->is_object()) return Bad("\"gpus\" is missing or not an object");
+  // A person edits this file (to return a GPU): a misspelt key is an error, not ignored.
+  JsonFields top(*parsed, kWhat);
+  int64_t version = 0;
+  absl::StatusOr<const json*> gpus = top.Object("gpus");
+  if (absl::Status s = top.Int64("version", kVersion, kVersion, &version); !s.ok()) return s;
+  if (!gpus.ok()) return gpus.status();
+  if (absl::Status s = top.NoOtherKeys(); !s.ok()) return s;
   RetiredGpus out;
-  for (const auto& [uuid, g] : gpus->items()) {
-    const std::string where = absl::StrCat("\"gpus.", uuid, "\"");
+  for (const auto& [uuid, g] : (*gpus)->items()) {
+    JsonFields gpu(g, kWhat, absl::StrCat("gpus.", uuid));
     if (uuid.rfind("GPU-", 0) != 0 || uuid.size() < 5) {
-      return Bad(absl::StrCat(where, ": the key is not a GPU UUID (GPU-...)"));
+      return gpu.BadHere("is keyed by a name that is not a GPU UUID (GPU-...)");
     }
-    if (!g.is_object()) return Bad(absl::StrCat(where, " is not an object"));
-    auto bus = g.find("pci_bus_id");
-    auto since = g.find("since_unix");
-    auto reason = g.find("reason");
-    if (bus == g.end() || !bus->is_string() || bus->get<std::string>().empty()) {
-      return Bad(absl::StrCat(where, ".pci_bus_id is missing or empty"));
+    RetiredGpu r;
+    if (absl::Status s = gpu.NonEmptyString("pci_bus_id", &r.pci_bus_id); !s.ok()) return s;
+    if (absl::Status s = gpu.Int64("since_unix", 0, kLatestUnix, &r.since_unix, Presence::kRequired,
+                                   "a time in seconds since 1970");
+        !s.ok()) {
+      return s;
     }
-    if (since == g.end() || !since->is_number_integer()) {
-      return Bad(absl::StrCat(where, ".since_unix is missing or not an integer"));
-    }
-    if (reason == g.end() || !reason->is_string()) {
-      return Bad(absl::StrCat(where, ".reason is missing or not a string"));
-    }
-    out[uuid] = {bus->get<std::string>(), since->get<int64_t>(), reason->get<std::string>()};
+    if (absl::Status s = gpu.String("reason", &r.reason); !s.ok()) return s;
+    if (absl::Status s = gpu.NoOtherKeys(); !s.ok()) return s;
+    out[uuid] = std::move(r);
   }
   return out;
 }

@@ -55,15 +55,21 @@ TEST(RetirementTest, TheFileRoundTripsAndBadOnesSayWhatIsWrong) {
   absl::StatusOr<RetiredGpus> back = RetiredFromJson(RetiredToJson(gpus));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, gpus);
-  for (auto [text, says] : std::vector<std::pair<std::string, std::string>>{
-           {"", "not valid JSON"},
-           {R"({"version": 2, "gpus": {}})", "version 2 is not 1"},
-           {R"({"version": 1, "gpus": {"../x": {}}})", "not a GPU UUID"},
-           {R"({"version": 1, "gpus": {"GPU-1": {"since_unix": 1, "reason": ""}}})",
-            "pci_bus_id is missing"},
-           {R"({"version": 1, "gpus": {"GPU-1": {"pci_bus_id": "0000:01:00.0", "reason": ""}}})",
-            "since_unix"},
-       }) {
+  for (
+      auto [text, says] : std::vector<std::pair<std::string, std::string>>{
+          {"", "not valid JSON"},
+          {R"({"version": 2, "gpus": {}})", "version 2 is not 1"},
+          {R"({"version": 1, "gpus": {"../x": {}}})", "not a GPU UUID"},
+          {R"({"version": 1, "gpus": {"GPU-1": {"since_unix": 1, "reason": ""}}})",
+           "pci_bus_id is missing"},
+          {R"({"version": 1, "gpus": {"GPU-1": {"pci_bus_id": "0000:01:00.0", "reason": ""}}})",
+           "since_unix"},
+          {R"({"version": 1, "gpus": {}, "gpu": {}})", "gpu is not a field gpulet knows here"},
+          {R"({"version": 1, "gpus": {"GPU-1": {"pci_bus_id": "0000:01:00.0", "since_unix": 1, "reason": "", "reson": ""}}})",
+           "gpus.GPU-1.reson is not a field"},
+          {R"({"version": 1, "gpus": {"GPU-1": {"pci_bus_id": "a", "pci_bus_id": "b", "since_unix": 1, "reason": ""}}})",
+           "appears twice"},
+      }) {
     absl::StatusOr<RetiredGpus> bad = RetiredFromJson(text);
     ASSERT_FALSE(bad.ok()) << text;
     EXPECT_THAT(bad.status().message(), HasSubstr(says)) << text;
