@@ -160,26 +160,24 @@ absl::Status JsonFields::Int64(absl::string_view key, int64_t min, int64_t max, 
   return absl::OkStatus();
 }
 
-absl::StatusOr<const json*> JsonFields::Object(absl::string_view key, Presence presence) {
+absl::StatusOr<const json*> JsonFields::Container(absl::string_view key, Presence presence,
+                                                  json::value_t type, absl::string_view kind) {
   const json* v = Find(key);
   if (v == nullptr) {
-    absl::Status s = Absent(key, presence, "an object");
+    absl::Status s = Absent(key, presence, kind);
     if (s.ok()) return nullptr;
     return s;
   }
-  if (!v->is_object()) return Bad(key, absl::StrCat("must be an object, not ", Describe(*v)));
+  if (v->type() != type) return Bad(key, absl::StrCat("must be ", kind, ", not ", Describe(*v)));
   return v;
 }
 
+absl::StatusOr<const json*> JsonFields::Object(absl::string_view key, Presence presence) {
+  return Container(key, presence, json::value_t::object, "an object");
+}
+
 absl::StatusOr<const json*> JsonFields::Array(absl::string_view key, Presence presence) {
-  const json* v = Find(key);
-  if (v == nullptr) {
-    absl::Status s = Absent(key, presence, "a list");
-    if (s.ok()) return nullptr;
-    return s;
-  }
-  if (!v->is_array()) return Bad(key, absl::StrCat("must be a list, not ", Describe(*v)));
-  return v;
+  return Container(key, presence, json::value_t::array, "a list");
 }
 
 absl::Status JsonFields::NoOtherKeys() const {

@@ -93,6 +93,10 @@ class JsonFields {
  private:
   // The value at `key`, or null; marks it read.
   const nlohmann::json* Find(absl::string_view key);
+  // Object and Array: the value at `key` when it is of `type` (`kind` words it, "a list").
+  absl::StatusOr<const nlohmann::json*> Container(absl::string_view key, Presence presence,
+                                                  nlohmann::json::value_t type,
+                                                  absl::string_view kind);
   // For an absent `key`: OK when it may be absent, else the error saying what was expected.
   absl::Status Absent(absl::string_view key, Presence presence, absl::string_view expected) const;
 
