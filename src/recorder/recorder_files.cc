@@ -28,7 +28,7 @@ constexpr int kVersion = 1;
 constexpr absl::string_view kWhat = "a flight recorder file";
 // Times are milliseconds since 1970 before 2200: the postmortem's arithmetic on them cannot
 // overflow, and a time outside is a damaged file, not a recording.
-constexpr int64_t kLatestMillis = int64_t{7258118400} * 1000;
+constexpr int64_t kLatestMillis = kLatestUnixSeconds * 1000;
 constexpr absl::string_view kTimeRange = "a time in milliseconds since 1970";
 
 std::string SafeName(absl::string_view gpu) {

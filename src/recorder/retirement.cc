@@ -18,8 +18,6 @@ constexpr int kVersion = 1;
 constexpr size_t kMaxRetiredFileBytes = size_t{1} << 20;
 
 constexpr absl::string_view kWhat = "a retired-GPU file";
-// Seconds since 1970 before 2200.
-constexpr int64_t kLatestUnix = int64_t{7258118400};
 
 }  // namespace
 
@@ -51,8 +49,8 @@ absl::StatusOr<RetiredGpus> RetiredFromJson(absl::string_view text) {
     }
     RetiredGpu r;
     if (absl::Status s = gpu.NonEmptyString("pci_bus_id", &r.pci_bus_id); !s.ok()) return s;
-    if (absl::Status s = gpu.Int64("since_unix", 0, kLatestUnix, &r.since_unix, Presence::kRequired,
-                                   "a time in seconds since 1970");
+    if (absl::Status s = gpu.Int64("since_unix", 0, kLatestUnixSeconds, &r.since_unix,
+                                   Presence::kRequired, "a time in seconds since 1970");
         !s.ok()) {
       return s;
     }
