@@ -8,7 +8,7 @@ JOBS ?= $(shell nproc)
 WERROR := $(if $(filter true 1 yes,$(CI)),ON,OFF)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps tools build build-gpulet build-plain demo check test unit-test plain-test asan-test fuzz-smoke lint format bench fuzz image image-test e2e clean help explain-eval
+.PHONY: all deps tools build build-gpulet build-plain demo check test unit-test plain-test asan-build asan-test fuzz-smoke lint format bench fuzz image image-test e2e clean help explain-eval
 
 all: build
 
@@ -69,9 +69,18 @@ build-plain: deps $(BUILD)/build.ninja
 plain-test: build-plain
 	cd $(BUILD) && ctest -L plain --output-on-failure -j $(TEST_JOBS)
 
-asan-test: deps tools
-	cmake -S . -B $(ASAN_BUILD) $(GENERATOR) -DCMAKE_BUILD_TYPE=Debug -DGPULET_SANITIZE=ON -DGPULET_WERROR=$(WERROR) $(CMAKE_FLAGS)
+# The sanitizer build is clang's: at -O0 with the sanitizers it compiles gpulet in under half
+# g++'s time, its tests run faster, and it applies clang's thread-safety analysis to every
+# file as it compiles (CMakeLists.txt). The product is g++'s (the plain build, the image).
+SAN_CC ?= /usr/bin/clang-14
+SAN_CXX ?= /usr/bin/clang++-14
+
+asan-build: deps
+	cmake -S . -B $(ASAN_BUILD) $(GENERATOR) -DCMAKE_C_COMPILER=$(SAN_CC) -DCMAKE_CXX_COMPILER=$(SAN_CXX) \
+		-DCMAKE_BUILD_TYPE=Debug -DGPULET_SANITIZE=ON -DGPULET_WERROR=$(WERROR) $(CMAKE_FLAGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+asan-test: asan-build tools
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest --output-on-failure -j $(JOBS)
 

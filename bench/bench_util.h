@@ -52,6 +52,7 @@ void RunImageBenchmarks(BenchTable& table);
 void RunDraBenchmarks(BenchTable& table);
 void RunVramBenchmarks(BenchTable& table);
 void RunRecorderBenchmarks(BenchTable& table);
+void RunExplainBenchmarks(BenchTable& table);
 
 }  // namespace gpulet
 

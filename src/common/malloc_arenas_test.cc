@@ -49,7 +49,7 @@ void AllocateFromThreads(int threads) {
 // In a freshly started copy of this test binary (a threadsafe death test re-executes it),
 // so that no earlier test's arenas are counted.
 TEST(MallocArenasTest, AllThreadsShareTheMainArena) {
-#if defined(__SANITIZE_ADDRESS__)
+#if GPULET_SANITIZED
   GTEST_SKIP() << "AddressSanitizer replaces glibc's malloc: no arenas to count";
 #endif
   GTEST_FLAG_SET(death_test_style, "threadsafe");

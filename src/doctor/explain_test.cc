@@ -18,8 +18,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
 #include "doctor/explain_catalog.h"
 #include "gmock/gmock.h"
 #include "gpu/nvml_errors.h"
@@ -767,7 +765,9 @@ TEST(ExplainTest, LongLineIsMatchedOnItsStartAndCounted) {
 
 // 100 MB of log (repeated real-looking lines, near misses and a real message at the end) is
 // read in bounded memory and in seconds: the scanner is one pass per line, not per pattern.
-TEST(ExplainTest, HundredMegabytesInSeconds) {
+// A long paste is read to its end, line by line across Feed calls, and a near miss on every
+// fifth line finds nothing. How fast: bench/explain_bench.cc (100 MiB, against a floor).
+TEST(ExplainTest, ALongPasteIsReadToItsEndAndOnlyTheRealCauseIsFound) {
   const std::string block =
       "Jun 11 10:00:00 talos-07 kernel: NVRM: loading NVIDIA UNIX x86_64 Kernel Module\n"
       "I0611 10:00:01.000000 1 main.go:132] Starting FS watcher for /var/lib/kubelet\n"
@@ -776,19 +776,19 @@ TEST(ExplainTest, HundredMegabytesInSeconds) {
       "time=2025-06-11T10:00:02Z level=INFO source=gpu.go:217 msg=\"looking for GPUs\"\n";
   LogExplainer e;
   size_t fed = 0;
-  absl::Time start = absl::Now();
-  while (fed < (100u << 20)) {
-    e.Feed(block);
+  size_t blocks = 0;
+  while (fed < (2u << 20)) {
+    // Split each block at a different place, so lines span calls.
+    size_t cut = blocks++ % block.size();
+    e.Feed(absl::string_view(block).substr(0, cut));
+    e.Feed(absl::string_view(block).substr(cut));
     fed += block.size();
   }
   e.Feed("Incompatible strategy detected auto\n");
   ExplainResult r = e.Finish();
-  absl::Duration took = absl::Now() - start;
   EXPECT_EQ(Ids(r.found), std::vector<std::string>{"device-plugin-incompatible-strategy"});
-  EXPECT_GT(r.lines, 1000000u);
-  // Seconds in an optimised build; generous for sanitizer builds and shared machines.
-  EXPECT_LT(took, absl::Seconds(GPULET_SANITIZED ? 120 : 30)) << took;
-  std::printf("explained %zu MiB in %s\n", fed >> 20, absl::FormatDuration(took).c_str());
+  EXPECT_EQ(r.lines, blocks * 5 + 1);
+  EXPECT_EQ(r.truncated_lines, 0u);
 }
 
 // --- the command ----------------------------------------------------------------------------

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,10 @@ struct ParseCase {
   const char* text;
   std::optional<GlibcVersion> want;
 };
+
+// The case's text, so that ctest names each case by it rather than by its bytes (an
+// address, which differs from build to build).
+void PrintTo(const ParseCase& c, std::ostream* os) { *os << '"' << c.text << '"'; }
 
 class GlibcVersionParseTest : public TestWithParam<ParseCase> {};
 
