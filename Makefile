@@ -15,7 +15,7 @@ all: build
 help:
 	@echo "make demo   - build and run gpulet on a simulated homelab node"
 	@echo "make check  - build and run the in-process tests (ctest label fast), in about a minute"
-	@echo "make test   - build and run all tests (plus the unit tests under ASan+UBSan)"
+	@echo "make test   - lint, every test under ASan+UBSan (clang), the optimised build's own tests, fuzz smoke"
 	@echo "make bench  - run the benchmarks (GPULET_BENCH_SOAK_S=600: seconds of the memory soak)"
 	@echo "make fuzz   - run the parser fuzzers for longer"
 	@echo "make explain-eval - score gpulet explain on its evaluation set, by area"

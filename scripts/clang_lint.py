@@ -67,6 +67,20 @@ def is_test(source_dir, path):
             path.startswith(os.path.join(source_dir, "src", "testing") + os.sep))
 
 
+def unreported(probe, pattern, reported, say):
+    """The `// expect: NAME` lines of `probe` whose NAME matches `pattern` and is not among
+    the (line, NAME) pairs `reported`, each worded by `say(n, name)`."""
+    missing = []
+    with open(probe, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            m = re.search(r"// expect: (" + pattern + ")", line)
+            if m and (n, m.group(1)) not in reported:
+                missing.append(say(n, m.group(1)))
+    for m in missing:
+        print("clang_lint:", m)
+    return missing
+
+
 def self_test(tidy, source_dir):
     probe = os.path.join(source_dir, "tests", "lint", "violations.cc")
     absl = "/usr/include"
@@ -79,14 +93,8 @@ def self_test(tidy, source_dir):
         if m:
             for name in m.group(2).split(","):
                 reported.add((int(m.group(1)), name))
-    missing = []
-    with open(probe, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            m = re.search(r"// expect: ([\w.-]+)", line)
-            if m and (n, m.group(1)) not in reported:
-                missing.append(f"violations.cc:{n}: {m.group(1)} was not reported")
-    for m in missing:
-        print("clang_lint:", m)
+    missing = unreported(probe, r"[\w.-]+", reported,
+                         lambda n, name: f"violations.cc:{n}: {name} was not reported")
     if missing or not reported:
         print("clang_lint: the configuration does not catch what it says; clang-tidy printed:")
         print(r.stdout + r.stderr)
@@ -106,14 +114,8 @@ def compiler_self_test(source_dir, compiler, flags):
         m = re.match(r".*violations\.cc:(\d+):\d+: error: .*\[(?:-Werror,)?-W([\w-]+)\]$", line)
         if m:
             reported.add((int(m.group(1)), "clang-diagnostic-" + m.group(2)))
-    missing = []
-    with open(probe, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            m = re.search(r"// expect: (clang-diagnostic-[\w.-]+)", line)
-            if m and (n, m.group(1)) not in reported:
-                missing.append(f"violations.cc:{n}: {compiler} gave no error for {m.group(1)}")
-    for m in missing:
-        print("clang_lint:", m)
+    missing = unreported(probe, r"clang-diagnostic-[\w.-]+", reported,
+                         lambda n, name: f"violations.cc:{n}: {compiler} gave no error for {name}")
     if missing or r.returncode == 0:
         print(f"clang_lint: {compiler} with the build's flags does not stop on what CMakeLists.txt "
               f"says it does; it printed:\n{r.stdout}{r.stderr}")

@@ -24,7 +24,8 @@
 # flight recorder's file reader (src/recorder/recorder_files_fuzz.cc) from a recording; the
 # Talos machine-configuration reader (src/deploy/talos_migration_fuzz.cc) from gpulet's Talos
 # patches and an upgraded node's configuration; the OCI image archive reader
-# (src/registry/oci_archive_fuzz.cc) from the podman-saved archive under tests/fixtures/oci.
+# (src/registry/oci_archive_fuzz.cc) from the podman-saved archive under tests/fixtures/oci; the
+# /status document reader (src/state/status_report_fuzz.cc) from documents as the daemon serves.
 # Inputs that grow coverage accumulate in build-fuzz/corpus/NAME; a crashing input is saved in build-fuzz/artifacts/NAME/.
 # Reproduce one with: build-fuzz/bin/NAME build-fuzz/artifacts/NAME/crash-...
 set -euo pipefail
@@ -172,6 +173,12 @@ make_seeds() {
       for f in tests/fixtures/talos-patches/*.yaml; do cp "$f" "$dir/$(basename "$f")"; done
       printf 'version: v1alpha1\nmachine:\n  type: controlplane\n  nodeLabels: {a: b}\n  kubelet:\n    nodeIP: {validSubnets: [10.0.0.0/8]}\n    extraArgs: {register-with-taints: "k=v:NoSchedule"}\ncluster: {allowSchedulingOnControlPlanes: true}\n---\napiVersion: v1alpha1\nkind: HostnameConfig\nauto: stable\n' \
         > "$dir/upgraded.yaml"
+      ;;
+    src/state/status_report_fuzz.cc)
+      # A /status document as the daemon serves it: one GPU with every field, one with few.
+      printf '%s\n' '{"nvml_ok":true,"gpus":[{"index":0,"uuid":"GPU-1","name":"NVIDIA GeForce RTX 3080","pci_bus_id":"0000:01:00.0","health":"Degraded","reason":"XID 13","action":"watch","since":"2026-01-02T03:04:05Z","last_xid":13,"xid_counts":{"13":2},"memory_total_bytes":10737418240,"allocations":[{"namespace":"ai","pod":"ollama-0","container":"ollama","resource":"nvidia.com/gpu","device_id":"GPU-1::0"}],"answering":true,"sample_age_seconds":0.5,"utilization_percent":40,"memory_used_bytes":1048576,"temperature_c":61,"power_w":220.5,"processes":[{"pid":4242,"name":"ollama","namespace":"ai","pod":"ollama-0","container":"ollama","used_bytes":1048576}],"vram_slices":[{"slice":"s1","owner":"GPU-1::0","quota_bytes":4096,"used_bytes":1024,"peak_bytes":2048,"refused":0,"processes":1,"device_used_bytes":1024,"namespace":"ai","pod":"ollama-0","container":"ollama"}],"vram_enforcement":"preload","last_fault":{"at":"2026-01-02T03:04:05Z","what":"Unhealthy: XID 79","verdict":"hardware","headline":"the card","file":"/var/lib/gpulet/r.json"}},{"uuid":"GPU-2","name":"x","pci_bus_id":"0000:02:00.0","health":"Healthy"}]}' \
+        > "$dir/full.json"
+      printf '%s\n' '{"nvml_ok":false,"nvml_error":"libnvidia-ml.so.1: not found","gpus":[]}' > "$dir/no-nvml.json"
       ;;
     src/registry/oci_archive_fuzz.cc)
       # An archive as podman saves it (the same writer as make image's).

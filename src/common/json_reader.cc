@@ -1,5 +1,6 @@
 #include "common/json_reader.h"
 
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -142,6 +143,25 @@ absl::Status JsonFields::Bool(absl::string_view key, bool* out, Presence presenc
   return absl::OkStatus();
 }
 
+absl::Status JsonFields::Double(absl::string_view key, double* out, Presence presence) {
+  const json* v = Find(key);
+  if (v == nullptr) return Absent(key, presence, "a number");
+  // (A document built in memory may hold an infinity, which JSON cannot write back.)
+  if (!v->is_number() || !std::isfinite(v->get<double>())) {
+    return Bad(key, absl::StrCat("must be a finite number, not ", Describe(*v)));
+  }
+  *out = v->get<double>();
+  return absl::OkStatus();
+}
+
+absl::Status JsonFields::Unexpected(absl::string_view key, absl::string_view expected) const {
+  auto it = object_.is_object() ? object_.find(std::string(key)) : object_.end();
+  if (!object_.is_object() || it == object_.end()) {
+    return Absent(key, Presence::kRequired, expected);
+  }
+  return Bad(key, absl::StrCat("must be ", expected, ", not ", Describe(*it)));
+}
+
 absl::Status JsonFields::Int64(absl::string_view key, int64_t min, int64_t max, int64_t* out,
                                Presence presence, absl::string_view range) {
   const std::string expected =
@@ -157,6 +177,23 @@ absl::Status JsonFields::Int64(absl::string_view key, int64_t min, int64_t max, 
     return Bad(key, absl::StrCat("must be ", expected, ", not ", Describe(*v)));
   }
   *out = v->get<int64_t>();
+  return absl::OkStatus();
+}
+
+absl::Status JsonFields::StringList(absl::string_view key, std::vector<std::string>* out,
+                                    Presence presence) {
+  absl::StatusOr<const json*> list = Array(key, presence);
+  if (!list.ok() || *list == nullptr) return list.status();
+  std::vector<std::string> strings;
+  for (size_t i = 0; i < (*list)->size(); ++i) {
+    const json& v = (**list)[i];
+    if (!v.is_string()) {
+      return NotA(what_,
+                  absl::StrCat(PathOf(key), "[", i, "] must be a string, not ", Describe(v)));
+    }
+    strings.push_back(v.get<std::string>());
+  }
+  *out = std::move(strings);
   return absl::OkStatus();
 }
 

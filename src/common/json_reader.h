@@ -1,7 +1,8 @@
 // The one strict reader of the JSON documents gpulet reads back: its state files on the node
-// (the XID history, the flight recorder's recordings, the retired GPUs) and what another
-// gpulet process wrote. Hand-edited, truncated or hostile text must give a clear error, never
-// a silent default.
+// (the XID history, the flight recorder's recordings, the retired GPUs, the DRA checkpoint),
+// what another gpulet process wrote (the daemon's /status), and the OCI image archive's index
+// and manifests. Hand-edited, truncated or hostile text must give a clear error, never a
+// silent default.
 //
 // ParseStrictJson(text, what, limits) parses a document and refuses, besides text that is not
 // JSON, what nlohmann::json would take silently: a key twice in one object (the later one
@@ -25,6 +26,7 @@
 #include <set>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -56,6 +58,8 @@ class JsonFields {
   absl::Status NonEmptyString(absl::string_view key, std::string* out,
                               Presence presence = Presence::kRequired);
   absl::Status Bool(absl::string_view key, bool* out, Presence presence = Presence::kRequired);
+  // A finite number.
+  absl::Status Double(absl::string_view key, double* out, Presence presence = Presence::kRequired);
   // An integer from `min` to `max`; `range` words the range for the error ("a time in
   // milliseconds since 1970"; default: "an integer from <min> to <max>").
   absl::Status Int64(absl::string_view key, int64_t min, int64_t max, int64_t* out,
@@ -72,6 +76,10 @@ class JsonFields {
     if (s.ok() && Has(key)) *out = static_cast<T>(v);
     return s;
   }
+  // A list of strings (any may be empty); an element of another type is named by its index
+  // ("devices[0].cdiDeviceIds[2]").
+  absl::Status StringList(absl::string_view key, std::vector<std::string>* out,
+                          Presence presence = Presence::kRequired);
   // The object or array at `key`; null when it is absent and optional.
   absl::StatusOr<const nlohmann::json*> Object(absl::string_view key,
                                                Presence presence = Presence::kRequired);
@@ -85,6 +93,10 @@ class JsonFields {
   // An error about `key` for a check the reader does not make itself: "not <what>: <path of
   // key> <why>".
   absl::Status Bad(absl::string_view key, absl::string_view why) const;
+  // The error for a value the caller's own check refused (a name outside a set, a time that
+  // does not parse): "<path> must be <expected>, not <the value>", or "<path> is missing
+  // (<expected>)".
+  absl::Status Unexpected(absl::string_view key, absl::string_view expected) const;
   // An error about this object itself ("not <what>: <path> <why>").
   absl::Status BadHere(absl::string_view why) const;
   // Refuses the first key no call above read (Has and PathOf do not count as reads).

@@ -3,7 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
+#include <vector>
 
 namespace gpulet {
 namespace {
@@ -109,6 +111,42 @@ TEST(JsonFieldsTest, ErrorsNameThePathAndWhatWasExpected) {
             "not a test file: events[3].absent is missing (a string)");
   EXPECT_EQ(i, 0) << "a refused value is not written";
   EXPECT_EQ(Error(f.Bad("i", "is not a GPU")), "not a test file: events[3].i is not a GPU");
+}
+
+TEST(JsonFieldsTest, AStringListNamesTheElementOfAnotherType) {
+  const json doc = json::parse(R"({"ids": ["a", "", "c"], "mixed": ["a", 2], "one": "a"})");
+  JsonFields f(doc, "a test file", "devices[0]");
+  std::vector<std::string> v = {"untouched"};
+  ASSERT_TRUE(f.StringList("ids", &v).ok());
+  EXPECT_EQ(v, (std::vector<std::string>{"a", "", "c"}));
+  v = {"untouched"};
+  EXPECT_EQ(Error(f.StringList("mixed", &v)),
+            "not a test file: devices[0].mixed[1] must be a string, not 2");
+  EXPECT_EQ(v, std::vector<std::string>{"untouched"}) << "a refused list is not written";
+  EXPECT_EQ(Error(f.StringList("one", &v)),
+            "not a test file: devices[0].one must be a list, not the string \"a\"");
+  EXPECT_THAT(Error(f.StringList("absent", &v)), HasSubstr("devices[0].absent is missing"));
+  EXPECT_TRUE(f.StringList("absent", &v, Presence::kOptional).ok());
+  EXPECT_EQ(v, std::vector<std::string>{"untouched"});
+}
+
+TEST(JsonFieldsTest, ADoubleIsAFiniteNumber) {
+  json doc = json::parse(R"({"w": 250.5, "n": 3, "s": "250W"})");
+  doc["huge"] = std::numeric_limits<double>::infinity();  // (as text, the parser refuses it)
+  JsonFields f(doc, "a test file");
+  double d = 0;
+  ASSERT_TRUE(f.Double("w", &d).ok());
+  EXPECT_EQ(d, 250.5);
+  ASSERT_TRUE(f.Double("n", &d).ok());
+  EXPECT_EQ(d, 3);
+  EXPECT_THAT(Error(f.Double("huge", &d)), HasSubstr("huge must be a finite number"));
+  EXPECT_EQ(Error(f.Double("s", &d)),
+            "not a test file: s must be a finite number, not the string \"250W\"");
+  EXPECT_EQ(d, 3);
+  EXPECT_EQ(Error(f.Unexpected("s", "a power in watts")),
+            "not a test file: s must be a power in watts, not the string \"250W\"");
+  EXPECT_EQ(Error(f.Unexpected("absent", "a power in watts")),
+            "not a test file: absent is missing (a power in watts)");
 }
 
 TEST(JsonFieldsTest, ANonObjectFailsEveryRead) {

@@ -185,9 +185,7 @@ TEST(PeriodicWorkerTest, StopIsImmediateAndIdempotent) {
                         [&] { ++ticks; });
   worker.Start();
   ASSERT_TRUE(clock.AwaitSleepers(1));
-  const absl::Time before = absl::Now();
-  worker.Stop();
-  EXPECT_LT(absl::Now() - before, absl::Seconds(1));  // generous: it does not wait at all
+  worker.Stop();  // returns at all only if it ends the wait itself: the clock never moves
   worker.Stop();
   EXPECT_EQ(ticks.load(), 1);
   EXPECT_EQ(clock.sleepers(), 0);

@@ -10,7 +10,6 @@
 #include <fstream>
 #include <string>
 
-#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/files.h"
@@ -80,9 +79,8 @@ TEST(ReadRegularFileTest, RefusesEveryOtherKindAtOnceNamingIt) {
       {"", absl::StatusCode::kInvalidArgument, "the path is empty"},
   };
   for (const Case& c : kCases) {
-    absl::Time start = absl::Now();
+    // A FIFO with no writer would block a plain open for ever: returning at all is the check.
     absl::StatusOr<std::string> got = ReadRegularFile(c.path, kCap, "config file");
-    EXPECT_LT(absl::Now() - start, absl::Seconds(1)) << c.path;
     ASSERT_FALSE(got.ok()) << c.path;
     EXPECT_EQ(got.status().code(), c.code) << c.path << ": " << got.status();
     EXPECT_THAT(std::string(got.status().message()), HasSubstr(c.message_has)) << c.path;

@@ -1,11 +1,14 @@
 #include "dra/checkpoint.h"
 
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/atomic_file.h"
+#include "common/json_reader.h"
 #include "common/read_file.h"
 #include "nlohmann/json.hpp"
 
@@ -15,9 +18,7 @@ namespace {
 constexpr char kKind[] = "GpuletDraCheckpoint";
 constexpr int kVersion = 1;
 
-absl::Status Bad(absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("not a gpulet DRA checkpoint: ", what));
-}
+constexpr char kWhat[] = "a gpulet DRA checkpoint";
 
 // Invalid UTF-8 (which a claim reference should never hold) becomes U+FFFD instead of an
 // exception; the reader's text is then the same as the writer's, so the checksum still holds.
@@ -42,60 +43,15 @@ nlohmann::json Strings(const std::vector<std::string>& v) {
   return a;
 }
 
-// Checks that `obj` has exactly `keys`; names the first missing or unknown one.
-absl::Status ExactKeys(const nlohmann::json& obj, std::initializer_list<const char*> keys,
-                       const std::string& where) {
-  for (const char* k : keys) {
-    if (!obj.contains(k)) return Bad(absl::StrCat(where, ": \"", k, "\" is missing"));
-  }
-  for (const auto& [k, v] : obj.items()) {
-    bool known = false;
-    for (const char* want : keys) known |= k == want;
-    if (!known) return Bad(absl::StrCat(where, ": unknown field \"", k, "\""));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> NonEmptyString(const nlohmann::json& obj, const char* key,
-                                           const std::string& where) {
-  const nlohmann::json& v = obj.at(key);
-  if (!v.is_string() || v.get_ref<const std::string&>().empty()) {
-    return Bad(absl::StrCat(where, ".", key, " is not a non-empty string"));
-  }
-  return v.get<std::string>();
-}
-
-absl::StatusOr<std::vector<std::string>> StringList(const nlohmann::json& obj, const char* key,
-                                                    const std::string& where) {
-  const nlohmann::json& v = obj.at(key);
-  if (!v.is_array()) return Bad(absl::StrCat(where, ".", key, " is not a list"));
-  std::vector<std::string> out;
-  for (const nlohmann::json& s : v) {
-    if (!s.is_string()) return Bad(absl::StrCat(where, ".", key, " holds a non-string"));
-    out.push_back(s.get<std::string>());
-  }
-  return out;
-}
-
-absl::StatusOr<PreparedDevice> ParseDevice(const nlohmann::json& d, const std::string& where) {
-  if (!d.is_object()) return Bad(absl::StrCat(where, " is not an object"));
-  absl::Status keys =
-      ExactKeys(d, {"requestNames", "pool", "device", "cdiDeviceIds", "shareId"}, where);
-  if (!keys.ok()) return keys;
+absl::StatusOr<PreparedDevice> ParseDevice(const nlohmann::json& d, std::string path) {
+  JsonFields f(d, kWhat, std::move(path));
   PreparedDevice dev;
-  absl::StatusOr<std::vector<std::string>> requests = StringList(d, "requestNames", where);
-  absl::StatusOr<std::string> pool = NonEmptyString(d, "pool", where);
-  absl::StatusOr<std::string> device = NonEmptyString(d, "device", where);
-  absl::StatusOr<std::vector<std::string>> cdi = StringList(d, "cdiDeviceIds", where);
-  for (const absl::Status& s : {requests.status(), pool.status(), device.status(), cdi.status()}) {
+  for (const absl::Status& s :
+       {f.StringList("requestNames", &dev.request_names), f.NonEmptyString("pool", &dev.pool),
+        f.NonEmptyString("device", &dev.device), f.StringList("cdiDeviceIds", &dev.cdi_device_ids),
+        f.String("shareId", &dev.share_id), f.NoOtherKeys()}) {
     if (!s.ok()) return s;
   }
-  if (!d.at("shareId").is_string()) return Bad(absl::StrCat(where, ".shareId is not a string"));
-  dev.request_names = std::move(*requests);
-  dev.pool = std::move(*pool);
-  dev.device = std::move(*device);
-  dev.cdi_device_ids = std::move(*cdi);
-  dev.share_id = d.at("shareId").get<std::string>();
   return dev;
 }
 
@@ -123,52 +79,54 @@ std::string CheckpointToJson(const ClaimCheckpoint& checkpoint) {
 }
 
 absl::StatusOr<ClaimCheckpoint> CheckpointFromJson(absl::string_view text) {
-  nlohmann::json doc = nlohmann::json::parse(text.begin(), text.end(), nullptr,
-                                             /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return Bad("the file is not valid JSON");
-  if (!doc.is_object()) return Bad("the top level is not a JSON object");
-  auto kind = doc.find("kind");
-  if (kind == doc.end() || !kind->is_string() || *kind != kKind) {
-    return Bad(absl::StrCat("\"kind\" is missing or not \"", kKind,
-                            "\" (is this another program's file?)"));
+  absl::StatusOr<nlohmann::json> doc =
+      ParseStrictJson(text, kWhat, {.max_bytes = kMaxCheckpointBytes});
+  if (!doc.ok()) return doc.status();
+  JsonFields top(*doc, kWhat);
+  // The kind first: another program's file is told as such, not by its first odd field.
+  if (!doc->is_object()) return top.BadHere("must be an object (is this another program's file?)");
+  std::string kind;
+  if (!top.String("kind", &kind).ok() || kind != kKind) {
+    return top.Bad("kind", absl::StrCat("is missing or not \"", kKind,
+                                        "\" (is this another program's file?)"));
   }
-  auto version = doc.find("version");
-  if (version == doc.end() || !version->is_number_integer()) {
-    return Bad("\"version\" is missing or not an integer");
+  int64_t version = 0;
+  if (absl::Status s = top.Int64("version", std::numeric_limits<int64_t>::min(),
+                                 std::numeric_limits<int64_t>::max(), &version, Presence::kRequired,
+                                 "an integer");
+      !s.ok()) {
+    return s;
   }
-  if (version->get<int64_t>() != kVersion) {
-    return Bad(absl::StrCat("version ", version->dump(), " is not ", kVersion,
-                            " (written by another gpulet version)"));
+  if (version != kVersion) {
+    return top.Bad("version", absl::StrCat("is ", version, ", not ", kVersion,
+                                           " (written by another gpulet version)"));
   }
-  absl::Status keys = ExactKeys(doc, {"kind", "version", "checksum", "claims"}, "the file");
-  if (!keys.ok()) return keys;
-  const nlohmann::json& claims = doc.at("claims");
-  if (!claims.is_object()) return Bad("\"claims\" is not an object");
-  const nlohmann::json& checksum = doc.at("checksum");
-  if (!checksum.is_string()) return Bad("\"checksum\" is not a string");
-  std::string want = Checksum(claims);
-  if (checksum.get_ref<const std::string&>() != want) {
-    return Bad(absl::StrCat("the checksum ", checksum.dump(), " does not match the claims (", want,
-                            "): the file was damaged or edited"));
+  std::string checksum;
+  absl::StatusOr<const nlohmann::json*> claims = top.Object("claims");
+  for (const absl::Status& s :
+       {top.String("checksum", &checksum), claims.status(), top.NoOtherKeys()}) {
+    if (!s.ok()) return s;
+  }
+  std::string want = Checksum(**claims);
+  if (checksum != want) {
+    return top.Bad("checksum", absl::StrCat("\"", checksum, "\" does not match the claims (", want,
+                                            "): the file was damaged or edited"));
   }
   ClaimCheckpoint out;
-  for (const auto& [uid, c] : claims.items()) {
-    if (uid.empty()) return Bad("a claim UID is empty");
-    std::string where = absl::StrCat("claims.", uid);
-    if (!c.is_object()) return Bad(absl::StrCat(where, " is not an object"));
-    keys = ExactKeys(c, {"namespace", "name", "devices"}, where);
-    if (!keys.ok()) return keys;
-    absl::StatusOr<std::string> ns = NonEmptyString(c, "namespace", where);
-    if (!ns.ok()) return ns.status();
-    absl::StatusOr<std::string> name = NonEmptyString(c, "name", where);
-    if (!name.ok()) return name.status();
-    const nlohmann::json& devices = c.at("devices");
-    if (!devices.is_array()) return Bad(absl::StrCat(where, ".devices is not a list"));
+  for (const auto& [uid, c] : (*claims)->items()) {
+    if (uid.empty()) return top.Bad("claims", "holds a claim whose UID is empty");
+    JsonFields f(c, kWhat, absl::StrCat("claims.", uid));
     PreparedClaim claim;
-    claim.ref = ClaimRef{.ns = std::move(*ns), .uid = uid, .name = std::move(*name)};
-    for (size_t i = 0; i < devices.size(); ++i) {
+    claim.ref.uid = uid;
+    absl::StatusOr<const nlohmann::json*> devices = f.Array("devices");
+    for (const absl::Status& s :
+         {f.NonEmptyString("namespace", &claim.ref.ns), f.NonEmptyString("name", &claim.ref.name),
+          devices.status(), f.NoOtherKeys()}) {
+      if (!s.ok()) return s;
+    }
+    for (size_t i = 0; i < (*devices)->size(); ++i) {
       absl::StatusOr<PreparedDevice> d =
-          ParseDevice(devices[i], absl::StrCat(where, ".devices[", i, "]"));
+          ParseDevice((**devices)[i], absl::StrCat(f.PathOf("devices"), "[", i, "]"));
       if (!d.ok()) return d.status();
       claim.devices.push_back(std::move(*d));
     }

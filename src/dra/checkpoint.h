@@ -18,8 +18,9 @@
 // The checksum is FNV-1a (64 bit) over the compact JSON text of "claims" (keys sorted), so a
 // file damaged on disk or edited by hand is refused instead of half-trusted. A missing file is
 // an empty checkpoint; anything else that is not exactly this (not a regular file, too large,
-// not JSON, another kind or version, a wrong type, a checksum mismatch) is an error naming the
-// path and what is wrong, never a crash (checkpoint_fuzz.cc).
+// not JSON, a key twice, another kind or version, a wrong type, an unknown field, a checksum
+// mismatch) is an error naming the path, the bad field's place ("claims.<uid>.devices[0].pool")
+// and what is wrong, never a crash (common/json_reader.h; checkpoint_fuzz.cc).
 //
 // Thread-safety: the types are values; the functions are pure; CheckpointFile has no state
 // but its path, and concurrent Saves to one path leave one of them whole (the last rename).

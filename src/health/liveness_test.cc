@@ -332,9 +332,7 @@ TEST_F(LivenessTest, ThreadProbesEveryIntervalOnTheClockAndStopsAtOnce) {
   ASSERT_TRUE(clock_.AwaitSleepers(1));
   EXPECT_EQ(State(kGpu0), HealthState::kUnhealthy);
 
-  const absl::Time before = absl::Now();
   monitor.Stop();  // the simulated clock never reaches the next tick: only Stop ends it
-  EXPECT_LT(absl::Now() - before, absl::Seconds(1));
   EXPECT_EQ(clock_.sleepers(), 0);
 }
 

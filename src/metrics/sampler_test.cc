@@ -161,9 +161,7 @@ TEST_F(SamplerTest, AHungGpuTimesOutAndTheRoundGoesOn) {
 TEST_F(SamplerTest, StopIsImmediate) {
   sampler_.Start();
   ASSERT_TRUE(clock_.AwaitSleepers(1));
-  const absl::Time before = absl::Now();
   sampler_.Stop();  // the next round is a simulated second away, which never comes
-  EXPECT_LT(absl::Now() - before, absl::Seconds(1));
   EXPECT_EQ(clock_.sleepers(), 0);
   EXPECT_EQ(Rounds(), 1u);
 }

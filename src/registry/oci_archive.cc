@@ -7,15 +7,20 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/json_reader.h"
 #include "nlohmann/json.hpp"
 
 namespace gpulet::registry {
@@ -102,23 +107,33 @@ std::string CleanPath(std::string p) {
 bool IsManifestType(absl::string_view t) { return t == kOciManifest || t == kDockerManifest; }
 bool IsIndexType(absl::string_view t) { return t == kOciIndex || t == kDockerList; }
 
-absl::StatusOr<Descriptor> ParseDescriptor(const nlohmann::json& j, absl::string_view where) {
-  if (!j.is_object() || !j.contains("digest") || !j["digest"].is_string() || !j.contains("size") ||
-      !j["size"].is_number_unsigned()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": a descriptor without a string digest and a size"));
-  }
+// A descriptor (OCI image spec, descriptor.md) at `path` in a document that `where` names.
+// Other fields (annotations, platform, urls) are the spec's or its extensions': left alone.
+absl::StatusOr<Descriptor> ParseDescriptor(const nlohmann::json& j, absl::string_view where,
+                                           std::string path) {
+  JsonFields f(j, "an OCI descriptor", std::move(path));
   Descriptor d;
-  d.digest = j["digest"].get<std::string>();
-  d.size = j["size"].get<uint64_t>();
-  if (j.contains("mediaType") && j["mediaType"].is_string()) {
-    d.media_type = j["mediaType"].get<std::string>();
+  int64_t size = 0;
+  for (const absl::Status& s : {f.String("digest", &d.digest),
+                                f.Int64("size", 0, std::numeric_limits<int64_t>::max(), &size,
+                                        Presence::kRequired, "a size in bytes"),
+                                f.String("mediaType", &d.media_type, Presence::kOptional)}) {
+    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", s.message()));
   }
+  d.size = static_cast<uint64_t>(size);
   if (!IsSha256Digest(d.digest)) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": digest '", d.digest.substr(0, 80),
                                                    "' is not sha256:<64 lowercase hex>"));
   }
   return d;
+}
+
+// A small JSON document of the archive (oci-layout, index.json, a manifest) parsed strictly:
+// a key twice is refused, as two readers could take different ones (the manifest a registry
+// client verifies must be the one gpulet serves).
+absl::StatusOr<nlohmann::json> ParseDocument(const std::string& text, absl::string_view name) {
+  return ParseStrictJson(text, absl::StrCat("valid JSON in ", name),
+                         {.max_bytes = kMaxMetadataBytes});
 }
 
 }  // namespace
@@ -333,23 +348,28 @@ absl::Status OciArchive::Load(uint64_t size) {
     }
     absl::StatusOr<std::string> text = ReadBlob(it->second);
     if (!text.ok()) return text.status();
-    nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object()) return not_oci(absl::StrCat(name, " is not a JSON object"));
+    absl::StatusOr<nlohmann::json> j = ParseDocument(*text, name);
+    if (!j.ok()) return not_oci(j.status().message());
     return j;
   };
   absl::StatusOr<nlohmann::json> layout = small_file("oci-layout");
   if (!layout.ok()) return layout.status();
-  if (!layout->contains("imageLayoutVersion") || !(*layout)["imageLayoutVersion"].is_string()) {
-    return not_oci("oci-layout has no imageLayoutVersion");
+  std::string layout_version;
+  if (absl::Status s = JsonFields(*layout, "an OCI layout file (oci-layout)")
+                           .String("imageLayoutVersion", &layout_version);
+      !s.ok()) {
+    return not_oci(s.message());
   }
   absl::StatusOr<nlohmann::json> index = small_file("index.json");
   if (!index.ok()) return index.status();
-  if (!index->contains("manifests") || !(*index)["manifests"].is_array() ||
-      (*index)["manifests"].empty()) {
-    return not_oci("index.json lists no manifests");
-  }
-  for (const nlohmann::json& m : (*index)["manifests"]) {
-    absl::StatusOr<Descriptor> d = ParseDescriptor(m, absl::StrCat(path_, ": index.json"));
+  JsonFields index_fields(*index, "an OCI image index (index.json)");
+  absl::StatusOr<const nlohmann::json*> manifests = index_fields.Array("manifests");
+  if (!manifests.ok()) return not_oci(manifests.status().message());
+  if ((*manifests)->empty()) return not_oci("index.json lists no manifests");
+  for (size_t i = 0; i < (*manifests)->size(); ++i) {
+    const nlohmann::json& m = (**manifests)[i];
+    absl::StatusOr<Descriptor> d =
+        ParseDescriptor(m, absl::StrCat(path_, ": index.json"), absl::StrCat("manifests[", i, "]"));
     if (!d.ok()) return d.status();
     if (!IsManifestType(d->media_type) && !IsIndexType(d->media_type)) {
       return absl::InvalidArgumentError(absl::StrCat(path_, ": index.json names ", d->digest,
@@ -415,31 +435,35 @@ absl::Status OciArchive::CheckDescriptor(const Descriptor& d, int depth) {
   }
   absl::StatusOr<std::string> text = ReadBlob(*blob);
   if (!text.ok()) return text.status();
-  nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   const std::string where = absl::StrCat(path_, ": manifest ", d.digest);
-  if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(where, " is not JSON"));
-  std::vector<Descriptor> children;
+  absl::StatusOr<nlohmann::json> j = ParseDocument(*text, absl::StrCat("manifest ", d.digest));
+  if (!j.ok()) return absl::InvalidArgumentError(absl::StrCat(path_, ": ", j.status().message()));
+  JsonFields fields(*j, IsIndexType(d.media_type) ? "an OCI image index" : "an OCI image manifest");
+  // An index lists manifests; a manifest its config and layers.
+  std::vector<std::pair<std::string, const nlohmann::json*>> descriptors;
   if (IsIndexType(d.media_type)) {
-    if (!j.contains("manifests") || !j["manifests"].is_array()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, " has no manifests list"));
-    }
-    for (const nlohmann::json& m : j["manifests"]) {
-      absl::StatusOr<Descriptor> c = ParseDescriptor(m, where);
-      if (!c.ok()) return c.status();
-      children.push_back(*c);
+    absl::StatusOr<const nlohmann::json*> list = fields.Array("manifests");
+    if (!list.ok())
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", list.status().message()));
+    for (size_t i = 0; i < (*list)->size(); ++i) {
+      descriptors.emplace_back(absl::StrCat("manifests[", i, "]"), &(**list)[i]);
     }
   } else {
-    if (!j.contains("config") || !j.contains("layers") || !j["layers"].is_array()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, " has no config or no layers"));
+    absl::StatusOr<const nlohmann::json*> config = fields.Object("config");
+    absl::StatusOr<const nlohmann::json*> layers = fields.Array("layers");
+    for (const absl::Status& s : {config.status(), layers.status()}) {
+      if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", s.message()));
     }
-    absl::StatusOr<Descriptor> config = ParseDescriptor(j["config"], where);
-    if (!config.ok()) return config.status();
-    children.push_back(*config);
-    for (const nlohmann::json& l : j["layers"]) {
-      absl::StatusOr<Descriptor> c = ParseDescriptor(l, where);
-      if (!c.ok()) return c.status();
-      children.push_back(*c);
+    descriptors.emplace_back("config", *config);
+    for (size_t i = 0; i < (*layers)->size(); ++i) {
+      descriptors.emplace_back(absl::StrCat("layers[", i, "]"), &(**layers)[i]);
     }
+  }
+  std::vector<Descriptor> children;
+  for (const auto& [path, json] : descriptors) {
+    absl::StatusOr<Descriptor> c = ParseDescriptor(*json, where, path);
+    if (!c.ok()) return c.status();
+    children.push_back(*c);
   }
   for (const Descriptor& c : children) {
     if (absl::Status s = CheckDescriptor(c, depth + 1); !s.ok()) return s;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -158,6 +159,34 @@ TEST(OciArchiveTest, IncompleteAndForeignArchivesSayWhatIsWrong) {
         OciArchive::FromReader("t.tar", tar.bytes().size(), tar.reader());
     ASSERT_FALSE(a.ok());
     EXPECT_THAT(a.status().message(), HasSubstr("is not sha256:<64 lowercase hex>"));
+  }
+  // Each field of the archive's own documents is named by its place, and a key twice (two
+  // readers could take different ones) is refused.
+  struct Case {
+    const char* index;
+    const char* message;
+  };
+  const std::string digest = "sha256:" + std::string(64, 'a');
+  const Case cases[] = {
+      {R"({"manifests":[{"digest":"DIGEST","size":-1}]})",
+       "index.json: not an OCI descriptor: manifests[0].size must be a size in bytes, not -1"},
+      {R"({"manifests":[{"digest":"DIGEST","size":1,"mediaType":7}]})",
+       "manifests[0].mediaType must be a string, not 7"},
+      {R"({"manifests":{}})", "manifests must be a list, not an object"},
+      {R"({"manifests":[]})", "index.json lists no manifests"},
+      {R"({"manifests":[{"digest":"DIGEST","digest":"DIGEST","size":1}]})",
+       "not valid JSON in index.json: the key \"digest\" appears twice"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.index);
+    testing::TarWriter tar;
+    tar.File("oci-layout", R"({"imageLayoutVersion":"1.0.0"})");
+    tar.File("index.json", absl::StrReplaceAll(c.index, {{"DIGEST", digest}}));
+    absl::StatusOr<OciArchive> a =
+        OciArchive::FromReader("t.tar", tar.bytes().size(), tar.reader());
+    ASSERT_FALSE(a.ok());
+    EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(a.status().message(), HasSubstr(c.message));
   }
 }
 

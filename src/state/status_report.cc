@@ -1,134 +1,89 @@
 #include "state/status_report.h"
 
+#include <cstdint>
 #include <limits>
-#include <type_traits>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/json_reader.h"
 
 namespace gpulet {
 namespace {
 
 using nlohmann::json;
 
-// Reads typed fields out of one JSON object, naming `path.key` in every error.
-class ObjectReader {
+constexpr char kWhat[] = "a gpulet /status document";
+
+// Reads typed fields out of one object of the document (common/json_reader's JsonFields, with
+// the types the report holds). Fields this gpulet does not know are left alone: a newer daemon
+// may add some, and `gpulet status` must still read the rest.
+class StatusFields {
  public:
-  ObjectReader(const json& obj, std::string path) : obj_(obj), path_(std::move(path)) {}
+  StatusFields(const json& obj, std::string path) : f_(obj, kWhat, std::move(path)) {}
 
-  std::string PathOf(absl::string_view key) const {
-    return path_.empty() ? std::string(key) : absl::StrCat(path_, ".", key);
+  std::string PathOf(absl::string_view key) const { return f_.PathOf(key); }
+
+  absl::Status Read(absl::string_view key, bool* out) { return f_.Bool(key, out); }
+  absl::Status Read(absl::string_view key, std::string* out) { return f_.String(key, out); }
+  absl::Status Read(absl::string_view key, double* out) { return f_.Double(key, out); }
+  absl::Status Read(absl::string_view key, int* out) { return f_.Int(key, out); }
+  absl::Status Read(absl::string_view key, unsigned* out) {
+    return f_.Int(key, out, 0u, std::numeric_limits<unsigned>::max(), Presence::kRequired,
+                  "a non-negative integer");
   }
-
-  template <typename T>
-  absl::Status Required(absl::string_view key, T* out) const {
-    auto it = obj_.find(key);
-    if (it == obj_.end()) return absl::InvalidArgumentError(absl::StrCat(PathOf(key), ": missing"));
-    return Convert(*it, PathOf(key), out);
+  absl::Status Read(absl::string_view key, uint64_t* out) {
+    int64_t v = 0;
+    absl::Status s = f_.Int64(key, 0, std::numeric_limits<int64_t>::max(), &v, Presence::kRequired,
+                              "a non-negative integer");
+    if (s.ok()) *out = static_cast<uint64_t>(v);
+    return s;
   }
-
-  template <typename T>
-  absl::Status Optional(absl::string_view key, std::optional<T>* out) const {
-    auto it = obj_.find(key);
-    if (it == obj_.end()) {
-      out->reset();
-      return absl::OkStatus();
+  absl::Status Read(absl::string_view key, HealthState* out) {
+    std::string name;
+    std::optional<HealthState> state;
+    if (f_.Has(key) && f_.String(key, &name).ok()) state = ParseHealthState(name);
+    if (!state) return f_.Unexpected(key, "Healthy, Degraded or Unhealthy");
+    *out = *state;
+    return absl::OkStatus();
+  }
+  absl::Status Read(absl::string_view key, absl::Time* out) {
+    std::string text, err;
+    if (!f_.Has(key) || !f_.String(key, &text).ok() ||
+        !absl::ParseTime(absl::RFC3339_full, text, absl::UTCTimeZone(), out, &err)) {
+      return f_.Unexpected(key, "an RFC 3339 time such as 2026-01-02T03:04:05Z");
     }
+    return absl::OkStatus();
+  }
+
+  // The value when `key` is present; none when it is absent.
+  template <typename T>
+  absl::Status Optional(absl::string_view key, std::optional<T>* out) {
+    out->reset();
+    if (!f_.Has(key)) return absl::OkStatus();
     T value{};
-    if (absl::Status s = Convert(*it, PathOf(key), &value); !s.ok()) return s;
+    if (absl::Status s = Read(key, &value); !s.ok()) return s;
     *out = std::move(value);
     return absl::OkStatus();
   }
 
-  // The array under `key`, or null when absent; an error when it is not an array.
-  absl::StatusOr<const json*> OptionalArray(absl::string_view key) const {
-    auto it = obj_.find(key);
-    if (it == obj_.end()) return nullptr;
-    if (!it->is_array()) return Wrong(*it, PathOf(key), "an array");
-    return &*it;
+  // The list or object under `key`, or null when absent.
+  absl::StatusOr<const json*> OptionalArray(absl::string_view key) {
+    return f_.Array(key, Presence::kOptional);
+  }
+  absl::StatusOr<const json*> OptionalObject(absl::string_view key) {
+    return f_.Object(key, Presence::kOptional);
   }
 
-  absl::StatusOr<const json*> OptionalObject(absl::string_view key) const {
-    auto it = obj_.find(key);
-    if (it == obj_.end()) return nullptr;
-    if (!it->is_object()) return Wrong(*it, PathOf(key), "an object");
-    return &*it;
-  }
-
-  static absl::Status Wrong(const json& value, const std::string& path, absl::string_view want) {
-    std::string shown = value.dump();
-    if (shown.size() > 40) shown = shown.substr(0, 37) + "...";
-    return absl::InvalidArgumentError(absl::StrCat(path, ": expected ", want, ", got ", shown));
-  }
-
-  static absl::Status Convert(const json& v, const std::string& path, bool* out) {
-    if (!v.is_boolean()) return Wrong(v, path, "true or false");
-    *out = v.get<bool>();
-    return absl::OkStatus();
-  }
-  static absl::Status Convert(const json& v, const std::string& path, std::string* out) {
-    if (!v.is_string()) return Wrong(v, path, "a string");
-    *out = v.get<std::string>();
-    return absl::OkStatus();
-  }
-  static absl::Status Convert(const json& v, const std::string& path, double* out) {
-    if (!v.is_number()) return Wrong(v, path, "a number");
-    *out = v.get<double>();
-    return absl::OkStatus();
-  }
-  template <typename Int>
-  static absl::Status ConvertInt(const json& v, const std::string& path, Int* out) {
-    using Limits = std::numeric_limits<Int>;
-    const char* want = std::is_signed_v<Int> ? "an integer" : "a non-negative integer";
-    if (v.is_number_unsigned()) {
-      uint64_t u = v.get<uint64_t>();
-      if (u > static_cast<uint64_t>(Limits::max())) return Wrong(v, path, want);
-      *out = static_cast<Int>(u);
-      return absl::OkStatus();
-    }
-    if (v.is_number_integer()) {
-      int64_t i = v.get<int64_t>();
-      if (i < 0 && !std::is_signed_v<Int>) return Wrong(v, path, want);
-      if constexpr (std::is_signed_v<Int>) {
-        if (i < static_cast<int64_t>(Limits::min()) || i > static_cast<int64_t>(Limits::max())) {
-          return Wrong(v, path, want);
-        }
-      }
-      *out = static_cast<Int>(i);
-      return absl::OkStatus();
-    }
-    return Wrong(v, path, want);
-  }
-  static absl::Status Convert(const json& v, const std::string& path, int* out) {
-    return ConvertInt(v, path, out);
-  }
-  static absl::Status Convert(const json& v, const std::string& path, unsigned* out) {
-    return ConvertInt(v, path, out);
-  }
-  static absl::Status Convert(const json& v, const std::string& path, uint64_t* out) {
-    return ConvertInt(v, path, out);
-  }
-  static absl::Status Convert(const json& v, const std::string& path, HealthState* out) {
-    std::optional<HealthState> state =
-        v.is_string() ? ParseHealthState(v.get<std::string>()) : std::nullopt;
-    if (!state) return Wrong(v, path, "Healthy, Degraded or Unhealthy");
-    *out = *state;
-    return absl::OkStatus();
-  }
-  static absl::Status Convert(const json& v, const std::string& path, absl::Time* out) {
-    std::string err;
-    if (!v.is_string() || !absl::ParseTime(absl::RFC3339_full, v.get<std::string>(),
-                                           absl::UTCTimeZone(), out, &err)) {
-      return Wrong(v, path, "an RFC 3339 time such as 2026-01-02T03:04:05Z");
-    }
-    return absl::OkStatus();
-  }
+  // An error about `key` (a check made here).
+  absl::Status Bad(absl::string_view key, absl::string_view why) const { return f_.Bad(key, why); }
 
  private:
-  const json& obj_;
-  std::string path_;
+  JsonFields f_;
 };
 
 #define GPULET_RETURN_IF_ERROR(expr) \
@@ -137,23 +92,37 @@ class ObjectReader {
     if (!_st.ok()) return _st;       \
   } while (false)
 
+// A list of objects under `key`, each read by `parse` with its path ("gpus[0].processes[1]").
+template <typename T, typename Parse>
+absl::Status ReadList(StatusFields& r, absl::string_view key, Parse parse,
+                      std::optional<std::vector<T>>* out) {
+  absl::StatusOr<const json*> list = r.OptionalArray(key);
+  if (!list.ok()) return list.status();
+  if (*list == nullptr) return absl::OkStatus();
+  out->emplace();
+  for (size_t i = 0; i < (*list)->size(); ++i) {
+    absl::StatusOr<T> item = parse((**list)[i], absl::StrCat(r.PathOf(key), "[", i, "]"));
+    if (!item.ok()) return item.status();
+    (*out)->push_back(*std::move(item));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<AllocationStatus> AllocationFromJson(const json& j, const std::string& path) {
-  if (!j.is_object()) return ObjectReader::Wrong(j, path, "an object");
-  ObjectReader r(j, path);
+  StatusFields r(j, path);
   AllocationStatus a;
-  GPULET_RETURN_IF_ERROR(r.Required("namespace", &a.namespace_name));
-  GPULET_RETURN_IF_ERROR(r.Required("pod", &a.pod));
-  GPULET_RETURN_IF_ERROR(r.Required("container", &a.container));
-  GPULET_RETURN_IF_ERROR(r.Required("resource", &a.resource));
-  GPULET_RETURN_IF_ERROR(r.Required("device_id", &a.device_id));
+  GPULET_RETURN_IF_ERROR(r.Read("namespace", &a.namespace_name));
+  GPULET_RETURN_IF_ERROR(r.Read("pod", &a.pod));
+  GPULET_RETURN_IF_ERROR(r.Read("container", &a.container));
+  GPULET_RETURN_IF_ERROR(r.Read("resource", &a.resource));
+  GPULET_RETURN_IF_ERROR(r.Read("device_id", &a.device_id));
   return a;
 }
 
 absl::StatusOr<ProcessStatus> ProcessFromJson(const json& j, const std::string& path) {
-  if (!j.is_object()) return ObjectReader::Wrong(j, path, "an object");
-  ObjectReader r(j, path);
+  StatusFields r(j, path);
   ProcessStatus p;
-  GPULET_RETURN_IF_ERROR(r.Required("pid", &p.pid));
+  GPULET_RETURN_IF_ERROR(r.Read("pid", &p.pid));
   GPULET_RETURN_IF_ERROR(r.Optional("name", &p.name));
   GPULET_RETURN_IF_ERROR(r.Optional("namespace", &p.namespace_name));
   GPULET_RETURN_IF_ERROR(r.Optional("pod", &p.pod));
@@ -163,16 +132,15 @@ absl::StatusOr<ProcessStatus> ProcessFromJson(const json& j, const std::string& 
 }
 
 absl::StatusOr<SliceStatus> SliceFromJson(const json& j, const std::string& path) {
-  if (!j.is_object()) return ObjectReader::Wrong(j, path, "an object");
-  ObjectReader r(j, path);
+  StatusFields r(j, path);
   SliceStatus s;
-  GPULET_RETURN_IF_ERROR(r.Required("slice", &s.slice));
-  GPULET_RETURN_IF_ERROR(r.Required("owner", &s.owner));
-  GPULET_RETURN_IF_ERROR(r.Required("quota_bytes", &s.quota_bytes));
-  GPULET_RETURN_IF_ERROR(r.Required("used_bytes", &s.used_bytes));
-  GPULET_RETURN_IF_ERROR(r.Required("peak_bytes", &s.peak_bytes));
-  GPULET_RETURN_IF_ERROR(r.Required("refused", &s.refused));
-  GPULET_RETURN_IF_ERROR(r.Required("processes", &s.processes));
+  GPULET_RETURN_IF_ERROR(r.Read("slice", &s.slice));
+  GPULET_RETURN_IF_ERROR(r.Read("owner", &s.owner));
+  GPULET_RETURN_IF_ERROR(r.Read("quota_bytes", &s.quota_bytes));
+  GPULET_RETURN_IF_ERROR(r.Read("used_bytes", &s.used_bytes));
+  GPULET_RETURN_IF_ERROR(r.Read("peak_bytes", &s.peak_bytes));
+  GPULET_RETURN_IF_ERROR(r.Read("refused", &s.refused));
+  GPULET_RETURN_IF_ERROR(r.Read("processes", &s.processes));
   GPULET_RETURN_IF_ERROR(r.Optional("device_used_bytes", &s.device_used_bytes));
   GPULET_RETURN_IF_ERROR(r.Optional("namespace", &s.namespace_name));
   GPULET_RETURN_IF_ERROR(r.Optional("pod", &s.pod));
@@ -181,13 +149,12 @@ absl::StatusOr<SliceStatus> SliceFromJson(const json& j, const std::string& path
 }
 
 absl::StatusOr<FaultStatus> FaultFromJson(const json& j, const std::string& path) {
-  if (!j.is_object()) return ObjectReader::Wrong(j, path, "an object");
-  ObjectReader r(j, path);
+  StatusFields r(j, path);
   FaultStatus f;
-  GPULET_RETURN_IF_ERROR(r.Required("at", &f.at));
-  GPULET_RETURN_IF_ERROR(r.Required("what", &f.what));
-  GPULET_RETURN_IF_ERROR(r.Required("verdict", &f.verdict));
-  GPULET_RETURN_IF_ERROR(r.Required("headline", &f.headline));
+  GPULET_RETURN_IF_ERROR(r.Read("at", &f.at));
+  GPULET_RETURN_IF_ERROR(r.Read("what", &f.what));
+  GPULET_RETURN_IF_ERROR(r.Read("verdict", &f.verdict));
+  GPULET_RETURN_IF_ERROR(r.Read("headline", &f.headline));
   std::optional<std::string> file;
   GPULET_RETURN_IF_ERROR(r.Optional("file", &file));
   f.file = file.value_or("");
@@ -195,14 +162,13 @@ absl::StatusOr<FaultStatus> FaultFromJson(const json& j, const std::string& path
 }
 
 absl::StatusOr<GpuStatus> GpuFromJson(const json& j, const std::string& path) {
-  if (!j.is_object()) return ObjectReader::Wrong(j, path, "an object");
-  ObjectReader r(j, path);
+  StatusFields r(j, path);
   GpuStatus g;
   GPULET_RETURN_IF_ERROR(r.Optional("index", &g.index));
-  GPULET_RETURN_IF_ERROR(r.Required("uuid", &g.uuid));
-  GPULET_RETURN_IF_ERROR(r.Required("name", &g.name));
-  GPULET_RETURN_IF_ERROR(r.Required("pci_bus_id", &g.pci_bus_id));
-  GPULET_RETURN_IF_ERROR(r.Required("health", &g.health));
+  GPULET_RETURN_IF_ERROR(r.Read("uuid", &g.uuid));
+  GPULET_RETURN_IF_ERROR(r.Read("name", &g.name));
+  GPULET_RETURN_IF_ERROR(r.Read("pci_bus_id", &g.pci_bus_id));
+  GPULET_RETURN_IF_ERROR(r.Read("health", &g.health));
   GPULET_RETURN_IF_ERROR(r.Optional("reason", &g.reason));
   GPULET_RETURN_IF_ERROR(r.Optional("action", &g.action));
   GPULET_RETURN_IF_ERROR(r.Optional("since", &g.since));
@@ -210,28 +176,15 @@ absl::StatusOr<GpuStatus> GpuFromJson(const json& j, const std::string& path) {
   absl::StatusOr<const json*> counts = r.OptionalObject("xid_counts");
   if (!counts.ok()) return counts.status();
   if (*counts != nullptr) {
+    StatusFields c(**counts, r.PathOf("xid_counts"));
     for (const auto& [code, count] : (*counts)->items()) {
-      std::string key_path = absl::StrCat(r.PathOf("xid_counts"), ".", code);
       int xid = 0;
-      if (!absl::SimpleAtoi(code, &xid)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(key_path, ": expected an XID number as the key"));
-      }
-      GPULET_RETURN_IF_ERROR(ObjectReader::Convert(count, key_path, &g.xid_counts[xid]));
+      if (!absl::SimpleAtoi(code, &xid)) return c.Bad(code, "is not an XID number");
+      GPULET_RETURN_IF_ERROR(c.Read(code, &g.xid_counts[xid]));
     }
   }
   GPULET_RETURN_IF_ERROR(r.Optional("memory_total_bytes", &g.memory_total_bytes));
-  absl::StatusOr<const json*> allocations = r.OptionalArray("allocations");
-  if (!allocations.ok()) return allocations.status();
-  if (*allocations != nullptr) {
-    g.allocations.emplace();
-    for (size_t i = 0; i < (*allocations)->size(); ++i) {
-      absl::StatusOr<AllocationStatus> a = AllocationFromJson(
-          (**allocations)[i], absl::StrCat(r.PathOf("allocations"), "[", i, "]"));
-      if (!a.ok()) return a.status();
-      g.allocations->push_back(*std::move(a));
-    }
-  }
+  GPULET_RETURN_IF_ERROR(ReadList(r, "allocations", AllocationFromJson, &g.allocations));
   GPULET_RETURN_IF_ERROR(r.Optional("answering", &g.answering));
   GPULET_RETURN_IF_ERROR(r.Optional("sample_error", &g.sample_error));
   GPULET_RETURN_IF_ERROR(r.Optional("sample_age_seconds", &g.sample_age_seconds));
@@ -239,28 +192,8 @@ absl::StatusOr<GpuStatus> GpuFromJson(const json& j, const std::string& path) {
   GPULET_RETURN_IF_ERROR(r.Optional("memory_used_bytes", &g.memory_used_bytes));
   GPULET_RETURN_IF_ERROR(r.Optional("temperature_c", &g.temperature_c));
   GPULET_RETURN_IF_ERROR(r.Optional("power_w", &g.power_w));
-  absl::StatusOr<const json*> processes = r.OptionalArray("processes");
-  if (!processes.ok()) return processes.status();
-  if (*processes != nullptr) {
-    g.processes.emplace();
-    for (size_t i = 0; i < (*processes)->size(); ++i) {
-      absl::StatusOr<ProcessStatus> p =
-          ProcessFromJson((**processes)[i], absl::StrCat(r.PathOf("processes"), "[", i, "]"));
-      if (!p.ok()) return p.status();
-      g.processes->push_back(*std::move(p));
-    }
-  }
-  absl::StatusOr<const json*> slices = r.OptionalArray("vram_slices");
-  if (!slices.ok()) return slices.status();
-  if (*slices != nullptr) {
-    g.vram_slices.emplace();
-    for (size_t i = 0; i < (*slices)->size(); ++i) {
-      absl::StatusOr<SliceStatus> s =
-          SliceFromJson((**slices)[i], absl::StrCat(r.PathOf("vram_slices"), "[", i, "]"));
-      if (!s.ok()) return s.status();
-      g.vram_slices->push_back(*std::move(s));
-    }
-  }
+  GPULET_RETURN_IF_ERROR(ReadList(r, "processes", ProcessFromJson, &g.processes));
+  GPULET_RETURN_IF_ERROR(ReadList(r, "vram_slices", SliceFromJson, &g.vram_slices));
   GPULET_RETURN_IF_ERROR(r.Optional("vram_enforcement", &g.vram_enforcement));
   absl::StatusOr<const json*> fault = r.OptionalObject("last_fault");
   if (!fault.ok()) return fault.status();
@@ -373,30 +306,25 @@ json StatusReport::ToJson() const {
 std::string StatusReport::ToJsonText() const { return ToJson().dump(2) + "\n"; }
 
 absl::StatusOr<StatusReport> StatusReport::FromJson(const json& doc) {
-  if (!doc.is_object()) return ObjectReader::Wrong(doc, "the /status document", "an object");
-  ObjectReader r(doc, "");
+  StatusFields r(doc, "");
   StatusReport report;
-  if (absl::Status s = r.Required("nvml_ok", &report.nvml_ok); !s.ok()) return s;
+  if (absl::Status s = r.Read("nvml_ok", &report.nvml_ok); !s.ok()) return s;
   if (!report.nvml_ok) {
     std::optional<std::string> error;
     if (absl::Status s = r.Optional("nvml_error", &error); !s.ok()) return s;
     report.nvml_error = error.value_or("");
   }
-  auto gpus = doc.find("gpus");
-  if (gpus == doc.end()) return absl::InvalidArgumentError("gpus: missing");
-  if (!gpus->is_array()) return ObjectReader::Wrong(*gpus, "gpus", "an array");
-  for (size_t i = 0; i < gpus->size(); ++i) {
-    absl::StatusOr<GpuStatus> g = GpuFromJson((*gpus)[i], absl::StrCat("gpus[", i, "]"));
-    if (!g.ok()) return g.status();
-    report.gpus.push_back(*std::move(g));
-  }
+  std::optional<std::vector<GpuStatus>> gpus;
+  if (absl::Status s = ReadList(r, "gpus", GpuFromJson, &gpus); !s.ok()) return s;
+  if (!gpus) return r.Bad("gpus", "is missing (a list)");
+  report.gpus = *std::move(gpus);
   return report;
 }
 
 absl::StatusOr<StatusReport> StatusReport::FromJsonText(absl::string_view text) {
-  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return absl::InvalidArgumentError("not JSON");
-  return FromJson(doc);
+  absl::StatusOr<json> doc = ParseStrictJson(text, kWhat);
+  if (!doc.ok()) return doc.status();
+  return FromJson(*doc);
 }
 
 StatusReport StatusFromSnapshot(const Snapshot& snap) {
