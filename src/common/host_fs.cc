@@ -124,12 +124,14 @@ std::string HostFs::Describe(absl::string_view host_path) const {
   return absl::StrCat(host_path, " (read as ", JoinPath(root_, host_path), ")");
 }
 
-absl::StatusOr<std::string> HostFs::ReadFile(absl::string_view host_path, size_t max_bytes) const {
-  absl::StatusOr<std::string> local = Resolve(host_path);
-  if (!local.ok()) return local.status();
-  // Non-blocking and regular files only: a FIFO or device planted in a host tree must not
-  // hang or flood the reader.
-  absl::StatusOr<UniqueFd> fd = OpenRegularFile(*local, "host file", Describe(host_path));
+namespace {
+
+// The regular file at `local` (`shown` in messages), at most `max_bytes` of it. Non-blocking
+// and regular files only: a FIFO or device planted in a host tree must not hang or flood the
+// reader.
+absl::StatusOr<std::string> ReadLocalFile(const std::string& local, const std::string& shown,
+                                          size_t max_bytes, bool follow_last) {
+  absl::StatusOr<UniqueFd> fd = OpenRegularFile(local, "host file", shown, nullptr, follow_last);
   if (!fd.ok()) return fd.status();
   std::string out;
   char buf[8192];
@@ -137,7 +139,7 @@ absl::StatusOr<std::string> HostFs::ReadFile(absl::string_view host_path, size_t
     ssize_t n = read(fd->get(), buf, std::min(sizeof(buf), max_bytes - out.size()));
     if (n < 0) {
       if (errno == EINTR) continue;
-      return ErrnoStatus(errno, absl::StrCat("cannot read ", Describe(host_path)));
+      return ErrnoStatus(errno, absl::StrCat("cannot read ", shown));
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
@@ -145,14 +147,51 @@ absl::StatusOr<std::string> HostFs::ReadFile(absl::string_view host_path, size_t
   return out;
 }
 
-absl::StatusOr<std::string> HostFs::ReadAttribute(absl::string_view host_path) const {
-  absl::StatusOr<std::string> text = ReadFile(host_path, 64 * 1024);
+// A sysfs attribute's value: at most 64 KiB, trailing whitespace and NULs dropped.
+constexpr size_t kMaxAttributeBytes = 64 * 1024;
+absl::StatusOr<std::string> AttributeValue(absl::StatusOr<std::string> text) {
   if (!text.ok()) return text.status();
   while (!text->empty() && (text->back() == '\n' || text->back() == ' ' || text->back() == '\t' ||
                             text->back() == '\r' || text->back() == '\0')) {
     text->pop_back();
   }
   return text;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> HostFs::ReadFile(absl::string_view host_path, size_t max_bytes) const {
+  absl::StatusOr<std::string> local = Resolve(host_path);
+  if (!local.ok()) return local.status();
+  return ReadLocalFile(*local, Describe(host_path), max_bytes, /*follow_last=*/true);
+}
+
+absl::StatusOr<std::string> HostFs::ReadAttribute(absl::string_view host_path) const {
+  return AttributeValue(ReadFile(host_path, kMaxAttributeBytes));
+}
+
+absl::StatusOr<HostFs::Dir> HostFs::OpenDir(absl::string_view host_path) const {
+  absl::StatusOr<std::string> local = Resolve(host_path);
+  if (!local.ok()) return local.status();
+  struct stat st;
+  if (stat(local->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::NotFoundError(absl::StrCat(Describe(host_path), " is not a directory"));
+  }
+  return Dir(this, std::string(host_path), *std::move(local));
+}
+
+absl::StatusOr<std::string> HostFs::Dir::ReadFile(absl::string_view name, size_t max_bytes) const {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", name, "' is not a file name in ", host_->Describe(host_path_)));
+  }
+  return ReadLocalFile(absl::StrCat(local_, "/", name), host_->Describe(JoinPath(host_path_, name)),
+                       max_bytes,
+                       /*follow_last=*/false);
+}
+
+absl::StatusOr<std::string> HostFs::Dir::ReadAttribute(absl::string_view name) const {
+  return AttributeValue(ReadFile(name, kMaxAttributeBytes));
 }
 
 absl::StatusOr<std::vector<std::string>> HostFs::ListDir(absl::string_view host_path) const {

@@ -12,7 +12,9 @@
 #ifndef GPULET_COMMON_HOST_FS_H_
 #define GPULET_COMMON_HOST_FS_H_
 
+#include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -43,6 +45,28 @@ class HostFs {
 
   // Reads a small file and strips trailing whitespace (sysfs attributes).
   absl::StatusOr<std::string> ReadAttribute(absl::string_view host_path) const;
+
+  // One directory whose files are read together, as a GPU's sysfs attributes are each round:
+  // its path is resolved once (as Resolve does), and each file is then opened in it by name
+  // without following a symlink. sysfs attributes are regular files; a link there is refused,
+  // so nothing read through a Dir leaves the root. Valid while its HostFs is.
+  class Dir {
+   public:
+    // As HostFs::ReadFile and ReadAttribute, for the file `name` (one path component).
+    absl::StatusOr<std::string> ReadFile(absl::string_view name, size_t max_bytes = 1 << 20) const;
+    absl::StatusOr<std::string> ReadAttribute(absl::string_view name) const;
+
+   private:
+    friend class HostFs;
+    Dir(const HostFs* host, std::string host_path, std::string local)
+        : host_(host), host_path_(std::move(host_path)), local_(std::move(local)) {}
+
+    const HostFs* host_;
+    std::string host_path_;  // as the caller named it, for messages
+    std::string local_;      // resolved, on this machine
+  };
+  // NotFound when `host_path` does not resolve to a directory.
+  absl::StatusOr<Dir> OpenDir(absl::string_view host_path) const;
 
   // Entry names in a directory, sorted, without "." and "..".
   absl::StatusOr<std::vector<std::string>> ListDir(absl::string_view host_path) const;

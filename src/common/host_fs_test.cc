@@ -11,12 +11,14 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace gpulet {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::HasSubstr;
 
 // A scratch directory holding a host root ("root/") and, next to it, a file that must never
 // be readable through the root ("outside/secret").
@@ -97,6 +99,43 @@ TEST_F(HostFsTest, SymlinksCannotClimbOutOfTheRoot) {
     ASSERT_TRUE(local.ok());
     EXPECT_EQ(*local, root_ + "/outside/secret") << path;
   }
+}
+
+TEST_F(HostFsTest, ADirReadsItsFilesAndFollowsNoLinkInThem) {
+  Write(Local("/sys/devices/pci0000:00/0000:01:00.0/current_link_width"), "16\n");
+  // A link in the directory, to a file inside the root and to one outside it: neither is
+  // followed (sysfs attributes are regular files).
+  fs::create_symlink("/etc/target", Local("/sys/devices/pci0000:00/0000:01:00.0/inside"));
+  fs::create_symlink(fs::path(base_) / "outside/secret",
+                     Local("/sys/devices/pci0000:00/0000:01:00.0/escape"));
+  HostFs host(root_);
+  absl::StatusOr<HostFs::Dir> dir = host.OpenDir("/sys/bus/pci/devices/0000:01:00.0");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  absl::StatusOr<std::string> width = dir->ReadAttribute("current_link_width");
+  ASSERT_TRUE(width.ok()) << width.status();
+  EXPECT_EQ(*width, "16");
+  absl::StatusOr<std::string> raw = dir->ReadFile("vendor");
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  EXPECT_EQ(*raw, "0x10de\n");
+  for (const char* name : {"inside", "escape"}) {
+    absl::StatusOr<std::string> text = dir->ReadFile(name);
+    ASSERT_FALSE(text.ok()) << name << " read: " << *text;
+    EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument) << name;
+    EXPECT_THAT(std::string(text.status().message()), HasSubstr("is a symbolic link")) << name;
+    EXPECT_THAT(std::string(text.status().message()),
+                HasSubstr("/sys/bus/pci/devices/0000:01:00.0/" + std::string(name)));
+  }
+  EXPECT_EQ(dir->ReadFile("missing").status().code(), absl::StatusCode::kNotFound);
+  // One component only: a name cannot walk out of the directory.
+  for (const char* name : {"", ".", "..", "../0000:01:00.0/vendor", "driver/x"}) {
+    EXPECT_EQ(dir->ReadFile(name).status().code(), absl::StatusCode::kInvalidArgument) << name;
+  }
+  // A directory is only what resolves to one, inside the root.
+  EXPECT_EQ(host.OpenDir("/sys/bus/pci/devices/0000:02:00.0").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(host.OpenDir("/etc/target").status().code(), absl::StatusCode::kNotFound);
+  fs::create_symlink("/../../outside", Local("/escape-dir"));
+  EXPECT_EQ(host.OpenDir("/escape-dir").status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(HostFsTest, DotDotInHostPathsStopsAtTheRoot) {

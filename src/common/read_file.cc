@@ -25,10 +25,12 @@ UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
 }
 
 absl::StatusOr<UniqueFd> OpenRegularFile(const std::string& path, const std::string& what,
-                                         const std::string& shown_as, off_t* size) {
+                                         const std::string& shown_as, off_t* size,
+                                         bool follow_last) {
   const std::string& shown = shown_as.empty() ? path : shown_as;
   if (path.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": the path is empty"));
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  UniqueFd fd(open(path.c_str(),
+                   O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | (follow_last ? 0 : O_NOFOLLOW)));
   if (fd.get() < 0) {
     int err = errno;
     switch (err) {
@@ -42,6 +44,12 @@ absl::StatusOr<UniqueFd> OpenRegularFile(const std::string& path, const std::str
             absl::StrCat("cannot read ", what, " ", shown,
                          ": permission denied; make it readable by gpulet's user"));
       case ELOOP:
+        if (!follow_last) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(what, " ", shown,
+                           " is a symbolic link, which gpulet does not follow here; a regular "
+                           "file was expected"));
+        }
         return absl::InvalidArgumentError(
             absl::StrCat("cannot read ", what, " ", shown,
                          ": too many levels of symbolic links (a symlink loop); point the "

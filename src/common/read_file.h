@@ -43,8 +43,11 @@ class UniqueFd {
 // Opens `path` as ReadRegularFile does and checks, on the open descriptor, that it is a
 // regular file; `size` (when not null) gets its size. Messages name the file as `what`
 // `shown` (`shown` defaults to `path`). Errors are ReadRegularFile's, without the size limit.
+// With `follow_last` false, a symlink as the last component is refused (InvalidArgument)
+// instead of followed.
 absl::StatusOr<UniqueFd> OpenRegularFile(const std::string& path, const std::string& what,
-                                         const std::string& shown = "", off_t* size = nullptr);
+                                         const std::string& shown = "", off_t* size = nullptr,
+                                         bool follow_last = true);
 
 // The size cap for configuration files (the config and the web config): 1 MiB.
 inline constexpr size_t kMaxConfigFileBytes = size_t{1} << 20;

@@ -38,12 +38,15 @@ PciLinkReading ReadPciLink(const HostFs& host, absl::string_view bus_id) {
   PciLinkReading out;
   std::string bdf = NormalizeBusId(bus_id);
   if (bdf.empty()) return out;
-  const std::string dir = absl::StrCat("/sys/bus/pci/devices/", bdf, "/");
-  if (auto width = host.ReadAttribute(dir + "current_link_width"); width.ok()) {
+  // The device's directory is resolved once for its five files (this runs for every GPU each
+  // sampling round).
+  absl::StatusOr<HostFs::Dir> dir = host.OpenDir(absl::StrCat("/sys/bus/pci/devices/", bdf));
+  if (!dir.ok()) return out;
+  if (auto width = dir->ReadAttribute("current_link_width"); width.ok()) {
     unsigned n = 0;
     if (absl::SimpleAtoi(*width, &n) && n > 0 && n <= 32) out.width = n;
   }
-  if (auto speed = host.ReadAttribute(dir + "current_link_speed"); speed.ok()) {
+  if (auto speed = dir->ReadAttribute("current_link_speed"); speed.ok()) {
     out.mts = ParseLinkSpeed(*speed);
   }
   struct Aer {
@@ -57,7 +60,7 @@ PciLinkReading ReadPciLink(const HostFs& host, absl::string_view bus_id) {
       {"aer_dev_fatal", "TOTAL_ERR_FATAL", &PciLinkReading::aer_fatal},
   };
   for (const Aer& a : kAer) {
-    if (auto text = host.ReadFile(dir + a.file); text.ok()) {
+    if (auto text = dir->ReadFile(a.file); text.ok()) {
       out.*a.field = ParseAerTotal(*text, a.total);
     }
   }
