@@ -1,10 +1,12 @@
-// Small helpers shared by gpulet's benchmarks: percentiles and the printed result table.
+// Small helpers shared by gpulet's benchmarks: timing, percentiles and the printed result
+// table.
 //
 // Thread-safety: single-threaded use.
 #ifndef GPULET_BENCH_BENCH_UTIL_H_
 #define GPULET_BENCH_BENCH_UTIL_H_
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -13,6 +15,14 @@
 #include "absl/strings/str_format.h"
 
 namespace gpulet {
+
+// How long `f()` takes, in seconds of the monotonic clock.
+template <typename F>
+double SecondsOf(F&& f) {
+  const auto start = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 // The p-th percentile (0..100) by nearest rank; 0 for an empty set.
 inline double Percentile(std::vector<double> v, double p) {

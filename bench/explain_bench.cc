@@ -3,7 +3,6 @@
 // pays on the same bytes, finding each '\n' with memchr, run in the same invocation.
 // The input is 100 MiB of lines from five sources, with one near miss ("NVRM: API mismatch"
 // without its rest) on every fifth line and the one real cause at the end.
-#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -23,19 +22,12 @@ constexpr char kBlock[] =
     "NVRM: API mismatch: the client has the version\n"
     "time=2025-06-11T10:00:02Z level=INFO source=gpu.go:217 msg=\"looking for GPUs\"\n";
 
-template <typename F>
-double Seconds(F f) {
-  auto start = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 }  // namespace
 
 void RunExplainBenchmarks(BenchTable& table) {
   const std::string block = kBlock;
   size_t lines_seen = 0;
-  double floor_s = Seconds([&] {
+  double floor_s = SecondsOf([&] {
     for (size_t fed = 0; fed < kBytes; fed += block.size()) {
       const char* p = block.data();
       const char* end = p + block.size();
@@ -46,7 +38,7 @@ void RunExplainBenchmarks(BenchTable& table) {
     }
   });
   ExplainResult r;
-  double explain_s = Seconds([&] {
+  double explain_s = SecondsOf([&] {
     LogExplainer e;
     for (size_t fed = 0; fed < kBytes; fed += block.size()) e.Feed(block);
     e.Feed("Incompatible strategy detected auto\n");

@@ -4,7 +4,6 @@
 //     PCIe link and AER files read from sysfs (as the daemon does), against the peer every
 //     round already pays: rendering the exposition of the same samples (RenderMetrics). At
 //     1 s sampling, microseconds per round / 10^4 is the share of one core.
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -64,11 +63,10 @@ Node EightGpus() {
 
 template <typename F>
 double MicrosPerCall(int n, F f) {
-  auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < n; ++i) f(i);
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-             .count() /
-         n;
+  return SecondsOf([&] {
+           for (int i = 0; i < n; ++i) f(i);
+         }) *
+         1e6 / n;
 }
 
 }  // namespace

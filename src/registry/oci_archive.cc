@@ -107,6 +107,12 @@ std::string CleanPath(std::string p) {
 bool IsManifestType(absl::string_view t) { return t == kOciManifest || t == kDockerManifest; }
 bool IsIndexType(absl::string_view t) { return t == kOciIndex || t == kDockerList; }
 
+// A field error of a document, prefixed with where the document is ("<archive>: manifest
+// <digest>").
+absl::Status In(absl::string_view where, const absl::Status& field_error) {
+  return absl::InvalidArgumentError(absl::StrCat(where, ": ", field_error.message()));
+}
+
 // A descriptor (OCI image spec, descriptor.md) at `path` in a document that `where` names.
 // Other fields (annotations, platform, urls) are the spec's or its extensions': left alone.
 absl::StatusOr<Descriptor> ParseDescriptor(const nlohmann::json& j, absl::string_view where,
@@ -118,7 +124,7 @@ absl::StatusOr<Descriptor> ParseDescriptor(const nlohmann::json& j, absl::string
                                 f.Int64("size", 0, std::numeric_limits<int64_t>::max(), &size,
                                         Presence::kRequired, "a size in bytes"),
                                 f.String("mediaType", &d.media_type, Presence::kOptional)}) {
-    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", s.message()));
+    if (!s.ok()) return In(where, s);
   }
   d.size = static_cast<uint64_t>(size);
   if (!IsSha256Digest(d.digest)) {
@@ -437,14 +443,13 @@ absl::Status OciArchive::CheckDescriptor(const Descriptor& d, int depth) {
   if (!text.ok()) return text.status();
   const std::string where = absl::StrCat(path_, ": manifest ", d.digest);
   absl::StatusOr<nlohmann::json> j = ParseDocument(*text, absl::StrCat("manifest ", d.digest));
-  if (!j.ok()) return absl::InvalidArgumentError(absl::StrCat(path_, ": ", j.status().message()));
+  if (!j.ok()) return In(path_, j.status());
   JsonFields fields(*j, IsIndexType(d.media_type) ? "an OCI image index" : "an OCI image manifest");
   // An index lists manifests; a manifest its config and layers.
   std::vector<std::pair<std::string, const nlohmann::json*>> descriptors;
   if (IsIndexType(d.media_type)) {
     absl::StatusOr<const nlohmann::json*> list = fields.Array("manifests");
-    if (!list.ok())
-      return absl::InvalidArgumentError(absl::StrCat(where, ": ", list.status().message()));
+    if (!list.ok()) return In(where, list.status());
     for (size_t i = 0; i < (*list)->size(); ++i) {
       descriptors.emplace_back(absl::StrCat("manifests[", i, "]"), &(**list)[i]);
     }
@@ -452,7 +457,7 @@ absl::Status OciArchive::CheckDescriptor(const Descriptor& d, int depth) {
     absl::StatusOr<const nlohmann::json*> config = fields.Object("config");
     absl::StatusOr<const nlohmann::json*> layers = fields.Array("layers");
     for (const absl::Status& s : {config.status(), layers.status()}) {
-      if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", s.message()));
+      if (!s.ok()) return In(where, s);
     }
     descriptors.emplace_back("config", *config);
     for (size_t i = 0; i < (*layers)->size(); ++i) {
