@@ -35,6 +35,9 @@ with open(dashboard_path, encoding="utf-8") as f:
         sys.exit(1)
 with open(exposition_path, encoding="utf-8") as f:
     exposition = f.read()
+# The GPU values' families are named in the value table exposition.cc exports from.
+with open(f"{src}/src/gpu/sample_values.cc", encoding="utf-8") as f:
+    exposition += f.read()
 # Series names are the quoted first argument of each metric family in exposition.cc.
 exported = set(re.findall(r'"((?:DCGM_FI|gpulet)_[A-Za-z0-9_]+)"', exposition))
 if not exported:

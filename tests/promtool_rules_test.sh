@@ -13,20 +13,22 @@ src=$(cd "${1:-$(dirname "$0")/..}" && pwd)
 rules=$src/deploy/prometheus/gpulet-rules.yaml
 unit=$src/deploy/prometheus/gpulet-rules_test.yaml
 exposition=$src/src/metrics/exposition.cc
+values=$src/src/gpu/sample_values.cc  # the value table: the families of the GPU values
 fail=0
 
-for f in "$rules" "$unit" "$exposition"; do
+for f in "$rules" "$unit" "$exposition" "$values"; do
   if [ ! -f "$f" ]; then echo "FAIL: $f not found"; exit 1; fi
 done
 
 # 1. Every DCGM_FI_* / gpulet_* name outside comments (expressions and the queries in
-#    annotations) is a series name exposition.cc emits, i.e. appears there as "NAME".
+#    annotations) is a series name exposition.cc emits, i.e. appears as "NAME" there or in
+#    the value table it exports from.
 names=$(grep -v -E '^[[:space:]]*#' "$rules" |
   grep -o -E '(^|[^A-Za-z0-9_:])(DCGM_FI_[A-Z0-9_]+|gpulet_[a-z0-9_]+)' |
   sed -E 's/^[^A-Za-z]//' | sort -u)
 if [ -z "$names" ]; then echo "FAIL: no series names found in $rules"; exit 1; fi
 for n in $names; do
-  if grep -q -F "\"$n\"" "$exposition"; then
+  if grep -q -F "\"$n\"" "$exposition" "$values"; then
     echo "ok   series $n is exported"
   else
     echo "FAIL series $n is used in gpulet-rules.yaml but not exported by src/metrics/exposition.cc"

@@ -51,10 +51,11 @@ class StatusCommand final : public CommandHandler {
     constexpr double kGiB = 1 << 30;
     for (const GpuStatus& g : report->gpus) {
       if (g.health != HealthState::kHealthy) worst = 1;
-      std::string util = g.utilization_percent ? absl::StrCat(*g.utilization_percent, "%") : "-";
+      std::optional<double> util_percent = g.Value(ValueId::kGpuUtil);
+      std::string util = util_percent ? absl::StrCat(*util_percent, "%") : "-";
       std::string mem = "-";
-      if (g.memory_used_bytes) {
-        double used = static_cast<double>(*g.memory_used_bytes) / kGiB;
+      if (std::optional<double> used_bytes = g.Value(ValueId::kFbUsed)) {
+        double used = *used_bytes / kGiB;
         mem = g.memory_total_bytes
                   ? absl::StrFormat("%.1f / %.1f GiB", used,
                                     static_cast<double>(*g.memory_total_bytes) / kGiB)

@@ -112,11 +112,13 @@ struct MigLayout {
 // Live values of one MIG device. Absent: NVML does not report it for MIG devices.
 struct MigInstanceSample {
   unsigned gpu_instance_id = 0, compute_instance_id = 0;
-  std::optional<uint64_t> fb_total_bytes, fb_used_bytes, fb_free_bytes;
+  std::optional<uint64_t> fb_used_bytes, fb_free_bytes;
   std::optional<ProfilingSample> profiling;  // GPM of the GPU instance (Hopper and newer)
 };
 
 // Live values of one GPU at one moment. Absent means the GPU or driver does not provide it.
+// Each scalar here is a row of the value table (gpu/sample_values.h), which says who reads it;
+// a value nothing uses is not sampled.
 struct DeviceSample {
   absl::Time taken = absl::InfinitePast();
   std::optional<unsigned> sm_clock_mhz, mem_clock_mhz;
@@ -125,9 +127,9 @@ struct DeviceSample {
   std::optional<uint64_t> energy_mj;  // since the driver loaded
   std::optional<unsigned> pcie_replays;
   std::optional<unsigned> gpu_util, mem_util, enc_util, dec_util;  // percent
-  std::optional<uint64_t> fb_total_bytes, fb_used_bytes, fb_free_bytes, fb_reserved_bytes;
+  std::optional<uint64_t> fb_used_bytes, fb_free_bytes, fb_reserved_bytes;
   std::optional<unsigned> remapped_correctable, remapped_uncorrectable;
-  std::optional<bool> remap_pending, remap_failure;
+  std::optional<bool> remap_failure;  // a pending remap is the liveness probe's (ProbeAnswer)
   std::optional<uint64_t> clocks_event_reasons;  // throttle reason bits
   std::optional<unsigned> fan_percent;
   std::optional<int> pstate;

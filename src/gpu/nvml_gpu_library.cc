@@ -358,12 +358,10 @@ absl::StatusOr<DeviceSample> NvmlGpuLibrary::Sample(unsigned index, absl::Durati
         mem2.version = nvmlMemory_v2;
         nvmlMemory_t mem1;
         if (f.device_get_memory_info_v2 && f.device_get_memory_info_v2(dev, &mem2) == 0) {
-          s.fb_total_bytes = mem2.total;
           s.fb_used_bytes = mem2.used;
           s.fb_free_bytes = mem2.free;
           s.fb_reserved_bytes = mem2.reserved;
         } else if (f.device_get_memory_info && f.device_get_memory_info(dev, &mem1) == 0) {
-          s.fb_total_bytes = mem1.total;
           s.fb_used_bytes = mem1.used;
           s.fb_free_bytes = mem1.free;
         }
@@ -372,7 +370,6 @@ absl::StatusOr<DeviceSample> NvmlGpuLibrary::Sample(unsigned index, absl::Durati
             f.device_get_remapped_rows(dev, &cor, &unc, &pending, &failure) == 0) {
           s.remapped_correctable = cor;
           s.remapped_uncorrectable = unc;
-          s.remap_pending = pending != 0;
           s.remap_failure = failure != 0;
         }
         if (f.device_get_field_values) {

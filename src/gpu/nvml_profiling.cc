@@ -264,7 +264,6 @@ void ReadMigMemory(const NvmlFunctions& f, nvmlDevice_t device, DeviceSample* sa
     }
     nvmlMemory_t mem;
     if (f.device_get_memory_info && f.device_get_memory_info(mig, &mem) == NVML_SUCCESS) {
-      m.fb_total_bytes = mem.total;
       m.fb_used_bytes = mem.used;
       m.fb_free_bytes = mem.free;
     }

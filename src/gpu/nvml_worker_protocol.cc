@@ -2,9 +2,12 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "gpu/nvml_errors.h"
+#include "gpu/sample_values.h"
 
 namespace gpulet::nvml_worker {
 namespace {
@@ -365,64 +368,68 @@ absl::StatusOr<ProbeAnswer> ProbeAnswerFromJson(const json& j) {
   });
 }
 
-// The profiling values by their wire names.
-struct ProfilingField {
-  const char* name;
-  std::optional<double> ProfilingSample::*member;
-};
-constexpr ProfilingField kProfilingFields[] = {
-    {"gr_engine_active", &ProfilingSample::gr_engine_active},
-    {"sm_active", &ProfilingSample::sm_active},
-    {"sm_occupancy", &ProfilingSample::sm_occupancy},
-    {"tensor_active", &ProfilingSample::tensor_active},
-    {"dram_active", &ProfilingSample::dram_active},
-    {"fp64_active", &ProfilingSample::fp64_active},
-    {"fp32_active", &ProfilingSample::fp32_active},
-    {"fp16_active", &ProfilingSample::fp16_active},
-    {"pcie_tx_bytes_per_second", &ProfilingSample::pcie_tx_bytes_per_second},
-    {"pcie_rx_bytes_per_second", &ProfilingSample::pcie_rx_bytes_per_second},
-    {"nvlink_tx_bytes_per_second", &ProfilingSample::nvlink_tx_bytes_per_second},
-    {"nvlink_rx_bytes_per_second", &ProfilingSample::nvlink_rx_bytes_per_second},
-};
+// Whether T points to a std::optional member of C (a value table row that C stores).
+template <typename T, typename C>
+constexpr bool kIsMemberOf = false;
+template <typename T, typename C>
+requires StoredMember<T>
+constexpr bool kIsMemberOf<T, C> = std::is_same_v<typename MemberValue<T>::owner, C>;
+
+template <typename X>
+std::optional<X> OptValue(const json& j, const char* key) {
+  if constexpr (std::is_same_v<X, bool>) {
+    return OptBool(j, key);
+  } else if constexpr (std::is_same_v<X, double>) {
+    return OptDouble(j, key);
+  } else if constexpr (std::is_signed_v<X>) {
+    return OptSigned<X>(j, key);
+  } else {
+    return OptUnsigned<X>(j, key);
+  }
+}
+
+// The value table's rows that C (DeviceSample, or its ProfilingSample) stores, by their keys.
+template <typename C>
+void PutValues(json& j, const C& v) {
+  for (const SampleValue& row : SampleValues()) {
+    std::visit(
+        [&](auto m) {
+          if constexpr (kIsMemberOf<decltype(m), C>) Put(j, row.key, v.*m);
+        },
+        row.member);
+  }
+}
+
+template <typename C>
+void GetValues(const json& j, C* v) {
+  for (const SampleValue& row : SampleValues()) {
+    std::visit(
+        [&](auto m) {
+          using T = decltype(m);
+          if constexpr (kIsMemberOf<T, C>) {
+            v->*m = OptValue<typename MemberValue<T>::type>(j, row.key);
+          }
+        },
+        row.member);
+  }
+}
 
 json ProfilingToJson(const ProfilingSample& p) {
   json pj = json::object();
-  for (const ProfilingField& f : kProfilingFields) Put(pj, f.name, p.*(f.member));
+  PutValues(pj, p);
   return pj;
 }
 
 ProfilingSample ProfilingFromJson(const json& pj) {
   RequireObject(pj, "the profiling values");
   ProfilingSample p;
-  for (const ProfilingField& f : kProfilingFields) p.*(f.member) = OptDouble(pj, f.name);
+  GetValues(pj, &p);
   return p;
 }
 
 json ToJson(const DeviceSample& v) {
   json j = json::object();
-  Put(j, "sm_clock_mhz", v.sm_clock_mhz);
-  Put(j, "mem_clock_mhz", v.mem_clock_mhz);
-  Put(j, "gpu_temp_c", v.gpu_temp_c);
-  Put(j, "mem_temp_c", v.mem_temp_c);
-  Put(j, "power_w", v.power_w);
-  Put(j, "power_limit_w", v.power_limit_w);
-  Put(j, "energy_mj", v.energy_mj);
-  Put(j, "pcie_replays", v.pcie_replays);
-  Put(j, "gpu_util", v.gpu_util);
-  Put(j, "mem_util", v.mem_util);
-  Put(j, "enc_util", v.enc_util);
-  Put(j, "dec_util", v.dec_util);
-  Put(j, "fb_total_bytes", v.fb_total_bytes);
-  Put(j, "fb_used_bytes", v.fb_used_bytes);
-  Put(j, "fb_free_bytes", v.fb_free_bytes);
-  Put(j, "fb_reserved_bytes", v.fb_reserved_bytes);
-  Put(j, "remapped_correctable", v.remapped_correctable);
-  Put(j, "remapped_uncorrectable", v.remapped_uncorrectable);
-  Put(j, "remap_pending", v.remap_pending);
-  Put(j, "remap_failure", v.remap_failure);
-  Put(j, "clocks_event_reasons", v.clocks_event_reasons);
-  Put(j, "fan_percent", v.fan_percent);
-  Put(j, "pstate", v.pstate);
+  PutValues(j, v);
   json procs = json::array();
   for (const GpuProcess& p : v.processes) {
     json pj = {{"pid", p.pid}};
@@ -446,14 +453,11 @@ json ToJson(const DeviceSample& v) {
     }
     j["nvlinks"] = std::move(links);
   }
-  Put(j, "nvlink_data_tx_kib", v.nvlink_data_tx_kib);
-  Put(j, "nvlink_data_rx_kib", v.nvlink_data_rx_kib);
   if (!v.mig.empty()) {
     json instances = json::array();
     for (const MigInstanceSample& m : v.mig) {
       json mj = {{"gpu_instance_id", m.gpu_instance_id},
                  {"compute_instance_id", m.compute_instance_id}};
-      Put(mj, "fb_total_bytes", m.fb_total_bytes);
       Put(mj, "fb_used_bytes", m.fb_used_bytes);
       Put(mj, "fb_free_bytes", m.fb_free_bytes);
       if (m.profiling) mj["profiling"] = ProfilingToJson(*m.profiling);
@@ -468,29 +472,7 @@ absl::StatusOr<DeviceSample> SampleFromJson(const json& j) {
   return Guard<DeviceSample>("sample", [&] {
     RequireObject(j, "the sample");
     DeviceSample v;
-    v.sm_clock_mhz = OptUnsigned<unsigned>(j, "sm_clock_mhz");
-    v.mem_clock_mhz = OptUnsigned<unsigned>(j, "mem_clock_mhz");
-    v.gpu_temp_c = OptUnsigned<unsigned>(j, "gpu_temp_c");
-    v.mem_temp_c = OptUnsigned<unsigned>(j, "mem_temp_c");
-    v.power_w = OptDouble(j, "power_w");
-    v.power_limit_w = OptDouble(j, "power_limit_w");
-    v.energy_mj = OptUnsigned<uint64_t>(j, "energy_mj");
-    v.pcie_replays = OptUnsigned<unsigned>(j, "pcie_replays");
-    v.gpu_util = OptUnsigned<unsigned>(j, "gpu_util");
-    v.mem_util = OptUnsigned<unsigned>(j, "mem_util");
-    v.enc_util = OptUnsigned<unsigned>(j, "enc_util");
-    v.dec_util = OptUnsigned<unsigned>(j, "dec_util");
-    v.fb_total_bytes = OptUnsigned<uint64_t>(j, "fb_total_bytes");
-    v.fb_used_bytes = OptUnsigned<uint64_t>(j, "fb_used_bytes");
-    v.fb_free_bytes = OptUnsigned<uint64_t>(j, "fb_free_bytes");
-    v.fb_reserved_bytes = OptUnsigned<uint64_t>(j, "fb_reserved_bytes");
-    v.remapped_correctable = OptUnsigned<unsigned>(j, "remapped_correctable");
-    v.remapped_uncorrectable = OptUnsigned<unsigned>(j, "remapped_uncorrectable");
-    v.remap_pending = OptBool(j, "remap_pending");
-    v.remap_failure = OptBool(j, "remap_failure");
-    v.clocks_event_reasons = OptUnsigned<uint64_t>(j, "clocks_event_reasons");
-    v.fan_percent = OptUnsigned<unsigned>(j, "fan_percent");
-    v.pstate = OptSigned<int>(j, "pstate");
+    GetValues(j, &v);
     if (const json* procs = Find(j, "processes"); procs != nullptr) {
       if (!procs->is_array()) Bad("processes", "an array");
       for (const json& pj : *procs) {
@@ -519,8 +501,6 @@ absl::StatusOr<DeviceSample> SampleFromJson(const json& j) {
         v.nvlinks.push_back(l);
       }
     }
-    v.nvlink_data_tx_kib = OptUnsigned<uint64_t>(j, "nvlink_data_tx_kib");
-    v.nvlink_data_rx_kib = OptUnsigned<uint64_t>(j, "nvlink_data_rx_kib");
     if (const json* instances = Find(j, "mig"); instances != nullptr) {
       if (!instances->is_array()) Bad("mig", "an array");
       for (const json& mj : *instances) {
@@ -530,7 +510,6 @@ absl::StatusOr<DeviceSample> SampleFromJson(const json& j) {
             Required(OptUnsigned<unsigned>(mj, "gpu_instance_id"), "gpu_instance_id");
         m.compute_instance_id =
             Required(OptUnsigned<unsigned>(mj, "compute_instance_id"), "compute_instance_id");
-        m.fb_total_bytes = OptUnsigned<uint64_t>(mj, "fb_total_bytes");
         m.fb_used_bytes = OptUnsigned<uint64_t>(mj, "fb_used_bytes");
         m.fb_free_bytes = OptUnsigned<uint64_t>(mj, "fb_free_bytes");
         if (const json* pj = Find(mj, "profiling"); pj != nullptr) {

@@ -204,7 +204,7 @@ TEST(NvmlWorkerProtocolTest, ValuesRoundTrip) {
   ASSERT_EQ(s2->mig.size(), 1u);
   EXPECT_EQ(s2->mig[0].gpu_instance_id, 3u);
   EXPECT_EQ(s2->mig[0].fb_used_bytes, 1ULL << 33);
-  EXPECT_FALSE(s2->mig[0].fb_total_bytes.has_value());
+  EXPECT_FALSE(s2->mig[0].fb_free_bytes.has_value());
   EXPECT_DOUBLE_EQ(*s2->mig[0].profiling->sm_active, 0.5);
 
   MigLayout layout;

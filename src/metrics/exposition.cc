@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "common/build_info.h"
 #include "gpu/nvml_api.h"
+#include "gpu/sample_values.h"
 #include "metrics/family.h"
 #include "metrics/slice_metrics.h"
 
@@ -50,6 +51,18 @@ const char* NvLinkRemoteName(std::optional<int> type) {
   }
 }
 
+ValueFormat FormatOf(DcgmType type) {
+  switch (type) {
+    case DcgmType::kInt64:
+      return ValueFormat::kDcgmInt64;
+    case DcgmType::kDouble:
+      return ValueFormat::kDcgmDouble;
+    case DcgmType::kNone:
+      break;
+  }
+  return ValueFormat::kGpulet;
+}
+
 }  // namespace
 
 std::string EscapeLabel(absl::string_view value) {
@@ -83,82 +96,16 @@ std::optional<PodContainer> ProcessPod(const SampleSet& samples, const std::stri
 
 std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const RenderInfo& info,
                           bool openmetrics, absl::Time now) {
-  // DCGM-compatible families, in dcgm-exporter's default order, each printed by its DCGM
-  // field type (DCGM_FI_DEV_POWER_USAGE is the one DCGM_FT_DOUBLE field among them).
-  Family sm_clock("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).",
-                  ValueFormat::kDcgmInt64);
-  Family mem_clock("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).",
-                   ValueFormat::kDcgmInt64);
-  Family mem_temp("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C).",
-                  ValueFormat::kDcgmInt64);
-  Family gpu_temp("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).",
-                  ValueFormat::kDcgmInt64);
-  Family power("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", ValueFormat::kDcgmDouble);
-  Family energy("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter",
-                "Total energy consumption since boot (in mJ).", ValueFormat::kDcgmInt64);
-  Family replay("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.",
-                ValueFormat::kDcgmInt64);
-  Family gpu_util("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).",
-                  ValueFormat::kDcgmInt64);
-  Family copy_util("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).",
-                   ValueFormat::kDcgmInt64);
-  Family enc("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).",
-             ValueFormat::kDcgmInt64);
-  Family dec("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).",
-             ValueFormat::kDcgmInt64);
-  Family xid("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.",
-             ValueFormat::kDcgmInt64);
-  Family fb_free("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).",
-                 ValueFormat::kDcgmInt64);
-  Family fb_used("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).",
-                 ValueFormat::kDcgmInt64);
-  Family fb_res("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB).",
-                ValueFormat::kDcgmInt64);
-  Family unc_rows("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter",
-                  "Number of remapped rows for uncorrectable errors", ValueFormat::kDcgmInt64);
-  Family cor_rows("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter",
-                  "Number of remapped rows for correctable errors", ValueFormat::kDcgmInt64);
-  Family remap_fail("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge",
-                    "Whether remapping of rows has failed", ValueFormat::kDcgmInt64);
-  // Profiling (DCGM_FI_PROF_*), from NVML's GPM on Hopper and newer: the ratios are
-  // DCGM_FT_DOUBLE, the byte rates DCGM_FT_INT64.
-  Family gr_active("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge",
-                   "Ratio of time the graphics engine is active.", ValueFormat::kDcgmDouble);
-  Family sm_active("DCGM_FI_PROF_SM_ACTIVE", "gauge",
-                   "The ratio of cycles an SM has at least 1 warp assigned.",
-                   ValueFormat::kDcgmDouble);
-  Family sm_occupancy("DCGM_FI_PROF_SM_OCCUPANCY", "gauge",
-                      "The ratio of number of warps resident on an SM.", ValueFormat::kDcgmDouble);
-  Family tensor("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge",
-                "Ratio of cycles the tensor (HMMA) pipe is active.", ValueFormat::kDcgmDouble);
-  Family dram("DCGM_FI_PROF_DRAM_ACTIVE", "gauge",
-              "Ratio of cycles the device memory interface is active sending or receiving data.",
-              ValueFormat::kDcgmDouble);
-  Family fp64("DCGM_FI_PROF_PIPE_FP64_ACTIVE", "gauge",
-              "Ratio of cycles the fp64 pipes are active.", ValueFormat::kDcgmDouble);
-  Family fp32("DCGM_FI_PROF_PIPE_FP32_ACTIVE", "gauge",
-              "Ratio of cycles the fp32 pipes are active.", ValueFormat::kDcgmDouble);
-  Family fp16("DCGM_FI_PROF_PIPE_FP16_ACTIVE", "gauge",
-              "Ratio of cycles the fp16 pipes are active.", ValueFormat::kDcgmDouble);
-  Family pcie_tx("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge",
-                 "The rate of data transmitted over the PCIe bus - including both protocol "
-                 "headers and data payloads - in bytes per second.",
-                 ValueFormat::kDcgmInt64);
-  Family pcie_rx("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge",
-                 "The rate of data received over the PCIe bus - including both protocol headers "
-                 "and data payloads - in bytes per second.",
-                 ValueFormat::kDcgmInt64);
-  Family nvlink_tx("DCGM_FI_PROF_NVLINK_TX_BYTES", "gauge",
-                   "The rate of data transmitted over NVLink, not including protocol headers, in "
-                   "bytes per second.",
-                   ValueFormat::kDcgmInt64);
-  Family nvlink_rx("DCGM_FI_PROF_NVLINK_RX_BYTES", "gauge",
-                   "The rate of data received over NVLink, not including protocol headers, in "
-                   "bytes per second.",
-                   ValueFormat::kDcgmInt64);
-  Family nvlink_total("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter",
-                      "Total number of NVLink bandwidth counters for all lanes.",
-                      ValueFormat::kDcgmInt64);
+  // One family per row of the value table (gpu/sample_values.h) that has one, in the table's
+  // order: dcgm-exporter's default fields in its default order first. Rows without a family
+  // of their own keep an unnamed one that stays empty.
+  std::vector<Family> values;
+  values.reserve(kValueCount);
+  for (const SampleValue& row : SampleValues()) {
+    values.emplace_back(row.metric != nullptr ? row.metric : "", row.type, row.help,
+                        FormatOf(row.dcgm_type));
+  }
+  auto value_family = [&values](ValueId id) -> Family& { return values[static_cast<size_t>(id)]; };
   // gpulet's own.
   Family up("gpulet_gpu_up", "gauge",
             "1 when the GPU answered its latest NVML sample, 0 when it stopped answering.");
@@ -173,7 +120,6 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
                    "XID errors seen on the GPU since gpulet started, by XID code.");
   Family throttle("gpulet_gpu_throttle_reason", "gauge",
                   "1 when the clock-event (throttle) reason is active.");
-  Family power_limit("gpulet_gpu_power_limit_watts", "gauge", "Enforced power limit.");
   Family mem_total("gpulet_gpu_memory_total_bytes", "gauge", "GPU memory size.");
   Family proc_mem("gpulet_gpu_process_memory_bytes", "gauge", "GPU memory used by a process.");
   Family allocation("gpulet_gpu_allocation_info", "gauge",
@@ -216,14 +162,6 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
                     "quota, by the driver's count, by more than the margin "
                     "(sharing.memorySlices.overQuota.action kill).");
 
-  // The DCGM_FI_PROF_* activity ratios of a GPM sample, by family.
-  auto activity = [&](const ProfilingSample& p) {
-    return std::array{
-        std::pair{&gr_active, p.gr_engine_active}, std::pair{&sm_active, p.sm_active},
-        std::pair{&sm_occupancy, p.sm_occupancy},  std::pair{&tensor, p.tensor_active},
-        std::pair{&dram, p.dram_active},           std::pair{&fp64, p.fp64_active},
-        std::pair{&fp32, p.fp32_active},           std::pair{&fp16, p.fp16_active}};
-  };
   for (const DeviceRecord& d : snap.devices) {
     const Gpu& g = d.gpu;
     std::string index = g.index ? absl::StrCat(*g.index) : "";
@@ -287,7 +225,9 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
                                                             : d.health.last_xid_message;
       std::string attrs =
           absl::StrCat(",err_code=\"", d.health.last_xid, "\",err_msg=\"", EscapeLabel(msg), "\"");
-      for (const std::string& who : holders) xid.Add(dcgm + who + attrs, d.health.last_xid);
+      for (const std::string& who : holders) {
+        value_family(ValueId::kXid).Add(dcgm + who + attrs, d.health.last_xid);
+      }
     }
     for (const auto& [code, count] : d.health.xid_counts) {
       xid_total.Add(absl::StrCat(labels, ",xid=\"", code, "\""), static_cast<double>(count));
@@ -326,60 +266,32 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
     // A GPU that stopped answering exports no frozen values.
     if (!st->answering) continue;
     const DeviceSample& s = *st->last;
-    if (s.sm_clock_mhz) add_dcgm(sm_clock, *s.sm_clock_mhz);
-    if (s.mem_clock_mhz) add_dcgm(mem_clock, *s.mem_clock_mhz);
-    if (s.mem_temp_c) add_dcgm(mem_temp, *s.mem_temp_c);
-    if (s.gpu_temp_c) add_dcgm(gpu_temp, *s.gpu_temp_c);
-    if (s.power_w) add_dcgm(power, *s.power_w);
-    if (s.energy_mj) add_dcgm(energy, static_cast<double>(*s.energy_mj));
-    if (s.pcie_replays) add_dcgm(replay, *s.pcie_replays);
-    if (s.gpu_util) add_dcgm(gpu_util, *s.gpu_util);
-    if (s.mem_util) add_dcgm(copy_util, *s.mem_util);
-    if (s.enc_util) add_dcgm(enc, *s.enc_util);
-    if (s.dec_util) add_dcgm(dec, *s.dec_util);
-    if (s.fb_free_bytes) add_dcgm(fb_free, static_cast<double>(*s.fb_free_bytes / (1 << 20)));
-    if (s.fb_used_bytes) add_dcgm(fb_used, static_cast<double>(*s.fb_used_bytes / (1 << 20)));
-    if (s.fb_reserved_bytes) {
-      add_dcgm(fb_res, static_cast<double>(*s.fb_reserved_bytes / (1 << 20)));
+    for (const SampleValue& row : SampleValues()) {
+      if (row.metric == nullptr) continue;
+      std::optional<double> v = ReadValue(row, s);
+      if (!v) continue;
+      // DCGM's fields keep dcgm-exporter's labels and pod holders; gpulet's own, its own.
+      if (row.dcgm_field != 0) {
+        add_dcgm(value_family(row.id), ExportedValue(row, *v));
+      } else {
+        value_family(row.id).Add(labels, ExportedValue(row, *v));
+      }
     }
-    if (s.remapped_uncorrectable) add_dcgm(unc_rows, *s.remapped_uncorrectable);
-    if (s.remapped_correctable) add_dcgm(cor_rows, *s.remapped_correctable);
-    if (s.remap_failure) add_dcgm(remap_fail, *s.remap_failure ? 1 : 0);
-    if (s.power_limit_w) power_limit.Add(labels, *s.power_limit_w);
     if (s.clocks_event_reasons) {
       for (const ThrottleReason& r : kThrottleReasons) {
         throttle.Add(absl::StrCat(labels, ",reason=\"", r.name, "\""),
                      (*s.clocks_event_reasons & r.bit) ? 1 : 0);
       }
     }
-    if (s.profiling) {
-      const ProfilingSample& p = *s.profiling;
-      for (auto [family, value] : activity(p)) {
-        if (value) add_dcgm(*family, *value);
-      }
-      for (auto [family, value] : {std::pair{&pcie_tx, p.pcie_tx_bytes_per_second},
-                                   {&pcie_rx, p.pcie_rx_bytes_per_second},
-                                   {&nvlink_tx, p.nvlink_tx_bytes_per_second},
-                                   {&nvlink_rx, p.nvlink_rx_bytes_per_second}}) {
-        if (value) add_dcgm(*family, *value);
-      }
-    }
+    // Per MIG device, the rows NVML reports per device (memory, and GPM's activity ratios
+    // per GPU instance); the GPU's PCIe and NVLink rates stay the GPU's.
     for (const MigInstanceSample& ms : s.mig) {
-      if (ms.fb_free_bytes) {
-        add_mig_dcgm(fb_free, ms, static_cast<double>(*ms.fb_free_bytes / (1 << 20)));
+      for (const SampleValue& row : SampleValues()) {
+        std::optional<double> v = ReadMigValue(row, ms);
+        if (v && row.metric != nullptr) {
+          add_mig_dcgm(value_family(row.id), ms, ExportedValue(row, *v));
+        }
       }
-      if (ms.fb_used_bytes) {
-        add_mig_dcgm(fb_used, ms, static_cast<double>(*ms.fb_used_bytes / (1 << 20)));
-      }
-      if (!ms.profiling) continue;
-      // Per GPU instance, GPM has the activity ratios; the PCIe and NVLink rates are the GPU's.
-      for (auto [family, value] : activity(*ms.profiling)) {
-        if (value) add_mig_dcgm(*family, ms, *value);
-      }
-    }
-    if (s.nvlink_data_tx_kib && s.nvlink_data_rx_kib) {
-      // DCGM's total counts both directions over every link; NVML counts them in KiB.
-      add_dcgm(nvlink_total, static_cast<double>(*s.nvlink_data_tx_kib + *s.nvlink_data_rx_kib));
     }
     for (auto [direction, kib] :
          {std::pair{"tx", s.nvlink_data_tx_kib}, {"rx", s.nvlink_data_rx_kib}}) {
@@ -443,44 +355,13 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
 
   std::string out;
   out.reserve(16384);
-  for (const Family* f : {&sm_clock,
-                          &mem_clock,
-                          &mem_temp,
-                          &gpu_temp,
-                          &power,
-                          &energy,
-                          &replay,
-                          &gpu_util,
-                          &copy_util,
-                          &enc,
-                          &dec,
-                          &xid,
-                          &fb_free,
-                          &fb_used,
-                          &fb_res,
-                          &nvlink_total,
-                          &unc_rows,
-                          &cor_rows,
-                          &remap_fail,
-                          &gr_active,
-                          &sm_active,
-                          &sm_occupancy,
-                          &tensor,
-                          &dram,
-                          &fp64,
-                          &fp32,
-                          &fp16,
-                          &pcie_tx,
-                          &pcie_rx,
-                          &nvlink_tx,
-                          &nvlink_rx,
-                          &up,
+  for (const Family& f : values) f.AppendTo(&out, openmetrics);
+  for (const Family* f : {&up,
                           &age,
                           &health,
                           &health_info,
                           &xid_total,
                           &throttle,
-                          &power_limit,
                           &mem_total,
                           &proc_mem,
                           &allocation,

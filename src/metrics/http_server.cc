@@ -36,6 +36,7 @@
 #include "common/periodic_worker.h"
 #include "common/read_file.h"
 #include "common/tcp_listen.h"
+#include "gpu/sample_values.h"
 #include "metrics/exposition.h"
 #include "state/status_report.h"
 
@@ -167,10 +168,10 @@ std::string MetricsServer::StatusJson(const Snapshot& snap, const SampleSet& sam
     const DeviceSample& s = *st.last;
     g.sample_age_seconds = absl::ToDoubleSeconds(now - s.taken);
     if (!st.answering) continue;
-    g.utilization_percent = s.gpu_util;
-    g.memory_used_bytes = s.fb_used_bytes;
-    g.temperature_c = s.gpu_temp_c;
-    g.power_w = s.power_w;
+    for (const SampleValue& row : SampleValues()) {
+      if (row.status_key == nullptr) continue;
+      if (std::optional<double> v = ReadValue(row, s)) g.values[row.id] = *v;
+    }
     g.processes.emplace();
     for (const GpuProcess& p : s.processes) {
       ProcessStatus ps;

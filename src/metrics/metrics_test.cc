@@ -20,10 +20,12 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gpu/nvml_api.h"
+#include "gpu/sample_values.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "metrics/exposition.h"
@@ -31,6 +33,7 @@
 #include "metrics/sampler.h"
 #include "nlohmann/json.hpp"
 #include "testing/daemon_process.h"
+#include "testing/fake_gpu_library.h"
 #include "testing/free_port.h"
 #include "testing/subprocess.h"
 #include "testing/test_pki.h"
@@ -395,14 +398,43 @@ std::map<std::string, std::string> DocDefaultCountersTable() {
   return DocTable("## dcgm-exporter's default counters");
 }
 
-// The DCGM profiling fields gpulet exports beyond dcgm-exporter's defaults (those in its
-// dcp-metrics-included.csv).
-std::set<std::string> DocProfilingExtrasTable() {
+// The families of the value table (gpu/sample_values.h), which docs/metrics.md's "GPU
+// values" table lists (SampleValuesTest.TheDocsTableIsTheTable).
+std::set<std::string> ValueTableFamilies() {
   std::set<std::string> out;
-  for (const auto& [name, meaning] : DocTable("## Profiling fields beyond the defaults")) {
-    out.insert(name);
+  for (const SampleValue& row : SampleValues()) {
+    if (row.metric != nullptr) out.insert(row.metric);
   }
   return out;
+}
+
+// Every row of the value table with a family is exported from a sample that has it, with
+// the row's value as its family prints it, on dcgm-exporter's labels for a DCGM field and
+// gpulet's for its own.
+TEST(ExpositionTest, EveryValueRowIsExportedWithItsValue) {
+  Snapshot snap = TwoGpus();
+  DeviceSample s = testing::SampleWithEveryValue();
+  SampleSet set = AnsweringGpu0(s);
+  std::string text = RenderMetrics(snap, set, {"node1", "570.1"}, false, absl::Now());
+  for (const SampleValue& row : SampleValues()) {
+    if (row.metric == nullptr) continue;
+    SCOPED_TRACE(row.metric);
+    EXPECT_TRUE(absl::StrContains(text, absl::StrCat("# TYPE ", row.metric, " ", row.type, "\n")));
+    std::vector<std::string> lines = LinesStartingWith(text, absl::StrCat(row.metric, "{"));
+    ASSERT_FALSE(lines.empty()) << text;
+    const std::string& line = lines[0];
+    EXPECT_TRUE(absl::StrContains(line, row.dcgm_field != 0 ? "UUID=\"" : "uuid=\"")) << line;
+    double printed = 0;
+    ASSERT_TRUE(absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &printed)) << line;
+    std::optional<double> want = ReadValue(row, s);
+    if (row.id == ValueId::kXid) want = 0;  // no XID yet
+    ASSERT_TRUE(want.has_value());
+    // DCGM_FT_INT64 prints the integer part; "%f", six decimals.
+    double expect = ExportedValue(row, *want);
+    if (row.dcgm_type == DcgmType::kInt64)
+      expect = static_cast<double>(static_cast<int64_t>(expect));
+    EXPECT_NEAR(printed, expect, 1e-6) << line;
+  }
 }
 
 // Profiling values come from NVML's GPM in percent and MiB/s; dcgm-exporter exports DCGM's
@@ -537,13 +569,10 @@ TEST(MetricsDaemonTest, DcgmDefaultCountersOnH200MatchTheDocTable) {
       EXPECT_EQ(exported[name], type) << name << ": dcgm-exporter's type";
     }
   }
-  // Nothing DCGM-named that is neither in dcgm-exporter's defaults nor in the doc's table of
-  // the profiling fields gpulet adds.
-  std::set<std::string> extra = DocProfilingExtrasTable();
-  EXPECT_GE(extra.size(), 6u) << "docs/metrics.md's profiling table";
-  for (const auto& [name, type] : exported) {
-    EXPECT_EQ(csv.count(name) + extra.count(name), 1u) << name;
-  }
+  // Nothing DCGM-named is exported that the value table (and so the doc's "GPU values"
+  // table) does not list.
+  std::set<std::string> families = ValueTableFamilies();
+  for (const auto& [name, type] : exported) EXPECT_EQ(families.count(name), 1u) << name;
   daemon.Stop(SIGTERM, absl::Seconds(5));  // before its directory goes
   fs::remove_all(dir);
 }

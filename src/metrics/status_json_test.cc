@@ -173,7 +173,7 @@ TEST(StatusJsonTest, TheClientReadsWhatTheServerSends) {
   EXPECT_EQ(parsed->ToJsonText(), wire);
   ASSERT_EQ(parsed->gpus.size(), 3u);
   const GpuStatus& a = parsed->gpus[0];
-  EXPECT_EQ(a.utilization_percent, 42u);
+  EXPECT_EQ(a.Value(ValueId::kGpuUtil), 42);
   ASSERT_TRUE(a.processes.has_value());
   ASSERT_EQ(a.processes->size(), 3u);
   EXPECT_EQ((*a.processes)[0].pod, "ollama-0");

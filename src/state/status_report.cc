@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -188,10 +189,19 @@ absl::StatusOr<GpuStatus> GpuFromJson(const json& j, const std::string& path) {
   GPULET_RETURN_IF_ERROR(r.Optional("answering", &g.answering));
   GPULET_RETURN_IF_ERROR(r.Optional("sample_error", &g.sample_error));
   GPULET_RETURN_IF_ERROR(r.Optional("sample_age_seconds", &g.sample_age_seconds));
-  GPULET_RETURN_IF_ERROR(r.Optional("utilization_percent", &g.utilization_percent));
-  GPULET_RETURN_IF_ERROR(r.Optional("memory_used_bytes", &g.memory_used_bytes));
-  GPULET_RETURN_IF_ERROR(r.Optional("temperature_c", &g.temperature_c));
-  GPULET_RETURN_IF_ERROR(r.Optional("power_w", &g.power_w));
+  for (const SampleValue& row : SampleValues()) {
+    if (row.status_key == nullptr) continue;
+    GPULET_RETURN_IF_ERROR(std::visit(
+        [&](auto m) -> absl::Status {
+          if constexpr (StoredMember<decltype(m)>) {
+            std::optional<typename MemberValue<decltype(m)>::type> v;
+            GPULET_RETURN_IF_ERROR(r.Optional(row.status_key, &v));
+            if (v) g.values[row.id] = static_cast<double>(*v);
+          }
+          return absl::OkStatus();
+        },
+        row.member));
+  }
   GPULET_RETURN_IF_ERROR(ReadList(r, "processes", ProcessFromJson, &g.processes));
   GPULET_RETURN_IF_ERROR(ReadList(r, "vram_slices", SliceFromJson, &g.vram_slices));
   GPULET_RETURN_IF_ERROR(r.Optional("vram_enforcement", &g.vram_enforcement));
@@ -245,10 +255,15 @@ json GpuToJson(const GpuStatus& g) {
   if (g.answering) j["answering"] = *g.answering;
   if (g.sample_error) j["sample_error"] = *g.sample_error;
   if (g.sample_age_seconds) j["sample_age_seconds"] = *g.sample_age_seconds;
-  if (g.utilization_percent) j["utilization_percent"] = *g.utilization_percent;
-  if (g.memory_used_bytes) j["memory_used_bytes"] = *g.memory_used_bytes;
-  if (g.temperature_c) j["temperature_c"] = *g.temperature_c;
-  if (g.power_w) j["power_w"] = *g.power_w;
+  for (const auto& [id, value] : g.values) {
+    const SampleValue& row = Value(id);
+    if (row.status_key == nullptr) continue;
+    if (IsIntegerValue(row)) {
+      j[row.status_key] = static_cast<int64_t>(value);
+    } else {
+      j[row.status_key] = value;
+    }
+  }
   if (g.processes) {
     json procs = json::array();
     for (const ProcessStatus& p : *g.processes) procs.push_back(ProcessToJson(p));
@@ -286,6 +301,12 @@ json GpuToJson(const GpuStatus& g) {
 }
 
 }  // namespace
+
+std::optional<double> GpuStatus::Value(ValueId id) const {
+  auto it = values.find(id);
+  if (it == values.end()) return std::nullopt;
+  return it->second;
+}
 
 std::optional<HealthState> ParseHealthState(absl::string_view name) {
   for (HealthState s : {HealthState::kHealthy, HealthState::kDegraded, HealthState::kUnhealthy}) {

@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "gpu/sample_values.h"
 #include "nlohmann/json.hpp"
 #include "state/device_store.h"
 
@@ -100,11 +101,9 @@ struct GpuStatus {
   std::optional<bool> answering;
   std::optional<std::string> sample_error;
   std::optional<double> sample_age_seconds;
-  // The latest sample, present only while the GPU answers.
-  std::optional<unsigned> utilization_percent;
-  std::optional<uint64_t> memory_used_bytes;
-  std::optional<unsigned> temperature_c;
-  std::optional<double> power_w;
+  // The latest sample's values that the value table (gpu/sample_values.h) gives a /status
+  // key, each under that key; present only while the GPU answers.
+  std::map<ValueId, double> values;
   std::optional<std::vector<ProcessStatus>> processes;
   // VRAM slices held on this GPU: present when the sampler reads slice files and finds one.
   std::optional<std::vector<SliceStatus>> vram_slices;
@@ -112,6 +111,9 @@ struct GpuStatus {
   std::optional<std::string> vram_enforcement;
   // The flight recorder's latest fault on this GPU; absent when none was recorded.
   std::optional<FaultStatus> last_fault;
+
+  // One of `values`; none when absent.
+  std::optional<double> Value(ValueId id) const;
 
   bool operator==(const GpuStatus&) const = default;
 };

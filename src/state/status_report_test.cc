@@ -32,10 +32,10 @@ StatusReport Everything() {
   a.answering = true;
   a.sample_error = "a transient error";
   a.sample_age_seconds = 0.25;
-  a.utilization_percent = 42;
-  a.memory_used_bytes = uint64_t{1} << 30;
-  a.temperature_c = 55;
-  a.power_w = 250.5;
+  a.values = {{ValueId::kGpuUtil, 42},
+              {ValueId::kFbUsed, static_cast<double>(uint64_t{1} << 30)},
+              {ValueId::kGpuTemp, 55},
+              {ValueId::kPower, 250.5}};
   ProcessStatus p;
   p.pid = 4242;
   p.name = "ollama";

@@ -1,10 +1,13 @@
 #include "testing/fake_gpu_library.h"
 
+#include <type_traits>
 #include <utility>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "gpu/nvml_api.h"
 #include "gpu/nvml_errors.h"
+#include "gpu/sample_values.h"
 
 namespace gpulet::testing {
 
@@ -262,6 +265,40 @@ absl::StatusOr<std::optional<GpuEvent>> FakeGpuLibrary::WaitEvent(absl::Duration
   GpuEvent e = events_.front();
   events_.pop_front();
   return std::optional<GpuEvent>(e);
+}
+
+DeviceSample SampleWithEveryValue() {
+  DeviceSample s;
+  s.taken = absl::FromUnixSeconds(1'800'000'000);
+  int n = 0;
+  for (const SampleValue& row : SampleValues()) {
+    ++n;
+    std::visit(
+        [&](auto m) {
+          using T = decltype(m);
+          if constexpr (StoredMember<T>) {
+            using X = typename MemberValue<T>::type;
+            X v{};
+            if constexpr (std::is_same_v<X, bool>) {
+              v = true;
+            } else if constexpr (std::is_same_v<X, double>) {
+              v = n / 100.0;
+            } else if constexpr (std::is_same_v<X, uint64_t>) {
+              v = static_cast<uint64_t>(n) << 20;
+            } else {
+              v = static_cast<X>(n);
+            }
+            if constexpr (std::is_same_v<typename MemberValue<T>::owner, ProfilingSample>) {
+              if (!s.profiling) s.profiling.emplace();
+              (*s.profiling).*m = v;
+            } else {
+              s.*m = v;
+            }
+          }
+        },
+        row.member);
+  }
+  return s;
 }
 
 }  // namespace gpulet::testing

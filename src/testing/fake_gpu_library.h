@@ -146,6 +146,11 @@ inline Gpu NvmlGpu(unsigned index, const std::string& uuid, const std::string& b
   return g;
 }
 
+// A sample in which every row of the value table (gpu/sample_values.h) that the sample stores
+// has a value of its own: the n-th row (from 1) holds n (n MiB for byte counts, n/100 for
+// the GPM ratios, true for flags), so a test can tell the rows apart wherever they end up.
+DeviceSample SampleWithEveryValue();
+
 }  // namespace gpulet::testing
 
 #endif  // GPULET_TESTING_FAKE_GPU_LIBRARY_H_
