@@ -450,7 +450,93 @@ void MigScrapeRow(BenchTable& table, const fs::path& dir, const ExporterFigures*
   table.Add("metrics", who + " scrapes/s", f.rps, "1/s", vs(f.rps, dgx8 ? dgx8->rps : 0, ""));
 }
 
+// CPU time of every thread of a process so far, in seconds, from each thread's schedstat
+// (nanoseconds on the CPU): finer than /proc/<pid>/stat's 10 ms ticks, which at 0.5 % of a
+// core over 20 s would be 10 ticks. Threads that ended before the read are not counted, so
+// callers compare two reads of a daemon whose threads live throughout.
+double ThreadCpuSeconds(pid_t pid) {
+  double ns = 0;
+  std::error_code ec;
+  for (const fs::directory_entry& t :
+       fs::directory_iterator(absl::StrCat("/proc/", pid, "/task"), ec)) {
+    std::ifstream in(t.path() / "schedstat");
+    double run = 0;
+    if (in >> run) ns += run;
+  }
+  return ns / 1e9;
+}
+
+// The steady cost of sampling 8 GPUs every second and serving a scrape every second
+// (`gpulet --simulate dgx8 serve`, the simulated libnvidia-ml in the process as the driver
+// would be), against the same daemon idle in the same run: sampling once an hour
+// (--sample-interval 1h) and never scraped, so what is left is its housekeeping (liveness
+// probes, the event and MIG threads, timers). 20 s each, after a settling time.
+void SteadyCpuRows(BenchTable& table, const fs::path& dir) {
+  struct Run {
+    const char* what;
+    const char* interval;
+    bool scrape;
+    double percent = -1;
+  };
+  Run runs[] = {{"idle", "1h", false}, {"8 GPUs sampled + 1 scrape/s", "1s", true}};
+  constexpr int kSeconds = 20;
+  for (Run& run : runs) {
+    DaemonProcess gpulet;
+    int port = testing::FreeLoopbackPort();
+    gpulet.Start(
+        {std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate", "dgx8", "--sim-state",
+         (dir / "cpu.state.json").string(), "serve", "--kubelet-dir", (dir / "kubelet").string(),
+         "--metrics-address", absl::StrCat("127.0.0.1:", port), "--sample-interval", run.interval},
+        {}, (dir / "cpu.log").string());
+    httplib::Client c("127.0.0.1", port);
+    bool ready = false;
+    for (int i = 0; i < 100 && !ready; ++i) {
+      auto r = c.Get("/metrics");
+      ready = r && absl::StrContains(r->body, "DCGM_FI_DEV_GPU_TEMP{gpu=\"7\"");
+      if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (!ready) {
+      std::fprintf(stderr, "gpulet dgx8 (%s) never served metrics:\n%s\n", run.what,
+                   gpulet.Log().c_str());
+      gpulet.Stop(SIGTERM, absl::Seconds(5));
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(3));  // past start-up work
+    const double cpu0 = ThreadCpuSeconds(gpulet.pid());
+    const absl::Time t0 = absl::Now();
+    for (int i = 0; i < kSeconds; ++i) {
+      if (run.scrape) c.Get("/metrics");
+      std::this_thread::sleep_until(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    }
+    run.percent =
+        100 * (ThreadCpuSeconds(gpulet.pid()) - cpu0) / absl::ToDoubleSeconds(absl::Now() - t0);
+    gpulet.Stop(SIGTERM, absl::Seconds(5));
+  }
+  const Run& idle = runs[0];
+  const Run& busy = runs[1];
+  if (idle.percent >= 0) {
+    table.Add("metrics", "gpulet dgx8 CPU, idle", idle.percent, "%core",
+              absl::StrCat("sampling once an hour, no scrapes; schedstat of every thread, ",
+                           kSeconds, " s"));
+  }
+  if (busy.percent >= 0) {
+    table.Add("metrics", "gpulet dgx8 CPU, 8 GPUs sampled + 1 scrape/s", busy.percent, "%core",
+              absl::StrCat("target < 0.5%; schedstat of every thread, ", kSeconds, " s",
+                           idle.percent > 0 ? absl::StrFormat("; %.2f points over the idle daemon",
+                                                              busy.percent - idle.percent)
+                                            : std::string()));
+  }
+}
+
 void RunMetricsBenchmarks(BenchTable& table) {
+  {
+    // Needs neither wrk nor node_exporter.
+    fs::path cpu_dir = fs::temp_directory_path() / ("gpulet-bench-cpu-" + std::to_string(getpid()));
+    fs::remove_all(cpu_dir);
+    fs::create_directories(cpu_dir);
+    SteadyCpuRows(table, cpu_dir);
+    fs::remove_all(cpu_dir);
+  }
   if (!fs::exists(kWrk) || !fs::exists(kNodeExporter)) {
     std::fprintf(stderr,
                  "metrics benchmarks skipped: %s or %s is missing (scripts/deps.sh bench)\n", kWrk,

@@ -20,11 +20,13 @@
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -193,6 +195,11 @@ struct DeviceRuntime {
   double nvlink_rx_kib = 0;
   Clock::time_point counters_at;  // when the counters above were last brought up to date
   uint64_t xid_watermark = 0;     // highest XID seq already handed to event sets
+  // The GPU's state and effective fixture values for the state file's generation
+  // `view_generation` (0: none yet), built once per change of the file instead of per call.
+  uint64_t view_generation = 0;
+  std::shared_ptr<const GpuState> merged;
+  std::shared_ptr<const FixtureGpu> effective;
 };
 
 // A GPM metric's current value: the fixture's, or the state's override of it. nullopt when
@@ -305,7 +312,10 @@ unsigned long long SupportedEvents(const FixtureGpu& gpu) {
 // What a device call works from once the hang, lost and reset checks have passed.
 struct DeviceCall {
   unsigned index = 0;
-  FixtureGpu gpu;  // fixture values with the state's overrides applied
+  // Fixture values with the state's overrides applied (shared with the simulator's cache:
+  // a later state change makes a new one and leaves this one as it was).
+  std::shared_ptr<const FixtureGpu> effective;
+  const FixtureGpu& gpu() const { return *effective; }
   // Set when the handle is a MIG device's: its instance and profile in the current layout.
   std::optional<MigInstance> mig;
   const MigProfile* mig_profile = nullptr;
@@ -381,6 +391,7 @@ class Simulator {
     }
     state_path_ = state_path;
     state_ = SimState();
+    ++state_generation_;
     state_id_ = state_id;  // so the read below does not complain about a bad file twice
     // Forces the first read. It also moves every GPU's XID watermark past the XIDs already
     // in the file: like NVML, only events that happen after registration are delivered.
@@ -388,6 +399,8 @@ class Simulator {
     RefreshLocked();
     ++init_count_;
     StartWatchLocked();
+    // A write between the read above and the watch's start raised no event: look once more.
+    watch_dirty_.store(true);
     return NVML_SUCCESS;
   }
 
@@ -405,6 +418,7 @@ class Simulator {
     fixture_.reset();
     runtime_.clear();
     state_ = SimState();
+    ++state_generation_;
     state_path_.clear();
     cv_.notify_all();  // waiters return NVML_ERROR_UNINITIALIZED
     lock.unlock();     // the watch thread may be waiting for mu_
@@ -442,15 +456,15 @@ class Simulator {
     RefreshLocked();
     std::optional<std::pair<unsigned, unsigned>> mig_ids;
     if (!ResolveLocked(device, &index, &mig_ids)) return NVML_ERROR_INVALID_ARGUMENT;
-    const GpuState state = MergedLocked(index);
+    const GpuState& state = MergedLocked(index);
     if (state.lost) return NVML_ERROR_GPU_IS_LOST;
     if (state.reset_required && !for_handle) return NVML_ERROR_RESET_REQUIRED;
     call->index = index;
-    call->gpu = Effective(fixture_->gpus[index], state);
+    call->effective = EffectiveLocked(index);
     if (mig_ids.has_value()) {
       // A MIG handle is valid while its instance is in the current layout; after a `sim mig`
       // change destroyed it, it is stale, like a handle from before nvmlShutdown.
-      const FixtureGpu& g = call->gpu;
+      const FixtureGpu& g = call->gpu();
       if (!g.mig || g.mig->current != NVML_DEVICE_MIG_ENABLE || g.mig_product == nullptr) {
         return NVML_ERROR_INVALID_ARGUMENT;
       }
@@ -506,7 +520,8 @@ class Simulator {
       if (device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
       RefreshLocked();
       for (unsigned i = 0; i < fixture_->gpus.size() && handle == nullptr; ++i) {
-        const FixtureGpu g = Effective(fixture_->gpus[i], MergedLocked(i));
+        const std::shared_ptr<const FixtureGpu> effective = EffectiveLocked(i);
+        const FixtureGpu& g = *effective;
         if (!g.mig || g.mig->current != NVML_DEVICE_MIG_ENABLE) continue;
         for (const MigInstance& m : g.mig->instances) {
           if (m.uuid == uuid) handle = MigHandleFor(i, m.gpu_instance, m.compute_instance);
@@ -552,7 +567,7 @@ class Simulator {
     auto it = event_sets_.find(set);
     if (it == event_sets_.end()) return NVML_ERROR_INVALID_ARGUMENT;
     // NVML refuses the whole request when any bit is unsupported; the set stays usable.
-    if ((types & ~SupportedEvents(call.gpu)) != 0) return NVML_ERROR_NOT_SUPPORTED;
+    if ((types & ~SupportedEvents(call.gpu())) != 0) return NVML_ERROR_NOT_SUPPORTED;
     // Hand out everything injected so far first, so only later XIDs reach this set.
     RefreshLocked();
     auto& regs = it->second->registrations;
@@ -595,8 +610,8 @@ class Simulator {
     const nvmlReturn_t ret = BeginDeviceCall(device, &call);
     if (ret != NVML_SUCCESS) return ret;
     // GPM on a MIG device goes through nvmlGpmMigSampleGet on its parent.
-    if (call.mig.has_value() || !call.gpu.gpm.has_value()) return NVML_ERROR_NOT_SUPPORTED;
-    return FillSample(call.index, kNoInstance, *call.gpu.gpm, sample);
+    if (call.mig.has_value() || !call.gpu().gpm.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+    return FillSample(call.index, kNoInstance, *call.gpu().gpm, sample);
   }
 
   // nvmlGpmSampleGet for one GPU instance of a MIG-enabled GPU: the instance's own `gpm`
@@ -611,10 +626,10 @@ class Simulator {
     const nvmlReturn_t ret = BeginDeviceCall(device, &call);
     if (ret != NVML_SUCCESS) return ret;
     if (call.mig.has_value()) return NVML_ERROR_INVALID_ARGUMENT;  // takes the parent GPU
-    if (!call.gpu.gpm.has_value() || !call.gpu.mig.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+    if (!call.gpu().gpm.has_value() || !call.gpu().mig.has_value()) return NVML_ERROR_NOT_SUPPORTED;
     const MigInstance* instance = nullptr;
-    if (call.gpu.mig->current == NVML_DEVICE_MIG_ENABLE) {
-      for (const MigInstance& m : call.gpu.mig->instances) {
+    if (call.gpu().mig->current == NVML_DEVICE_MIG_ENABLE) {
+      for (const MigInstance& m : call.gpu().mig->instances) {
         if (m.gpu_instance == gpu_instance) instance = &m;
       }
     }
@@ -720,8 +735,22 @@ class Simulator {
     return true;
   }
 
-  GpuState MergedLocked(unsigned index) const {
-    return MergedGpuState(state_, index, fixture_->gpus[index].uuid);
+  // The GPU's merged state and its effective fixture values, built once per state file
+  // generation. The references stay valid while mu_ is held and the state does not change.
+  const GpuState& MergedLocked(unsigned index) { return *ViewLocked(index).merged; }
+  std::shared_ptr<const FixtureGpu> EffectiveLocked(unsigned index) {
+    return ViewLocked(index).effective;
+  }
+  const DeviceRuntime& ViewLocked(unsigned index) {
+    DeviceRuntime& rt = runtime_[index];
+    if (rt.view_generation != state_generation_) {
+      auto merged = std::make_shared<const GpuState>(
+          MergedGpuState(state_, index, fixture_->gpus[index].uuid));
+      rt.effective = std::make_shared<const FixtureGpu>(Effective(fixture_->gpus[index], *merged));
+      rt.merged = std::move(merged);
+      rt.view_generation = state_generation_;
+    }
+    return rt;
   }
 
   nvmlReturn_t FillSample(unsigned index, unsigned gpu_instance,
@@ -832,25 +861,50 @@ class Simulator {
       if (fds[1].revents != 0) return;
       bool relevant = n == 0;  // the fallback look
       if (fds[0].revents != 0) {
+        // Marked before the events leave the queue and cleared after `watch_dirty_` is set,
+        // so a device call never sees an empty queue, no read in progress and no dirty
+        // flag while a change of the file is in flight (ChangedSinceLastLookLocked).
+        watch_reading_.store(true);
         ssize_t len;
+        bool file_event = false;
         while ((len = read(inotify_fd, buf, sizeof(buf))) > 0) {
           for (ssize_t at = 0; at < len;) {
             const auto* e = reinterpret_cast<const inotify_event*>(buf + at);
-            if ((e->mask & IN_Q_OVERFLOW) != 0 || (e->len > 0 && name == e->name)) relevant = true;
+            if ((e->mask & IN_Q_OVERFLOW) != 0 || (e->len > 0 && name == e->name)) {
+              file_event = true;
+            }
             at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
           }
         }
+        if (file_event) watch_dirty_.store(true);
+        watch_reading_.store(false);
+        relevant = relevant || file_event;
       }
       if (!relevant) continue;
       std::lock_guard<std::mutex> lock(mu_);
-      if (init_count_ > 0) RefreshLocked();
+      if (init_count_ > 0) RefreshLocked(/*force=*/n == 0);
     }
+  }
+
+  // Whether the state file may have changed since RefreshLocked last looked. Without a live
+  // watch, or while stat() cannot be trusted, always. With one, only when the watch's inotify
+  // queue holds events, the watch thread is reading them, or it read one naming the file
+  // since: inotify queues an event before the write that caused it returns, so a call right
+  // after a write (a test's, in this process or another) still sees the change, and the other
+  // calls (thousands a second under gpulet's sampler) skip the stat() of the file's path.
+  bool ChangedSinceLastLookLocked() {
+    if (!watch_.thread.joinable() || state_racy_) return true;
+    int queued = 0;
+    if (ioctl(watch_.inotify_fd, FIONREAD, &queued) != 0 || queued > 0) return true;
+    if (watch_reading_.load()) return true;
+    return watch_dirty_.exchange(false);
   }
 
   // Re-reads the state file when stat() says it changed (or it was modified too recently to
   // trust stat()), then applies it.
-  void RefreshLocked() {
+  void RefreshLocked(bool force = false) {
     if (fixture_ == nullptr || state_path_.empty()) return;
+    if (!force && !ChangedSinceLastLookLocked()) return;
     const FileId id = StatFile(state_path_);
     if (id == state_id_ && !state_racy_) return;
     const bool changed = !(id == state_id_);
@@ -867,6 +921,7 @@ class Simulator {
     const Clock::time_point now = Clock::now();
     for (unsigned i = 0; i < runtime_.size(); ++i) AccumulateCountersLocked(i, now);
     state_ = std::move(next);
+    ++state_generation_;
     if (changed) WarnAboutMigOverridesLocked();
     DispatchXidsLocked();
     cv_.notify_all();
@@ -881,7 +936,7 @@ class Simulator {
     const double seconds = std::chrono::duration<double>(now - rt.counters_at).count();
     rt.counters_at = now;
     if (seconds <= 0 || (!gpu.energy_mj && !gpu.nvlink)) return;
-    const GpuState state = MergedLocked(index);
+    const GpuState& state = MergedLocked(index);
     if (gpu.energy_mj && gpu.power_usage_mw) {
       double power_mw = *gpu.power_usage_mw;
       if (state.load.power_w) power_mw = *state.load.power_w * 1000.0;
@@ -899,10 +954,10 @@ class Simulator {
   }
 
   // Effective() ignores a MIG layout the product cannot take; say so once per state change.
-  void WarnAboutMigOverridesLocked() const {
+  void WarnAboutMigOverridesLocked() {
     for (unsigned i = 0; i < fixture_->gpus.size(); ++i) {
       const FixtureGpu& gpu = fixture_->gpus[i];
-      const GpuState state = MergedLocked(i);
+      const GpuState& state = MergedLocked(i);
       if (!state.mig.has_value()) continue;
       std::string why;
       if (!gpu.mig.has_value()) {
@@ -955,9 +1010,13 @@ class Simulator {
   std::vector<DeviceRuntime> runtime_;      // one per fixture GPU
   std::string state_path_;
   Watch watch_;  // while initialised with a state file
+  // Set by the watch thread (ChangedSinceLastLookLocked reads them without mu_'s help).
+  std::atomic<bool> watch_reading_{false};
+  std::atomic<bool> watch_dirty_{false};
   FileId state_id_;
   bool state_racy_ = false;
   SimState state_;
+  uint64_t state_generation_ = 1;  // bumped whenever state_ changes (DeviceRuntime's views)
   std::map<nvmlEventSet_st*, std::shared_ptr<nvmlEventSet_st>> event_sets_;
   // Every allocated GPM sample, by its handle; kept across nvmlShutdown (see Shutdown).
   std::map<nvmlGpmSample_st*, std::unique_ptr<nvmlGpmSample_st>> gpm_samples_;
@@ -1029,8 +1088,8 @@ const MigInstance* ProcessInstance(const FixtureGpu& gpu, const SimProcess& p) {
 std::pair<uint64_t, uint64_t> MigMemoryMib(const DeviceCall& call) {
   const uint64_t total = call.mig_profile->memory_mib;
   uint64_t used = kMigInstanceOverheadMib;
-  for (const SimProcess& p : call.gpu.processes) {
-    const MigInstance* m = ProcessInstance(call.gpu, p);
+  for (const SimProcess& p : call.gpu().processes) {
+    const MigInstance* m = ProcessInstance(call.gpu(), p);
     if (m != nullptr && m->gpu_instance == call.mig->gpu_instance &&
         m->compute_instance == call.mig->compute_instance) {
       used += p.used_mib;
@@ -1065,9 +1124,9 @@ nvmlReturn_t Processes(const DeviceCall& call, ProcessType type, unsigned* count
   if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   std::vector<const SimProcess*> matching;
   std::vector<const MigInstance*> instances;
-  for (const SimProcess& p : call.gpu.processes) {
+  for (const SimProcess& p : call.gpu().processes) {
     if (p.type != type) continue;
-    const MigInstance* instance = ProcessInstance(call.gpu, p);
+    const MigInstance* instance = ProcessInstance(call.gpu(), p);
     // A process in an instance the current layout lacks (destroyed, or MIG turned off) is
     // gone with it.
     if (p.gpu_instance.has_value() && instance == nullptr) continue;
@@ -1108,7 +1167,7 @@ nvmlReturn_t ClockValue(const std::array<std::optional<unsigned>, 4>& clocks, in
 }
 
 void FillField(const DeviceCall& call, nvmlFieldValue_t* v) {
-  const FixtureGpu& g = call.gpu;
+  const FixtureGpu& g = call.gpu();
   auto set_uint = [v](const std::optional<unsigned>& value) {
     if (!value.has_value()) {
       v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
@@ -1355,28 +1414,28 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* pci
 GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name,
                                                   unsigned int length) {
   return OnAnyDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
-    return CopyString(c.mig ? c.gpu.name + " MIG " + c.mig->profile : c.gpu.name, name, length);
+    return CopyString(c.mig ? c.gpu().name + " MIG " + c.mig->profile : c.gpu().name, name, length);
   });
 }
 
 GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid,
                                                   unsigned int length) {
   return OnAnyDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
-    return CopyString(c.mig ? c.mig->uuid : c.gpu.uuid, uuid, length);
+    return CopyString(c.mig ? c.mig->uuid : c.gpu().uuid, uuid, length);
   });
 }
 
 GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char* serial,
                                                     unsigned int length) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
-    return CopyOptString(c.gpu.serial, serial, length);
+    return CopyOptString(c.gpu().serial, serial, length);
   });
 }
 
 GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, char* version,
                                                           unsigned int length) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
-    return CopyOptString(c.gpu.vbios_version, version, length);
+    return CopyOptString(c.gpu().vbios_version, version, length);
   });
 }
 
@@ -1388,14 +1447,14 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned
 
 GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int* minor) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
-    return CopyOpt(std::optional<unsigned>(c.gpu.minor), minor);
+    return CopyOpt(std::optional<unsigned>(c.gpu().minor), minor);
   });
 }
 
 GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
     if (pci == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    const FixtureGpu& g = c.gpu;
+    const FixtureGpu& g = c.gpu();
     std::memset(pci, 0, sizeof(*pci));
     std::snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "%04X:%02X:%02X.0", g.pci_domain,
                   g.pci_bus, g.pci_device);
@@ -1420,7 +1479,7 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvm
       memory->free = memory->total - memory->used;
       return NVML_SUCCESS;
     }
-    const FixtureGpu& g = c.gpu;
+    const FixtureGpu& g = c.gpu();
     memory->total = g.memory_total_mib * kMiB;
     memory->used = (g.memory_used_mib + g.memory_reserved_mib) * kMiB;  // v1 counts reserved
     memory->free = memory->total - memory->used;
@@ -1441,7 +1500,7 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
       memory->free = memory->total - memory->used;
       return NVML_SUCCESS;
     }
-    const FixtureGpu& g = c.gpu;
+    const FixtureGpu& g = c.gpu();
     memory->total = g.memory_total_mib * kMiB;
     memory->reserved = g.memory_reserved_mib * kMiB;
     memory->used = g.memory_used_mib * kMiB;
@@ -1455,9 +1514,9 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t devic
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
     if (utilization == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     // With MIG on, drivers have no whole-GPU utilisation to give (GPM per instance replaces it).
-    if (!c.gpu.utilization.has_value() || MigEnabled(c.gpu)) return NVML_ERROR_NOT_SUPPORTED;
-    utilization->gpu = c.gpu.utilization->first;
-    utilization->memory = c.gpu.utilization->second;
+    if (!c.gpu().utilization.has_value() || MigEnabled(c.gpu())) return NVML_ERROR_NOT_SUPPORTED;
+    utilization->gpu = c.gpu().utilization->first;
+    utilization->memory = c.gpu().utilization->second;
     return NVML_SUCCESS;
   });
 }
@@ -1466,20 +1525,20 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, in
                                                          unsigned int* temp) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
     if (sensor != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
-    return CopyOpt(c.gpu.temperature_c, temp);
+    return CopyOpt(c.gpu().temperature_c, temp);
   });
 }
 
 GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int* mw) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
-    return CopyOpt(c.gpu.power_usage_mw, mw);
+    return CopyOpt(c.gpu().power_usage_mw, mw);
   });
 }
 
 GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device,
                                                                 unsigned int* mw) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
-    return CopyOpt(c.gpu.power_limit_mw, mw);
+    return CopyOpt(c.gpu().power_limit_mw, mw);
   });
 }
 
@@ -1487,7 +1546,7 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t
                                                                     unsigned long long* mj) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
     if (mj == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    if (!c.gpu.energy_mj.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+    if (!c.gpu().energy_mj.has_value()) return NVML_ERROR_NOT_SUPPORTED;
     *mj = static_cast<unsigned long long>(c.energy_mj);
     return NVML_SUCCESS;
   });
@@ -1496,32 +1555,32 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t
 GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, int type,
                                                        unsigned int* mhz) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
-    return ClockValue(c.gpu.clocks_mhz, type, mhz);
+    return ClockValue(c.gpu().clocks_mhz, type, mhz);
   });
 }
 
 GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, int type,
                                                           unsigned int* mhz) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
-    return ClockValue(c.gpu.max_clocks_mhz, type, mhz);
+    return ClockValue(c.gpu().max_clocks_mhz, type, mhz);
   });
 }
 
 GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int* speed) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
-    return CopyOpt(c.gpu.fan_percent, speed);
+    return CopyOpt(c.gpu().fan_percent, speed);
   });
 }
 
 GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, int* pstate) {
   return OnDevice(
-      device, [&](const DeviceCall& c) -> nvmlReturn_t { return CopyOpt(c.gpu.pstate, pstate); });
+      device, [&](const DeviceCall& c) -> nvmlReturn_t { return CopyOpt(c.gpu().pstate, pstate); });
 }
 
 GPULET_NVML_EXPORT nvmlReturn_t
 nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device, unsigned long long* reasons) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
-    return CopyOpt(c.gpu.clocks_event_reasons, reasons);
+    return CopyOpt(c.gpu().clocks_event_reasons, reasons);
   });
 }
 
@@ -1529,7 +1588,7 @@ nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device, unsigned long long* 
 GPULET_NVML_EXPORT nvmlReturn_t
 nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device, unsigned long long* reasons) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
-    return CopyOpt(c.gpu.clocks_event_reasons, reasons);
+    return CopyOpt(c.gpu().clocks_event_reasons, reasons);
   });
 }
 
@@ -1537,29 +1596,29 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t 
                                                                    int* minor) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
     if (major == nullptr || minor == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    if (!c.gpu.compute_capability.has_value()) return NVML_ERROR_NOT_SUPPORTED;
-    *major = c.gpu.compute_capability->first;
-    *minor = c.gpu.compute_capability->second;
+    if (!c.gpu().compute_capability.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+    *major = c.gpu().compute_capability->first;
+    *minor = c.gpu().compute_capability->second;
     return NVML_SUCCESS;
   });
 }
 
 GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, unsigned int* arch) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
-    return CopyOpt(c.gpu.architecture, arch);
+    return CopyOpt(c.gpu().architecture, arch);
   });
 }
 
 GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, int* brand) {
-  return OnDevice(device,
-                  [&](const DeviceCall& c) -> nvmlReturn_t { return CopyOpt(c.gpu.brand, brand); });
+  return OnDevice(
+      device, [&](const DeviceCall& c) -> nvmlReturn_t { return CopyOpt(c.gpu().brand, brand); });
 }
 
 GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, int* mode) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
     if (mode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    if (!c.gpu.persistence_mode.has_value()) return NVML_ERROR_NOT_SUPPORTED;
-    *mode = *c.gpu.persistence_mode ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    if (!c.gpu().persistence_mode.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+    *mode = *c.gpu().persistence_mode ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
     return NVML_SUCCESS;
   });
 }
@@ -1590,8 +1649,8 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device,
         failure == nullptr) {
       return NVML_ERROR_INVALID_ARGUMENT;
     }
-    if (!c.gpu.remapped_rows.has_value()) return NVML_ERROR_NOT_SUPPORTED;
-    const RemappedRows& r = *c.gpu.remapped_rows;
+    if (!c.gpu().remapped_rows.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+    const RemappedRows& r = *c.gpu().remapped_rows;
     *correctable = r.correctable;
     *uncorrectable = r.uncorrectable;
     *pending = r.pending ? 1 : 0;
@@ -1609,8 +1668,8 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device,
       return NVML_ERROR_INVALID_ARGUMENT;
     }
     // Counts need ECC mode enabled; a board without ECC has none to report.
-    if (!c.gpu.ecc.has_value() || !c.gpu.ecc->enabled) return NVML_ERROR_NOT_SUPPORTED;
-    *count = c.gpu.ecc->counts[error_type][counter_type];
+    if (!c.gpu().ecc.has_value() || !c.gpu().ecc->enabled) return NVML_ERROR_NOT_SUPPORTED;
+    *count = c.gpu().ecc->counts[error_type][counter_type];
     return NVML_SUCCESS;
   });
 }
@@ -1619,9 +1678,9 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, int* c
                                                      int* pending) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
     if (current == nullptr || pending == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    if (!c.gpu.ecc.has_value()) return NVML_ERROR_NOT_SUPPORTED;
-    *current = c.gpu.ecc->enabled ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
-    *pending = c.gpu.ecc->pending ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    if (!c.gpu().ecc.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+    *current = c.gpu().ecc->enabled ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    *pending = c.gpu().ecc->pending ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
     return NVML_SUCCESS;
   });
 }
@@ -1629,7 +1688,7 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, int* c
 GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t device,
                                                                unsigned int* value) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
-    return CopyOpt(c.gpu.pcie_replay, value);
+    return CopyOpt(c.gpu().pcie_replay, value);
   });
 }
 
@@ -1637,7 +1696,7 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t dev
                                                                 unsigned int* utilization,
                                                                 unsigned int* sampling_us) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
-    return Codec(c.gpu.encoder, utilization, sampling_us);
+    return Codec(c.gpu().encoder, utilization, sampling_us);
   });
 }
 
@@ -1645,7 +1704,7 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t dev
                                                                 unsigned int* utilization,
                                                                 unsigned int* sampling_us) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
-    return Codec(c.gpu.decoder, utilization, sampling_us);
+    return Codec(c.gpu().decoder, utilization, sampling_us);
   });
 }
 
@@ -1662,7 +1721,7 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t de
                                                                  unsigned long long* types) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
     if (types == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    *types = SupportedEvents(c.gpu);
+    *types = SupportedEvents(c.gpu());
     return NVML_SUCCESS;
   });
 }
@@ -1671,8 +1730,9 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, un
                                                          int* is_active) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
     if (is_active == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    if (const nvmlReturn_t ret = CheckLink(c.gpu, link); ret != NVML_SUCCESS) return ret;
-    *is_active = c.gpu.nvlink->down.count(link) != 0 ? NVML_FEATURE_DISABLED : NVML_FEATURE_ENABLED;
+    if (const nvmlReturn_t ret = CheckLink(c.gpu(), link); ret != NVML_SUCCESS) return ret;
+    *is_active =
+        c.gpu().nvlink->down.count(link) != 0 ? NVML_FEATURE_DISABLED : NVML_FEATURE_ENABLED;
     return NVML_SUCCESS;
   });
 }
@@ -1682,11 +1742,11 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t dev
                                                                 unsigned long long* value) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
     if (value == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    if (const nvmlReturn_t ret = CheckLink(c.gpu, link); ret != NVML_SUCCESS) return ret;
+    if (const nvmlReturn_t ret = CheckLink(c.gpu(), link); ret != NVML_SUCCESS) return ret;
     if (counter < NVML_NVLINK_ERROR_DL_REPLAY || counter > NVML_NVLINK_ERROR_DL_CRC_DATA) {
       return NVML_ERROR_INVALID_ARGUMENT;
     }
-    const NvLinkInfo& nvlink = *c.gpu.nvlink;
+    const NvLinkInfo& nvlink = *c.gpu().nvlink;
     const auto it = nvlink.link_errors.find(link);
     const std::array<uint64_t, 4>& counters =
         it != nvlink.link_errors.end() ? it->second : nvlink.errors;
@@ -1699,8 +1759,8 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t
                                                                     unsigned int link, int* type) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
     if (type == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    if (const nvmlReturn_t ret = CheckLink(c.gpu, link); ret != NVML_SUCCESS) return ret;
-    *type = c.gpu.nvlink->remote_type;
+    if (const nvmlReturn_t ret = CheckLink(c.gpu(), link); ret != NVML_SUCCESS) return ret;
+    *type = c.gpu().nvlink->remote_type;
     return NVML_SUCCESS;
   });
 }
@@ -1709,9 +1769,9 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsign
                                                      unsigned int* pending) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
     if (current == nullptr || pending == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    if (!c.gpu.mig.has_value()) return NVML_ERROR_NOT_SUPPORTED;
-    *current = c.gpu.mig->current;
-    *pending = c.gpu.mig->pending;
+    if (!c.gpu().mig.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+    *current = c.gpu().mig->current;
+    *pending = c.gpu().mig->pending;
     return NVML_SUCCESS;
   });
 }
@@ -1720,7 +1780,7 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t devi
                                                                unsigned int* count) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
     if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    if (!c.gpu.mig.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+    if (!c.gpu().mig.has_value()) return NVML_ERROR_NOT_SUPPORTED;
     *count = kMigComputeSlices;  // every product in sim/mig.h is a 7-slice GPU
     return NVML_SUCCESS;
   });
@@ -1733,9 +1793,9 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t
                                                                     nvmlDevice_t* mig) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
     if (mig == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    if (!c.gpu.mig.has_value()) return NVML_ERROR_NOT_SUPPORTED;
-    if (!MigEnabled(c.gpu)) return NVML_ERROR_INVALID_ARGUMENT;
-    const std::vector<MigInstance> sorted = SortedMigLayout(c.gpu.mig->instances);
+    if (!c.gpu().mig.has_value()) return NVML_ERROR_NOT_SUPPORTED;
+    if (!MigEnabled(c.gpu())) return NVML_ERROR_INVALID_ARGUMENT;
+    const std::vector<MigInstance> sorted = SortedMigLayout(c.gpu().mig->instances);
     if (index >= sorted.size()) return NVML_ERROR_NOT_FOUND;
     *mig = MigHandleFor(c.index, sorted[index].gpu_instance, sorted[index].compute_instance);
     return NVML_SUCCESS;
@@ -1783,10 +1843,10 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device,
                                                            nvmlDeviceAttributes_t* attributes) {
   return OnAnyDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
     if (attributes == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    if (c.gpu.mig_product == nullptr) return NVML_ERROR_NOT_SUPPORTED;
-    const MigProfile& p = c.mig ? *c.mig_profile : c.gpu.mig_product->Full();
+    if (c.gpu().mig_product == nullptr) return NVML_ERROR_NOT_SUPPORTED;
+    const MigProfile& p = c.mig ? *c.mig_profile : c.gpu().mig_product->Full();
     attributes->multiprocessorCount =
-        c.mig ? p.multiprocessors : c.gpu.mig_product->multiprocessors;
+        c.mig ? p.multiprocessors : c.gpu().mig_product->multiprocessors;
     attributes->sharedCopyEngineCount = p.copy_engines;
     attributes->sharedDecoderCount = p.decoders;
     attributes->sharedEncoderCount = p.encoders;
@@ -1794,7 +1854,7 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device,
     attributes->sharedOfaCount = p.ofas;
     attributes->gpuInstanceSliceCount = c.mig ? p.slices : kMigComputeSlices;
     attributes->computeInstanceSliceCount = c.mig ? p.slices : kMigComputeSlices;
-    attributes->memorySizeMB = c.mig ? p.memory_mib : c.gpu.memory_total_mib;
+    attributes->memorySizeMB = c.mig ? p.memory_mib : c.gpu().memory_total_mib;
     return NVML_SUCCESS;
   });
 }
@@ -1802,7 +1862,7 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device,
 GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetVirtualizationMode(nvmlDevice_t device, int* mode) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
     if (mode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    *mode = c.gpu.virtualization_mode;
+    *mode = c.gpu().virtualization_mode;
     return NVML_SUCCESS;
   });
 }
@@ -1812,7 +1872,7 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device,
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
     if (support == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     if (support->version != NVML_GPM_SUPPORT_VERSION) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    support->isSupportedDevice = c.gpu.gpm.has_value() ? 1 : 0;
+    support->isSupportedDevice = c.gpu().gpm.has_value() ? 1 : 0;
     return NVML_SUCCESS;
   });
 }

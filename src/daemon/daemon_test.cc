@@ -27,6 +27,7 @@
 #include "gtest/gtest.h"
 #include "health/xid_catalog.h"
 #include "httplib.h"
+#include "recorder/flight_recorder.h"
 #include "recorder/postmortem.h"
 #include "recorder/recorder_files.h"
 #include "recorder/retirement.h"
@@ -759,7 +760,11 @@ TEST_F(DaemonTest, AGpuThatLocksUpIsRecordedJudgedAndRememberedAcrossARestart) {
   });
 
   ASSERT_TRUE(Eventually([&] { return files.LoadAll().size() == 2; }, absl::Seconds(20)));
+  // One incident, one dump: the XID that made it Unhealthy does not get one of its own once
+  // it has settled (kXidSettle).
+  absl::SleepFor(kXidSettle + absl::Milliseconds(500));
   std::vector<RecorderFiles::Loaded> loaded = files.LoadAll();
+  ASSERT_EQ(loaded.size(), 2u);
   ASSERT_TRUE(loaded[1].dump.ok()) << loaded[1].dump.status();
   const RecorderDump& dump = *loaded[1].dump;
   EXPECT_EQ(dump.uuid, testing::kRtx5090);

@@ -223,7 +223,9 @@ std::vector<RecorderDump> FlightRecorder::Record(const SampleSet& set, const Sna
       }
       g.health = d.health.state;
     }
-    if (g.pending && (g.pending_forced || now - g.last_xid_dump >= kXidDumpGap)) {
+    const bool settled =
+        g.pending && now_ms - g.pending->first >= absl::ToInt64Milliseconds(kXidSettle);
+    if (g.pending && (g.pending_forced || (settled && now - g.last_xid_dump >= kXidDumpGap))) {
       dumps.push_back(DumpLocked(key, g, g.pending->first, g.pending->second));
       if (!g.pending_forced) g.last_xid_dump = now;
       g.pending.reset();

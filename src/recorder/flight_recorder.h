@@ -20,6 +20,10 @@
 // evidence that clears the card). Record() returns a dump for each GPU with a fault in the
 // round; an XID-only fault is dumped at most once per kXidDumpGap per GPU so that an
 // application spraying XID 13 does not churn the disk; a GPU going Unhealthy always is.
+// An XID-only fault waits kXidSettle after its XID before it is dumped: the XID policy marks
+// the GPU Unhealthy just after it reports the XID (XID 79 and the like), and within that time
+// the incident is one dump, the Unhealthy one, with the XID among its events, not an XID dump
+// without the verdict followed by a second one a round later.
 //
 // Time: sample and event times are wall-clock milliseconds since the Unix epoch (the
 // sampler's clock and the XID stamps); nothing here reads a clock.
@@ -49,6 +53,7 @@
 namespace gpulet {
 
 inline constexpr absl::Duration kXidDumpGap = absl::Minutes(1);
+inline constexpr absl::Duration kXidSettle = absl::Seconds(2);
 // The most recent part of the window kept at the sampler's own resolution, and the step of
 // the folded part before it.
 inline constexpr absl::Duration kFineSpan = absl::Minutes(5);

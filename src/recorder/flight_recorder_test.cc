@@ -145,6 +145,29 @@ TEST(FlightRecorderTest, AGpuGoingUnhealthyIsDumpedAtOnceWithItsXid) {
   EXPECT_TRUE(r.Record(round.set, round.snap, {}, kWindow, kEvery, kT0 + absl::Seconds(3)).empty());
 }
 
+// The XID policy marks the GPU Unhealthy just after it reports the XID; a round can fall
+// between the two. The incident is still one dump, the Unhealthy one, carrying the XID.
+TEST(FlightRecorderTest, AnXidFollowedByUnhealthyIsOneDump) {
+  FlightRecorder r({});
+  Round round;
+  r.Record(round.set, round.snap, {}, kWindow, kEvery, kT0);
+  r.AddXid(kUuid, 79, "GPU has fallen off the bus.", kT0 + absl::Milliseconds(900));
+  EXPECT_TRUE(r.Record(round.set, round.snap, {}, kWindow, kEvery, kT0 + absl::Seconds(1)).empty());
+  round.health().state = HealthState::kUnhealthy;
+  round.health().reason = "XID 79: GPU has fallen off the bus";
+  std::vector<RecorderDump> dumps =
+      r.Record(round.set, round.snap, {}, kWindow, kEvery, kT0 + absl::Seconds(2));
+  ASSERT_EQ(dumps.size(), 1u);
+  EXPECT_THAT(dumps[0].fault, ::testing::StartsWith("Unhealthy: XID 79"));
+  bool has_xid = false;
+  for (const RecordedEvent& e : dumps[0].events) has_xid = has_xid || e.xid == 79;
+  EXPECT_TRUE(has_xid);
+  for (int i = 3; i < 10; ++i) {
+    EXPECT_TRUE(
+        r.Record(round.set, round.snap, {}, kWindow, kEvery, kT0 + absl::Seconds(i)).empty());
+  }
+}
+
 TEST(FlightRecorderTest, AGpuAlreadyOutWhenRecordingStartsIsNotDumpedAgain) {
   FlightRecorder r({});
   Round round;
@@ -157,12 +180,14 @@ TEST(FlightRecorderTest, XidOnlyFaultsAreDumpedAtMostOncePerGap) {
   Round round;
   r.Record(round.set, round.snap, {}, kWindow, kEvery, kT0);
   r.AddXid(kUuid, 13, "Graphics SM Warp Exception", kT0 + absl::Seconds(1));
-  EXPECT_EQ(r.Record(round.set, round.snap, {}, kWindow, kEvery, kT0 + absl::Seconds(2)).size(),
+  // Dumped once it has settled (kXidSettle), not in the round that saw it.
+  EXPECT_TRUE(r.Record(round.set, round.snap, {}, kWindow, kEvery, kT0 + absl::Seconds(2)).empty());
+  EXPECT_EQ(r.Record(round.set, round.snap, {}, kWindow, kEvery, kT0 + absl::Seconds(3)).size(),
             1u);
-  r.AddXid(kUuid, 13, "Graphics SM Warp Exception", kT0 + absl::Seconds(3));
-  EXPECT_TRUE(r.Record(round.set, round.snap, {}, kWindow, kEvery, kT0 + absl::Seconds(4)).empty());
+  r.AddXid(kUuid, 13, "Graphics SM Warp Exception", kT0 + absl::Seconds(4));
+  EXPECT_TRUE(r.Record(round.set, round.snap, {}, kWindow, kEvery, kT0 + absl::Seconds(7)).empty());
   std::vector<RecorderDump> later =
-      r.Record(round.set, round.snap, {}, kWindow, kEvery, kT0 + absl::Seconds(2) + kXidDumpGap);
+      r.Record(round.set, round.snap, {}, kWindow, kEvery, kT0 + absl::Seconds(3) + kXidDumpGap);
   ASSERT_EQ(later.size(), 1u);
   EXPECT_EQ(later[0].fault, "XID 13: Graphics SM Warp Exception");
   // An XID for a GPU no round has seen is dropped, not kept forever.
