@@ -12,7 +12,7 @@
 # runs go FUZZ_JOBS at a time (default: one a core); each target still runs SECONDS.
 #
 # Seeds: targets under src/health and src/doctor start from tests/fixtures/kmsg (each line
-# and each /dev/kmsg record as its own input) and the explain catalogue's examples; the ELF reader (src/gpu/elf_check_fuzz.cc)
+# and each /dev/kmsg record as its own input) and the explain catalogue's examples; the ELF reader (src/nvml/elf_check_fuzz.cc)
 # from a few small system shared libraries; the pod-identity parsers from the simulator
 # fixtures' /proc/<pid>/cgroup files and /var/log/pods names; the config parser from README's
 # example; the web-config parser from a few small files; the API client's HTTP response parser
@@ -236,7 +236,7 @@ h = struct.pack("<8sIIIIIIQIIQQQ96s256s", b"GPULVRAM", 1, 0, 4096, 64, 1024, 0, 
                 0, 0, 0, 0, 0, b"GPU-fuzz", b"pod/ctr")
 sys.stdout.buffer.write(h.ljust(4096, b"\0") + b"\0" * 64 * 1024)' > "$dir/slice"
       ;;
-    src/gpu/elf_check_fuzz.cc)
+    src/nvml/elf_check_fuzz.cc)
       local lib
       for lib in libdl.so.2 libpthread.so.0 librt.so.1 libutil.so.1; do
         for d in /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /lib64 /usr/lib64; do

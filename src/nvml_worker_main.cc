@@ -9,7 +9,7 @@
 // from the container but itself (see the gpulet-nvml-worker target in CMakeLists.txt).
 //
 // It loads NVML, initialises it, says hello over the socket it was given (fd --fd), then
-// answers requests (src/gpu/nvml_worker_protocol.h) with an NvmlGpuLibrary, so every NVML
+// answers requests (src/nvml/nvml_worker_protocol.h) with an NvmlGpuLibrary, so every NVML
 // call keeps the per-GPU deadlines of the in-process path. Each request runs on its own
 // thread, so a GPU whose calls hang delays only its own answers; pings are answered by the
 // reader thread itself, which is how gpulet tells a hung worker from a hung GPU. The worker
@@ -37,9 +37,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "gpu/nvml_gpu_library.h"
-#include "gpu/nvml_library.h"
-#include "gpu/nvml_worker_protocol.h"
+#include "nvml/nvml_gpu_library.h"
+#include "nvml/nvml_library.h"
+#include "nvml/nvml_worker_protocol.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "gpu/nvml_loader.h"
+#include "nvml/nvml_loader.h"
 
 namespace gpulet::cdi {
 namespace {

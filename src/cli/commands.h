@@ -12,7 +12,7 @@
 
 #include "cli/command.h"
 #include "doctor/doctor.h"
-#include "gpu/discovery.h"
+#include "nvml/discovery.h"
 
 namespace gpulet {
 

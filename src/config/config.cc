@@ -15,10 +15,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/gpu_list.h"
 #include "common/k8s_names.h"
 #include "common/read_file.h"
 #include "config/yaml_kind.h"
+#include "gpu/gpu_list.h"
 #include "yaml-cpp/yaml.h"
 
 namespace gpulet {

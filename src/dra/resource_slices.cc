@@ -8,7 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
-#include "common/gpu_list.h"
+#include "gpu/gpu_list.h"
 
 namespace gpulet::dra {
 namespace {

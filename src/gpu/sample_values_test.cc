@@ -1,25 +1,16 @@
-// The value table's rules, and that each consumer it drives sees every row: the worker
-// protocol carries each stored row, the simulated GPUs report each row some GPU has, and
-// docs/metrics.md's table is the table. (The exposition's side: ExpositionTest.EveryValueRow*
-// in src/metrics/metrics_test.cc; /status: StatusJsonTest.)
+// The value table's rules, and that docs/metrics.md's table is the table. The NVML side (the
+// worker protocol carries each stored row; the simulated GPUs report each row some GPU has)
+// is tested in src/nvml/sample_reads_test.cc; the exposition's in src/metrics/metrics_test.cc
+// (ExpositionTest.EveryValueRowIsExportedWithItsValue); /status's in StatusJsonTest.
 #include "gpu/sample_values.h"
 
-#include <cstdlib>
 #include <fstream>
-#include <map>
-#include <memory>
 #include <set>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "gmock/gmock.h"
-#include "gpu/nvml_gpu_library.h"
-#include "gpu/nvml_library.h"
-#include "gpu/nvml_worker_protocol.h"
 #include "gtest/gtest.h"
-#include "testing/fake_gpu_library.h"
 
 namespace gpulet {
 namespace {
@@ -94,23 +85,6 @@ TEST(SampleValuesTest, ReadValueConvertsEachKindAndTellsAbsentFromZero) {
   EXPECT_FALSE(IsIntegerValue(Value(ValueId::kPower)));
 }
 
-// Every row the sample stores crosses the worker protocol with its value.
-TEST(SampleValuesTest, EveryStoredRowCrossesTheWorkerProtocol) {
-  DeviceSample s = testing::SampleWithEveryValue();
-  absl::StatusOr<DeviceSample> back =
-      nvml_worker::SampleFromJson(nlohmann::json::parse(nvml_worker::ToJson(s).dump()));
-  ASSERT_TRUE(back.ok()) << back.status();
-  int stored = 0;
-  for (const SampleValue& row : SampleValues()) {
-    if (!Stored(row)) continue;
-    ++stored;
-    std::optional<double> want = ReadValue(row, s);
-    ASSERT_TRUE(want.has_value()) << row.key;
-    EXPECT_EQ(ReadValue(row, *back), want) << row.key;
-  }
-  EXPECT_GE(stored, 30);
-}
-
 // The rows docs/metrics.md's "## GPU values" section lists, verbatim.
 std::string DocValueTable() {
   std::ifstream in(std::string(GPULET_SOURCE_DIR) + "/docs/metrics.md");
@@ -128,39 +102,6 @@ TEST(SampleValuesTest, TheDocsTableIsTheTable) {
       << "docs/metrics.md's \"## GPU values\" table differs from src/gpu/sample_values.cc; "
          "paste this table there:\n"
       << ValueTableMarkdown();
-}
-
-// The simulator's fixtures, sampled through the real NVML reads (NvmlGpuLibrary on the
-// simulated libnvidia-ml), report every row the table reads from NVML on some GPU, so a row
-// added without its NVML read, or without the simulator's answer, fails here.
-TEST(SampleValuesTest, SimulatedGpusReportEveryRow) {
-  std::map<ValueId, std::set<std::string>> seen;  // row → fixture/GPU that reported it
-  for (const char* fixture : {"homelab", "h200", "dgx8"}) {
-    SCOPED_TRACE(fixture);
-    setenv("GPULET_SIM_FIXTURE",
-           absl::StrCat(GPULET_SOURCE_DIR, "/sim/fixtures/", fixture, ".yaml").c_str(), 1);
-    unsetenv("GPULET_SIM_STATE");
-    absl::StatusOr<std::unique_ptr<NvmlLibrary>> lib = NvmlLibrary::Open(GPULET_SIM_LIB);
-    ASSERT_TRUE(lib.ok()) << lib.status();
-    NvmlGpuLibrary gpus(std::shared_ptr<NvmlLibrary>(std::move(*lib)), {});
-    absl::StatusOr<unsigned> count = gpus.GetDeviceCount();
-    ASSERT_TRUE(count.ok()) << count.status();
-    for (unsigned i = 0; i < *count; ++i) {
-      // GPM values are the difference of two samples.
-      ASSERT_TRUE(gpus.Sample(i, absl::Seconds(10)).ok());
-      absl::StatusOr<DeviceSample> s = gpus.Sample(i, absl::Seconds(10));
-      ASSERT_TRUE(s.ok()) << s.status();
-      for (const SampleValue& row : SampleValues()) {
-        if (ReadValue(row, *s)) seen[row.id].insert(absl::StrCat(fixture, "/", i));
-      }
-    }
-  }
-  unsetenv("GPULET_SIM_FIXTURE");
-  for (const SampleValue& row : SampleValues()) {
-    if (row.id == ValueId::kXid) continue;  // the event thread's, not NVML sampling's
-    EXPECT_FALSE(seen[row.id].empty())
-        << row.key << " (" << (row.metric ? row.metric : "") << ") is reported by no simulated GPU";
-  }
 }
 
 }  // namespace

@@ -15,8 +15,8 @@
 //
 // Thread-safety: every function is safe to call concurrently; none keeps state besides
 // libelf's one-time version handshake, which is done under a function-local static.
-#ifndef GPULET_GPU_ELF_CHECK_H_
-#define GPULET_GPU_ELF_CHECK_H_
+#ifndef GPULET_NVML_ELF_CHECK_H_
+#define GPULET_NVML_ELF_CHECK_H_
 
 #include <compare>
 #include <cstdint>
@@ -122,4 +122,4 @@ absl::Status CheckLoadable(const std::string& path);
 
 }  // namespace gpulet
 
-#endif  // GPULET_GPU_ELF_CHECK_H_
+#endif  // GPULET_NVML_ELF_CHECK_H_

@@ -8,8 +8,8 @@
 // as unhealthy, doctor explains).
 //
 // Thread-safety: Discover() may run on any thread; a Node is owned by one caller.
-#ifndef GPULET_GPU_DISCOVERY_H_
-#define GPULET_GPU_DISCOVERY_H_
+#ifndef GPULET_NVML_DISCOVERY_H_
+#define GPULET_NVML_DISCOVERY_H_
 
 #include <memory>
 #include <string>
@@ -17,7 +17,7 @@
 #include "common/host_fs.h"
 #include "gpu/gpu_library.h"
 #include "gpu/gpu_model.h"
-#include "gpu/nvml_loader.h"
+#include "nvml/nvml_loader.h"
 
 namespace gpulet {
 
@@ -37,4 +37,4 @@ Node DiscoverNode(const DiscoveryOptions& options);
 
 }  // namespace gpulet
 
-#endif  // GPULET_GPU_DISCOVERY_H_
+#endif  // GPULET_NVML_DISCOVERY_H_

@@ -15,8 +15,8 @@
 // the error lists each path tried, what happened there, and what to do.
 //
 // Thread-safety: LoadNvml is safe to call from any thread; it forks for the probe.
-#ifndef GPULET_GPU_NVML_LOADER_H_
-#define GPULET_GPU_NVML_LOADER_H_
+#ifndef GPULET_NVML_NVML_LOADER_H_
+#define GPULET_NVML_NVML_LOADER_H_
 
 #include <memory>
 #include <string>
@@ -26,8 +26,8 @@
 #include "absl/time/time.h"
 #include "common/host_fs.h"
 #include "gpu/nvml_attempt.h"
-#include "gpu/nvml_library.h"
-#include "gpu/nvml_worker_library.h"
+#include "nvml/nvml_library.h"
+#include "nvml/nvml_worker_library.h"
 
 namespace gpulet {
 
@@ -69,4 +69,4 @@ NvmlLoadResult LoadNvml(const HostFs& host, const NvmlLoadOptions& options);
 
 }  // namespace gpulet
 
-#endif  // GPULET_GPU_NVML_LOADER_H_
+#endif  // GPULET_NVML_NVML_LOADER_H_

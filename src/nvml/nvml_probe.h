@@ -10,8 +10,8 @@
 //
 // Thread-safety: safe to call from any thread. The child only runs the library under test
 // and _exit()s; it never returns into gpulet's code.
-#ifndef GPULET_GPU_NVML_PROBE_H_
-#define GPULET_GPU_NVML_PROBE_H_
+#ifndef GPULET_NVML_NVML_PROBE_H_
+#define GPULET_NVML_NVML_PROBE_H_
 
 #include <string>
 
@@ -49,4 +49,4 @@ absl::Status ProbeStatus(const NvmlProbeResult& result, const std::string& path,
 
 }  // namespace gpulet
 
-#endif  // GPULET_GPU_NVML_PROBE_H_
+#endif  // GPULET_NVML_NVML_PROBE_H_

@@ -1,4 +1,4 @@
-#include "gpu/nvml_profiling.h"
+#include "nvml/nvml_profiling.h"
 
 #include <algorithm>
 #include <climits>

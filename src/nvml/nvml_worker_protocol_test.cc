@@ -1,4 +1,4 @@
-#include "gpu/nvml_worker_protocol.h"
+#include "nvml/nvml_worker_protocol.h"
 
 #include "gpu/nvml_api.h"
 #include "gpu/nvml_errors.h"

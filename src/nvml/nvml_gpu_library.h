@@ -6,8 +6,8 @@
 // library is marked so it is never unloaded under the stuck thread.
 //
 // Thread-safety: all methods may be called concurrently; lanes serialise calls per GPU.
-#ifndef GPULET_GPU_NVML_GPU_LIBRARY_H_
-#define GPULET_GPU_NVML_GPU_LIBRARY_H_
+#ifndef GPULET_NVML_NVML_GPU_LIBRARY_H_
+#define GPULET_NVML_NVML_GPU_LIBRARY_H_
 
 #include <map>
 #include <memory>
@@ -18,8 +18,8 @@
 #include "absl/time/time.h"
 #include "common/timed_call.h"
 #include "gpu/gpu_library.h"
-#include "gpu/nvml_library.h"
-#include "gpu/nvml_profiling.h"
+#include "nvml/nvml_library.h"
+#include "nvml/nvml_profiling.h"
 
 namespace gpulet {
 
@@ -71,4 +71,4 @@ class NvmlGpuLibrary final : public GpuLibrary {
 
 }  // namespace gpulet
 
-#endif  // GPULET_GPU_NVML_GPU_LIBRARY_H_
+#endif  // GPULET_NVML_NVML_GPU_LIBRARY_H_

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "gpu/nvml_worker_protocol.h"
+#include "nvml/nvml_worker_protocol.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace wire = gpulet::nvml_worker;

@@ -3,8 +3,8 @@
 // (dra::Offers) ask it the same question, so a GPU is offered by exactly one of them.
 //
 // Thread-safety: a pure function.
-#ifndef GPULET_COMMON_GPU_LIST_H_
-#define GPULET_COMMON_GPU_LIST_H_
+#ifndef GPULET_GPU_GPU_LIST_H_
+#define GPULET_GPU_GPU_LIST_H_
 
 #include <optional>
 #include <string>
@@ -18,4 +18,4 @@ bool GpuListNames(const std::vector<std::string>& list, std::optional<int> index
 
 }  // namespace gpulet
 
-#endif  // GPULET_COMMON_GPU_LIST_H_
+#endif  // GPULET_GPU_GPU_LIST_H_

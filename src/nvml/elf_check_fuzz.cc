@@ -6,8 +6,8 @@
 // MaxGlibcNeeded and CheckCompatible, which consume what the reader produced.
 //
 // Build (not part of the normal build; the _fuzz.cc suffix keeps it out):
-//   clang++-14 -std=c++20 -g -O1 -fsanitize=fuzzer,address -Isrc src/gpu/elf_check_fuzz.cc
-//     src/gpu/elf_check.cc -lelf -labsl_status -labsl_statusor -labsl_strings
+//   clang++-14 -std=c++20 -g -O1 -fsanitize=fuzzer,address -Isrc src/nvml/elf_check_fuzz.cc
+//     src/nvml/elf_check.cc -lelf -labsl_status -labsl_statusor -labsl_strings
 //     -labsl_str_format_internal -labsl_raw_logging_internal -o elf_check_fuzz
 // A useful seed corpus is a handful of real shared libraries (e.g. /lib/x86_64-linux-gnu).
 //
@@ -21,7 +21,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "gpu/elf_check.h"
+#include "nvml/elf_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // One memfd for the whole run, truncated and rewritten per input, so the fuzzer does

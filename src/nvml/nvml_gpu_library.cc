@@ -1,4 +1,4 @@
-#include "gpu/nvml_gpu_library.h"
+#include "nvml/nvml_gpu_library.h"
 
 #include <algorithm>
 #include <cstring>
@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "gpu/nvml_errors.h"
-#include "gpu/nvml_profiling.h"
+#include "nvml/nvml_profiling.h"
 
 namespace gpulet {
 namespace {

@@ -1,14 +1,14 @@
-#include "gpu/nvml_loader.h"
+#include "nvml/nvml_loader.h"
 
 #include <sys/stat.h>
 
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
-#include "gpu/elf_check.h"
 #include "gpu/nvml_errors.h"
-#include "gpu/nvml_probe.h"
 #include "node/talos_releases.h"
+#include "nvml/elf_check.h"
+#include "nvml/nvml_probe.h"
 
 namespace gpulet {
 namespace {

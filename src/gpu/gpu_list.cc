@@ -1,4 +1,4 @@
-#include "common/gpu_list.h"
+#include "gpu/gpu_list.h"
 
 namespace gpulet {
 

@@ -1,4 +1,4 @@
-#include "gpu/elf_check.h"
+#include "nvml/elf_check.h"
 
 #include <dlfcn.h>
 #include <elf.h>

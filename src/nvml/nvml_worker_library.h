@@ -28,8 +28,8 @@
 //
 // Thread-safety: all GpuLibrary methods may be called concurrently (one request per lane at a
 // time, as above). Destruction kills the worker and joins the supervisor.
-#ifndef GPULET_GPU_NVML_WORKER_LIBRARY_H_
-#define GPULET_GPU_NVML_WORKER_LIBRARY_H_
+#ifndef GPULET_NVML_NVML_WORKER_LIBRARY_H_
+#define GPULET_NVML_NVML_WORKER_LIBRARY_H_
 
 #include <sys/types.h>
 
@@ -46,9 +46,9 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/host_fs.h"
-#include "gpu/elf_check.h"
 #include "gpu/gpu_library.h"
-#include "gpu/nvml_worker_protocol.h"
+#include "nvml/elf_check.h"
+#include "nvml/nvml_worker_protocol.h"
 
 namespace gpulet {
 
@@ -202,4 +202,4 @@ class NvmlWorkerGpuLibrary final : public GpuLibrary {
 
 }  // namespace gpulet
 
-#endif  // GPULET_GPU_NVML_WORKER_LIBRARY_H_
+#endif  // GPULET_NVML_NVML_WORKER_LIBRARY_H_

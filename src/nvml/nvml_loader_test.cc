@@ -1,5 +1,5 @@
 // The loader against real misbehaving libraries (tests/testlibs) and the simulator.
-#include "gpu/nvml_loader.h"
+#include "nvml/nvml_loader.h"
 
 #include <elf.h>
 #include <fcntl.h>
@@ -21,11 +21,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "gpu/elf_check.h"
 #include "gpu/nvml_api.h"
 #include "gpu/nvml_errors.h"
-#include "gpu/nvml_gpu_library.h"
 #include "gtest/gtest.h"
+#include "nvml/elf_check.h"
+#include "nvml/nvml_gpu_library.h"
 
 namespace gpulet {
 namespace {

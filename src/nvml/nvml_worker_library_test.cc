@@ -1,6 +1,6 @@
 // NVML through gpulet-nvml-worker on the talos-glibc test root (tests/CMakeLists.txt): a
 // simulator that needs GLIBC_9.99 and the root's own loader and libc.so.6 that provide it.
-#include "gpu/nvml_worker_library.h"
+#include "nvml/nvml_worker_library.h"
 
 #include <dlfcn.h>
 #include <signal.h>
@@ -12,11 +12,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
-#include "gpu/elf_check.h"
 #include "gpu/nvml_api.h"
 #include "gpu/nvml_errors.h"
-#include "gpu/nvml_loader.h"
 #include "gtest/gtest.h"
+#include "nvml/elf_check.h"
+#include "nvml/nvml_loader.h"
 
 namespace gpulet {
 namespace {

@@ -1,4 +1,4 @@
-#include "gpu/nvml_worker_library.h"
+#include "nvml/nvml_worker_library.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "gpu/elf_check.h"
 #include "gtest/gtest.h"
+#include "nvml/elf_check.h"
 
 namespace gpulet {
 namespace {

@@ -13,8 +13,8 @@
 // then kills the worker), never a crash (nvml_worker_protocol_fuzz.cc).
 //
 // Thread-safety: FrameDecoder is single-owner; every free function is thread-safe.
-#ifndef GPULET_GPU_NVML_WORKER_PROTOCOL_H_
-#define GPULET_GPU_NVML_WORKER_PROTOCOL_H_
+#ifndef GPULET_NVML_NVML_WORKER_PROTOCOL_H_
+#define GPULET_NVML_NVML_WORKER_PROTOCOL_H_
 
 #include <cstdint>
 #include <optional>
@@ -119,4 +119,4 @@ absl::StatusOr<Hello> HelloFromJson(const nlohmann::json& j);
 
 }  // namespace gpulet::nvml_worker
 
-#endif  // GPULET_GPU_NVML_WORKER_PROTOCOL_H_
+#endif  // GPULET_NVML_NVML_WORKER_PROTOCOL_H_

@@ -13,8 +13,8 @@
 //
 // Thread-safety: the function table is immutable after Open(); NVML itself is thread-safe,
 // so fn() may be used from any thread. MarkStuck() may be called from any thread.
-#ifndef GPULET_GPU_NVML_LIBRARY_H_
-#define GPULET_GPU_NVML_LIBRARY_H_
+#ifndef GPULET_NVML_NVML_LIBRARY_H_
+#define GPULET_NVML_NVML_LIBRARY_H_
 
 #include <atomic>
 #include <memory>
@@ -138,4 +138,4 @@ class NvmlLibrary {
 
 }  // namespace gpulet
 
-#endif  // GPULET_GPU_NVML_LIBRARY_H_
+#endif  // GPULET_NVML_NVML_LIBRARY_H_

@@ -1,4 +1,4 @@
-#include "gpu/nvml_library.h"
+#include "nvml/nvml_library.h"
 
 #include <dlfcn.h>
 #include <link.h>

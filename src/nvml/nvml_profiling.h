@@ -8,14 +8,14 @@
 //
 // Thread-safety: a GpmReader is not thread-safe; NvmlGpuLibrary calls it only on its GPU's
 // lane, which runs one job at a time. ReadNvLinks keeps no state.
-#ifndef GPULET_GPU_NVML_PROFILING_H_
-#define GPULET_GPU_NVML_PROFILING_H_
+#ifndef GPULET_NVML_NVML_PROFILING_H_
+#define GPULET_NVML_NVML_PROFILING_H_
 
 #include <memory>
 #include <optional>
 
 #include "gpu/gpu_library.h"
-#include "gpu/nvml_library.h"
+#include "nvml/nvml_library.h"
 
 namespace gpulet {
 
@@ -64,4 +64,4 @@ void ReadMigMemory(const NvmlFunctions& f, nvmlDevice_t device, DeviceSample* sa
 
 }  // namespace gpulet
 
-#endif  // GPULET_GPU_NVML_PROFILING_H_
+#endif  // GPULET_NVML_NVML_PROFILING_H_

@@ -1,6 +1,6 @@
-#include "gpu/discovery.h"
+#include "nvml/discovery.h"
 
-#include "gpu/nvml_gpu_library.h"
+#include "nvml/nvml_gpu_library.h"
 
 namespace gpulet {
 

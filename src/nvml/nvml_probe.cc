@@ -1,4 +1,4 @@
-#include "gpu/nvml_probe.h"
+#include "nvml/nvml_probe.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -17,7 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "common/subprocess.h"
 #include "gpu/nvml_errors.h"
-#include "gpu/nvml_library.h"
+#include "nvml/nvml_library.h"
 
 namespace gpulet {
 namespace {

@@ -1,4 +1,4 @@
-#include "gpu/elf_check.h"
+#include "nvml/elf_check.h"
 
 #include <elf.h>
 #include <fcntl.h>

@@ -1,0 +1,78 @@
+// The NVML side of the value table (gpu/sample_values.h): the worker protocol carries every
+// row the sample stores, and the simulator's GPUs, sampled through the real NVML reads,
+// report every row some GPU has, so a row added without its read or its simulated answer
+// fails here.
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <variant>
+
+#include "absl/strings/str_cat.h"
+#include "gpu/sample_values.h"
+#include "gtest/gtest.h"
+#include "nvml/nvml_gpu_library.h"
+#include "nvml/nvml_library.h"
+#include "nvml/nvml_worker_protocol.h"
+#include "testing/fake_gpu_library.h"
+
+namespace gpulet {
+namespace {
+
+bool Stored(const SampleValue& row) {
+  return std::visit([](auto m) { return StoredMember<decltype(m)>; }, row.member);
+}
+
+// Every row the sample stores crosses the worker protocol with its value.
+TEST(SampleReadsTest, EveryStoredRowCrossesTheWorkerProtocol) {
+  DeviceSample s = testing::SampleWithEveryValue();
+  absl::StatusOr<DeviceSample> back =
+      nvml_worker::SampleFromJson(nlohmann::json::parse(nvml_worker::ToJson(s).dump()));
+  ASSERT_TRUE(back.ok()) << back.status();
+  int stored = 0;
+  for (const SampleValue& row : SampleValues()) {
+    if (!Stored(row)) continue;
+    ++stored;
+    std::optional<double> want = ReadValue(row, s);
+    ASSERT_TRUE(want.has_value()) << row.key;
+    EXPECT_EQ(ReadValue(row, *back), want) << row.key;
+  }
+  EXPECT_GE(stored, 30);
+}
+
+// The simulator's fixtures, sampled through the real NVML reads (NvmlGpuLibrary on the
+// simulated libnvidia-ml), report every row the table reads from NVML on some GPU, so a row
+// added without its NVML read, or without the simulator's answer, fails here.
+TEST(SampleReadsTest, SimulatedGpusReportEveryRow) {
+  std::map<ValueId, std::set<std::string>> seen;  // row → fixture/GPU that reported it
+  for (const char* fixture : {"homelab", "h200", "dgx8"}) {
+    SCOPED_TRACE(fixture);
+    setenv("GPULET_SIM_FIXTURE",
+           absl::StrCat(GPULET_SOURCE_DIR, "/sim/fixtures/", fixture, ".yaml").c_str(), 1);
+    unsetenv("GPULET_SIM_STATE");
+    absl::StatusOr<std::unique_ptr<NvmlLibrary>> lib = NvmlLibrary::Open(GPULET_SIM_LIB);
+    ASSERT_TRUE(lib.ok()) << lib.status();
+    NvmlGpuLibrary gpus(std::shared_ptr<NvmlLibrary>(std::move(*lib)), {});
+    absl::StatusOr<unsigned> count = gpus.GetDeviceCount();
+    ASSERT_TRUE(count.ok()) << count.status();
+    for (unsigned i = 0; i < *count; ++i) {
+      // GPM values are the difference of two samples.
+      ASSERT_TRUE(gpus.Sample(i, absl::Seconds(10)).ok());
+      absl::StatusOr<DeviceSample> s = gpus.Sample(i, absl::Seconds(10));
+      ASSERT_TRUE(s.ok()) << s.status();
+      for (const SampleValue& row : SampleValues()) {
+        if (ReadValue(row, *s)) seen[row.id].insert(absl::StrCat(fixture, "/", i));
+      }
+    }
+  }
+  unsetenv("GPULET_SIM_FIXTURE");
+  for (const SampleValue& row : SampleValues()) {
+    if (row.id == ValueId::kXid) continue;  // the event thread's, not NVML sampling's
+    EXPECT_FALSE(seen[row.id].empty())
+        << row.key << " (" << (row.metric ? row.metric : "") << ") is reported by no simulated GPU";
+  }
+}
+
+}  // namespace
+}  // namespace gpulet
