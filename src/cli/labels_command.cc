@@ -15,7 +15,7 @@
 #include "cli/commands.h"
 #include "common/atomic_file.h"
 #include "config/config.h"
-#include "deploy/labels.h"
+#include "cluster/labels.h"
 
 namespace gpulet {
 namespace {

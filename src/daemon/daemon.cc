@@ -16,7 +16,7 @@
 #include "daemon/quarantine_events.h"
 #include "daemon/reload_table.h"
 #include "daemon/slice_events.h"
-#include "deploy/labels.h"
+#include "cluster/labels.h"
 #include "dra/registration.h"
 #include "health/kmsg_source.h"
 #include "plugin/resources.h"

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
-#include "deploy/labels.h"
+#include "cluster/labels.h"
 
 namespace gpulet {
 

@@ -28,8 +28,8 @@
 // out rather than guessed.
 //
 // Thread-safety: pure functions.
-#ifndef GPULET_DEPLOY_LABELS_H_
-#define GPULET_DEPLOY_LABELS_H_
+#ifndef GPULET_CLUSTER_LABELS_H_
+#define GPULET_CLUSTER_LABELS_H_
 
 #include <cstdint>
 #include <map>
@@ -104,4 +104,4 @@ std::string FormatFeatureFile(const NodeLabels& labels);
 
 }  // namespace gpulet
 
-#endif  // GPULET_DEPLOY_LABELS_H_
+#endif  // GPULET_CLUSTER_LABELS_H_

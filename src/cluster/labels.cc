@@ -1,4 +1,4 @@
-#include "deploy/labels.h"
+#include "cluster/labels.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "deploy/labels.h"
+#include "cluster/labels.h"
 
 #include <unistd.h>
 
