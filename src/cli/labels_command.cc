@@ -13,9 +13,9 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cluster/labels.h"
 #include "common/atomic_file.h"
 #include "config/config.h"
-#include "cluster/labels.h"
 
 namespace gpulet {
 namespace {

@@ -1,8 +1,8 @@
 #include "daemon/node_files.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/log.h"
 #include "cluster/labels.h"
+#include "common/log.h"
 
 namespace gpulet {
 
