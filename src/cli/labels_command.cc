@@ -1,5 +1,5 @@
 // `gpulet labels [--config FILE] [--output FILE]`: writes the node's GPU labels
-// (deploy/labels.h) as a node-feature-discovery feature file, by default where
+// (cluster/labels.h) as a node-feature-discovery feature file, by default where
 // gpu-feature-discovery would (/etc/kubernetes/node-feature-discovery/features.d/gpulet under
 // --host-root); `--output -` prints them. `--config` reads the daemon's config file so that
 // the sharing labels (gpu.replicas, gpu.sharing-strategy, the -SHARED product) are the ones

@@ -132,7 +132,7 @@ struct Config {
 
   struct Labels {
     // node-feature-discovery feature file (a host path, under --host-root) that `gpulet
-    // serve` keeps holding this node's GPU labels (deploy/labels.h); NFD's worker turns it
+    // serve` keeps holding this node's GPU labels (cluster/labels.h); NFD's worker turns it
     // into node labels. Empty writes none.
     // Default: /etc/kubernetes/node-feature-discovery/features.d/gpulet.
     std::string features_file = "/etc/kubernetes/node-feature-discovery/features.d/gpulet";
@@ -208,7 +208,7 @@ struct Config {
     absl::Duration heartbeat = absl::Minutes(1);
     // Events on the Node for health transitions and XIDs. Default: true.
     bool events = true;
-    // Write the GPU labels (deploy/labels.h) on the Node itself, besides or instead of the
+    // Write the GPU labels (cluster/labels.h) on the Node itself, besides or instead of the
     // node-feature-discovery file. Default: false.
     bool node_labels = false;
     struct Taint {

@@ -48,6 +48,7 @@
 #include "common/periodic_worker.h"
 #include "config/config.h"
 #include "daemon/gpu_retirement.h"
+#include "daemon/mig_watcher.h"
 #include "daemon/node_files.h"
 #include "daemon/slice_guard.h"
 #include "dra/driver.h"
@@ -63,7 +64,6 @@
 #include "recorder/flight_recorder.h"
 #include "recorder/recorder_files.h"
 #include "state/device_store.h"
-#include "state/mig_watcher.h"
 
 namespace gpulet {
 

@@ -1,6 +1,6 @@
 // NodeFiles: the two files `gpulet serve` keeps on the node through --host-root: its CDI spec
 // (cdi/spec_keeper.h) and the node-feature-discovery feature file holding the node's GPU
-// labels (deploy/labels.h). Reconcile writes both for a config (at start and on reload);
+// labels (cluster/labels.h). Reconcile writes both for a config (at start and on reload);
 // Check rewrites whichever went missing or was changed on disk (the daemon calls it every
 // 10 s). Failures are logged, never fatal: the daemon keeps serving (envvar answers and
 // metrics work without a spec) and `gpulet doctor` reports them; a check that fails the same

@@ -1,4 +1,4 @@
-#include "state/mig_watcher.h"
+#include "daemon/mig_watcher.h"
 
 #include <string>
 #include <utility>

@@ -13,8 +13,8 @@
 //
 // Thread-safety: Start/Stop from the owning thread; Tick runs on the worker thread (or a
 // test's), never twice at once.
-#ifndef GPULET_STATE_MIG_WATCHER_H_
-#define GPULET_STATE_MIG_WATCHER_H_
+#ifndef GPULET_DAEMON_MIG_WATCHER_H_
+#define GPULET_DAEMON_MIG_WATCHER_H_
 
 #include <functional>
 #include <memory>
@@ -56,4 +56,4 @@ class MigWatcher {
 
 }  // namespace gpulet
 
-#endif  // GPULET_STATE_MIG_WATCHER_H_
+#endif  // GPULET_DAEMON_MIG_WATCHER_H_

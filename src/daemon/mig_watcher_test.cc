@@ -1,4 +1,4 @@
-#include "state/mig_watcher.h"
+#include "daemon/mig_watcher.h"
 
 #include "gtest/gtest.h"
 #include "testing/fake_gpu_library.h"
