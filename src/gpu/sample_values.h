@@ -7,10 +7,11 @@
 // (name, type, help, DCGM field type and id), its /status key and its line in
 // docs/metrics.md. Driven from it: the worker protocol's sample encoding
 // (nvml_worker_protocol.cc), the exposition's value families (metrics/exposition.cc), the
-// /status values (state/status_report.cc) and the docs table (ValueTableMarkdown, checked
-// against docs/metrics.md by SampleValuesTest). The NVML reads stay hand-written in
-// nvml_gpu_library.cc because NVML's calls do not share a shape (one call fills several
-// rows), and SampleValuesTest checks that the simulated GPUs yield every row the table says
+// /status values (state/status_report.cc), the flight recorder's sampled columns
+// (recorder/flight_recorder.cc names the rows it keeps and their cells) and the docs table
+// (ValueTableMarkdown, checked against docs/metrics.md by SampleValuesTest). The NVML reads stay
+// hand-written in nvml_gpu_library.cc because NVML's calls do not share a shape (one call fills
+// several rows), and SampleValuesTest checks that the simulated GPUs yield every row the table says
 // they have, so a row without a read fails a test.
 //
 // Values sampled but used by nothing are not in DeviceSample at all.

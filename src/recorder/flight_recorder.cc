@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/utf8.h"
+#include "gpu/sample_values.h"
 #include "metrics/exposition.h"
 
 namespace gpulet {
@@ -33,14 +34,46 @@ std::optional<int64_t> Opt(const std::optional<T>& v) {
   return static_cast<int64_t>(*v);
 }
 
-std::optional<int64_t> MilliWatts(const std::optional<double>& w) {
-  if (!w || !std::isfinite(*w)) return std::nullopt;
-  return static_cast<int64_t>(std::llround(*w * 1000));
-}
+// The recorded columns that are rows of the value table (gpu/sample_values.h), and how each
+// is kept in the recording's integer cells.
+enum class Cell : uint8_t {
+  kAsIs,
+  kMilli,      // watts as milliwatts
+  kMiB,        // bytes as whole MiB
+  kLow31Bits,  // a bitmask's low 31 bits (the clocks event reasons NVML defines)
+};
+struct SampledColumn {
+  Column column;
+  ValueId value;
+  Cell cell;
+};
+constexpr SampledColumn kSampledColumns[] = {
+    {Column::kGpuTempC, ValueId::kGpuTemp, Cell::kAsIs},
+    {Column::kMemTempC, ValueId::kMemTemp, Cell::kAsIs},
+    {Column::kPowerMw, ValueId::kPower, Cell::kMilli},
+    {Column::kPowerLimitMw, ValueId::kPowerLimit, Cell::kMilli},
+    {Column::kSmClockMhz, ValueId::kSmClock, Cell::kAsIs},
+    {Column::kMemClockMhz, ValueId::kMemClock, Cell::kAsIs},
+    {Column::kThrottleReasons, ValueId::kClocksEventReasons, Cell::kLow31Bits},
+    {Column::kGpuUtilPercent, ValueId::kGpuUtil, Cell::kAsIs},
+    {Column::kFbUsedMib, ValueId::kFbUsed, Cell::kMiB},
+    {Column::kPcieReplays, ValueId::kPcieReplays, Cell::kAsIs},
+    {Column::kRemappedUncorrectable, ValueId::kRemappedUncorrectable, Cell::kAsIs},
+};
 
-std::optional<int64_t> Mib(const std::optional<uint64_t>& bytes) {
-  if (!bytes) return std::nullopt;
-  return static_cast<int64_t>(*bytes >> 20);
+std::optional<int64_t> CellOf(Cell cell, std::optional<double> v) {
+  if (!v || !std::isfinite(*v)) return std::nullopt;
+  switch (cell) {
+    case Cell::kMilli:
+      return static_cast<int64_t>(std::llround(*v * 1000));
+    case Cell::kMiB:
+      return static_cast<int64_t>(static_cast<uint64_t>(*v) >> 20);
+    case Cell::kLow31Bits:
+      return static_cast<int64_t>(static_cast<uint64_t>(*v) & 0x7fffffff);
+    case Cell::kAsIs:
+      break;
+  }
+  return static_cast<int64_t>(*v);
 }
 
 }  // namespace
@@ -151,20 +184,9 @@ std::vector<RecorderDump> FlightRecorder::Record(const SampleSet& set, const Sna
       g.answering = state.answering;
       if (state.answering && state.last) {
         const DeviceSample& x = *state.last;
-        s.Set(Column::kGpuTempC, Opt(x.gpu_temp_c));
-        s.Set(Column::kMemTempC, Opt(x.mem_temp_c));
-        s.Set(Column::kPowerMw, MilliWatts(x.power_w));
-        s.Set(Column::kPowerLimitMw, MilliWatts(x.power_limit_w));
-        s.Set(Column::kSmClockMhz, Opt(x.sm_clock_mhz));
-        s.Set(Column::kMemClockMhz, Opt(x.mem_clock_mhz));
-        if (x.clocks_event_reasons) {
-          s.Set(Column::kThrottleReasons,
-                static_cast<int64_t>(*x.clocks_event_reasons & 0x7fffffff));
+        for (const SampledColumn& c : kSampledColumns) {
+          s.Set(c.column, CellOf(c.cell, ReadValue(Value(c.value), x)));
         }
-        s.Set(Column::kGpuUtilPercent, Opt(x.gpu_util));
-        s.Set(Column::kFbUsedMib, Mib(x.fb_used_bytes));
-        s.Set(Column::kPcieReplays, Opt(x.pcie_replays));
-        s.Set(Column::kRemappedUncorrectable, Opt(x.remapped_uncorrectable));
         s.Set(Column::kProcesses, static_cast<int64_t>(x.processes.size()));
         for (const GpuProcess& p : x.processes) {
           auto proc = state.processes.find(p.pid);
