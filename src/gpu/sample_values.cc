@@ -189,13 +189,10 @@ std::optional<double> AsDouble(const std::optional<T>& v) {
   }
 }
 
-}  // namespace
-
-absl::Span<const SampleValue> SampleValues() { return kTable; }
-
-const SampleValue& Value(ValueId id) { return kTable[static_cast<size_t>(id)]; }
-
-std::optional<double> ReadValue(const SampleValue& row, const DeviceSample& s) {
+// The value `member` (one of SampleMember's or MigMember's kinds) picks out of `s`: a member
+// of `s` itself, a GPM ratio from `s.profiling`, or a derivation from `s`.
+template <typename Member, typename S>
+std::optional<double> ReadFrom(const Member& member, const S& s) {
   return std::visit(
       [&s](auto m) -> std::optional<double> {
         using T = decltype(m);
@@ -204,29 +201,31 @@ std::optional<double> ReadValue(const SampleValue& row, const DeviceSample& s) {
         } else if constexpr (std::is_same_v<T, std::optional<double> ProfilingSample::*>) {
           if (!s.profiling) return std::nullopt;
           return (*s.profiling).*m;
-        } else if constexpr (std::is_same_v<T, std::optional<double> (*)(const DeviceSample&)>) {
+        } else if constexpr (std::is_function_v<std::remove_pointer_t<T>>) {
           return m(s);
         } else {
           return AsDouble(s.*m);
         }
       },
-      row.member);
+      member);
+}
+
+}  // namespace
+
+absl::Span<const SampleValue> SampleValues() { return kTable; }
+
+const SampleValue& Value(ValueId id) { return kTable[static_cast<size_t>(id)]; }
+
+std::optional<double> ReadValue(const SampleValue& row, const DeviceSample& s) {
+  return ReadFrom(row.member, s);
 }
 
 std::optional<double> ReadMigValue(const SampleValue& row, const MigInstanceSample& ms) {
-  return std::visit(
-      [&ms](auto m) -> std::optional<double> {
-        using T = decltype(m);
-        if constexpr (std::is_same_v<T, std::monostate>) {
-          return std::nullopt;
-        } else if constexpr (std::is_same_v<T, std::optional<double> ProfilingSample::*>) {
-          if (!ms.profiling) return std::nullopt;
-          return (*ms.profiling).*m;
-        } else {
-          return AsDouble(ms.*m);
-        }
-      },
-      row.mig_member);
+  return ReadFrom(row.mig_member, ms);
+}
+
+bool IsStored(const SampleValue& row) {
+  return std::visit([](auto m) { return StoredMember<decltype(m)>; }, row.member);
 }
 
 double ExportedValue(const SampleValue& row, double value) {

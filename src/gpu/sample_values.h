@@ -138,6 +138,10 @@ std::optional<double> ReadMigValue(const SampleValue& row, const MigInstanceSamp
 // A sampled value as the row's family prints it (DCGM's MiB for memory).
 double ExportedValue(const SampleValue& row, double value);
 
+// Whether the sample stores the row's value (in DeviceSample or its ProfilingSample); false
+// for a derived row and for one that is not the sample's (the last XID).
+bool IsStored(const SampleValue& row);
+
 // Whether the row holds an integer (the /status document and the worker protocol write it
 // without a decimal point).
 bool IsIntegerValue(const SampleValue& row);

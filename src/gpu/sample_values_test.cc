@@ -15,17 +15,13 @@
 namespace gpulet {
 namespace {
 
-bool Stored(const SampleValue& row) {
-  return std::visit([](auto m) { return StoredMember<decltype(m)>; }, row.member);
-}
-
 TEST(SampleValuesTest, RowsAreWellFormed) {
   std::set<std::string> keys, metrics, status_keys;
   std::set<int> dcgm_ids;
   for (const SampleValue& row : SampleValues()) {
     SCOPED_TRACE(row.metric != nullptr ? row.metric : row.key);
     EXPECT_EQ(&Value(row.id), &row);
-    if (Stored(row)) {
+    if (IsStored(row)) {
       EXPECT_TRUE(keys.insert(row.key).second) << "a wire key twice";
     }
     EXPECT_NE(std::string(row.unit), "");
@@ -34,7 +30,7 @@ TEST(SampleValuesTest, RowsAreWellFormed) {
     EXPECT_TRUE(std::string(row.type) == "gauge" || std::string(row.type) == "counter");
     if (row.status_key != nullptr) {
       EXPECT_TRUE(status_keys.insert(row.status_key).second);
-      EXPECT_TRUE(Stored(row)) << "/status carries only sampled values";
+      EXPECT_TRUE(IsStored(row)) << "/status carries only sampled values";
     }
     if (row.metric == nullptr) continue;
     EXPECT_TRUE(metrics.insert(row.metric).second) << "a family twice";

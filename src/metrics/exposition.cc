@@ -1,6 +1,5 @@
 #include "metrics/exposition.h"
 
-#include <array>
 #include <functional>
 #include <map>
 #include <set>

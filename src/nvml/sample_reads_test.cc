@@ -20,10 +20,6 @@
 namespace gpulet {
 namespace {
 
-bool Stored(const SampleValue& row) {
-  return std::visit([](auto m) { return StoredMember<decltype(m)>; }, row.member);
-}
-
 // Every row the sample stores crosses the worker protocol with its value.
 TEST(SampleReadsTest, EveryStoredRowCrossesTheWorkerProtocol) {
   DeviceSample s = testing::SampleWithEveryValue();
@@ -32,7 +28,7 @@ TEST(SampleReadsTest, EveryStoredRowCrossesTheWorkerProtocol) {
   ASSERT_TRUE(back.ok()) << back.status();
   int stored = 0;
   for (const SampleValue& row : SampleValues()) {
-    if (!Stored(row)) continue;
+    if (!IsStored(row)) continue;
     ++stored;
     std::optional<double> want = ReadValue(row, s);
     ASSERT_TRUE(want.has_value()) << row.key;
