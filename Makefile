@@ -8,7 +8,7 @@ JOBS ?= $(shell nproc)
 WERROR := $(if $(filter true 1 yes,$(CI)),ON,OFF)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps tools build build-gpulet build-plain demo check test unit-test plain-test asan-build asan-test fuzz-smoke lint format bench fuzz image image-test e2e clean help explain-eval
+.PHONY: all deps tools build build-gpulet build-plain demo check test unit-test plain-test asan-build asan-test fuzz-build fuzz-smoke lint format bench fuzz image image-test e2e clean help explain-eval
 
 all: build
 
@@ -30,7 +30,8 @@ deps:
 	@scripts/deps.sh test
 
 # The real tools the tests compare against, built from their Go modules into a cache outside
-# the clone (scripts/e2e/build.sh; a second run builds nothing): kustomize, helm.
+# the clone (scripts/e2e/build.sh; a second run builds nothing): kustomize, helm, and a Talos
+# configuration validator per release.
 tools: deps
 	@scripts/e2e/build.sh --tools
 
@@ -80,13 +81,16 @@ asan-build: deps
 		-DCMAKE_BUILD_TYPE=Debug -DGPULET_SANITIZE=ON -DGPULET_WERROR=$(WERROR) $(CMAKE_FLAGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
-# Three tests a core: the suite waits more than it computes (at -j 2 it used a third of
-# two cores: 155 s; -j 4: 110 s; -j 8: 88 s, 2026-12-06), so more at once cut its time
-# without starving a test of CPU.
+# Three tests a core: the suite waits more than it computes (the integration tier sleeps and
+# waits on child processes), so more at once cut its time until they starve each other of
+# CPU (two cores, 2026-12-06: -j 4 139 s, -j 6 113 s, -j 8 133 s).
 ASAN_TEST_JOBS ?= $(shell echo $$(( $(JOBS) * 3 )))
 asan-test: asan-build tools
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest --output-on-failure -j $(ASAN_TEST_JOBS)
+
+fuzz-build: deps
+	scripts/fuzz.sh --build
 
 fuzz-smoke: deps
 	scripts/fuzz.sh 10
@@ -101,13 +105,14 @@ lint: build-plain
 format:
 	scripts/check_format.sh --fix
 
-# The tools are built beside the plain build: their module downloads leave the CPU idle
-# that the compiler then uses, and the other way round. The whole suite runs once, in the
-# sanitizer build (the tests are half of a build's compile time); the plain build runs what
-# only it can show (plain-test).
+# The tools (Go) are built beside the C++ builds and lint, two jobs at once: their module
+# downloads leave the CPU idle that the compilers then use, and the other way round; only the
+# sanitizer build's tests need them. The whole suite runs once, in the sanitizer build (the
+# tests are half of a build's compile time); the plain build runs what only it can show
+# (plain-test).
 test:
-	$(MAKE) -j2 build-plain tools
-	$(MAKE) plain-test lint asan-test fuzz-smoke
+	$(MAKE) -j2 tools plain-test lint asan-build fuzz-build
+	$(MAKE) asan-test fuzz-smoke
 	@echo "make test: all test suites passed"
 
 bench: build

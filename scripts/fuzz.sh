@@ -4,6 +4,9 @@
 # Exits non-zero when a target crashes, leaks, hangs or fails to build.
 #
 # Usage: scripts/fuzz.sh SECONDS [NAME...]      (NAME: e.g. xid_fuzz; default: all targets)
+#        scripts/fuzz.sh --build [NAME...]      build (and seed) only; a later run finds them
+#                                               built (make test builds them beside its
+#                                               other builds)
 #
 # Each target is linked from its own file plus the .cc files it needs, found by following
 # `#include "..."` lines from the target to headers under src/ (or the repository root) and
@@ -31,12 +34,17 @@
 set -euo pipefail
 
 usage() {
-  echo "usage: scripts/fuzz.sh SECONDS [NAME...]   (e.g. scripts/fuzz.sh 60 xid_fuzz)" >&2
+  echo "usage: scripts/fuzz.sh SECONDS [NAME...] | --build [NAME...]   (e.g. scripts/fuzz.sh 60 xid_fuzz)" >&2
   exit 2
 }
 [ $# -ge 1 ] || usage
 seconds=$1
 shift
+build_only=""
+if [ "$seconds" = --build ]; then
+  build_only=1
+  seconds=0
+fi
 case "$seconds" in '' | *[!0-9]*) usage ;; esac
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -335,8 +343,12 @@ for target in "${targets[@]}"; do
     fi
     objs+=("$obj")
   done
-  if [ -z "$build_ok" ] ||
-    ! "$CXX" -fsanitize=fuzzer,address,undefined "${objs[@]}" "${LIBS[@]}" -o "$out/bin/$name"; then
+  # Linked again only when the binary is missing or an object is newer.
+  relink=""
+  [ -x "$out/bin/$name" ] || relink=1
+  for obj in "${objs[@]}"; do [ "$obj" -nt "$out/bin/$name" ] && relink=1 && break; done
+  if [ -z "$build_ok" ] || { [ -n "$relink" ] &&
+    ! "$CXX" -fsanitize=fuzzer,address,undefined "${objs[@]}" "${LIBS[@]}" -o "$out/bin/$name"; }; then
     echo "fuzz.sh: building $name failed" >&2
     failed+=("$name (build)")
     summary+=("$name: BUILD FAILED")
@@ -347,6 +359,14 @@ for target in "${targets[@]}"; do
   rm -f "$out/logs/$name.rc"
   runnable+=("$name")
 done
+if [ -n "$build_only" ]; then
+  if [ ${#failed[@]} -gt 0 ]; then
+    echo "fuzz.sh: ${#failed[@]} target(s) failed to build: ${failed[*]}" >&2
+    exit 1
+  fi
+  echo "fuzz.sh: ${#runnable[@]} targets built in $out/bin"
+  exit 0
+fi
 for name in "${runnable[@]}"; do
   throttle
   echo "== $name: run ${seconds}s, log $out/logs/$name.log"

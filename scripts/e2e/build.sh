@@ -43,15 +43,23 @@ fi
 $tools_only || [[ $# -ge 1 ]] || { echo "usage: $0 K8S_VERSION... | --tools (for example v1.34.4 v1.37.2)" >&2; exit 2; }
 command -v go >/dev/null || { echo "e2e build: no go on PATH (Go 1.26 is expected at /usr/local/go/bin)" >&2; exit 1; }
 
-# build_module NAME VERSION MODULE@VERSION "package[:binary]..." [go.mod lines] [tags] [cgo] [ldflags]
+# The tools `make test` runs (kustomize, helm, talos-validate) are built without the Go
+# compiler's optimizations and inlining: make test builds them from a clean clone, where that
+# cuts helm's build from 128 s to 102 s and a Talos validator's from 46 s to 38 s, and their
+# runs in the tests take as long either way (a validation 1.8 s against 2.0 s; 2026-12-06).
+# The Kubernetes components keep the release build's optimizations: they serve real load.
+TOOL_GCFLAGS="all=-N -l"
+
+# build_module NAME VERSION MODULE@VERSION "package[:binary]..." [go.mod lines] [tags] [cgo]
+#   [ldflags] [gcflags]
 # Builds each package from a throwaway consumer module that requires MODULE at VERSION; the
 # binary is named after the package's last element unless ":binary" names it.
 build_module() {
   local name=$1 version=$2 module=$3 packages=$4 extra=${5:-} tags=${6:-} cgo=${7:-0}
-  local ldflags="-s -w ${8:-}"
+  local ldflags="-s -w ${8:-}" gcflags=${9:-}
   local out="$CACHE/$name-$version" p bin missing=""
   # The stamp holds how the binaries were built: another recipe rebuilds them all.
-  local recipe="tags=$tags cgo=$cgo ldflags=$ldflags"
+  local recipe="tags=$tags cgo=$cgo ldflags=$ldflags gcflags=$gcflags"
   [[ -f $out/.done && $(cat "$out/.done") == "$recipe" ]] || rm -f "$out/.done" "$out"/bin/*
   for p in $packages; do
     bin=${p##*/}
@@ -81,7 +89,7 @@ build_module() {
   for p in $missing; do
     bin=${p##*/}
     [[ $p == *:* ]] && bin=${p##*:}
-    (cd "$out/src" && CGO_ENABLED=$cgo go build -trimpath -tags "$tags" -ldflags "$ldflags" \
+    (cd "$out/src" && CGO_ENABLED=$cgo go build -trimpath -tags "$tags" -ldflags "$ldflags" -gcflags "$gcflags" \
       -o "$out/bin/${bin%%:*}" "${p%%:*}")
   done
   echo "$recipe" >"$out/.done"
@@ -120,9 +128,11 @@ link_tool() {
   ln -sfn "$CACHE/$1-$2/bin/$1" "$CACHE/bin/$1"
 }
 
-build_module kustomize "$KUSTOMIZE_VERSION" "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION" "sigs.k8s.io/kustomize/kustomize/v5:kustomize"
+build_module kustomize "$KUSTOMIZE_VERSION" "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION" \
+  "sigs.k8s.io/kustomize/kustomize/v5:kustomize" "" "" 0 "" "$TOOL_GCFLAGS"
 link_tool kustomize "$KUSTOMIZE_VERSION"
-build_module helm "$HELM_VERSION" "helm.sh/helm/v4@$HELM_VERSION" "helm.sh/helm/v4/cmd/helm"
+build_module helm "$HELM_VERSION" "helm.sh/helm/v4@$HELM_VERSION" "helm.sh/helm/v4/cmd/helm" "" "" 0 "" \
+  "$TOOL_GCFLAGS"
 link_tool helm "$HELM_VERSION"
 
 # build_talos_validator VERSION: tests/talos/validate.go against Talos' machinery module at
@@ -135,7 +145,7 @@ build_talos_validator() {
   src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/tests/talos/validate.go"
   local replaces_var="TALOS_REPLACES_${version//./_}"
   local replaces=${!replaces_var:-}
-  recipe="validate.go $(sha256sum "$src" | cut -c1-16) $(printf '%s' "$replaces" | sha256sum | cut -c1-8)"
+  recipe="validate.go $(sha256sum "$src" | cut -c1-16) $(printf '%s' "$replaces" | sha256sum | cut -c1-8) gcflags=$TOOL_GCFLAGS"
   if [[ -f $out/.done && $(cat "$out/.done") == "$recipe" && -x $out/bin/talos-validate ]]; then
     echo "e2e build: talos-validate $version cached in $out"
   else
@@ -151,7 +161,8 @@ build_talos_validator() {
     } >"$out/src/go.mod"
     # -e: the proxy lacks some modules that only the machinery packages' own tests import.
     (cd "$out/src" && go mod tidy -e >/dev/null 2>"$out/tidy.log" || { cat "$out/tidy.log" >&2; exit 1; })
-    (cd "$out/src" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/bin/talos-validate" .)
+    (cd "$out/src" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -gcflags "$TOOL_GCFLAGS" \
+      -o "$out/bin/talos-validate" .)
     echo "$recipe" >"$out/.done"
     echo "e2e build: talos-validate $version built in $((SECONDS - start)) s"
   fi
