@@ -199,7 +199,7 @@ make_seeds() {
         > "$dir/health.yaml"
       printf 'version: v1\nplugin:\n  deviceListStrategy: envvar, cdi-cri\n' > "$dir/list.yaml"
       ;;
-    src/metrics/web_config_fuzz.cc)
+    src/http/web_config_fuzz.cc)
       printf 'tls_server_config:\n  cert_file: /c.pem\n  key_file: /k.pem\n' > "$dir/tls.yml"
       printf 'basic_auth_users:\n  prom: %s\n' \
         '$2y$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy' > "$dir/users.yml"

@@ -84,7 +84,7 @@ else
   echo "FAIL prometheus.io/port '$ann_port' is not the DaemonSet's containerPort and --metrics-address"
   fail=1
 fi
-if [ -n "$ann_path" ] && grep -q -F "path == \"$ann_path\"" "$src/src/metrics/http_server.cc" &&
+if [ -n "$ann_path" ] && grep -q -F "path == \"$ann_path\"" "$src/src/metrics/metrics_server.cc" &&
   grep -q -F -- "prometheus.io/scrape: \"true\"" "$ds"; then
   echo "ok   prometheus.io/path $ann_path is served by gpulet"
 else

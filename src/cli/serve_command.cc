@@ -32,7 +32,7 @@
 #include "config/config.h"
 #include "config/config_watcher.h"
 #include "daemon/daemon.h"
-#include "metrics/web_config.h"
+#include "http/web_config.h"
 
 namespace gpulet {
 namespace {
@@ -235,7 +235,7 @@ class ServeCommand final : public CommandHandler {
     }
 
     if (watcher) {
-      watcher->WatchAlso(WebConfigFiles(daemon.config().metrics.web_config_file));
+      watcher->WatchAlso(http::WebConfigFiles(daemon.config().metrics.web_config_file));
       watcher->Start();
     }
 
@@ -273,7 +273,8 @@ class ServeCommand final : public CommandHandler {
         if (daemon.Reload(*next).ok()) GPULET_LOG_INFO("SIGHUP: configuration reloaded");
         // The files the running configuration names (a new web config, or one naming a new
         // certificate), whether or not this reload was taken.
-        if (watcher) watcher->WatchAlso(WebConfigFiles(daemon.config().metrics.web_config_file));
+        if (watcher)
+          watcher->WatchAlso(http::WebConfigFiles(daemon.config().metrics.web_config_file));
       } else if (sig == SIGTERM || sig == SIGINT) {
         GPULET_LOG_INFO("received {}: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
         break;

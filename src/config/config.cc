@@ -17,9 +17,9 @@
 #include "absl/strings/strip.h"
 #include "common/k8s_names.h"
 #include "common/read_file.h"
-#include "config/yaml_kind.h"
 #include "gpu/gpu_list.h"
 #include "yaml-cpp/yaml.h"
+#include "yaml/kind.h"
 
 namespace gpulet {
 
@@ -707,7 +707,7 @@ absl::StatusOr<std::string> FieldText(const Field& field, const YAML::Node& valu
       if (!item.IsScalar() || item.Scalar().find(',') != std::string::npos) {
         return absl::InvalidArgumentError(
             absl::StrCat(key, ": list item '", Show(item), "' is ",
-                         item.IsScalar() ? "several values" : YamlKindName(item),
+                         item.IsScalar() ? "several values" : yaml::KindName(item),
                          "; each item must be one value (allowed: ", field.allowed, ")"));
       }
       items.push_back(item.Scalar());
@@ -717,7 +717,7 @@ absl::StatusOr<std::string> FieldText(const Field& field, const YAML::Node& valu
   return absl::InvalidArgumentError(absl::StrCat(
       key, " must be ", field.allowed,
       field.shape == Shape::kList ? " (one value or a list of values)" : " (a single value)",
-      ", not ", YamlKindName(value), " ('", Show(value), "')"));
+      ", not ", yaml::KindName(value), " ('", Show(value), "')"));
 }
 
 // Walks a YAML mapping, checking every key (known, a plain name, not repeated) and every
@@ -730,7 +730,7 @@ absl::Status ApplyNode(Config& c, const YAML::Node& node, const std::string& pre
     if (!kv.first.IsScalar()) {
       return absl::InvalidArgumentError(
           absl::StrCat(mark, ": a key ", prefix.empty() ? "" : absl::StrCat("under ", prefix, " "),
-                       "is ", YamlKindName(kv.first), " ('", Show(kv.first),
+                       "is ", yaml::KindName(kv.first), " ('", Show(kv.first),
                        "'); keys are plain names. Allowed here: ", AllowedUnder(prefix)));
     }
     const std::string& name = kv.first.Scalar();
@@ -748,7 +748,7 @@ absl::Status ApplyNode(Config& c, const YAML::Node& node, const std::string& pre
         if (!value.IsMap()) {
           return absl::InvalidArgumentError(absl::StrCat(
               mark, ": ", key, " is a section and must be a mapping of its keys (",
-              AllowedUnder(key), "), not ", YamlKindName(value), " ('", Show(value), "')"));
+              AllowedUnder(key), "), not ", yaml::KindName(value), " ('", Show(value), "')"));
         }
         absl::Status s = ApplyNode(c, value, key, origin);
         if (!s.ok()) return s;
@@ -779,8 +779,9 @@ absl::Status ApplyFile(Config& c, const std::string& yaml, const std::string& or
   }
   if (root.IsNull()) return absl::OkStatus();
   if (!root.IsMap()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        origin, ": must be a YAML mapping starting with 'version: v1', not ", YamlKindName(root)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": must be a YAML mapping starting with 'version: v1', not ",
+                     yaml::KindName(root)));
   }
   std::string found = "''";  // what the file says, for the message
   for (const auto& kv : root) {
@@ -790,7 +791,7 @@ absl::Status ApplyFile(Config& c, const std::string& yaml, const std::string& or
     } else if (kv.second.IsScalar()) {
       found = absl::StrCat("'", Show(kv.second), "'");
     } else {
-      found = absl::StrCat(YamlKindName(kv.second), " '", Show(kv.second), "'");
+      found = absl::StrCat(yaml::KindName(kv.second), " '", Show(kv.second), "'");
     }
     break;
   }

@@ -34,8 +34,8 @@ absl::Status ValidateConfig(const Config& config) {
 }
 
 // metrics.webConfigFile, read; its errors are the user's (InvalidArgument) and keyed.
-absl::StatusOr<WebConfig> LoadKeyedWebConfig(const Config& config) {
-  absl::StatusOr<WebConfig> web = LoadWebConfig(config.metrics.web_config_file);
+absl::StatusOr<http::WebConfig> LoadKeyedWebConfig(const Config& config) {
+  absl::StatusOr<http::WebConfig> web = http::LoadWebConfig(config.metrics.web_config_file);
   if (!web.ok()) {
     return AtKey("metrics.webConfigFile", absl::InvalidArgumentError(web.status().message()));
   }
@@ -80,7 +80,7 @@ bool SameMetricsInputs(const Config& a, const Config& b) {
 
 // Contents too: a certificate renewed at the same path (cert-manager, a cron job) is applied
 // by SIGHUP.
-bool SameWebConfig(const WebConfig& a, const WebConfig& b) {
+bool SameWebConfig(const http::WebConfig& a, const http::WebConfig& b) {
   return a.cert_file == b.cert_file && a.key_file == b.key_file && a.users == b.users &&
          a.cert_pem == b.cert_pem && a.key_pem == b.key_pem;
 }
@@ -434,7 +434,7 @@ std::unique_ptr<LivenessMonitor> Daemon::MakeLiveness(const Config& config) {
 
 absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Config& config) {
   auto m = std::make_unique<Metrics>();
-  absl::StatusOr<WebConfig> web = LoadKeyedWebConfig(config);
+  absl::StatusOr<http::WebConfig> web = LoadKeyedWebConfig(config);
   if (!web.ok()) return web.status();
   m->web = *std::move(web);
   // The sampler renders, the HTTP server copies.
@@ -651,7 +651,7 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
   if (!rebuild_metrics && metrics_ != nullptr && !next.metrics.web_config_file.empty()) {
     // Same path: the file's content may have changed (new users, a new cert path), or the
     // certificate it names (renewed in place).
-    absl::StatusOr<WebConfig> web = LoadKeyedWebConfig(next);
+    absl::StatusOr<http::WebConfig> web = LoadKeyedWebConfig(next);
     if (!web.ok()) return web.status();
     rebuild_metrics = !SameWebConfig(*web, metrics_->web);
   }

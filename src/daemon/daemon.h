@@ -55,8 +55,9 @@
 #include "health/event_monitor.h"
 #include "health/liveness.h"
 #include "health/xid_policy.h"
+#include "http/web_config.h"
 #include "kube/kube_client.h"
-#include "metrics/http_server.h"
+#include "metrics/metrics_server.h"
 #include "metrics/pod_attribution.h"
 #include "metrics/sampler.h"
 #include "nvml/discovery.h"
@@ -131,7 +132,7 @@ class Daemon {
  private:
   // The metrics components, declared so that destruction stops the server first.
   struct Metrics {
-    WebConfig web;
+    http::WebConfig web;
     std::unique_ptr<PodAttributor> pods;
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<MetricsServer> http;

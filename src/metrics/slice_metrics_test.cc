@@ -6,7 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "metrics/http_server.h"
+#include "metrics/metrics_server.h"
 #include "metrics/sampler.h"
 #include "state/status_report.h"
 #include "testing/files.h"

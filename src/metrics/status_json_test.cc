@@ -4,7 +4,7 @@
 
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "metrics/http_server.h"
+#include "metrics/metrics_server.h"
 #include "state/status_report.h"
 
 namespace gpulet {

@@ -8,23 +8,24 @@
 // containerd checks every manifest and blob against its digest, so a changed byte is refused
 // whatever the transport. Nothing can be pushed, and only the archive's own blobs are served.
 //
-// Event-driven (libmicrohttpd, epoll, one internal thread). A connection silent for
-// `idle_timeout` is closed; at most `max_connections` are open.
+// Served by http::Server (http/server.h: one event thread, its header deadline and connection
+// cap); a connection silent for `idle_timeout` is closed; at most `max_connections` are open.
 //
-// Thread-safety: Start/Stop from one thread; requests are served on libmicrohttpd's thread
-// from the archive, which is immutable.
+// Thread-safety: Start/Stop from one thread; requests are served on the server's thread from
+// the archive, which is immutable.
 #ifndef GPULET_REGISTRY_REGISTRY_SERVER_H_
 #define GPULET_REGISTRY_REGISTRY_SERVER_H_
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "http/server.h"
 #include "registry/oci_archive.h"
-
-struct MHD_Daemon;
 
 namespace gpulet::registry {
 
@@ -48,20 +49,17 @@ class RegistryServer {
   // Binds `address` (as ListenTcp reads it; `flag` names the option in errors) and serves.
   absl::Status Start(const std::string& address, const std::string& flag = "--address");
   void Stop();
-  int port() const { return port_; }
-  // Requests answered so far (for tests and the exit summary).
+  int port() const { return server_ != nullptr ? server_->port() : 0; }
+  // Reads answered so far (for tests and the exit summary; a refused push is not counted).
   uint64_t requests() const { return requests_.load(); }
 
  private:
-  struct Response;
-  // The answer to one request (status, headers, body or blob).
-  Response Answer(const std::string& method, const std::string& url) const;
-  friend class RequestHandler;
+  // The answer to one request (status, headers, body or blob), on the server's thread.
+  http::Response Answer(absl::string_view url);
 
   const OciArchive* archive_;
   ServerOptions options_;
-  MHD_Daemon* daemon_ = nullptr;
-  int port_ = 0;
+  std::unique_ptr<http::Server> server_;
   std::atomic<uint64_t> requests_{0};
 };
 

@@ -1,6 +1,6 @@
 // StatusReport: the /status document, as one typed value shared by both ends.
 //
-// `gpulet serve` answers GET /status with it (metrics/http_server: the DeviceStore snapshot,
+// `gpulet serve` answers GET /status with it (metrics/metrics_server: the DeviceStore snapshot,
 // plus what the sampler and pod attribution know); `gpulet status` reads it back and prints
 // a table. Both sides go through ToJson/FromJson here, so a key renamed on one side cannot
 // silently vanish on the other.

@@ -5,9 +5,11 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -174,6 +176,25 @@ int SlowClients::ClosedByServer() {
     }
   }
   return closed;
+}
+
+std::string Gunzip(const std::string& in) {
+  z_stream zs;
+  std::memset(&zs, 0, sizeof(zs));
+  if (inflateInit2(&zs, 15 + 16) != Z_OK) return "";
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  zs.avail_in = static_cast<uInt>(in.size());
+  std::string out;
+  char buf[65536];
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    zs.next_out = reinterpret_cast<Bytef*>(buf);
+    zs.avail_out = sizeof(buf);
+    rc = inflate(&zs, Z_NO_FLUSH);
+    out.append(buf, sizeof(buf) - zs.avail_out);
+  }
+  inflateEnd(&zs);
+  return rc == Z_STREAM_END ? out : "";
 }
 
 }  // namespace gpulet::testing

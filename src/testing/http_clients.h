@@ -1,4 +1,4 @@
-// Raw HTTP/1.1 clients over loopback TCP for tests and benchmarks of the metrics server:
+// Raw HTTP/1.1 clients over loopback TCP for tests and benchmarks of gpulet's HTTP server:
 // well-behaved requests with a deadline, idle keep-alive connections, and slowloris
 // connections (a partial request header, then a byte now and then, or nothing).
 //
@@ -32,6 +32,9 @@ std::optional<HttpResponse> ReadResponse(int fd, absl::Time deadline);
 // `extra_headers` are whole lines without the CRLF.
 std::optional<HttpResponse> Get(int port, const std::string& path, absl::Duration timeout,
                                 const std::vector<std::string>& extra_headers = {});
+
+// A gzip member's contents (a Content-Encoding: gzip body); "" when `in` is not one.
+std::string Gunzip(const std::string& in);
 
 // `count` keep-alive connections that each answered one GET /healthz and now sit idle.
 class IdleKeepAlive {

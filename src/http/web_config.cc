@@ -1,4 +1,4 @@
-#include "metrics/web_config.h"
+#include "http/web_config.h"
 
 #include <exception>
 #include <filesystem>
@@ -9,10 +9,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/read_file.h"
-#include "config/yaml_kind.h"
 #include "yaml-cpp/yaml.h"
+#include "yaml/kind.h"
 
-namespace gpulet {
+namespace gpulet::http {
 namespace {
 
 class Parser {
@@ -29,7 +29,7 @@ class Parser {
     std::set<std::string> seen;
     for (const auto& kv : node) {
       if (!kv.first.IsScalar()) {
-        return Error(kv.first, absl::StrCat("a key under ", path, " is ", YamlKindName(kv.first),
+        return Error(kv.first, absl::StrCat("a key under ", path, " is ", yaml::KindName(kv.first),
                                             "; keys are plain names"));
       }
       if (!seen.insert(kv.first.Scalar()).second) {
@@ -45,7 +45,7 @@ class Parser {
                        const std::string& allowed) const {
     if (!node.IsMap() || node.size() == 0) {
       return Error(node, absl::StrCat(path, " must be a mapping of ", allowed, ", not ",
-                                      node.IsMap() ? "an empty one" : YamlKindName(node),
+                                      node.IsMap() ? "an empty one" : yaml::KindName(node),
                                       "; remove the section if it should not apply"));
     }
     return CheckKeys(node, path);
@@ -54,7 +54,7 @@ class Parser {
   absl::StatusOr<std::string> String(const YAML::Node& node, const std::string& path) const {
     if (!node.IsScalar() || node.Scalar().empty()) {
       return Error(node, absl::StrCat(path, " must be a non-empty string, not ",
-                                      node.IsScalar() ? "empty" : YamlKindName(node)));
+                                      node.IsScalar() ? "empty" : yaml::KindName(node)));
     }
     return node.Scalar();
   }
@@ -141,7 +141,7 @@ class Parser {
           absl::StrCat("web config ", origin_,
                        " must be a mapping with tls_server_config and/or "
                        "basic_auth_users, not ",
-                       root.IsMap() ? "an empty one" : YamlKindName(root),
+                       root.IsMap() ? "an empty one" : yaml::KindName(root),
                        "; to serve plain HTTP without auth, set metrics.webConfigFile to \"\""));
     }
     if (absl::Status s = CheckKeys(root, "(top level)"); !s.ok()) return s;
@@ -248,4 +248,4 @@ absl::StatusOr<WebConfig> LoadWebConfig(const std::string& path) {
   return web;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::http

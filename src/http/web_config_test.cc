@@ -1,6 +1,6 @@
 // The web-config loader fails closed: every broken kind of file is an error naming the file,
 // the key and the fix, never a server with less TLS or auth than the file asks for.
-#include "metrics/web_config.h"
+#include "http/web_config.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "testing/files.h"
 
-namespace gpulet {
+namespace gpulet::http {
 namespace {
 
 using ::testing::HasSubstr;
@@ -195,4 +195,4 @@ TEST_F(WebConfigFileTest, RelativeCertAndKeyAreBesideTheFile) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::http

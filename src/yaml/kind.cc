@@ -1,8 +1,8 @@
-#include "config/yaml_kind.h"
+#include "yaml/kind.h"
 
-namespace gpulet {
+namespace gpulet::yaml {
 
-const char* YamlKindName(const YAML::Node& node) {
+const char* KindName(const YAML::Node& node) {
   switch (node.Type()) {
     case YAML::NodeType::Sequence:
       return "a list";
@@ -15,4 +15,4 @@ const char* YamlKindName(const YAML::Node& node) {
   }
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::yaml

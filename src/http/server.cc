@@ -1,10 +1,8 @@
-#include "metrics/http_server.h"
+#include "http/server.h"
 
 #include <fcntl.h>
 #include <microhttpd.h>
-#include <netdb.h>
 #include <netinet/in.h>
-#include <nettle/blowfish.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -13,185 +11,31 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <cstdarg>
-#include <cstdio>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "common/log.h"
 #include "common/periodic_worker.h"
 #include "common/read_file.h"
 #include "common/tcp_listen.h"
-#include "gpu/sample_values.h"
-#include "metrics/exposition.h"
-#include "state/status_report.h"
 
-namespace gpulet {
-
-namespace {
-
-// bcrypt's default cost, used for the dummy hash when no configured hash is bcrypt.
-constexpr int kDefaultBcryptCost = 10;
-
-// The cost of a bcrypt hash ("$2a$", "$2b$", "$2x$" or "$2y$" then two digits), or -1.
-int BcryptCost(const std::string& hash) {
-  if (hash.size() < 7 || hash[0] != '$' || hash[1] != '2' || hash[3] != '$' || hash[6] != '$') {
-    return -1;
-  }
-  int cost = 0;
-  if (!absl::SimpleAtoi(hash.substr(4, 2), &cost) || cost < 4 || cost > 31) return -1;
-  return cost;
-}
-
-// Compares without an early exit: the time depends on the lengths only.
-bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
-  size_t n = std::max(a.size(), b.size());
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < n; ++i) {
-    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= static_cast<unsigned char>(x ^ y);
-  }
-  return diff == 0;
-}
-}  // namespace
-
-bool CheckPassword(const std::string& password, const std::string& hash) {
-  // Nettle's bcrypt (crypt_blowfish's algorithm, as libxcrypt's crypt(3) has it, which the
-  // tests hash with): the rounds and salt come from `hash`, and the result is compared here
-  // in constant time rather than by blowfish_bcrypt_verify's strcmp.
-  uint8_t out[BLOWFISH_BCRYPT_HASH_SIZE] = {};
-  if (blowfish_bcrypt_hash(out, password.size(), reinterpret_cast<const uint8_t*>(password.data()),
-                           hash.size(), reinterpret_cast<const uint8_t*>(hash.data()), -1,
-                           nullptr) != 1) {
-    return false;
-  }
-  return ConstantTimeEquals(reinterpret_cast<const char*>(out), hash);
-}
-
-BasicAuth::BasicAuth(std::map<std::string, std::string> users, CheckFn check)
-    : users_(std::move(users)), check_(std::move(check)) {
-  int cost = -1;
-  for (const auto& [user, hash] : users_) cost = std::max(cost, BcryptCost(hash));
-  if (cost < 0) cost = kDefaultBcryptCost;
-  // A full bcrypt setting with a fixed all-zero salt: bcrypt does the whole cost's work,
-  // and its output never equals the setting, so the check fails.
-  dummy_hash_ = absl::StrCat("$2b$", cost < 10 ? "0" : "", cost, "$", std::string(22, '.'));
-}
-
-bool BasicAuth::Authorize(absl::string_view authorization) const {
-  if (!absl::StartsWith(authorization, "Basic ")) return false;
-  std::string decoded;
-  if (!absl::Base64Unescape(authorization.substr(6), &decoded)) return false;
-  size_t c = decoded.find(':');
-  if (c == std::string::npos) return false;
-  absl::string_view user = absl::string_view(decoded).substr(0, c);
-  // Every configured name is compared, whether or not an earlier one matched.
-  const std::string* hash = &dummy_hash_;
-  bool known = false;
-  for (const auto& [name, user_hash] : users_) {
-    bool match = ConstantTimeEquals(name, user);
-    hash = match ? &user_hash : hash;
-    known = known || match;
-  }
-  bool password_ok = check_(decoded.substr(c + 1), *hash);
-  return known && password_ok;
-}
-
-std::string MetricsServer::StatusJson(const Snapshot& snap, const SampleSet& samples) {
-  return StatusJson(snap, samples, RealClock()->Now());
-}
-
-std::string MetricsServer::StatusJson(const Snapshot& snap, const SampleSet& samples,
-                                      absl::Time now) {
-  // The store's part comes from StatusFromSnapshot; the sampler and pod attribution add
-  // theirs here. The wire format is StatusReport's (state/status_report.h).
-  StatusReport report = StatusFromSnapshot(snap);
-  for (size_t i = 0; i < snap.devices.size(); ++i) {
-    const DeviceRecord& d = snap.devices[i];
-    GpuStatus& g = report.gpus[i];
-    if (samples.pods != nullptr) {
-      g.allocations.emplace();
-      auto held = samples.pods->by_gpu.find(d.gpu.uuid);
-      if (held != samples.pods->by_gpu.end()) {
-        for (const GpuAssignment& a : held->second) {
-          g.allocations->push_back(
-              {a.holder.namespace_name, a.holder.pod, a.holder.container, a.resource, a.device_id});
-        }
-      }
-    }
-    for (const SliceSample& slice : samples.slices) {
-      if (slice.usage.gpu_uuid != d.gpu.uuid) continue;
-      SliceStatus s;
-      s.slice = slice.name;
-      s.owner = slice.usage.owner;
-      s.quota_bytes = slice.usage.quota_bytes;
-      s.used_bytes = slice.usage.in_use_bytes;
-      s.peak_bytes = slice.usage.peak_bytes;
-      s.refused = slice.usage.refused;
-      s.processes = static_cast<unsigned>(slice.usage.processes.size());
-      if (slice.device) s.device_used_bytes = slice.device->used_bytes;
-      if (std::optional<PodContainer> who = SliceHolder(slice, samples.pods.get())) {
-        s.namespace_name = who->namespace_name;
-        s.pod = who->pod;
-        s.container = who->container;
-      }
-      if (!g.vram_slices) g.vram_slices.emplace();
-      g.vram_slices->push_back(std::move(s));
-    }
-    if (auto holder = samples.vram_holders.find(d.gpu.uuid); holder != samples.vram_holders.end()) {
-      g.vram_enforcement = holder->second;
-    }
-    if (auto fault = samples.last_faults.find(d.gpu.uuid); fault != samples.last_faults.end()) {
-      g.last_fault = fault->second;
-    }
-    auto it = samples.by_uuid.find(d.gpu.uuid);
-    if (it == samples.by_uuid.end()) continue;
-    const GpuSampleState& st = it->second;
-    g.answering = st.answering;
-    if (!st.error.empty()) g.sample_error = st.error;
-    if (!st.last) continue;
-    const DeviceSample& s = *st.last;
-    g.sample_age_seconds = absl::ToDoubleSeconds(now - s.taken);
-    if (!st.answering) continue;
-    for (const SampleValue& row : SampleValues()) {
-      if (row.status_key == nullptr) continue;
-      if (std::optional<double> v = ReadValue(row, s)) g.values[row.id] = *v;
-    }
-    g.processes.emplace();
-    for (const GpuProcess& p : s.processes) {
-      ProcessStatus ps;
-      ps.pid = p.pid;
-      auto proc = st.processes.find(p.pid);
-      if (proc != st.processes.end()) {
-        ps.name = proc->second.name;
-        std::optional<PodContainer> pod = ProcessPod(samples, d.gpu.uuid, proc->second);
-        if (pod) {
-          ps.namespace_name = pod->namespace_name;
-          ps.pod = pod->pod;
-          ps.container = pod->container;
-        }
-      }
-      ps.used_bytes = p.used_bytes;
-      g.processes->push_back(std::move(ps));
-    }
-  }
-  return report.ToJsonText();
-}
+namespace gpulet::http {
 
 namespace {
 
@@ -203,25 +47,6 @@ constexpr auto kSweepEvery = std::chrono::milliseconds(100);
 constexpr size_t kConnectionMemory = 16 * 1024;
 // File descriptors kept for everything but connections when sizing the cap to RLIMIT_NOFILE.
 constexpr rlim_t kSpareFds = 256;
-
-// True when an Accept-Encoding value allows gzip ("gzip", "x-gzip", not with q=0).
-bool AcceptsGzip(absl::string_view accept_encoding) {
-  for (absl::string_view part : absl::StrSplit(accept_encoding, ',')) {
-    std::vector<absl::string_view> params = absl::StrSplit(part, ';');
-    absl::string_view name = absl::StripAsciiWhitespace(params[0]);
-    if (!absl::EqualsIgnoreCase(name, "gzip") && !absl::EqualsIgnoreCase(name, "x-gzip")) {
-      continue;
-    }
-    bool refused = false;
-    for (size_t i = 1; i < params.size(); ++i) {
-      absl::string_view p = absl::StripAsciiWhitespace(params[i]);
-      double q = 1;
-      if (absl::ConsumePrefix(&p, "q=") && absl::SimpleAtod(p, &q) && q <= 0) refused = true;
-    }
-    if (!refused) return true;
-  }
-  return false;
-}
 
 // `in` as a gzip member (RFC 1952), or nullopt when zlib fails.
 std::optional<std::string> Gzip(absl::string_view in) {
@@ -288,7 +113,7 @@ class JobPool {
 
 // One request from its complete header to its end (MHD's per-request context), and its
 // basic-auth check, when one runs.
-struct Request {
+struct PendingRequest {
   bool auth_submitted = false;  // event thread only
   std::string authorization;
   std::atomic<bool> done{false};
@@ -306,8 +131,8 @@ struct ConnState {
 };
 
 // The context of every request without a basic-auth check (never deleted).
-Request& PlainRequest() {
-  static Request plain;
+PendingRequest& PlainRequest() {
+  static PendingRequest plain;
   return plain;
 }
 
@@ -317,13 +142,31 @@ void CloseFd(int& fd) {
 }
 
 }  // namespace
+bool AcceptsGzip(absl::string_view accept_encoding) {
+  for (absl::string_view part : absl::StrSplit(accept_encoding, ',')) {
+    std::vector<absl::string_view> params = absl::StrSplit(part, ';');
+    absl::string_view name = absl::StripAsciiWhitespace(params[0]);
+    if (!absl::EqualsIgnoreCase(name, "gzip") && !absl::EqualsIgnoreCase(name, "x-gzip")) {
+      continue;
+    }
+    bool refused = false;
+    for (size_t i = 1; i < params.size(); ++i) {
+      absl::string_view p = absl::StripAsciiWhitespace(params[i]);
+      double q = 1;
+      if (absl::ConsumePrefix(&p, "q=") && absl::SimpleAtod(p, &q) && q <= 0) refused = true;
+    }
+    if (!refused) return true;
+  }
+  return false;
+}
 
 // Everything that exists while the server runs. All members without a lock are touched only
 // on the event thread (handlers, MHD's callbacks, the sweep), or by Start/Stop while that
 // thread is not running.
-class MetricsServer::Impl {
+class Server::Impl {
  public:
-  Impl(MetricsServer* owner, HttpLimits limits) : owner_(owner), limits_(limits) {}
+  Impl(Server* owner, const Limits& limits)
+      : owner_(owner), limits_(limits), cached_(std::max(0, owner->options_.cache_slots)) {}
   ~Impl() { Shutdown(); }
 
   absl::Status Start(const std::string& address, int listen_fd, bool ipv6);
@@ -340,21 +183,25 @@ class MetricsServer::Impl {
 
   MHD_Result Handle(MHD_Connection* c, absl::string_view path, absl::string_view method,
                     size_t* upload_data_size, void** req_cls);
+  // Asks the handler and queues its answer.
   MHD_Result Respond(MHD_Connection* c, absl::string_view path, absl::string_view method);
-  MHD_Result Send(MHD_Connection* c, unsigned status, std::shared_ptr<const std::string> body,
-                  const char* content_type, bool gzipped);
+  // Answers a method other than GET and HEAD with Options::refused_write.
+  MHD_Result RefuseWrite(MHD_Connection* c, absl::string_view path, absl::string_view method);
+  // Queues `r` (logged when the access log is on).
+  MHD_Result Queue(MHD_Connection* c, absl::string_view path, absl::string_view method,
+                   const Response& r, bool accepts_gzip);
   MHD_Result SendText(MHD_Connection* c, unsigned status, const char* text);
-  // The response for the sampler's current exposition in that format and encoding, built
-  // once per round and shared by every scrape until the next; nullptr when MHD or zlib fail.
-  MHD_Response* MetricsResponse(bool om, bool gz);
-  static MHD_Response* MakeResponse(std::shared_ptr<const std::string> body,
-                                    const char* content_type, bool gzipped);
+  // The finished response for `r` (gzip-compressed when `gz` and the handler allows it);
+  // nullptr when MHD or zlib fail. With a cache slot, built once a body and kept.
+  MHD_Response* ResponseFor(const Response& r, bool gz, bool* cached);
+  static MHD_Response* MakeResponse(const Response& r, std::shared_ptr<const std::string> body,
+                                    bool gzipped);
   void Loop();
   void Sweep(SteadyTime now);
   void EvictOldestWaiting();
 
-  MetricsServer* owner_;
-  HttpLimits limits_;
+  Server* owner_;
+  Limits limits_;
   int max_connections_ = 0;
   MHD_Daemon* daemon_ = nullptr;
   int epoll_fd_ = -1;
@@ -365,19 +212,22 @@ class MetricsServer::Impl {
   std::atomic<int> pending_auth_{0};
   std::unordered_map<MHD_Connection*, ConnState> conns_;
   SteadyTime last_sweep_;
-  // By format (text, OpenMetrics) and encoding (identity, gzip): the exposition a response
-  // was built from, and the response.
+  // By cache slot and encoding (identity, gzip): the body a response was built from, and the
+  // response.
   struct CachedResponse {
     std::shared_ptr<const std::string> text;
     MHD_Response* response = nullptr;
   };
-  CachedResponse cached_[2][2];
+  std::vector<std::array<CachedResponse, 2>> cached_;
   // The TLS PEMs; MHD reads them at start, kept for the daemon's life all the same.
   std::string cert_pem_, key_pem_;
+  // Names the server in libmicrohttpd's messages (MHD keeps the pointer).
+  std::string who_;
 };
 
-absl::Status MetricsServer::Impl::Start(const std::string& address, int listen_fd, bool ipv6) {
-  const WebConfig& web = owner_->web_;
+absl::Status Server::Impl::Start(const std::string& address, int listen_fd, bool ipv6) {
+  const WebConfig& web = owner_->options_.web;
+  const std::string& name = owner_->options_.name;
   const bool tls = !web.cert_file.empty();
   if (tls && !web.cert_pem.empty() && !web.key_pem.empty()) {
     cert_pem_ = web.cert_pem;  // what LoadWebConfig read and checked
@@ -410,17 +260,17 @@ absl::Status MetricsServer::Impl::Start(const std::string& address, int listen_f
     if (nofile.rlim_cur != RLIM_INFINITY && nofile.rlim_cur < want) {
       int fit = static_cast<int>(std::max<rlim_t>(nofile.rlim_cur, 2 * kSpareFds) - kSpareFds);
       GPULET_LOG_WARN(
-          "metrics server: the open-file limit ({}) leaves room for {} connections, not {}; "
+          "{}: the open-file limit ({}) leaves room for {} connections, not {}; "
           "raise the hard limit (ulimit -Hn) to allow more",
-          nofile.rlim_cur, fit, max_connections_);
+          name, nofile.rlim_cur, fit, max_connections_);
       max_connections_ = std::max(16, fit);
     }
   }
 
   std::vector<MHD_OptionItem> opts;
   auto opt = [&](MHD_OPTION o, intptr_t v, void* p = nullptr) { opts.push_back({o, v, p}); };
-  static char kWho[] = "metrics server (libmicrohttpd)";
-  opt(MHD_OPTION_EXTERNAL_LOGGER, reinterpret_cast<intptr_t>(&LogLibraryMessage), kWho);
+  who_ = absl::StrCat(name, " (libmicrohttpd)");
+  opt(MHD_OPTION_EXTERNAL_LOGGER, reinterpret_cast<intptr_t>(&LogLibraryMessage), who_.data());
   opt(MHD_OPTION_LISTEN_SOCKET, listen_fd);
   opt(MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&Impl::OnCompleted), this);
   opt(MHD_OPTION_NOTIFY_CONNECTION, reinterpret_cast<intptr_t>(&Impl::OnConnection), this);
@@ -470,7 +320,7 @@ absl::Status MetricsServer::Impl::Start(const std::string& address, int listen_f
     return absl::InternalError(
         absl::StrCat("cannot serve on ", address, ": epoll_ctl failed: ", strerror(errno)));
   }
-  if (!owner_->web_.users.empty()) {
+  if (owner_->auth_.enabled()) {
     auth_pool_.Start(std::max(1, limits_.auth_threads), "gpulet-httpauth");
   }
   last_sweep_ = std::chrono::steady_clock::now();
@@ -478,7 +328,7 @@ absl::Status MetricsServer::Impl::Start(const std::string& address, int listen_f
   return absl::OkStatus();
 }
 
-void MetricsServer::Impl::Shutdown() {
+void Server::Impl::Shutdown() {
   stopping_ = true;
   if (stop_fd_ >= 0) {
     uint64_t one = 1;
@@ -507,7 +357,7 @@ void MetricsServer::Impl::Shutdown() {
   CloseFd(stop_fd_);
 }
 
-void MetricsServer::Impl::Loop() {
+void Server::Impl::Loop() {
   epoll_event events[2];
   while (!stopping_) {
     int wait_ms = 1000;
@@ -520,7 +370,8 @@ void MetricsServer::Impl::Loop() {
     }
     int n = epoll_wait(epoll_fd_, events, 2, wait_ms);
     if (n < 0 && errno != EINTR) {
-      GPULET_LOG_ERROR("metrics server: epoll_wait failed: {}; serving stops", strerror(errno));
+      GPULET_LOG_ERROR("{}: epoll_wait failed: {}; serving stops", owner_->options_.name,
+                       strerror(errno));
       return;
     }
     if (stopping_) return;
@@ -530,7 +381,7 @@ void MetricsServer::Impl::Loop() {
   }
 }
 
-void MetricsServer::Impl::Sweep(SteadyTime now) {
+void Server::Impl::Sweep(SteadyTime now) {
   last_sweep_ = now;
   auto deadline = absl::ToChronoNanoseconds(limits_.header_deadline);
   for (auto& [conn, st] : conns_) {
@@ -542,7 +393,7 @@ void MetricsServer::Impl::Sweep(SteadyTime now) {
   }
 }
 
-void MetricsServer::Impl::EvictOldestWaiting() {
+void Server::Impl::EvictOldestWaiting() {
   ConnState* oldest = nullptr;
   for (auto& [conn, st] : conns_) {
     if (st.in_request || st.dropped) continue;
@@ -553,8 +404,8 @@ void MetricsServer::Impl::EvictOldestWaiting() {
   oldest->dropped = true;
 }
 
-void MetricsServer::Impl::OnConnection(void* cls, MHD_Connection* c, void** /*socket_context*/,
-                                       MHD_ConnectionNotificationCode toe) {
+void Server::Impl::OnConnection(void* cls, MHD_Connection* c, void** /*socket_context*/,
+                                MHD_ConnectionNotificationCode toe) {
   Impl* self = static_cast<Impl*>(cls);
   if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
     self->conns_.erase(c);
@@ -570,10 +421,10 @@ void MetricsServer::Impl::OnConnection(void* cls, MHD_Connection* c, void** /*so
   self->conns_[c] = st;
 }
 
-void MetricsServer::Impl::OnCompleted(void* cls, MHD_Connection* c, void** req_cls,
-                                      MHD_RequestTerminationCode /*toe*/) {
+void Server::Impl::OnCompleted(void* cls, MHD_Connection* c, void** req_cls,
+                               MHD_RequestTerminationCode /*toe*/) {
   Impl* self = static_cast<Impl*>(cls);
-  if (*req_cls != &PlainRequest()) delete static_cast<Request*>(*req_cls);
+  if (*req_cls != &PlainRequest()) delete static_cast<PendingRequest*>(*req_cls);
   *req_cls = nullptr;
   auto it = self->conns_.find(c);
   if (it != self->conns_.end()) {
@@ -582,24 +433,28 @@ void MetricsServer::Impl::OnCompleted(void* cls, MHD_Connection* c, void** req_c
   }
 }
 
-MHD_Result MetricsServer::Impl::OnRequest(void* cls, MHD_Connection* c, const char* url,
-                                          const char* method, const char* /*version*/,
-                                          const char* /*upload_data*/, size_t* upload_data_size,
-                                          void** req_cls) {
+MHD_Result Server::Impl::OnRequest(void* cls, MHD_Connection* c, const char* url,
+                                   const char* method, const char* /*version*/,
+                                   const char* /*upload_data*/, size_t* upload_data_size,
+                                   void** req_cls) {
   return static_cast<Impl*>(cls)->Handle(c, url, method, upload_data_size, req_cls);
 }
 
-MHD_Result MetricsServer::Impl::Handle(MHD_Connection* c, absl::string_view path,
-                                       absl::string_view method, size_t* upload_data_size,
-                                       void** req_cls) {
-  auto* req = static_cast<Request*>(*req_cls);
+MHD_Result Server::Impl::Handle(MHD_Connection* c, absl::string_view path, absl::string_view method,
+                                size_t* upload_data_size, void** req_cls) {
+  auto* req = static_cast<PendingRequest*>(*req_cls);
+  const Options& options = owner_->options_;
   if (req == nullptr) {
-    // The header is complete. MHD closes a connection whose response is queued in this
-    // first call, so the answer waits for the next one (keep-alive).
+    // The header is complete. A write is refused at once, its body unread (MHD closes the
+    // connection after the answer). Otherwise MHD closes a connection whose response is
+    // queued in this first call, so the answer waits for the next one (keep-alive).
+    if (method != "GET" && method != "HEAD") return RefuseWrite(c, path, method);
     auto it = conns_.find(c);
     if (it != conns_.end()) it->second.in_request = true;
-    bool check = !owner_->web_.users.empty() && path != "/healthz";
-    *req_cls = check ? new Request : &PlainRequest();
+    bool check = owner_->auth_.enabled() &&
+                 std::find(options.open_paths.begin(), options.open_paths.end(), path) ==
+                     options.open_paths.end();
+    *req_cls = check ? new PendingRequest : &PlainRequest();
     return MHD_YES;
   }
   if (*upload_data_size != 0) {  // a request body is never used: read and dropped
@@ -642,90 +497,109 @@ MHD_Result MetricsServer::Impl::Handle(MHD_Connection* c, absl::string_view path
   return Respond(c, path, method);
 }
 
-MHD_Result MetricsServer::Impl::Respond(MHD_Connection* c, absl::string_view path,
-                                        absl::string_view method) {
-  if (method != "GET" && method != "HEAD") {
-    return SendText(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD are served\n");
-  }
+MHD_Result Server::Impl::Respond(MHD_Connection* c, absl::string_view path,
+                                 absl::string_view method) {
   auto header = [c](const char* name) {
     const char* v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
     return absl::string_view(v != nullptr ? v : "");
   };
-  if (path == "/healthz") return SendText(c, MHD_HTTP_OK, "ok\n");
-  if (path == "/metrics") {
-    bool om = absl::StrContains(header(MHD_HTTP_HEADER_ACCEPT), "application/openmetrics-text");
-    bool gz = AcceptsGzip(header(MHD_HTTP_HEADER_ACCEPT_ENCODING));
-    MHD_Response* r = MetricsResponse(om, gz);
-    if (r == nullptr && gz) r = MetricsResponse(om, false);  // zlib failed: send it plain
-    if (r == nullptr) return MHD_NO;
-    return MHD_queue_response(c, MHD_HTTP_OK, r);
-  }
-  if (path == "/status") {
-    std::string json = MetricsServer::StatusJson(
-        *owner_->store_->Get(), *owner_->sampler_->Samples(), owner_->clock_->Now());
-    bool gz = AcceptsGzip(header(MHD_HTTP_HEADER_ACCEPT_ENCODING));
-    std::optional<std::string> zipped;
-    if (gz) zipped = Gzip(json);
-    bool gzipped = zipped.has_value();  // read before the move below: argument order is free
-    return Send(c, MHD_HTTP_OK,
-                std::make_shared<const std::string>(gzipped ? *std::move(zipped) : std::move(json)),
-                "application/json", gzipped);
-  }
-  return SendText(c, MHD_HTTP_NOT_FOUND, "not found: gpulet serves /metrics, /healthz, /status\n");
+  return Queue(c, path, method,
+               owner_->handler_(Request{method, path, header(MHD_HTTP_HEADER_ACCEPT)}),
+               AcceptsGzip(header(MHD_HTTP_HEADER_ACCEPT_ENCODING)));
 }
 
-MHD_Response* MetricsServer::Impl::MetricsResponse(bool om, bool gz) {
-  std::shared_ptr<const std::string> text = owner_->sampler_->Exposition(om);
-  if (text == nullptr) text = std::make_shared<const std::string>();
-  CachedResponse& cached = cached_[om ? 1 : 0][gz ? 1 : 0];
-  // The cache holds the text it was built from, so a new round's text never has its address.
-  if (cached.response != nullptr && cached.text == text) return cached.response;
+MHD_Result Server::Impl::RefuseWrite(MHD_Connection* c, absl::string_view path,
+                                     absl::string_view method) {
+  Response r = owner_->options_.refused_write;
+  r.status = MHD_HTTP_METHOD_NOT_ALLOWED;
+  r.cache_slot = -1;
+  r.headers.emplace_back(MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+  return Queue(c, path, method, r, false);
+}
+
+MHD_Result Server::Impl::Queue(MHD_Connection* c, absl::string_view path, absl::string_view method,
+                               const Response& r, bool accepts_gzip) {
+  bool gz = r.compress && accepts_gzip;
+  bool cached = false;
+  MHD_Response* response = ResponseFor(r, gz, &cached);
+  if (response == nullptr && gz) response = ResponseFor(r, false, &cached);  // zlib failed
+  if (response == nullptr) return MHD_NO;
+  if (owner_->options_.access_log) {
+    GPULET_LOG_INFO("{}: {} {} {}", owner_->options_.name, method, path, r.status);
+  }
+  MHD_Result q = MHD_queue_response(c, r.status, response);
+  if (!cached) MHD_destroy_response(response);
+  return q;
+}
+
+MHD_Response* Server::Impl::ResponseFor(const Response& r, bool gz, bool* cached) {
+  *cached = false;
+  if (r.file_fd >= 0) {
+    int fd = fcntl(r.file_fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return nullptr;
+    MHD_Response* response = MHD_create_response_from_fd_at_offset64(
+        r.file_size, fd, static_cast<int64_t>(r.file_offset));
+    if (response == nullptr) {
+      close(fd);
+      return nullptr;
+    }
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, r.content_type);
+    for (const auto& [name, value] : r.headers) {
+      MHD_add_response_header(response, name.c_str(), value.c_str());
+    }
+    return response;
+  }
+  std::shared_ptr<const std::string> text =
+      r.body != nullptr ? r.body : std::make_shared<const std::string>();
+  const bool slot = r.cache_slot >= 0 && static_cast<size_t>(r.cache_slot) < cached_.size();
+  CachedResponse* entry = slot ? &cached_[r.cache_slot][gz ? 1 : 0] : nullptr;
+  // The cache holds the text it was built from, so a new text never has its address.
+  if (entry != nullptr && entry->response != nullptr && entry->text == text) {
+    *cached = true;
+    return entry->response;
+  }
   std::shared_ptr<const std::string> body = text;
   if (gz) {
     std::optional<std::string> zipped = Gzip(*text);
     if (!zipped) return nullptr;
     body = std::make_shared<const std::string>(*std::move(zipped));
   }
-  MHD_Response* r = MakeResponse(std::move(body),
-                                 om ? "application/openmetrics-text; version=1.0.0; charset=utf-8"
-                                    : "text/plain; version=0.0.4; charset=utf-8",
-                                 gz);
-  if (r == nullptr) return nullptr;
+  MHD_Response* response = MakeResponse(r, std::move(body), gz);
+  if (response == nullptr || entry == nullptr) return response;
   // Connections still sending the old response keep it (MHD counts references).
-  if (cached.response != nullptr) MHD_destroy_response(cached.response);
-  cached.text = std::move(text);
-  cached.response = r;
-  return r;
+  if (entry->response != nullptr) MHD_destroy_response(entry->response);
+  entry->text = std::move(text);
+  entry->response = response;
+  *cached = true;
+  return response;
 }
 
-MHD_Response* MetricsServer::Impl::MakeResponse(std::shared_ptr<const std::string> body,
-                                                const char* content_type, bool gzipped) {
+MHD_Response* Server::Impl::MakeResponse(const Response& r, std::shared_ptr<const std::string> body,
+                                         bool gzipped) {
   // The response points into `body`, kept alive until MHD has no use for it.
   auto* hold = new std::shared_ptr<const std::string>(std::move(body));
-  MHD_Response* r = MHD_create_response_from_buffer_with_free_callback_cls(
+  MHD_Response* response = MHD_create_response_from_buffer_with_free_callback_cls(
       (*hold)->size(), const_cast<char*>((*hold)->data()),
       [](void* p) { delete static_cast<std::shared_ptr<const std::string>*>(p); }, hold);
-  if (r == nullptr) {
+  if (response == nullptr) {
     delete hold;
     return nullptr;
   }
-  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-  if (gzipped) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
-  MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, MHD_HTTP_HEADER_ACCEPT_ENCODING);
-  return r;
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, r.content_type);
+  if (gzipped) MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
+  if (r.compress) {
+    MHD_add_response_header(response, MHD_HTTP_HEADER_VARY, MHD_HTTP_HEADER_ACCEPT_ENCODING);
+  }
+  if (r.status == MHD_HTTP_SERVICE_UNAVAILABLE) {
+    MHD_add_response_header(response, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+  }
+  for (const auto& [name, value] : r.headers) {
+    MHD_add_response_header(response, name.c_str(), value.c_str());
+  }
+  return response;
 }
 
-MHD_Result MetricsServer::Impl::Send(MHD_Connection* c, unsigned status,
-                                     std::shared_ptr<const std::string> body,
-                                     const char* content_type, bool gzipped) {
-  MHD_Response* r = MakeResponse(std::move(body), content_type, gzipped);
-  if (r == nullptr) return MHD_NO;
-  MHD_Result q = MHD_queue_response(c, status, r);
-  MHD_destroy_response(r);
-  return q;
-}
-
-MHD_Result MetricsServer::Impl::SendText(MHD_Connection* c, unsigned status, const char* text) {
+MHD_Result Server::Impl::SendText(MHD_Connection* c, unsigned status, const char* text) {
   MHD_Response* r = MHD_create_response_from_buffer(std::strlen(text), const_cast<char*>(text),
                                                     MHD_RESPMEM_PERSISTENT);
   if (r == nullptr) return MHD_NO;
@@ -738,21 +612,15 @@ MHD_Result MetricsServer::Impl::SendText(MHD_Connection* c, unsigned status, con
   return q;
 }
 
-MetricsServer::MetricsServer(const Sampler* sampler, const DeviceStore* store, WebConfig web,
-                             const Clock* clock, HttpLimits limits)
-    : sampler_(sampler),
-      store_(store),
-      web_(std::move(web)),
-      auth_(web_.users),
-      clock_(clock),
-      limits_(limits) {}
+Server::Server(Handler handler, Options options)
+    : handler_(std::move(handler)), options_(std::move(options)), auth_(options_.web.users) {}
 
-MetricsServer::~MetricsServer() { Stop(); }
+Server::~Server() { Stop(); }
 
-absl::Status MetricsServer::Start(const std::string& address, const MetricsServer* beside) {
+absl::Status Server::Start(const std::string& address, const Server* beside) {
   if (impl_ != nullptr) {
     return absl::FailedPreconditionError(
-        absl::StrCat("metrics server on ", address, " was already started; make a new one"));
+        absl::StrCat(options_.name, " on ", address, " was already started; make a new one"));
   }
   if (beside != nullptr && beside->impl_ != nullptr && beside->listen_fd_ >= 0 &&
       beside->address_ == address) {
@@ -763,13 +631,13 @@ absl::Status MetricsServer::Start(const std::string& address, const MetricsServe
     }
     return Serve(address, fd, beside->ipv6_, beside->port_);
   }
-  absl::StatusOr<TcpListener> listener = ListenTcp(address, "--metrics-address");
+  absl::StatusOr<TcpListener> listener = ListenTcp(address, options_.address_flag);
   if (!listener.ok()) return listener.status();
   return Serve(address, listener->fd, listener->ipv6, listener->port);
 }
 
-absl::Status MetricsServer::Serve(const std::string& address, int fd, bool ipv6, int port) {
-  impl_ = std::make_unique<Impl>(this, limits_);
+absl::Status Server::Serve(const std::string& address, int fd, bool ipv6, int port) {
+  impl_ = std::make_unique<Impl>(this, options_.limits);
   if (absl::Status s = impl_->Start(address, fd, ipv6); !s.ok()) {
     impl_.reset();
     return s;
@@ -781,9 +649,9 @@ absl::Status MetricsServer::Serve(const std::string& address, int fd, bool ipv6,
   return absl::OkStatus();
 }
 
-void MetricsServer::Stop() {
+void Server::Stop() {
   impl_.reset();
   listen_fd_ = -1;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::http

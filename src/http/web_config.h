@@ -1,4 +1,4 @@
-// WebConfig: the TLS and basic-auth settings of gpulet's metrics server, read from a
+// WebConfig: the TLS and basic-auth settings of gpulet's HTTP server (http/server.h), read from a
 // Prometheus exporter-toolkit web-config file (the `metrics.webConfigFile` key):
 //
 //   tls_server_config: {cert_file: PATH, key_file: PATH}
@@ -18,8 +18,8 @@
 //
 // Thread-safety: pure functions of their input (LoadWebConfig also reads files); safe from
 // any thread.
-#ifndef GPULET_METRICS_WEB_CONFIG_H_
-#define GPULET_METRICS_WEB_CONFIG_H_
+#ifndef GPULET_HTTP_WEB_CONFIG_H_
+#define GPULET_HTTP_WEB_CONFIG_H_
 
 #include <map>
 #include <string>
@@ -27,7 +27,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace gpulet {
+namespace gpulet::http {
 
 struct WebConfig {
   std::string cert_file, key_file;           // both set: serve HTTPS
@@ -56,6 +56,6 @@ std::vector<std::string> WebConfigFiles(const std::string& path);
 // 53 characters of bcrypt's base64 (22 of salt, 31 of hash).
 bool IsBcryptHash(const std::string& hash);
 
-}  // namespace gpulet
+}  // namespace gpulet::http
 
-#endif  // GPULET_METRICS_WEB_CONFIG_H_
+#endif  // GPULET_HTTP_WEB_CONFIG_H_
