@@ -70,7 +70,7 @@ struct Response {
   unsigned status = 200;
   const char* content_type = "text/plain";  // copied when the response is built
   // The body; shared, so that a handler may hand the same text to many requests.
-  std::shared_ptr<const std::string> body;
+  std::shared_ptr<const std::string> body{};
   // Or a part of a file: sent from `fd` (duplicated by the server) at `offset`.
   int file_fd = -1;
   uint64_t file_offset = 0, file_size = 0;
@@ -82,7 +82,7 @@ struct Response {
   // responses (plain and gzip) built from that body until the slot's body changes, so each is
   // built and compressed once. Headers other than the content type are not allowed then.
   int cache_slot = -1;
-  std::vector<std::pair<std::string, std::string>> headers;  // more headers
+  std::vector<std::pair<std::string, std::string>> headers{};  // more headers
 };
 
 using Handler = std::function<Response(const Request&)>;
@@ -92,10 +92,10 @@ struct Options {
   // its address ("--metrics-address").
   std::string name = "HTTP server";
   std::string address_flag = "--address";
-  Limits limits;
-  WebConfig web;  // TLS and basic auth; empty: plain HTTP, no auth
+  Limits limits{};
+  WebConfig web{};  // TLS and basic auth; empty: plain HTTP, no auth
   // Served without basic auth ("/healthz").
-  std::vector<std::string> open_paths;
+  std::vector<std::string> open_paths{};
   int cache_slots = 0;
   // One line per request on the log (info): method, path, status.
   bool access_log = false;

@@ -297,6 +297,17 @@ std::set<std::string> ValueTableFamilies() {
 // Every row of the value table with a family is exported from a sample that has it, with
 // the row's value as its family prints it, on dcgm-exporter's labels for a DCGM field and
 // gpulet's for its own.
+// docs/metrics.md: a GPU without a fan reading (a passively cooled board: NVML answers
+// NOT_SUPPORTED) has no fan series, while its other values are exported as usual.
+TEST(ExpositionTest, AGpuWithoutAFanReadingHasNoFanSeries) {
+  Snapshot snap = TwoGpus();
+  DeviceSample s = testing::SampleWithEveryValue();
+  s.fan_percent.reset();
+  std::string text = RenderMetrics(snap, AnsweringGpu0(s), {"node1", "570.1"}, false, absl::Now());
+  EXPECT_TRUE(LinesStartingWith(text, "DCGM_FI_DEV_FAN_SPEED{").empty()) << text;
+  EXPECT_FALSE(LinesStartingWith(text, "DCGM_FI_DEV_GPU_TEMP{").empty()) << text;
+}
+
 TEST(ExpositionTest, EveryValueRowIsExportedWithItsValue) {
   Snapshot snap = TwoGpus();
   DeviceSample s = testing::SampleWithEveryValue();
