@@ -27,7 +27,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "common/log.h"
@@ -142,6 +141,7 @@ void CloseFd(int& fd) {
 }
 
 }  // namespace
+
 bool AcceptsGzip(absl::string_view accept_encoding) {
   for (absl::string_view part : absl::StrSplit(accept_encoding, ',')) {
     std::vector<absl::string_view> params = absl::StrSplit(part, ';');
@@ -165,8 +165,10 @@ bool AcceptsGzip(absl::string_view accept_encoding) {
 // thread is not running.
 class Server::Impl {
  public:
-  Impl(Server* owner, const Limits& limits)
-      : owner_(owner), limits_(limits), cached_(std::max(0, owner->options_.cache_slots)) {}
+  explicit Impl(Server* owner)
+      : owner_(owner),
+        limits_(owner->options_.limits),
+        cached_(std::max(0, owner->options_.cache_slots)) {}
   ~Impl() { Shutdown(); }
 
   absl::Status Start(const std::string& address, int listen_fd, bool ipv6);
@@ -190,7 +192,10 @@ class Server::Impl {
   // Queues `r` (logged when the access log is on).
   MHD_Result Queue(MHD_Connection* c, absl::string_view path, absl::string_view method,
                    const Response& r, bool accepts_gzip);
-  MHD_Result SendText(MHD_Connection* c, unsigned status, const char* text);
+  // Queues the server's own plain-text answer (401, 503).
+  MHD_Result QueueText(MHD_Connection* c, absl::string_view path, absl::string_view method,
+                       unsigned status, const char* text,
+                       std::vector<std::pair<std::string, std::string>> headers = {});
   // The finished response for `r` (gzip-compressed when `gz` and the handler allows it);
   // nullptr when MHD or zlib fail. With a cache slot, built once a body and kept.
   MHD_Response* ResponseFor(const Response& r, bool gz, bool* cached);
@@ -201,7 +206,7 @@ class Server::Impl {
   void EvictOldestWaiting();
 
   Server* owner_;
-  Limits limits_;
+  const Limits& limits_;  // the owner's
   int max_connections_ = 0;
   MHD_Daemon* daemon_ = nullptr;
   int epoll_fd_ = -1;
@@ -464,8 +469,8 @@ MHD_Result Server::Impl::Handle(MHD_Connection* c, absl::string_view path, absl:
   if (req != &PlainRequest()) {
     if (!req->auth_submitted) {
       if (pending_auth_.load() >= limits_.max_pending_auth) {
-        return SendText(c, MHD_HTTP_SERVICE_UNAVAILABLE,
-                        "too many basic-auth checks waiting; retry in a second\n");
+        return QueueText(c, path, method, MHD_HTTP_SERVICE_UNAVAILABLE,
+                         "too many basic-auth checks waiting; retry in a second\n");
       }
       const char* authorization =
           MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
@@ -484,14 +489,8 @@ MHD_Result Server::Impl::Handle(MHD_Connection* c, absl::string_view path, absl:
     }
     if (!req->done) return MHD_YES;
     if (!req->authorized) {
-      MHD_Response* r = MHD_create_response_from_buffer(13, const_cast<char*>("unauthorized\n"),
-                                                        MHD_RESPMEM_PERSISTENT);
-      if (r == nullptr) return MHD_NO;
-      MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
-      MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Basic realm=\"gpulet\"");
-      MHD_Result q = MHD_queue_response(c, MHD_HTTP_UNAUTHORIZED, r);
-      MHD_destroy_response(r);
-      return q;
+      return QueueText(c, path, method, MHD_HTTP_UNAUTHORIZED, "unauthorized\n",
+                       {{MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Basic realm=\"gpulet\""}});
     }
   }
   return Respond(c, path, method);
@@ -599,17 +598,14 @@ MHD_Response* Server::Impl::MakeResponse(const Response& r, std::shared_ptr<cons
   return response;
 }
 
-MHD_Result Server::Impl::SendText(MHD_Connection* c, unsigned status, const char* text) {
-  MHD_Response* r = MHD_create_response_from_buffer(std::strlen(text), const_cast<char*>(text),
-                                                    MHD_RESPMEM_PERSISTENT);
-  if (r == nullptr) return MHD_NO;
-  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
-  if (status == MHD_HTTP_SERVICE_UNAVAILABLE) {
-    MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-  }
-  MHD_Result q = MHD_queue_response(c, status, r);
-  MHD_destroy_response(r);
-  return q;
+MHD_Result Server::Impl::QueueText(MHD_Connection* c, absl::string_view path,
+                                   absl::string_view method, unsigned status, const char* text,
+                                   std::vector<std::pair<std::string, std::string>> headers) {
+  Response r;
+  r.status = status;
+  r.body = std::make_shared<const std::string>(text);
+  r.headers = std::move(headers);
+  return Queue(c, path, method, r, false);
 }
 
 Server::Server(Handler handler, Options options)
@@ -637,7 +633,7 @@ absl::Status Server::Start(const std::string& address, const Server* beside) {
 }
 
 absl::Status Server::Serve(const std::string& address, int fd, bool ipv6, int port) {
-  impl_ = std::make_unique<Impl>(this, options_.limits);
+  impl_ = std::make_unique<Impl>(this);
   if (absl::Status s = impl_->Start(address, fd, ipv6); !s.ok()) {
     impl_.reset();
     return s;

@@ -80,7 +80,7 @@ struct Response {
   // A handler that returns the same body object to many requests (an exposition made once a
   // round) names a slot, 0 to Options::cache_slots - 1: the server keeps the finished
   // responses (plain and gzip) built from that body until the slot's body changes, so each is
-  // built and compressed once. Headers other than the content type are not allowed then.
+  // built and compressed once; they keep the headers of the answer they were built from.
   int cache_slot = -1;
   std::vector<std::pair<std::string, std::string>> headers{};  // more headers
 };

@@ -1,8 +1,7 @@
 #include "metrics/metrics_server.h"
 
-#include <map>
 #include <memory>
-#include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/match.h"

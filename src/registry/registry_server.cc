@@ -146,9 +146,6 @@ absl::Status RegistryServer::Start(const std::string& address, const std::string
   return absl::OkStatus();
 }
 
-void RegistryServer::Stop() {
-  if (server_ != nullptr) server_->Stop();
-  server_.reset();
-}
+void RegistryServer::Stop() { server_.reset(); }  // ~Server stops it
 
 }  // namespace gpulet::registry
