@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace gpulet {
+namespace gpulet::bench {
 
 // How long `f()` takes, in seconds of the monotonic clock.
 template <typename F>
@@ -64,6 +64,6 @@ void RunVramBenchmarks(BenchTable& table);
 void RunRecorderBenchmarks(BenchTable& table);
 void RunExplainBenchmarks(BenchTable& table);
 
-}  // namespace gpulet
+}  // namespace gpulet::bench
 
 #endif  // GPULET_BENCH_BENCH_UTIL_H_

@@ -21,7 +21,7 @@
 #include "testing/fake_apiserver.h"
 #include "testing/fake_dra_kubelet.h"
 
-namespace gpulet {
+namespace gpulet::bench {
 namespace {
 
 namespace fs = std::filesystem;
@@ -140,4 +140,4 @@ void RunDraBenchmarks(BenchTable& table) {
   fs::remove_all(dir);
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::bench

@@ -10,7 +10,7 @@
 #include "bench/bench_util.h"
 #include "doctor/explain.h"
 
-namespace gpulet {
+namespace gpulet::bench {
 namespace {
 
 constexpr size_t kBytes = size_t{100} << 20;
@@ -37,9 +37,9 @@ void RunExplainBenchmarks(BenchTable& table) {
       }
     }
   });
-  ExplainResult r;
+  doctor::ExplainResult r;
   double explain_s = SecondsOf([&] {
-    LogExplainer e;
+    doctor::LogExplainer e;
     for (size_t fed = 0; fed < kBytes; fed += block.size()) e.Feed(block);
     e.Feed("Incompatible strategy detected auto\n");
     r = e.Finish();
@@ -55,4 +55,4 @@ void RunExplainBenchmarks(BenchTable& table) {
                             explain_s / floor_s, floor_s));
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::bench

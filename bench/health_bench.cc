@@ -24,7 +24,7 @@
 #include "testing/plugin_rig.h"
 #include "testing/subprocess.h"
 
-namespace gpulet {
+namespace gpulet::bench {
 namespace {
 
 namespace fs = std::filesystem;
@@ -104,12 +104,12 @@ void RunKmsgDetection(BenchTable& table) {
     std::fprintf(stderr, "bench: %s\n", std::string(started.message()).c_str());
     return;
   }
-  DeviceStore& store = rig.store();
+  state::DeviceStore& store = rig.store();
   FakeKubelet& kubelet = rig.kubelet();
-  XidPolicy policy(&store, {13, 31, 43, 45, 68, 94}, absl::Milliseconds(200));
-  auto source = std::make_unique<FakeKernelLogSource>();
-  FakeKernelLogSource* kmsg = source.get();
-  EventMonitor monitor(nullptr, 2, std::move(source), &policy);
+  health::XidPolicy policy(&store, {13, 31, 43, 45, 68, 94}, absl::Milliseconds(200));
+  auto source = std::make_unique<health::FakeKernelLogSource>();
+  health::FakeKernelLogSource* kmsg = source.get();
+  health::EventMonitor monitor(nullptr, 2, std::move(source), &policy);
   monitor.Start();
   std::vector<double> ms;
   for (int i = 0; i < 20; ++i) {
@@ -135,4 +135,4 @@ void RunHealthBenchmarks(BenchTable& table) {
   RunKmsgDetection(table);
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::bench

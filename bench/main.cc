@@ -24,16 +24,16 @@ int main(int argc, char** argv) {
     only.insert(argv[i]);
   }
   auto wanted = [&](const char* group) { return only.empty() || only.count(group) > 0; };
-  gpulet::BenchTable table;
-  if (wanted("plugin")) gpulet::RunPluginBenchmarks(table);
-  if (wanted("health")) gpulet::RunHealthBenchmarks(table);
-  if (wanted("metrics")) gpulet::RunMetricsBenchmarks(table);
-  if (wanted("memory")) gpulet::RunMemoryBenchmarks(table);
-  if (wanted("image")) gpulet::RunImageBenchmarks(table);
-  if (wanted("dra")) gpulet::RunDraBenchmarks(table);
-  if (wanted("vram")) gpulet::RunVramBenchmarks(table);
-  if (wanted("recorder")) gpulet::RunRecorderBenchmarks(table);
-  if (wanted("explain")) gpulet::RunExplainBenchmarks(table);
+  gpulet::bench::BenchTable table;
+  if (wanted("plugin")) gpulet::bench::RunPluginBenchmarks(table);
+  if (wanted("health")) gpulet::bench::RunHealthBenchmarks(table);
+  if (wanted("metrics")) gpulet::bench::RunMetricsBenchmarks(table);
+  if (wanted("memory")) gpulet::bench::RunMemoryBenchmarks(table);
+  if (wanted("image")) gpulet::bench::RunImageBenchmarks(table);
+  if (wanted("dra")) gpulet::bench::RunDraBenchmarks(table);
+  if (wanted("vram")) gpulet::bench::RunVramBenchmarks(table);
+  if (wanted("recorder")) gpulet::bench::RunRecorderBenchmarks(table);
+  if (wanted("explain")) gpulet::bench::RunExplainBenchmarks(table);
   table.Print();
   return 0;
 }

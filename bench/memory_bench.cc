@@ -31,7 +31,7 @@
 #include "testing/http_clients.h"
 #include "testing/subprocess.h"
 
-namespace gpulet {
+namespace gpulet::bench {
 namespace {
 
 namespace fs = std::filesystem;
@@ -171,4 +171,4 @@ void RunMemoryBenchmarks(BenchTable& table) { RunSoak(table); }
 
 void RunImageBenchmarks(BenchTable& table) { RunImageSize(table); }
 
-}  // namespace gpulet
+}  // namespace gpulet::bench

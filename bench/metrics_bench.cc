@@ -44,7 +44,7 @@
 #include "testing/http_clients.h"
 #include "testing/subprocess.h"
 
-namespace gpulet {
+namespace gpulet::bench {
 namespace {
 
 namespace fs = std::filesystem;
@@ -588,4 +588,4 @@ void RunMetricsBenchmarks(BenchTable& table) {
   fs::remove_all(dir);
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::bench

@@ -20,7 +20,7 @@
 #include "testing/fake_kubelet.h"
 #include "testing/plugin_rig.h"
 
-namespace gpulet {
+namespace gpulet::bench {
 namespace {
 
 namespace fs = std::filesystem;
@@ -96,15 +96,15 @@ void RunHealthToStreamBenchmark(BenchTable& table) {
     std::fprintf(stderr, "bench: %s\n", std::string(started.message()).c_str());
     return;
   }
-  DeviceStore& store = rig.store();
+  state::DeviceStore& store = rig.store();
   FakeKubelet& kubelet = rig.kubelet();
   std::vector<double> us;
   for (int i = 0; i < 200; ++i) {
     bool unhealthy = i % 2 == 0;
     absl::Time t0 = absl::Now();
-    store.UpdateHealth(testing::PluginRig::Uuid(1), [&](GpuHealth& h) {
+    store.UpdateHealth(testing::PluginRig::Uuid(1), [&](state::GpuHealth& h) {
       if (unhealthy) {
-        h.Raise("bench", {HealthState::kUnhealthy, "bench", "", absl::InfinitePast()}, t0);
+        h.Raise("bench", {state::HealthState::kUnhealthy, "bench", "", absl::InfinitePast()}, t0);
       } else {
         h.Clear("bench", t0);
       }
@@ -133,4 +133,4 @@ void RunPluginBenchmarks(BenchTable& table) {
   RunHealthToStreamBenchmark(table);
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::bench

@@ -15,31 +15,31 @@
 #include "recorder/pci_link.h"
 #include "testing/files.h"
 
-namespace gpulet {
+namespace gpulet::bench {
 namespace {
 
 constexpr int kGpus = 8;
 
 struct Node {
-  SampleSet set;
-  Snapshot snap;
+  metrics::SampleSet set;
+  state::Snapshot snap;
 };
 
 Node EightGpus() {
   Node n;
   for (int i = 0; i < kGpus; ++i) {
-    DeviceRecord d;
+    state::DeviceRecord d;
     d.gpu.uuid = absl::StrCat("GPU-", i);
     d.gpu.name = "NVIDIA H200";
     d.gpu.bus_id = absl::StrFormat("0000:%02x:00.0", 0x10 + i);
     d.gpu.index = i;
     d.gpu.in_nvml = true;
     n.snap.devices.push_back(d);
-    GpuSampleState& st = n.set.by_uuid[d.gpu.uuid];
+    metrics::GpuSampleState& st = n.set.by_uuid[d.gpu.uuid];
     st.answering = true;
     st.last_attempt = absl::Now();
     st.last.emplace();
-    DeviceSample& s = *st.last;
+    gpu::DeviceSample& s = *st.last;
     s.gpu_temp_c = 55;
     s.mem_temp_c = 60;
     s.power_w = 420.5;
@@ -52,7 +52,7 @@ Node EightGpus() {
     s.pcie_replays = 0;
     s.remapped_uncorrectable = 0;
     for (unsigned p = 0; p < 4; ++p) {
-      GpuProcess proc;
+      gpu::GpuProcess proc;
       proc.pid = 1000 + i * 10 + p;
       s.processes.push_back(proc);
       st.processes[proc.pid].name = "python3";
@@ -75,7 +75,7 @@ void RunRecorderBenchmarks(BenchTable& table) {
   Node node = EightGpus();
   const absl::Time t0 = absl::FromUnixSeconds(1780000000);
   // Memory: a full 30-minute window at 1 s.
-  FlightRecorder full({});
+  recorder::FlightRecorder full({});
   for (int i = 0; i < 1800; ++i) {
     full.Record(node.set, node.snap, {}, absl::Minutes(30), absl::Seconds(1),
                 t0 + absl::Seconds(i));
@@ -86,8 +86,8 @@ void RunRecorderBenchmarks(BenchTable& table) {
 
   // CPU: a round of 8 GPUs, steady state (the ring full, so every round overwrites).
   testing::ScratchDir root;
-  std::map<std::string, PciLinkReading> pci;
-  for (const DeviceRecord& d : node.snap.devices) {
+  std::map<std::string, recorder::PciLinkReading> pci;
+  for (const state::DeviceRecord& d : node.snap.devices) {
     std::filesystem::path dev =
         std::filesystem::path(root.path()) / "sys/bus/pci/devices" / d.gpu.bus_id;
     std::filesystem::create_directories(dev);
@@ -105,14 +105,14 @@ void RunRecorderBenchmarks(BenchTable& table) {
                 t0 + absl::Seconds(round++));
   });
   double with_sysfs = MicrosPerCall(kRounds, [&](int) {
-    for (const DeviceRecord& d : node.snap.devices)
-      pci[d.gpu.uuid] = ReadPciLink(host, d.gpu.bus_id);
+    for (const state::DeviceRecord& d : node.snap.devices)
+      pci[d.gpu.uuid] = recorder::ReadPciLink(host, d.gpu.bus_id);
     full.Record(node.set, node.snap, pci, absl::Minutes(30), absl::Seconds(1),
                 t0 + absl::Seconds(round++));
   });
-  RenderInfo info{.hostname = "node", .driver_version = "575.51.02"};
+  metrics::RenderInfo info{.hostname = "node", .driver_version = "575.51.02"};
   double render = MicrosPerCall(kRounds / 4, [&](int) {
-    std::string text = RenderMetrics(node.snap, node.set, info, false, t0);
+    std::string text = metrics::RenderMetrics(node.snap, node.set, info, false, t0);
     if (text.empty()) std::abort();
   });
   table.Add("recorder", "Record, 8 GPUs, per round", record, "us",
@@ -123,4 +123,4 @@ void RunRecorderBenchmarks(BenchTable& table) {
                             with_sysfs / render, with_sysfs / 1e4));
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::bench

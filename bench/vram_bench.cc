@@ -16,7 +16,7 @@
 #include "vram/slice_file.h"
 #include "vram/slice_format.h"
 
-namespace gpulet {
+namespace gpulet::bench {
 namespace {
 
 std::map<std::string, double> Run(bool with_library, const std::string& dir,
@@ -65,4 +65,4 @@ void RunVramBenchmarks(BenchTable& table) {
   }
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::bench

@@ -284,7 +284,7 @@ for target in "${targets[@]}"; do
     catalog_list=$(IFS=';'; echo "${catalog_files[*]}")
     if [ ! -f "$out/gen/explain_catalog_data.cc" ] ||
       [ "$catalog_list" != "$(cat "$out/gen/explain_catalog_files" 2>/dev/null)" ] ||
-      [ -n "$(find "${catalog_files[@]}" -newer "$out/gen/explain_catalog_data.cc")" ]; then
+      [ -n "$(find "${catalog_files[@]}" "$root/cmake/embed_explain_catalog.cmake" -newer "$out/gen/explain_catalog_data.cc")" ]; then
       cmake "-DINPUTS=$catalog_list" \
         -DOUTPUT="$out/gen/explain_catalog_data.cc" -P cmake/embed_explain_catalog.cmake
       printf '%s' "$catalog_list" > "$out/gen/explain_catalog_files"

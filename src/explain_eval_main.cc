@@ -69,11 +69,11 @@ int Run(int argc, char** argv) {
     return Usage("give evaluation files, or --explain with one text");
   }
 
-  absl::StatusOr<ExplainCatalog> loaded =
-      catalog_dir.empty() ? absl::StatusOr<ExplainCatalog>(absl::UnknownError("unused"))
-                          : LoadExplainCatalogDir(catalog_dir);
-  const absl::StatusOr<ExplainCatalog>& catalog =
-      catalog_dir.empty() ? BuiltinExplainCatalog() : loaded;
+  absl::StatusOr<doctor::ExplainCatalog> loaded =
+      catalog_dir.empty() ? absl::StatusOr<doctor::ExplainCatalog>(absl::UnknownError("unused"))
+                          : doctor::LoadExplainCatalogDir(catalog_dir);
+  const absl::StatusOr<doctor::ExplainCatalog>& catalog =
+      catalog_dir.empty() ? doctor::BuiltinExplainCatalog() : loaded;
   if (!catalog.ok()) {
     std::fprintf(stderr, "gpulet-explain-eval: %s\n",
                  std::string(catalog.status().message()).c_str());
@@ -95,8 +95,8 @@ int Run(int argc, char** argv) {
       }
       text = *std::move(t);
     }
-    ExplainResult r = ExplainText(text, CompileExplainCatalog(catalog));
-    for (const Explanation& e : r.found) {
+    doctor::ExplainResult r = doctor::ExplainText(text, doctor::CompileExplainCatalog(catalog));
+    for (const doctor::Explanation& e : r.found) {
       std::printf("%s\t%s\tline %zu: %s\n", e.id.c_str(), e.severity.c_str(), e.line,
                   e.matched.c_str());
     }
@@ -104,11 +104,11 @@ int Run(int argc, char** argv) {
     return r.found.empty() ? 1 : 0;
   }
 
-  std::vector<EvalMessage> messages;
+  std::vector<doctor::EvalMessage> messages;
   for (const std::string& f : files) {
     absl::StatusOr<std::string> text = ReadRegularFile(f, kMaxInputBytes, "evaluation file");
-    absl::StatusOr<std::vector<EvalMessage>> set =
-        text.ok() ? ParseEvalSet(f, *text) : text.status();
+    absl::StatusOr<std::vector<doctor::EvalMessage>> set =
+        text.ok() ? doctor::ParseEvalSet(f, *text) : text.status();
     if (!set.ok()) {
       std::fprintf(stderr, "gpulet-explain-eval: %s\n",
                    std::string(set.status().message()).c_str());
@@ -116,13 +116,13 @@ int Run(int argc, char** argv) {
     }
     messages.insert(messages.end(), set->begin(), set->end());
   }
-  absl::StatusOr<EvalReport> report = Evaluate(catalog, messages);
+  absl::StatusOr<doctor::EvalReport> report = doctor::Evaluate(catalog, messages);
   if (!report.ok()) {
     std::fprintf(stderr, "gpulet-explain-eval: %s\n",
                  std::string(report.status().message()).c_str());
     return 2;
   }
-  for (const EvalMiss& miss : report->misses) {
+  for (const doctor::EvalMiss& miss : report->misses) {
     std::printf("miss  %s [%s] expected %s, got %s\n      %s\n", miss.message->where.c_str(),
                 miss.message->area.c_str(), miss.message->expect.c_str(),
                 miss.found.empty() ? "nothing" : absl::StrJoin(miss.found, ", ").c_str(),
@@ -130,9 +130,9 @@ int Run(int argc, char** argv) {
   }
   std::printf("%-16s %8s %18s %18s\n", "area", "messages", "recognised", "right cause");
   bool ok = true;
-  std::vector<AreaScore> rows = report->areas;
+  std::vector<doctor::AreaScore> rows = report->areas;
   rows.push_back(report->all);
-  for (const AreaScore& s : rows) {
+  for (const doctor::AreaScore& s : rows) {
     double rec = Percent(s.recognised, s.messages), right = Percent(s.right, s.messages);
     bool below = rec < min_recognised || right < min_right;
     ok = ok && !below;

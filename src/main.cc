@@ -2,4 +2,4 @@
 // (src/cli/); main only hands over the arguments.
 #include "cli/command.h"
 
-int main(int argc, char** argv) { return gpulet::RunCli(argc, argv); }
+int main(int argc, char** argv) { return gpulet::cli::RunCli(argc, argv); }

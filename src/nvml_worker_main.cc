@@ -43,7 +43,7 @@
 
 namespace {
 
-namespace wire = gpulet::nvml_worker;
+namespace wire = gpulet::nvml;
 using nlohmann::json;
 
 // Requests running at once. The daemon keeps one in flight per GPU plus the system and
@@ -74,7 +74,7 @@ void Send(int fd, const json& message) {
   }
 }
 
-json Answer(gpulet::GpuLibrary& gpus, const wire::Request& r) {
+json Answer(gpulet::gpu::GpuLibrary& gpus, const wire::Request& r) {
   switch (r.op) {
     case wire::Op::kPing:
       return wire::EncodeResult(r.id, json::object());
@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
   // The parent may have died before PR_SET_PDEATHSIG took effect.
   if (getppid() != parent) Die(0, "gpulet exited before the worker started");
 
-  auto library = gpulet::NvmlLibrary::Open(nvml);
+  auto library = gpulet::nvml::NvmlLibrary::Open(nvml);
   if (!library.ok()) {
     Send(fd, wire::EncodeError(0, library.status()));
     Die(1, std::string(library.status().message()));
@@ -168,11 +168,11 @@ int main(int argc, char** argv) {
   hello.pid = getpid();
   hello.glibc = gnu_get_libc_version();
   hello.library = (*library)->path();
-  gpulet::NvmlGpuLibrary::Options options;
+  gpulet::nvml::NvmlGpuLibrary::Options options;
   options.call_timeout = absl::Milliseconds(call_timeout_ms);
   // Never destroyed: the process ends with _exit, possibly with a call stuck in NVML.
-  auto* gpus = new gpulet::NvmlGpuLibrary(std::shared_ptr<gpulet::NvmlLibrary>(std::move(*library)),
-                                          options);
+  auto* gpus = new gpulet::nvml::NvmlGpuLibrary(
+      std::shared_ptr<gpulet::nvml::NvmlLibrary>(std::move(*library)), options);
   Send(fd, wire::EncodeResult(0, wire::ToJson(hello)));
 
   wire::FrameDecoder decoder;

@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
   if (!client.ok()) return Fail(client.status().ToString());
 
   gpulet::HostFs host(host_root);
-  const gpulet::Inventory inventory = gpulet::testing::InventoryFor(
+  const gpulet::gpu::Inventory inventory = gpulet::testing::InventoryFor(
       host_root,
       {gpulet::testing::GpuIdentity(0, gpulet::testing::kRtx3080, "0000:01:00.0", 0),
        gpulet::testing::GpuIdentity(1, gpulet::testing::kRtx5090, "0000:02:00.0", 1)},

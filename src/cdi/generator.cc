@@ -97,7 +97,7 @@ std::optional<DeviceNode> NodeFor(const Tree& dev, const std::string& path) {
   return node;
 }
 
-std::string ShortName(const Gpu& gpu) {
+std::string ShortName(const gpu::Gpu& gpu) {
   return absl::StrCat(gpu.bus_id.empty() ? "?" : gpu.bus_id, " (",
                       gpu.name.empty() ? "unknown GPU" : gpu.name, ")");
 }
@@ -108,7 +108,7 @@ void FindLibraries(const Tree& driver, const std::string& version, std::vector<s
                    std::vector<std::string>* searched) {
   std::set<std::string> seen_dirs, seen_files;
   std::string suffix = absl::StrCat(".so.", version);
-  for (const NvmlSearchLocation& loc : NvmlSearchLocations()) {
+  for (const nvml::NvmlSearchLocation& loc : nvml::NvmlSearchLocations()) {
     const std::string& dir = loc.host_dir;
     // The loader's own search, the GPU operator's driver root and a pod's mount point are
     // not places on a driver root: the operator case is --driver-root /run/nvidia/driver.
@@ -181,7 +181,7 @@ const std::vector<std::string>& HookProgramCandidates() {
   return *kCandidates;
 }
 
-absl::StatusOr<GeneratedSpec> GenerateSpec(const Inventory& inventory, const HostFs& host,
+absl::StatusOr<GeneratedSpec> GenerateSpec(const gpu::Inventory& inventory, const HostFs& host,
                                            const GeneratorOptions& options) {
   if (absl::Status st = ValidateKind(options.kind); !st.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--kind: ", st.message()));
@@ -197,8 +197,8 @@ absl::StatusOr<GeneratedSpec> GenerateSpec(const Inventory& inventory, const Hos
         inventory.nvml_status.message(), "\nRun `gpulet doctor` for the cause."));
   }
   GeneratedSpec out;
-  std::vector<const Gpu*> gpus;
-  for (const Gpu& gpu : inventory.gpus) {
+  std::vector<const gpu::Gpu*> gpus;
+  for (const gpu::Gpu& gpu : inventory.gpus) {
     if (gpu.in_nvml && gpu.index && gpu.minor && !gpu.uuid.empty()) {
       gpus.push_back(&gpu);
     } else if (gpu.on_pci) {
@@ -231,8 +231,8 @@ absl::StatusOr<GeneratedSpec> GenerateSpec(const Inventory& inventory, const Hos
   spec.kind = options.kind;
 
   // Per-GPU devices.
-  std::vector<std::pair<const Gpu*, DeviceNode>> usable;
-  for (const Gpu* gpu : gpus) {
+  std::vector<std::pair<const gpu::Gpu*, DeviceNode>> usable;
+  for (const gpu::Gpu* gpu : gpus) {
     std::string path = absl::StrCat("/dev/nvidia", *gpu->minor);
     std::optional<DeviceNode> node = NodeFor(dev, path);
     if (!node) {
@@ -281,8 +281,8 @@ absl::StatusOr<GeneratedSpec> GenerateSpec(const Inventory& inventory, const Hos
   // MIG devices, named as nvidia-ctk names them ("<GPU index>:<MIG index>" and the MIG
   // UUID): the parent GPU's node plus the capability nodes of the GPU and compute instance.
   for (const auto& [gpu, node] : usable) {
-    for (const MigDeviceInfo& mig : gpu->mig_devices) {
-      std::vector<std::string> caps = MigCapDevicePaths(
+    for (const gpu::MigDeviceInfo& mig : gpu->mig_devices) {
+      std::vector<std::string> caps = node::MigCapDevicePaths(
           inventory.driver.mig_minors, *gpu->minor, mig.gpu_instance_id, mig.compute_instance_id);
       std::vector<DeviceNode> nodes{node};
       for (const std::string& cap : caps) {

@@ -89,7 +89,7 @@ struct GeneratedSpec {
 // Errors: FailedPrecondition when NVML is unusable or identified no GPU, or the driver
 // version is unknown (the message says why and what to fix); InvalidArgument for bad
 // options (kind, forced version the content cannot use).
-absl::StatusOr<GeneratedSpec> GenerateSpec(const Inventory& inventory, const HostFs& host,
+absl::StatusOr<GeneratedSpec> GenerateSpec(const gpu::Inventory& inventory, const HostFs& host,
                                            const GeneratorOptions& options);
 
 }  // namespace gpulet::cdi

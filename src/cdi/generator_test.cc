@@ -32,12 +32,12 @@ std::string TestRoot(const std::string& name) {
   return absl::StrCat(GPULET_SOURCE_DIR, "/tests/fixtures/hostroots/", name);
 }
 
-DeviceIdentity Identity(unsigned index, const std::string& uuid, const std::string& bus,
-                        unsigned minor) {
+gpu::DeviceIdentity Identity(unsigned index, const std::string& uuid, const std::string& bus,
+                             unsigned minor) {
   return testing::GpuIdentity(index, uuid, bus, minor);
 }
 using testing::InventoryFor;
-Inventory Homelab() { return testing::HomelabInventory(); }
+gpu::Inventory Homelab() { return testing::HomelabInventory(); }
 
 std::vector<std::string> Names(const Spec& s) {
   std::vector<std::string> out;
@@ -126,7 +126,7 @@ TEST(CdiGeneratorTest, CheckedInHomelabSpecIsCurrent) {
 }
 
 TEST(CdiGeneratorTest, Talos112GlibcLayoutIsMountedOnce) {
-  Inventory inv =
+  gpu::Inventory inv =
       InventoryFor(TestRoot("talos-1.12"), {Identity(0, kUuid0, "0000:01:00.0", 0)}, "580.105.08");
   absl::StatusOr<GeneratedSpec> g =
       GenerateSpec(inv, HostFs(TestRoot("talos-1.12")), GeneratorOptions{});
@@ -147,14 +147,14 @@ TEST(CdiGeneratorTest, Talos112GlibcLayoutIsMountedOnce) {
 }
 
 TEST(CdiGeneratorTest, Talos18AndDebianLayouts) {
-  Inventory t18 =
+  gpu::Inventory t18 =
       InventoryFor(TestRoot("talos-1.8"), {Identity(0, kUuid0, "0000:01:00.0", 0)}, "550.127.05");
   absl::StatusOr<GeneratedSpec> g = GenerateSpec(t18, HostFs(TestRoot("talos-1.8")), {});
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_THAT(ContainerPaths(g->spec.edits),
               ::testing::Contains("/usr/local/glibc/lib/libnvidia-ml.so.550.127.05"));
 
-  Inventory h200 =
+  gpu::Inventory h200 =
       InventoryFor(SimRoot("h200"), {Identity(0, kUuid0, "0000:18:00.0", 0)}, "570.133.20");
   absl::StatusOr<GeneratedSpec> d = GenerateSpec(h200, HostFs(SimRoot("h200")), {});
   ASSERT_TRUE(d.ok()) << d.status();
@@ -228,7 +228,7 @@ TEST(CdiGeneratorTest, DriverRootInsideTheHostRootLosesThePrefix) {
   host.Write("run/nvidia/driver/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.570.133.20", "");
   host.Write("dev/nvidia0", "");
   host.Write("usr/bin/nvidia-ctk", "");
-  Inventory inv = Homelab();
+  gpu::Inventory inv = Homelab();
   GeneratorOptions opt;
   opt.driver_root = host.path() + "/run/nvidia/driver";
   absl::StatusOr<GeneratedSpec> g = GenerateSpec(inv, HostFs(host.path()), opt);
@@ -315,7 +315,7 @@ TEST(CdiGeneratorTest, SonameLinksAndTheHooksTheProgramKnows) {
 }
 
 TEST(CdiGeneratorTest, TwoGpusWithOneMinorAreRefusedByName) {
-  Inventory inv =
+  gpu::Inventory inv =
       InventoryFor(SimRoot("homelab"),
                    {Identity(0, kUuid0, "0000:01:00.0", 0), Identity(1, kUuid1, "0000:02:00.0", 0)},
                    "570.133.20");
@@ -328,19 +328,19 @@ TEST(CdiGeneratorTest, TwoGpusWithOneMinorAreRefusedByName) {
 
 TEST(CdiGeneratorTest, RefusesWithoutUsableGpus) {
   HostFs host(SimRoot("homelab"));
-  Inventory broken = Homelab();
+  gpu::Inventory broken = Homelab();
   broken.nvml_status = absl::NotFoundError("libnvidia-ml.so.1 not found");
   absl::StatusOr<GeneratedSpec> g = GenerateSpec(broken, host, {});
   EXPECT_TRUE(absl::IsFailedPrecondition(g.status()));
   EXPECT_THAT(std::string(g.status().message()), HasSubstr("libnvidia-ml.so.1 not found"));
 
   // Driver unbound: PCI sees the GPUs, NVML none.
-  Inventory unbound = InventoryFor(TestRoot("driver-unbound"), {}, "570.133.20");
+  gpu::Inventory unbound = InventoryFor(TestRoot("driver-unbound"), {}, "570.133.20");
   g = GenerateSpec(unbound, HostFs(TestRoot("driver-unbound")), {});
   EXPECT_TRUE(absl::IsFailedPrecondition(g.status()));
   EXPECT_THAT(std::string(g.status().message()), HasSubstr("no GPU"));
 
-  Inventory no_version = Homelab();
+  gpu::Inventory no_version = Homelab();
   no_version.system.driver_version.clear();
   no_version.driver.version.clear();
   EXPECT_TRUE(absl::IsFailedPrecondition(GenerateSpec(no_version, host, {}).status()));
@@ -356,12 +356,12 @@ TEST(CdiGeneratorTest, MigDeviceWithoutCapabilityNodesIsLeftOutWithTheFix) {
   for (const char* cap : {"nvidia-cap30", "nvidia-cap31"}) {
     std::ofstream(fs::path(host.path()) / "dev/nvidia-caps" / cap);
   }
-  Inventory inv = InventoryFor(
+  gpu::Inventory inv = InventoryFor(
       host.path(), {Identity(0, "GPU-c1a7e0f2-9b34-4d58-8e61-2f0b7a3d0200", "0000:18:00.0", 0)},
       "570.133.20");
   ASSERT_EQ(inv.gpus.size(), 1u);
   auto mig = [](unsigned index, unsigned gi, const std::string& profile, const std::string& uuid) {
-    MigDeviceInfo m;
+    gpu::MigDeviceInfo m;
     m.index = index;
     m.gpu_instance_id = gi;
     m.profile = profile;

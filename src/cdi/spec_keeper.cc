@@ -26,7 +26,7 @@ absl::StatusOr<std::string> SpecKeeper::LocalPath(const std::string& host_path) 
   return JoinPath(*local_dir, host_path.substr(slash + 1));
 }
 
-absl::StatusOr<KeepResult> SpecKeeper::Reconcile(const Inventory& inventory,
+absl::StatusOr<KeepResult> SpecKeeper::Reconcile(const gpu::Inventory& inventory,
                                                  const SpecKeeperOptions& options) {
   if (options.spec_dir.empty() || options.spec_dir[0] != '/') {
     return absl::InvalidArgumentError(

@@ -52,7 +52,7 @@ class SpecKeeper {
   // name the path and the fix (FailedPrecondition: nothing to describe; PermissionDenied /
   // Internal: the write failed). The previously written file of another kind or directory
   // is removed once the new one is in place.
-  absl::StatusOr<KeepResult> Reconcile(const Inventory& inventory,
+  absl::StatusOr<KeepResult> Reconcile(const gpu::Inventory& inventory,
                                        const SpecKeeperOptions& options);
 
   // Rewrites the last spec when the file is missing or its bytes differ; no-op before the

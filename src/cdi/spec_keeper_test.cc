@@ -24,7 +24,7 @@ constexpr const char* kUuid0 = testing::kRtx3080;
 constexpr const char* kUuid1 = testing::kRtx5090;
 
 std::string HomelabRoot() { return testing::SimRoot("homelab"); }
-Inventory Homelab() { return HomelabInventory(); }
+gpu::Inventory Homelab() { return HomelabInventory(); }
 
 // A writable host root; the driver files and /dev come from the homelab fixture.
 class SpecKeeperTest : public ::testing::Test {
@@ -168,7 +168,7 @@ TEST_F(SpecKeeperTest, AMissingHookProgramIsAWarning) {
 }
 
 TEST_F(SpecKeeperTest, NoUsableNvmlIsAnErrorAndNothingIsWritten) {
-  Inventory inv = Homelab();
+  gpu::Inventory inv = Homelab();
   inv.nvml_status = absl::FailedPreconditionError("driver not loaded");
   SpecKeeper keeper(host_.get());
   absl::StatusOr<KeepResult> r = keeper.Reconcile(inv, options_);

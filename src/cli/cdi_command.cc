@@ -12,7 +12,7 @@
 #include "cli/commands.h"
 #include "common/atomic_file.h"
 
-namespace gpulet {
+namespace gpulet::cli {
 namespace {
 
 void PrintError(const absl::Status& status) {
@@ -73,7 +73,7 @@ class CdiCommand final : public CommandHandler {
 
   int Generate(CommandContext& ctx) {
     bool simulated = !ctx.global.simulate.empty();
-    DiscoveryOptions discovery;
+    nvml::DiscoveryOptions discovery;
     if (!PrepareDiscovery(ctx, &discovery, /*quiet_simulation=*/true)) return kExitUsage;
     absl::StatusOr<cdi::Format> format = cdi::ParseFormat(format_);
     absl::StatusOr<cdi::NameStrategy> names = cdi::ParseNameStrategy(strategy_);
@@ -90,7 +90,7 @@ class CdiCommand final : public CommandHandler {
       }
     }
 
-    Node node = DiscoverNode(discovery);
+    nvml::Node node = nvml::DiscoverNode(discovery);
     absl::StatusOr<cdi::GeneratedSpec> generated =
         cdi::GenerateSpec(node.inventory, *node.host, options_);
     if (!generated.ok()) {
@@ -146,7 +146,7 @@ class CdiCommand final : public CommandHandler {
   }
 
   int List(CommandContext& ctx) {
-    DiscoveryOptions discovery;
+    nvml::DiscoveryOptions discovery;
     if (!PrepareDiscovery(ctx, &discovery, /*quiet_simulation=*/true)) return kExitUsage;
     HostFs host(discovery.host_root);
     std::vector<std::string> dirs = spec_dirs_.empty() ? cdi::DefaultSpecDirs() : spec_dirs_;
@@ -192,4 +192,4 @@ class CdiCommand final : public CommandHandler {
 
 std::unique_ptr<CommandHandler> MakeCdiCommand() { return std::make_unique<CdiCommand>(); }
 
-}  // namespace gpulet
+}  // namespace gpulet::cli

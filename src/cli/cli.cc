@@ -11,7 +11,7 @@
 #include "cli/command.h"
 #include "common/build_info.h"
 
-namespace gpulet {
+namespace gpulet::cli {
 namespace {
 
 // Global options that take a value, so the command-name scan can skip their argument.
@@ -191,4 +191,4 @@ int RunCli(int argc, char** argv) {
   return handler->Run(ctx);
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::cli

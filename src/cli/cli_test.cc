@@ -19,7 +19,7 @@
 #include "testing/files.h"
 #include "testing/subprocess.h"
 
-namespace gpulet {
+namespace gpulet::cli {
 namespace {
 
 using ::gpulet::testing::RunProgram;
@@ -374,4 +374,4 @@ TEST_F(CliBadLibraryTest, LinkerScriptTruncatedAndForeignLibrariesAreNamed) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::cli

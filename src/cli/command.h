@@ -18,7 +18,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/string_view.h"
 
-namespace gpulet {
+namespace gpulet::cli {
 
 // Exit codes shared by all commands, distinct so that scripts can tell "you called me
 // wrong" from "the node has a problem". Documented in the README's "Using it" section.
@@ -74,6 +74,6 @@ std::string SuggestCommand(absl::string_view name);
 // Registers the global options on `app` (exposed so each command's parser accepts them).
 void AddGlobalOptions(CLI::App& app, GlobalOptions& options);
 
-}  // namespace gpulet
+}  // namespace gpulet::cli
 
 #endif  // GPULET_CLI_COMMAND_H_

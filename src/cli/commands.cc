@@ -4,7 +4,7 @@
 
 #include "cli/simulate.h"
 
-namespace gpulet {
+namespace gpulet::cli {
 
 std::span<const Command> Commands() {
   static const Command kCommands[] = {
@@ -30,7 +30,7 @@ std::span<const Command> Commands() {
   return kCommands;
 }
 
-bool PrepareDiscovery(CommandContext& ctx, DiscoveryOptions* out, bool quiet_simulation) {
+bool PrepareDiscovery(CommandContext& ctx, nvml::DiscoveryOptions* out, bool quiet_simulation) {
   GlobalOptions& g = ctx.global;
   if (!g.simulate.empty()) {
     absl::StatusOr<Simulation> sim = ApplySimulation(g, quiet_simulation);
@@ -46,4 +46,4 @@ bool PrepareDiscovery(CommandContext& ctx, DiscoveryOptions* out, bool quiet_sim
   return true;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::cli

@@ -14,7 +14,7 @@
 #include "doctor/doctor.h"
 #include "nvml/discovery.h"
 
-namespace gpulet {
+namespace gpulet::cli {
 
 std::unique_ptr<CommandHandler> MakeCdiCommand();
 std::unique_ptr<CommandHandler> MakeDoctorCommand();
@@ -32,7 +32,7 @@ std::unique_ptr<CommandHandler> MakeStatusCommand();
 
 // Shared by commands that look at the node: applies --simulate, then discovers. Returns
 // false (after printing why) when the options are unusable.
-bool PrepareDiscovery(CommandContext& ctx, DiscoveryOptions* out, bool quiet_simulation);
+bool PrepareDiscovery(CommandContext& ctx, nvml::DiscoveryOptions* out, bool quiet_simulation);
 
 // What `gpulet doctor` is told besides the node (its flags; `gpulet explain --check` passes
 // the same).
@@ -47,6 +47,6 @@ struct DoctorOptions {
 std::optional<doctor::Report> DoctorOnNode(CommandContext& ctx, const DoctorOptions& options,
                                            const char* who);
 
-}  // namespace gpulet
+}  // namespace gpulet::cli
 
 #endif  // GPULET_CLI_COMMANDS_H_

@@ -18,7 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 
-namespace gpulet {
+namespace gpulet::cli {
 
 namespace {
 
@@ -184,10 +184,10 @@ absl::StatusOr<std::string> FetchStatusText(const DaemonAddress& address) {
   return std::move(res->body);
 }
 
-absl::StatusOr<StatusReport> FetchStatus(const DaemonAddress& address) {
+absl::StatusOr<state::StatusReport> FetchStatus(const DaemonAddress& address) {
   absl::StatusOr<std::string> text = FetchStatusText(address);
   if (!text.ok()) return text.status();
-  absl::StatusOr<StatusReport> report = StatusReport::FromJsonText(*text);
+  absl::StatusOr<state::StatusReport> report = state::StatusReport::FromJsonText(*text);
   if (!report.ok()) {
     return absl::DataLossError(absl::StrCat("the answer of ", address.ToString(),
                                             "/status is not gpulet status JSON (",
@@ -198,4 +198,4 @@ absl::StatusOr<StatusReport> FetchStatus(const DaemonAddress& address) {
   return report;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::cli

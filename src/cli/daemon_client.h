@@ -14,7 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "state/status_report.h"
 
-namespace gpulet {
+namespace gpulet::cli {
 
 struct DaemonAddress {
   std::string host = "127.0.0.1";
@@ -32,8 +32,8 @@ absl::StatusOr<DaemonAddress> ParseDaemonAddress(absl::string_view text);
 absl::StatusOr<std::string> FetchStatusText(const DaemonAddress& address);
 
 // FetchStatusText, parsed. DataLoss when the answer is not gpulet's status JSON.
-absl::StatusOr<StatusReport> FetchStatus(const DaemonAddress& address);
+absl::StatusOr<state::StatusReport> FetchStatus(const DaemonAddress& address);
 
-}  // namespace gpulet
+}  // namespace gpulet::cli
 
 #endif  // GPULET_CLI_DAEMON_CLIENT_H_

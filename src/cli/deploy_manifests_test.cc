@@ -33,7 +33,7 @@
 #include "testing/real_tools.h"
 #include "testing/subprocess.h"
 
-namespace gpulet {
+namespace gpulet::cli {
 namespace {
 
 using ::testing::HasSubstr;
@@ -111,7 +111,7 @@ enum class DocType {
 
 // The node at `path` under `root`, or an undefined node (NodeAtPath).
 YAML::Node At(const YAML::Node& root, std::initializer_list<const char*> path) {
-  return NodeAtPath(root, std::vector<std::string>(path.begin(), path.end()));
+  return deploy::NodeAtPath(root, std::vector<std::string>(path.begin(), path.end()));
 }
 
 struct Doc {
@@ -130,9 +130,9 @@ struct Doc {
 class DeployManifestsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    absl::StatusOr<ManifestFiles> files = ReadManifestFiles(GPULET_SOURCE_DIR);
+    absl::StatusOr<deploy::ManifestFiles> files = deploy::ReadManifestFiles(GPULET_SOURCE_DIR);
     ASSERT_TRUE(files.ok()) << files.status();
-    files_ = new ManifestFiles(std::move(*files));
+    files_ = new deploy::ManifestFiles(std::move(*files));
   }
   static void TearDownTestSuite() {
     delete files_;
@@ -143,10 +143,11 @@ class DeployManifestsTest : public ::testing::Test {
   static std::vector<Doc> AllDocs() {
     std::vector<Doc> docs;
     for (const auto& [path, text] : *files_) {
-      absl::StatusOr<std::vector<YamlDocument>> split = SplitYamlDocuments(text, path);
+      absl::StatusOr<std::vector<deploy::YamlDocument>> split =
+          deploy::SplitYamlDocuments(text, path);
       EXPECT_TRUE(split.ok()) << split.status();
       if (!split.ok()) continue;
-      for (YamlDocument& d : *split) {
+      for (deploy::YamlDocument& d : *split) {
         Doc doc{path, d.first_line, d.node, DocType::kKubernetes};
         if (d.node.IsMap() && (d.node["machine"] || d.node["cluster"]) && !d.node["kind"]) {
           doc.type = DocType::kTalosMachinePatch;
@@ -179,10 +180,10 @@ class DeployManifestsTest : public ::testing::Test {
     return absl::EndsWith(path, "-patch.yaml") && !absl::StrContains(path, "talos-machine");
   }
 
-  static ManifestFiles* files_;
+  static deploy::ManifestFiles* files_;
 };
 
-ManifestFiles* DeployManifestsTest::files_ = nullptr;
+deploy::ManifestFiles* DeployManifestsTest::files_ = nullptr;
 
 TEST_F(DeployManifestsTest, TreeHasTheExpectedFiles) {
   for (const char* path : {"deploy/base/kustomization.yaml",
@@ -195,8 +196,8 @@ TEST_F(DeployManifestsTest, TreeHasTheExpectedFiles) {
                            "deploy/base/servicemonitor.yaml",
                            "deploy/overlays/talos/kustomization.yaml",
                            "deploy/overlays/talos/runtimeclass.yaml",
-                           kTalosMachinePatchPath,
-                           kTalosSchematicPath,
+                           deploy::kTalosMachinePatchPath,
+                           deploy::kTalosSchematicPath,
                            "deploy/overlays/generic/kustomization.yaml",
                            "deploy/examples/ollama/whole-card/kustomization.yaml",
                            "deploy/dra/kustomization.yaml",
@@ -254,7 +255,7 @@ TEST_F(DeployManifestsTest, GpuletContainersUseTheImageAndKnownFlags) {
         if (!gpulet) continue;
         if (IsPatchFile(d.file) && image.empty()) continue;  // a patch names only what it changes
         ++containers;
-        EXPECT_EQ(image, DefaultGpuletImage()) << d.Where();
+        EXPECT_EQ(image, deploy::DefaultGpuletImage()) << d.Where();
         ASSERT_TRUE(c["args"] && c["args"].IsSequence()) << d.Where();
         EXPECT_EQ(c["args"][0].Scalar(), "serve") << d.Where();
         for (size_t i = 1; i < c["args"].size(); ++i) {
@@ -282,12 +283,13 @@ TEST_F(DeployManifestsTest, GpuletContainersUseTheImageAndKnownFlags) {
 
 // The gpulet DaemonSet's wiring: flags, mounts, probes, tolerations and node selection agree.
 TEST_F(DeployManifestsTest, DaemonSetWiring) {
-  absl::StatusOr<std::vector<KubeObject>> objs = RenderKustomization(*files_, "deploy/base", {});
+  absl::StatusOr<std::vector<deploy::KubeObject>> objs =
+      deploy::RenderKustomization(*files_, "deploy/base", {});
   ASSERT_TRUE(objs.ok()) << objs.status();
-  const KubeObject* ds = nullptr;
-  const KubeObject* ns = nullptr;
-  const KubeObject* cm = nullptr;
-  for (const KubeObject& o : *objs) {
+  const deploy::KubeObject* ds = nullptr;
+  const deploy::KubeObject* ns = nullptr;
+  const deploy::KubeObject* cm = nullptr;
+  for (const deploy::KubeObject& o : *objs) {
     if (o.Kind() == "DaemonSet") ds = &o;
     if (o.Kind() == "Namespace") ns = &o;
     if (o.Kind() == "ConfigMap") cm = &o;
@@ -331,13 +333,13 @@ TEST_F(DeployManifestsTest, DaemonSetWiring) {
   ASSERT_TRUE(mounts.count(cdi_dir)) << cdi_dir;
   EXPECT_EQ(host_paths[mounts[cdi_dir]["name"].Scalar()], "/var/run/cdi");
   EXPECT_FALSE(mounts[cdi_dir]["readOnly"]);
-  const std::string features = Config().labels.features_file;
+  const std::string features = config::Config().labels.features_file;
   const std::string features_dir = args["--host-root"] + features.substr(0, features.rfind('/'));
   ASSERT_TRUE(mounts.count(features_dir)) << features_dir;
   EXPECT_EQ(args["--host-root"] + host_paths[mounts[features_dir]["name"].Scalar()], features_dir);
   EXPECT_FALSE(mounts[features_dir]["readOnly"]);
   // And the XID history (health.xidHistoryFile), the same way.
-  const std::string history = Config().health.xid_history_file;
+  const std::string history = config::Config().health.xid_history_file;
   const std::string history_dir = args["--host-root"] + history.substr(0, history.rfind('/'));
   ASSERT_TRUE(mounts.count(history_dir)) << history_dir;
   EXPECT_EQ(args["--host-root"] + host_paths[mounts[history_dir]["name"].Scalar()], history_dir);
@@ -419,16 +421,17 @@ TEST_F(DeployManifestsTest, KustomizationsReferenceExistingFilesAndRender) {
       components.insert(dir);
       continue;
     }
-    absl::StatusOr<std::vector<KubeObject>> objs = RenderKustomization(*files_, dir, {});
+    absl::StatusOr<std::vector<deploy::KubeObject>> objs =
+        deploy::RenderKustomization(*files_, dir, {});
     ASSERT_TRUE(objs.ok()) << objs.status();
     EXPECT_FALSE(objs->empty()) << dir;
     // What gpulet prints reads back as the same objects.
-    absl::StatusOr<std::vector<YamlDocument>> back =
-        SplitYamlDocuments(FormatObjects(*objs), absl::StrCat(dir, " (rendered)"));
+    absl::StatusOr<std::vector<deploy::YamlDocument>> back =
+        deploy::SplitYamlDocuments(deploy::FormatObjects(*objs), absl::StrCat(dir, " (rendered)"));
     ASSERT_TRUE(back.ok()) << back.status();
     ASSERT_EQ(back->size(), objs->size()) << dir;
     for (size_t i = 0; i < objs->size(); ++i) {
-      EXPECT_TRUE(YamlEqual((*back)[i].node, (*objs)[i].node))
+      EXPECT_TRUE(deploy::YamlEqual((*back)[i].node, (*objs)[i].node))
           << dir << ": " << (*objs)[i].Kind() << " " << (*objs)[i].Name();
     }
     ++rendered;
@@ -459,10 +462,10 @@ std::string ObjectId(const YAML::Node& n) {
 // The objects a real tool printed, by ObjectId.
 std::map<std::string, YAML::Node> ObjectsById(const std::string& out, const std::string& what) {
   std::map<std::string, YAML::Node> by_id;
-  absl::StatusOr<std::vector<YamlDocument>> docs = SplitYamlDocuments(out, what);
+  absl::StatusOr<std::vector<deploy::YamlDocument>> docs = deploy::SplitYamlDocuments(out, what);
   EXPECT_TRUE(docs.ok()) << docs.status();
   if (!docs.ok()) return by_id;
-  for (const YamlDocument& d : *docs) {
+  for (const deploy::YamlDocument& d : *docs) {
     if (d.node.IsNull()) continue;  // helm prints an empty document for a template it skips
     EXPECT_TRUE(by_id.emplace(ObjectId(d.node), d.node).second)
         << what << ": twice: " << ObjectId(d.node);
@@ -488,19 +491,20 @@ TEST_F(DeployManifestsTest, KubectlKustomizeRendersEveryKustomizationAsGpuletDoe
     ASSERT_EQ(r.exit_code, 0) << absl::StrJoin(argv, " ") << ":\n" << r.err;
     std::map<std::string, YAML::Node> by_id =
         ObjectsById(r.out, absl::StrCat("kubectl kustomize ", dir));
-    absl::StatusOr<std::vector<KubeObject>> ours = RenderKustomization(*files_, dir, {});
+    absl::StatusOr<std::vector<deploy::KubeObject>> ours =
+        deploy::RenderKustomization(*files_, dir, {});
     ASSERT_TRUE(ours.ok()) << ours.status();
     EXPECT_EQ(by_id.size(), ours->size()) << dir;
-    for (const KubeObject& o : *ours) {
+    for (const deploy::KubeObject& o : *ours) {
       auto it = by_id.find(ObjectId(o.node));
       if (it == by_id.end()) {
         ADD_FAILURE() << dir << ": kustomize does not render " << ObjectId(o.node);
         continue;
       }
-      EXPECT_TRUE(YamlEqual(it->second, o.node))
+      EXPECT_TRUE(deploy::YamlEqual(it->second, o.node))
           << dir << ": " << ObjectId(o.node) << " differs; kustomize:\n"
-          << EmitYaml(it->second) << "gpulet:\n"
-          << EmitYaml(o.node);
+          << deploy::EmitYaml(it->second) << "gpulet:\n"
+          << deploy::EmitYaml(o.node);
     }
     ++checked;
   }
@@ -571,10 +575,10 @@ TEST_F(DeployManifestsTest, HelmRendersWhatKustomizeRenders) {
         ADD_FAILURE() << what << ": the chart does not render " << id;
         continue;
       }
-      EXPECT_TRUE(YamlEqual(WithConfigParsed(object), WithConfigParsed(it->second)))
+      EXPECT_TRUE(deploy::YamlEqual(WithConfigParsed(object), WithConfigParsed(it->second)))
           << what << ": " << id << " differs; kustomize:\n"
-          << EmitYaml(object) << "helm:\n"
-          << EmitYaml(it->second);
+          << deploy::EmitYaml(object) << "helm:\n"
+          << deploy::EmitYaml(it->second);
     }
     for (const auto& [id, object] : got) {
       EXPECT_TRUE(want.count(id)) << what << ": the chart renders " << id << ", kustomize does not";
@@ -623,7 +627,7 @@ TEST_F(DeployManifestsTest, HelmValuesReachTheObjectsAndBadOnesAreRefused) {
     }
   }
   EXPECT_TRUE(got.count("monitoring.coreos.com/v1 ServiceMonitor gpulet-system/gpulet"));
-  absl::StatusOr<Config> config = ParseConfig(
+  absl::StatusOr<config::Config> config = config::ParseConfig(
       got["v1 ConfigMap gpulet-system/gpulet-config"]["data"]["config.yaml"].Scalar(), "chart", {});
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->sharing.time_slicing.replicas, 4);
@@ -658,7 +662,7 @@ TEST_F(DeployManifestsTest, MonitoringManifestsWrapTheirSources) {
   YAML::Node rules = doc("deploy/prometheus/gpulet-rules.yaml");
   ASSERT_TRUE(rule.IsMap() && rules.IsMap());
   EXPECT_EQ(rule["kind"].Scalar(), "PrometheusRule");
-  EXPECT_TRUE(YamlEqual(rule["spec"]["groups"], rules["groups"]))
+  EXPECT_TRUE(deploy::YamlEqual(rule["spec"]["groups"], rules["groups"]))
       << "deploy/monitoring/prometheusrule.yaml is stale: run scripts/gen_monitoring.py";
 
   absl::StatusOr<std::string> read = ReadRegularFile(
@@ -677,20 +681,21 @@ TEST_F(DeployManifestsTest, MonitoringManifestsWrapTheirSources) {
 // into the namespace its objects name; one whose objects need a CRD (the Prometheus
 // Operator's kinds) syncs in a later wave than gpulet and skips the dry run for missing kinds.
 TEST_F(DeployManifestsTest, ArgoCdExample) {
-  absl::StatusOr<std::vector<KubeObject>> apps =
-      RenderKustomization(*files_, "deploy/examples/argocd", {});
+  absl::StatusOr<std::vector<deploy::KubeObject>> apps =
+      deploy::RenderKustomization(*files_, "deploy/examples/argocd", {});
   ASSERT_TRUE(apps.ok()) << apps.status();
   std::map<std::string, int> wave;
-  for (const KubeObject& app : *apps) {
+  for (const deploy::KubeObject& app : *apps) {
     ASSERT_EQ(app.Kind(), "Application");
     const std::string name = app.Name();
     const std::string path = At(app.node, {"spec", "source", "path"}).Scalar();
     EXPECT_TRUE(files_->count(absl::StrCat(path, "/kustomization.yaml"))) << name << ": " << path;
-    absl::StatusOr<std::vector<KubeObject>> objects = RenderKustomization(*files_, path, {});
+    absl::StatusOr<std::vector<deploy::KubeObject>> objects =
+        deploy::RenderKustomization(*files_, path, {});
     ASSERT_TRUE(objects.ok()) << name << ": " << objects.status();
     const std::string ns = At(app.node, {"spec", "destination", "namespace"}).Scalar();
     bool needs_crd = false;
-    for (const KubeObject& o : *objects) {
+    for (const deploy::KubeObject& o : *objects) {
       if (!o.Namespace().empty()) {
         EXPECT_EQ(o.Namespace(), ns) << name << ": " << o.Name();
       }
@@ -721,7 +726,7 @@ TEST_F(DeployManifestsTest, TalosOverlayNamesRealExtensions) {
           << path << ": '" << it->str() << "' is not a Talos extension";
     }
   }
-  YAML::Node schematic = YAML::Load(files_->at(kTalosSchematicPath));
+  YAML::Node schematic = YAML::Load(files_->at(deploy::kTalosSchematicPath));
   std::vector<std::string> names;
   for (const auto& e : schematic["customization"]["systemExtensions"]["officialExtensions"]) {
     absl::string_view name = e.Scalar();
@@ -734,7 +739,7 @@ TEST_F(DeployManifestsTest, TalosOverlayNamesRealExtensions) {
 }
 
 TEST_F(DeployManifestsTest, TalosMachinePatch) {
-  YAML::Node patch = YAML::Load(files_->at(kTalosMachinePatchPath));
+  YAML::Node patch = YAML::Load(files_->at(deploy::kTalosMachinePatchPath));
   std::vector<std::string> modules;
   for (const auto& m : patch["machine"]["kernel"]["modules"]) modules.push_back(m["name"].Scalar());
   EXPECT_THAT(modules,
@@ -747,10 +752,11 @@ TEST_F(DeployManifestsTest, TalosMachinePatch) {
   EXPECT_EQ(patch["machine"]["nodeLabels"]["nvidia.com/gpu.present"].Scalar(), "true");
   EXPECT_EQ(patch["machine"]["nodeLabels"]["nvidia.com/gpu.present"].Tag(), "!");
 
-  absl::StatusOr<std::vector<KubeObject>> objs = RenderKustomization(*files_, kTalosOverlayDir, {});
+  absl::StatusOr<std::vector<deploy::KubeObject>> objs =
+      deploy::RenderKustomization(*files_, deploy::kTalosOverlayDir, {});
   ASSERT_TRUE(objs.ok()) << objs.status();
   bool runtime_class = false;
-  for (const KubeObject& o : *objs) {
+  for (const deploy::KubeObject& o : *objs) {
     if (o.Kind() == "RuntimeClass") {
       runtime_class = o.Name() == "nvidia" && o.node["handler"].Scalar() == "nvidia";
     }
@@ -764,7 +770,7 @@ TEST_F(DeployManifestsTest, TalosMachinePatch) {
         if (e["value"]) env[e["name"].Scalar()] = e["value"].Scalar();
       }
       EXPECT_FALSE(env.count("NVIDIA_VISIBLE_DEVICES"));
-      EXPECT_EQ(pod["containers"][0]["image"].Scalar(), DefaultGpuletImage());
+      EXPECT_EQ(pod["containers"][0]["image"].Scalar(), deploy::DefaultGpuletImage());
     }
   }
   EXPECT_TRUE(runtime_class);
@@ -777,7 +783,7 @@ TEST_F(DeployManifestsTest, GpuletConfigMapsLoadWithGpuletsParser) {
       continue;
     }
     std::string yaml = d.Scalar({"data", "config.yaml"});
-    absl::StatusOr<Config> config = ParseConfig(yaml, d.Where(), {});
+    absl::StatusOr<config::Config> config = config::ParseConfig(yaml, d.Where(), {});
     ASSERT_TRUE(config.ok()) << config.status();
     ++configs;
     if (absl::StartsWith(d.file, "deploy/examples/ollama/")) {
@@ -795,7 +801,7 @@ TEST_F(DeployManifestsTest, GpuletConfigMapsLoadWithGpuletsParser) {
     const bool dra =
         absl::StartsWith(d.file, "deploy/dra/") || absl::StartsWith(d.file, "deploy/examples/dra/");
     EXPECT_EQ(config->dra.enabled, dra) << d.Where();
-    EXPECT_EQ(config->dra.driver_name, Config().dra.driver_name) << d.Where();
+    EXPECT_EQ(config->dra.driver_name, config::Config().dra.driver_name) << d.Where();
     EXPECT_EQ(config->dra.memory_shares.enabled,
               absl::StartsWith(d.file, "deploy/examples/dra/gpulet-memory-shares/"))
         << d.Where();
@@ -810,14 +816,14 @@ TEST_F(DeployManifestsTest, GpuletConfigMapsLoadWithGpuletsParser) {
     }
     // Where DRA is on, its checkpoint stays in gpulet's state directory (mounted writable by
     // deploy/base; DraWiring checks the mount).
-    EXPECT_EQ(config->dra.checkpoint_file, Config().dra.checkpoint_file) << d.Where();
+    EXPECT_EQ(config->dra.checkpoint_file, config::Config().dra.checkpoint_file) << d.Where();
   }
   EXPECT_EQ(configs, 5);
 }
 
 // Returns the limits of the named container of a rendered Deployment.
-YAML::Node Limits(const std::vector<KubeObject>& objs, const std::string& deployment) {
-  for (const KubeObject& o : objs) {
+YAML::Node Limits(const std::vector<deploy::KubeObject>& objs, const std::string& deployment) {
+  for (const deploy::KubeObject& o : objs) {
     if (o.Kind() == "Deployment" && o.Name() == deployment) {
       return o.node["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"];
     }
@@ -826,13 +832,13 @@ YAML::Node Limits(const std::vector<KubeObject>& objs, const std::string& deploy
 }
 
 TEST_F(DeployManifestsTest, OllamaExample) {
-  absl::StatusOr<std::vector<KubeObject>> whole =
-      RenderKustomization(*files_, "deploy/examples/ollama/whole-card", {});
+  absl::StatusOr<std::vector<deploy::KubeObject>> whole =
+      deploy::RenderKustomization(*files_, "deploy/examples/ollama/whole-card", {});
   ASSERT_TRUE(whole.ok()) << whole.status();
   EXPECT_EQ(Limits(*whole, "ollama")["nvidia.com/gpu"].Scalar(), "1");
-  const KubeObject* pv = nullptr;
-  const KubeObject* pvc = nullptr;
-  for (const KubeObject& o : *whole) {
+  const deploy::KubeObject* pv = nullptr;
+  const deploy::KubeObject* pvc = nullptr;
+  for (const deploy::KubeObject& o : *whole) {
     if (o.Kind() == "PersistentVolume") pv = &o;
     if (o.Kind() == "PersistentVolumeClaim") pvc = &o;
     if (o.Kind() == "Deployment") {
@@ -851,8 +857,8 @@ TEST_F(DeployManifestsTest, OllamaExample) {
   EXPECT_EQ(pvc->node["spec"]["storageClassName"].Scalar(),
             pv->node["spec"]["storageClassName"].Scalar());
 
-  absl::StatusOr<std::vector<KubeObject>> shared =
-      RenderKustomization(*files_, "deploy/examples/ollama/shared", {});
+  absl::StatusOr<std::vector<deploy::KubeObject>> shared =
+      deploy::RenderKustomization(*files_, "deploy/examples/ollama/shared", {});
   ASSERT_TRUE(shared.ok()) << shared.status();
   YAML::Node ollama = Limits(*shared, "ollama");
   EXPECT_FALSE(ollama["nvidia.com/gpu"]);
@@ -860,9 +866,9 @@ TEST_F(DeployManifestsTest, OllamaExample) {
   EXPECT_EQ(Limits(*shared, "anpr")["nvidia.com/gpu-memory"].Scalar(), "4");
 }
 
-const KubeObject* Find(const std::vector<KubeObject>& objs, const std::string& kind,
-                       const std::string& name) {
-  for (const KubeObject& o : objs) {
+const deploy::KubeObject* Find(const std::vector<deploy::KubeObject>& objs, const std::string& kind,
+                               const std::string& name) {
+  for (const deploy::KubeObject& o : objs) {
     if (o.Kind() == kind && o.Name() == name) return &o;
   }
   return nullptr;
@@ -877,12 +883,13 @@ TEST_F(DeployManifestsTest, DraWiring) {
   bool first = true;
   for (const char* dir : {"deploy/overlays/dra", "deploy/overlays/talos-dra"}) {
     SCOPED_TRACE(dir);
-    absl::StatusOr<std::vector<KubeObject>> objs = RenderKustomization(*files_, dir, {});
+    absl::StatusOr<std::vector<deploy::KubeObject>> objs =
+        deploy::RenderKustomization(*files_, dir, {});
     ASSERT_TRUE(objs.ok()) << objs.status();
-    const KubeObject* ds = Find(*objs, "DaemonSet", "gpulet");
-    const KubeObject* cm = Find(*objs, "ConfigMap", "gpulet-config");
-    const KubeObject* role = Find(*objs, "ClusterRole", "gpulet-dra");
-    const KubeObject* binding = Find(*objs, "ClusterRoleBinding", "gpulet-dra");
+    const deploy::KubeObject* ds = Find(*objs, "DaemonSet", "gpulet");
+    const deploy::KubeObject* cm = Find(*objs, "ConfigMap", "gpulet-config");
+    const deploy::KubeObject* role = Find(*objs, "ClusterRole", "gpulet-dra");
+    const deploy::KubeObject* binding = Find(*objs, "ClusterRoleBinding", "gpulet-dra");
     ASSERT_TRUE(ds && cm && role && binding);
     // The base's cluster-reporting role stays as it was.
     ASSERT_TRUE(Find(*objs, "ClusterRole", "gpulet"));
@@ -914,7 +921,7 @@ TEST_F(DeployManifestsTest, DraWiring) {
     }
     // dra.checkpointFile and cdi.specDir resolve under --host-root to writable mounts of the
     // same host directories.
-    const std::string checkpoint = Config().dra.checkpoint_file;
+    const std::string checkpoint = config::Config().dra.checkpoint_file;
     const std::string checkpoint_dir = checkpoint.substr(0, checkpoint.rfind('/'));
     const std::string in_pod = args["--host-root"] + checkpoint_dir;
     ASSERT_TRUE(mounts.count(in_pod)) << in_pod;
@@ -939,11 +946,12 @@ TEST_F(DeployManifestsTest, DraWiring) {
       generic_pod.reset(pod);
       first = false;
     } else {
-      EXPECT_TRUE(YamlEqual(generic_pod, pod)) << "the Talos DRA pod differs from the generic one";
+      EXPECT_TRUE(deploy::YamlEqual(generic_pod, pod))
+          << "the Talos DRA pod differs from the generic one";
     }
 
-    absl::StatusOr<Config> config =
-        ParseConfig(cm->node["data"]["config.yaml"].Scalar(), cm->file, {});
+    absl::StatusOr<config::Config> config =
+        config::ParseConfig(cm->node["data"]["config.yaml"].Scalar(), cm->file, {});
     ASSERT_TRUE(config.ok()) << config.status();
     EXPECT_TRUE(config->dra.enabled);
     EXPECT_EQ(config->kubelet_dir, args["--kubelet-dir"]);
@@ -970,7 +978,7 @@ TEST_F(DeployManifestsTest, DraWiring) {
     EXPECT_EQ(binding->node["subjects"][0]["namespace"].Scalar(), ds->Namespace());
 
     for (const char* name : {"gpu.gpulet.dev", "mig.gpu.gpulet.dev"}) {
-      const KubeObject* dc = Find(*objs, "DeviceClass", name);
+      const deploy::KubeObject* dc = Find(*objs, "DeviceClass", name);
       ASSERT_NE(dc, nullptr) << name;
       EXPECT_THAT(dc->node["spec"]["selectors"][0]["cel"]["expression"].Scalar(),
                   HasSubstr(absl::StrCat("device.driver == \"", config->dra.driver_name, "\"")));
@@ -986,17 +994,18 @@ TEST_F(DeployManifestsTest, DraExamples) {
   for (const char* dir : {"deploy/examples/dra/whole-gpu", "deploy/examples/dra/shared",
                           "deploy/examples/dra/side-by-side"}) {
     SCOPED_TRACE(dir);
-    absl::StatusOr<std::vector<KubeObject>> objs = RenderKustomization(*files_, dir, {});
+    absl::StatusOr<std::vector<deploy::KubeObject>> objs =
+        deploy::RenderKustomization(*files_, dir, {});
     ASSERT_TRUE(objs.ok()) << objs.status();
-    for (const KubeObject& o : *objs) {
+    for (const deploy::KubeObject& o : *objs) {
       if (o.Kind() != "Deployment") continue;
       YAML::Node pod = o.node["spec"]["template"]["spec"];
       std::set<std::string> pod_claims;
       for (const auto& rc : pod["resourceClaims"]) {
         pod_claims.insert(rc["name"].Scalar());
         const std::string tname = rc["resourceClaimTemplateName"].Scalar();
-        const KubeObject* t = nullptr;
-        for (const KubeObject& x : *objs) {
+        const deploy::KubeObject* t = nullptr;
+        for (const deploy::KubeObject& x : *objs) {
           if (x.Kind() == "ResourceClaimTemplate" && x.Name() == tname &&
               x.Namespace() == o.Namespace()) {
             t = &x;
@@ -1008,7 +1017,7 @@ TEST_F(DeployManifestsTest, DraExamples) {
         EXPECT_EQ(req["exactly"]["deviceClassName"].Scalar(), "gpu.gpulet.dev");
         claims[dir].emplace(o.Name(), req);
         for (const auto& cfg : t->node["spec"]["spec"]["devices"]["config"]) {
-          EXPECT_EQ(cfg["opaque"]["driver"].Scalar(), Config().dra.driver_name);
+          EXPECT_EQ(cfg["opaque"]["driver"].Scalar(), config::Config().dra.driver_name);
           EXPECT_EQ(cfg["opaque"]["parameters"]["apiVersion"].Scalar(), "gpu.gpulet.dev/v1alpha1");
           EXPECT_EQ(cfg["opaque"]["parameters"]["kind"].Scalar(), "GpuConfig");
         }
@@ -1036,9 +1045,9 @@ TEST_F(DeployManifestsTest, DraExamples) {
 }
 
 TEST_F(DeployManifestsTest, BinaryEmbedsExactlyTheseFiles) {
-  EXPECT_EQ(EmbeddedManifestFiles(), *files_)
+  EXPECT_EQ(deploy::EmbeddedManifestFiles(), *files_)
       << "the gpulet binary embeds a different deploy/ than the source tree: rebuild";
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::cli

@@ -23,7 +23,7 @@
 #include "nlohmann/json.hpp"
 #include "vram/slice_file.h"
 
-namespace gpulet {
+namespace gpulet::cli {
 namespace {
 
 // The doctor's one network look (DoctorInput::tcp_probe): a TCP connect to a numeric IPv4
@@ -57,7 +57,7 @@ class DaemonHealth final : public doctor::HealthSource {
  public:
   explicit DaemonHealth(DaemonAddress address) : address_(std::move(address)) {}
   absl::StatusOr<std::vector<doctor::GpuHealth>> GpuHealthStates() const override {
-    absl::StatusOr<StatusReport> report = FetchStatus(address_);
+    absl::StatusOr<state::StatusReport> report = FetchStatus(address_);
     if (!report.ok()) return report.status();
     return doctor::HealthFromStatus(*report);
   }
@@ -105,11 +105,11 @@ std::unique_ptr<CommandHandler> MakeDoctorCommand() { return std::make_unique<Do
 
 std::optional<doctor::Report> DoctorOnNode(CommandContext& ctx, const DoctorOptions& options,
                                            const char* who) {
-  DiscoveryOptions discovery;
+  nvml::DiscoveryOptions discovery;
   if (!PrepareDiscovery(ctx, &discovery, /*quiet_simulation=*/true)) return std::nullopt;
-  Node node = DiscoverNode(discovery);
+  nvml::Node node = nvml::DiscoverNode(discovery);
   // A bad file is a usage error, as for serve.
-  absl::StatusOr<Config> config = LoadConfig(options.config_file, {});
+  absl::StatusOr<config::Config> config = config::LoadConfig(options.config_file, {});
   if (!config.ok()) {
     std::fprintf(stderr, "%s: invalid configuration: %s\n", who,
                  std::string(config.status().message()).c_str());
@@ -119,9 +119,9 @@ std::optional<doctor::Report> DoctorOnNode(CommandContext& ctx, const DoctorOpti
   input.host = node.host.get();
   input.inventory = &node.inventory;
   input.cdi_spec_dirs = options.spec_dirs;
-  for (DeviceListStrategy s : config->plugin.device_list_strategy) {
-    input.gpulet_uses_cdi |=
-        s == DeviceListStrategy::kCdiCri || s == DeviceListStrategy::kCdiAnnotations;
+  for (config::DeviceListStrategy s : config->plugin.device_list_strategy) {
+    input.gpulet_uses_cdi |= s == config::DeviceListStrategy::kCdiCri ||
+                             s == config::DeviceListStrategy::kCdiAnnotations;
   }
   input.gpulet_cdi_spec_dir = config->cdi.spec_dir;
   input.tcp_probe = &ProbeTcp;
@@ -136,9 +136,10 @@ std::optional<doctor::Report> DoctorOnNode(CommandContext& ctx, const DoctorOpti
   } else {
     input.gpulet_vram_library_error = std::string(library.status().message());
   }
-  for (const Gpu& gpu : node.inventory.gpus) {
+  for (const gpu::Gpu& gpu : node.inventory.gpus) {
     if (!gpu.in_nvml || gpu.uuid.empty()) continue;
-    bool by_index = config->plugin.device_id_strategy == DeviceIdStrategy::kIndex && gpu.index;
+    bool by_index =
+        config->plugin.device_id_strategy == config::DeviceIdStrategy::kIndex && gpu.index;
     input.gpulet_cdi_names.push_back(
         absl::StrCat(config->plugin.cdi_kind, "=", by_index ? absl::StrCat(*gpu.index) : gpu.uuid));
   }
@@ -156,4 +157,4 @@ std::optional<doctor::Report> DoctorOnNode(CommandContext& ctx, const DoctorOpti
   return doctor::RunDoctor(input);
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::cli

@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "testing/subprocess.h"
 
-namespace gpulet {
+namespace gpulet::cli {
 namespace {
 
 static_assert(kExitOk != kExitFailure && kExitFailure != kExitUsage &&
@@ -46,4 +46,4 @@ TEST(ExitCodesTest, UsageErrorsAndFailedChecksDiffer) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::cli

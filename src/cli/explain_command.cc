@@ -17,7 +17,7 @@
 #include "doctor/explain_check.h"
 #include "nlohmann/json.hpp"
 
-namespace gpulet {
+namespace gpulet::cli {
 namespace {
 
 constexpr size_t kWidth = 100;
@@ -66,14 +66,14 @@ class ExplainCommand final : public CommandHandler {
   }
 
   int Run(CommandContext& ctx) override {
-    ExplainResult result;
+    doctor::ExplainResult result;
     bool empty = true;
     if (words_.size() == 1 && words_[0] == "-") {
       if (!ReadStdin(&result, &empty)) return kExitUsage;
     } else {
       std::string text = absl::StrJoin(words_, " ");
       empty = text.find_first_not_of(" \t\r\n") == std::string::npos;
-      result = ExplainText(text);
+      result = doctor::ExplainText(text);
     }
     if (empty) {
       std::fprintf(stderr,
@@ -92,7 +92,7 @@ class ExplainCommand final : public CommandHandler {
     if (check_ && !result.found.empty()) {
       report = DoctorOnNode(ctx, doctor_, "gpulet explain --check");
       if (!report) return kExitUsage;
-      for (const Explanation& e : result.found)
+      for (const doctor::Explanation& e : result.found)
         answers_.push_back(doctor::AnswerOnNode(e, *report));
     }
     if (json_) {
@@ -113,8 +113,8 @@ class ExplainCommand final : public CommandHandler {
  private:
   // Streams standard input through a LogExplainer. `empty` stays true while only whitespace
   // was read.
-  static bool ReadStdin(ExplainResult* result, bool* empty) {
-    LogExplainer explainer;
+  static bool ReadStdin(doctor::ExplainResult* result, bool* empty) {
+    doctor::LogExplainer explainer;
     std::vector<char> buffer(1 << 20);
     size_t n;
     while ((n = std::fread(buffer.data(), 1, buffer.size(), stdin)) > 0) {
@@ -132,23 +132,23 @@ class ExplainCommand final : public CommandHandler {
     return true;
   }
 
-  static void PrintTruncation(const ExplainResult& r) {
+  static void PrintTruncation(const doctor::ExplainResult& r) {
     if (r.truncated_lines == 0) return;
     std::printf(
         "\nNote: %zu line(s) longer than %zu KiB were matched on their first %zu KiB only.\n",
-        r.truncated_lines, kExplainMaxLine >> 10, kExplainMaxLine >> 10);
+        r.truncated_lines, doctor::kExplainMaxLine >> 10, doctor::kExplainMaxLine >> 10);
   }
 
-  void PrintHuman(const ExplainResult& r) const {
-    const std::vector<Explanation>& found = r.found;
+  void PrintHuman(const doctor::ExplainResult& r) const {
+    const std::vector<doctor::Explanation>& found = r.found;
     for (size_t i = 0; i < found.size(); ++i) {
-      const Explanation& e = found[i];
+      const doctor::Explanation& e = found[i];
       if (i > 0) std::printf("\n");
       std::string label = found.size() > 1 ? std::to_string(i + 1) + ". " : "";
       PrintWrapped(label, absl::StrCat(e.title, " [", e.severity, "]"));
       PrintWrapped("   Cause:   ", e.cause);
       for (size_t c = 0; c < e.candidates.size(); ++c) {
-        const ExplainCandidate& k = e.candidates[c];
+        const doctor::ExplainCandidate& k = e.candidates[c];
         PrintWrapped(absl::StrCat("   ", c + 1, ") "), k.cause);
         PrintWrapped("      Tell: ",
                      k.check.empty() ? k.question
@@ -172,14 +172,14 @@ class ExplainCommand final : public CommandHandler {
     PrintTruncation(r);
   }
 
-  void PrintJson(const ExplainResult& r) const {
+  void PrintJson(const doctor::ExplainResult& r) const {
     nlohmann::ordered_json out;
     out["recognised"] = !r.found.empty();
     out["lines"] = r.lines;
     out["truncated_lines"] = r.truncated_lines;
-    out["max_line_bytes"] = kExplainMaxLine;
+    out["max_line_bytes"] = doctor::kExplainMaxLine;
     out["explanations"] = nlohmann::ordered_json::array();
-    for (const Explanation& e : r.found) {
+    for (const doctor::Explanation& e : r.found) {
       nlohmann::ordered_json j;
       j["id"] = e.id;
       j["title"] = e.title;
@@ -190,7 +190,7 @@ class ExplainCommand final : public CommandHandler {
       if (!e.check.empty()) j["doctor_check"] = e.check;
       if (!e.candidates.empty()) {
         nlohmann::ordered_json candidates = nlohmann::ordered_json::array();
-        for (const ExplainCandidate& k : e.candidates) {
+        for (const doctor::ExplainCandidate& k : e.candidates) {
           nlohmann::ordered_json c;
           c["cause"] = k.cause;
           c["question"] = k.question;
@@ -240,4 +240,4 @@ class ExplainCommand final : public CommandHandler {
 
 std::unique_ptr<CommandHandler> MakeExplainCommand() { return std::make_unique<ExplainCommand>(); }
 
-}  // namespace gpulet
+}  // namespace gpulet::cli

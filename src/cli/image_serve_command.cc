@@ -20,7 +20,7 @@
 #include "registry/oci_archive.h"
 #include "registry/registry_server.h"
 
-namespace gpulet {
+namespace gpulet::cli {
 namespace {
 
 class ImageServeCommand final : public CommandHandler {
@@ -66,7 +66,8 @@ class ImageServeCommand final : public CommandHandler {
       return kExitFailure;
     }
     std::string advertise = advertise_.empty() ? DefaultAdvertise(server.port()) : advertise_;
-    absl::StatusOr<std::string> patch = RenderTalosRegistryMirrorPatch(advertise, "--advertise");
+    absl::StatusOr<std::string> patch =
+        deploy::RenderTalosRegistryMirrorPatch(advertise, "--advertise");
     if (!patch.ok()) {
       std::fprintf(stderr, "gpulet image-serve: %s\n",
                    std::string(patch.status().message()).c_str());
@@ -136,4 +137,4 @@ std::unique_ptr<CommandHandler> MakeImageServeCommand() {
   return std::make_unique<ImageServeCommand>();
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::cli

@@ -17,7 +17,7 @@
 #include "common/atomic_file.h"
 #include "config/config.h"
 
-namespace gpulet {
+namespace gpulet::cli {
 namespace {
 
 class LabelsCommand final : public CommandHandler {
@@ -28,15 +28,15 @@ class LabelsCommand final : public CommandHandler {
                    "serve` advertises with it (default: the built-in defaults: no sharing)");
     app.add_option("--output,-o", output_,
                    "Feature file to write atomically, or - for stdout (default: " +
-                       std::string(kDefaultFeaturesFile) + " under --host-root)");
+                       std::string(cluster::kDefaultFeaturesFile) + " under --host-root)");
   }
 
   int Run(CommandContext& ctx) override {
-    DiscoveryOptions options;
+    nvml::DiscoveryOptions options;
     if (!PrepareDiscovery(ctx, &options, /*quiet_simulation=*/output_ == "-")) {
       return kExitUsage;
     }
-    absl::StatusOr<Config> config = LoadConfig(config_file_, {});
+    absl::StatusOr<config::Config> config = config::LoadConfig(config_file_, {});
     if (!config.ok()) {
       std::fprintf(stderr,
                    "gpulet labels: invalid configuration: %s (fix the file named, or leave out "
@@ -44,19 +44,19 @@ class LabelsCommand final : public CommandHandler {
                    std::string(config.status().message()).c_str());
       return kExitUsage;
     }
-    Node node = DiscoverNode(options);
-    const Inventory& inv = node.inventory;
-    NodeLabels labels = NodeGpuLabels(inv, *node.host, *config);
+    nvml::Node node = nvml::DiscoverNode(options);
+    const gpu::Inventory& inv = node.inventory;
+    cluster::NodeLabels labels = cluster::NodeGpuLabels(inv, *node.host, *config);
     if (!inv.nvml_status.ok() && !inv.gpus.empty()) {
       std::fprintf(stderr,
                    "gpulet labels: NVML is not usable, so memory, compute capability and CUDA "
                    "labels are left out (run `gpulet doctor`): %s\n",
                    std::string(inv.nvml_status.message()).c_str());
     }
-    std::string text = FormatFeatureFile(labels);
+    std::string text = cluster::FormatFeatureFile(labels);
     if (output_.empty()) {
       // The default is a path on the node: under --host-root when run in gpulet's pod.
-      absl::StatusOr<std::string> local = node.host->Resolve(kDefaultFeaturesFile);
+      absl::StatusOr<std::string> local = node.host->Resolve(cluster::kDefaultFeaturesFile);
       if (!local.ok()) {
         std::fprintf(stderr, "gpulet labels: %s\n", std::string(local.status().message()).c_str());
         return kExitFailure;
@@ -97,4 +97,4 @@ class LabelsCommand final : public CommandHandler {
 
 std::unique_ptr<CommandHandler> MakeLabelsCommand() { return std::make_unique<LabelsCommand>(); }
 
-}  // namespace gpulet
+}  // namespace gpulet::cli

@@ -8,7 +8,7 @@
 #include "cli/commands.h"
 #include "nlohmann/json.hpp"
 
-namespace gpulet {
+namespace gpulet::cli {
 namespace {
 
 std::string FormatMemory(const std::optional<uint64_t>& bytes) {
@@ -40,10 +40,10 @@ class ListCommand final : public CommandHandler {
   }
 
   int Run(CommandContext& ctx) override {
-    DiscoveryOptions options;
+    nvml::DiscoveryOptions options;
     if (!PrepareDiscovery(ctx, &options, /*quiet_simulation=*/json_)) return kExitUsage;
-    Node node = DiscoverNode(options);
-    const Inventory& inv = node.inventory;
+    nvml::Node node = nvml::DiscoverNode(options);
+    const gpu::Inventory& inv = node.inventory;
     if (json_) {
       std::printf("%s\n", nlohmann::json(inv).dump(2).c_str());
     } else {
@@ -57,23 +57,23 @@ class ListCommand final : public CommandHandler {
   }
 
  private:
-  static void PrintHuman(const Inventory& inv) {
+  static void PrintHuman(const gpu::Inventory& inv) {
     if (inv.gpus.empty()) {
       std::printf("No NVIDIA GPU found%s.\n",
                   inv.pci_status.ok() ? " on the PCI bus" : " (PCI sysfs unreadable)");
     } else {
       std::vector<std::vector<std::string>> rows = {
           {"GPU", "NAME", "MEMORY", "ARCH", "CC", "PCI BUS ID", "NUMA", "DRIVER", "UUID"}};
-      for (const Gpu& g : inv.gpus) {
+      for (const gpu::Gpu& g : inv.gpus) {
         rows.push_back(
             {g.index ? absl::StrCat(*g.index) : "-", g.name, FormatMemory(g.memory_total_bytes),
-             std::string(ArchitectureName(g.architecture)),
+             std::string(node::ArchitectureName(g.architecture)),
              g.ComputeCapability().empty() ? "-" : g.ComputeCapability(),
              g.bus_id.empty() ? "-" : g.bus_id, g.numa_node >= 0 ? absl::StrCat(g.numa_node) : "-",
              g.on_pci ? (g.kernel_driver.empty() ? "none" : g.kernel_driver) : "-",
              g.uuid.empty() ? "-" : g.uuid});
         // MIG devices under their GPU, named as nvidia-smi -L and nvidia-ctk name them.
-        for (const MigDeviceInfo& m : g.mig_devices) {
+        for (const gpu::MigDeviceInfo& m : g.mig_devices) {
           rows.push_back({absl::StrCat(g.index ? absl::StrCat(*g.index) : "-", ":", m.index),
                           absl::StrCat("  MIG ", m.profile, " (GI ", m.gpu_instance_id, ", CI ",
                                        m.compute_instance_id, ")"),
@@ -92,7 +92,7 @@ class ListCommand final : public CommandHandler {
           inv.system.CudaVersionString().empty() ? "?" : inv.system.CudaVersionString().c_str(),
           inv.system.library_path.c_str());
     }
-    for (const Gpu& g : inv.gpus) {
+    for (const gpu::Gpu& g : inv.gpus) {
       if (!g.nvml_error.empty()) {
         std::printf("GPU %s: %s\n", g.index ? absl::StrCat(*g.index).c_str() : g.bus_id.c_str(),
                     g.nvml_error.c_str());
@@ -113,4 +113,4 @@ class ListCommand final : public CommandHandler {
 
 std::unique_ptr<CommandHandler> MakeListCommand() { return std::make_unique<ListCommand>(); }
 
-}  // namespace gpulet
+}  // namespace gpulet::cli

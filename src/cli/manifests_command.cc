@@ -24,19 +24,19 @@
 #include "deploy/talos_migration.h"
 #include "node/talos_releases.h"
 
-namespace gpulet {
+namespace gpulet::cli {
 namespace {
 
-std::string DescribeGpus(const NodeFacts& facts) {
+std::string DescribeGpus(const node::NodeFacts& facts) {
   if (!facts.pci_status.ok()) {
     return absl::StrCat("PCI sysfs unreadable (", facts.pci_status.message(), ")");
   }
   if (facts.gpus.empty()) return "no NVIDIA GPU on the PCI bus";
   // Identical cards are listed once with a count: an 8-GPU board is one line, not eight.
   std::vector<std::pair<std::string, int>> kinds;
-  for (const PciGpu& g : facts.gpus) {
+  for (const node::PciGpu& g : facts.gpus) {
     std::string kind = absl::StrCat(g.product.empty() ? "unknown NVIDIA GPU" : g.product, " (",
-                                    ArchitectureName(g.architecture), ")");
+                                    node::ArchitectureName(g.architecture), ")");
     auto it =
         std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == kind; });
     if (it == kinds.end()) {
@@ -53,9 +53,9 @@ std::string DescribeGpus(const NodeFacts& facts) {
                       facts.gpus.size() == 1 ? " GPU: " : " GPUs: ", absl::StrJoin(parts, ", "));
 }
 
-std::string DescribeDriver(const DriverInfo& d) {
+std::string DescribeDriver(const node::DriverInfo& d) {
   if (!d.version_file_present) return "NVIDIA kernel modules not loaded";
-  return absl::StrCat(DriverFlavorName(d.flavor), " kernel modules ",
+  return absl::StrCat(node::DriverFlavorName(d.flavor), " kernel modules ",
                       d.version.empty() ? "(version unknown)" : d.version);
 }
 
@@ -92,9 +92,9 @@ class ManifestsCommand final : public CommandHandler {
   }
 
   int Run(CommandContext& ctx) override {
-    std::optional<TalosVersion> version;
+    std::optional<node::TalosVersion> version;
     if (!talos_version_.empty()) {
-      absl::StatusOr<TalosVersion> v = ParseTalosVersion(talos_version_);
+      absl::StatusOr<node::TalosVersion> v = node::ParseTalosVersion(talos_version_);
       if (!v.ok()) {
         std::fprintf(stderr, "gpulet manifests: --talos-version: %s\n",
                      std::string(v.status().message()).c_str());
@@ -103,14 +103,14 @@ class ManifestsCommand final : public CommandHandler {
       version = *v;
     }
 
-    NodeFacts facts;
+    node::NodeFacts facts;
     std::string root;
     if (inspect_) {
-      DiscoveryOptions options;
+      nvml::DiscoveryOptions options;
       if (!PrepareDiscovery(ctx, &options, /*quiet_simulation=*/true)) return kExitUsage;
       root = options.host_root;
       HostFs host(root);
-      facts = InspectNode(host);
+      facts = node::InspectNode(host);
       if (facts.talos_version) {
         if (version && (version->major != facts.talos_version->major ||
                         version->minor != facts.talos_version->minor)) {
@@ -137,33 +137,35 @@ class ManifestsCommand final : public CommandHandler {
     }
     bool talos = overlay == "talos";
 
-    DriverBranch branch = branch_ == "lts" ? DriverBranch::kLts : DriverBranch::kProduction;
-    absl::StatusOr<TalosExtensions> extensions = ChooseTalosExtensions(facts, version, branch);
+    deploy::DriverBranch branch =
+        branch_ == "lts" ? deploy::DriverBranch::kLts : deploy::DriverBranch::kProduction;
+    absl::StatusOr<deploy::TalosExtensions> extensions =
+        deploy::ChooseTalosExtensions(facts, version, branch);
     if (!extensions.ok()) {
       std::fprintf(stderr, "gpulet manifests: %s\n",
                    std::string(extensions.status().message()).c_str());
       return kExitFailure;
     }
 
-    ManifestFiles files = EmbeddedManifestFiles();
+    deploy::ManifestFiles files = deploy::EmbeddedManifestFiles();
     if (print_schematic_) {
-      std::fputs(RenderTalosSchematic(*extensions).c_str(), stdout);
+      std::fputs(deploy::RenderTalosSchematic(*extensions).c_str(), stdout);
       return kExitOk;
     }
     if (print_patch_) {
-      std::optional<TalosCurrentConfig> current;
+      std::optional<deploy::TalosCurrentConfig> current;
       if (!current_config_.empty()) {
-        absl::StatusOr<std::string> text =
-            ReadRegularFile(current_config_, kMaxMachineConfigBytes, "machine configuration");
+        absl::StatusOr<std::string> text = ReadRegularFile(
+            current_config_, deploy::kMaxMachineConfigBytes, "machine configuration");
         if (!text.ok()) {
           std::fprintf(stderr, "gpulet manifests: --talos-current-config: %s\n",
                        std::string(text.status().message()).c_str());
           return kExitUsage;
         }
-        current = TalosCurrentConfig{*text, current_config_};
+        current = deploy::TalosCurrentConfig{*text, current_config_};
       }
-      absl::StatusOr<std::string> patch =
-          RenderTalosMachinePatch(files, version, *extensions, current ? &*current : nullptr);
+      absl::StatusOr<std::string> patch = deploy::RenderTalosMachinePatch(
+          files, version, *extensions, current ? &*current : nullptr);
       if (!patch.ok()) {
         std::fprintf(stderr, "gpulet manifests: %s\n",
                      std::string(patch.status().message()).c_str());
@@ -172,9 +174,9 @@ class ManifestsCommand final : public CommandHandler {
       if (current) {
         // Fitting moves settings into a KubeNodeConfig; a release without one (and the
         // unversioned patch, 1.13's form) takes the same patch on every node.
-        absl::StatusOr<talos::Match> match =
-            version ? talos::FindRelease(version->major, version->minor)
-                    : absl::StatusOr<talos::Match>(absl::NotFoundError("no version"));
+        absl::StatusOr<node::Match> match =
+            version ? node::FindRelease(version->major, version->minor)
+                    : absl::StatusOr<node::Match>(absl::NotFoundError("no version"));
         if (!match.ok() || !match->release->KubeNodeDocuments()) {
           std::fprintf(stderr,
                        "gpulet manifests: --talos-current-config: %s takes the same patch on "
@@ -190,11 +192,12 @@ class ManifestsCommand final : public CommandHandler {
       return kExitOk;
     }
 
-    std::string dir = talos ? kTalosOverlayDir : kGenericOverlayDir;
-    if (dra_) dir = talos ? kTalosDraOverlayDir : kDraOverlayDir;
-    RenderOptions render;
+    std::string dir = talos ? deploy::kTalosOverlayDir : deploy::kGenericOverlayDir;
+    if (dra_) dir = talos ? deploy::kTalosDraOverlayDir : deploy::kDraOverlayDir;
+    deploy::RenderOptions render;
     render.image = image_;
-    absl::StatusOr<std::vector<KubeObject>> objects = RenderKustomization(files, dir, render);
+    absl::StatusOr<std::vector<deploy::KubeObject>> objects =
+        deploy::RenderKustomization(files, dir, render);
     if (!objects.ok()) {
       std::fprintf(stderr, "gpulet manifests: rendering %s: %s\n", dir.c_str(),
                    std::string(objects.status().message()).c_str());
@@ -207,18 +210,18 @@ class ManifestsCommand final : public CommandHandler {
                  "(or run on the GPU node, or with --host-root) to choose another\n",
                  dir.c_str(), why.c_str());
     std::fputs(Header(dir, facts, root, version, *extensions, talos).c_str(), stdout);
-    std::fputs(FormatObjects(*objects).c_str(), stdout);
+    std::fputs(deploy::FormatObjects(*objects).c_str(), stdout);
     return kExitOk;
   }
 
  private:
-  std::string Header(const std::string& dir, const NodeFacts& facts, const std::string& root,
-                     const std::optional<TalosVersion>& version, const TalosExtensions& extensions,
-                     bool talos) const {
+  std::string Header(const std::string& dir, const node::NodeFacts& facts, const std::string& root,
+                     const std::optional<node::TalosVersion>& version,
+                     const deploy::TalosExtensions& extensions, bool talos) const {
     std::string h = absl::StrCat("# gpulet ", GPULET_VERSION, " manifests: ", dir,
                                  " (rendered by `gpulet manifests`).\n",
                                  "#   gpulet manifests ... | kubectl apply -f -\n");
-    std::string image = image_.empty() ? DefaultGpuletImage() : image_;
+    std::string image = image_.empty() ? deploy::DefaultGpuletImage() : image_;
     absl::StrAppend(&h, "# Image: ", image, "\n");
     if (image_.empty()) {
       absl::StrAppend(&h,
@@ -279,4 +282,4 @@ std::unique_ptr<CommandHandler> MakeManifestsCommand() {
   return std::make_unique<ManifestsCommand>();
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::cli

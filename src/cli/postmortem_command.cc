@@ -24,7 +24,7 @@
 #include "recorder/postmortem.h"
 #include "recorder/recorder_files.h"
 
-namespace gpulet {
+namespace gpulet::cli {
 namespace {
 
 class PostmortemCommand final : public CommandHandler {
@@ -44,18 +44,18 @@ class PostmortemCommand final : public CommandHandler {
   }
 
   int Run(CommandContext& ctx) override {
-    std::vector<RecorderFiles::Loaded> loaded;
+    std::vector<recorder::RecorderFiles::Loaded> loaded;
     std::string where;
     if (!files_.empty()) {
       where = "the files given";
       for (const std::string& path : files_) {
         absl::StatusOr<std::string> text =
-            ReadRegularFile(path, kMaxRecorderFileBytes, "flight recorder file");
+            ReadRegularFile(path, recorder::kMaxRecorderFileBytes, "flight recorder file");
         if (!text.ok()) {
           loaded.push_back({path, text.status()});
           continue;
         }
-        absl::StatusOr<RecorderDump> dump = DumpFromJson(*text);
+        absl::StatusOr<recorder::RecorderDump> dump = recorder::DumpFromJson(*text);
         if (!dump.ok()) {
           loaded.push_back({path, absl::InvalidArgumentError(
                                       absl::StrCat(path, ": ", dump.status().message()))});
@@ -72,11 +72,11 @@ class PostmortemCommand final : public CommandHandler {
         return kExitFailure;
       }
       where = host.Describe(dir_);
-      loaded = RecorderFiles(*local, dir_).LoadAll();
+      loaded = recorder::RecorderFiles(*local, dir_).LoadAll();
     }
     int exit = kExitOk;
-    std::map<std::string, std::vector<RecorderDump>> by_gpu;  // oldest fault first
-    for (RecorderFiles::Loaded& l : loaded) {
+    std::map<std::string, std::vector<recorder::RecorderDump>> by_gpu;  // oldest fault first
+    for (recorder::RecorderFiles::Loaded& l : loaded) {
       if (!l.dump.ok()) {
         std::fprintf(stderr, "gpulet postmortem: %s\n",
                      std::string(l.dump.status().message()).c_str());
@@ -86,26 +86,27 @@ class PostmortemCommand final : public CommandHandler {
       by_gpu[l.dump->uuid].push_back(std::move(*l.dump));
     }
     for (auto& [uuid, dumps] : by_gpu) {
-      std::sort(dumps.begin(), dumps.end(), [](const RecorderDump& a, const RecorderDump& b) {
-        return a.fault_ms < b.fault_ms;
-      });
+      std::sort(dumps.begin(), dumps.end(),
+                [](const recorder::RecorderDump& a, const recorder::RecorderDump& b) {
+                  return a.fault_ms < b.fault_ms;
+                });
     }
     // The faults to show: each selected GPU's latest, or all of them.
     struct Shown {
-      const RecorderDump* dump;
-      Verdict verdict;
+      const recorder::RecorderDump* dump;
+      recorder::Verdict verdict;
     };
     std::vector<Shown> shown;
     bool gpu_known = gpu_.empty();
     for (const auto& [uuid, dumps] : by_gpu) {
-      const RecorderDump& last = dumps.back();
+      const recorder::RecorderDump& last = dumps.back();
       bool match = gpu_.empty() || absl::StartsWithIgnoreCase(uuid, gpu_) ||
                    (last.index && absl::StrCat(*last.index) == gpu_);
       if (!match) continue;
       gpu_known = true;
       for (size_t i = all_ ? 0 : dumps.size() - 1; i < dumps.size(); ++i) {
-        std::span<const RecorderDump> earlier(dumps.data(), i);
-        shown.push_back({&dumps[i], Assess(dumps[i], earlier)});
+        std::span<const recorder::RecorderDump> earlier(dumps.data(), i);
+        shown.push_back({&dumps[i], recorder::Assess(dumps[i], earlier)});
       }
     }
     if (!gpu_known) {
@@ -124,14 +125,14 @@ class PostmortemCommand final : public CommandHandler {
         return kExitUsage;
       }
       if (svg_ == "-") {  // to standard output, e.g. out of a pod: `kubectl exec ... > f.svg`
-        std::string svg = TimelineSvg(*shown[0].dump, shown[0].verdict);
+        std::string svg = recorder::TimelineSvg(*shown[0].dump, shown[0].verdict);
         std::fwrite(svg.data(), 1, svg.size(), stdout);
         return exit;
       }
       AtomicWriteOptions options;
       options.mode = 0644;
-      if (absl::Status s =
-              WriteFileAtomically(svg_, TimelineSvg(*shown[0].dump, shown[0].verdict), options);
+      if (absl::Status s = WriteFileAtomically(
+              svg_, recorder::TimelineSvg(*shown[0].dump, shown[0].verdict), options);
           !s.ok()) {
         std::fprintf(stderr, "gpulet postmortem: writing the SVG: %s\n",
                      std::string(s.message()).c_str());
@@ -142,15 +143,15 @@ class PostmortemCommand final : public CommandHandler {
       nlohmann::json out = nlohmann::json::array();
       for (const Shown& s : shown) {
         nlohmann::json evidence = nlohmann::json::array();
-        for (const Evidence& e : s.verdict.evidence) {
+        for (const recorder::Evidence& e : s.verdict.evidence) {
           nlohmann::json j = {{"text", e.text}};
-          if (e.at_ms != 0) j["at"] = FormatMillis(e.at_ms);
+          if (e.at_ms != 0) j["at"] = recorder::FormatMillis(e.at_ms);
           evidence.push_back(std::move(j));
         }
         out.push_back({{"uuid", s.dump->uuid},
-                       {"fault_at", FormatMillis(s.dump->fault_ms)},
+                       {"fault_at", recorder::FormatMillis(s.dump->fault_ms)},
                        {"fault", s.dump->fault},
-                       {"verdict", CauseName(s.verdict.cause)},
+                       {"verdict", recorder::CauseName(s.verdict.cause)},
                        {"headline", s.verdict.headline},
                        {"next", s.verdict.next},
                        {"evidence", std::move(evidence)}});
@@ -164,7 +165,7 @@ class PostmortemCommand final : public CommandHandler {
     }
     for (size_t i = 0; i < shown.size(); ++i) {
       if (i > 0) std::printf("\n");
-      std::printf("%s", TimelineText(*shown[i].dump, shown[i].verdict).c_str());
+      std::printf("%s", recorder::TimelineText(*shown[i].dump, shown[i].verdict).c_str());
     }
     return exit;
   }
@@ -184,4 +185,4 @@ std::unique_ptr<CommandHandler> MakePostmortemCommand() {
   return std::make_unique<PostmortemCommand>();
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::cli

@@ -11,7 +11,7 @@
 #include "testing/files.h"
 #include "testing/subprocess.h"
 
-namespace gpulet {
+namespace gpulet::cli {
 namespace {
 
 namespace fs = std::filesystem;
@@ -20,8 +20,9 @@ using ::testing::HasSubstr;
 
 std::string Gpulet() { return std::string(GPULET_BINARY_DIR) + "/gpulet"; }
 
-RecorderDump Fault(const std::string& uuid, unsigned index, int64_t fault_ms, bool pcie_errors) {
-  RecorderDump d;
+recorder::RecorderDump Fault(const std::string& uuid, unsigned index, int64_t fault_ms,
+                             bool pcie_errors) {
+  recorder::RecorderDump d;
   d.uuid = uuid;
   d.index = index;
   d.name = "NVIDIA GeForce RTX 5090";
@@ -32,15 +33,15 @@ RecorderDump Fault(const std::string& uuid, unsigned index, int64_t fault_ms, bo
   d.health = "Unhealthy";
   d.interval_ms = 1000;
   for (int i = 0; i < 5; ++i) {
-    RecordedSample s;
+    recorder::RecordedSample s;
     s.at_ms = fault_ms - 4000 + i * 1000;
-    s.Set(Column::kAnswering, i < 4 ? 1 : 0);
-    s.Set(Column::kGpuTempC, 70);
-    s.Set(Column::kAerFatal, pcie_errors ? i : 0);
+    s.Set(recorder::Column::kAnswering, i < 4 ? 1 : 0);
+    s.Set(recorder::Column::kGpuTempC, 70);
+    s.Set(recorder::Column::kAerFatal, pcie_errors ? i : 0);
     d.samples.push_back(s);
   }
   d.events.push_back({.at_ms = fault_ms - 100,
-                      .kind = EventKind::kXid,
+                      .kind = recorder::EventKind::kXid,
                       .xid = 79,
                       .text = "NVRM: Xid (PCI:0000:02:00): 79, GPU has fallen off the bus."});
   return d;
@@ -50,7 +51,7 @@ class PostmortemCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::path(root_.path()) / "var/lib/gpulet/recorder";
-    RecorderFiles files(dir_.string(), "/var/lib/gpulet/recorder");
+    recorder::RecorderFiles files(dir_.string(), "/var/lib/gpulet/recorder");
     ASSERT_TRUE(files.Write(Fault("GPU-aaaa", 0, 1780000000000, false)).ok());
     ASSERT_TRUE(files.Write(Fault("GPU-bbbb", 1, 1780000100000, true)).ok());
   }
@@ -111,9 +112,9 @@ TEST_F(PostmortemCliTest, UnknownGpusAndEmptyDirectoriesSaySo) {
   EXPECT_EQ(none.exit_code, 0) << none.err;
   EXPECT_THAT(none.out, HasSubstr("No GPU faults recorded"));
   // A file named on the command line is read as it is.
-  RecorderDump d = Fault("GPU-dddd", 3, 1780000300000, true);
+  recorder::RecorderDump d = Fault("GPU-dddd", 3, 1780000300000, true);
   const std::string file = root_.path() + "/copied.json";
-  std::ofstream(file) << DumpToJson(d);
+  std::ofstream(file) << recorder::DumpToJson(d);
   auto named = RunProgram({Gpulet(), "postmortem", file});
   EXPECT_EQ(named.exit_code, 0) << named.err;
   EXPECT_THAT(named.out, HasSubstr("GPU-dddd"));
@@ -122,7 +123,8 @@ TEST_F(PostmortemCliTest, UnknownGpusAndEmptyDirectoriesSaySo) {
 // `gpulet retired`: lists what the file holds and returns a GPU to service.
 TEST(RetiredCliTest, ListsAndClears) {
   testing::ScratchDir root;
-  RetiredFile file(root.path() + "/var/lib/gpulet/retired.json", "/var/lib/gpulet/retired.json");
+  recorder::RetiredFile file(root.path() + "/var/lib/gpulet/retired.json",
+                             "/var/lib/gpulet/retired.json");
   auto run = [&](std::vector<std::string> args) {
     std::vector<std::string> argv = {Gpulet(), "--host-root", root.path(), "retired"};
     argv.insert(argv.end(), args.begin(), args.end());
@@ -149,4 +151,4 @@ TEST(RetiredCliTest, ListsAndClears) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::cli

@@ -15,7 +15,7 @@
 #include "common/host_fs.h"
 #include "recorder/retirement.h"
 
-namespace gpulet {
+namespace gpulet::cli {
 namespace {
 
 class RetiredCommand final : public CommandHandler {
@@ -33,8 +33,8 @@ class RetiredCommand final : public CommandHandler {
       std::fprintf(stderr, "gpulet retired: %s\n", std::string(local.status().message()).c_str());
       return kExitFailure;
     }
-    RetiredFile file(*local, file_);
-    absl::StatusOr<RetiredGpus> gpus = file.Load();
+    recorder::RetiredFile file(*local, file_);
+    absl::StatusOr<recorder::RetiredGpus> gpus = file.Load();
     if (!gpus.ok()) {
       std::fprintf(stderr, "gpulet retired: %s\n", std::string(gpus.status().message()).c_str());
       return kExitFailure;
@@ -78,4 +78,4 @@ class RetiredCommand final : public CommandHandler {
 
 std::unique_ptr<CommandHandler> MakeRetiredCommand() { return std::make_unique<RetiredCommand>(); }
 
-}  // namespace gpulet
+}  // namespace gpulet::cli

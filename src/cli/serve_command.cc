@@ -34,7 +34,7 @@
 #include "daemon/daemon.h"
 #include "http/web_config.h"
 
-namespace gpulet {
+namespace gpulet::cli {
 namespace {
 
 // When `serve` gives back the code pages only its start-up used (common/startup_pages.h).
@@ -195,40 +195,40 @@ class ServeCommand final : public CommandHandler {
     }
     // A changed config file (a ConfigMap update) is reloaded as on SIGHUP; what the watcher
     // compares against is read before the config is, so no change in between is missed.
-    std::optional<ConfigFileWatcher> watcher;
+    std::optional<config::ConfigFileWatcher> watcher;
     if (!config_file_.empty()) {
-      watcher.emplace(ConfigFileWatcher::Options{
+      watcher.emplace(config::ConfigFileWatcher::Options{
           .path = config_file_, .on_change = [path = config_file_] {
             GPULET_LOG_INFO("{} changed: reloading it", path);
             kill(getpid(), SIGHUP);  // to the process: the main thread waits for it
           }});
     }
-    absl::StatusOr<Config> config = Load();
+    absl::StatusOr<config::Config> config = Load();
     if (!config.ok()) {
       std::fprintf(stderr, "gpulet serve: invalid configuration: %s\n",
                    std::string(config.status().message()).c_str());
       return kExitUsage;
     }
     if (print_config_) {
-      std::printf("%s", ConfigToYaml(*config).c_str());
+      std::printf("%s", config::ConfigToYaml(*config).c_str());
       return kExitOk;
     }
 
     umask(077);  // sockets and files we create are ours alone
 
-    DaemonOptions options;
+    daemon::DaemonOptions options;
     // A simulation without --host-root reads the bundled fixture root, which is data, not a
     // node: no CDI spec is written into it.
     options.bundled_fixture_root = !ctx.global.simulate.empty() &&
                                    (ctx.global.host_root.empty() || !ctx.global.host_root_given);
     options.node_name = NodeName();
     if (const char* uid = std::getenv("POD_UID"); uid != nullptr) options.pod_uid = uid;
-    DiscoveryOptions discovery;
+    nvml::DiscoveryOptions discovery;
     if (!PrepareDiscovery(ctx, &discovery, /*quiet_simulation=*/false)) return kExitUsage;
     std::optional<DiscoverySignals> discovery_signals(std::in_place);
-    Node node = DiscoverNode(discovery);
+    nvml::Node node = nvml::DiscoverNode(discovery);
     discovery_signals.reset();
-    Daemon daemon(std::move(node), *std::move(config), options);
+    daemon::Daemon daemon(std::move(node), *std::move(config), options);
     if (absl::Status started = daemon.Start(); !started.ok()) {
       GPULET_LOG_ERROR("{}", started.message());
       return absl::IsInvalidArgument(started) ? kExitUsage : kExitFailure;
@@ -262,7 +262,7 @@ class ServeCommand final : public CommandHandler {
       }
       if (sig < 0) continue;  // EINTR: a signal we do not wait for
       if (sig == SIGHUP) {
-        absl::StatusOr<Config> next = Load();
+        absl::StatusOr<config::Config> next = Load();
         if (!next.ok()) {
           GPULET_LOG_ERROR("SIGHUP: keeping the running configuration; the new one is invalid: {}",
                            next.status().message());
@@ -287,12 +287,12 @@ class ServeCommand final : public CommandHandler {
   }
 
  private:
-  absl::StatusOr<Config> Load() {
-    ConfigOverrides overrides;
+  absl::StatusOr<config::Config> Load() {
+    config::ConfigOverrides overrides;
     for (const auto& [opt, key] : options_) {
       if (opt->count() > 0) overrides[key] = values_[key];
     }
-    return LoadConfig(config_file_, overrides);
+    return config::LoadConfig(config_file_, overrides);
   }
 
   std::string config_file_;
@@ -306,4 +306,4 @@ class ServeCommand final : public CommandHandler {
 
 std::unique_ptr<CommandHandler> MakeServeCommand() { return std::make_unique<ServeCommand>(); }
 
-}  // namespace gpulet
+}  // namespace gpulet::cli

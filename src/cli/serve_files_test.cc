@@ -24,7 +24,7 @@
 #include "testing/files.h"
 #include "testing/subprocess.h"
 
-namespace gpulet {
+namespace gpulet::cli {
 namespace {
 
 namespace fs = std::filesystem;
@@ -558,4 +558,4 @@ TEST(ServeSignalsTest, SigtermAtAnyMomentOfAHangingNvmlInitExitsCleanly) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::cli

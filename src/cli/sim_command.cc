@@ -17,7 +17,7 @@
 #include "sim/mig.h"
 #include "sim/state.h"
 
-namespace gpulet {
+namespace gpulet::cli {
 namespace {
 
 // Parses `--gpm NAME=VALUE`: a metric name from sim::GpmMetrics() and a value in its range.
@@ -472,4 +472,4 @@ class SimCommand final : public CommandHandler {
 
 std::unique_ptr<CommandHandler> MakeSimCommand() { return std::make_unique<SimCommand>(); }
 
-}  // namespace gpulet
+}  // namespace gpulet::cli

@@ -12,7 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "common/host_fs.h"
 
-namespace gpulet {
+namespace gpulet::cli {
 namespace {
 
 constexpr char kSimLibrary[] = "libgpulet-nvml-sim.so";
@@ -127,4 +127,4 @@ absl::StatusOr<Simulation> ApplySimulation(GlobalOptions& options, bool quiet) {
   return sim;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::cli

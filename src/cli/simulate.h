@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "cli/command.h"
 
-namespace gpulet {
+namespace gpulet::cli {
 
 struct Simulation {
   std::string fixture_name;  // "homelab"
@@ -38,6 +38,6 @@ absl::StatusOr<Simulation> ApplySimulation(GlobalOptions& options, bool quiet);
 // The directory holding the running gpulet binary.
 std::string ExecutableDir();
 
-}  // namespace gpulet
+}  // namespace gpulet::cli
 
 #endif  // GPULET_CLI_SIMULATE_H_

@@ -13,7 +13,7 @@
 #include "cli/daemon_client.h"
 #include "state/status_report.h"
 
-namespace gpulet {
+namespace gpulet::cli {
 namespace {
 
 class StatusCommand final : public CommandHandler {
@@ -40,7 +40,7 @@ class StatusCommand final : public CommandHandler {
       std::printf("%s", text->c_str());
       return kExitOk;
     }
-    absl::StatusOr<StatusReport> report = FetchStatus(*address);
+    absl::StatusOr<state::StatusReport> report = FetchStatus(*address);
     if (!report.ok()) {
       std::fprintf(stderr, "gpulet status: %s\n", std::string(report.status().message()).c_str());
       return kExitFailure;
@@ -49,12 +49,12 @@ class StatusCommand final : public CommandHandler {
     std::printf("%-4s %-26s %-10s %-22s %-6s %-22s %s\n", "GPU", "NAME", "HEALTH", "SINCE", "UTIL",
                 "MEMORY USED", "PROCESSES");
     constexpr double kGiB = 1 << 30;
-    for (const GpuStatus& g : report->gpus) {
-      if (g.health != HealthState::kHealthy) worst = 1;
-      std::optional<double> util_percent = g.Value(ValueId::kGpuUtil);
+    for (const state::GpuStatus& g : report->gpus) {
+      if (g.health != state::HealthState::kHealthy) worst = 1;
+      std::optional<double> util_percent = g.Value(gpu::ValueId::kGpuUtil);
       std::string util = util_percent ? absl::StrCat(*util_percent, "%") : "-";
       std::string mem = "-";
-      if (std::optional<double> used_bytes = g.Value(ValueId::kFbUsed)) {
+      if (std::optional<double> used_bytes = g.Value(gpu::ValueId::kFbUsed)) {
         double used = *used_bytes / kGiB;
         mem = g.memory_total_bytes
                   ? absl::StrFormat("%.1f / %.1f GiB", used,
@@ -62,7 +62,8 @@ class StatusCommand final : public CommandHandler {
                   : absl::StrFormat("%.1f GiB", used);
       }
       std::string procs;
-      for (const ProcessStatus& p : g.processes.value_or(std::vector<ProcessStatus>{})) {
+      for (const state::ProcessStatus& p :
+           g.processes.value_or(std::vector<state::ProcessStatus>{})) {
         absl::StrAppend(&procs, procs.empty() ? "" : ", ", p.name.value_or("?"), "[", p.pid, "]");
         if (p.used_bytes) {
           absl::StrAppend(&procs,
@@ -79,11 +80,11 @@ class StatusCommand final : public CommandHandler {
           g.since ? absl::FormatTime(absl::RFC3339_sec, *g.since, absl::UTCTimeZone()) : "";
       std::printf("%-4s %-26s %-10s %-22s %-6s %-22s %s\n",
                   g.index ? absl::StrCat(*g.index).c_str() : "-", g.name.c_str(),
-                  HealthStateName(g.health), since.c_str(), util.c_str(), mem.c_str(),
+                  state::HealthStateName(g.health), since.c_str(), util.c_str(), mem.c_str(),
                   procs.empty() ? "-" : procs.c_str());
       if (g.allocations && !g.allocations->empty()) {
         std::string held;
-        for (const AllocationStatus& a : *g.allocations) {
+        for (const state::AllocationStatus& a : *g.allocations) {
           absl::StrAppend(&held, held.empty() ? "" : ", ", a.namespace_name, "/", a.pod, "/",
                           a.container, " (", a.device_id, ")");
         }
@@ -99,7 +100,8 @@ class StatusCommand final : public CommandHandler {
             g.last_fault->what.c_str(), g.last_fault->verdict.c_str(),
             g.last_fault->headline.c_str(), g.uuid.c_str());
       }
-      for (const SliceStatus& s : g.vram_slices.value_or(std::vector<SliceStatus>{})) {
+      for (const state::SliceStatus& s :
+           g.vram_slices.value_or(std::vector<state::SliceStatus>{})) {
         std::string holder = s.pod ? absl::StrCat(s.namespace_name.value_or(""), "/", *s.pod, "/",
                                                   s.container.value_or(""))
                                    : s.owner;
@@ -128,4 +130,4 @@ class StatusCommand final : public CommandHandler {
 
 std::unique_ptr<CommandHandler> MakeStatusCommand() { return std::make_unique<StatusCommand>(); }
 
-}  // namespace gpulet
+}  // namespace gpulet::cli

@@ -3,7 +3,7 @@
 #include "cli/commands.h"
 #include "common/build_info.h"
 
-namespace gpulet {
+namespace gpulet::cli {
 namespace {
 
 class VersionCommand final : public CommandHandler {
@@ -18,4 +18,4 @@ class VersionCommand final : public CommandHandler {
 
 std::unique_ptr<CommandHandler> MakeVersionCommand() { return std::make_unique<VersionCommand>(); }
 
-}  // namespace gpulet
+}  // namespace gpulet::cli

@@ -22,7 +22,7 @@
 #include "testing/subprocess.h"
 #include "testing/wait_for.h"
 
-namespace gpulet {
+namespace gpulet::cluster {
 namespace {
 
 using nlohmann::json;
@@ -245,4 +245,4 @@ TEST_F(ClusterServeTest, AConfigMapUpdateIsReloadedAndABadOneIsAnEvent) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::cluster

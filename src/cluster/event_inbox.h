@@ -16,7 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "cluster/node_health.h"
 
-namespace gpulet {
+namespace gpulet::cluster {
 
 class EventInbox {
  public:
@@ -42,6 +42,6 @@ class EventInbox {
   std::deque<NodeEvent> events_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace gpulet
+}  // namespace gpulet::cluster
 
 #endif  // GPULET_CLUSTER_EVENT_INBOX_H_

@@ -18,22 +18,22 @@
 #include "gpu/nvml_api.h"
 #include "node/driver_info.h"
 
-namespace gpulet {
+namespace gpulet::cluster {
 namespace {
 
 constexpr char kNvidia[] = "nvidia.com/";
 
 // The GPUs the labels count: those NVML serves when it works (a card NVML cannot use is not
 // a GPU a pod can get), else every GPU on the PCI bus.
-std::vector<const Gpu*> LabelledGpus(const Inventory& inv) {
-  std::vector<const Gpu*> out;
+std::vector<const gpu::Gpu*> LabelledGpus(const gpu::Inventory& inv) {
+  std::vector<const gpu::Gpu*> out;
   if (inv.nvml_status.ok()) {
-    for (const Gpu& g : inv.gpus) {
+    for (const gpu::Gpu& g : inv.gpus) {
       if (g.in_nvml) out.push_back(&g);
     }
   }
   if (out.empty()) {
-    for (const Gpu& g : inv.gpus) {
+    for (const gpu::Gpu& g : inv.gpus) {
       if (g.on_pci) out.push_back(&g);
     }
   }
@@ -102,39 +102,39 @@ std::string GpuFamilyFromComputeCapability(int major, int minor) {
   }
 }
 
-std::string GpuFamilyFromArchitecture(Architecture arch) {
+std::string GpuFamilyFromArchitecture(node::Architecture arch) {
   switch (arch) {
-    case Architecture::kKepler:
+    case node::Architecture::kKepler:
       return "kepler";
-    case Architecture::kMaxwell:
+    case node::Architecture::kMaxwell:
       return "maxwell";
-    case Architecture::kPascal:
+    case node::Architecture::kPascal:
       return "pascal";
-    case Architecture::kVolta:
+    case node::Architecture::kVolta:
       return "volta";
-    case Architecture::kTuring:
+    case node::Architecture::kTuring:
       return "turing";
-    case Architecture::kAmpere:
+    case node::Architecture::kAmpere:
       return "ampere";
-    case Architecture::kAda:
+    case node::Architecture::kAda:
       return "ada-lovelace";
-    case Architecture::kHopper:
+    case node::Architecture::kHopper:
       return "hopper";
-    case Architecture::kBlackwell:
+    case node::Architecture::kBlackwell:
       return "blackwell";
-    case Architecture::kRubin:
+    case node::Architecture::kRubin:
       return "rubin";
-    case Architecture::kUnknown:
+    case node::Architecture::kUnknown:
       break;
   }
   return "undefined";
 }
 
-LabelExtras ReadLabelExtras(const HostFs& host, const Inventory& inventory) {
+LabelExtras ReadLabelExtras(const HostFs& host, const gpu::Inventory& inventory) {
   LabelExtras extras;
   absl::StatusOr<std::string> product = host.ReadAttribute("/sys/class/dmi/id/product_name");
   if (product.ok()) extras.machine_type = *product;
-  for (const Gpu* g : LabelledGpus(inventory)) {
+  for (const gpu::Gpu* g : LabelledGpus(inventory)) {
     std::optional<uint32_t>& cls = extras.gpu_pci_classes.emplace_back();
     if (g->bus_id.empty()) continue;
     absl::StatusOr<std::string> text =
@@ -145,7 +145,7 @@ LabelExtras ReadLabelExtras(const HostFs& host, const Inventory& inventory) {
   return extras;
 }
 
-LabelSharing LabelSharingFromConfig(const Config& config) {
+LabelSharing LabelSharingFromConfig(const config::Config& config) {
   LabelSharing sharing;
   sharing.replicas = config.sharing.time_slicing.replicas;
   sharing.renamed = config.sharing.time_slicing.rename_by_default;
@@ -153,17 +153,18 @@ LabelSharing LabelSharingFromConfig(const Config& config) {
   return sharing;
 }
 
-NodeLabels NodeGpuLabels(const Inventory& inventory, const HostFs& host, const Config& config) {
+NodeLabels NodeGpuLabels(const gpu::Inventory& inventory, const HostFs& host,
+                         const config::Config& config) {
   return ComputeGpuLabels(inventory, ReadLabelExtras(host, inventory),
                           LabelSharingFromConfig(config));
 }
 
-NodeLabels ComputeGpuLabels(const Inventory& inv, const LabelExtras& extras,
+NodeLabels ComputeGpuLabels(const gpu::Inventory& inv, const LabelExtras& extras,
                             const LabelSharing& sharing) {
   NodeLabels labels;
-  std::vector<const Gpu*> gpus = LabelledGpus(inv);
+  std::vector<const gpu::Gpu*> gpus = LabelledGpus(inv);
   if (gpus.empty()) return labels;
-  const Gpu& first = *gpus[0];
+  const gpu::Gpu& first = *gpus[0];
   auto set = [&](absl::string_view key, absl::string_view value) {
     labels[absl::StrCat(kNvidia, key)] = std::string(value);
   };
@@ -171,7 +172,7 @@ NodeLabels ComputeGpuLabels(const Inventory& inv, const LabelExtras& extras,
   set("gpu.present", "true");
   // GFD counts the GPUs of the product its labels describe (newGPULabelers).
   size_t same_product = 0;
-  for (const Gpu* g : gpus) same_product += g->name == first.name;
+  for (const gpu::Gpu* g : gpus) same_product += g->name == first.name;
   set("gpu.count", absl::StrCat(same_product));
   // GFD's baseLabeler: replicas 1 and strategy "none" without sharing; "-SHARED" on the
   // product of a shared resource that keeps its name.
@@ -187,7 +188,7 @@ NodeLabels ComputeGpuLabels(const Inventory& inv, const LabelExtras& extras,
   // MIG. Only NVML can tell, so the label is left out when NVML did not answer.
   if (inv.nvml_status.ok()) {
     bool any_mig = false, any_known = false;
-    for (const Gpu* g : gpus) {
+    for (const gpu::Gpu* g : gpus) {
       any_known = any_known || g->mig_capable.has_value();
       any_mig = any_mig || g->mig_capable.value_or(false);
     }
@@ -195,7 +196,7 @@ NodeLabels ComputeGpuLabels(const Inventory& inv, const LabelExtras& extras,
     // GFD's vGPU labeler: "true" on a vGPU guest. GFD finds vGPUs in PCI config space;
     // NVML's virtualization mode says the same (VGPU: this is a guest).
     bool vgpu = false;
-    for (const Gpu* g : gpus) {
+    for (const gpu::Gpu* g : gpus) {
       vgpu = vgpu || g->virtualization_mode == NVML_GPU_VIRTUALIZATION_MODE_VGPU;
     }
     set("vgpu.present", vgpu ? "true" : "false");
@@ -207,7 +208,7 @@ NodeLabels ComputeGpuLabels(const Inventory& inv, const LabelExtras& extras,
     set("gpu.family", GpuFamilyFromComputeCapability(*first.cc_major, *first.cc_minor));
     set("gpu.compute.major", absl::StrCat(*first.cc_major));
     set("gpu.compute.minor", absl::StrCat(*first.cc_minor));
-  } else if (first.architecture != Architecture::kUnknown) {
+  } else if (first.architecture != node::Architecture::kUnknown) {
     set("gpu.family", GpuFamilyFromArchitecture(first.architecture));
   }
   // GFD's GPU-mode labeler: one class for every GPU, VGA or 3D controller; else unknown
@@ -256,10 +257,11 @@ NodeLabels ComputeGpuLabels(const Inventory& inv, const LabelExtras& extras,
     set("cuda.runtime.minor", minor);
   }
 
-  if (inv.driver.flavor != DriverFlavor::kUnknown) {
-    labels["gpulet.dev/kernel-module-flavor"] = std::string(DriverFlavorName(inv.driver.flavor));
+  if (inv.driver.flavor != node::DriverFlavor::kUnknown) {
+    labels["gpulet.dev/kernel-module-flavor"] =
+        std::string(node::DriverFlavorName(inv.driver.flavor));
   }
-  for (const Gpu* g : gpus) {
+  for (const gpu::Gpu* g : gpus) {
     if (g->name != first.name) {
       // GFD's per-GPU labels describe only the first GPU; say that they are not the whole
       // story, so a selector on gpu.product can be written knowingly.
@@ -272,20 +274,20 @@ NodeLabels ComputeGpuLabels(const Inventory& inv, const LabelExtras& extras,
   // device's attributes (memory in MiB, multiprocessors, slices, engines). Under single the
   // resource is nvidia.com/gpu (its labels replace the whole GPU's), under mixed
   // nvidia.com/mig-<profile>. A single layout gpulet refuses gets GFD's "-MIG-INVALID".
-  if (sharing.mig_strategy != MigStrategy::kNone) {
-    set("mig.strategy", MigStrategyName(sharing.mig_strategy));
+  if (sharing.mig_strategy != config::MigStrategy::kNone) {
+    set("mig.strategy", config::MigStrategyName(sharing.mig_strategy));
     struct MigResource {
-      const Gpu* parent = nullptr;
-      const MigDeviceInfo* device = nullptr;
+      const gpu::Gpu* parent = nullptr;
+      const gpu::MigDeviceInfo* device = nullptr;
       int count = 0;
     };
     std::map<std::string, MigResource> by_profile;
     bool any_enabled = false, any_disabled = false, empty_enabled = false;
-    for (const Gpu* g : gpus) {
+    for (const gpu::Gpu* g : gpus) {
       if (!g->in_nvml) continue;
       (g->mig_enabled ? any_enabled : any_disabled) = true;
       if (g->mig_enabled && g->mig_devices.empty()) empty_enabled = true;
-      for (const MigDeviceInfo& m : g->mig_devices) {
+      for (const gpu::MigDeviceInfo& m : g->mig_devices) {
         MigResource& r = by_profile[m.profile];
         if (r.device == nullptr) {
           r.parent = g;
@@ -313,7 +315,7 @@ NodeLabels ComputeGpuLabels(const Inventory& inv, const LabelExtras& extras,
       put("engines.jpeg", absl::StrCat(r.device->jpeg_engines));
       put("engines.ofa", absl::StrCat(r.device->ofa_engines));
     };
-    if (sharing.mig_strategy == MigStrategy::kMixed) {
+    if (sharing.mig_strategy == config::MigStrategy::kMixed) {
       for (const auto& [profile, r] : by_profile) {
         resource_labels(absl::StrCat(kNvidia, "mig-", profile), r);
       }
@@ -338,4 +340,4 @@ std::string FormatFeatureFile(const NodeLabels& labels) {
   return out;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::cluster

@@ -44,7 +44,7 @@
 #include "config/config.h"
 #include "gpu/gpu_model.h"
 
-namespace gpulet {
+namespace gpulet::cluster {
 
 // Sorted by key.
 using NodeLabels = std::map<std::string, std::string>;
@@ -63,7 +63,7 @@ struct LabelExtras {
 };
 
 // Reads LabelExtras through `host` (DMI product name, every labelled GPU's PCI class).
-LabelExtras ReadLabelExtras(const HostFs& host, const Inventory& inventory);
+LabelExtras ReadLabelExtras(const HostFs& host, const gpu::Inventory& inventory);
 
 // A label value as GFD's sanitise() writes it: characters outside [A-Za-z0-9._- ] are
 // removed and each run of spaces becomes one '-'. Beyond GFD, so that the value is always a
@@ -78,30 +78,31 @@ std::string GpuFamilyFromComputeCapability(int major, int minor);
 
 // The same names from an architecture (used when NVML, and so the compute capability, is
 // not available).
-std::string GpuFamilyFromArchitecture(Architecture arch);
+std::string GpuFamilyFromArchitecture(node::Architecture arch);
 
 // How `gpulet serve` shares whole GPUs, as GFD's sharing labels describe it.
 struct LabelSharing {
   int replicas = 1;      // sharing.timeSlicing.replicas
   bool renamed = false;  // sharing.timeSlicing.renameByDefault: advertised as <name>.shared
-  MigStrategy mig_strategy = MigStrategy::kNone;  // plugin.migStrategy
+  config::MigStrategy mig_strategy = config::MigStrategy::kNone;  // plugin.migStrategy
 };
 
 // The sharing of `config` (sharing.timeSlicing).
-LabelSharing LabelSharingFromConfig(const Config& config);
+LabelSharing LabelSharingFromConfig(const config::Config& config);
 
 // The labels for a node. Empty when the inventory has no GPU (the file is still written, so
 // that labels from an earlier run disappear).
-NodeLabels ComputeGpuLabels(const Inventory& inventory, const LabelExtras& extras,
+NodeLabels ComputeGpuLabels(const gpu::Inventory& inventory, const LabelExtras& extras,
                             const LabelSharing& sharing);
 
 // The labels of this node served with `config`: what `gpulet serve` keeps in
 // labels.featuresFile and what `gpulet labels --config FILE` writes. The one function both use.
-NodeLabels NodeGpuLabels(const Inventory& inventory, const HostFs& host, const Config& config);
+NodeLabels NodeGpuLabels(const gpu::Inventory& inventory, const HostFs& host,
+                         const config::Config& config);
 
 // The feature file: "key=value\n" per label, sorted by key.
 std::string FormatFeatureFile(const NodeLabels& labels);
 
-}  // namespace gpulet
+}  // namespace gpulet::cluster
 
 #endif  // GPULET_CLUSTER_LABELS_H_

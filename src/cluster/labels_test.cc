@@ -16,7 +16,7 @@
 #include "testing/files.h"
 #include "testing/subprocess.h"
 
-namespace gpulet {
+namespace gpulet::cluster {
 namespace {
 
 namespace fs = std::filesystem;
@@ -47,28 +47,28 @@ TEST(LabelsTest, FamilyFromComputeCapabilityMatchesGfd) {
   EXPECT_EQ(GpuFamilyFromComputeCapability(10, 0), "blackwell");
   EXPECT_EQ(GpuFamilyFromComputeCapability(12, 0), "blackwell");
   EXPECT_EQ(GpuFamilyFromComputeCapability(11, 0), "undefined");
-  EXPECT_EQ(GpuFamilyFromArchitecture(Architecture::kAda), "ada-lovelace");
-  EXPECT_EQ(GpuFamilyFromArchitecture(Architecture::kBlackwell), "blackwell");
-  EXPECT_EQ(GpuFamilyFromArchitecture(Architecture::kUnknown), "undefined");
+  EXPECT_EQ(GpuFamilyFromArchitecture(node::Architecture::kAda), "ada-lovelace");
+  EXPECT_EQ(GpuFamilyFromArchitecture(node::Architecture::kBlackwell), "blackwell");
+  EXPECT_EQ(GpuFamilyFromArchitecture(node::Architecture::kUnknown), "undefined");
 }
 
 TEST(LabelsTest, NoGpuNoLabels) {
-  Inventory inv;
+  gpu::Inventory inv;
   EXPECT_THAT(ComputeGpuLabels(inv, {}, {}), IsEmpty());
   EXPECT_EQ(FormatFeatureFile({}), "");
 }
 
 TEST(LabelsTest, PciOnlyInventoryLeavesOutNvmlValues) {
-  Inventory inv;
+  gpu::Inventory inv;
   inv.nvml_status = absl::FailedPreconditionError("driver not loaded");
-  Gpu g;
+  gpu::Gpu g;
   g.name = "NVIDIA GeForce RTX 5090";
   g.bus_id = "0000:02:00.0";
-  g.architecture = Architecture::kBlackwell;
+  g.architecture = node::Architecture::kBlackwell;
   g.on_pci = true;
   inv.gpus.push_back(g);
   inv.driver.version = "570.133.20";
-  inv.driver.flavor = DriverFlavor::kProprietary;
+  inv.driver.flavor = node::DriverFlavor::kProprietary;
   LabelExtras extras;
   extras.gpu_pci_classes = {0x030000};
   NodeLabels labels = ComputeGpuLabels(inv, extras, {});
@@ -105,9 +105,9 @@ TEST(LabelsTest, PciOnlyInventoryLeavesOutNvmlValues) {
 // docs/labels.md's table names every label gpulet can write: an inventory that makes every one
 // of them appear, each key checked against the doc.
 TEST(LabelsTest, EveryLabelIsDocumented) {
-  Inventory inv;
+  gpu::Inventory inv;
   for (const char* name : {"NVIDIA H100 80GB HBM3", "NVIDIA L4"}) {
-    Gpu g;
+    gpu::Gpu g;
     g.name = name;
     g.in_nvml = true;
     g.memory_total_bytes = 80ull << 30;
@@ -119,7 +119,7 @@ TEST(LabelsTest, EveryLabelIsDocumented) {
   }
   inv.system.driver_version = "570.133.20";
   inv.system.cuda_driver_version = 12080;
-  inv.driver.flavor = DriverFlavor::kOpen;
+  inv.driver.flavor = node::DriverFlavor::kOpen;
   LabelExtras extras;
   extras.machine_type = "DGX H100";
   extras.gpu_pci_classes = {0x030200, 0x030200};
@@ -127,11 +127,11 @@ TEST(LabelsTest, EveryLabelIsDocumented) {
   EXPECT_GE(labels.size(), 27u);
   // The MIG labels of the mixed strategy, with a MIG device on the first GPU.
   inv.gpus[0].mig_enabled = true;
-  MigDeviceInfo mig;
+  gpu::MigDeviceInfo mig;
   mig.profile = "1g.10gb";
   inv.gpus[0].mig_devices = {mig};
   LabelSharing mixed;
-  mixed.mig_strategy = MigStrategy::kMixed;
+  mixed.mig_strategy = config::MigStrategy::kMixed;
   for (auto& [key, value] : ComputeGpuLabels(inv, extras, mixed)) labels[key] = value;
   EXPECT_EQ(labels.at("nvidia.com/mig-1g.10gb.count"), "1");
   std::ifstream in(std::string(GPULET_SOURCE_DIR) + "/docs/labels.md");
@@ -158,9 +158,9 @@ TEST(LabelsTest, EveryLabelIsDocumented) {
 // GFD (k8s-device-plugin internal/lm/nvml.go newMigCapabilityLabeler, vgpu.go): mig.capable
 // "true" when any GPU supports MIG, vgpu.present "true" on a vGPU guest; both need NVML.
 TEST(LabelsTest, MigCapableAndVgpuPresentFollowGfd) {
-  Inventory inv;
+  gpu::Inventory inv;
   for (std::optional<bool> mig : {std::optional<bool>(false), std::optional<bool>(true)}) {
-    Gpu g;
+    gpu::Gpu g;
     g.name = "NVIDIA H200";
     g.in_nvml = true;
     g.mig_capable = mig;
@@ -178,7 +178,7 @@ TEST(LabelsTest, MigCapableAndVgpuPresentFollowGfd) {
   EXPECT_EQ(labels["nvidia.com/vgpu.present"], "true");
 
   // An NVML without nvmlDeviceGetMigMode cannot tell: no label rather than a guess.
-  for (Gpu& g : inv.gpus) g.mig_capable.reset();
+  for (gpu::Gpu& g : inv.gpus) g.mig_capable.reset();
   labels = ComputeGpuLabels(inv, {}, {});
   EXPECT_EQ(labels.count("nvidia.com/mig.capable"), 0u);
 
@@ -192,17 +192,17 @@ TEST(LabelsTest, MigCapableAndVgpuPresentFollowGfd) {
 // and strategy from the sharing config, "-SHARED" on the product unless the resource is
 // renamed; mig-strategy.go newGPULabelers: gpu.count counts the labelled product's GPUs.
 TEST(LabelsTest, MigStrategiesWriteGfdsMigLabels) {
-  Inventory inv;
+  gpu::Inventory inv;
   inv.system.driver_version = "570.133.20";
   for (unsigned i = 0; i < 2; ++i) {
-    Gpu g;
+    gpu::Gpu g;
     g.index = i;
     g.name = "NVIDIA H200";
     g.in_nvml = true;
     g.memory_total_bytes = 143771ull << 20;
     g.mig_capable = true;
     g.mig_enabled = true;
-    MigDeviceInfo m;
+    gpu::MigDeviceInfo m;
     m.profile = "3g.71gb";
     m.memory_bytes = 71680ull << 20;
     m.sm_count = 60;
@@ -215,7 +215,7 @@ TEST(LabelsTest, MigStrategiesWriteGfdsMigLabels) {
   }
   LabelSharing sharing;
   EXPECT_EQ(ComputeGpuLabels(inv, {}, sharing).count("nvidia.com/mig.strategy"), 0u);  // none
-  sharing.mig_strategy = MigStrategy::kSingle;
+  sharing.mig_strategy = config::MigStrategy::kSingle;
   NodeLabels single = ComputeGpuLabels(inv, {}, sharing);
   EXPECT_EQ(single.at("nvidia.com/mig.strategy"), "single");
   EXPECT_EQ(single.at("nvidia.com/gpu.product"), "NVIDIA-H200-MIG-3g.71gb");
@@ -224,7 +224,7 @@ TEST(LabelsTest, MigStrategiesWriteGfdsMigLabels) {
   EXPECT_EQ(single.at("nvidia.com/gpu.multiprocessors"), "60");
   EXPECT_EQ(single.at("nvidia.com/gpu.slices.gi"), "3");
   EXPECT_EQ(single.at("nvidia.com/gpu.engines.decoder"), "3");
-  sharing.mig_strategy = MigStrategy::kMixed;
+  sharing.mig_strategy = config::MigStrategy::kMixed;
   inv.gpus[1].mig_devices[1].profile = "1g.18gb";
   NodeLabels mixed = ComputeGpuLabels(inv, {}, sharing);
   EXPECT_EQ(mixed.at("nvidia.com/mig.strategy"), "mixed");
@@ -234,16 +234,16 @@ TEST(LabelsTest, MigStrategiesWriteGfdsMigLabels) {
   EXPECT_EQ(mixed.at("nvidia.com/mig-3g.71gb.replicas"), "1");
   EXPECT_EQ(mixed.at("nvidia.com/gpu.product"), "NVIDIA-H200");  // the whole GPUs' labels stay
   // Two profiles under single: GFD's invalid labels.
-  sharing.mig_strategy = MigStrategy::kSingle;
+  sharing.mig_strategy = config::MigStrategy::kSingle;
   NodeLabels invalid = ComputeGpuLabels(inv, {}, sharing);
   EXPECT_EQ(invalid.at("nvidia.com/gpu.product"), "NVIDIA-H200-MIG-INVALID");
   EXPECT_EQ(invalid.at("nvidia.com/gpu.count"), "0");
 }
 
 TEST(LabelsTest, SharingAndMixedProductsFollowGfd) {
-  Inventory inv;
+  gpu::Inventory inv;
   for (const char* name : {"NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB", "Tesla T4"}) {
-    Gpu g;
+    gpu::Gpu g;
     g.name = name;
     g.in_nvml = true;
     inv.gpus.push_back(g);
@@ -276,7 +276,7 @@ TEST(LabelsTest, SharingAndMixedProductsFollowGfd) {
   EXPECT_EQ(renamed["nvidia.com/gpu.replicas"], "4");
   EXPECT_EQ(renamed["nvidia.com/gpu.sharing-strategy"], "time-slicing");
 
-  Config config;
+  config::Config config;
   config.sharing.time_slicing.replicas = 3;
   config.sharing.time_slicing.rename_by_default = true;
   LabelSharing from = LabelSharingFromConfig(config);
@@ -388,13 +388,13 @@ TEST(LabelsCommandTest, MissingDirectoryIsExplained) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::cluster
 
-namespace gpulet {
+namespace gpulet::cluster {
 namespace {
 // `gpulet serve` keeps the same file `gpulet labels` writes by default.
 TEST(LabelsDefaultsTest, DaemonWritesTheSameFeatureFile) {
-  EXPECT_EQ(Config().labels.features_file, kDefaultFeaturesFile);
+  EXPECT_EQ(config::Config().labels.features_file, kDefaultFeaturesFile);
 }
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::cluster

@@ -9,7 +9,7 @@
 #include "common/utf8.h"
 #include "nlohmann/json.hpp"
 
-namespace gpulet {
+namespace gpulet::cluster {
 namespace {
 
 constexpr size_t kMaxNote = 1024;  // events.k8s.io/v1 Event.note
@@ -20,7 +20,7 @@ constexpr size_t kMaxReportingInstance = 128;
 constexpr size_t kMaxMessage = 32768;  // what gpulet allows itself in a condition message
 
 // "GPU 1 (NVIDIA GeForce RTX 5090, GPU-8a41…)", or the bus id for a GPU NVML cannot see.
-std::string GpuName(const Gpu& g) {
+std::string GpuName(const gpu::Gpu& g) {
   std::string id = g.uuid.empty() ? g.bus_id : g.uuid;
   if (g.index) return absl::StrCat("GPU ", *g.index, " (", g.name, ", ", id, ")");
   return absl::StrCat("GPU ", g.bus_id, " (", g.name, ")");
@@ -32,9 +32,9 @@ std::string Truncate(std::string text, size_t limit) {
 }
 
 // The CamelCase reason for a GPU's worst condition, by the health source that raised it.
-std::string UnhealthyReason(const GpuHealth& h) {
+std::string UnhealthyReason(const state::GpuHealth& h) {
   for (const auto& [source, c] : h.conditions) {
-    if (c.severity != HealthState::kUnhealthy) continue;
+    if (c.severity != state::HealthState::kUnhealthy) continue;
     if (source == "xid") return "XidCriticalError";
     if (source == "liveness") return "GpuNotResponding";
     if (source == "row-remap") return "GpuMemoryFailing";
@@ -51,20 +51,20 @@ std::string Sentence(const std::string& text) {
 
 }  // namespace
 
-std::vector<NodeConditionState> NodeConditionsFor(const Snapshot& snap) {
+std::vector<NodeConditionState> NodeConditionsFor(const state::Snapshot& snap) {
   NodeConditionState unhealthy{kConditionGpuUnhealthy, false, "GpusHealthy", ""};
   NodeConditionState nvml{kConditionNvmlUnavailable, false, "NvmlReady", "NVML is usable"};
   NodeConditionState reboot{kConditionRebootRequired, false, "NoRebootRequired",
                             "no GPU fault needs a node reboot"};
 
   std::vector<std::string> out, degraded, needs_reboot;
-  for (const DeviceRecord& d : snap.devices) {
-    const GpuHealth& h = d.health;
-    if (h.state == HealthState::kUnhealthy) {
+  for (const state::DeviceRecord& d : snap.devices) {
+    const state::GpuHealth& h = d.health;
+    if (h.state == state::HealthState::kUnhealthy) {
       if (out.empty()) unhealthy.reason = UnhealthyReason(h);
       out.push_back(
           absl::StrCat(GpuName(d.gpu), ": ", Sentence(h.reason), " Action: ", Sentence(h.action)));
-    } else if (h.state == HealthState::kDegraded) {
+    } else if (h.state == state::HealthState::kDegraded) {
       degraded.push_back(GpuName(d.gpu));
     }
     for (const auto& [source, c] : h.conditions) {
@@ -140,7 +140,8 @@ absl::Time ConditionGate::NextChange() const {
   return next;
 }
 
-std::vector<NodeEvent> NodeEventsBetween(const Snapshot* before, const Snapshot& after) {
+std::vector<NodeEvent> NodeEventsBetween(const state::Snapshot* before,
+                                         const state::Snapshot& after) {
   std::vector<NodeEvent> events;
   const bool nvml_before = before == nullptr || before->nvml_ok;
   if (nvml_before && !after.nvml_ok) {
@@ -151,11 +152,12 @@ std::vector<NodeEvent> NodeEventsBetween(const Snapshot* before, const Snapshot&
   } else if (before != nullptr && !before->nvml_ok && after.nvml_ok) {
     events.push_back({"Normal", "NvmlReady", "NVML is usable again"});
   }
-  for (const DeviceRecord& d : after.devices) {
-    const DeviceRecord* prev =
+  for (const state::DeviceRecord& d : after.devices) {
+    const state::DeviceRecord* prev =
         before == nullptr ? nullptr
                           : before->FindByUuid(d.gpu.uuid.empty() ? d.gpu.bus_id : d.gpu.uuid);
-    const HealthState was = prev != nullptr ? prev->health.state : HealthState::kHealthy;
+    const state::HealthState was =
+        prev != nullptr ? prev->health.state : state::HealthState::kHealthy;
     // New XIDs first: they usually are the cause of the transition that follows.
     for (const auto& [xid, count] : d.health.xid_counts) {
       uint64_t seen = 0;
@@ -176,21 +178,21 @@ std::vector<NodeEvent> NodeEventsBetween(const Snapshot* before, const Snapshot&
     }
     if (d.health.state == was) continue;
     switch (d.health.state) {
-      case HealthState::kUnhealthy:
+      case state::HealthState::kUnhealthy:
         events.push_back({"Warning", "GpuUnhealthy",
                           Truncate(absl::StrCat(GpuName(d.gpu), " is out of scheduling: ",
                                                 Sentence(d.health.reason),
                                                 " Action: ", Sentence(d.health.action)),
                                    kMaxNote)});
         break;
-      case HealthState::kDegraded:
+      case state::HealthState::kDegraded:
         events.push_back({"Warning", "GpuDegraded",
                           Truncate(absl::StrCat(GpuName(d.gpu), " is degraded but in service: ",
                                                 Sentence(d.health.reason),
                                                 " Action: ", Sentence(d.health.action)),
                                    kMaxNote)});
         break;
-      case HealthState::kHealthy:
+      case state::HealthState::kHealthy:
         events.push_back({"Normal", "GpuRecovered",
                           Truncate(absl::StrCat(GpuName(d.gpu), " is healthy again"), kMaxNote)});
         break;
@@ -322,4 +324,4 @@ nlohmann::json NodeConditionsPatch(const std::vector<NodeConditionState>& condit
   return {{"status", {{"conditions", list}}}};
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::cluster

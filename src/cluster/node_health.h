@@ -40,7 +40,7 @@
 #include "nlohmann/json.hpp"
 #include "state/device_store.h"
 
-namespace gpulet {
+namespace gpulet::cluster {
 
 inline constexpr char kConditionGpuUnhealthy[] = "GpuUnhealthy";
 inline constexpr char kConditionNvmlUnavailable[] = "GpuNvmlUnavailable";
@@ -56,7 +56,7 @@ struct NodeConditionState {
 };
 
 // The conditions `snap` calls for, in the order of the constants above.
-std::vector<NodeConditionState> NodeConditionsFor(const Snapshot& snap);
+std::vector<NodeConditionState> NodeConditionsFor(const state::Snapshot& snap);
 
 class ConditionGate {
  public:
@@ -101,7 +101,8 @@ struct NodeEvent {
 
 // The events between two snapshots (`before` may be null: the first snapshot, which only
 // reports what is already wrong).
-std::vector<NodeEvent> NodeEventsBetween(const Snapshot* before, const Snapshot& after);
+std::vector<NodeEvent> NodeEventsBetween(const state::Snapshot* before,
+                                         const state::Snapshot& after);
 
 // The name of a new Event about `object_name` first seen at `nanos` (Unix nanoseconds):
 // "<object>.<hex nanos>", as client-go names them, with the object's part cut so the whole is a
@@ -164,6 +165,6 @@ nlohmann::json NodeConditionsPatch(const std::vector<NodeConditionState>& condit
 std::string ApiMicroTime(absl::Time t);
 std::string ApiTime(absl::Time t);
 
-}  // namespace gpulet
+}  // namespace gpulet::cluster
 
 #endif  // GPULET_CLUSTER_NODE_HEALTH_H_

@@ -11,16 +11,16 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
-namespace gpulet {
+namespace gpulet::cluster {
 namespace {
 
 const absl::Time kT0 = absl::FromUnixSeconds(1764770000);
 
-Snapshot TwoGpus() {
-  Snapshot snap;
+state::Snapshot TwoGpus() {
+  state::Snapshot snap;
   snap.nvml_ok = true;
   for (unsigned i = 0; i < 2; ++i) {
-    DeviceRecord d;
+    state::DeviceRecord d;
     d.gpu.index = i;
     d.gpu.uuid = absl::StrCat("GPU-", i);
     d.gpu.name = i == 0 ? "NVIDIA GeForce RTX 3080" : "NVIDIA GeForce RTX 5090";
@@ -31,10 +31,11 @@ Snapshot TwoGpus() {
 }
 
 // GPU 1 hit XID 79: Unhealthy, and only a reboot brings it back.
-void FallOffTheBus(Snapshot& snap) {
-  GpuHealth& h = snap.devices[1].health;
+void FallOffTheBus(state::Snapshot& snap) {
+  state::GpuHealth& h = snap.devices[1].health;
   h.Raise("xid",
-          {HealthState::kUnhealthy, "XID 79 (GPU_HAS_FALLEN_OFF_THE_BUS): the GPU fell off the bus",
+          {state::HealthState::kUnhealthy,
+           "XID 79 (GPU_HAS_FALLEN_OFF_THE_BUS): the GPU fell off the bus",
            "drain and reboot the node", absl::InfinitePast(), /*reboot_required=*/true},
           kT0);
   h.last_xid = 79;
@@ -54,7 +55,7 @@ TEST(NodeConditionsTest, AllFalseWhenEveryGpuIsHealthy) {
 }
 
 TEST(NodeConditionsTest, FatalXidNamesTheGpuCauseAndAction) {
-  Snapshot snap = TwoGpus();
+  state::Snapshot snap = TwoGpus();
   FallOffTheBus(snap);
   std::vector<NodeConditionState> c = NodeConditionsFor(snap);
   EXPECT_TRUE(c[0].problem);
@@ -69,10 +70,10 @@ TEST(NodeConditionsTest, FatalXidNamesTheGpuCauseAndAction) {
 
   // A GPU that stopped answering is named by its own reason; a degraded one is mentioned.
   snap = TwoGpus();
-  snap.devices[0].health.Raise("liveness",
-                               {HealthState::kUnhealthy, "GPU is lost", "reset the GPU"}, kT0);
+  snap.devices[0].health.Raise(
+      "liveness", {state::HealthState::kUnhealthy, "GPU is lost", "reset the GPU"}, kT0);
   snap.devices[1].health.Raise(
-      "row-remap", {HealthState::kDegraded, "row remapping pending", "reset the GPU"}, kT0);
+      "row-remap", {state::HealthState::kDegraded, "row remapping pending", "reset the GPU"}, kT0);
   c = NodeConditionsFor(snap);
   EXPECT_EQ(c[0].reason, "GpuNotResponding");
   EXPECT_TRUE(absl::StrContains(c[0].message, "degraded but in service: GPU 1")) << c[0].message;
@@ -80,7 +81,7 @@ TEST(NodeConditionsTest, FatalXidNamesTheGpuCauseAndAction) {
 }
 
 TEST(NodeConditionsTest, NvmlUnavailable) {
-  Snapshot snap = TwoGpus();
+  state::Snapshot snap = TwoGpus();
   snap.nvml_ok = false;
   snap.nvml_error = "libnvidia-ml.so.1 not found";
   std::vector<NodeConditionState> c = NodeConditionsFor(snap);
@@ -94,7 +95,7 @@ TEST(NodeConditionsTest, NvmlUnavailable) {
 TEST(ConditionGateTest, ReportsAtOnceAndHoldsTheClearing) {
   const absl::Duration hold = absl::Minutes(5);
   ConditionGate gate(hold);
-  Snapshot good = TwoGpus(), bad = TwoGpus();
+  state::Snapshot good = TwoGpus(), bad = TwoGpus();
   FallOffTheBus(bad);
   std::vector<NodeConditionState> c = gate.Apply(NodeConditionsFor(good), kT0);
   EXPECT_FALSE(c[0].problem);
@@ -127,7 +128,7 @@ TEST(ConditionGateTest, ReportsAtOnceAndHoldsTheClearing) {
 }
 
 TEST(NodeEventsTest, TransitionsAndNewXids) {
-  Snapshot good = TwoGpus(), bad = TwoGpus();
+  state::Snapshot good = TwoGpus(), bad = TwoGpus();
   FallOffTheBus(bad);
   EXPECT_TRUE(NodeEventsBetween(nullptr, good).empty());
   std::vector<NodeEvent> e = NodeEventsBetween(&good, bad);
@@ -141,7 +142,7 @@ TEST(NodeEventsTest, TransitionsAndNewXids) {
   EXPECT_TRUE(absl::StrContains(e[1].note, "Action: drain and reboot the node.")) << e[1].note;
 
   // 40 more of the same XID in one snapshot step: one event standing for 40.
-  Snapshot storm = bad;
+  state::Snapshot storm = bad;
   storm.devices[1].health.xid_counts[79] = 41;
   e = NodeEventsBetween(&bad, storm);
   ASSERT_EQ(e.size(), 1u);
@@ -155,7 +156,7 @@ TEST(NodeEventsTest, TransitionsAndNewXids) {
   // The first snapshot reports what is already wrong.
   e = NodeEventsBetween(nullptr, bad);
   EXPECT_EQ(e.size(), 2u);
-  Snapshot no_nvml = good;
+  state::Snapshot no_nvml = good;
   no_nvml.nvml_ok = false;
   no_nvml.nvml_error = "driver not loaded";
   e = NodeEventsBetween(&good, no_nvml);
@@ -247,7 +248,7 @@ TEST(NodeHealthJsonTest, EventAndConditionObjectsUseTheApiFields) {
   nlohmann::json p = EventSeriesPatch(w);
   EXPECT_EQ(p["series"]["count"], 3);
 
-  Snapshot bad = TwoGpus();
+  state::Snapshot bad = TwoGpus();
   FallOffTheBus(bad);
   ConditionGate gate(absl::Minutes(5));
   nlohmann::json s =
@@ -297,4 +298,4 @@ TEST(NodeHealthJsonTest, EventFieldsStayWithinTheApiServersLimits) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::cluster

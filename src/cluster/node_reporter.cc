@@ -12,7 +12,7 @@
 #include "common/log.h"
 #include "common/periodic_worker.h"
 
-namespace gpulet {
+namespace gpulet::cluster {
 namespace {
 
 // How long the thread waits for a store change before it looks at its own deadlines again;
@@ -45,7 +45,7 @@ bool SameAsWritten(const std::vector<NodeConditionState>& a,
 
 }  // namespace
 
-NodeReporter::NodeReporter(DeviceStore* store, kube::KubeClient* client, Options options,
+NodeReporter::NodeReporter(state::DeviceStore* store, kube::KubeClient* client, Options options,
                            const Clock* clock)
     : store_(store),
       client_(client),
@@ -219,11 +219,11 @@ void NodeReporter::Succeeded(Op op) {
 
 void NodeReporter::Run() {
   uint64_t seen = 0;
-  std::shared_ptr<const Snapshot> before;
+  std::shared_ptr<const state::Snapshot> before;
   while (!stopping_.load()) {
     const absl::Duration until = NextDue() - clock_->Now();
     const absl::Duration wait = std::clamp(until, absl::ZeroDuration(), kMaxWait);
-    std::shared_ptr<const Snapshot> snap = store_->WaitForChange(seen, wait);
+    std::shared_ptr<const state::Snapshot> snap = store_->WaitForChange(seen, wait);
     if (stopping_.load() || store_->shut_down()) break;
     const absl::Time now = clock_->Now();
     if (snap->version != seen && options_.events) {
@@ -255,7 +255,7 @@ absl::Time NodeReporter::NextDue() const {
   return due;
 }
 
-void NodeReporter::Pass(const Snapshot& snap, absl::Time now) {
+void NodeReporter::Pass(const state::Snapshot& snap, absl::Time now) {
   for (EventWrite& w : aggregator_.Flush(now)) pending_.push_back(std::move(w));
   while (pending_.size() > options_.max_pending_events) {
     pending_.pop_front();
@@ -269,7 +269,7 @@ void NodeReporter::Pass(const Snapshot& snap, absl::Time now) {
   ReconcileLabels(now);
 }
 
-void NodeReporter::WriteConditions(const Snapshot& snap, absl::Time now) {
+void NodeReporter::WriteConditions(const state::Snapshot& snap, absl::Time now) {
   std::vector<NodeConditionState> wanted = gate_.Apply(NodeConditionsFor(snap), now);
   const bool changed = !SameAsWritten(wanted, written_);
   const bool heartbeat_due = now >= last_condition_write_ + options_.heartbeat;
@@ -347,9 +347,10 @@ void NodeReporter::WriteEvents(absl::Time now) {
   }
 }
 
-void NodeReporter::ReconcileTaint(const Snapshot& snap, absl::Time now) {
+void NodeReporter::ReconcileTaint(const state::Snapshot& snap, absl::Time now) {
   size_t unhealthy = 0;
-  for (const DeviceRecord& d : snap.devices) unhealthy += d.health.state == HealthState::kUnhealthy;
+  for (const state::DeviceRecord& d : snap.devices)
+    unhealthy += d.health.state == state::HealthState::kUnhealthy;
   const size_t needed = static_cast<size_t>(
       std::max(1.0, std::ceil(options_.taint_share * static_cast<double>(snap.devices.size()))));
   const bool want = options_.taint && !snap.devices.empty() && unhealthy >= needed;
@@ -405,9 +406,9 @@ void NodeReporter::ReconcileTaint(const Snapshot& snap, absl::Time now) {
          last);
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::cluster
 
-namespace gpulet {
+namespace gpulet::cluster {
 
 void NodeReporter::ReconcileLabels(absl::Time now) {
   if (labels_done_ || now < labels_retry_at_) return;
@@ -469,4 +470,4 @@ void NodeReporter::ReconcileLabels(absl::Time now) {
   ++stats_.label_writes;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::cluster

@@ -53,7 +53,7 @@
 #include "kube/kube_client.h"
 #include "state/device_store.h"
 
-namespace gpulet {
+namespace gpulet::cluster {
 
 inline constexpr char kUnhealthyTaintKey[] = "gpulet.dev/gpu-unhealthy";
 inline constexpr char kNodeLabelsAnnotation[] = "gpulet.dev/node-labels";
@@ -98,7 +98,7 @@ class NodeReporter {
     std::string last_error;
   };
 
-  NodeReporter(DeviceStore* store, kube::KubeClient* client, Options options,
+  NodeReporter(state::DeviceStore* store, kube::KubeClient* client, Options options,
                const Clock* clock = RealClock());
   ~NodeReporter();
   NodeReporter(const NodeReporter&) = delete;
@@ -113,10 +113,10 @@ class NodeReporter {
  private:
   void Run();
   // One round at `now` on the latest snapshot: conditions, queued events, taint.
-  void Pass(const Snapshot& snap, absl::Time now);
-  void WriteConditions(const Snapshot& snap, absl::Time now);
+  void Pass(const state::Snapshot& snap, absl::Time now);
+  void WriteConditions(const state::Snapshot& snap, absl::Time now);
   void WriteEvents(absl::Time now);
-  void ReconcileTaint(const Snapshot& snap, absl::Time now);
+  void ReconcileTaint(const state::Snapshot& snap, absl::Time now);
   void ReconcileLabels(absl::Time now);
   // The watch thread's loop.
   void WatchNode();
@@ -138,7 +138,7 @@ class NodeReporter {
   void Failed(Op op, const std::string& what, const absl::Status& status);
   void Succeeded(Op op);
 
-  DeviceStore* const store_;
+  state::DeviceStore* const store_;
   kube::KubeClient* const client_;
   const Options options_;
   const Clock* const clock_;
@@ -171,6 +171,6 @@ class NodeReporter {
   std::map<Op, absl::StatusCode> failing_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace gpulet
+}  // namespace gpulet::cluster
 
 #endif  // GPULET_CLUSTER_NODE_REPORTER_H_

@@ -19,7 +19,7 @@
 #include "testing/files.h"
 #include "testing/wait_for.h"
 
-namespace gpulet {
+namespace gpulet::cluster {
 namespace {
 
 using nlohmann::json;
@@ -32,11 +32,11 @@ constexpr absl::Duration kPromptly = absl::Seconds(1);
 
 using gpulet::testing::WaitFor;
 
-Inventory TwoGpus() {
-  Inventory inv;
+gpu::Inventory TwoGpus() {
+  gpu::Inventory inv;
   inv.nvml_status = absl::OkStatus();
   for (unsigned i = 0; i < 2; ++i) {
-    Gpu g;
+    gpu::Gpu g;
     g.index = i;
     g.uuid = absl::StrCat("GPU-", i);
     g.name = "NVIDIA H100 80GB HBM3";
@@ -108,18 +108,19 @@ class NodeReporterTest : public ::testing::Test {
   }
 
   void Xid(const std::string& uuid, int xid, int times = 1) {
-    store_.UpdateHealth(uuid, [&](GpuHealth& h) {
+    store_.UpdateHealth(uuid, [&](state::GpuHealth& h) {
       h.last_xid = xid;
       h.last_xid_message = "the GPU fell off the bus";
       h.xid_counts[xid] += times;
       h.Raise("xid",
-              {HealthState::kUnhealthy, absl::StrCat("XID ", xid, " (GPU_HAS_FALLEN_OFF_THE_BUS)"),
+              {state::HealthState::kUnhealthy,
+               absl::StrCat("XID ", xid, " (GPU_HAS_FALLEN_OFF_THE_BUS)"),
                "drain and reboot the node", absl::InfinitePast(), true},
               absl::Now());
     });
   }
   void Recover(const std::string& uuid) {
-    store_.UpdateHealth(uuid, [&](GpuHealth& h) { h.Clear("xid", absl::Now()); });
+    store_.UpdateHealth(uuid, [&](state::GpuHealth& h) { h.Clear("xid", absl::Now()); });
   }
 
   gpulet::testing::ScratchDir dir_;
@@ -127,7 +128,7 @@ class NodeReporterTest : public ::testing::Test {
   std::string token_file_;
   kube::KubeConfig config_;
   std::unique_ptr<kube::KubeClient> client_;
-  DeviceStore store_;
+  state::DeviceStore store_;
   std::unique_ptr<NodeReporter> reporter_;
 };
 
@@ -382,4 +383,4 @@ TEST_F(NodeReporterTest, ARefusedEventIsDroppedAndTheOnesBehindItGoOut) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::cluster

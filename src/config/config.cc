@@ -21,7 +21,7 @@
 #include "yaml-cpp/yaml.h"
 #include "yaml/kind.h"
 
-namespace gpulet {
+namespace gpulet::config {
 
 const char* MigStrategyName(MigStrategy strategy) {
   switch (strategy) {
@@ -836,11 +836,12 @@ std::vector<std::string> Config::AdvertisedResources() const {
 }
 
 bool Config::DraOffers(int index, const std::string& uuid) const {
-  return dra.enabled && GpuListNames(dra.gpus, index, uuid);
+  return dra.enabled && gpu::GpuListNames(dra.gpus, index, uuid);
 }
 
 bool Config::SlicesOffer(std::optional<int> index, const std::string& uuid) const {
-  return sharing.memory_slices.enabled && GpuListNames(sharing.memory_slices.gpus, index, uuid);
+  return sharing.memory_slices.enabled &&
+         gpu::GpuListNames(sharing.memory_slices.gpus, index, uuid);
 }
 
 bool Config::QuotasOn(std::optional<int> index, const std::string& uuid, bool mig_enabled) const {
@@ -907,4 +908,4 @@ std::string ConfigToYaml(const Config& c) {
   return std::string(out.c_str()) + "\n";
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::config

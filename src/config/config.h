@@ -26,7 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace gpulet {
+namespace gpulet::config {
 
 enum class DeviceListStrategy { kEnvvar, kVolumeMounts, kCdiAnnotations, kCdiCri };
 enum class DeviceIdStrategy { kUuid, kIndex };
@@ -284,6 +284,6 @@ std::string ConfigToYaml(const Config& config);
 // Every config key, in file order (for docs, flags and error messages).
 std::vector<std::string> ConfigKeys();
 
-}  // namespace gpulet
+}  // namespace gpulet::config
 
 #endif  // GPULET_CONFIG_CONFIG_H_

@@ -17,14 +17,15 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > (1 << 16)) return 0;  // LoadConfig caps files at 1 MiB; keep runs fast
   std::string text(reinterpret_cast<const char*>(data), size);
-  absl::StatusOr<gpulet::Config> config = gpulet::ParseConfig(text, "fuzz.yaml", {});
+  absl::StatusOr<gpulet::config::Config> config =
+      gpulet::config::ParseConfig(text, "fuzz.yaml", {});
   if (!config.ok()) {
     if (config.status().code() != absl::StatusCode::kInvalidArgument) std::abort();
     if (config.status().message().empty()) std::abort();
     return 0;
   }
-  std::string printed = gpulet::ConfigToYaml(*config);
-  absl::StatusOr<gpulet::Config> back = gpulet::ParseConfig(printed, "printed", {});
-  if (!back.ok() || gpulet::ConfigToYaml(*back) != printed) std::abort();
+  std::string printed = gpulet::config::ConfigToYaml(*config);
+  absl::StatusOr<gpulet::config::Config> back = gpulet::config::ParseConfig(printed, "printed", {});
+  if (!back.ok() || gpulet::config::ConfigToYaml(*back) != printed) std::abort();
   return 0;
 }

@@ -17,7 +17,7 @@
 #include "gtest/gtest.h"
 #include "yaml-cpp/yaml.h"
 
-namespace gpulet {
+namespace gpulet::config {
 namespace {
 
 using ::testing::HasSubstr;
@@ -657,9 +657,9 @@ TEST(ConfigDocsTest, ReadmeSaysEveryBound) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::config
 
-namespace gpulet {
+namespace gpulet::config {
 namespace {
 
 // Which GPUs' containers get VRAM quotas: DRA's memory shares where DRA offers the GPU,
@@ -724,4 +724,4 @@ TEST(DraConfigTest, BadValuesNameTheKey) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::config

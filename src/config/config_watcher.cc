@@ -7,7 +7,7 @@
 
 #include "common/read_file.h"
 
-namespace gpulet {
+namespace gpulet::config {
 
 namespace {
 
@@ -89,4 +89,4 @@ void ConfigFileWatcher::Stop() {
   thread_.join();
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::config

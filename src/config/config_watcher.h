@@ -38,7 +38,7 @@
 #include "absl/time/time.h"
 #include "common/dir_watcher.h"
 
-namespace gpulet {
+namespace gpulet::config {
 
 class ConfigFileWatcher {
  public:
@@ -88,6 +88,6 @@ class ConfigFileWatcher {
   std::thread thread_;
 };
 
-}  // namespace gpulet
+}  // namespace gpulet::config
 
 #endif  // GPULET_CONFIG_CONFIG_WATCHER_H_

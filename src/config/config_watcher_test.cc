@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "testing/files.h"
 
-namespace gpulet {
+namespace gpulet::config {
 namespace {
 
 namespace fs = std::filesystem;
@@ -109,4 +109,4 @@ TEST(ConfigFileWatcherTest, TheFilesTheConfigurationNamesAreWatchedToo) {
   EXPECT_EQ(changes, 2);
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::config

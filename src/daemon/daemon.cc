@@ -24,17 +24,17 @@
 #include "recorder/pci_link.h"
 #include "vram/slice_file.h"
 
-namespace gpulet {
+namespace gpulet::daemon {
 namespace {
 
 // The one validator (config.cc) run on a Config built in code: through its YAML form, so the
 // error names the key exactly as a bad file would.
-absl::Status ValidateConfig(const Config& config) {
-  return ParseConfig(ConfigToYaml(config), "configuration", {}).status();
+absl::Status ValidateConfig(const config::Config& config) {
+  return config::ParseConfig(config::ConfigToYaml(config), "configuration", {}).status();
 }
 
 // metrics.webConfigFile, read; its errors are the user's (InvalidArgument) and keyed.
-absl::StatusOr<http::WebConfig> LoadKeyedWebConfig(const Config& config) {
+absl::StatusOr<http::WebConfig> LoadKeyedWebConfig(const config::Config& config) {
   absl::StatusOr<http::WebConfig> web = http::LoadWebConfig(config.metrics.web_config_file);
   if (!web.ok()) {
     return AtKey("metrics.webConfigFile", absl::InvalidArgumentError(web.status().message()));
@@ -42,8 +42,8 @@ absl::StatusOr<http::WebConfig> LoadKeyedWebConfig(const Config& config) {
   return web;
 }
 
-ControlNodes ControlNodesOf(const DriverInfo& drv) {
-  ControlNodes control;
+plugin::ControlNodes ControlNodesOf(const node::DriverInfo& drv) {
+  plugin::ControlNodes control;
   if (drv.dev_nvidiactl) control.paths.push_back("/dev/nvidiactl");
   if (drv.dev_nvidia_uvm) control.paths.push_back("/dev/nvidia-uvm");
   if (drv.dev_nvidia_uvm_tools) control.paths.push_back("/dev/nvidia-uvm-tools");
@@ -54,10 +54,10 @@ ControlNodes ControlNodesOf(const DriverInfo& drv) {
 
 // The resource names pod attribution counts as ours; the mixed MIG strategy's per-profile
 // resources come and go with the layout, so they are matched by prefix.
-std::set<std::string> ResourceNames(const Config& config) {
+std::set<std::string> ResourceNames(const config::Config& config) {
   std::set<std::string> out;
-  for (const ResourceSpec& r : ResourcesFor(config)) out.insert(r.name);
-  if (config.plugin.mig_strategy == MigStrategy::kMixed) {
+  for (const plugin::ResourceSpec& r : plugin::ResourcesFor(config)) out.insert(r.name);
+  if (config.plugin.mig_strategy == config::MigStrategy::kMixed) {
     const std::string& name = config.resource_name;
     out.insert(absl::StrCat(name.substr(0, name.find('/')), "/mig-*"));
   }
@@ -66,9 +66,9 @@ std::set<std::string> ResourceNames(const Config& config) {
 
 // Whether a metrics stack built for `a` is the one `b` needs (the web config's content is
 // compared separately).
-bool SameMetricsInputs(const Config& a, const Config& b) {
-  const Config::Metrics& x = a.metrics;
-  const Config::Metrics& y = b.metrics;
+bool SameMetricsInputs(const config::Config& a, const config::Config& b) {
+  const config::Config::Metrics& x = a.metrics;
+  const config::Config::Metrics& y = b.metrics;
   if (x.address != y.address || x.web_config_file != y.web_config_file ||
       x.sample_interval != y.sample_interval || x.pod_attribution != y.pod_attribution) {
     return false;
@@ -85,7 +85,7 @@ bool SameWebConfig(const http::WebConfig& a, const http::WebConfig& b) {
          a.cert_pem == b.cert_pem && a.key_pem == b.key_pem;
 }
 
-std::string MetricsLine(const Config& config) {
+std::string MetricsLine(const config::Config& config) {
   return absl::StrCat("metrics on ", config.metrics.address, " (/metrics, /healthz, /status)");
 }
 
@@ -98,7 +98,7 @@ std::string ReloadResult::Summary() const {
                       actions.empty() ? "nothing to do" : absl::StrJoin(actions, "; "));
 }
 
-Daemon::Daemon(Node node, Config config, DaemonOptions options)
+Daemon::Daemon(nvml::Node node, config::Config config, DaemonOptions options)
     : options_(std::move(options)),
       node_(std::move(node)),
       boot_id_(node_.host->ReadAttribute("/proc/sys/kernel/random/boot_id").value_or("")),
@@ -112,11 +112,11 @@ Daemon::Daemon(Node node, Config config, DaemonOptions options)
     killer = own_killer_.get();
   }
   slice_guard_ = std::make_shared<SliceGuard>(killer);
-  FlightRecorder::Options ro;
+  recorder::FlightRecorder::Options ro;
   ro.node = options_.node_name;
   ro.boot_id = boot_id_;
   ro.driver_version = node_.inventory.system.driver_version;
-  recorder_ = std::make_shared<FlightRecorder>(ro);
+  recorder_ = std::make_shared<recorder::FlightRecorder>(ro);
   retirement_ = std::make_unique<GpuRetirement>(&store_, event_inbox_.get(), options_.clock);
 }
 
@@ -146,7 +146,8 @@ absl::Status Daemon::StartAll() {
   GPULET_LOG_INFO("found {} GPU(s)", node_.inventory.gpus.size());
   // A layout the MIG strategy cannot serve is the operator's to fix, as NVIDIA's plugin
   // refuses it; at start it is an error (later changes are logged and advertise nothing).
-  if (absl::Status layout = MigLayoutError(config_, *store_.Get()); !layout.ok()) return layout;
+  if (absl::Status layout = plugin::MigLayoutError(config_, *store_.Get()); !layout.ok())
+    return layout;
   // The CDI spec that the names in Allocate answers resolve in; before the plugin serves,
   // so that no answer names a device no spec defines.
   {
@@ -170,7 +171,7 @@ absl::Status Daemon::StartAll() {
     absl::MutexLock lock(&plugins_mu_);
     plugins_ = MakePlugins();
   }
-  if (absl::Status s = plugins_->Start(std::make_shared<const Config>(config_)); !s.ok()) {
+  if (absl::Status s = plugins_->Start(std::make_shared<const config::Config>(config_)); !s.ok()) {
     // The node's kubelet directory, never the user's syntax: a failure exit, not usage.
     return absl::FailedPreconditionError(s.message());
   }
@@ -180,16 +181,16 @@ absl::Status Daemon::StartAll() {
   }
   // Only a MIG-capable GPU can change its layout under gpulet.
   const bool mig_capable = std::any_of(node_.inventory.gpus.begin(), node_.inventory.gpus.end(),
-                                       [](const Gpu& g) { return g.mig_capable == true; });
+                                       [](const gpu::Gpu& g) { return g.mig_capable == true; });
   if (node_.gpus != nullptr && mig_capable) {
     MigWatcher::Options mo;
     mo.clock = options_.clock;
     mig_ = std::make_unique<MigWatcher>(node_.gpus.get(), &store_, mo, [this] {
       // The CDI spec names MIG devices, the labels count them: rewrite both.
-      std::shared_ptr<const Snapshot> snap = store_.Get();
+      std::shared_ptr<const state::Snapshot> snap = store_.Get();
       absl::MutexLock lock(&files_mu_);
-      for (const DeviceRecord& d : snap->devices) {
-        if (Gpu* g = files_inventory_.FindByUuid(d.gpu.uuid); g != nullptr) {
+      for (const state::DeviceRecord& d : snap->devices) {
+        if (gpu::Gpu* g = files_inventory_.FindByUuid(d.gpu.uuid); g != nullptr) {
           g->mig_enabled = d.gpu.mig_enabled;
           g->mig_devices = d.gpu.mig_devices;
         }
@@ -261,7 +262,7 @@ absl::Status Daemon::StartCluster(Cluster* cluster) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<dra::DraDriver>> Daemon::MakeDra(const Config& config,
+absl::StatusOr<std::unique_ptr<dra::DraDriver>> Daemon::MakeDra(const config::Config& config,
                                                                 kube::KubeClient* client) {
   if (options_.node_name.empty()) {
     return AtKey("dra.enabled", absl::InvalidArgumentError(
@@ -319,7 +320,7 @@ absl::StatusOr<std::unique_ptr<dra::DraDriver>> Daemon::MakeDra(const Config& co
   o.preparer.generator.driver_root = config.cdi.driver_root;
   o.preparer.generator.dev_root = config.cdi.dev_root;
   o.preparer.generator.hook_path = config.cdi.hook_path;
-  const SliceFiles slice_files = SliceFilesFor();
+  const plugin::SliceFiles slice_files = SliceFilesFor();
   o.preparer.vram.enforce = config.sharing.memory_slices.enforce;
   o.preparer.vram.host_dir = config.sharing.memory_slices.host_dir;
   absl::StatusOr<std::string> local_dir =
@@ -337,7 +338,7 @@ absl::StatusOr<std::unique_ptr<dra::DraDriver>> Daemon::MakeDra(const Config& co
       node_.host.get(), options_.clock);
 }
 
-absl::StatusOr<std::unique_ptr<Daemon::Cluster>> Daemon::MakeCluster(const Config& config) {
+absl::StatusOr<std::unique_ptr<Daemon::Cluster>> Daemon::MakeCluster(const config::Config& config) {
   if (!config.cluster.enabled && !config.dra.enabled) return nullptr;
   const bool in_cluster = config.cluster.kubeconfig.empty();
   absl::StatusOr<kube::KubeConfig> api =
@@ -379,7 +380,7 @@ absl::StatusOr<std::unique_ptr<Daemon::Cluster>> Daemon::MakeCluster(const Confi
     cluster->dra = std::move(*driver);
   }
   if (!config.cluster.enabled) return cluster;
-  NodeReporter::Options ro;
+  cluster::NodeReporter::Options ro;
   ro.node_name = options_.node_name;
   const char* pod = std::getenv("POD_NAME");
   ro.instance = pod != nullptr && *pod != '\0' ? pod : options_.node_name;
@@ -391,18 +392,19 @@ absl::StatusOr<std::unique_ptr<Daemon::Cluster>> Daemon::MakeCluster(const Confi
   ro.taint_share = config.cluster.taint.share;
   ro.node_labels = config.cluster.node_labels;
   ro.inbox = event_inbox_;
-  if (ro.node_labels) ro.labels = NodeGpuLabels(node_.inventory, *node_.host, config);
+  if (ro.node_labels) ro.labels = cluster::NodeGpuLabels(node_.inventory, *node_.host, config);
   cluster->reporter =
-      std::make_unique<NodeReporter>(&store_, cluster->client.get(), ro, options_.clock);
+      std::make_unique<cluster::NodeReporter>(&store_, cluster->client.get(), ro, options_.clock);
   return cluster;
 }
 
-std::unique_ptr<PluginManager> Daemon::MakePlugins() {
-  return std::make_unique<PluginManager>(&store_, control_, options_.clock, SliceFilesFor());
+std::unique_ptr<plugin::PluginManager> Daemon::MakePlugins() {
+  return std::make_unique<plugin::PluginManager>(&store_, control_, options_.clock,
+                                                 SliceFilesFor());
 }
 
-SliceFiles Daemon::SliceFilesFor() const {
-  SliceFiles files;
+plugin::SliceFiles Daemon::SliceFilesFor() const {
+  plugin::SliceFiles files;
   // A simulation of the bundled fixture reads data, not a node: sliced containers' files go
   // to a directory of this process's, removed when it stops.
   files.host_root = options_.bundled_fixture_root ? SimulationSliceRoot() : node_.host->root();
@@ -423,27 +425,27 @@ std::string Daemon::SimulationSliceRoot() const {
                   absl::StrCat("gpulet-sim-slices-", getpid()));
 }
 
-std::unique_ptr<LivenessMonitor> Daemon::MakeLiveness(const Config& config) {
-  LivenessMonitor::Options lo;
+std::unique_ptr<health::LivenessMonitor> Daemon::MakeLiveness(const config::Config& config) {
+  health::LivenessMonitor::Options lo;
   lo.interval = config.health.probe_interval;
   lo.quiet_period = config.health.quiet_period;
   lo.probe_timeout = config.health.hang_timeout;
   lo.clock = options_.clock;
-  return std::make_unique<LivenessMonitor>(node_.gpus.get(), &store_, lo);
+  return std::make_unique<health::LivenessMonitor>(node_.gpus.get(), &store_, lo);
 }
 
-absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Config& config) {
+absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const config::Config& config) {
   auto m = std::make_unique<Metrics>();
   absl::StatusOr<http::WebConfig> web = LoadKeyedWebConfig(config);
   if (!web.ok()) return web.status();
   m->web = *std::move(web);
   // The sampler renders, the HTTP server copies.
-  Sampler::Options so;
+  metrics::Sampler::Options so;
   so.interval = config.metrics.sample_interval;
   so.timeout = std::min(config.metrics.sample_interval, absl::Seconds(1));
   so.clock = options_.clock;
-  const SliceFiles slice_files = SliceFilesFor();
-  std::function<void(const SampleSet&, const Snapshot&)> slice_round;
+  const plugin::SliceFiles slice_files = SliceFilesFor();
+  std::function<void(const metrics::SampleSet&, const state::Snapshot&)> slice_round;
   if (config.sharing.memory_slices.enabled || config.dra.memory_shares.enabled) {
     absl::StatusOr<std::string> local_dir =
         slice_files.LocalDir(config.sharing.memory_slices.host_dir);
@@ -456,10 +458,10 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Confi
     // A slice over its quota by the driver's count goes to the guard, which says so or kills.
     auto events = std::make_shared<SliceQuotaEvents>();
     slice_round = [events, guard = slice_guard_, policy = config.sharing.memory_slices.over_quota,
-                   inbox = event_inbox_,
-                   clock = options_.clock](const SampleSet& set, const Snapshot& snap) {
-      std::vector<NodeEvent> e = events->Next(set.slices, snap, set.pods.get());
-      std::vector<NodeEvent> over =
+                   inbox = event_inbox_, clock = options_.clock](const metrics::SampleSet& set,
+                                                                 const state::Snapshot& snap) {
+      std::vector<cluster::NodeEvent> e = events->Next(set.slices, snap, set.pods.get());
+      std::vector<cluster::NodeEvent> over =
           guard->Next(set.slices, snap, set.pods.get(), policy, clock->Now());
       e.insert(e.end(), std::make_move_iterator(over.begin()), std::make_move_iterator(over.end()));
       if (!e.empty()) inbox->Post(std::move(e));
@@ -467,31 +469,34 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Confi
   }
   // The flight recorder records every round (a zero window drops what it kept); a GPU's
   // fault is written to the host and judged, and its verdict shown in /status.
-  std::shared_ptr<FaultKeeper> faults;
+  std::shared_ptr<recorder::FaultKeeper> faults;
   if (config.health.recorder.window > absl::ZeroDuration()) {
-    faults = std::make_shared<FaultKeeper>(RecorderFilesFor(config));
+    faults = std::make_shared<recorder::FaultKeeper>(RecorderFilesFor(config));
     faults->Load();
-    so.last_fault = [faults](const DeviceRecord& d) { return faults->Latest(d.gpu.uuid); };
+    so.last_fault = [faults](const state::DeviceRecord& d) { return faults->Latest(d.gpu.uuid); };
   }
   // A GPU that goes out is an Event on every pod holding it, for the cluster reporter.
   auto quarantine = std::make_shared<QuarantineEvents>();
   so.on_round = [slice_round, faults, quarantine, inbox = event_inbox_, recorder = recorder_,
                  retirement = retirement_.get(), host = node_.host.get(),
                  window = config.health.recorder.window, interval = so.interval,
-                 clock = options_.clock](const SampleSet& set, const Snapshot& snap) {
+                 clock = options_.clock](const metrics::SampleSet& set,
+                                         const state::Snapshot& snap) {
     if (slice_round) slice_round(set, snap);
-    if (std::vector<NodeEvent> e = quarantine->Next(snap, set.pods.get()); !e.empty()) {
+    if (std::vector<cluster::NodeEvent> e = quarantine->Next(snap, set.pods.get()); !e.empty()) {
       inbox->Post(std::move(e));
     }
-    std::map<std::string, PciLinkReading> pci;
+    std::map<std::string, recorder::PciLinkReading> pci;
     if (window > absl::ZeroDuration()) {
-      for (const DeviceRecord& d : snap.devices) {
+      for (const state::DeviceRecord& d : snap.devices) {
         if (!d.gpu.bus_id.empty()) {
-          pci[d.gpu.uuid.empty() ? d.gpu.bus_id : d.gpu.uuid] = ReadPciLink(*host, d.gpu.bus_id);
+          pci[d.gpu.uuid.empty() ? d.gpu.bus_id : d.gpu.uuid] =
+              recorder::ReadPciLink(*host, d.gpu.bus_id);
         }
       }
     }
-    for (RecorderDump& dump : recorder->Record(set, snap, pci, window, interval, clock->Now())) {
+    for (recorder::RecorderDump& dump :
+         recorder->Record(set, snap, pci, window, interval, clock->Now())) {
       if (faults == nullptr) continue;
       const std::string uuid = dump.uuid;
       faults->Keep(std::move(dump));
@@ -500,25 +505,25 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Confi
   };
   // What holds each GPU's VRAM quotas, for /metrics and /status (the driver's own limits are
   // not used yet: docs/sharing.md).
-  so.vram_holder = [config, library = !slice_files.library.empty()](const DeviceRecord& d) {
+  so.vram_holder = [config, library = !slice_files.library.empty()](const state::DeviceRecord& d) {
     if (!config.QuotasOn(d.gpu.index, d.gpu.uuid, d.gpu.mig_enabled)) return std::string();
     if (!config.sharing.memory_slices.enforce) return std::string("none");
     return std::string(library ? "library" : "refused");
   };
-  m->sampler = std::make_unique<Sampler>(
+  m->sampler = std::make_unique<metrics::Sampler>(
       node_.gpus.get(), &store_, node_.host.get(), so,
-      RenderInfo{options_.node_name, node_.inventory.system.driver_version, &reload_errors_,
-                 so.slice_dir.empty() ? nullptr : slice_guard_->kills()});
+      metrics::RenderInfo{options_.node_name, node_.inventory.system.driver_version,
+                          &reload_errors_, so.slice_dir.empty() ? nullptr : slice_guard_->kills()});
   // Pod labels: from the kubelet's PodResources API, on their own thread.
   if (config.metrics.pod_attribution) {
-    PodAttributor::Options po;
+    metrics::PodAttributor::Options po;
     po.socket_dir = JoinPath(config.kubelet_dir, "pod-resources");
     po.interval = config.metrics.pod_resources_interval;
     po.resources = ResourceNames(config);
     po.dra = {config.dra.driver_name, options_.node_name};
     po.clock = options_.clock;
-    m->pods = std::make_unique<PodAttributor>(
-        MakeKubeletPodResourcesClient(JoinPath(po.socket_dir, "kubelet.sock")), &store_,
+    m->pods = std::make_unique<metrics::PodAttributor>(
+        metrics::MakeKubeletPodResourcesClient(JoinPath(po.socket_dir, "kubelet.sock")), &store_,
         node_.host.get(), po);
     m->sampler->AttributePodsWith(m->pods.get());
     m->pods->Start();
@@ -527,10 +532,11 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Confi
   // reload swaps servers) never sees the GPUs as not answering just because no round ran.
   m->sampler->SampleOnce();
   m->sampler->Start();
-  m->http = std::make_unique<MetricsServer>(m->sampler.get(), &store_, m->web, options_.clock);
+  m->http =
+      std::make_unique<metrics::MetricsServer>(m->sampler.get(), &store_, m->web, options_.clock);
   // A reload on the same address shares the running server's socket: a fixed port cannot be
   // bound twice, and the port must not close while the old server hands over.
-  const MetricsServer* running = metrics_ != nullptr ? metrics_->http.get() : nullptr;
+  const metrics::MetricsServer* running = metrics_ != nullptr ? metrics_->http.get() : nullptr;
   if (absl::Status s = m->http->Start(config.metrics.address, running); !s.ok()) {
     // A cert and key that GnuTLS refuses (garbage, or not a pair: Start's one InvalidArgument)
     // are the web config's fault.
@@ -540,7 +546,8 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const Confi
   return m;
 }
 
-std::unique_ptr<RecorderFiles> Daemon::RecorderFilesFor(const Config& config) const {
+std::unique_ptr<recorder::RecorderFiles> Daemon::RecorderFilesFor(
+    const config::Config& config) const {
   // The bundled simulator fixture is data, not a node: nothing is written into it.
   if (config.health.recorder.dir.empty() || options_.bundled_fixture_root) return nullptr;
   // A host path: resolved inside the host root, so a symlink cannot lead the writes out.
@@ -550,10 +557,10 @@ std::unique_ptr<RecorderFiles> Daemon::RecorderFilesFor(const Config& config) co
                     config.health.recorder.dir, local.status().message());
     return nullptr;
   }
-  return std::make_unique<RecorderFiles>(*local, config.health.recorder.dir);
+  return std::make_unique<recorder::RecorderFiles>(*local, config.health.recorder.dir);
 }
 
-std::unique_ptr<RetiredFile> Daemon::RetiredFileFor(const Config& config) const {
+std::unique_ptr<recorder::RetiredFile> Daemon::RetiredFileFor(const config::Config& config) const {
   if (options_.bundled_fixture_root) return nullptr;
   absl::StatusOr<std::string> local = node_.host->Resolve(config.health.retire.file);
   if (!local.ok()) {
@@ -561,19 +568,19 @@ std::unique_ptr<RetiredFile> Daemon::RetiredFileFor(const Config& config) const 
                     local.status().message());
     return nullptr;
   }
-  return std::make_unique<RetiredFile>(*local, config.health.retire.file);
+  return std::make_unique<recorder::RetiredFile>(*local, config.health.retire.file);
 }
 
-std::unique_ptr<XidPolicy> Daemon::MakeXidPolicy(const Config& config,
-                                                 std::unique_ptr<XidHistoryStore>* history) {
-  XidPolicyOptions options;
+std::unique_ptr<health::XidPolicy> Daemon::MakeXidPolicy(
+    const config::Config& config, std::unique_ptr<health::XidHistoryStore>* history) {
+  health::XidPolicyOptions options;
   history->reset();
   // The bundled simulator fixture is data, not a node: nothing is written into it.
   if (!config.health.xid_history_file.empty() && !options_.bundled_fixture_root) {
     // A host path: resolved inside the host root, so a symlink cannot lead the writes out.
     absl::StatusOr<std::string> local = node_.host->Resolve(config.health.xid_history_file);
     if (local.ok()) {
-      *history = std::make_unique<FileXidHistoryStore>(*local);
+      *history = std::make_unique<health::FileXidHistoryStore>(*local);
       options.history = history->get();
     } else {
       GPULET_LOG_WARN("health.xidHistoryFile {}: {}; the XID history is kept in memory only",
@@ -584,29 +591,30 @@ std::unique_ptr<XidPolicy> Daemon::MakeXidPolicy(const Config& config,
   options.boot_id = boot_id_;
   options.on_xid = [recorder = recorder_](const std::string& gpu, int xid, const std::string& text,
                                           absl::Time at) { recorder->AddXid(gpu, xid, text, at); };
-  return std::make_unique<XidPolicy>(
+  return std::make_unique<health::XidPolicy>(
       &store_,
       std::set<int>(config.health.application_xids.begin(), config.health.application_xids.end()),
       config.health.quiet_period, options);
 }
 
-std::unique_ptr<EventMonitor> Daemon::MakeEvents(const Config& config, bool kmsg_at_end) {
-  std::unique_ptr<KernelLogSource> kmsg;
+std::unique_ptr<health::EventMonitor> Daemon::MakeEvents(const config::Config& config,
+                                                         bool kmsg_at_end) {
+  std::unique_ptr<health::KernelLogSource> kmsg;
   if (config.health.kmsg) {
-    DevKmsgOptions ko;
+    health::DevKmsgOptions ko;
     ko.host_root = node_.host->root();
     ko.start_at_end = kmsg_at_end;
-    kmsg = std::make_unique<DevKmsgSource>(ko);
+    kmsg = std::make_unique<health::DevKmsgSource>(ko);
   }
   unsigned gpu_count = 0;
-  for (const Gpu& g : node_.inventory.gpus) gpu_count += g.in_nvml ? 1 : 0;
-  EventMonitor::Options eo;
+  for (const gpu::Gpu& g : node_.inventory.gpus) gpu_count += g.in_nvml ? 1 : 0;
+  health::EventMonitor::Options eo;
   eo.clock = options_.clock;
-  return std::make_unique<EventMonitor>(node_.gpus.get(), gpu_count, std::move(kmsg),
-                                        xid_policy_.get(), eo);
+  return std::make_unique<health::EventMonitor>(node_.gpus.get(), gpu_count, std::move(kmsg),
+                                                xid_policy_.get(), eo);
 }
 
-absl::StatusOr<ReloadResult> Daemon::Reload(const Config& next) {
+absl::StatusOr<ReloadResult> Daemon::Reload(const config::Config& next) {
   absl::StatusOr<ReloadResult> result = TryReload(next);
   if (result.ok()) {
     GPULET_LOG_INFO("configuration reloaded: {}", result->Summary());
@@ -621,7 +629,7 @@ absl::StatusOr<ReloadResult> Daemon::Reload(const Config& next) {
 void Daemon::CountReloadError(absl::string_view why) {
   ++reload_errors_;
   // A GitOps user sees a refused ConfigMap on the Node, not only in gpulet's log.
-  NodeEvent e;
+  cluster::NodeEvent e;
   e.type = "Warning";
   e.reason = "GpuletConfigRefused";
   e.note = absl::StrCat("gpulet refused its new configuration and keeps the running one: ", why,
@@ -630,10 +638,11 @@ void Daemon::CountReloadError(absl::string_view why) {
   event_inbox_->Post({std::move(e)});
 }
 
-absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
+absl::StatusOr<ReloadResult> Daemon::TryReload(const config::Config& next) {
   if (!started_ || stopped_) return absl::FailedPreconditionError("the daemon is not running");
   if (absl::Status valid = ValidateConfig(next); !valid.ok()) return valid;
-  if (absl::Status layout = MigLayoutError(next, *store_.Get()); !layout.ok()) return layout;
+  if (absl::Status layout = plugin::MigLayoutError(next, *store_.Get()); !layout.ok())
+    return layout;
   ReloadResult result;
   result.changed_keys = ChangedConfigKeys(config_, next);
   const unsigned effects = ReloadEffectsOf(result.changed_keys);
@@ -665,10 +674,10 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
     }
     metrics = std::move(*built);
   }
-  std::unique_ptr<PluginManager> plugins;
+  std::unique_ptr<plugin::PluginManager> plugins;
   if ((effects & kReloadPluginManager) != 0) {
     plugins = MakePlugins();
-    if (absl::Status s = plugins->Start(std::make_shared<const Config>(next)); !s.ok()) {
+    if (absl::Status s = plugins->Start(std::make_shared<const config::Config>(next)); !s.ok()) {
       return absl::FailedPreconditionError(absl::StrCat("kubeletDir: ", s.message()));
     }
   }
@@ -681,8 +690,8 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
   // labels it writes on the Node.
   const bool rebuild_cluster = (effects & (kReloadCluster | kReloadDra)) != 0 ||
                                (next.cluster.enabled && next.cluster.node_labels &&
-                                NodeGpuLabels(node_.inventory, *node_.host, next) !=
-                                    NodeGpuLabels(node_.inventory, *node_.host, config_));
+                                cluster::NodeGpuLabels(node_.inventory, *node_.host, next) !=
+                                    cluster::NodeGpuLabels(node_.inventory, *node_.host, config_));
   std::unique_ptr<Cluster> cluster;
   if (rebuild_cluster) {
     absl::StatusOr<std::unique_ptr<Cluster>> built = MakeCluster(next);
@@ -700,7 +709,7 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
     result.actions.push_back("node files rewritten");
   }
   if (plugins != nullptr) {
-    std::unique_ptr<PluginManager> old;
+    std::unique_ptr<plugin::PluginManager> old;
     {
       absl::MutexLock lock(&plugins_mu_);
       old = std::exchange(plugins_, std::move(plugins));
@@ -709,7 +718,7 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
     result.actions.push_back(
         absl::StrCat("plugin manager rebuilt in ", JoinPath(next.kubelet_dir, "device-plugins")));
   } else if ((effects & kReloadPluginConfig) != 0) {
-    plugins_->Reconfigure(std::make_shared<const Config>(next));
+    plugins_->Reconfigure(std::make_shared<const config::Config>(next));
     result.actions.push_back("plugin manager reconfigured");
   }
   if (rebuild_metrics) {
@@ -724,7 +733,7 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
     }
   }
   if (rebuild_liveness) {
-    std::unique_ptr<LivenessMonitor> monitor = MakeLiveness(next);
+    std::unique_ptr<health::LivenessMonitor> monitor = MakeLiveness(next);
     if (liveness_ != nullptr) {
       liveness_->Stop();
       monitor->AdoptFrom(*liveness_);
@@ -737,8 +746,8 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
     const bool kmsg_was_read = config_.health.kmsg;
     if (rebuild_policy) {
       // The old policy goes before the store it saves to.
-      std::unique_ptr<XidHistoryStore> history;
-      std::unique_ptr<XidPolicy> policy = MakeXidPolicy(next, &history);
+      std::unique_ptr<health::XidHistoryStore> history;
+      std::unique_ptr<health::XidPolicy> policy = MakeXidPolicy(next, &history);
       policy->AdoptFrom(*xid_policy_);
       xid_policy_ = std::move(policy);
       xid_history_ = std::move(history);
@@ -772,4 +781,4 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const Config& next) {
   return result;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::daemon

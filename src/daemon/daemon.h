@@ -66,7 +66,7 @@
 #include "recorder/recorder_files.h"
 #include "state/device_store.h"
 
-namespace gpulet {
+namespace gpulet::daemon {
 
 struct DaemonOptions {
   // The node's name for the metrics' hostname label (NODE_NAME, else gethostname()).
@@ -96,7 +96,7 @@ struct ReloadResult {
 class Daemon {
  public:
   // `node`: from DiscoverNode (or a test's own). `config` is checked by Start.
-  Daemon(Node node, Config config, DaemonOptions options);
+  Daemon(nvml::Node node, config::Config config, DaemonOptions options);
   ~Daemon();  // Stop()
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -110,7 +110,7 @@ class Daemon {
   // Applies `next` (see the header comment). Errors name the key: InvalidArgument for a bad
   // value, Unavailable when a new metrics address cannot listen, FailedPrecondition for a
   // key that cannot change now (the message says why and that a restart applies it).
-  absl::StatusOr<ReloadResult> Reload(const Config& next);
+  absl::StatusOr<ReloadResult> Reload(const config::Config& next);
 
   // Counts a reload that failed before Reload was called (the file could not be loaded, `why`
   // says how), in gpulet_config_reload_errors_total, and says so in a GpuletConfigRefused
@@ -123,45 +123,45 @@ class Daemon {
   void Stop();
 
   // The running configuration.
-  const Config& config() const { return config_; }
+  const config::Config& config() const { return config_; }
   // The port /metrics listens on; 0 when metrics are off or not started.
   int metrics_port() const;
   // The shared device state (tests read health conditions from it).
-  const DeviceStore& store() const { return store_; }
+  const state::DeviceStore& store() const { return store_; }
 
  private:
   // The metrics components, declared so that destruction stops the server first.
   struct Metrics {
     http::WebConfig web;
-    std::unique_ptr<PodAttributor> pods;
-    std::unique_ptr<Sampler> sampler;
-    std::unique_ptr<MetricsServer> http;
+    std::unique_ptr<metrics::PodAttributor> pods;
+    std::unique_ptr<metrics::Sampler> sampler;
+    std::unique_ptr<metrics::MetricsServer> http;
   };
 
   absl::Status StartAll();
   // Reload without the logging.
-  absl::StatusOr<ReloadResult> TryReload(const Config& next);
-  std::unique_ptr<PluginManager> MakePlugins();
+  absl::StatusOr<ReloadResult> TryReload(const config::Config& next);
+  std::unique_ptr<plugin::PluginManager> MakePlugins();
   // Where sliced containers' files are written, and the enforcement library.
-  SliceFiles SliceFilesFor() const;
+  plugin::SliceFiles SliceFilesFor() const;
   // Where a simulation of the bundled fixture keeps sliced containers' files.
   std::string SimulationSliceRoot() const;
-  std::unique_ptr<LivenessMonitor> MakeLiveness(const Config& config);
+  std::unique_ptr<health::LivenessMonitor> MakeLiveness(const config::Config& config);
   // Builds, starts and binds a metrics stack for `config` (address non-empty); errors name
   // metrics.webConfigFile or metrics.address.
-  absl::StatusOr<std::unique_ptr<Metrics>> MakeMetrics(const Config& config);
+  absl::StatusOr<std::unique_ptr<Metrics>> MakeMetrics(const config::Config& config);
   // Where the flight recorder writes (health.recorder.dir under the host root); null when
   // it keeps recordings in memory only.
-  std::unique_ptr<RecorderFiles> RecorderFilesFor(const Config& config) const;
+  std::unique_ptr<recorder::RecorderFiles> RecorderFilesFor(const config::Config& config) const;
   // The retired-GPU file (health.retire.file under the host root); null when it cannot be
   // used (logged) or on the bundled simulator fixture.
-  std::unique_ptr<RetiredFile> RetiredFileFor(const Config& config) const;
+  std::unique_ptr<recorder::RetiredFile> RetiredFileFor(const config::Config& config) const;
   // Builds the XID policy and its history store; the caller keeps the store (in
   // xid_history_) at least as long as the policy.
-  std::unique_ptr<XidPolicy> MakeXidPolicy(const Config& config,
-                                           std::unique_ptr<XidHistoryStore>* history);
+  std::unique_ptr<health::XidPolicy> MakeXidPolicy(
+      const config::Config& config, std::unique_ptr<health::XidHistoryStore>* history);
   // `kmsg_at_end`: read the kernel log on from its end (a rebuild; the start was read).
-  std::unique_ptr<EventMonitor> MakeEvents(const Config& config, bool kmsg_at_end);
+  std::unique_ptr<health::EventMonitor> MakeEvents(const config::Config& config, bool kmsg_at_end);
   // The API client with its NodeReporter and DRA driver (not started) for `config`; null
   // when neither cluster.enabled nor dra.enabled is set. Errors name cluster.kubeconfig,
   // cluster.enabled or the dra.* key.
@@ -169,8 +169,8 @@ class Daemon {
   // (dra.enabled), each null when off; the whole is null when both are.
   struct Cluster {
     std::unique_ptr<kube::KubeClient> client;
-    std::unique_ptr<NodeReporter> reporter;        // declared after the client it uses
-    std::unique_ptr<kube::KubeClient> dra_client;  // the DRA driver's (its own rate limit)
+    std::unique_ptr<cluster::NodeReporter> reporter;  // declared after the client it uses
+    std::unique_ptr<kube::KubeClient> dra_client;     // the DRA driver's (its own rate limit)
     std::unique_ptr<dra::DraDriver> dra;
     // Cancels the clients' calls first, so that the users' threads, which may wait on an
     // unreachable API server, stop at once.
@@ -181,48 +181,48 @@ class Daemon {
   };
   // Starts what `cluster` holds (null: nothing); errors name dra.* keys.
   absl::Status StartCluster(Cluster* cluster);
-  absl::StatusOr<std::unique_ptr<Cluster>> MakeCluster(const Config& config);
+  absl::StatusOr<std::unique_ptr<Cluster>> MakeCluster(const config::Config& config);
   // The DRA driver (not started) for `config`, using `client`.
-  absl::StatusOr<std::unique_ptr<dra::DraDriver>> MakeDra(const Config& config,
+  absl::StatusOr<std::unique_ptr<dra::DraDriver>> MakeDra(const config::Config& config,
                                                           kube::KubeClient* client);
 
   const DaemonOptions options_;
-  Node node_;
+  nvml::Node node_;
   // This boot's id (/proc/sys/kernel/random/boot_id under the host root; "" when unreadable),
   // read once: the XID policy and the flight recorder tell reboots apart by it.
   const std::string boot_id_;
-  Config config_;
-  ControlNodes control_;
-  DeviceStore store_;
+  config::Config config_;
+  plugin::ControlNodes control_;
+  state::DeviceStore store_;
   absl::Mutex files_mu_;
   // The inventory the node files are written from: node_.inventory with the MIG layouts the
   // MIG watcher has seen since (node_.inventory itself is read on the main thread only).
-  Inventory files_inventory_ ABSL_GUARDED_BY(files_mu_);
+  gpu::Inventory files_inventory_ ABSL_GUARDED_BY(files_mu_);
   NodeFiles files_ ABSL_GUARDED_BY(files_mu_);
   // Refused reloads; declared before the metrics stack that renders it.
   std::atomic<uint64_t> reload_errors_{0};
   // Node events from the sampler (VRAM slices at their quota) for the cluster reporter; the
   // daemon's, so that either side can be rebuilt on reload.
-  std::shared_ptr<EventInbox> event_inbox_ = std::make_shared<EventInbox>();
+  std::shared_ptr<cluster::EventInbox> event_inbox_ = std::make_shared<cluster::EventInbox>();
   // Acts on VRAM slices over their quota by the driver's count; the daemon's, so that its
   // timers and kill budget outlive a rebuilt metrics stack. Declared before that stack.
   std::unique_ptr<ProcessKiller> own_killer_;
   std::shared_ptr<SliceGuard> slice_guard_;
   // Each GPU's last minutes (health.recorder), fed by the sampler's rounds and the XID
   // policy; the daemon's, so that a rebuilt sampler or policy keeps what was recorded.
-  std::shared_ptr<FlightRecorder> recorder_;
+  std::shared_ptr<recorder::FlightRecorder> recorder_;
   // Keeps GPUs that fault again and again out of service across restarts (health.retire).
   std::unique_ptr<GpuRetirement> retirement_;
   std::unique_ptr<Metrics> metrics_;
   // The main thread replaces plugins_ (start, reload) under plugins_mu_ and reads it without;
   // the MIG watcher's thread reads it under plugins_mu_ only, to wake it.
   absl::Mutex plugins_mu_;
-  std::unique_ptr<PluginManager> plugins_;
-  std::unique_ptr<LivenessMonitor> liveness_;
-  std::unique_ptr<XidHistoryStore> xid_history_;  // outlives the policy that saves to it
-  std::unique_ptr<XidPolicy> xid_policy_;
-  std::unique_ptr<EventMonitor> events_;  // after the policy it feeds
-  std::unique_ptr<Cluster> cluster_;      // reads the store; null without cluster.enabled
+  std::unique_ptr<plugin::PluginManager> plugins_;
+  std::unique_ptr<health::LivenessMonitor> liveness_;
+  std::unique_ptr<health::XidHistoryStore> xid_history_;  // outlives the policy that saves to it
+  std::unique_ptr<health::XidPolicy> xid_policy_;
+  std::unique_ptr<health::EventMonitor> events_;  // after the policy it feeds
+  std::unique_ptr<Cluster> cluster_;              // reads the store; null without cluster.enabled
   std::unique_ptr<PeriodicWorker> file_check_;
   // Follows MIG layout changes into the store and the node files; null without NVML.
   std::unique_ptr<MigWatcher> mig_;
@@ -230,6 +230,6 @@ class Daemon {
   bool stopped_ = false;
 };
 
-}  // namespace gpulet
+}  // namespace gpulet::daemon
 
 #endif  // GPULET_DAEMON_DAEMON_H_

@@ -39,7 +39,7 @@
 #include "testing/homelab.h"
 #include "testing/subprocess.h"
 
-namespace gpulet {
+namespace gpulet::daemon {
 namespace {
 
 namespace fs = std::filesystem;
@@ -138,11 +138,11 @@ class DaemonTest : public ::testing::Test {
     fs::remove(state_file_);
   }
 
-  Node Homelab() {
-    DiscoveryOptions options;
+  nvml::Node Homelab() {
+    nvml::DiscoveryOptions options;
     options.host_root = root_.string();
     options.nvml.explicit_path = GPULET_SIM_LIB;
-    return DiscoverNode(options);
+    return nvml::DiscoverNode(options);
   }
 
   absl::Status StartDaemon() {
@@ -163,7 +163,7 @@ class DaemonTest : public ::testing::Test {
   fs::path Socket() const { return dir_ / "kubelet/device-plugins/gpulet-gpu.sock"; }
 
   fs::path dir_, root_, state_file_;
-  Config config_;
+  config::Config config_;
   std::unique_ptr<Daemon> daemon_;
 };
 
@@ -192,7 +192,7 @@ TEST_F(DaemonTest, LabelsFileIsWhatGpuletLabelsPrintsForTheSameConfig) {
   EXPECT_THAT(served, HasSubstr("nvidia.com/gpu.product=NVIDIA-GeForce-RTX-3080-SHARED\n"));
   EXPECT_EQ(served, cli("version: v1\nsharing:\n  timeSlicing:\n    replicas: 4\n"));
 
-  Config next = config_;
+  config::Config next = config_;
   next.sharing.time_slicing.rename_by_default = true;
   ASSERT_OK(daemon_->Reload(next).status());
   served = read(features);
@@ -225,7 +225,7 @@ TEST_F(DaemonTest, RegistersWithTheKubeletAndAppliesResourceChangesLive) {
   ASSERT_TRUE(kubelet.WaitForDevices(
       "nvidia.com/gpu", [](const auto& r) { return r.devices_size() == 2; }, absl::Seconds(10)));
 
-  Config next = config_;
+  config::Config next = config_;
   next.sharing.time_slicing.replicas = 3;
   absl::StatusOr<ReloadResult> r = daemon_->Reload(next);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -242,7 +242,7 @@ TEST_F(DaemonTest, ReloadMovesMetricsToTheNewAddress) {
   int old_port = daemon_->metrics_port();
   ASSERT_NE(HttpGet(old_port), "");
   int new_port = testing::FreeLoopbackPort();
-  Config next = config_;
+  config::Config next = config_;
   next.metrics.address = Loopback(new_port);
   absl::StatusOr<ReloadResult> r = daemon_->Reload(next);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -263,7 +263,7 @@ TEST_F(DaemonTest, ReloadToAPortInUseIsRefusedAndKeepsServing) {
   int port = daemon_->metrics_port();
   PortHolder taken;
   ASSERT_NE(taken.port(), 0);
-  Config next = config_;
+  config::Config next = config_;
   next.metrics.address = Loopback(taken.port());
   next.sharing.time_slicing.replicas = 2;  // refused with it: all or nothing
   absl::StatusOr<ReloadResult> r = daemon_->Reload(next);
@@ -281,7 +281,7 @@ TEST_F(DaemonTest, ReloadToAPortInUseIsRefusedAndKeepsServing) {
 TEST_F(DaemonTest, ReloadWithAnUnusableWebConfigIsRefusedAndKeepsServing) {
   ASSERT_OK(StartDaemon());
   int port = daemon_->metrics_port();
-  Config next = config_;
+  config::Config next = config_;
   next.metrics.web_config_file = (dir_ / "missing-web.yaml").string();
   absl::StatusOr<ReloadResult> r = daemon_->Reload(next);
   ASSERT_FALSE(r.ok());
@@ -387,7 +387,7 @@ TEST_F(DaemonTest, ReloadWithEachBrokenWebConfigKeepsTheOldTlsAndAuth) {
   }
   // A new path that is not a regular file.
   for (const fs::path& p : {dir_ / "adir", dir_ / "fifo", fs::path("/dev/zero")}) {
-    Config next = config_;
+    config::Config next = config_;
     next.metrics.web_config_file = p.string();
     absl::StatusOr<ReloadResult> r = daemon_->Reload(next);
     ASSERT_FALSE(r.ok()) << p;
@@ -397,7 +397,7 @@ TEST_F(DaemonTest, ReloadWithEachBrokenWebConfigKeepsTheOldTlsAndAuth) {
   }
   // Dropping the file (plain HTTP, no auth) is a deliberate change, and is applied.
   std::ofstream(web, std::ios::trunc) << good;
-  Config plain = config_;
+  config::Config plain = config_;
   plain.metrics.web_config_file = "";
   ASSERT_TRUE(daemon_->Reload(plain).ok());
   EXPECT_EQ(MetricsStatus(daemon_->metrics_port(), false), 200);
@@ -436,7 +436,7 @@ TEST_F(DaemonTest, ReloadWithAnInvalidValueNamesTheKey) {
   config_.metrics.sample_interval = absl::Milliseconds(100);
   ASSERT_OK(StartDaemon());
   EXPECT_THAT(HttpGet(daemon_->metrics_port()), HasSubstr("gpulet_config_reload_errors_total{} 0"));
-  Config next = config_;
+  config::Config next = config_;
   next.sharing.time_slicing.replicas = 0;
   absl::StatusOr<ReloadResult> r = daemon_->Reload(next);
   ASSERT_FALSE(r.ok());
@@ -468,7 +468,7 @@ TEST_F(DaemonTest, ReloadAppliesTheSampleInterval) {
   absl::SleepFor(absl::Milliseconds(300));  // an hourly sampler does not see it
   EXPECT_EQ(Rtx3080Temperature(HttpGet(daemon_->metrics_port())), before);
 
-  Config next = config_;
+  config::Config next = config_;
   next.metrics.sample_interval = absl::Milliseconds(100);
   absl::StatusOr<ReloadResult> r = daemon_->Reload(next);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -484,8 +484,9 @@ TEST_F(DaemonTest, ReloadAppliesTheSampleInterval) {
       Eventually([&] { return Rtx3080Temperature(HttpGet(daemon_->metrics_port())) == "66"; }));
 }
 
-bool HasCondition(const DeviceStore& store, const std::string& uuid, const std::string& source) {
-  const DeviceRecord* d = store.Get()->FindByUuid(uuid);
+bool HasCondition(const state::DeviceStore& store, const std::string& uuid,
+                  const std::string& source) {
+  const state::DeviceRecord* d = store.Get()->FindByUuid(uuid);
   return d != nullptr && d->health.Has(source);
 }
 
@@ -501,7 +502,7 @@ TEST_F(DaemonTest, ReloadAppliesHealthSettingsWhileAGpuIsOutAndItStillComesBack)
       Eventually([&] { return HasCondition(daemon_->store(), testing::kRtx5090, "liveness"); }));
   EditSimState([](sim::SimState* s) { sim::SetLost(s, testing::kRtx5090, false); });
 
-  Config next = config_;
+  config::Config next = config_;
   next.health.probe_interval = absl::Milliseconds(200);
   next.health.hang_timeout = absl::Milliseconds(500);
   absl::StatusOr<ReloadResult> r = daemon_->Reload(next);
@@ -528,7 +529,7 @@ TEST_F(DaemonTest, ReloadTurnsTheKernelLogOnAndKeepsThePolicyWhileAGpuIsOut) {
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_FALSE(HasCondition(daemon_->store(), testing::kRtx3080, "xid"));
 
-  Config next = config_;
+  config::Config next = config_;
   next.health.kmsg = true;
   absl::StatusOr<ReloadResult> r = daemon_->Reload(next);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -566,10 +567,10 @@ TEST_F(DaemonTest, TheXidHistorySurvivesARestartAndARepeatAfterRebootMeansInspec
   ASSERT_TRUE(Eventually([&] { return HasCondition(daemon_->store(), testing::kRtx3080, "xid"); }));
   const fs::path history = root_ / "var/lib/gpulet/xid-history.json";
   ASSERT_TRUE(Eventually([&] { return fs::exists(history); }));
-  std::shared_ptr<const Snapshot> snap = daemon_->store().Get();
-  const DeviceRecord* first = snap->FindByUuid(testing::kRtx3080);
+  std::shared_ptr<const state::Snapshot> snap = daemon_->store().Get();
+  const state::DeviceRecord* first = snap->FindByUuid(testing::kRtx3080);
   ASSERT_NE(first, nullptr);
-  EXPECT_EQ(first->health.action, GpuActionDescription(GpuAction::kRebootNode));
+  EXPECT_EQ(first->health.action, health::GpuActionDescription(health::GpuAction::kRebootNode));
   daemon_.reset();
 
   // The node rebooted; after it the same XID comes back.
@@ -578,9 +579,10 @@ TEST_F(DaemonTest, TheXidHistorySurvivesARestartAndARepeatAfterRebootMeansInspec
   ASSERT_OK(StartDaemon());
   ASSERT_TRUE(Eventually([&] { return HasCondition(daemon_->store(), testing::kRtx3080, "xid"); }));
   snap = daemon_->store().Get();
-  const DeviceRecord* again = snap->FindByUuid(testing::kRtx3080);
+  const state::DeviceRecord* again = snap->FindByUuid(testing::kRtx3080);
   ASSERT_NE(again, nullptr);
-  EXPECT_EQ(again->health.action, GpuActionDescription(GpuAction::kInspectHardware));
+  EXPECT_EQ(again->health.action,
+            health::GpuActionDescription(health::GpuAction::kInspectHardware));
   EXPECT_THAT(again->health.reason, HasSubstr("came back after the recommended node reboot"));
 }
 
@@ -593,11 +595,11 @@ TEST_F(DaemonTest, TheDriversRecoveryActionTakesTheGpuOutAndBack) {
   EditSimState([](sim::SimState* s) { s->gpus[testing::kRtx5090].recovery_action = 2; });
   ASSERT_TRUE(Eventually(
       [&] { return HasCondition(daemon_->store(), testing::kRtx5090, "recovery-action"); }));
-  std::shared_ptr<const Snapshot> snap = daemon_->store().Get();
-  const DeviceRecord* gpu = snap->FindByUuid(testing::kRtx5090);
+  std::shared_ptr<const state::Snapshot> snap = daemon_->store().Get();
+  const state::DeviceRecord* gpu = snap->FindByUuid(testing::kRtx5090);
   ASSERT_NE(gpu, nullptr);
-  EXPECT_EQ(gpu->health.state, HealthState::kUnhealthy);
-  EXPECT_EQ(gpu->health.action, GpuActionDescription(GpuAction::kRebootNode));
+  EXPECT_EQ(gpu->health.state, state::HealthState::kUnhealthy);
+  EXPECT_EQ(gpu->health.action, health::GpuActionDescription(health::GpuAction::kRebootNode));
   EXPECT_FALSE(HasCondition(daemon_->store(), testing::kRtx3080, "recovery-action"));
   EditSimState([](sim::SimState* s) { s->gpus[testing::kRtx5090].recovery_action = 0; });
   EXPECT_TRUE(Eventually(
@@ -621,7 +623,7 @@ TEST_F(DaemonTest, NoXidHistoryIsWrittenIntoTheBundledFixture) {
 
 TEST_F(DaemonTest, ReloadMovesThePluginToANewKubeletDirectory) {
   ASSERT_OK(StartDaemon());
-  Config next = config_;
+  config::Config next = config_;
   next.kubelet_dir = (dir_ / "kubelet2").string();
   absl::StatusOr<ReloadResult> r = daemon_->Reload(next);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -658,7 +660,7 @@ TEST_F(DaemonTest, ClusterAndDraSettingsThatCannotWorkAreKeyedUsageErrors) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.key);
-    Config config = config_;
+    config::Config config = config_;
     config.cluster.kubeconfig = c.kubeconfig;
     config.dra.rolling_update = c.rolling;
     DaemonOptions options;
@@ -728,8 +730,8 @@ TEST_F(DaemonTest, AGpuThatLocksUpIsRecordedJudgedAndRememberedAcrossARestart) {
   aer(0, 0);
   // It locked up once before, in an earlier boot of the node; a second time retires it.
   const fs::path dir = root_ / "var/lib/gpulet/recorder";
-  RecorderFiles files(dir.string(), "/var/lib/gpulet/recorder");
-  RecorderDump before;
+  recorder::RecorderFiles files(dir.string(), "/var/lib/gpulet/recorder");
+  recorder::RecorderDump before;
   before.uuid = testing::kRtx5090;
   before.pci_bus_id = "0000:02:00.0";
   before.boot_id = "an-earlier-boot";
@@ -739,7 +741,7 @@ TEST_F(DaemonTest, AGpuThatLocksUpIsRecordedJudgedAndRememberedAcrossARestart) {
   ASSERT_TRUE(files.Write(before).ok());
   fs::create_directories(root_ / "proc/sys/kernel/random");
   std::ofstream(root_ / "proc/sys/kernel/random/boot_id") << "this-boot\n";
-  config_.health.retire.mode = RemediationMode::kOn;
+  config_.health.retire.mode = config::RemediationMode::kOn;
   config_.health.retire.faults = 2;
   config_.metrics.sample_interval = absl::Milliseconds(100);
   config_.health.probe_interval = absl::Milliseconds(100);
@@ -762,11 +764,11 @@ TEST_F(DaemonTest, AGpuThatLocksUpIsRecordedJudgedAndRememberedAcrossARestart) {
   ASSERT_TRUE(Eventually([&] { return files.LoadAll().size() == 2; }, absl::Seconds(20)));
   // One incident, one dump: the XID that made it Unhealthy does not get one of its own once
   // it has settled (kXidSettle).
-  absl::SleepFor(kXidSettle + absl::Milliseconds(500));
-  std::vector<RecorderFiles::Loaded> loaded = files.LoadAll();
+  absl::SleepFor(recorder::kXidSettle + absl::Milliseconds(500));
+  std::vector<recorder::RecorderFiles::Loaded> loaded = files.LoadAll();
   ASSERT_EQ(loaded.size(), 2u);
   ASSERT_TRUE(loaded[1].dump.ok()) << loaded[1].dump.status();
-  const RecorderDump& dump = *loaded[1].dump;
+  const recorder::RecorderDump& dump = *loaded[1].dump;
   EXPECT_EQ(dump.uuid, testing::kRtx5090);
   EXPECT_THAT(dump.fault, HasSubstr("Unhealthy"));
   EXPECT_EQ(dump.node, "test-node");
@@ -775,43 +777,43 @@ TEST_F(DaemonTest, AGpuThatLocksUpIsRecordedJudgedAndRememberedAcrossARestart) {
       fs::status(dir / fs::path(loaded[0].path).filename()).permissions() & fs::perms::others_read,
       fs::perms::none);
   EXPECT_EQ(dump.boot_id, "this-boot");
-  Verdict v = Assess(dump, std::vector<RecorderDump>{before});
-  EXPECT_EQ(v.cause, Cause::kHardware) << TimelineText(dump, v);
+  recorder::Verdict v = recorder::Assess(dump, std::vector<recorder::RecorderDump>{before});
+  EXPECT_EQ(v.cause, recorder::Cause::kHardware) << recorder::TimelineText(dump, v);
   std::string evidence;
-  for (const Evidence& e : v.evidence) absl::StrAppend(&evidence, e.text, "\n");
+  for (const recorder::Evidence& e : v.evidence) absl::StrAppend(&evidence, e.text, "\n");
   EXPECT_THAT(evidence, HasSubstr("94 °C"));
   EXPECT_THAT(evidence, HasSubstr("2 fatal PCIe (AER) errors"));
   EXPECT_THAT(evidence, HasSubstr("in 1 earlier boot of the node"));
   // Its second fault: retired, in the file that outlives the reboot.
-  RetiredFile retired((root_ / "var/lib/gpulet/retired.json").string(), "retired.json");
+  recorder::RetiredFile retired((root_ / "var/lib/gpulet/retired.json").string(), "retired.json");
   ASSERT_TRUE(Eventually(
       [&] { return retired.Load().ok() && retired.Load()->count(testing::kRtx5090) == 1; }));
 
   // /status: the verdict on the 5090; nothing on the 3080, which stays in service.
-  absl::StatusOr<StatusReport> status;
+  absl::StatusOr<state::StatusReport> status;
   ASSERT_TRUE(Eventually([&] {
-    status = StatusReport::FromJsonText(HttpGet(daemon_->metrics_port(), "/status"));
+    status = state::StatusReport::FromJsonText(HttpGet(daemon_->metrics_port(), "/status"));
     return status.ok() && status->gpus.size() == 2 && status->gpus[1].last_fault.has_value() &&
            status->gpus[1].last_fault->at > absl::Now() - absl::Minutes(1);
   }));
   EXPECT_EQ(status->gpus[1].last_fault->verdict, "hardware");
   EXPECT_THAT(status->gpus[1].last_fault->file, HasSubstr("/var/lib/gpulet/recorder/GPU-8a41"));
   EXPECT_FALSE(status->gpus[0].last_fault.has_value());
-  EXPECT_EQ(status->gpus[0].health, HealthState::kHealthy);
+  EXPECT_EQ(status->gpus[0].health, state::HealthState::kHealthy);
 
   // A restart (the simulator's faults cleared) reads the recording back.
   daemon_.reset();
   EditSimState([](sim::SimState* s) { sim::Reset(s); });
   ASSERT_OK(StartDaemon());
   ASSERT_TRUE(Eventually([&] {
-    status = StatusReport::FromJsonText(HttpGet(daemon_->metrics_port(), "/status"));
+    status = state::StatusReport::FromJsonText(HttpGet(daemon_->metrics_port(), "/status"));
     return status.ok() && status->gpus.size() == 2 && status->gpus[1].last_fault.has_value();
   }));
   EXPECT_EQ(status->gpus[1].last_fault->verdict, "hardware");
   // Still out after the restart: the card was retired, and says what to do about it.
-  EXPECT_EQ(status->gpus[1].health, HealthState::kUnhealthy);
+  EXPECT_EQ(status->gpus[1].health, state::HealthState::kUnhealthy);
   EXPECT_THAT(status->gpus[1].reason.value_or(""), HasSubstr("retired: 2 faults"));
-  EXPECT_EQ(status->gpus[0].health, HealthState::kHealthy);
+  EXPECT_EQ(status->gpus[0].health, state::HealthState::kHealthy);
   // `gpulet status` says it in a line a person reads.
   auto printed = testing::RunProgram({std::string(GPULET_BINARY_DIR) + "/gpulet", "status",
                                       "--address", Loopback(daemon_->metrics_port())});
@@ -823,8 +825,8 @@ TEST_F(DaemonTest, AGpuThatLocksUpIsRecordedJudgedAndRememberedAcrossARestart) {
 // A card retired before a reboot stays out after it, from the first answer gpulet gives; the
 // other GPU serves; clearing the file brings it back within a file check.
 TEST_F(DaemonTest, ARetiredCardStaysOutAcrossARestartAndComesBackWhenCleared) {
-  RetiredFile file((root_ / "var/lib/gpulet/retired.json").string(),
-                   "/var/lib/gpulet/retired.json");
+  recorder::RetiredFile file((root_ / "var/lib/gpulet/retired.json").string(),
+                             "/var/lib/gpulet/retired.json");
   ASSERT_TRUE(
       file.Save({{testing::kRtx5090, {"0000:02:00.0", 1780000000, "3 faults within 168h"}}}).ok());
   // A recording cut short (the power went mid-write on another system) is skipped, not fatal.
@@ -835,18 +837,18 @@ TEST_F(DaemonTest, ARetiredCardStaysOutAcrossARestartAndComesBackWhenCleared) {
   options.file_check_interval = absl::Milliseconds(100);
   daemon_ = std::make_unique<Daemon>(Homelab(), config_, options);
   ASSERT_OK(daemon_->Start());
-  const DeviceRecord* gpu = daemon_->store().Get()->FindByUuid(testing::kRtx5090);
+  const state::DeviceRecord* gpu = daemon_->store().Get()->FindByUuid(testing::kRtx5090);
   ASSERT_NE(gpu, nullptr);
-  EXPECT_EQ(gpu->health.state, HealthState::kUnhealthy);
+  EXPECT_EQ(gpu->health.state, state::HealthState::kUnhealthy);
   EXPECT_THAT(gpu->health.reason, HasSubstr("retired: 3 faults within 168h"));
   EXPECT_EQ(daemon_->store().Get()->FindByUuid(testing::kRtx3080)->health.state,
-            HealthState::kHealthy);
+            state::HealthState::kHealthy);
   ASSERT_TRUE(file.Save({}).ok());
   EXPECT_TRUE(Eventually([&] {
     return daemon_->store().Get()->FindByUuid(testing::kRtx5090)->health.state ==
-           HealthState::kHealthy;
+           state::HealthState::kHealthy;
   }));
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::daemon

@@ -28,7 +28,7 @@
 #include "recorder/retirement.h"
 #include "state/device_store.h"
 
-namespace gpulet {
+namespace gpulet::daemon {
 
 // The store's condition source for a retired GPU.
 inline constexpr char kRetiredSource[] = "retire";
@@ -36,32 +36,33 @@ inline constexpr char kRetiredSource[] = "retire";
 class GpuRetirement {
  public:
   // `store`, `inbox` and `clock` must outlive this.
-  GpuRetirement(DeviceStore* store, EventInbox* inbox, const Clock* clock);
+  GpuRetirement(state::DeviceStore* store, cluster::EventInbox* inbox, const Clock* clock);
 
   // The rule's settings and the file (null: no file, nothing retired); then Sync().
-  void Configure(const Config::Health::Retire& settings, std::unique_ptr<RetiredFile> file);
+  void Configure(const config::Config::Health::Retire& settings,
+                 std::unique_ptr<recorder::RetiredFile> file);
 
   // Reads the file and raises or clears the store's retire conditions to match it. A file
   // that cannot be read is logged once per error and retires nothing.
   void Sync();
 
   // After a fault on `uuid` was recorded: `faults` are the GPU's recorded faults.
-  void Consider(const std::string& uuid, const std::vector<RecorderDump>& faults);
+  void Consider(const std::string& uuid, const std::vector<recorder::RecorderDump>& faults);
 
  private:
   void SyncLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  DeviceStore* const store_;
-  EventInbox* const inbox_;
+  state::DeviceStore* const store_;
+  cluster::EventInbox* const inbox_;
   const Clock* const clock_;
   absl::Mutex mu_;
-  Config::Health::Retire settings_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<RetiredFile> file_ ABSL_GUARDED_BY(mu_);
+  config::Config::Health::Retire settings_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<recorder::RetiredFile> file_ ABSL_GUARDED_BY(mu_);
   std::string last_error_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> raised_ ABSL_GUARDED_BY(mu_);  // GPUs with a retire condition now
   std::set<std::pair<std::string, int64_t>> dry_runs_ ABSL_GUARDED_BY(mu_);  // told once
 };
 
-}  // namespace gpulet
+}  // namespace gpulet::daemon
 
 #endif  // GPULET_DAEMON_GPU_RETIREMENT_H_

@@ -6,9 +6,9 @@
 
 #include "common/log.h"
 
-namespace gpulet {
+namespace gpulet::daemon {
 
-MigWatcher::MigWatcher(GpuLibrary* library, DeviceStore* store, Options options,
+MigWatcher::MigWatcher(gpu::GpuLibrary* library, state::DeviceStore* store, Options options,
                        std::function<void()> on_change)
     : library_(library),
       store_(store),
@@ -33,19 +33,19 @@ void MigWatcher::Stop() {
 }
 
 bool MigWatcher::Tick() {
-  std::shared_ptr<const Snapshot> snap = store_->Get();
+  std::shared_ptr<const state::Snapshot> snap = store_->Get();
   struct Target {
     unsigned index;
     std::string key;
   };
   std::vector<Target> targets;
-  for (const DeviceRecord& d : snap->devices) {
+  for (const state::DeviceRecord& d : snap->devices) {
     if (!d.gpu.index || d.gpu.mig_capable != true || d.gpu.uuid.empty()) continue;
     targets.push_back({*d.gpu.index, d.gpu.uuid});
   }
   bool changed = false;
   for (const Target& t : targets) {
-    absl::StatusOr<MigLayout> layout = library_->GetMigLayout(t.index, options_.timeout);
+    absl::StatusOr<gpu::MigLayout> layout = library_->GetMigLayout(t.index, options_.timeout);
     if (!layout.ok()) continue;  // liveness reports a lost or hung GPU
     if (store_->SetMigLayout(t.key, *layout)) {
       changed = true;
@@ -57,4 +57,4 @@ bool MigWatcher::Tick() {
   return changed;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::daemon

@@ -25,7 +25,7 @@
 #include "gpu/gpu_library.h"
 #include "state/device_store.h"
 
-namespace gpulet {
+namespace gpulet::daemon {
 
 class MigWatcher {
  public:
@@ -36,7 +36,7 @@ class MigWatcher {
   };
 
   // `library` and `store` must outlive the watcher.
-  MigWatcher(GpuLibrary* library, DeviceStore* store, Options options,
+  MigWatcher(gpu::GpuLibrary* library, state::DeviceStore* store, Options options,
              std::function<void()> on_change = nullptr);
   ~MigWatcher();
 
@@ -47,13 +47,13 @@ class MigWatcher {
   bool Tick();
 
  private:
-  GpuLibrary* library_;
-  DeviceStore* store_;
+  gpu::GpuLibrary* library_;
+  state::DeviceStore* store_;
   Options options_;
   std::function<void()> on_change_;
   std::unique_ptr<PeriodicWorker> worker_;
 };
 
-}  // namespace gpulet
+}  // namespace gpulet::daemon
 
 #endif  // GPULET_DAEMON_MIG_WATCHER_H_

@@ -3,15 +3,15 @@
 #include "gtest/gtest.h"
 #include "testing/fake_gpu_library.h"
 
-namespace gpulet {
+namespace gpulet::daemon {
 namespace {
 
 using testing::FakeGpuLibrary;
 using testing::kGpu0;
 using testing::NvmlGpu;
 
-MigDeviceInfo Mig(unsigned gi, const char* uuid) {
-  MigDeviceInfo m;
+gpu::MigDeviceInfo Mig(unsigned gi, const char* uuid) {
+  gpu::MigDeviceInfo m;
   m.gpu_instance_id = gi;
   m.uuid = uuid;
   m.profile = "1g.18gb";
@@ -20,12 +20,12 @@ MigDeviceInfo Mig(unsigned gi, const char* uuid) {
 
 TEST(MigWatcherTest, ALayoutChangedUnderGpuletReachesTheStoreAndTheCallbackOnce) {
   FakeGpuLibrary library;
-  DeviceIdentity id;
+  gpu::DeviceIdentity id;
   id.index = 0;
   id.uuid = kGpu0;
   library.AddDevice(id);
-  DeviceStore store;
-  Inventory inv;
+  state::DeviceStore store;
+  gpu::Inventory inv;
   inv.gpus.push_back(NvmlGpu(0, kGpu0, "0000:18:00.0"));
   inv.gpus[0].mig_capable = true;
   store.SetInventory(inv, absl::UnixEpoch());
@@ -33,7 +33,7 @@ TEST(MigWatcherTest, ALayoutChangedUnderGpuletReachesTheStoreAndTheCallbackOnce)
   MigWatcher watcher(&library, &store, {}, [&] { ++changes; });
 
   EXPECT_FALSE(watcher.Tick());  // MIG disabled, as the inventory says
-  library.SetMigLayout(0, MigLayout{true, true, {Mig(1, "MIG-a"), Mig(2, "MIG-b")}});
+  library.SetMigLayout(0, gpu::MigLayout{true, true, {Mig(1, "MIG-a"), Mig(2, "MIG-b")}});
   EXPECT_TRUE(watcher.Tick());
   EXPECT_EQ(changes, 1);
   EXPECT_TRUE(store.Get()->devices[0].gpu.mig_enabled);
@@ -45,11 +45,11 @@ TEST(MigWatcherTest, ALayoutChangedUnderGpuletReachesTheStoreAndTheCallbackOnce)
   EXPECT_FALSE(watcher.Tick());
   EXPECT_EQ(store.Get()->devices[0].gpu.mig_devices.size(), 2u);
   library.Heal(0);
-  library.SetMigLayout(0, MigLayout{});
+  library.SetMigLayout(0, gpu::MigLayout{});
   EXPECT_TRUE(watcher.Tick());
   EXPECT_FALSE(store.Get()->devices[0].gpu.mig_enabled);
   EXPECT_TRUE(store.Get()->devices[0].gpu.mig_devices.empty());
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::daemon

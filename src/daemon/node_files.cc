@@ -4,20 +4,20 @@
 #include "cluster/labels.h"
 #include "common/log.h"
 
-namespace gpulet {
+namespace gpulet::daemon {
 
 void ErrorOnce::Report(const std::string& error) {
   if (error != last_) GPULET_LOG_ERROR("{}", error);
   last_ = error;
 }
 
-LabelsFile::LabelsFile(const HostFs* host, const Inventory* inventory)
+LabelsFile::LabelsFile(const HostFs* host, const gpu::Inventory* inventory)
     : host_(host), inventory_(inventory) {
-  SetConfig(Config());
+  SetConfig(config::Config());
 }
 
-void LabelsFile::SetConfig(const Config& config) {
-  text_ = FormatFeatureFile(NodeGpuLabels(*inventory_, *host_, config));
+void LabelsFile::SetConfig(const config::Config& config) {
+  text_ = cluster::FormatFeatureFile(cluster::NodeGpuLabels(*inventory_, *host_, config));
 }
 
 void LabelsFile::Keep(const std::string& host_path) {
@@ -41,7 +41,7 @@ void LabelsFile::Keep(const std::string& host_path) {
   GPULET_LOG_INFO("GPU labels written to {}", host_path);
 }
 
-NodeFiles::NodeFiles(const HostFs* host, const Inventory* inventory, bool bundled_fixture_root)
+NodeFiles::NodeFiles(const HostFs* host, const gpu::Inventory* inventory, bool bundled_fixture_root)
     : host_(host),
       inventory_(inventory),
       bundled_fixture_root_(bundled_fixture_root),
@@ -52,7 +52,7 @@ void NodeFiles::Refresh() {
   if (config_) Reconcile(*config_);
 }
 
-void NodeFiles::Reconcile(const Config& config) {
+void NodeFiles::Reconcile(const config::Config& config) {
   config_ = config;
   if (bundled_fixture_root_) {
     if (!told_bundled_) {
@@ -84,7 +84,7 @@ void NodeFiles::Check() {
 }
 
 // A failure is logged, never fatal: see the header.
-void NodeFiles::KeepCdiSpec(const Config& config) {
+void NodeFiles::KeepCdiSpec(const config::Config& config) {
   if (config.cdi.spec_dir.empty()) {
     std::string previous = spec_.host_path();
     if (absl::Status st = spec_.Remove(); !st.ok()) {
@@ -114,4 +114,4 @@ void NodeFiles::KeepCdiSpec(const Config& config) {
                   kept->written ? "written to" : "up to date in", kept->host_path);
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::daemon

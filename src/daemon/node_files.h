@@ -19,7 +19,7 @@
 #include "config/config.h"
 #include "gpu/gpu_model.h"
 
-namespace gpulet {
+namespace gpulet::daemon {
 
 // Logs an error once for as long as it stays the same: a check that fails the same way every
 // interval says so once, and again only when the error changes or after it cleared.
@@ -38,18 +38,18 @@ class ErrorOnce {
 class LabelsFile {
  public:
   // `host` and `inventory` must outlive this.
-  LabelsFile(const HostFs* host, const Inventory* inventory);
+  LabelsFile(const HostFs* host, const gpu::Inventory* inventory);
 
   // The labels for `config` (NodeGpuLabels, as `gpulet labels --config` prints them: the
   // sharing labels follow sharing.timeSlicing).
-  void SetConfig(const Config& config);
+  void SetConfig(const config::Config& config);
 
   // Makes `host_path` hold the labels; "" writes nothing.
   void Keep(const std::string& host_path);
 
  private:
   const HostFs* host_;
-  const Inventory* inventory_;
+  const gpu::Inventory* inventory_;
   std::string text_;
   ErrorOnce errors_;
 };
@@ -57,11 +57,11 @@ class LabelsFile {
 class NodeFiles {
  public:
   // `host` and `inventory` must outlive this. `bundled_fixture_root`: write nothing.
-  NodeFiles(const HostFs* host, const Inventory* inventory, bool bundled_fixture_root);
+  NodeFiles(const HostFs* host, const gpu::Inventory* inventory, bool bundled_fixture_root);
 
   // Writes the CDI spec and the labels file as `config` says (removing the spec when
   // cdi.specDir became empty).
-  void Reconcile(const Config& config);
+  void Reconcile(const config::Config& config);
 
   // Rewrites the spec or labels file when missing or changed on disk.
   void Check();
@@ -73,19 +73,19 @@ class NodeFiles {
   const std::string& spec_path() const { return spec_.host_path(); }
 
  private:
-  void KeepCdiSpec(const Config& config);
+  void KeepCdiSpec(const config::Config& config);
 
   const HostFs* host_;
-  const Inventory* inventory_;
+  const gpu::Inventory* inventory_;
   const bool bundled_fixture_root_;
   bool told_bundled_ = false;
   cdi::SpecKeeper spec_;
   LabelsFile labels_;
-  std::string labels_path_;       // "" until Reconcile, and on the bundled root
-  std::optional<Config> config_;  // of the last Reconcile
+  std::string labels_path_;               // "" until Reconcile, and on the bundled root
+  std::optional<config::Config> config_;  // of the last Reconcile
   ErrorOnce spec_errors_;
 };
 
-}  // namespace gpulet
+}  // namespace gpulet::daemon
 
 #endif  // GPULET_DAEMON_NODE_FILES_H_

@@ -5,33 +5,34 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace gpulet {
+namespace gpulet::daemon {
 
-std::vector<NodeEvent> QuarantineEvents::Next(const Snapshot& snap, const PodMap* pods) {
-  std::map<std::string, HealthState> now;
-  for (const DeviceRecord& d : snap.devices) {
+std::vector<cluster::NodeEvent> QuarantineEvents::Next(const state::Snapshot& snap,
+                                                       const metrics::PodMap* pods) {
+  std::map<std::string, state::HealthState> now;
+  for (const state::DeviceRecord& d : snap.devices) {
     if (!d.gpu.uuid.empty()) now[d.gpu.uuid] = d.health.state;
   }
-  std::vector<NodeEvent> out;
+  std::vector<cluster::NodeEvent> out;
   const bool first = !last_.has_value();
-  std::map<std::string, HealthState> before = std::exchange(last_, now).value_or(now);
+  std::map<std::string, state::HealthState> before = std::exchange(last_, now).value_or(now);
   if (first || pods == nullptr) return out;
-  for (const DeviceRecord& d : snap.devices) {
-    if (d.health.state != HealthState::kUnhealthy) continue;
+  for (const state::DeviceRecord& d : snap.devices) {
+    if (d.health.state != state::HealthState::kUnhealthy) continue;
     auto was = before.find(d.gpu.uuid);
-    if (was != before.end() && was->second == HealthState::kUnhealthy) continue;
+    if (was != before.end() && was->second == state::HealthState::kUnhealthy) continue;
     auto held = pods->by_gpu.find(d.gpu.uuid);
     if (held == pods->by_gpu.end()) continue;
     std::set<std::pair<std::string, std::string>> told;
-    for (const GpuAssignment& a : held->second) {
+    for (const metrics::GpuAssignment& a : held->second) {
       if (!told.insert({a.holder.namespace_name, a.holder.pod}).second) continue;
-      PodRef pod{a.holder.namespace_name, a.holder.pod, ""};
+      cluster::PodRef pod{a.holder.namespace_name, a.holder.pod, ""};
       for (const auto& [uid, info] : pods->pods_by_uid) {
         if (info.namespace_name == pod.namespace_name && info.pod == pod.name) pod.uid = uid;
       }
       std::string gpu =
           absl::StrCat(d.gpu.uuid, d.gpu.index ? absl::StrCat(" (GPU ", *d.gpu.index, ")") : "");
-      NodeEvent e;
+      cluster::NodeEvent e;
       e.type = "Warning";
       e.reason = "GpuUnhealthy";
       e.note =
@@ -45,4 +46,4 @@ std::vector<NodeEvent> QuarantineEvents::Next(const Snapshot& snap, const PodMap
   return out;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::daemon

@@ -21,18 +21,18 @@
 #include "metrics/pod_attribution.h"
 #include "state/device_store.h"
 
-namespace gpulet {
+namespace gpulet::daemon {
 
 class QuarantineEvents {
  public:
   // The events for the GPUs that went Unhealthy since the last call; `pods` may be null (pod
   // attribution off: nothing to tell).
-  std::vector<NodeEvent> Next(const Snapshot& snap, const PodMap* pods);
+  std::vector<cluster::NodeEvent> Next(const state::Snapshot& snap, const metrics::PodMap* pods);
 
  private:
-  std::optional<std::map<std::string, HealthState>> last_;
+  std::optional<std::map<std::string, state::HealthState>> last_;
 };
 
-}  // namespace gpulet
+}  // namespace gpulet::daemon
 
 #endif  // GPULET_DAEMON_QUARANTINE_EVENTS_H_

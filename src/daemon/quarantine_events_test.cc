@@ -3,15 +3,15 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace gpulet {
+namespace gpulet::daemon {
 namespace {
 
 using ::testing::HasSubstr;
 
-Snapshot TwoGpus(HealthState second) {
-  Snapshot s;
+state::Snapshot TwoGpus(state::HealthState second) {
+  state::Snapshot s;
   for (auto [uuid, index] : {std::pair{"GPU-3080", 0u}, std::pair{"GPU-5090", 1u}}) {
-    DeviceRecord d;
+    state::DeviceRecord d;
     d.gpu.uuid = uuid;
     d.gpu.index = index;
     s.devices.push_back(d);
@@ -21,8 +21,8 @@ Snapshot TwoGpus(HealthState second) {
   return s;
 }
 
-PodMap Holders() {
-  PodMap m;
+metrics::PodMap Holders() {
+  metrics::PodMap m;
   m.ok = true;
   m.by_gpu["GPU-5090"] = {
       {{"ai", "ollama-0", "ollama"}, "nvidia.com/gpu", "GPU-5090::0", ""},
@@ -36,35 +36,36 @@ PodMap Holders() {
 
 TEST(QuarantineEventsTest, AGpuGoingOutIsAnEventOnEachPodHoldingItOnce) {
   QuarantineEvents q;
-  PodMap pods = Holders();
-  EXPECT_TRUE(q.Next(TwoGpus(HealthState::kHealthy), &pods).empty());  // learns
-  std::vector<NodeEvent> e = q.Next(TwoGpus(HealthState::kUnhealthy), &pods);
+  metrics::PodMap pods = Holders();
+  EXPECT_TRUE(q.Next(TwoGpus(state::HealthState::kHealthy), &pods).empty());  // learns
+  std::vector<cluster::NodeEvent> e = q.Next(TwoGpus(state::HealthState::kUnhealthy), &pods);
   ASSERT_EQ(e.size(), 2u);  // two pods; ollama-0's two containers are one pod
   EXPECT_EQ(e[0].reason, "GpuUnhealthy");
   EXPECT_EQ(e[0].type, "Warning");
   ASSERT_TRUE(e[0].pod.has_value());
-  EXPECT_EQ(*e[0].pod, (PodRef{"ai", "ollama-0", "uid-ollama"}));
-  EXPECT_EQ(*e[1].pod, (PodRef{"anpr", "reader-7", ""}));
+  EXPECT_EQ(*e[0].pod, (cluster::PodRef{"ai", "ollama-0", "uid-ollama"}));
+  EXPECT_EQ(*e[1].pod, (cluster::PodRef{"anpr", "reader-7", ""}));
   EXPECT_THAT(e[0].note, HasSubstr("GPU-5090 (GPU 1), is out of service: XID 79"));
   EXPECT_THAT(e[0].note, HasSubstr("evict or delete the pod"));
   // Still out: nothing more; back and out again: told again.
-  EXPECT_TRUE(q.Next(TwoGpus(HealthState::kUnhealthy), &pods).empty());
-  EXPECT_TRUE(q.Next(TwoGpus(HealthState::kHealthy), &pods).empty());
-  EXPECT_EQ(q.Next(TwoGpus(HealthState::kUnhealthy), &pods).size(), 2u);
+  EXPECT_TRUE(q.Next(TwoGpus(state::HealthState::kUnhealthy), &pods).empty());
+  EXPECT_TRUE(q.Next(TwoGpus(state::HealthState::kHealthy), &pods).empty());
+  EXPECT_EQ(q.Next(TwoGpus(state::HealthState::kUnhealthy), &pods).size(), 2u);
 }
 
 TEST(QuarantineEventsTest, NothingAtStartOrWithoutPodAttribution) {
   QuarantineEvents q;
-  PodMap pods = Holders();
-  EXPECT_TRUE(q.Next(TwoGpus(HealthState::kUnhealthy), &pods).empty());  // already out at start
+  metrics::PodMap pods = Holders();
+  EXPECT_TRUE(
+      q.Next(TwoGpus(state::HealthState::kUnhealthy), &pods).empty());  // already out at start
   QuarantineEvents blind;
-  blind.Next(TwoGpus(HealthState::kHealthy), nullptr);
-  EXPECT_TRUE(blind.Next(TwoGpus(HealthState::kUnhealthy), nullptr).empty());
+  blind.Next(TwoGpus(state::HealthState::kHealthy), nullptr);
+  EXPECT_TRUE(blind.Next(TwoGpus(state::HealthState::kUnhealthy), nullptr).empty());
   // A degraded GPU still serves: no pod is told.
   QuarantineEvents d;
-  d.Next(TwoGpus(HealthState::kHealthy), &pods);
-  EXPECT_TRUE(d.Next(TwoGpus(HealthState::kDegraded), &pods).empty());
+  d.Next(TwoGpus(state::HealthState::kHealthy), &pods);
+  EXPECT_TRUE(d.Next(TwoGpus(state::HealthState::kDegraded), &pods).empty());
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::daemon

@@ -3,7 +3,7 @@
 #include "absl/strings/str_split.h"
 #include "yaml-cpp/yaml.h"
 
-namespace gpulet {
+namespace gpulet::daemon {
 namespace {
 
 // The pod attributor asks the kubelet (kubeletDir) about our advertised resources
@@ -149,11 +149,12 @@ const ReloadRule* FindReloadRule(const std::string& key) {
   return nullptr;
 }
 
-std::vector<std::string> ChangedConfigKeys(const Config& before, const Config& after) {
-  YAML::Node a = YAML::Load(ConfigToYaml(before));
-  YAML::Node b = YAML::Load(ConfigToYaml(after));
+std::vector<std::string> ChangedConfigKeys(const config::Config& before,
+                                           const config::Config& after) {
+  YAML::Node a = YAML::Load(config::ConfigToYaml(before));
+  YAML::Node b = YAML::Load(config::ConfigToYaml(after));
   std::vector<std::string> out;
-  for (const std::string& key : ConfigKeys()) {
+  for (const std::string& key : config::ConfigKeys()) {
     if (YAML::Dump(At(a, key)) != YAML::Dump(At(b, key))) out.push_back(key);
   }
   return out;
@@ -167,4 +168,4 @@ unsigned ReloadEffectsOf(const std::vector<std::string>& keys) {
   return effects;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::daemon

@@ -21,7 +21,7 @@
 #include "absl/types/span.h"
 #include "config/config.h"
 
-namespace gpulet {
+namespace gpulet::daemon {
 
 // What a changed key touches; a key may touch several.
 enum ReloadEffect : unsigned {
@@ -64,11 +64,12 @@ const ReloadRule* FindReloadRule(const std::string& key);
 
 // The keys whose values differ between `before` and `after`, in ConfigKeys() order.
 // Compared through ConfigToYaml, so it sees every key without a comparison per field.
-std::vector<std::string> ChangedConfigKeys(const Config& before, const Config& after);
+std::vector<std::string> ChangedConfigKeys(const config::Config& before,
+                                           const config::Config& after);
 
 // The union of the effects of `keys` (keys the table lacks touch nothing).
 unsigned ReloadEffectsOf(const std::vector<std::string>& keys);
 
-}  // namespace gpulet
+}  // namespace gpulet::daemon
 
 #endif  // GPULET_DAEMON_RELOAD_TABLE_H_

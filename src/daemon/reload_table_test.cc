@@ -8,14 +8,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace gpulet {
+namespace gpulet::daemon {
 namespace {
 
 using ::testing::ElementsAre;
 
 TEST(ReloadTableTest, NamesEveryConfigKeyOnceAndNothingElse) {
   std::set<std::string> keys;
-  for (const std::string& key : ConfigKeys()) {
+  for (const std::string& key : config::ConfigKeys()) {
     keys.insert(key);
     const ReloadRule* rule = FindReloadRule(key);
     ASSERT_NE(rule, nullptr) << key << " is missing from the reload table (reload_table.cc)";
@@ -98,13 +98,13 @@ const std::map<std::string, std::string>& OtherValues() {
 }
 
 TEST(ReloadTableTest, ChangedConfigKeysSeesEachKey) {
-  absl::StatusOr<Config> defaults = ParseConfig("", "test", {});
+  absl::StatusOr<config::Config> defaults = config::ParseConfig("", "test", {});
   ASSERT_TRUE(defaults.ok()) << defaults.status();
   EXPECT_TRUE(ChangedConfigKeys(*defaults, *defaults).empty());
-  for (const std::string& key : ConfigKeys()) {
+  for (const std::string& key : config::ConfigKeys()) {
     auto it = OtherValues().find(key);
     ASSERT_NE(it, OtherValues().end()) << "give " << key << " a value in OtherValues()";
-    absl::StatusOr<Config> changed = ParseConfig("", "test", {{key, it->second}});
+    absl::StatusOr<config::Config> changed = config::ParseConfig("", "test", {{key, it->second}});
     ASSERT_TRUE(changed.ok()) << key << ": " << changed.status();
     EXPECT_THAT(ChangedConfigKeys(*defaults, *changed), ElementsAre(key));
     EXPECT_NE(ReloadEffectsOf({key}), 0u) << key;
@@ -119,4 +119,4 @@ TEST(ReloadTableTest, EffectsAreTheUnionOfTheKeys) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::daemon

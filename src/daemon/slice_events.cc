@@ -6,17 +6,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace gpulet {
+namespace gpulet::daemon {
 
-std::string SliceHolderName(const SliceSample& slice, const PodMap* pods) {
-  std::optional<PodContainer> holder = SliceHolder(slice, pods);
+std::string SliceHolderName(const metrics::SliceSample& slice, const metrics::PodMap* pods) {
+  std::optional<metrics::PodContainer> holder = metrics::SliceHolder(slice, pods);
   if (!holder) return slice.usage.owner;
   return absl::StrCat(holder->namespace_name, "/", holder->pod,
                       holder->container.empty() ? "" : "/", holder->container);
 }
 
-std::string SliceGpuName(const SliceSample& slice, const Snapshot& snap) {
-  for (const DeviceRecord& d : snap.devices) {
+std::string SliceGpuName(const metrics::SliceSample& slice, const state::Snapshot& snap) {
+  for (const state::DeviceRecord& d : snap.devices) {
     if (d.gpu.uuid == slice.usage.gpu_uuid && d.gpu.index) {
       return absl::StrCat(*d.gpu.index, " (", d.gpu.uuid, ")");
     }
@@ -24,17 +24,18 @@ std::string SliceGpuName(const SliceSample& slice, const Snapshot& snap) {
   return slice.usage.gpu_uuid;
 }
 
-std::vector<NodeEvent> SliceQuotaEvents::Next(const std::vector<SliceSample>& slices,
-                                              const Snapshot& snap, const PodMap* pods) {
-  std::vector<NodeEvent> out;
+std::vector<cluster::NodeEvent> SliceQuotaEvents::Next(
+    const std::vector<metrics::SliceSample>& slices, const state::Snapshot& snap,
+    const metrics::PodMap* pods) {
+  std::vector<cluster::NodeEvent> out;
   std::set<std::string> present;
-  for (const SliceSample& s : slices) {
+  for (const metrics::SliceSample& s : slices) {
     present.insert(s.name);
     auto [it, added] = refused_.emplace(s.name, primed_ ? 0 : s.usage.refused);
     if (s.usage.refused > it->second) {
       const std::string who = SliceHolderName(s, pods);
       const std::string gpu = SliceGpuName(s, snap);
-      NodeEvent e;
+      cluster::NodeEvent e;
       e.type = "Warning";
       e.reason = "GpuVramQuotaReached";
       // No count in the note, so that repeats fold into one series.
@@ -56,4 +57,4 @@ std::vector<NodeEvent> SliceQuotaEvents::Next(const std::vector<SliceSample>& sl
   return out;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::daemon

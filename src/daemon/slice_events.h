@@ -18,24 +18,24 @@
 #include "metrics/slice_metrics.h"
 #include "state/device_store.h"
 
-namespace gpulet {
+namespace gpulet::daemon {
 
 // Who holds `slice`, for a person: "<namespace>/<pod>/<container>" when pod attribution
 // knows, else the owner the slice file names.
-std::string SliceHolderName(const SliceSample& slice, const PodMap* pods);
+std::string SliceHolderName(const metrics::SliceSample& slice, const metrics::PodMap* pods);
 // The slice's GPU, for a person: "<index> (<uuid>)", or the UUID when the store lacks it.
-std::string SliceGpuName(const SliceSample& slice, const Snapshot& snap);
+std::string SliceGpuName(const metrics::SliceSample& slice, const state::Snapshot& snap);
 
 class SliceQuotaEvents {
  public:
-  std::vector<NodeEvent> Next(const std::vector<SliceSample>& slices, const Snapshot& snap,
-                              const PodMap* pods);
+  std::vector<cluster::NodeEvent> Next(const std::vector<metrics::SliceSample>& slices,
+                                       const state::Snapshot& snap, const metrics::PodMap* pods);
 
  private:
   bool primed_ = false;
   std::map<std::string, uint64_t> refused_;  // by slice name
 };
 
-}  // namespace gpulet
+}  // namespace gpulet::daemon
 
 #endif  // GPULET_DAEMON_SLICE_EVENTS_H_

@@ -27,7 +27,7 @@
 #include "vram/slice_file.h"
 #include "vram/slice_table.h"
 
-namespace gpulet {
+namespace gpulet::daemon {
 namespace {
 
 using ::testing::HasSubstr;
@@ -36,22 +36,22 @@ using ::testing::SizeIs;
 
 using gpulet::testing::OneGpu;
 
-SliceSample Slice(const std::string& name, uint64_t refused) {
-  SliceSample s = gpulet::testing::FourGiBSlice(name);
+metrics::SliceSample Slice(const std::string& name, uint64_t refused) {
+  metrics::SliceSample s = gpulet::testing::FourGiBSlice(name);
   s.usage.refused = refused;
   return s;
 }
 
 TEST(SliceQuotaEventsTest, ARiseInRefusalsIsAWarningNamingTheContainer) {
   SliceQuotaEvents events;
-  PodMap pods;
+  metrics::PodMap pods;
   pods.ok = true;
   pods.by_gpu["GPU-b"].push_back(
       {{"ml", "anpr-0", "anpr"}, "nvidia.com/gpu-memory", "GPU-b::mem0", ""});
   // Found at gpulet's first round with 5 refusals: reported before it restarted.
   EXPECT_THAT(events.Next({Slice("GPU-b--mem0", 5)}, OneGpu(), &pods), IsEmpty());
   EXPECT_THAT(events.Next({Slice("GPU-b--mem0", 5)}, OneGpu(), &pods), IsEmpty());
-  std::vector<NodeEvent> e = events.Next({Slice("GPU-b--mem0", 8)}, OneGpu(), &pods);
+  std::vector<cluster::NodeEvent> e = events.Next({Slice("GPU-b--mem0", 8)}, OneGpu(), &pods);
   ASSERT_THAT(e, SizeIs(1));
   EXPECT_EQ(e[0].type, "Warning");
   EXPECT_EQ(e[0].reason, "GpuVramQuotaReached");
@@ -65,7 +65,7 @@ TEST(SliceQuotaEventsTest, ARiseInRefusalsIsAWarningNamingTheContainer) {
 TEST(SliceQuotaEventsTest, ASliceThatAppearsLaterReportsAllItsRefusals) {
   SliceQuotaEvents events;
   EXPECT_THAT(events.Next({}, OneGpu(), nullptr), IsEmpty());
-  std::vector<NodeEvent> e = events.Next({Slice("claim-u1", 2)}, OneGpu(), nullptr);
+  std::vector<cluster::NodeEvent> e = events.Next({Slice("claim-u1", 2)}, OneGpu(), nullptr);
   ASSERT_THAT(e, SizeIs(1));
   EXPECT_EQ(e[0].count, 2u);
   EXPECT_THAT(e[0].note, HasSubstr("nvidia.com/gpu-memory GPU-b::mem0 reached"));  // no pod
@@ -231,4 +231,4 @@ TEST(DaemonSliceEventsTest, AProcessOverItsQuotaByTheDriversCountIsKilled) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::daemon

@@ -17,7 +17,7 @@
 #include "daemon/slice_events.h"
 #include "metrics/sampler.h"
 
-namespace gpulet {
+namespace gpulet::daemon {
 namespace {
 
 constexpr double kGiB = 1 << 30;
@@ -43,7 +43,8 @@ class RealProcessKiller : public ProcessKiller {
     char buf[1024];
     ssize_t n = stat.get() < 0 ? -1 : read(stat.get(), buf, sizeof(buf) - 1);
     if (n <= 0) return absl::NotFoundError(absl::StrCat("PID ", pid, " is gone"));
-    std::optional<uint64_t> now = ProcStartTicks(absl::string_view(buf, static_cast<size_t>(n)));
+    std::optional<uint64_t> now =
+        metrics::ProcStartTicks(absl::string_view(buf, static_cast<size_t>(n)));
     if (now != start_ticks) {
       return absl::FailedPreconditionError(
           absl::StrCat("PID ", pid, " now names another process (", dir, "/stat starts at ",
@@ -68,20 +69,20 @@ class RealProcessKiller : public ProcessKiller {
 };
 
 // The process a kill would take: the holder's largest by the driver's count.
-const SliceDeviceUse::Process* Largest(const SliceDeviceUse& use) {
-  const SliceDeviceUse::Process* out = nullptr;
-  for (const SliceDeviceUse::Process& p : use.processes) {
+const metrics::SliceDeviceUse::Process* Largest(const metrics::SliceDeviceUse& use) {
+  const metrics::SliceDeviceUse::Process* out = nullptr;
+  for (const metrics::SliceDeviceUse::Process& p : use.processes) {
     if (p.driver_bytes > 0 && (out == nullptr || p.driver_bytes > out->driver_bytes)) out = &p;
   }
   return out;
 }
 
-std::string ProcessName(const SliceDeviceUse::Process& p) {
+std::string ProcessName(const metrics::SliceDeviceUse::Process& p) {
   return absl::StrCat("PID ", p.pid, p.name.empty() ? "" : absl::StrCat(" (", p.name, ")"));
 }
 
-NodeEvent Warning(std::string reason, std::string note) {
-  NodeEvent e;
+cluster::NodeEvent Warning(std::string reason, std::string note) {
+  cluster::NodeEvent e;
   e.type = "Warning";
   e.reason = std::move(reason);
   e.note = std::move(note);
@@ -95,18 +96,18 @@ std::unique_ptr<ProcessKiller> MakeProcessKiller(std::string host_root) {
   return std::make_unique<RealProcessKiller>(std::move(host_root));
 }
 
-std::vector<NodeEvent> SliceGuard::Next(const std::vector<SliceSample>& slices,
-                                        const Snapshot& snap, const PodMap* pods,
-                                        const Config::MemorySlices::OverQuota& policy,
-                                        absl::Time now) {
+std::vector<cluster::NodeEvent> SliceGuard::Next(
+    const std::vector<metrics::SliceSample>& slices, const state::Snapshot& snap,
+    const metrics::PodMap* pods, const config::Config::MemorySlices::OverQuota& policy,
+    absl::Time now) {
   absl::MutexLock lock(&mu_);
-  std::vector<NodeEvent> out;
+  std::vector<cluster::NodeEvent> out;
   while (!kill_times_.empty() && now - kill_times_.front() >= absl::Hours(1)) {
     kill_times_.pop_front();
   }
   const uint64_t margin = uint64_t{static_cast<uint32_t>(policy.margin_mib)} << 20;
   std::set<std::string> over;
-  for (const SliceSample& s : slices) {
+  for (const metrics::SliceSample& s : slices) {
     // A GPU that did not answer this round says nothing: the episode, if any, stands.
     if (!s.device) {
       if (episodes_.count(s.name)) over.insert(s.name);
@@ -114,14 +115,14 @@ std::vector<NodeEvent> SliceGuard::Next(const std::vector<SliceSample>& slices,
     }
     if (s.device->used_bytes <= s.usage.quota_bytes + margin) continue;
     over.insert(s.name);
-    const SliceDeviceUse::Process* victim = Largest(*s.device);
+    const metrics::SliceDeviceUse::Process* victim = Largest(*s.device);
     const std::string who = SliceHolderName(s, pods);
     const std::string gpu = SliceGpuName(s, snap);
     auto [episode, started] = episodes_.try_emplace(s.name, Episode{now});
     if (started) {
       std::string then =
           victim == nullptr ? "NVML lists none of its processes with memory, so none is named"
-          : policy.action == OverQuotaAction::kKill
+          : policy.action == config::OverQuotaAction::kKill
               ? absl::StrCat("gpulet kills ", ProcessName(*victim),
                              ", its largest, if it stays over for ",
                              absl::FormatDuration(policy.grace))
@@ -137,7 +138,7 @@ std::vector<NodeEvent> SliceGuard::Next(const std::vector<SliceSample>& slices,
                           s.name)));
       GPULET_LOG_WARN("{}", out.back().note);
     }
-    if (policy.action != OverQuotaAction::kKill || victim == nullptr ||
+    if (policy.action != config::OverQuotaAction::kKill || victim == nullptr ||
         now - episode->second.grace_from < policy.grace) {
       continue;
     }
@@ -186,4 +187,4 @@ std::vector<NodeEvent> SliceGuard::Next(const std::vector<SliceSample>& slices,
   return out;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::daemon

@@ -41,7 +41,7 @@
 #include "metrics/slice_metrics.h"
 #include "state/device_store.h"
 
-namespace gpulet {
+namespace gpulet::daemon {
 
 // Kills one process of the host, and only the one that was sampled.
 class ProcessKiller {
@@ -64,9 +64,10 @@ class SliceGuard {
   explicit SliceGuard(ProcessKiller* killer) : killer_(killer) {}
 
   // The Events of one sampling round, after acting on it under `policy`.
-  std::vector<NodeEvent> Next(const std::vector<SliceSample>& slices, const Snapshot& snap,
-                              const PodMap* pods, const Config::MemorySlices::OverQuota& policy,
-                              absl::Time now);
+  std::vector<cluster::NodeEvent> Next(const std::vector<metrics::SliceSample>& slices,
+                                       const state::Snapshot& snap, const metrics::PodMap* pods,
+                                       const config::Config::MemorySlices::OverQuota& policy,
+                                       absl::Time now);
 
   // Processes killed since gpulet started (gpulet_vram_over_quota_kills_total).
   const std::atomic<uint64_t>* kills() const { return &kills_; }
@@ -84,6 +85,6 @@ class SliceGuard {
   std::atomic<uint64_t> kills_{0};
 };
 
-}  // namespace gpulet
+}  // namespace gpulet::daemon
 
 #endif  // GPULET_DAEMON_SLICE_GUARD_H_

@@ -18,7 +18,7 @@
 #include "metrics/sampler.h"
 #include "testing/slices.h"
 
-namespace gpulet {
+namespace gpulet::daemon {
 namespace {
 
 using ::testing::ElementsAre;
@@ -43,12 +43,12 @@ class FakeKiller : public ProcessKiller {
 using gpulet::testing::OneGpu;
 
 // A 4 GiB slice whose processes hold `driver_mib` each by NVML's count.
-SliceSample Slice(const std::string& name, std::vector<uint64_t> driver_mib) {
-  SliceSample s = gpulet::testing::FourGiBSlice(name);
+metrics::SliceSample Slice(const std::string& name, std::vector<uint64_t> driver_mib) {
+  metrics::SliceSample s = gpulet::testing::FourGiBSlice(name);
   s.device.emplace();
   unsigned pid = 100;
   for (uint64_t mib : driver_mib) {
-    SliceDeviceUse::Process p;
+    metrics::SliceDeviceUse::Process p;
     p.pid = ++pid;
     p.name = absl::StrCat("worker", pid);
     p.start_ticks = 1000 + pid;
@@ -61,8 +61,9 @@ SliceSample Slice(const std::string& name, std::vector<uint64_t> driver_mib) {
   return s;
 }
 
-Config::MemorySlices::OverQuota Policy(OverQuotaAction action, int kills_per_hour = 4) {
-  Config::MemorySlices::OverQuota p;
+config::Config::MemorySlices::OverQuota Policy(config::OverQuotaAction action,
+                                               int kills_per_hour = 4) {
+  config::Config::MemorySlices::OverQuota p;
   p.action = action;
   p.margin_mib = 512;
   p.grace = absl::Seconds(30);
@@ -70,9 +71,9 @@ Config::MemorySlices::OverQuota Policy(OverQuotaAction action, int kills_per_hou
   return p;
 }
 
-std::vector<std::string> Reasons(const std::vector<NodeEvent>& events) {
+std::vector<std::string> Reasons(const std::vector<cluster::NodeEvent>& events) {
   std::vector<std::string> out;
-  for (const NodeEvent& e : events) out.push_back(e.reason);
+  for (const cluster::NodeEvent& e : events) out.push_back(e.reason);
   return out;
 }
 
@@ -81,10 +82,11 @@ const absl::Time kT0 = absl::FromUnixSeconds(1'800'000'000);
 TEST(SliceGuardTest, EventModeNamesTheLargestProcessOncePerEpisodeAndKillsNothing) {
   FakeKiller killer;
   SliceGuard guard(&killer);
-  const Config::MemorySlices::OverQuota policy = Policy(OverQuotaAction::kEvent);
+  const config::Config::MemorySlices::OverQuota policy = Policy(config::OverQuotaAction::kEvent);
   // At quota + margin exactly: within bounds.
   EXPECT_THAT(guard.Next({Slice("s", {3000, 1608})}, OneGpu(), nullptr, policy, kT0), IsEmpty());
-  std::vector<NodeEvent> e = guard.Next({Slice("s", {3000, 1609})}, OneGpu(), nullptr, policy, kT0);
+  std::vector<cluster::NodeEvent> e =
+      guard.Next({Slice("s", {3000, 1609})}, OneGpu(), nullptr, policy, kT0);
   ASSERT_THAT(e, SizeIs(1));
   EXPECT_EQ(e[0].type, "Warning");
   EXPECT_EQ(e[0].reason, "GpuVramOverQuota");
@@ -109,9 +111,9 @@ TEST(SliceGuardTest, EventModeNamesTheLargestProcessOncePerEpisodeAndKillsNothin
 TEST(SliceGuardTest, KillModeKillsTheLargestAfterTheGraceAndTheGraceStartsAgain) {
   FakeKiller killer;
   SliceGuard guard(&killer);
-  const Config::MemorySlices::OverQuota policy = Policy(OverQuotaAction::kKill);
-  const SliceSample over = Slice("s", {900, 3900});
-  std::vector<NodeEvent> e = guard.Next({over}, OneGpu(), nullptr, policy, kT0);
+  const config::Config::MemorySlices::OverQuota policy = Policy(config::OverQuotaAction::kKill);
+  const metrics::SliceSample over = Slice("s", {900, 3900});
+  std::vector<cluster::NodeEvent> e = guard.Next({over}, OneGpu(), nullptr, policy, kT0);
   ASSERT_THAT(Reasons(e), ElementsAre("GpuVramOverQuota"));
   EXPECT_THAT(e[0].note, HasSubstr("gpulet kills PID 102 (worker102), its largest, if it stays "
                                    "over for 30s"));
@@ -134,18 +136,20 @@ TEST(SliceGuardTest, KillModeKillsTheLargestAfterTheGraceAndTheGraceStartsAgain)
 TEST(SliceGuardTest, TheHourlyBudgetHoldsAcrossSlicesAndReloads) {
   FakeKiller killer;
   SliceGuard guard(&killer);
-  const Config::MemorySlices::OverQuota policy = Policy(OverQuotaAction::kKill, 1);
+  const config::Config::MemorySlices::OverQuota policy = Policy(config::OverQuotaAction::kKill, 1);
   guard.Next({Slice("a", {5000})}, OneGpu(), nullptr, policy, kT0);
   EXPECT_THAT(
       Reasons(guard.Next({Slice("a", {5000})}, OneGpu(), nullptr, policy, kT0 + absl::Seconds(30))),
       ElementsAre("GpuVramOverQuotaKilled"));
   // A reload (a new sampler with its own policy, the same guard) keeps what was spent;
   // another slice over its quota waits for the budget.
-  const Config::MemorySlices::OverQuota reloaded = Policy(OverQuotaAction::kKill, 1);
-  const std::vector<SliceSample> both = {Slice("a", {3000}), Slice("b", {6000})};
+  const config::Config::MemorySlices::OverQuota reloaded =
+      Policy(config::OverQuotaAction::kKill, 1);
+  const std::vector<metrics::SliceSample> both = {Slice("a", {3000}), Slice("b", {6000})};
   EXPECT_THAT(Reasons(guard.Next(both, OneGpu(), nullptr, reloaded, kT0 + absl::Seconds(40))),
               ElementsAre("GpuVramOverQuota"));
-  std::vector<NodeEvent> e = guard.Next(both, OneGpu(), nullptr, reloaded, kT0 + absl::Seconds(70));
+  std::vector<cluster::NodeEvent> e =
+      guard.Next(both, OneGpu(), nullptr, reloaded, kT0 + absl::Seconds(70));
   ASSERT_THAT(Reasons(e), ElementsAre("GpuVramOverQuotaNotKilled"));
   EXPECT_THAT(e[0].note, HasSubstr("gpulet killed 1 processes in the last hour, which is "
                                    "sharing.memorySlices.overQuota.maxKillsPerHour"));
@@ -162,13 +166,14 @@ TEST(SliceGuardTest, TheHourlyBudgetHoldsAcrossSlicesAndReloads) {
 TEST(SliceGuardTest, AFailedKillIsToldOnceAndAVanishedProcessNotAtAll) {
   FakeKiller killer;
   SliceGuard guard(&killer);
-  const Config::MemorySlices::OverQuota policy = Policy(OverQuotaAction::kKill);
-  const SliceSample over = Slice("s", {6000});
+  const config::Config::MemorySlices::OverQuota policy = Policy(config::OverQuotaAction::kKill);
+  const metrics::SliceSample over = Slice("s", {6000});
   guard.Next({over}, OneGpu(), nullptr, policy, kT0);
   killer.result = absl::NotFoundError("PID 101 is gone");
   EXPECT_THAT(guard.Next({over}, OneGpu(), nullptr, policy, kT0 + absl::Seconds(30)), IsEmpty());
   killer.result = absl::PermissionDeniedError("cannot signal PID 101: hostPID");
-  std::vector<NodeEvent> e = guard.Next({over}, OneGpu(), nullptr, policy, kT0 + absl::Seconds(31));
+  std::vector<cluster::NodeEvent> e =
+      guard.Next({over}, OneGpu(), nullptr, policy, kT0 + absl::Seconds(31));
   ASSERT_THAT(Reasons(e), ElementsAre("GpuVramOverQuotaNotKilled"));
   EXPECT_THAT(e[0].note, HasSubstr("was not killed: cannot signal PID 101: hostPID"));
   EXPECT_THAT(guard.Next({over}, OneGpu(), nullptr, policy, kT0 + absl::Seconds(32)), IsEmpty());
@@ -179,9 +184,9 @@ TEST(SliceGuardTest, AFailedKillIsToldOnceAndAVanishedProcessNotAtAll) {
 TEST(SliceGuardTest, AGpuThatDidNotAnswerKeepsTheEpisodeAndAGoneSliceEndsIt) {
   FakeKiller killer;
   SliceGuard guard(&killer);
-  const Config::MemorySlices::OverQuota policy = Policy(OverQuotaAction::kEvent);
+  const config::Config::MemorySlices::OverQuota policy = Policy(config::OverQuotaAction::kEvent);
   EXPECT_THAT(guard.Next({Slice("s", {6000})}, OneGpu(), nullptr, policy, kT0), SizeIs(1));
-  SliceSample unknown = Slice("s", {});
+  metrics::SliceSample unknown = Slice("s", {});
   unknown.device.reset();
   EXPECT_THAT(guard.Next({unknown}, OneGpu(), nullptr, policy, kT0 + absl::Seconds(1)), IsEmpty());
   EXPECT_THAT(guard.Next({Slice("s", {6000})}, OneGpu(), nullptr, policy, kT0 + absl::Seconds(2)),
@@ -194,10 +199,10 @@ TEST(SliceGuardTest, AGpuThatDidNotAnswerKeepsTheEpisodeAndAGoneSliceEndsIt) {
 TEST(SliceGuardTest, OverWithNoProcessListedIsToldAndNothingIsKilled) {
   FakeKiller killer;
   SliceGuard guard(&killer);
-  const Config::MemorySlices::OverQuota policy = Policy(OverQuotaAction::kKill);
-  SliceSample s = Slice("s", {});
+  const config::Config::MemorySlices::OverQuota policy = Policy(config::OverQuotaAction::kKill);
+  metrics::SliceSample s = Slice("s", {});
   s.device->used_bytes = 6000 * kMiB;  // the library's count alone, no NVML figure
-  std::vector<NodeEvent> e = guard.Next({s}, OneGpu(), nullptr, policy, kT0);
+  std::vector<cluster::NodeEvent> e = guard.Next({s}, OneGpu(), nullptr, policy, kT0);
   ASSERT_THAT(e, SizeIs(1));
   EXPECT_THAT(e[0].note, HasSubstr("NVML lists none of its processes with memory"));
   EXPECT_THAT(guard.Next({s}, OneGpu(), nullptr, policy, kT0 + absl::Minutes(5)), IsEmpty());
@@ -209,7 +214,7 @@ std::optional<uint64_t> StartOf(pid_t pid) {
   absl::StatusOr<std::string> stat =
       ReadRegularFile(absl::StrCat("/proc/", pid, "/stat"), 4096, "stat");
   if (!stat.ok()) return std::nullopt;
-  return ProcStartTicks(*stat);
+  return metrics::ProcStartTicks(*stat);
 }
 
 TEST(ProcessKillerTest, KillsOnlyTheProcessThatStartedThen) {
@@ -237,4 +242,4 @@ TEST(ProcessKillerTest, KillsOnlyTheProcessThatStartedThen) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::daemon

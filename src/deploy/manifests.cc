@@ -21,7 +21,7 @@
 #include "node/pci_ids.h"
 #include "node/talos_releases.h"
 
-namespace gpulet {
+namespace gpulet::deploy {
 namespace {
 
 // --- paths inside the manifest tree ---------------------------------------------------------
@@ -434,10 +434,10 @@ absl::StatusOr<std::vector<KubeObject>> RenderDir(const ManifestFiles& files,
 
 // --- os-release and Talos --------------------------------------------------------------------
 
-std::string GpuWords(const PciGpu& g) {
+std::string GpuWords(const node::PciGpu& g) {
   std::string name =
       g.product.empty() ? absl::StrCat("GPU 10de:", absl::Hex(g.device_id)) : g.product;
-  return absl::StrCat(name, " (", ArchitectureName(g.architecture),
+  return absl::StrCat(name, " (", node::ArchitectureName(g.architecture),
                       g.architecture_guessed ? ", probably" : "", ") at ", g.bus_id);
 }
 
@@ -585,30 +585,32 @@ std::string FormatObjects(const std::vector<KubeObject>& objects) {
 
 // The release row for `version`; the newest when unknown. `warning` is set for a release
 // newer than the table.
-static absl::StatusOr<const talos::Release*> TalosReleaseFor(
-    const std::optional<TalosVersion>& version, std::string* warning) {
-  if (!version) return &talos::NewestRelease();
-  absl::StatusOr<talos::Match> m = talos::FindRelease(version->major, version->minor);
+static absl::StatusOr<const node::Release*> TalosReleaseFor(
+    const std::optional<node::TalosVersion>& version, std::string* warning) {
+  if (!version) return &node::NewestRelease();
+  absl::StatusOr<node::Match> m = node::FindRelease(version->major, version->minor);
   if (!m.ok()) return m.status();
   if (warning != nullptr) *warning = m->warning;
   return m->release;
 }
 
-absl::StatusOr<TalosExtensions> ChooseTalosExtensions(const NodeFacts& facts,
-                                                      const std::optional<TalosVersion>& version,
-                                                      DriverBranch branch) {
+absl::StatusOr<TalosExtensions> ChooseTalosExtensions(
+    const node::NodeFacts& facts, const std::optional<node::TalosVersion>& version,
+    DriverBranch branch) {
   TalosExtensions ext;
   std::string warning;
-  absl::StatusOr<const talos::Release*> release = TalosReleaseFor(version, &warning);
+  absl::StatusOr<const node::Release*> release = TalosReleaseFor(version, &warning);
   if (!release.ok()) return release.status();
   bool lts = branch == DriverBranch::kLts;
-  auto name = [&](absl::string_view base) { return talos::ExtensionName(**release, base, lts); };
+  auto name = [&](absl::string_view base) { return node::ExtensionName(**release, base, lts); };
 
-  const PciGpu* needs_open = nullptr;
-  const PciGpu* needs_proprietary = nullptr;
-  for (const PciGpu& g : facts.gpus) {
-    if (g.module_flavor == ModuleFlavor::kOpenRequired && needs_open == nullptr) needs_open = &g;
-    if (g.module_flavor == ModuleFlavor::kProprietaryRequired && needs_proprietary == nullptr) {
+  const node::PciGpu* needs_open = nullptr;
+  const node::PciGpu* needs_proprietary = nullptr;
+  for (const node::PciGpu& g : facts.gpus) {
+    if (g.module_flavor == node::ModuleFlavor::kOpenRequired && needs_open == nullptr)
+      needs_open = &g;
+    if (g.module_flavor == node::ModuleFlavor::kProprietaryRequired &&
+        needs_proprietary == nullptr) {
       needs_proprietary = &g;
     }
   }
@@ -628,7 +630,7 @@ absl::StatusOr<TalosExtensions> ChooseTalosExtensions(const NodeFacts& facts,
     ext.reasons.push_back(absl::StrCat(GpuWords(*needs_proprietary),
                                        ": predates Turing, so only the proprietary modules "
                                        "support it (the open ones need its GSP)."));
-  } else if (facts.driver.flavor == DriverFlavor::kProprietary) {
+  } else if (facts.driver.flavor == node::DriverFlavor::kProprietary) {
     open = false;
     ext.reasons.push_back(
         "The node runs the proprietary modules now and its GPUs work with either; kept.");
@@ -673,10 +675,9 @@ std::string RenderTalosSchematic(const TalosExtensions& ext) {
   return out;
 }
 
-absl::StatusOr<std::string> RenderTalosMachinePatch(const ManifestFiles& files,
-                                                    const std::optional<TalosVersion>& version,
-                                                    const TalosExtensions& extensions,
-                                                    const TalosCurrentConfig* current) {
+absl::StatusOr<std::string> RenderTalosMachinePatch(
+    const ManifestFiles& files, const std::optional<node::TalosVersion>& version,
+    const TalosExtensions& extensions, const TalosCurrentConfig* current) {
   const std::string* text = FindFile(files, kTalosMachinePatchPath);
   if (text == nullptr) {
     return absl::NotFoundError(absl::StrCat(kTalosMachinePatchPath, " is not in the manifests"));
@@ -686,9 +687,9 @@ absl::StatusOr<std::string> RenderTalosMachinePatch(const ManifestFiles& files,
   std::string header = ExtensionComment(extensions);
   // A release newer than the table is rendered as the newest row; `extensions` (chosen for
   // the same version) already carries the warning in its reasons.
-  absl::StatusOr<const talos::Release*> found = TalosReleaseFor(version, nullptr);
+  absl::StatusOr<const node::Release*> found = TalosReleaseFor(version, nullptr);
   if (!found.ok()) return found.status();
-  const talos::Release& release = **found;
+  const node::Release& release = **found;
 
   if (version && release.KernelModuleDocuments()) {
     // Talos 1.14 moved these settings into documents of their own and refuses a
@@ -836,4 +837,4 @@ absl::StatusOr<std::string> RenderTalosRegistryMirrorPatch(absl::string_view hos
       out.c_str(), "\n");
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::deploy

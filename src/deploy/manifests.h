@@ -25,7 +25,7 @@
 #include "node/os_release.h"
 #include "yaml-cpp/yaml.h"
 
-namespace gpulet {
+namespace gpulet::deploy {
 
 // One file of deploy/, as embedded.
 struct EmbeddedFile {
@@ -118,9 +118,9 @@ struct TalosExtensions {
 // unknown). FailedPrecondition when the node's GPUs need both flavours (no single driver
 // can drive them; the message names the GPUs) or when `version` is older than Talos 1.8.
 // A version newer than the table adds a "Warning:" reason.
-absl::StatusOr<TalosExtensions> ChooseTalosExtensions(const NodeFacts& facts,
-                                                      const std::optional<TalosVersion>& version,
-                                                      DriverBranch branch);
+absl::StatusOr<TalosExtensions> ChooseTalosExtensions(
+    const node::NodeFacts& facts, const std::optional<node::TalosVersion>& version,
+    DriverBranch branch);
 
 // The Image Factory schematic listing `extensions`, with comments giving the reasons.
 std::string RenderTalosSchematic(const TalosExtensions& extensions);
@@ -143,10 +143,9 @@ struct TalosCurrentConfig {
   std::string text;
   std::string origin;  // the file it was read from, for messages
 };
-absl::StatusOr<std::string> RenderTalosMachinePatch(const ManifestFiles& files,
-                                                    const std::optional<TalosVersion>& version,
-                                                    const TalosExtensions& extensions,
-                                                    const TalosCurrentConfig* current = nullptr);
+absl::StatusOr<std::string> RenderTalosMachinePatch(
+    const ManifestFiles& files, const std::optional<node::TalosVersion>& version,
+    const TalosExtensions& extensions, const TalosCurrentConfig* current = nullptr);
 
 // A Talos machine-config patch that makes containerd pull `host_port`'s images
 // ("192.168.1.10:5000") over plain HTTP from that address: the registry `gpulet image-serve`
@@ -166,6 +165,6 @@ inline constexpr char kDraOverlayDir[] = "deploy/overlays/dra";
 inline constexpr char kTalosMachinePatchPath[] = "deploy/overlays/talos/talos-machine-patch.yaml";
 inline constexpr char kTalosSchematicPath[] = "deploy/overlays/talos/talos-schematic.yaml";
 
-}  // namespace gpulet
+}  // namespace gpulet::deploy
 
 #endif  // GPULET_DEPLOY_MANIFESTS_H_

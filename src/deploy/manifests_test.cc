@@ -16,7 +16,7 @@
 #include "testing/files.h"
 #include "testing/subprocess.h"
 
-namespace gpulet {
+namespace gpulet::deploy {
 namespace {
 
 namespace fs = std::filesystem;
@@ -238,14 +238,14 @@ const char kTalosOsRelease[] =
 
 TEST(ManifestsInspectTest, TalosHomelab) {
   HostRootCopy root(Fixture("homelab"), kTalosOsRelease);
-  NodeFacts facts = InspectNode(HostFs(root.path()));
+  node::NodeFacts facts = node::InspectNode(HostFs(root.path()));
   EXPECT_TRUE(facts.IsTalos());
   ASSERT_TRUE(facts.talos_version.has_value());
   EXPECT_EQ(facts.talos_version->ToString(), "v1.12.6");
   EXPECT_EQ(facts.os_pretty_name, "Talos (v1.12.6)");
   ASSERT_EQ(facts.gpus.size(), 2u);
   EXPECT_EQ(facts.nvswitch_count, 0);
-  EXPECT_EQ(facts.driver.flavor, DriverFlavor::kOpen);
+  EXPECT_EQ(facts.driver.flavor, node::DriverFlavor::kOpen);
 
   absl::StatusOr<TalosExtensions> ext =
       ChooseTalosExtensions(facts, facts.talos_version, DriverBranch::kProduction);
@@ -257,7 +257,7 @@ TEST(ManifestsInspectTest, TalosHomelab) {
 }
 
 TEST(ManifestsInspectTest, Dgx8HasNvswitch) {
-  NodeFacts facts = InspectNode(HostFs(Fixture("dgx8")));
+  node::NodeFacts facts = node::InspectNode(HostFs(Fixture("dgx8")));
   EXPECT_FALSE(facts.IsTalos());
   EXPECT_EQ(facts.gpus.size(), 8u);
   EXPECT_EQ(facts.nvswitch_count, 1);
@@ -268,54 +268,54 @@ TEST(ManifestsInspectTest, Dgx8HasNvswitch) {
                                       "nvidia-container-toolkit-lts", "nvidia-fabricmanager-lts"));
 }
 
-PciGpu MakeGpu(const std::string& bus, const std::string& product, Architecture arch) {
-  PciGpu g;
+node::PciGpu MakeGpu(const std::string& bus, const std::string& product, node::Architecture arch) {
+  node::PciGpu g;
   g.bus_id = bus;
   g.product = product;
   g.architecture = arch;
-  g.module_flavor = ModuleFlavorFor(arch);
+  g.module_flavor = node::ModuleFlavorFor(arch);
   return g;
 }
 
 TEST(ManifestsExtensionsTest, FlavourRules) {
-  NodeFacts pascal;
-  pascal.gpus = {MakeGpu("0000:01:00.0", "Tesla P100-PCIE-16GB", Architecture::kPascal)};
+  node::NodeFacts pascal;
+  pascal.gpus = {MakeGpu("0000:01:00.0", "Tesla P100-PCIE-16GB", node::Architecture::kPascal)};
   absl::StatusOr<TalosExtensions> ext =
       ChooseTalosExtensions(pascal, std::nullopt, DriverBranch::kProduction);
   ASSERT_TRUE(ext.ok());
   EXPECT_EQ(ext->names[0], "nonfree-kmod-nvidia-production");
 
-  NodeFacts mixed = pascal;
+  node::NodeFacts mixed = pascal;
   mixed.gpus.push_back(
-      MakeGpu("0000:02:00.0", "NVIDIA GeForce RTX 5090", Architecture::kBlackwell));
+      MakeGpu("0000:02:00.0", "NVIDIA GeForce RTX 5090", node::Architecture::kBlackwell));
   ext = ChooseTalosExtensions(mixed, std::nullopt, DriverBranch::kProduction);
   ASSERT_FALSE(ext.ok());
   EXPECT_EQ(ext.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(ext.status().message()), HasSubstr("P100"));
   EXPECT_THAT(std::string(ext.status().message()), HasSubstr("RTX 5090"));
 
-  NodeFacts ampere_proprietary;
+  node::NodeFacts ampere_proprietary;
   ampere_proprietary.gpus = {
-      MakeGpu("0000:01:00.0", "NVIDIA GeForce RTX 3080", Architecture::kAmpere)};
-  ampere_proprietary.driver.flavor = DriverFlavor::kProprietary;
-  ext = ChooseTalosExtensions(ampere_proprietary, ParseTalosVersion("v1.8.3").value(),
+      MakeGpu("0000:01:00.0", "NVIDIA GeForce RTX 3080", node::Architecture::kAmpere)};
+  ampere_proprietary.driver.flavor = node::DriverFlavor::kProprietary;
+  ext = ChooseTalosExtensions(ampere_proprietary, node::ParseTalosVersion("v1.8.3").value(),
                               DriverBranch::kProduction);
   ASSERT_TRUE(ext.ok());
   // Talos 1.8 already has the -production/-lts names (extensions v1.8.0).
   EXPECT_THAT(ext->names,
               ElementsAre("nonfree-kmod-nvidia-production", "nvidia-container-toolkit-production"));
-  ext = ChooseTalosExtensions(ampere_proprietary, ParseTalosVersion("v1.7.7").value(),
+  ext = ChooseTalosExtensions(ampere_proprietary, node::ParseTalosVersion("v1.7.7").value(),
                               DriverBranch::kProduction);
   ASSERT_FALSE(ext.ok());
   EXPECT_EQ(ext.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(ext.status().message(), HasSubstr("Talos 1.7 is not supported"));
-  ext =
-      ChooseTalosExtensions(NodeFacts{}, ParseTalosVersion("v1.15.0").value(), DriverBranch::kLts);
+  ext = ChooseTalosExtensions(node::NodeFacts{}, node::ParseTalosVersion("v1.15.0").value(),
+                              DriverBranch::kLts);
   ASSERT_TRUE(ext.ok());
   EXPECT_EQ(ext->names[1], "nvidia-container-toolkit-lts");
   EXPECT_THAT(RenderTalosSchematic(*ext), HasSubstr("# Warning: Talos 1.15 is newer than"));
 
-  ext = ChooseTalosExtensions(NodeFacts{}, std::nullopt, DriverBranch::kProduction);
+  ext = ChooseTalosExtensions(node::NodeFacts{}, std::nullopt, DriverBranch::kProduction);
   ASSERT_TRUE(ext.ok());
   EXPECT_EQ(ext->names[0], "nvidia-open-gpu-kernel-modules-production");
   EXPECT_THAT(RenderTalosSchematic(*ext),
@@ -324,23 +324,23 @@ TEST(ManifestsExtensionsTest, FlavourRules) {
 }
 
 TalosExtensions DefaultExtensions() {
-  return ChooseTalosExtensions(NodeFacts{}, std::nullopt, DriverBranch::kProduction).value();
+  return ChooseTalosExtensions(node::NodeFacts{}, std::nullopt, DriverBranch::kProduction).value();
 }
 
 TEST(ManifestsTalosPatchTest, FormsByVersion) {
   ManifestFiles files = EmbeddedManifestFiles();
   const std::string& original = files.at(kTalosMachinePatchPath);
 
-  absl::StatusOr<std::string> v113 =
-      RenderTalosMachinePatch(files, ParseTalosVersion("v1.13.2").value(), DefaultExtensions());
+  absl::StatusOr<std::string> v113 = RenderTalosMachinePatch(
+      files, node::ParseTalosVersion("v1.13.2").value(), DefaultExtensions());
   ASSERT_TRUE(v113.ok()) << v113.status();
   EXPECT_THAT(*v113, HasSubstr(original));
   EXPECT_THAT(*v113, HasSubstr("siderolabs/nvidia-container-toolkit-production"));
   YAML::Node n = YAML::Load(*v113);
   EXPECT_FALSE(n["machine"]["sysctls"]);
 
-  absl::StatusOr<std::string> v112 =
-      RenderTalosMachinePatch(files, ParseTalosVersion("v1.12.6").value(), DefaultExtensions());
+  absl::StatusOr<std::string> v112 = RenderTalosMachinePatch(
+      files, node::ParseTalosVersion("v1.12.6").value(), DefaultExtensions());
   ASSERT_TRUE(v112.ok()) << v112.status();
   n = YAML::Load(*v112);
   EXPECT_EQ(n["machine"]["sysctls"]["net.core.bpf_jit_harden"].Scalar(), "1");
@@ -348,8 +348,8 @@ TEST(ManifestsTalosPatchTest, FormsByVersion) {
   EXPECT_EQ(n["machine"]["kubelet"]["extraArgs"]["register-with-taints"].Scalar(),
             "nvidia.com/gpu=present:NoSchedule");
 
-  absl::StatusOr<std::string> v114 =
-      RenderTalosMachinePatch(files, ParseTalosVersion("v1.14.0").value(), DefaultExtensions());
+  absl::StatusOr<std::string> v114 = RenderTalosMachinePatch(
+      files, node::ParseTalosVersion("v1.14.0").value(), DefaultExtensions());
   ASSERT_TRUE(v114.ok()) << v114.status();
   absl::StatusOr<std::vector<YamlDocument>> docs = SplitYamlDocuments(*v114, "1.14");
   ASSERT_TRUE(docs.ok()) << docs.status();
@@ -369,7 +369,7 @@ TEST(ManifestsTalosPatchTest, FormsByVersion) {
   EXPECT_THAT(*v114, HasSubstr("nvidia.com/gpu: \"present:NoSchedule\""));
 
   EXPECT_FALSE(
-      RenderTalosMachinePatch(files, ParseTalosVersion("v1.7.7").value(), DefaultExtensions())
+      RenderTalosMachinePatch(files, node::ParseTalosVersion("v1.7.7").value(), DefaultExtensions())
           .ok());
 
   absl::StatusOr<std::string> unknown =
@@ -397,13 +397,13 @@ void CollectFields(const YAML::Node& node, const std::string& prefix, std::set<s
   }
 }
 
-std::vector<talos::DocumentShape> Shapes(const std::string& text) {
+std::vector<node::DocumentShape> Shapes(const std::string& text) {
   absl::StatusOr<std::vector<YamlDocument>> docs = SplitYamlDocuments(text, "patch");
   EXPECT_TRUE(docs.ok()) << docs.status();
-  std::vector<talos::DocumentShape> out;
+  std::vector<node::DocumentShape> out;
   if (!docs.ok()) return out;
   for (const YamlDocument& d : *docs) {
-    talos::DocumentShape shape;
+    node::DocumentShape shape;
     if (d.node["kind"]) shape.kind = d.node["kind"].Scalar();
     CollectFields(d.node, "", &shape.fields);
     shape.fields.erase("apiVersion");
@@ -414,7 +414,7 @@ std::vector<talos::DocumentShape> Shapes(const std::string& text) {
 }
 
 TEST(TalosGoldenPatchTest, CommandOutputMatchesGoldenFiles) {
-  for (const talos::Release& release : talos::KnownReleases()) {
+  for (const node::Release& release : node::KnownReleases()) {
     std::string version = absl::StrCat("v", release.major, ".", release.minor);
     testing::RunResult r =
         testing::RunProgram({Gpulet(), "manifests", "--no-inspect", "--talos-machine-patch",
@@ -432,18 +432,18 @@ TEST(TalosGoldenPatchTest, CommandOutputMatchesGoldenFiles) {
 }
 
 TEST(TalosGoldenPatchTest, EachPatchKeepsItsReleasesRules) {
-  for (const talos::Release& release : talos::KnownReleases()) {
+  for (const node::Release& release : node::KnownReleases()) {
     std::ifstream in(PatchGolden(release.minor));
     ASSERT_TRUE(in) << PatchGolden(release.minor);
     std::stringstream text;
     text << in.rdbuf();
-    std::vector<talos::DocumentShape> patch = Shapes(text.str());
+    std::vector<node::DocumentShape> patch = Shapes(text.str());
     ASSERT_FALSE(patch.empty()) << release.Name();
-    for (const talos::Violation& v : talos::CheckPatch(release, patch)) {
+    for (const node::Violation& v : node::CheckPatch(release, patch)) {
       ADD_FAILURE() << release.Name() << ": " << v.message << " [" << v.source << "]";
     }
-    for (const talos::BaseConfig& base : talos::BaseConfigs(release)) {
-      for (const talos::Violation& v : talos::CheckMerged(release, base.documents, patch)) {
+    for (const node::BaseConfig& base : node::BaseConfigs(release)) {
+      for (const node::Violation& v : node::CheckMerged(release, base.documents, patch)) {
         ADD_FAILURE() << release.Name() << " (" << base.description << "): " << v.message << " ["
                       << v.source << "]";
       }
@@ -451,7 +451,7 @@ TEST(TalosGoldenPatchTest, EachPatchKeepsItsReleasesRules) {
     // What each release needs is in its patch: the modules (as documents where the release
     // has them), the label, the taint, and the BPF sysctl exactly where legacy mode needs it.
     std::set<std::string> kinds, fields;
-    for (const talos::DocumentShape& d : patch) {
+    for (const node::DocumentShape& d : patch) {
       kinds.insert(d.kind);
       for (const std::string& f : d.fields) fields.insert(d.kind + ":" + f);
     }
@@ -477,10 +477,10 @@ TEST(TalosGoldenPatchTest, TheOneThirteenFormIsRefusedByOneFourteen) {
   std::ifstream in(PatchGolden(13));
   std::stringstream text;
   text << in.rdbuf();
-  const talos::Release& r14 = talos::NewestRelease();
+  const node::Release& r14 = node::NewestRelease();
   ASSERT_EQ(r14.minor, 14);
-  std::vector<talos::Violation> v =
-      talos::CheckMerged(r14, talos::BaseConfigs(r14)[0].documents, Shapes(text.str()));
+  std::vector<node::Violation> v =
+      node::CheckMerged(r14, node::BaseConfigs(r14)[0].documents, Shapes(text.str()));
   ASSERT_EQ(v.size(), 2u);
   EXPECT_THAT(v[0].message, HasSubstr("machine.kubelet"));
   EXPECT_THAT(v[1].message, HasSubstr("machine.nodeLabels"));
@@ -613,4 +613,4 @@ TEST(ManifestsCommandTest, NoInspectWithTalosVersionPicksTalos) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::deploy

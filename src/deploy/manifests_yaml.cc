@@ -9,7 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 
-namespace gpulet {
+namespace gpulet::deploy {
 namespace {
 
 // yaml-cpp marks a scalar written in quotes (or as a block literal) with the non-specific
@@ -409,4 +409,4 @@ absl::Status StrategicMerge(YAML::Node target, const YAML::Node& patch, absl::st
   return MergeMap(target, patch, "", origin);
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::deploy

@@ -24,7 +24,7 @@
 #include "absl/strings/string_view.h"
 #include "yaml-cpp/yaml.h"
 
-namespace gpulet {
+namespace gpulet::deploy {
 
 // One document of a multi-document YAML file.
 struct YamlDocument {
@@ -67,6 +67,6 @@ YAML::Node NodeAtPath(const YAML::Node& root, const std::vector<std::string>& ke
 // `$patch` and other directives are refused (Unimplemented, naming `origin`).
 absl::Status StrategicMerge(YAML::Node target, const YAML::Node& patch, absl::string_view origin);
 
-}  // namespace gpulet
+}  // namespace gpulet::deploy
 
 #endif  // GPULET_DEPLOY_MANIFESTS_YAML_H_

@@ -3,7 +3,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace gpulet {
+namespace gpulet::deploy {
 namespace {
 
 using ::testing::HasSubstr;
@@ -137,4 +137,4 @@ TEST(ManifestsYamlMergeTest, RefusesDirectives) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::deploy

@@ -21,7 +21,7 @@
 #include "testing/real_tools.h"
 #include "testing/subprocess.h"
 
-namespace gpulet {
+namespace gpulet::deploy {
 namespace {
 
 using ::testing::HasSubstr;
@@ -29,7 +29,7 @@ using ::testing::HasSubstr;
 class TalosMachineryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const talos::Release& r : talos::KnownReleases()) {
+    for (const node::Release& r : node::KnownReleases()) {
       std::string tool = testing::RealTool(absl::StrCat("talos-validate-v1.", r.minor));
       GPULET_REQUIRE_REAL_TOOL(tool, absl::StrCat("talos-validate-v1.", r.minor));
     }
@@ -37,10 +37,11 @@ class TalosMachineryTest : public ::testing::Test {
 
   // gpulet's patch for Talos 1.`minor`, fitted to `current` when given.
   std::string Patch(int minor, const std::string* current = nullptr) {
-    absl::StatusOr<TalosVersion> version = ParseTalosVersion(absl::StrCat("v1.", minor, ".0"));
+    absl::StatusOr<node::TalosVersion> version =
+        node::ParseTalosVersion(absl::StrCat("v1.", minor, ".0"));
     EXPECT_TRUE(version.ok());
     absl::StatusOr<TalosExtensions> extensions =
-        ChooseTalosExtensions(NodeFacts(), *version, DriverBranch::kProduction);
+        ChooseTalosExtensions(node::NodeFacts(), *version, DriverBranch::kProduction);
     EXPECT_TRUE(extensions.ok()) << extensions.status();
     TalosCurrentConfig config;
     if (current != nullptr) config = {*current, "current.yaml"};
@@ -88,7 +89,7 @@ YAML::Node Document(const std::string& config, const std::string& kind) {
 
 // Each release takes its own patch on a node it installed, worker or control plane.
 TEST_F(TalosMachineryTest, EveryReleaseTakesItsPatchOnANodeItInstalled) {
-  for (const talos::Release& r : talos::KnownReleases()) {
+  for (const node::Release& r : node::KnownReleases()) {
     for (const char* type : {"worker", "controlplane"}) {
       testing::RunResult v = Validate(r.minor, "generated", {Patch(r.minor)}, nullptr, type);
       EXPECT_EQ(v.exit_code, 0) << r.Name() << " " << type << ": " << v.err;
@@ -103,7 +104,7 @@ TEST_F(TalosMachineryTest, EveryReleaseTakesTheImageServeMirrorPatch) {
   absl::StatusOr<std::string> mirror =
       RenderTalosRegistryMirrorPatch("192.168.1.10:5000", "--advertise");
   ASSERT_TRUE(mirror.ok()) << mirror.status();
-  for (const talos::Release& r : talos::KnownReleases()) {
+  for (const node::Release& r : node::KnownReleases()) {
     std::string out;
     testing::RunResult v = Validate(r.minor, "generated", {Patch(r.minor), *mirror}, &out);
     ASSERT_EQ(v.exit_code, 0) << r.Name() << ": " << v.err;
@@ -123,7 +124,7 @@ TEST_F(TalosMachineryTest, ANodeGoesFromOneEightToOneFourteenWithGpuletsPatchAtE
       "machine:\n  kubelet:\n    nodeIP: {validSubnets: [192.168.1.0/24]}\n"
       "    extraArgs: {rotate-server-certificates: \"true\"}\n"
       "  nodeLabels: {topology.kubernetes.io/zone: lab}\n";
-  const int first = talos::OldestRelease().minor, last = talos::NewestRelease().minor;
+  const int first = node::OldestRelease().minor, last = node::NewestRelease().minor;
   std::string config;
   testing::RunResult v = Validate(first, "generated", {user, Patch(first)}, &config);
   ASSERT_EQ(v.exit_code, 0) << v.err;
@@ -156,7 +157,7 @@ TEST_F(TalosMachineryTest, ANodeGoesFromOneEightToOneFourteenWithGpuletsPatchAtE
 // The homelab's single node: a control plane that allows scheduling, upgraded from 1.13. It
 // keeps its control-plane label and gets no control-plane taint.
 TEST_F(TalosMachineryTest, ASchedulableControlPlaneMovesToOneFourteen) {
-  const int last = talos::NewestRelease().minor;
+  const int last = node::NewestRelease().minor;
   std::string config;
   testing::RunResult v = Validate(
       last - 1, "generated", {"cluster: {allowSchedulingOnControlPlanes: true}\n", Patch(last - 1)},
@@ -175,7 +176,7 @@ TEST_F(TalosMachineryTest, ASchedulableControlPlaneMovesToOneFourteen) {
 // Without the node's configuration, the 1.14 patch is refused on a node upgraded from 1.13
 // with gpulet's earlier patch: the failure the fitted patch exists for, seen by Talos' code.
 TEST_F(TalosMachineryTest, TheUnfittedPatchIsRefusedOnAnUpgradedNode) {
-  const int last = talos::NewestRelease().minor;
+  const int last = node::NewestRelease().minor;
   std::string config;
   testing::RunResult v = Validate(last - 1, "generated", {Patch(last - 1)}, &config);
   ASSERT_EQ(v.exit_code, 0) << v.err;
@@ -185,4 +186,4 @@ TEST_F(TalosMachineryTest, TheUnfittedPatchIsRefusedOnAnUpgradedNode) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::deploy

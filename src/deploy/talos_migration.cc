@@ -10,7 +10,7 @@
 #include "common/k8s_names.h"
 #include "deploy/manifests_yaml.h"
 
-namespace gpulet {
+namespace gpulet::deploy {
 namespace {
 
 // How a v1alpha1 value becomes KubeNodeConfig's.
@@ -94,15 +94,15 @@ absl::Status CheckKey(absl::string_view origin, absl::string_view field, absl::s
 
 }  // namespace
 
-std::vector<std::string> UncarriedKubeNodeConflicts(const talos::Release& release) {
+std::vector<std::string> UncarriedKubeNodeConflicts(const node::Release& release) {
   std::vector<std::string> missing;
-  for (const talos::Conflict& c : release.conflicts) {
+  for (const node::Conflict& c : release.conflicts) {
     if (c.kind == "KubeNodeConfig" && FindCarry(c.field) == nullptr) missing.push_back(c.field);
   }
   return missing;
 }
 
-absl::StatusOr<KubeNodeMigration> PlanKubeNodeMigration(const talos::Release& release,
+absl::StatusOr<KubeNodeMigration> PlanKubeNodeMigration(const node::Release& release,
                                                         absl::string_view current,
                                                         absl::string_view origin) {
   KubeNodeMigration plan;
@@ -132,7 +132,7 @@ absl::StatusOr<KubeNodeMigration> PlanKubeNodeMigration(const talos::Release& re
 
   // The fields to move: the release's KubeNodeConfig conflicts, then the taint flag.
   std::vector<std::string> fields;
-  for (const talos::Conflict& c : release.conflicts) {
+  for (const node::Conflict& c : release.conflicts) {
     if (c.kind == "KubeNodeConfig") fields.push_back(c.field);
   }
   // Built in place: a pushed temporary here meets GCC 12's false -Warray-bounds in libstdc++.
@@ -237,4 +237,4 @@ FitPatchCommands FitPatchCommandsFor(absl::string_view version) {
           "talosctl -n <node> patch machineconfig --patch @gpu-node-patch.yaml"};
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::deploy

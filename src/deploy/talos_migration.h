@@ -25,7 +25,7 @@
 #include "node/talos_releases.h"
 #include "yaml-cpp/yaml.h"
 
-namespace gpulet {
+namespace gpulet::deploy {
 
 // The largest machine configuration gpulet reads (`gpulet manifests --talos-current-config`,
 // doctor's talos.config): a few tens of KiB usually; one with inline manifests can be more.
@@ -52,13 +52,13 @@ struct KubeNodeMigration {
 // KubeNodeConfig document. Errors (InvalidArgument, naming `origin` and the field): not YAML,
 // no v1alpha1 document, a field of an unexpected shape, or a value Talos 1.14 has no place
 // for (say which and what to do).
-absl::StatusOr<KubeNodeMigration> PlanKubeNodeMigration(const talos::Release& release,
+absl::StatusOr<KubeNodeMigration> PlanKubeNodeMigration(const node::Release& release,
                                                         absl::string_view current,
                                                         absl::string_view origin);
 
 // The v1alpha1 fields of the release's KubeNodeConfig conflicts that kCarries does not say
 // how to move (empty when the table is complete; for the table's test).
-std::vector<std::string> UncarriedKubeNodeConflicts(const talos::Release& release);
+std::vector<std::string> UncarriedKubeNodeConflicts(const node::Release& release);
 
 // The commands that fit gpulet's patch for Talos `version` ("v1.14", "v1.14.1") to a node's
 // configuration and apply it, for the patch's header and doctor's talos.config fix: the one
@@ -70,6 +70,6 @@ struct FitPatchCommands {
 };
 FitPatchCommands FitPatchCommandsFor(absl::string_view version);
 
-}  // namespace gpulet
+}  // namespace gpulet::deploy
 
 #endif  // GPULET_DEPLOY_TALOS_MIGRATION_H_

@@ -21,8 +21,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > (1 << 16)) return 0;  // callers cap the file at 4 MiB; keep runs fast
   const std::string text(reinterpret_cast<const char*>(data), size);
-  absl::StatusOr<gpulet::KubeNodeMigration> plan =
-      gpulet::PlanKubeNodeMigration(gpulet::talos::NewestRelease(), text, "fuzz.yaml");
+  absl::StatusOr<gpulet::deploy::KubeNodeMigration> plan =
+      gpulet::deploy::PlanKubeNodeMigration(gpulet::node::NewestRelease(), text, "fuzz.yaml");
   if (!plan.ok()) {
     if (plan.status().code() != absl::StatusCode::kInvalidArgument) std::abort();
     if (plan.status().message().empty()) std::abort();
@@ -30,8 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   for (const YAML::Node& node : {plan->deletes, plan->carried}) {
     if (!node.IsMap()) continue;
-    absl::StatusOr<std::vector<gpulet::YamlDocument>> back =
-        gpulet::SplitYamlDocuments(gpulet::EmitYaml(node), "printed");
+    absl::StatusOr<std::vector<gpulet::deploy::YamlDocument>> back =
+        gpulet::deploy::SplitYamlDocuments(gpulet::deploy::EmitYaml(node), "printed");
     if (!back.ok() || back->size() > 1) std::abort();
   }
   return 0;

@@ -11,13 +11,13 @@
 #include "gtest/gtest.h"
 #include "node/talos_releases.h"
 
-namespace gpulet {
+namespace gpulet::deploy {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-const talos::Release& Release(int minor) { return *talos::FindRelease(1, minor)->release; }
+const node::Release& Release(int minor) { return *node::FindRelease(1, minor)->release; }
 
 // A worker configured by Talos 1.13 with gpulet's 1.13 patch and the user's own node IP.
 constexpr char kUpgradedWorker[] = R"(version: v1alpha1
@@ -46,7 +46,7 @@ auto: stable
 )";
 
 TEST(TalosMigrationTest, EveryKubeNodeConflictOfTheTableHasACarryRule) {
-  for (const talos::Release& r : talos::KnownReleases()) {
+  for (const node::Release& r : node::KnownReleases()) {
     EXPECT_THAT(UncarriedKubeNodeConflicts(r), ::testing::IsEmpty()) << r.Name();
   }
 }
@@ -166,4 +166,4 @@ TEST(TalosMigrationTest, BadConfigurationsAreRefusedNamingTheFileAndField) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::deploy

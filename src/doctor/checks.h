@@ -31,12 +31,12 @@ inline constexpr char kTalosModulesYaml[] =
 // Everything the checks share: the inputs, plus facts worked out once.
 struct Context {
   const HostFs& host;
-  const Inventory& inv;
+  const gpu::Inventory& inv;
   const DoctorInput& input;
-  OsInfo os;
+  node::OsInfo os;
   std::optional<TalosExpectations> talos;  // unset off Talos and on unsupported releases
   std::string talos_unsupported;           // why a Talos release has no row (older than 1.8)
-  std::vector<const Gpu*> pci_gpus;        // NVIDIA GPUs on the PCI bus
+  std::vector<const gpu::Gpu*> pci_gpus;   // NVIDIA GPUs on the PCI bus
   std::optional<cdi::SpecCatalog> catalog;
 };
 
@@ -45,7 +45,7 @@ void Worsen(CheckResult* r, Verdict v);
 // Appends at most kMaxListed of `lines`, then "... and N more".
 void AddLimited(std::vector<std::string>* out, const std::vector<std::string>& lines);
 // "0000:01:00.0 (NVIDIA GeForce RTX 3080, Ampere)".
-std::string GpuLabel(const Gpu& gpu);
+std::string GpuLabel(const gpu::Gpu& gpu);
 // "Talos 1.12.1".
 std::string TalosName(const Context& c);
 // The fix text for loading the kernel modules, per OS.

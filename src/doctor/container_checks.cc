@@ -64,7 +64,7 @@ CheckResult CheckCdiSpecs(const Context& c) {
       r.verdict = Verdict::kFail;
       r.summary = absl::StrCat("no CDI spec in ", dirs, ", but ", TalosName(c),
                                " gives containers GPUs only through CDI");
-      const talos::Release& row = *c.talos->release;
+      const node::Release& row = *c.talos->release;
       r.evidence.push_back(absl::StrCat(c.talos->label, ": ", row.cdi_spec_writer.value, " writes ",
                                         row.cdi_spec_path.value, " [", row.cdi_spec_writer.source,
                                         "]"));
@@ -175,7 +175,7 @@ CheckResult CheckCdiResolve(const Context& c) {
   for (const std::string& line : resolved) r.evidence.push_back(line);
   // Devices named by UUID must be GPUs of this node, or the spec was written elsewhere.
   std::set<std::string> uuids;
-  for (const Gpu& g : c.inv.gpus) {
+  for (const gpu::Gpu& g : c.inv.gpus) {
     if (!g.uuid.empty()) uuids.insert(g.uuid);
   }
   std::vector<std::string> stale;
@@ -224,7 +224,7 @@ std::vector<std::pair<std::string, const cdi::ContainerEdits*>> AllEdits(const c
 
 // "1.13": the first release whose rootfs may carry /usr/bin/nvidia-cdi-hook.
 std::string FirstReleaseWithHookLinks() {
-  for (const talos::Release& r : talos::KnownReleases()) {
+  for (const node::Release& r : node::KnownReleases()) {
     if (r.hook_links_in_usr_bin.value) return absl::StrCat(r.major, ".", r.minor);
   }
   return "no known release";

@@ -54,10 +54,10 @@ void AddLimited(std::vector<std::string>* out, const std::vector<std::string>& l
   }
 }
 
-std::string GpuLabel(const Gpu& gpu) {
-  std::string arch = gpu.architecture == Architecture::kUnknown
+std::string GpuLabel(const gpu::Gpu& gpu) {
+  std::string arch = gpu.architecture == node::Architecture::kUnknown
                          ? ""
-                         : absl::StrCat(", ", ArchitectureName(gpu.architecture));
+                         : absl::StrCat(", ", node::ArchitectureName(gpu.architecture));
   return absl::StrCat(gpu.bus_id.empty() ? gpu.uuid : gpu.bus_id, " (",
                       gpu.name.empty() ? "unknown NVIDIA GPU" : gpu.name, arch, ")");
 }
@@ -125,15 +125,15 @@ std::vector<CheckResult> CheckHealth(const Context& c, const HealthSource* healt
 
 }  // namespace
 
-std::vector<GpuHealth> HealthFromStatus(const StatusReport& report) {
+std::vector<GpuHealth> HealthFromStatus(const state::StatusReport& report) {
   std::vector<GpuHealth> out;
-  for (const GpuStatus& g : report.gpus) {
+  for (const state::GpuStatus& g : report.gpus) {
     GpuHealth h;
     h.gpu = g.index
                 ? absl::StrCat("GPU ", *g.index, " (", g.uuid.empty() ? g.pci_bus_id : g.uuid, ")")
                 : (g.uuid.empty() ? g.pci_bus_id : g.uuid);
-    h.healthy = g.health != HealthState::kUnhealthy;
-    h.degraded = g.health == HealthState::kDegraded;
+    h.healthy = g.health != state::HealthState::kUnhealthy;
+    h.degraded = g.health == state::HealthState::kDegraded;
     h.reason = g.reason.value_or(h.healthy ? "" : "unhealthy (no reason given)");
     h.fix = g.action.value_or("");
     out.push_back(std::move(h));
@@ -174,11 +174,11 @@ absl::string_view VerdictName(Verdict verdict) {
 
 TalosExpectations ExpectationsFor(int major, int minor) {
   TalosExpectations t;
-  const talos::Release* row = nullptr;
+  const node::Release* row = nullptr;
   if (major == 0) {
-    row = &talos::NewestRelease();
+    row = &node::NewestRelease();
     t.warning = absl::StrCat("the Talos version is unknown; assuming ", row->Name());
-  } else if (absl::StatusOr<talos::Match> m = talos::FindRelease(major, minor); m.ok()) {
+  } else if (absl::StatusOr<node::Match> m = node::FindRelease(major, minor); m.ok()) {
     row = m->release;
     t.warning = m->warning;
   } else {
@@ -189,7 +189,7 @@ TalosExpectations ExpectationsFor(int major, int minor) {
   t.release = row;
   t.label = row->Name();
   t.library_dir = row->layout.value.library_dir;
-  t.cdi_mode = row->runtime_mode.value == talos::RuntimeMode::kCdi;
+  t.cdi_mode = row->runtime_mode.value == node::RuntimeMode::kCdi;
   t.needs_bpf_jit_harden_1 = row->needs_bpf_jit_harden_1.value;
   t.kernel_module_config_docs = row->KernelModuleDocuments();
   return t;
@@ -213,7 +213,7 @@ const CheckResult* Report::Find(absl::string_view id) const {
 
 Report RunDoctor(const DoctorInput& input) {
   Context c{*input.host, *input.inventory, input, {}, std::nullopt, "", {}, std::nullopt};
-  c.os = ReadOsRelease(c.host);
+  c.os = node::ReadOsRelease(c.host);
   if (c.os.talos) {
     TalosExpectations t = ExpectationsFor(c.os.talos_major, c.os.talos_minor);
     if (t.release != nullptr) {
@@ -222,7 +222,7 @@ Report RunDoctor(const DoctorInput& input) {
       c.talos_unsupported = t.warning;
     }
   }
-  for (const Gpu& g : c.inv.gpus) {
+  for (const gpu::Gpu& g : c.inv.gpus) {
     if (g.on_pci) c.pci_gpus.push_back(&g);
   }
 
@@ -235,7 +235,7 @@ Report RunDoctor(const DoctorInput& input) {
   bool have_gpu = !c.pci_gpus.empty();
   if (!c.inv.pci_status.ok()) {
     // No PCI view: fall back on NVML's, so a pod without /sys still gets the other checks.
-    for (const Gpu& g : c.inv.gpus) have_gpu |= g.in_nvml;
+    for (const gpu::Gpu& g : c.inv.gpus) have_gpu |= g.in_nvml;
   }
 
   using CheckFn = CheckResult (*)(const Context&);

@@ -79,8 +79,8 @@ struct TalosExpectations {
   std::string library_dir;              // where the toolkit extension puts libnvidia-ml & co.
   bool cdi_mode = false;                // containers get GPUs through CDI (1.13+), not legacy mode
   bool needs_bpf_jit_harden_1 = false;  // legacy nvidia-container-cli loads BPF programs
-  bool kernel_module_config_docs = false;   // 1.14+: KernelModuleConfig, not machine.kernel
-  const talos::Release* release = nullptr;  // the row; null when unsupported (older than 1.8)
+  bool kernel_module_config_docs = false;  // 1.14+: KernelModuleConfig, not machine.kernel
+  const node::Release* release = nullptr;  // the row; null when unsupported (older than 1.8)
   std::string warning;  // newer than the table (row = newest), or why it is unsupported
 };
 // major 0 (an unparseable version) gets the newest row, with a warning.
@@ -97,7 +97,7 @@ struct GpuHealth {
 };
 
 // Each GPU of a running daemon's /status, as GpuHealth.
-std::vector<GpuHealth> HealthFromStatus(const StatusReport& report);
+std::vector<GpuHealth> HealthFromStatus(const state::StatusReport& report);
 
 // Where GPU health comes from (see the header comment). Implementations must be safe to
 // call from the thread running the doctor.
@@ -109,9 +109,9 @@ class HealthSource {
 };
 
 struct DoctorInput {
-  const HostFs* host = nullptr;          // REQUIRES: non-null
-  const Inventory* inventory = nullptr;  // REQUIRES: non-null; from DiscoverNode
-  const HealthSource* health = nullptr;  // null: health is "not checked"
+  const HostFs* host = nullptr;               // REQUIRES: non-null
+  const gpu::Inventory* inventory = nullptr;  // REQUIRES: non-null; from DiscoverNode
+  const HealthSource* health = nullptr;       // null: health is "not checked"
   // CDI spec directories (host paths), lowest priority first; empty = the defaults.
   std::vector<std::string> cdi_spec_dirs;
   // From the daemon's configuration (`gpulet serve --config`): whether its Allocate answers
@@ -137,7 +137,7 @@ struct DoctorInput {
 
 struct Report {
   std::string host_root;
-  OsInfo os;
+  node::OsInfo os;
   std::vector<CheckResult> checks;
 
   // 0 when nothing warned or failed, 1 with warnings only, 3 with any failure (2 is the

@@ -30,9 +30,9 @@ std::string TestRoot(const std::string& name) {
   return absl::StrCat(GPULET_SOURCE_DIR, "/tests/fixtures/hostroots/", name);
 }
 
-DeviceIdentity Identity(unsigned index, const std::string& uuid, const std::string& bus,
-                        unsigned minor) {
-  DeviceIdentity id;
+gpu::DeviceIdentity Identity(unsigned index, const std::string& uuid, const std::string& bus,
+                             unsigned minor) {
+  gpu::DeviceIdentity id;
   id.index = index;
   id.uuid = uuid;
   id.bus_id = absl::StrCat("0000", bus);
@@ -43,13 +43,13 @@ DeviceIdentity Identity(unsigned index, const std::string& uuid, const std::stri
 // What discovery would build for `root` with NVML reporting `ids` (OK status) or failing
 // with `nvml` (then `ids` must be empty). No real NVML is touched, so the verdicts do not
 // depend on the machine the test runs on.
-Inventory InventoryFor(const std::string& root, const std::vector<DeviceIdentity>& ids,
-                       absl::Status nvml, const std::string& driver = "") {
+gpu::Inventory InventoryFor(const std::string& root, const std::vector<gpu::DeviceIdentity>& ids,
+                            absl::Status nvml, const std::string& driver = "") {
   HostFs host(root);
-  Inventory inv = BuildInventory(nullptr, host, nvml);
-  std::vector<absl::StatusOr<DeviceIdentity>> identities(ids.begin(), ids.end());
-  absl::StatusOr<std::vector<PciGpu>> pci = ScanPciGpus(host);
-  inv.gpus = MergeGpuViews(identities, pci.ok() ? *pci : std::vector<PciGpu>{});
+  gpu::Inventory inv = gpu::BuildInventory(nullptr, host, nvml);
+  std::vector<absl::StatusOr<gpu::DeviceIdentity>> identities(ids.begin(), ids.end());
+  absl::StatusOr<std::vector<node::PciGpu>> pci = node::ScanPciGpus(host);
+  inv.gpus = gpu::MergeGpuViews(identities, pci.ok() ? *pci : std::vector<node::PciGpu>{});
   if (nvml.ok()) {
     inv.system.driver_version = driver;
     inv.system.library_path = "/usr/local/lib/libnvidia-ml.so.1";
@@ -58,7 +58,7 @@ Inventory InventoryFor(const std::string& root, const std::vector<DeviceIdentity
   return inv;
 }
 
-Report Diagnose(const std::string& root, const Inventory& inv,
+Report Diagnose(const std::string& root, const gpu::Inventory& inv,
                 const HealthSource* health = nullptr) {
   HostFs host(root);
   DoctorInput in;
@@ -175,7 +175,7 @@ TEST(DoctorTest, BlackwellFixWithoutTalos) {
 
 TEST(DoctorTest, Talos18LegacyModeNeedsTheBpfSysctl) {
   std::string root = TestRoot("talos-1.8");
-  Inventory inv =
+  gpu::Inventory inv =
       InventoryFor(root, {Identity(0, "GPU-a", "0000:01:00.0", 0)}, absl::OkStatus(), "550.127.05");
   Report r = Diagnose(root, inv);
   EXPECT_EQ(r.ExitCode(), 3);
@@ -200,14 +200,17 @@ TEST(DoctorTest, Talos18LegacyModeNeedsTheBpfSysctl) {
 TEST(DoctorTest, DamagedNonLibraryAndForeignFilesAreDiagnosedAsSuch) {
   std::string root = TestRoot("talos-1.12");
   struct Case {
-    NvmlLoadAttempt::Reason reason;
+    gpu::NvmlLoadAttempt::Reason reason;
     const char* says;
   };
-  for (const Case& c : {Case{NvmlLoadAttempt::Reason::kDamaged, "truncated or damaged"},
-                        Case{NvmlLoadAttempt::Reason::kNotALibrary, "not a shared library file"},
-                        Case{NvmlLoadAttempt::Reason::kIncompatible, "another architecture"}}) {
-    Inventory inv = InventoryFor(root, {}, absl::FailedPreconditionError("NVML could not be used"));
-    inv.nvml_attempts = {{"/x/libnvidia-ml.so.1", "--nvml-lib", NvmlLoadAttempt::Result::kRejected,
+  for (const Case& c :
+       {Case{gpu::NvmlLoadAttempt::Reason::kDamaged, "truncated or damaged"},
+        Case{gpu::NvmlLoadAttempt::Reason::kNotALibrary, "not a shared library file"},
+        Case{gpu::NvmlLoadAttempt::Reason::kIncompatible, "another architecture"}}) {
+    gpu::Inventory inv =
+        InventoryFor(root, {}, absl::FailedPreconditionError("NVML could not be used"));
+    inv.nvml_attempts = {{"/x/libnvidia-ml.so.1", "--nvml-lib",
+                          gpu::NvmlLoadAttempt::Result::kRejected,
                           absl::InvalidArgumentError("/x/libnvidia-ml.so.1 is bad"), c.reason}};
     Report r = Diagnose(root, inv);
     EXPECT_EQ(VerdictOf(r, "nvml.load"), Verdict::kFail);
@@ -220,15 +223,16 @@ TEST(DoctorTest, DamagedNonLibraryAndForeignFilesAreDiagnosedAsSuch) {
 TEST(DoctorTest, Talos112FieldReportFailures) {
   std::string root = TestRoot("talos-1.12");
   // NVML: the library exists where Talos 1.12 keeps it, but needs a newer glibc than gpulet's.
-  Inventory inv = InventoryFor(root, {}, absl::FailedPreconditionError("NVML could not be used"));
+  gpu::Inventory inv =
+      InventoryFor(root, {}, absl::FailedPreconditionError("NVML could not be used"));
   inv.nvml_attempts = {
-      {"libnvidia-ml.so.1 via the dynamic loader", "loader", NvmlLoadAttempt::Result::kAbsent,
+      {"libnvidia-ml.so.1 via the dynamic loader", "loader", gpu::NvmlLoadAttempt::Result::kAbsent,
        absl::NotFoundError("the dynamic loader found no libnvidia-ml.so.1")},
       {"/usr/local/glibc/usr/lib/libnvidia-ml.so.1", "Talos 1.9 to 1.12",
-       NvmlLoadAttempt::Result::kRejected,
+       gpu::NvmlLoadAttempt::Result::kRejected,
        absl::FailedPreconditionError("/usr/local/glibc/usr/lib/libnvidia-ml.so.1 needs "
                                      "GLIBC_2.38 but gpulet runs with glibc 2.36"),
-       NvmlLoadAttempt::Reason::kNeedsNewerGlibc}};
+       gpu::NvmlLoadAttempt::Reason::kNeedsNewerGlibc}};
   Report r = Diagnose(root, inv);
   EXPECT_EQ(r.ExitCode(), 3);
   EXPECT_EQ(VerdictOf(r, "nvml.load"), Verdict::kFail);
@@ -266,7 +270,7 @@ TEST(DoctorTest, Talos112FieldReportFailures) {
 // none): the names gpulet answers with must resolve, else every GPU pod fails.
 TEST(DoctorTest, GpuletCdiNamesMustResolve) {
   std::string root = SimRoot("homelab");
-  Inventory inv =
+  gpu::Inventory inv =
       InventoryFor(root,
                    {Identity(0, "GPU-3f9d6c2e-1b7a-4e0c-9d35-a1c2e3f43080", "0000:01:00.0", 0),
                     Identity(1, "GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090", "0000:02:00.0", 1)},
@@ -305,7 +309,7 @@ TEST(DoctorTest, GpuletCdiNamesMustResolve) {
 
 TEST(DoctorTest, Talos113CdiModeWithoutSpec) {
   std::string root = TestRoot("talos-1.13");
-  Inventory inv =
+  gpu::Inventory inv =
       InventoryFor(root, {Identity(0, "GPU-b", "0000:01:00.0", 0)}, absl::OkStatus(), "595.91.07");
   Report r = Diagnose(root, inv);
   EXPECT_EQ(r.ExitCode(), 3);
@@ -353,7 +357,7 @@ TEST(DoctorTest, LibrariesInAnotherTalosVersionsPlace) {
   // Talos 1.12 with an extension built for 1.13: the libraries sit in /usr/local/lib.
   RootCopy root(TestRoot("talos-1.13"));
   root.Write("etc/os-release", "ID=talos\nVERSION_ID=v1.12.0\n");
-  Inventory inv = InventoryFor(root.path(), {}, NotFound());
+  gpu::Inventory inv = InventoryFor(root.path(), {}, NotFound());
   Report r = Diagnose(root.path(), inv);
   EXPECT_EQ(VerdictOf(r, "driver.userspace"), Verdict::kFail);
   std::string t = Text(r, "driver.userspace");
@@ -469,7 +473,7 @@ const std::vector<TalosCase>& TalosCases() {
   return *kCases;
 }
 
-Inventory TalosInventory(const std::string& root, const std::string& driver, bool nvml) {
+gpu::Inventory TalosInventory(const std::string& root, const std::string& driver, bool nvml) {
   if (!nvml) return InventoryFor(root, {}, NotFound());
   return InventoryFor(root, {Identity(0, "GPU-b", "0000:01:00.0", 0)}, absl::OkStatus(), driver);
 }
@@ -522,7 +526,7 @@ TEST(DoctorTalosReleasesTest, UnsupportedAndNewerReleases) {
 // patch is a WARN whose fix renders the patch fitted to it; one installed with 1.14 passes.
 TEST(DoctorTalosReleasesTest, AnUpgradedMachineConfigurationIsFound) {
   RootCopy root(TestRoot("talos-1.14"));
-  Inventory inv = TalosInventory(root.path(), "595.91.07", true);
+  gpu::Inventory inv = TalosInventory(root.path(), "595.91.07", true);
   Report r = Diagnose(root.path(), inv);
   EXPECT_EQ(VerdictOf(r, "talos.config"), Verdict::kNotChecked);
   EXPECT_THAT(Text(r, "talos.config"), HasSubstr("--talos-current-config current.yaml"));
@@ -556,7 +560,7 @@ TEST(DoctorTest, KernelAndUserspaceVersionsMustMatch) {
   RootCopy root(TestRoot("talos-1.13"));
   root.Write("proc/driver/nvidia/version",
              "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build\n");
-  Inventory inv = InventoryFor(root.path(), {}, NotFound());
+  gpu::Inventory inv = InventoryFor(root.path(), {}, NotFound());
   Report r = Diagnose(root.path(), inv);
   EXPECT_EQ(VerdictOf(r, "driver.userspace"), Verdict::kFail);
   EXPECT_THAT(Text(r, "driver.userspace"), HasSubstr("595.91.07 do not match kernel module "
@@ -590,7 +594,7 @@ TEST(DoctorTest, TalosWithoutKmodExtension) {
 
 TEST(DoctorTest, ContainerdOnADebianHost) {
   RootCopy root(SimRoot("h200"));
-  Inventory inv = InventoryFor(root.path(), {}, NotFound());
+  gpu::Inventory inv = InventoryFor(root.path(), {}, NotFound());
   Report r = Diagnose(root.path(), inv);
   EXPECT_EQ(VerdictOf(r, "containerd"), Verdict::kPass) << Text(r, "containerd");
   EXPECT_THAT(Text(r, "containerd"), HasSubstr("enable_cdi = true"));
@@ -603,7 +607,7 @@ TEST(DoctorTest, ContainerdOnADebianHost) {
 // A HealthSource answering from a StatusReport, as `--daemon-address` does from /status.
 class FakeHealth final : public HealthSource {
  public:
-  explicit FakeHealth(StatusReport report) : report_(std::move(report)) {}
+  explicit FakeHealth(state::StatusReport report) : report_(std::move(report)) {}
   absl::StatusOr<std::vector<GpuHealth>> GpuHealthStates() const override {
     if (!reachable) return absl::UnavailableError("cannot reach gpulet serve at 127.0.0.1:9400");
     return HealthFromStatus(report_);
@@ -611,12 +615,12 @@ class FakeHealth final : public HealthSource {
   bool reachable = true;
 
  private:
-  StatusReport report_;
+  state::StatusReport report_;
 };
 
-GpuStatus StatusOf(unsigned index, std::string uuid, HealthState health, std::string reason = "",
-                   std::string action = "") {
-  GpuStatus g;
+state::GpuStatus StatusOf(unsigned index, std::string uuid, state::HealthState health,
+                          std::string reason = "", std::string action = "") {
+  state::GpuStatus g;
   g.index = index;
   g.uuid = std::move(uuid);
   g.health = health;
@@ -627,35 +631,38 @@ GpuStatus StatusOf(unsigned index, std::string uuid, HealthState health, std::st
 
 TEST(DoctorTest, GpuHealthFromTheDaemon) {
   std::string root = TestRoot("talos-1.13");
-  Inventory inv =
+  gpu::Inventory inv =
       InventoryFor(root, {Identity(0, "GPU-b", "0000:01:00.0", 0)}, absl::OkStatus(), "595.91.07");
   Report without = Diagnose(root, inv);
   EXPECT_EQ(VerdictOf(without, "gpu.health"), Verdict::kNotChecked);
   EXPECT_THAT(without.Find("gpu.health")->summary, HasSubstr("--daemon-address"));
 
   struct Case {
-    std::vector<GpuStatus> gpus;
+    std::vector<state::GpuStatus> gpus;
     Verdict verdict;
     std::string text;
   };
   const Case cases[] = {
-      {{StatusOf(0, "GPU-a", HealthState::kHealthy)}, Verdict::kPass, "GPU 0 (GPU-a): healthy"},
-      {{StatusOf(0, "GPU-a", HealthState::kHealthy),
-        StatusOf(1, "GPU-b", HealthState::kUnhealthy, "XID 79: the GPU has fallen off the bus",
-                 "reboot the node")},
+      {{StatusOf(0, "GPU-a", state::HealthState::kHealthy)},
+       Verdict::kPass,
+       "GPU 0 (GPU-a): healthy"},
+      {{StatusOf(0, "GPU-a", state::HealthState::kHealthy),
+        StatusOf(1, "GPU-b", state::HealthState::kUnhealthy,
+                 "XID 79: the GPU has fallen off the bus", "reboot the node")},
        Verdict::kFail,
        "GPU 1 (GPU-b): reboot the node"},
-      {{StatusOf(0, "GPU-a", HealthState::kDegraded, "row remapping pending", "reset the GPU")},
+      {{StatusOf(0, "GPU-a", state::HealthState::kDegraded, "row remapping pending",
+                 "reset the GPU")},
        Verdict::kWarn,
        "degraded (still scheduled): row remapping pending"},
       // A fatal verdict is not lowered by a degraded GPU listed after it.
-      {{StatusOf(0, "GPU-a", HealthState::kUnhealthy, "XID 48"),
-        StatusOf(1, "GPU-b", HealthState::kDegraded, "row remapping pending")},
+      {{StatusOf(0, "GPU-a", state::HealthState::kUnhealthy, "XID 48"),
+        StatusOf(1, "GPU-b", state::HealthState::kDegraded, "row remapping pending")},
        Verdict::kFail,
        "XID 48"},
   };
   for (const Case& c : cases) {
-    StatusReport report;
+    state::StatusReport report;
     report.nvml_ok = true;
     report.gpus = c.gpus;
     FakeHealth health(report);
@@ -663,7 +670,7 @@ TEST(DoctorTest, GpuHealthFromTheDaemon) {
     EXPECT_EQ(VerdictOf(r, "gpu.health"), c.verdict) << Text(r, "gpu.health");
     EXPECT_THAT(Text(r, "gpu.health"), HasSubstr(c.text));
   }
-  FakeHealth unreachable(StatusReport{});
+  FakeHealth unreachable(state::StatusReport{});
   unreachable.reachable = false;
   Report r = Diagnose(root, inv, &unreachable);
   EXPECT_EQ(VerdictOf(r, "gpu.health"), Verdict::kNotChecked);
@@ -691,13 +698,13 @@ std::string KmsgRoot(const testing::ScratchDir& dir, const std::string& records)
 }
 
 Report DiagnoseKmsg(const std::string& root) {
-  Inventory inv = InventoryFor(root, {}, absl::NotFoundError("no NVML here"));
+  gpu::Inventory inv = InventoryFor(root, {}, absl::NotFoundError("no NVML here"));
   return Diagnose(root, inv);
 }
 
 TEST(DoctorKernelLogTest, Xid79IsAFailWithTheRebootAction) {
   FixtureRoot root("talos-1.10-xid79");
-  Inventory inv = InventoryFor(root.path(), {}, absl::NotFoundError("no NVML here"));
+  gpu::Inventory inv = InventoryFor(root.path(), {}, absl::NotFoundError("no NVML here"));
   Report r = Diagnose(root.path(), inv);
   const CheckResult* k = r.Find("kernel.log");
   ASSERT_NE(k, nullptr);
@@ -711,7 +718,8 @@ TEST(DoctorKernelLogTest, Xid79IsAFailWithTheRebootAction) {
               HasSubstr("XID 79 (GPU_HAS_FALLEN_OFF_THE_BUS) on 0000:01:00.0 "
                         "(GPU-3f1c2b7e-0d8a-4c55-9e21-6a7b8c9d0e1f), 2 times"));
   EXPECT_THAT(Text(r, "kernel.log"), HasSubstr("NVIDIA: immediate RESTART_BM"));
-  EXPECT_THAT(k->fix, HasSubstr(std::string(GpuActionDescription(GpuAction::kRebootNode))));
+  EXPECT_THAT(k->fix,
+              HasSubstr(std::string(health::GpuActionDescription(health::GpuAction::kRebootNode))));
   EXPECT_THAT(k->fix, HasSubstr("if it comes back after that: inspect-hardware"));
   // The application's XID 13 is listed but asks for nothing.
   EXPECT_THAT(Text(r, "kernel.log"), HasSubstr("XID 13 (GR_EXCEPTION)"));
@@ -837,7 +845,7 @@ TEST(DoctorCommandTest, NoGpuFixtureExitsThree) {
 // doctor must say so plainly and exit 3 (a failed check).
 TEST(DoctorCommandTest, RealMachineWithoutGpu) {
   HostFs real("/");
-  absl::StatusOr<std::vector<PciGpu>> gpus = ScanPciGpus(real);
+  absl::StatusOr<std::vector<node::PciGpu>> gpus = node::ScanPciGpus(real);
   if (gpus.ok() && !gpus->empty()) GTEST_SKIP() << "this machine has an NVIDIA GPU";
   testing::RunResult r = testing::RunProgram({Gpulet(), "doctor"});
   EXPECT_EQ(r.exit_code, 3) << r.out << r.err;

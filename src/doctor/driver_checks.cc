@@ -55,17 +55,17 @@ CheckResult CheckOs(const Context& c) {
     return r;
   }
   const TalosExpectations& t = *c.talos;
-  const talos::Release& row = *t.release;
+  const node::Release& row = *t.release;
   r.summary = absl::StrCat(TalosName(c), " (", t.label, "): NVIDIA libraries expected in ",
                            t.library_dir, "; containers get GPUs through ",
                            t.cdi_mode ? absl::StrCat("CDI (", row.cdi_spec_writer.value, " writes ",
                                                      row.cdi_spec_path.value, ")")
                                       : std::string("the nvidia runtime in legacy mode or CDI"));
   // The facts the other checks use, each with where it comes from.
-  const talos::LibraryLayout& l = row.layout.value;
+  const node::LibraryLayout& l = row.layout.value;
   r.evidence.push_back(absl::StrCat("libraries in ", l.library_dir, ", glibc ", l.libc,
                                     ", ld.so.cache ", l.ld_so_cache, " [", row.layout.source, "]"));
-  r.evidence.push_back(absl::StrCat("runtime mode ", talos::RuntimeModeName(row.runtime_mode.value),
+  r.evidence.push_back(absl::StrCat("runtime mode ", node::RuntimeModeName(row.runtime_mode.value),
                                     " [", row.runtime_mode.source, "]"));
   r.evidence.push_back(absl::StrCat("containerd ", row.containerd_major.value, ", CDI ",
                                     row.containerd_cdi_enabled.value ? "enabled" : "disabled", " [",
@@ -110,7 +110,7 @@ CheckResult CheckGpuPresent(const Context& c) {
   r.verdict = Verdict::kPass;
   r.summary = absl::StrCat(c.pci_gpus.size(), " NVIDIA GPU", c.pci_gpus.size() == 1 ? "" : "s",
                            " on the PCI bus");
-  for (const Gpu* g : c.pci_gpus) r.evidence.push_back(GpuLabel(*g));
+  for (const gpu::Gpu* g : c.pci_gpus) r.evidence.push_back(GpuLabel(*g));
   return r;
 }
 
@@ -118,7 +118,7 @@ CheckResult CheckDriverBound(const Context& c) {
   CheckResult r = CheckResultFor("gpu.driver");
   r.verdict = Verdict::kPass;
   std::vector<std::string> fixes;
-  for (const Gpu* g : c.pci_gpus) {
+  for (const gpu::Gpu* g : c.pci_gpus) {
     std::string where =
         c.host.Describe(absl::StrCat("/sys/bus/pci/devices/", g->bus_id, "/driver"));
     if (g->kernel_driver == "nvidia") {
@@ -163,7 +163,7 @@ CheckResult CheckDriverBound(const Context& c) {
     }
   }
   size_t bound = 0;
-  for (const Gpu* g : c.pci_gpus) bound += g->kernel_driver == "nvidia";
+  for (const gpu::Gpu* g : c.pci_gpus) bound += g->kernel_driver == "nvidia";
   r.summary = r.verdict == Verdict::kPass ? "every GPU is bound to the nvidia driver"
                                           : absl::StrCat(bound, " of ", c.pci_gpus.size(),
                                                          " GPUs bound to the nvidia driver");
@@ -174,15 +174,16 @@ CheckResult CheckDriverBound(const Context& c) {
 
 CheckResult CheckFlavor(const Context& c) {
   CheckResult r = CheckResultFor("driver.flavor");
-  const DriverInfo& d = c.inv.driver;
-  if (d.flavor == DriverFlavor::kUnknown) {
+  const node::DriverInfo& d = c.inv.driver;
+  if (d.flavor == node::DriverFlavor::kUnknown) {
     std::vector<std::string> needs;
-    for (const Gpu* g : c.pci_gpus) {
-      if (g->module_flavor == ModuleFlavor::kEither) continue;
+    for (const gpu::Gpu* g : c.pci_gpus) {
+      if (g->module_flavor == node::ModuleFlavor::kEither) continue;
       needs.push_back(absl::StrCat(
-          GpuLabel(*g), " needs ", ModuleFlavorName(g->module_flavor),
-          c.talos ? absl::StrCat(" (Talos extension ", TalosExtensionFor(g->module_flavor), ")")
-                  : ""));
+          GpuLabel(*g), " needs ", node::ModuleFlavorName(g->module_flavor),
+          c.talos
+              ? absl::StrCat(" (Talos extension ", node::TalosExtensionFor(g->module_flavor), ")")
+              : ""));
     }
     r = NotCheckedResult(
         r.id,
@@ -195,27 +196,27 @@ CheckResult CheckFlavor(const Context& c) {
   r.evidence.push_back(
       absl::StrCat(c.host.Describe("/proc/driver/nvidia/version"), ": ", d.nvrm_line));
   std::vector<std::string> bad;
-  ModuleFlavor wanted = ModuleFlavor::kEither;
-  for (const Gpu* g : c.pci_gpus) {
-    if (DriverFlavorSupports(d.flavor, g->module_flavor)) continue;
+  node::ModuleFlavor wanted = node::ModuleFlavor::kEither;
+  for (const gpu::Gpu* g : c.pci_gpus) {
+    if (node::DriverFlavorSupports(d.flavor, g->module_flavor)) continue;
     bad.push_back(GpuLabel(*g));
     wanted = g->module_flavor;
   }
   if (bad.empty()) {
-    r.summary = absl::StrCat("the ", DriverFlavorName(d.flavor),
+    r.summary = absl::StrCat("the ", node::DriverFlavorName(d.flavor),
                              " kernel modules are loaded, which every GPU here supports");
     return r;
   }
   r.verdict = Verdict::kFail;
-  bool need_open = wanted == ModuleFlavor::kOpenRequired;
+  bool need_open = wanted == node::ModuleFlavor::kOpenRequired;
   r.summary = absl::StrCat(absl::StrJoin(bad, ", "), bad.size() == 1 ? " needs" : " need", " the ",
                            need_open ? "open" : "proprietary", " kernel modules, but the ",
-                           DriverFlavorName(d.flavor), " ones are loaded");
+                           node::DriverFlavorName(d.flavor), " ones are loaded");
   if (c.talos) {
     r.fix = absl::StrCat(
         "Replace the system extension ",
         need_open ? "nonfree-kmod-nvidia-production" : "nvidia-open-gpu-kernel-modules-production",
-        " with ", TalosExtensionFor(wanted),
+        " with ", node::TalosExtensionFor(wanted),
         " (same driver version as nvidia-container-toolkit-production) in the node's "
         "installer image (Image Factory schematic), then upgrade the node to that image.");
   } else {
@@ -232,7 +233,7 @@ CheckResult CheckFlavor(const Context& c) {
 
 CheckResult CheckModules(const Context& c) {
   CheckResult r = CheckResultFor("driver.modules");
-  const DriverInfo& d = c.inv.driver;
+  const node::DriverInfo& d = c.inv.driver;
   if (!d.proc_modules_readable) {
     r.verdict = Verdict::kWarn;
     r.summary = "cannot tell: /proc/modules is not readable";
@@ -262,15 +263,15 @@ CheckResult CheckModules(const Context& c) {
                      kmod_ext ? ": present (an NVIDIA kernel-module extension is installed)"
                               : ": missing (no NVIDIA kernel-module extension seems installed)"));
     if (!kmod_ext && !d.modules.nvidia) {
-      ModuleFlavor want = ModuleFlavor::kEither;
-      for (const Gpu* g : c.pci_gpus) {
-        if (g->module_flavor != ModuleFlavor::kEither) want = g->module_flavor;
+      node::ModuleFlavor want = node::ModuleFlavor::kEither;
+      for (const gpu::Gpu* g : c.pci_gpus) {
+        if (g->module_flavor != node::ModuleFlavor::kEither) want = g->module_flavor;
       }
       r.verdict = Verdict::kFail;
       r.summary =
           "the nvidia modules are not loaded, and no NVIDIA kernel-module extension "
           "is installed";
-      r.fix = absl::StrCat("Add the system extensions ", TalosExtensionFor(want),
+      r.fix = absl::StrCat("Add the system extensions ", node::TalosExtensionFor(want),
                            " and nvidia-container-toolkit-production (same driver version) to "
                            "the node's installer image, upgrade the node, then list the "
                            "modules in the machine config:\n",
@@ -303,7 +304,7 @@ CheckResult CheckModules(const Context& c) {
 
 CheckResult CheckDevNodes(const Context& c) {
   CheckResult r = CheckResultFor("dev.nodes");
-  const DriverInfo& d = c.inv.driver;
+  const node::DriverInfo& d = c.inv.driver;
   std::vector<std::string> missing, present;
   auto want = [&](bool exists, const std::string& path) {
     (exists ? present : missing).push_back(path);
@@ -312,7 +313,7 @@ CheckResult CheckDevNodes(const Context& c) {
   want(d.dev_nvidia_uvm, "/dev/nvidia-uvm");
   std::set<int> minors(d.dev_gpu_minors.begin(), d.dev_gpu_minors.end());
   size_t known_minors = 0;
-  for (const Gpu& g : c.inv.gpus) {
+  for (const gpu::Gpu& g : c.inv.gpus) {
     if (!g.minor) continue;
     ++known_minors;
     want(minors.count(static_cast<int>(*g.minor)) > 0, g.DeviceNode());
@@ -320,7 +321,7 @@ CheckResult CheckDevNodes(const Context& c) {
   if (known_minors == 0) {
     // Without NVML the minor numbers are unknown; count nodes against bound GPUs instead.
     size_t bound = 0;
-    for (const Gpu* g : c.pci_gpus) bound += g->kernel_driver == "nvidia";
+    for (const gpu::Gpu* g : c.pci_gpus) bound += g->kernel_driver == "nvidia";
     if (d.dev_gpu_minors.size() < bound) {
       missing.push_back(absl::StrCat(bound - d.dev_gpu_minors.size(), " of the ", bound,
                                      " /dev/nvidiaN nodes for the bound GPUs"));
@@ -352,15 +353,15 @@ CheckResult CheckDevNodes(const Context& c) {
 
 CheckResult CheckNvml(const Context& c) {
   CheckResult r = CheckResultFor("nvml.load");
-  const Inventory& inv = c.inv;
+  const gpu::Inventory& inv = c.inv;
   if (inv.nvml_status.ok()) {
     r.verdict = Verdict::kPass;
     size_t n = 0;
-    for (const Gpu& g : inv.gpus) n += g.in_nvml;
+    for (const gpu::Gpu& g : inv.gpus) n += g.in_nvml;
     r.summary = absl::StrCat("NVML loaded from ", inv.system.library_path, ": driver ",
                              inv.system.driver_version, ", CUDA ", inv.system.CudaVersionString(),
                              ", ", n, " GPU", n == 1 ? "" : "s");
-    for (const Gpu& g : inv.gpus) {
+    for (const gpu::Gpu& g : inv.gpus) {
       if (g.on_pci && !g.in_nvml) {
         Worsen(&r, Verdict::kWarn);
         r.evidence.push_back(absl::StrCat(GpuLabel(g),
@@ -378,16 +379,16 @@ CheckResult CheckNvml(const Context& c) {
   bool glibc = false, crashed = false, hung = false, any_file = false;
   bool not_library = false, damaged = false, incompatible = false;
   std::vector<std::string> absent;
-  for (const NvmlLoadAttempt& a : inv.nvml_attempts) {
+  for (const gpu::NvmlLoadAttempt& a : inv.nvml_attempts) {
     std::string msg(a.status.message());
-    if (a.result != NvmlLoadAttempt::Result::kAbsent) any_file = true;
-    glibc = glibc || a.reason == NvmlLoadAttempt::Reason::kNeedsNewerGlibc;
-    crashed = crashed || a.reason == NvmlLoadAttempt::Reason::kCrashed;
-    hung = hung || a.reason == NvmlLoadAttempt::Reason::kHung;
-    not_library = not_library || a.reason == NvmlLoadAttempt::Reason::kNotALibrary;
-    damaged = damaged || a.reason == NvmlLoadAttempt::Reason::kDamaged;
-    incompatible = incompatible || a.reason == NvmlLoadAttempt::Reason::kIncompatible;
-    if (a.result == NvmlLoadAttempt::Result::kAbsent) {
+    if (a.result != gpu::NvmlLoadAttempt::Result::kAbsent) any_file = true;
+    glibc = glibc || a.reason == gpu::NvmlLoadAttempt::Reason::kNeedsNewerGlibc;
+    crashed = crashed || a.reason == gpu::NvmlLoadAttempt::Reason::kCrashed;
+    hung = hung || a.reason == gpu::NvmlLoadAttempt::Reason::kHung;
+    not_library = not_library || a.reason == gpu::NvmlLoadAttempt::Reason::kNotALibrary;
+    damaged = damaged || a.reason == gpu::NvmlLoadAttempt::Reason::kDamaged;
+    incompatible = incompatible || a.reason == gpu::NvmlLoadAttempt::Reason::kIncompatible;
+    if (a.result == gpu::NvmlLoadAttempt::Result::kAbsent) {
       // One line for all the empty places; each file that was there gets its own.
       absent.push_back(a.candidate.substr(0, a.candidate.find(" (read as ")));
       continue;
@@ -480,8 +481,8 @@ std::string LibraryVersion(absl::string_view name) {
 // The releases where the NVIDIA library directory changed: "1.9, 1.13".
 std::string LibraryMoves() {
   std::vector<std::string> moves;
-  const talos::Release* prev = nullptr;
-  for (const talos::Release& r : talos::KnownReleases()) {
+  const node::Release* prev = nullptr;
+  for (const node::Release& r : node::KnownReleases()) {
     if (prev != nullptr && prev->layout.value.library_dir != r.layout.value.library_dir) {
       moves.push_back(absl::StrCat(r.major, ".", r.minor));
     }
@@ -499,7 +500,7 @@ CheckResult CheckUserspace(const Context& c) {
   };
   std::vector<Found> found;
   std::set<std::string> seen;
-  for (const NvmlSearchLocation& loc : NvmlSearchLocations()) {
+  for (const nvml::NvmlSearchLocation& loc : nvml::NvmlSearchLocations()) {
     if (loc.host_dir.empty()) continue;
     absl::StatusOr<std::string> real = c.host.Resolve(loc.host_dir);
     if (!real.ok() || !c.host.IsDirectory(loc.host_dir) || !seen.insert(*real).second) continue;
@@ -555,7 +556,7 @@ CheckResult CheckUserspace(const Context& c) {
     if (!in_place) {
       r.verdict = Verdict::kFail;
       // Name the layout the files are in: it tells which Talos release they were built for.
-      std::string label = talos::ReleasesWithLibraryDir(elsewhere.front());
+      std::string label = node::ReleasesWithLibraryDir(elsewhere.front());
       if (label.empty()) label = "another distribution";
       r.summary =
           absl::StrCat("the libraries are in ", absl::StrJoin(elsewhere, ", "), " (the ", label,
@@ -609,7 +610,7 @@ CheckResult CheckUserspace(const Context& c) {
 CheckResult CheckTalosSysctl(const Context& c) {
   CheckResult r = CheckResultFor("talos.bpf");
   if (!c.talos) return NotCheckedResult(r.id, "only needed on Talos in legacy runtime mode");
-  const talos::Release& row = *c.talos->release;
+  const node::Release& row = *c.talos->release;
   if (!c.talos->needs_bpf_jit_harden_1) {
     return NotCheckedResult(r.id, absl::StrCat(TalosName(c),
                                                " runs GPU containers in CDI mode, without "
@@ -660,8 +661,9 @@ constexpr char kTalosMachineConfig[] = "/system/state/config.yaml";
 CheckResult CheckTalosMachineConfig(const Context& c) {
   CheckResult r = CheckResultFor("talos.config");
   if (!c.talos) return NotCheckedResult(r.id, "only on Talos");
-  const talos::Release& row = *c.talos->release;
-  const FitPatchCommands fit = FitPatchCommandsFor(absl::StrCat("v", row.major, ".", row.minor));
+  const node::Release& row = *c.talos->release;
+  const deploy::FitPatchCommands fit =
+      deploy::FitPatchCommandsFor(absl::StrCat("v", row.major, ".", row.minor));
   const std::string patch_command =
       absl::StrCat(fit.get, "\n", fit.render, " > gpu-node-patch.yaml\n", fit.apply);
   if (!row.KubeNodeDocuments()) {
@@ -670,7 +672,8 @@ CheckResult CheckTalosMachineConfig(const Context& c) {
                                                "document, where gpulet's patch for it puts them"));
   }
   const std::string where = c.host.Describe(kTalosMachineConfig);
-  absl::StatusOr<std::string> text = c.host.ReadFile(kTalosMachineConfig, kMaxMachineConfigBytes);
+  absl::StatusOr<std::string> text =
+      c.host.ReadFile(kTalosMachineConfig, deploy::kMaxMachineConfigBytes);
   if (!text.ok()) {
     r.evidence.push_back(std::string(text.status().message()));
     return NotCheckedResult(
@@ -679,7 +682,7 @@ CheckResult CheckTalosMachineConfig(const Context& c) {
                         "node's configuration: ",
                         absl::StrReplaceAll(patch_command, {{"\n", "; "}})));
   }
-  absl::StatusOr<KubeNodeMigration> plan = PlanKubeNodeMigration(row, *text, where);
+  absl::StatusOr<deploy::KubeNodeMigration> plan = deploy::PlanKubeNodeMigration(row, *text, where);
   if (!plan.ok()) {
     r.verdict = Verdict::kWarn;
     r.summary = "the machine configuration cannot be read as Talos writes it";
@@ -701,7 +704,7 @@ CheckResult CheckTalosMachineConfig(const Context& c) {
       absl::StrJoin(plan->moved, ", ."), ", and ", TalosName(c),
       " refuses gpulet's patch (a KubeNodeConfig document) beside ",
       plan->moved.size() == 1 ? "it" : "them");
-  for (const talos::Conflict& conflict : row.conflicts) {
+  for (const node::Conflict& conflict : row.conflicts) {
     if (conflict.kind != "KubeNodeConfig") continue;
     if (std::find(plan->moved.begin(), plan->moved.end(), conflict.field) == plan->moved.end()) {
       continue;

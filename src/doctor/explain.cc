@@ -20,7 +20,7 @@
 #include "health/xid.h"
 #include "health/xid_catalog.h"
 
-namespace gpulet {
+namespace gpulet::doctor {
 namespace {
 
 // nvmlErrorString() phrases people see ("Failed to initialize NVML: Driver Not Loaded"),
@@ -55,7 +55,7 @@ std::string Sentence(absl::string_view phrase) {
   return out;
 }
 
-Explanation FromNvml(const NvmlReturnInfo& info, absl::string_view matched) {
+Explanation FromNvml(const gpu::NvmlReturnInfo& info, absl::string_view matched) {
   Explanation e;
   absl::string_view short_name = info.name;
   absl::ConsumePrefix(&short_name, "NVML_ERROR_");
@@ -85,13 +85,13 @@ std::string TrimLine(absl::string_view line) {
 
 // The explanation of one XID (or fallen-off-the-bus message) for GPU `gpu` ("" when the text
 // names no GPU).
-Explanation FromXid(const XidEvent& x, absl::string_view uuid) {
-  XidAssessment a = AssessXid(x);
+Explanation FromXid(const health::XidEvent& x, absl::string_view uuid) {
+  health::XidAssessment a = health::AssessXid(x);
   Explanation e;
   e.id = absl::StrCat("xid-", x.xid);
   std::string gpu = x.bus_id;
   if (!uuid.empty()) absl::StrAppend(&gpu, " (", uuid, ")");
-  if (x.source == XidSource::kFallenOffBusMessage) {
+  if (x.source == health::XidSource::kFallenOffBusMessage) {
     e.title = absl::StrCat("GPU ", gpu, " has fallen off the bus (treated as XID 79)");
   } else if (gpu.empty()) {
     e.title = absl::StrCat("XID ", x.xid, " (", a.info.mnemonic, ")");
@@ -106,16 +106,17 @@ Explanation FromXid(const XidEvent& x, absl::string_view uuid) {
   }
   std::string meaning(a.info.meaning);
   if (!meaning.empty()) meaning[0] = absl::ascii_toupper(static_cast<unsigned char>(meaning[0]));
-  absl::string_view consequence =
-      a.severity == XidSeverity::kApplication ? " (the application's fault; the GPU stays in "
-                                                "service)"
-      : a.severity == XidSeverity::kFatal     ? " (the GPU is unusable until the action is taken)"
-                                              : " (the GPU stays in service; watch for repeats)";
-  e.cause = absl::StrCat(meaning, ". Severity: ", XidSeverityName(a.severity), consequence,
+  absl::string_view consequence = a.severity == health::XidSeverity::kApplication
+                                      ? " (the application's fault; the GPU stays in "
+                                        "service)"
+                                  : a.severity == health::XidSeverity::kFatal
+                                      ? " (the GPU is unusable until the action is taken)"
+                                      : " (the GPU stays in service; watch for repeats)";
+  e.cause = absl::StrCat(meaning, ". Severity: ", health::XidSeverityName(a.severity), consequence,
                          a.adjustment.empty() ? "" : absl::StrCat("; ", a.adjustment), ".");
-  e.fix = std::string(GpuActionDescription(a.action));
-  if (a.if_repeated != a.action && a.if_repeated != GpuAction::kNone) {
-    std::string then(GpuActionDescription(a.if_repeated));
+  e.fix = std::string(health::GpuActionDescription(a.action));
+  if (a.if_repeated != a.action && a.if_repeated != health::GpuAction::kNone) {
+    std::string then(health::GpuActionDescription(a.if_repeated));
     then[0] = absl::ascii_tolower(static_cast<unsigned char>(then[0]));
     absl::StrAppend(&e.fix, " If it keeps happening: ", then);
   }
@@ -132,22 +133,22 @@ Explanation FromXid(const XidEvent& x, absl::string_view uuid) {
   }
   if (x.pid) e.details.push_back({"pid", absl::StrCat(*x.pid)});
   if (!x.process_name.empty()) e.details.push_back({"process", x.process_name});
-  e.details.push_back({"severity", std::string(XidSeverityName(a.severity))});
-  e.details.push_back({"action", std::string(GpuActionName(a.action))});
-  e.details.push_back({"if_repeated", std::string(GpuActionName(a.if_repeated))});
+  e.details.push_back({"severity", std::string(health::XidSeverityName(a.severity))});
+  e.details.push_back({"action", std::string(health::GpuActionName(a.action))});
+  e.details.push_back({"if_repeated", std::string(health::GpuActionName(a.if_repeated))});
   if (!x.message.empty()) e.details.push_back({"message", x.message});
   return e;
 }
 
 // Kernel log XID and fallen-off-the-bus lines; or, when the whole text is "xid N", that code.
 
-ExplainSeverity XidRank(XidSeverity s) {
+ExplainSeverity XidRank(health::XidSeverity s) {
   switch (s) {
-    case XidSeverity::kFatal:
+    case health::XidSeverity::kFatal:
       return ExplainSeverity::kCritical;
-    case XidSeverity::kWarning:
+    case health::XidSeverity::kWarning:
       return ExplainSeverity::kError;
-    case XidSeverity::kApplication:
+    case health::XidSeverity::kApplication:
       return ExplainSeverity::kWarning;
   }
   return ExplainSeverity::kError;
@@ -305,7 +306,7 @@ class LogExplainer::Impl {
       e.matched = s.line_text;
       e.line = s.line;
       e.details.push_back({"occurrences", absl::StrCat(s.count)});
-      Add(std::move(e), XidRank(AssessXid(s.event).severity));
+      Add(std::move(e), XidRank(health::AssessXid(s.event).severity));
     }
     // An informational entry says a line is harmless: worth saying when that line is what was
     // asked about, noise beside a real problem elsewhere in the text.
@@ -355,7 +356,7 @@ class LogExplainer::Impl {
     std::string nvml_reason;  // an NVML return code's name or phrase as matched, lower-case
   };
   struct Seen {  // one XID code and GPU
-    XidEvent event;
+    health::XidEvent event;
     std::string line_text;
     size_t line = 0;
     int count = 0;
@@ -380,7 +381,7 @@ class LogExplainer::Impl {
     // a multi-line message is one line with "\x0a" in it: scan the unescaped text instead.
     std::string unescaped;
     if (!line.empty() && absl::ascii_isdigit(static_cast<unsigned char>(line[0]))) {
-      if (absl::StatusOr<KmsgRecord> record = ParseKmsgRecord(line); record.ok()) {
+      if (absl::StatusOr<health::KmsgRecord> record = health::ParseKmsgRecord(line); record.ok()) {
         unescaped = std::move(record->text);
         line = unescaped;
       }
@@ -507,19 +508,19 @@ class LogExplainer::Impl {
       std::string upper = absl::AsciiStrToUpper(token);
       absl::string_view name = upper;
       if (absl::StartsWith(name, "NVML_ERROR_") || absl::ConsumePrefix(&name, "ERROR_")) {
-        AddNvml(FindNvmlReturnByName(name), token, line_no_);
+        AddNvml(gpu::FindNvmlReturnByName(name), token, line_no_);
       }
     }
     for (const NvmlPhrase& p : kNvmlPhrases) {
       if (absl::StrContains(normal_, absl::AsciiStrToLower(p.phrase))) {
-        AddNvml(FindNvmlReturnByName(p.name), p.phrase, line_no_);
+        AddNvml(gpu::FindNvmlReturnByName(p.name), p.phrase, line_no_);
       }
     }
   }
 
   // Adds the explanation of an NVML return code first seen on `line`; false when the code is
   // not an error or was already explained.
-  bool AddNvml(const NvmlReturnInfo* info, absl::string_view matched, size_t line) {
+  bool AddNvml(const gpu::NvmlReturnInfo* info, absl::string_view matched, size_t line) {
     if (info == nullptr || info->code == 0 || !nvml_seen_.insert(info->code).second) {
       return false;
     }
@@ -532,13 +533,13 @@ class LogExplainer::Impl {
 
   // Kernel log XID and fallen-off-the-bus lines.
   void ScanXids(absl::string_view line) {
-    for (KernelLogFinding& f : scanner_.Scan(line)) {
-      if (GpuUuidMapping* m = std::get_if<GpuUuidMapping>(&f)) {
+    for (health::KernelLogFinding& f : scanner_.Scan(line)) {
+      if (health::GpuUuidMapping* m = std::get_if<health::GpuUuidMapping>(&f)) {
         uuids_[m->bus_id] = m->uuid;
         continue;
       }
-      XidEvent& x = std::get<XidEvent>(f);
-      if (x.source == XidSource::kXidLine) {
+      health::XidEvent& x = std::get<health::XidEvent>(f);
+      if (x.source == health::XidSource::kXidLine) {
         xid_lines_.push_back(line_no_);
         if (xid_lines_.size() > kWindow + 1) xid_lines_.pop_front();
       }
@@ -560,7 +561,7 @@ class LogExplainer::Impl {
     absl::string_view ask = alone_;
     if (std::all_of(ask.begin(), ask.end(), IsIdentifierChar)) {
       std::string upper = absl::AsciiStrToUpper(ask);
-      AddNvml(FindNvmlReturnByName(upper), ask, alone_line_);
+      AddNvml(gpu::FindNvmlReturnByName(upper), ask, alone_line_);
     }
     if (!xids_.empty() || ask.size() < 3 || !absl::EqualsIgnoreCase(ask.substr(0, 3), "xid")) {
       return;
@@ -571,11 +572,11 @@ class LogExplainer::Impl {
         code < 0) {
       return;
     }
-    XidEvent x;
+    health::XidEvent x;
     x.xid = code;
     Explanation e = FromXid(x, "");
     e.matched = std::string(ask);
-    Add(std::move(e), XidRank(AssessXid(x).severity));
+    Add(std::move(e), XidRank(health::AssessXid(x).severity));
   }
 
   std::shared_ptr<const ExplainMatcher> matcher_;  // keeps m_ alive
@@ -595,7 +596,7 @@ class LogExplainer::Impl {
   std::vector<bool> is_active_;   // per pattern: in active_
   std::vector<bool> found_entry_;
   std::set<int> nvml_seen_;
-  KernelLogScanner scanner_;
+  health::KernelLogScanner scanner_;
   std::vector<Seen> xids_;
   std::deque<size_t> xid_lines_;              // the last few lines that held an XID
   std::map<std::string, std::string> uuids_;  // bus id -> UUID, from the mapping lines
@@ -627,4 +628,4 @@ ExplainResult ExplainText(absl::string_view text, std::shared_ptr<const ExplainM
 
 std::vector<Explanation> Explain(absl::string_view text) { return ExplainText(text).found; }
 
-}  // namespace gpulet
+}  // namespace gpulet::doctor

@@ -40,7 +40,7 @@
 #include "absl/strings/string_view.h"
 #include "doctor/explain_catalog.h"
 
-namespace gpulet {
+namespace gpulet::doctor {
 
 // Longest part of one line that is matched; the rest of a longer line is skipped.
 inline constexpr size_t kExplainMaxLine = 16 << 10;
@@ -110,6 +110,6 @@ ExplainResult ExplainText(absl::string_view text, std::shared_ptr<const ExplainM
 // '*' matches any run of characters, newlines included. An empty pattern matches everything.
 bool WildcardSearch(absl::string_view pattern, absl::string_view text);
 
-}  // namespace gpulet
+}  // namespace gpulet::doctor
 
 #endif  // GPULET_DOCTOR_EXPLAIN_H_

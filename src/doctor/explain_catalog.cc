@@ -12,7 +12,7 @@
 #include "doctor/check_list.h"
 #include "yaml-cpp/yaml.h"
 
-namespace gpulet {
+namespace gpulet::doctor {
 namespace {
 
 bool IsWordChar(char c) {
@@ -520,4 +520,4 @@ const absl::StatusOr<ExplainCatalog>& BuiltinExplainCatalog() {
   return *catalog;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::doctor

@@ -33,7 +33,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
-namespace gpulet {
+namespace gpulet::doctor {
 
 // One catalogue file: its name ("dcgm.yaml") and its text.
 struct ExplainCatalogFile {
@@ -150,6 +150,6 @@ absl::string_view UnescapePaste(absl::string_view line, std::string* buffer);
 // `check`.
 bool IsDoctorCheckName(absl::string_view name);
 
-}  // namespace gpulet
+}  // namespace gpulet::doctor
 
 #endif  // GPULET_DOCTOR_EXPLAIN_CATALOG_H_

@@ -19,7 +19,7 @@
 #include "gpu/nvml_errors.h"
 #include "yaml-cpp/yaml.h"
 
-namespace gpulet {
+namespace gpulet::doctor {
 namespace {
 
 // An evaluation file or catalogue file larger than this is a mistake, not data.
@@ -64,7 +64,7 @@ bool Explainable(const ExplainCatalog& catalog, absl::string_view id) {
   if (absl::ConsumePrefix(&id, "nvml-")) {
     std::string name = absl::AsciiStrToUpper(id);
     std::replace(name.begin(), name.end(), '-', '_');
-    const NvmlReturnInfo* info = FindNvmlReturnByName(name);
+    const gpu::NvmlReturnInfo* info = gpu::FindNvmlReturnByName(name);
     return info != nullptr && info->code != 0;
   }
   return false;
@@ -184,4 +184,4 @@ absl::StatusOr<ExplainCatalog> LoadExplainCatalogDir(const std::string& dir) {
   return ExplainCatalog::ParseFiles(files);
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::doctor

@@ -29,7 +29,7 @@
 #include "absl/strings/string_view.h"
 #include "doctor/explain_catalog.h"
 
-namespace gpulet {
+namespace gpulet::doctor {
 
 struct EvalMessage {
   std::string area;
@@ -69,6 +69,6 @@ absl::StatusOr<EvalReport> Evaluate(const absl::StatusOr<ExplainCatalog>& catalo
 // A catalogue read from the *.yaml files of `dir` (a catalogue being written), in name order.
 absl::StatusOr<ExplainCatalog> LoadExplainCatalogDir(const std::string& dir);
 
-}  // namespace gpulet
+}  // namespace gpulet::doctor
 
 #endif  // GPULET_DOCTOR_EXPLAIN_EVAL_H_

@@ -18,15 +18,18 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::string_view input(reinterpret_cast<const char*>(data), size);
-  absl::StatusOr<std::vector<gpulet::EvalMessage>> set = gpulet::ParseEvalSet("fuzz.yaml", input);
+  absl::StatusOr<std::vector<gpulet::doctor::EvalMessage>> set =
+      gpulet::doctor::ParseEvalSet("fuzz.yaml", input);
   if (!set.ok() && set.status().message().empty()) std::abort();
   if (set.ok()) {
-    absl::StatusOr<gpulet::EvalReport> r = gpulet::Evaluate(gpulet::BuiltinExplainCatalog(), *set);
+    absl::StatusOr<gpulet::doctor::EvalReport> r =
+        gpulet::doctor::Evaluate(gpulet::doctor::BuiltinExplainCatalog(), *set);
     if (r.ok() && r->all.messages != set->size()) std::abort();
     if (!r.ok() && r.status().message().empty()) std::abort();
   }
-  absl::StatusOr<gpulet::ExplainCatalog> catalog =
-      gpulet::ExplainCatalog::ParseFiles({gpulet::ExplainCatalogFile{"fuzz.yaml", input}});
+  absl::StatusOr<gpulet::doctor::ExplainCatalog> catalog =
+      gpulet::doctor::ExplainCatalog::ParseFiles(
+          {gpulet::doctor::ExplainCatalogFile{"fuzz.yaml", input}});
   if (!catalog.ok() && catalog.status().message().empty()) std::abort();
   return 0;
 }

@@ -12,7 +12,7 @@
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 
-namespace gpulet {
+namespace gpulet::doctor {
 namespace {
 
 const char kCatalog[] =
@@ -136,4 +136,4 @@ TEST(ExplainEvalTest, LoadsACatalogueFromADirectory) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::doctor

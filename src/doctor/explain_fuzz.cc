@@ -24,17 +24,17 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::string_view input(reinterpret_cast<const char*>(data), size);
 
-  std::vector<gpulet::Explanation> whole = gpulet::Explain(input);
-  for (const gpulet::Explanation& e : whole) {
+  std::vector<gpulet::doctor::Explanation> whole = gpulet::doctor::Explain(input);
+  for (const gpulet::doctor::Explanation& e : whole) {
     if (e.id.empty() || e.title.empty() || e.cause.empty() || e.fix.empty()) std::abort();
     if (e.severity.empty()) std::abort();
   }
   if (size > 1) {
     size_t cut = data[1] % size;
-    gpulet::LogExplainer chunked;
+    gpulet::doctor::LogExplainer chunked;
     chunked.Feed(input.substr(0, cut));
     chunked.Feed(input.substr(cut));
-    std::vector<gpulet::Explanation> parts = chunked.Finish().found;
+    std::vector<gpulet::doctor::Explanation> parts = chunked.Finish().found;
     if (parts.size() != whole.size()) std::abort();
     for (size_t i = 0; i < parts.size(); ++i) {
       if (parts[i].id != whole[i].id || parts[i].line != whole[i].line) std::abort();
@@ -46,7 +46,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     size_t split = 1 + data[0] % std::min<size_t>(size - 1, 16);
     absl::string_view pattern = input.substr(1, split);
     absl::string_view text = input.substr(1 + split);
-    bool found = gpulet::WildcardSearch(pattern, text);
+    bool found = gpulet::doctor::WildcardSearch(pattern, text);
     // A pattern without wildcards or placeholders ("<n>", "<x>", "<w>") is found exactly
     // when it is a case-insensitive substring; an empty pattern or a lone '*' matches
     // everything.
@@ -57,6 +57,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (found != (t.find(p) != std::string::npos)) std::abort();
     }
   }
-  if (!gpulet::WildcardSearch("", input)) std::abort();
+  if (!gpulet::doctor::WildcardSearch("", input)) std::abort();
   return 0;
 }

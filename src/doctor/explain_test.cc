@@ -28,7 +28,7 @@
 
 extern char** environ;
 
-namespace gpulet {
+namespace gpulet::doctor {
 namespace {
 
 std::string ReadFile(const std::string& path) {
@@ -445,7 +445,7 @@ TEST(ExplainTest, TalosFactsAreQuotedExactly) {
 }
 
 TEST(ExplainTest, EveryNvmlReturnName) {
-  for (const NvmlReturnInfo& info : AllNvmlReturns()) {
+  for (const gpu::NvmlReturnInfo& info : gpu::AllNvmlReturns()) {
     if (info.code == 0) continue;
     SCOPED_TRACE(std::string(info.name));
     absl::string_view short_name = info.name;
@@ -977,4 +977,4 @@ TEST(ExplainCommandTest, LongLineIsCappedAndSaysSo) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::doctor

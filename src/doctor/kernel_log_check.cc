@@ -46,14 +46,14 @@ std::string SecondsAfterBoot(uint64_t us) {
   return absl::StrCat(us / 1000000, ".", (us / 100000) % 10, " s after boot");
 }
 
-std::string BucketLabel(XidBucket bucket) {
-  return bucket == XidBucket::kNotPublished ? "(none published)"
-                                            : std::string(XidBucketName(bucket));
+std::string BucketLabel(health::XidBucket bucket) {
+  return bucket == health::XidBucket::kNotPublished ? "(none published)"
+                                                    : std::string(health::XidBucketName(bucket));
 }
 
 // One XID code on one GPU, with how often it came.
 struct KernelXid {
-  XidEvent last;
+  health::XidEvent last;
   int count = 0;
   uint64_t last_us = 0;
 };
@@ -67,19 +67,19 @@ struct KernelNvrm {
 
 // An NVRM line the XID scanner already covers (XID, UUID mapping, fallen off the bus).
 bool CoveredByXidScanner(absl::string_view line) {
-  return ParseXidLine(line) || ParseGpuUuidLine(line) || ParseFallenOffBusLine(line) ||
-         absl::StrContains(line, "The NVIDIA GPU ") || absl::StrContains(line, "(PCI ID:") ||
-         absl::StrContains(line, "fallen off the bus");
+  return health::ParseXidLine(line) || health::ParseGpuUuidLine(line) ||
+         health::ParseFallenOffBusLine(line) || absl::StrContains(line, "The NVIDIA GPU ") ||
+         absl::StrContains(line, "(PCI ID:") || absl::StrContains(line, "fallen off the bus");
 }
 
 }  // namespace
 
 CheckResult CheckKernelLog(const Context& c) {
   const char* kId = "kernel.log";
-  DevKmsgOptions options;
+  health::DevKmsgOptions options;
   options.host_root = c.host.root();
   options.path = "/dev/kmsg";
-  DevKmsgSource source(options);
+  health::DevKmsgSource source(options);
   absl::Status open = source.Open();
   if (!open.ok()) {
     std::string why(open.message());
@@ -88,7 +88,7 @@ CheckResult CheckKernelLog(const Context& c) {
   }
   CheckResult r = CheckResultFor(kId);
   r.verdict = Verdict::kPass;
-  KernelLogScanner scanner;
+  health::KernelLogScanner scanner;
   std::vector<std::pair<std::string, int>> xid_order;  // (bus id, XID) in first-seen order
   std::map<std::pair<std::string, int>, KernelXid> xids;
   std::map<std::string, std::string> uuid_by_bus;
@@ -96,9 +96,9 @@ CheckResult CheckKernelLog(const Context& c) {
   std::map<std::string, KernelNvrm> nvrm;
   std::vector<std::string> unexplained;  // NVRM lines at error level that nothing explains
   size_t records = 0;
-  std::optional<KmsgRecord> first;
+  std::optional<health::KmsgRecord> first;
   while (records < kMaxKernelRecords) {
-    absl::StatusOr<std::optional<KmsgRecord>> next = source.ReadNext();
+    absl::StatusOr<std::optional<health::KmsgRecord>> next = source.ReadNext();
     if (!next.ok()) {
       Worsen(&r, Verdict::kWarn);
       r.evidence.push_back(
@@ -106,17 +106,17 @@ CheckResult CheckKernelLog(const Context& c) {
       break;
     }
     if (!next->has_value()) break;
-    const KmsgRecord& rec = **next;
+    const health::KmsgRecord& rec = **next;
     ++records;
     if (!first) first = rec;
     if (!rec.from_kernel()) continue;
-    std::vector<KernelLogFinding> found = scanner.Scan(rec.text);
-    for (const KernelLogFinding& f : found) {
-      if (const auto* m = std::get_if<GpuUuidMapping>(&f)) {
+    std::vector<health::KernelLogFinding> found = scanner.Scan(rec.text);
+    for (const health::KernelLogFinding& f : found) {
+      if (const auto* m = std::get_if<health::GpuUuidMapping>(&f)) {
         uuid_by_bus[m->bus_id] = m->uuid;
         continue;
       }
-      const XidEvent& e = std::get<XidEvent>(f);
+      const health::XidEvent& e = std::get<health::XidEvent>(f);
       std::pair<std::string, int> key{e.bus_id, e.xid};
       KernelXid& k = xids[key];
       if (k.count == 0) xid_order.push_back(key);
@@ -156,7 +156,7 @@ CheckResult CheckKernelLog(const Context& c) {
   Verdict worst_verdict = Verdict::kPass;
   for (const auto& key : xid_order) {
     const KernelXid& k = xids[key];
-    XidAssessment a = AssessXid(k.last);
+    health::XidAssessment a = health::AssessXid(k.last);
     std::string gpu = key.first;
     auto uuid = uuid_by_bus.find(key.first);
     if (uuid != uuid_by_bus.end()) absl::StrAppend(&gpu, " (", uuid->second, ")");
@@ -167,26 +167,27 @@ CheckResult CheckKernelLog(const Context& c) {
         BucketLabel(a.info.immediate), ", investigatory ", BucketLabel(a.info.investigatory));
     if (!a.adjustment.empty()) absl::StrAppend(&evidence, "; ", a.adjustment);
     if (k.last.nvlink && k.last.nvlink->intrinfo) {
-      if (std::optional<Nvlink5Decode> d = DecodeNvlink5(key.second, *k.last.nvlink->intrinfo)) {
+      if (std::optional<health::Nvlink5Decode> d =
+              health::DecodeNvlink5(key.second, *k.last.nvlink->intrinfo)) {
         absl::StrAppend(&evidence, "; NVLink5 unit ", d->unit, " (", d->format, ")");
         if (d->reason) absl::StrAppend(&evidence, ", link-down reason ", *d->reason);
-        absl::StrAppend(&evidence, ": immediate ", XidBucketName(d->immediate), ", investigatory ",
-                        XidBucketName(d->investigatory));
+        absl::StrAppend(&evidence, ": immediate ", health::XidBucketName(d->immediate),
+                        ", investigatory ", health::XidBucketName(d->investigatory));
       }
     }
     r.evidence.push_back(std::move(evidence));
     Verdict v = Verdict::kPass;
-    if (a.severity == XidSeverity::kFatal) {
+    if (a.severity == health::XidSeverity::kFatal) {
       v = Verdict::kFail;
-    } else if (a.severity == XidSeverity::kWarning) {
+    } else if (a.severity == health::XidSeverity::kWarning) {
       v = Verdict::kWarn;
     }
     if (v == Verdict::kPass) continue;  // the application's fault: listed, nothing to fix
-    fixes.push_back(
-        absl::StrCat(what, ": ", GpuActionDescription(a.action), " (", GpuActionName(a.action),
-                     "; if it comes back after that: ", GpuActionName(a.if_repeated), ")"));
+    fixes.push_back(absl::StrCat(
+        what, ": ", health::GpuActionDescription(a.action), " (", health::GpuActionName(a.action),
+        "; if it comes back after that: ", health::GpuActionName(a.if_repeated), ")"));
     if (worst.empty() || (v == Verdict::kFail && worst_verdict != Verdict::kFail)) {
-      worst = absl::StrCat(what, " asks to ", GpuActionName(a.action));
+      worst = absl::StrCat(what, " asks to ", health::GpuActionName(a.action));
       worst_verdict = v;
     }
     Worsen(&r, v);

@@ -197,7 +197,7 @@ CheckResult CheckCgroupDevices(const StackInput& in) {
   int gpu_major = major_of({"nvidia-frontend", "nvidia"});
   int uvm_major = major_of({"nvidia-uvm"});
   std::vector<std::pair<std::string, std::string>> nodes;  // /dev path, /dev/char name
-  const DriverInfo& d = in.inv.driver;
+  const node::DriverInfo& d = in.inv.driver;
   if (gpu_major >= 0) {
     if (d.dev_nvidiactl) nodes.push_back({"/dev/nvidiactl", absl::StrCat(gpu_major, ":255")});
     for (int m : d.dev_gpu_minors) {
@@ -347,7 +347,7 @@ CheckResult CheckCrio(const StackInput& in) {
 // src/doctor/explain/uvm.yaml (uvm-dev-node-missing, uvm-cuinit-unknown-error).
 CheckResult CheckUvm(const StackInput& in) {
   CheckResult r = CheckResultFor("driver.uvm");
-  const DriverInfo& d = in.inv.driver;
+  const node::DriverInfo& d = in.inv.driver;
   if (!d.proc_modules_readable) {
     return NotCheckedResult(std::move(r), "cannot tell: /proc/modules is not readable");
   }
@@ -531,15 +531,15 @@ CheckResult CheckDcgmHostEngine(const StackInput& in) {
 // work only in its MIG devices; one with no GPU instances offers nothing to allocate.
 CheckResult CheckMig(const StackInput& in) {
   CheckResult r = CheckResultFor("mig.mode");
-  std::vector<const Gpu*> capable;
-  for (const Gpu& g : in.inv.gpus) {
+  std::vector<const gpu::Gpu*> capable;
+  for (const gpu::Gpu& g : in.inv.gpus) {
     if (g.mig_capable.value_or(false)) capable.push_back(&g);
   }
   if (capable.empty()) {
     return NotCheckedResult(std::move(r), "no GPU here supports MIG (or NVML did not say)");
   }
   std::vector<std::string> empty, enabled, off;
-  for (const Gpu* g : capable) {
+  for (const gpu::Gpu* g : capable) {
     std::string name = g->uuid.empty() ? g->bus_id : g->uuid;
     if (!g->mig_enabled) {
       off.push_back(name);
@@ -550,7 +550,7 @@ CheckResult CheckMig(const StackInput& in) {
       continue;
     }
     std::vector<std::string> profiles;
-    for (const MigDeviceInfo& m : g->mig_devices) profiles.push_back(m.profile);
+    for (const gpu::MigDeviceInfo& m : g->mig_devices) profiles.push_back(m.profile);
     enabled.push_back(name);
     r.evidence.push_back(absl::StrCat(name, ": MIG on, ", g->mig_devices.size(),
                                       " device(s): ", absl::StrJoin(profiles, ", ")));

@@ -48,7 +48,7 @@ ContainerdFacts ReadContainerdConfig(const HostFs& host);
 // What the stack checks read besides the host.
 struct StackInput {
   const HostFs& host;
-  const Inventory& inv;
+  const gpu::Inventory& inv;
   const DoctorInput& input;
   bool talos = false;
   // Containers get their GPUs through CDI (gpulet's strategy, or the Talos release's mode):

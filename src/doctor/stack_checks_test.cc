@@ -27,7 +27,7 @@ using testing::ScratchDir;
 // A host root under construction, with the inventory discovery would have built for it.
 struct Node {
   ScratchDir dir;
-  Inventory inv;
+  gpu::Inventory inv;
   DoctorInput input;
   bool talos = false;
   bool cdi = false;
@@ -232,11 +232,11 @@ TEST(DcgmHostEngineTest, ProbesItsDefaultAddressWhenInstalled) {
 
 TEST(MigModeCheckTest, ModeOnWithoutInstancesWarns) {
   Node n;
-  Gpu plain;
+  gpu::Gpu plain;
   plain.uuid = "GPU-plain";
   n.inv.gpus.push_back(plain);
   EXPECT_EQ(n.Run(&CheckMig).verdict, Verdict::kNotChecked);
-  Gpu a100;
+  gpu::Gpu a100;
   a100.uuid = "GPU-a100";
   a100.mig_capable = true;
   a100.mig_enabled = true;
@@ -244,7 +244,7 @@ TEST(MigModeCheckTest, ModeOnWithoutInstancesWarns) {
   CheckResult r = n.Run(&CheckMig);
   EXPECT_EQ(r.verdict, Verdict::kWarn);
   EXPECT_THAT(r.summary, HasSubstr("no GPU instance exists on GPU-a100"));
-  MigDeviceInfo m;
+  gpu::MigDeviceInfo m;
   m.profile = "3g.40gb";
   n.inv.gpus.back().mig_devices = {m, m};
   r = n.Run(&CheckMig);
@@ -289,7 +289,7 @@ TEST(VramCheckTest, SaysWhatHoldsASlicedContainersMemory) {
 
 TEST(StackChecksTest, TheCatalogueKnowsExactlyTheDoctorsChecks) {
   Node n;
-  Gpu g;
+  gpu::Gpu g;
   g.uuid = "GPU-1";
   g.on_pci = true;
   n.inv.gpus.push_back(g);
@@ -314,7 +314,7 @@ TEST(StackChecksTest, TheCatalogueKnowsExactlyTheDoctorsChecks) {
 // it prints.
 TEST(DoctorDocsTest, TroubleshootingListsEveryCheckInOrder) {
   Node n;
-  Gpu g;
+  gpu::Gpu g;
   g.uuid = "GPU-1";
   g.on_pci = true;
   n.inv.gpus.push_back(g);

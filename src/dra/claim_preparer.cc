@@ -416,8 +416,9 @@ std::string ClaimCdiDeviceName(absl::string_view claim_uid, absl::string_view de
   return absl::StrCat(claim_uid, "-", device);
 }
 
-KubeClaimPreparer::KubeClaimPreparer(kube::KubeClient* client, std::function<Inventory()> inventory,
-                                     const HostFs* host, ClaimPreparerOptions options)
+KubeClaimPreparer::KubeClaimPreparer(kube::KubeClient* client,
+                                     std::function<gpu::Inventory()> inventory, const HostFs* host,
+                                     ClaimPreparerOptions options)
     : client_(client),
       inventory_(std::move(inventory)),
       host_(host),
@@ -429,7 +430,7 @@ std::string KubeClaimPreparer::SpecPath(absl::string_view claim_uid) const {
 
 KubeClaimPreparer::NodeDevices KubeClaimPreparer::LoadNodeDevices() const {
   NodeDevices out;
-  const Inventory inventory = inventory_();
+  const gpu::Inventory inventory = inventory_();
   cdi::GeneratorOptions g = options_.generator;
   g.kind = kClaimCdiKind;
   g.names = cdi::NameStrategy::kIndex;
@@ -443,7 +444,7 @@ KubeClaimPreparer::NodeDevices KubeClaimPreparer::LoadNodeDevices() const {
   out.warnings = generated->warnings;
   // The generator names a whole GPU by its index ("0") and a MIG device by "<index>:<MIG
   // index>"; the DRA names are resource_slices.h's.
-  for (const Gpu& gpu : inventory.gpus) {
+  for (const gpu::Gpu& gpu : inventory.gpus) {
     if (!gpu.index || !gpu.in_nvml) continue;
     if (!gpu.mig_enabled) {
       if (const cdi::Device* d = generated->spec.FindDevice(absl::StrCat(*gpu.index))) {
@@ -451,7 +452,7 @@ KubeClaimPreparer::NodeDevices KubeClaimPreparer::LoadNodeDevices() const {
       }
       continue;
     }
-    for (const MigDeviceInfo& mig : gpu.mig_devices) {
+    for (const gpu::MigDeviceInfo& mig : gpu.mig_devices) {
       if (const cdi::Device* d =
               generated->spec.FindDevice(absl::StrCat(*gpu.index, ":", mig.index))) {
         out.by_device[MigDeviceName(gpu, mig)] = *d;

@@ -157,7 +157,7 @@ class KubeClaimPreparer final : public ClaimPreparer {
  public:
   // `inventory` returns the node's current inventory (with MIG layouts); `host` is the host
   // root. All must outlive this.
-  KubeClaimPreparer(kube::KubeClient* client, std::function<Inventory()> inventory,
+  KubeClaimPreparer(kube::KubeClient* client, std::function<gpu::Inventory()> inventory,
                     const HostFs* host, ClaimPreparerOptions options);
   KubeClaimPreparer(const KubeClaimPreparer&) = delete;
   KubeClaimPreparer& operator=(const KubeClaimPreparer&) = delete;
@@ -188,7 +188,7 @@ class KubeClaimPreparer final : public ClaimPreparer {
   PrepareResult PrepareOne(const ClaimRef& ref, std::optional<NodeDevices>* node);
 
   kube::KubeClient* const client_;
-  const std::function<Inventory()> inventory_;
+  const std::function<gpu::Inventory()> inventory_;
   const HostFs* const host_;
   const ClaimPreparerOptions options_;
 };

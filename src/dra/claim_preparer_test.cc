@@ -95,7 +95,7 @@ class ClaimPreparerTest : public ::testing::Test {
     UseNode(gpulet::testing::SimRoot("homelab"), gpulet::testing::HomelabInventory());
   }
 
-  void UseNode(const std::string& root, Inventory inventory) {
+  void UseNode(const std::string& root, gpu::Inventory inventory) {
     host_ = std::make_unique<HostFs>(root);
     inventory_ = std::move(inventory);
   }
@@ -144,7 +144,7 @@ class ClaimPreparerTest : public ::testing::Test {
   ClaimPreparerOptions::Vram vram_;
   std::string dev_root_;  // "" = the host root
   std::unique_ptr<HostFs> host_;
-  Inventory inventory_;
+  gpu::Inventory inventory_;
   std::unique_ptr<KubeClaimPreparer> preparer_;
 };
 
@@ -193,17 +193,17 @@ TEST_F(ClaimPreparerTest, MigDevice) {
   }
   dev_root_ = dev.path();
   const std::string root = gpulet::testing::SimRoot("h200-mig");
-  Inventory inv = gpulet::testing::InventoryFor(
+  gpu::Inventory inv = gpulet::testing::InventoryFor(
       root, {gpulet::testing::GpuIdentity(0, kH200, "0000:18:00.0", 0)}, "570.133.20");
   ASSERT_EQ(inv.gpus.size(), 1u);
   inv.gpus[0].mig_enabled = true;
-  MigDeviceInfo small;
+  gpu::MigDeviceInfo small;
   small.index = 2;
   small.uuid = "MIG-c1a7e0f2-9b34-5d58-8e61-2f0b7a3d0203";
   small.gpu_instance_id = 3;
   small.compute_instance_id = 0;
   small.profile = "1g.18gb";
-  MigDeviceInfo big = small;
+  gpu::MigDeviceInfo big = small;
   big.index = 0;
   big.uuid = "MIG-c1a7e0f2-9b34-5d58-8e61-2f0b7a3d0201";
   big.gpu_instance_id = 1;
@@ -469,7 +469,7 @@ TEST_F(ClaimPreparerTest, PrepareAgainWritesTheSameFile) {
 }
 
 TEST_F(ClaimPreparerTest, NoUsableGpuFailsEveryClaim) {
-  Inventory broken = gpulet::testing::HomelabInventory();
+  gpu::Inventory broken = gpulet::testing::HomelabInventory();
   broken.nvml_status = absl::UnavailableError("NVML: driver not loaded");
   UseNode(gpulet::testing::SimRoot("homelab"), broken);
   server_.PutResourceClaim(Claim("ollama", "uid-a", {Result("gpu", "gpu-0")}));

@@ -27,9 +27,9 @@ constexpr char kDriver[] = "gpu.gpulet.dev";
 
 // A node with one whole GPU and one GPU in MIG mode: every attribute either kind publishes.
 std::vector<nlohmann::json> Devices(bool memory_shares) {
-  Snapshot snap;
+  state::Snapshot snap;
   for (unsigned i : {0u, 1u}) {
-    DeviceRecord d;
+    state::DeviceRecord d;
     d.gpu.index = i;
     d.gpu.uuid = "GPU-" + std::to_string(i);
     d.gpu.bus_id = "0000:1" + std::to_string(i) + ":00.0";
@@ -38,13 +38,13 @@ std::vector<nlohmann::json> Devices(bool memory_shares) {
     d.gpu.memory_total_bytes = 143771ull << 20;
     d.gpu.cc_major = 9;
     d.gpu.cc_minor = 0;
-    d.gpu.architecture = Architecture::kHopper;
+    d.gpu.architecture = node::Architecture::kHopper;
     d.gpu.in_nvml = d.gpu.on_pci = true;
     snap.devices.push_back(d);
   }
-  Gpu& mig = snap.devices[1].gpu;
+  gpu::Gpu& mig = snap.devices[1].gpu;
   mig.mig_enabled = true;
-  MigDeviceInfo m;
+  gpu::MigDeviceInfo m;
   m.gpu_instance_id = 1;
   m.uuid = "MIG-1";
   m.profile = "3g.71gb";

@@ -63,7 +63,7 @@ class DraIntegrationTest : public ::testing::Test {
  protected:
   // gpulet's side: the claims (on the checkpoint) and the plugin serving them.
   // With `health`, the DRA socket serves DRAResourceHealth from it too.
-  void StartGpulet(const DeviceStore* health = nullptr) {
+  void StartGpulet(const state::DeviceStore* health = nullptr) {
     absl::StatusOr<std::unique_ptr<PreparedClaims>> c =
         PreparedClaims::Open(checkpoint_, &preparer_);
     ASSERT_TRUE(c.ok()) << c.status();
@@ -521,11 +521,11 @@ class HealthWatch {
   std::thread thread_;
 };
 
-Inventory TwoGpus() {
-  Inventory inv;
+gpu::Inventory TwoGpus() {
+  gpu::Inventory inv;
   inv.nvml_status = absl::OkStatus();
   for (unsigned i = 0; i < 2; ++i) {
-    Gpu g;
+    gpu::Gpu g;
     g.index = i;
     g.uuid = "GPU-" + std::to_string(i);
     g.name = "NVIDIA H200";
@@ -537,7 +537,7 @@ Inventory TwoGpus() {
 }
 
 TEST_F(DraIntegrationTest, TheHealthStreamReportsAnXidAndTheRecovery) {
-  DeviceStore store;
+  state::DeviceStore store;
   store.SetInventory(TwoGpus(), absl::Now());
   ASSERT_NO_FATAL_FAILURE(StartGpulet(&store));
   ASSERT_TRUE(kubelet_.Start().ok());
@@ -552,19 +552,19 @@ TEST_F(DraIntegrationTest, TheHealthStreamReportsAnXidAndTheRecovery) {
 
   // A snapshot that changes no device's health sends nothing.
   const size_t sent = watch.count();
-  store.UpdateHealth("GPU-1", [](GpuHealth& h) { h.xid_counts[13] += 1; });
+  store.UpdateHealth("GPU-1", [](state::GpuHealth& h) { h.xid_counts[13] += 1; });
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_EQ(watch.count(), sent);
 
   // XID 79 as the health policy raises it.
-  store.UpdateHealth("GPU-0", [](GpuHealth& h) {
+  store.UpdateHealth("GPU-0", [](state::GpuHealth& h) {
     h.last_xid = 79;
-    h.Raise("xid", {HealthState::kUnhealthy, "XID 79", "reboot the node", absl::Now(), true},
+    h.Raise("xid", {state::HealthState::kUnhealthy, "XID 79", "reboot the node", absl::Now(), true},
             absl::Now());
   });
   ASSERT_TRUE(watch.WaitFor("gpu-0", "UNHEALTHY"));
   EXPECT_EQ(watch.Latest("gpu-1"), "HEALTHY");
-  store.UpdateHealth("GPU-0", [](GpuHealth& h) { h.Clear("xid", absl::Now()); });
+  store.UpdateHealth("GPU-0", [](state::GpuHealth& h) { h.Clear("xid", absl::Now()); });
   ASSERT_TRUE(watch.WaitFor("gpu-0", "HEALTHY"));
 
   // gpulet going away ends the stream (promptly: not the server's grace period).

@@ -119,7 +119,8 @@ DraPluginServer::DraPluginServer(std::string socket_path, PreparedClaims* claims
 
 DraPluginServer::~DraPluginServer() { Stop(); }
 
-void DraPluginServer::SetHealthSource(const DeviceStore* store, HealthService::Options options) {
+void DraPluginServer::SetHealthSource(const state::DeviceStore* store,
+                                      HealthService::Options options) {
   health_store_ = store;
   health_options_ = std::move(options);
 }

@@ -52,7 +52,7 @@ class DraPluginServer {
 
   // Serves DRAResourceHealth from `store` too, with `options.pool` as the pool name (the node
   // name); from the next Start on. nullptr: not served.
-  void SetHealthSource(const DeviceStore* store, HealthService::Options options);
+  void SetHealthSource(const state::DeviceStore* store, HealthService::Options options);
 
   // Creates the directory if needed, removes a stale socket and serves both versions. Errors
   // name the path and what to do. Idempotent while running.
@@ -88,7 +88,7 @@ class DraPluginServer {
   PreparedClaims* const claims_;
   CallClock clock_;
   // Set before Start, on the owning thread.
-  const DeviceStore* health_store_ = nullptr;
+  const state::DeviceStore* health_store_ = nullptr;
   HealthService::Options health_options_;
 
   // Replaced only by Start/Stop, on the owning thread; they outlive the server that calls them.

@@ -19,8 +19,9 @@ ClaimPreparerOptions PreparerOptions(const DraDriverOptions& o) {
 
 }  // namespace
 
-DraDriver::DraDriver(DraDriverOptions options, kube::KubeClient* client, const DeviceStore* store,
-                     std::function<Inventory()> inventory, const HostFs* host, const Clock* clock)
+DraDriver::DraDriver(DraDriverOptions options, kube::KubeClient* client,
+                     const state::DeviceStore* store, std::function<gpu::Inventory()> inventory,
+                     const HostFs* host, const Clock* clock)
     : options_(std::move(options)),
       client_(client),
       store_(store),

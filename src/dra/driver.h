@@ -45,8 +45,8 @@ struct DraDriverOptions {
 
 class DraDriver {
  public:
-  DraDriver(DraDriverOptions options, kube::KubeClient* client, const DeviceStore* store,
-            std::function<Inventory()> inventory, const HostFs* host,
+  DraDriver(DraDriverOptions options, kube::KubeClient* client, const state::DeviceStore* store,
+            std::function<gpu::Inventory()> inventory, const HostFs* host,
             const Clock* clock = RealClock());
   ~DraDriver();  // Stop()
   DraDriver(const DraDriver&) = delete;
@@ -64,7 +64,7 @@ class DraDriver {
  private:
   const DraDriverOptions options_;
   kube::KubeClient* const client_;
-  const DeviceStore* const store_;
+  const state::DeviceStore* const store_;
   const Clock* const clock_;
   KubeClaimPreparer preparer_;
   std::unique_ptr<PreparedClaims> claims_;  // after the preparer it calls

@@ -37,17 +37,18 @@ DeviceHealthStatus Of(bool healthy) {
 
 }  // namespace
 
-std::vector<DeviceHealthEntry> DeviceHealthList(const Snapshot& snap) {
+std::vector<DeviceHealthEntry> DeviceHealthList(const state::Snapshot& snap) {
   std::vector<DeviceHealthEntry> list;
-  for (const DeviceRecord& d : snap.devices) {
-    const Gpu& g = d.gpu;
+  for (const state::DeviceRecord& d : snap.devices) {
+    const gpu::Gpu& g = d.gpu;
     if (!g.index || g.uuid.empty()) continue;  // not published (resource_slices.h)
     if (!g.mig_enabled) {
-      list.push_back({GpuDeviceName(g), snap.nvml_ok ? Of(d.health.state != HealthState::kUnhealthy)
-                                                     : DeviceHealthStatus::kUnknown});
+      list.push_back({GpuDeviceName(g), snap.nvml_ok
+                                            ? Of(d.health.state != state::HealthState::kUnhealthy)
+                                            : DeviceHealthStatus::kUnknown});
       continue;
     }
-    for (const MigDeviceInfo& m : g.mig_devices) {
+    for (const gpu::MigDeviceInfo& m : g.mig_devices) {
       list.push_back({MigDeviceName(g, m), snap.nvml_ok ? Of(d.MigHealthy(m.gpu_instance_id))
                                                         : DeviceHealthStatus::kUnknown});
     }
@@ -57,7 +58,8 @@ std::vector<DeviceHealthEntry> DeviceHealthList(const Snapshot& snap) {
 
 class HealthService::Impl final : public pb::DRAResourceHealth::Service {
  public:
-  Impl(const DeviceStore* store, Options options) : store_(store), options_(std::move(options)) {}
+  Impl(const state::DeviceStore* store, Options options)
+      : store_(store), options_(std::move(options)) {}
 
   grpc::Status NodeWatchResources(
       grpc::ServerContext* context, const pb::NodeWatchResourcesRequest*,
@@ -71,7 +73,7 @@ class HealthService::Impl final : public pb::DRAResourceHealth::Service {
     std::vector<DeviceHealthEntry> sent;
     absl::Time sent_at = absl::InfinitePast();
     while (!shutdown_.load() && !context->IsCancelled()) {
-      std::shared_ptr<const Snapshot> snap =
+      std::shared_ptr<const state::Snapshot> snap =
           first ? store_->Get() : store_->WaitForChange(seen, kMaxWait);
       if (shutdown_.load() || context->IsCancelled() || (!first && store_->shut_down())) break;
       seen = snap->version;
@@ -105,14 +107,14 @@ class HealthService::Impl final : public pb::DRAResourceHealth::Service {
   }
 
  private:
-  const DeviceStore* const store_;
+  const state::DeviceStore* const store_;
   const Options options_;
   std::atomic<bool> shutdown_{false};
   mutable absl::Mutex mu_;
   int streams_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-HealthService::HealthService(const DeviceStore* store, Options options)
+HealthService::HealthService(const state::DeviceStore* store, Options options)
     : impl_(std::make_unique<Impl>(store, std::move(options))) {}
 
 HealthService::~HealthService() = default;

@@ -42,7 +42,7 @@ struct DeviceHealthEntry {
 };
 
 // Every device of `snap` the ResourceSlices publish, in their order, with its health.
-std::vector<DeviceHealthEntry> DeviceHealthList(const Snapshot& snap);
+std::vector<DeviceHealthEntry> DeviceHealthList(const state::Snapshot& snap);
 
 class HealthService {
  public:
@@ -53,7 +53,7 @@ class HealthService {
     absl::Duration refresh = absl::Seconds(10);
   };
 
-  HealthService(const DeviceStore* store, Options options);
+  HealthService(const state::DeviceStore* store, Options options);
   ~HealthService();
   HealthService(const HealthService&) = delete;
   HealthService& operator=(const HealthService&) = delete;

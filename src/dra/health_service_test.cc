@@ -15,16 +15,16 @@ using ::testing::ElementsAre;
 
 const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);
 
-DeviceRecord Record(unsigned index) {
-  DeviceRecord d;
+state::DeviceRecord Record(unsigned index) {
+  state::DeviceRecord d;
   d.gpu.index = index;
   d.gpu.uuid = "GPU-" + std::to_string(index);
   d.gpu.in_nvml = d.gpu.on_pci = true;
   return d;
 }
 
-MigDeviceInfo Mig(unsigned gi, unsigned ci) {
-  MigDeviceInfo m;
+gpu::MigDeviceInfo Mig(unsigned gi, unsigned ci) {
+  gpu::MigDeviceInfo m;
   m.uuid = "MIG-" + std::to_string(gi);
   m.gpu_instance_id = gi;
   m.compute_instance_id = ci;
@@ -35,19 +35,21 @@ MigDeviceInfo Mig(unsigned gi, unsigned ci) {
 DeviceHealthEntry E(const std::string& device, DeviceHealthStatus s) { return {device, s}; }
 
 TEST(DeviceHealthListTest, NamesDevicesAsTheSlicesDoWithEachOnesHealth) {
-  Snapshot snap;
+  state::Snapshot snap;
   snap.nvml_ok = true;
   snap.devices = {Record(0), Record(1), Record(2)};
   // GPU 1 is out; GPU 2 runs MIG, and one of its instances is out on its own.
-  snap.devices[1].health.Raise("xid", {HealthState::kUnhealthy, "XID 79", "", kT0, true}, kT0);
-  DeviceRecord& mig = snap.devices[2];
+  snap.devices[1].health.Raise("xid", {state::HealthState::kUnhealthy, "XID 79", "", kT0, true},
+                               kT0);
+  state::DeviceRecord& mig = snap.devices[2];
   mig.gpu.mig_enabled = true;
   mig.gpu.mig_devices = {Mig(1, 0), Mig(2, 0)};
-  mig.mig_health[2].Raise("xid", {HealthState::kUnhealthy, "XID 94", "", kT0, false}, kT0);
+  mig.mig_health[2].Raise("xid", {state::HealthState::kUnhealthy, "XID 94", "", kT0, false}, kT0);
   // A degraded GPU still takes work.
-  snap.devices[0].health.Raise("remap", {HealthState::kDegraded, "pending", "", kT0, false}, kT0);
+  snap.devices[0].health.Raise("remap", {state::HealthState::kDegraded, "pending", "", kT0, false},
+                               kT0);
   // A GPU NVML does not know is not published, so it has no health to report either.
-  DeviceRecord unknown;
+  state::DeviceRecord unknown;
   unknown.gpu.bus_id = "0000:99:00.0";
   snap.devices.push_back(unknown);
 
@@ -58,13 +60,13 @@ TEST(DeviceHealthListTest, NamesDevicesAsTheSlicesDoWithEachOnesHealth) {
                           E("gpu-2-mig-2-0", DeviceHealthStatus::kUnhealthy)));
 
   // The GPU's own fault takes every MIG device of it out.
-  snap.devices[2].health.Raise("liveness", {HealthState::kUnhealthy, "GPU is lost", "", kT0, false},
-                               kT0);
+  snap.devices[2].health.Raise(
+      "liveness", {state::HealthState::kUnhealthy, "GPU is lost", "", kT0, false}, kT0);
   EXPECT_EQ(DeviceHealthList(snap)[2], E("gpu-2-mig-1-0", DeviceHealthStatus::kUnhealthy));
 }
 
 TEST(DeviceHealthListTest, EverythingIsUnknownWithoutNvml) {
-  Snapshot snap;
+  state::Snapshot snap;
   snap.nvml_ok = false;
   snap.devices = {Record(0)};
   EXPECT_THAT(DeviceHealthList(snap), ElementsAre(E("gpu-0", DeviceHealthStatus::kUnknown)));

@@ -55,7 +55,7 @@ class KubeletPlugin {
 
   // Serves DRAResourceHealth from `store` on the DRA socket too (DraPluginServer::
   // SetHealthSource); before Start.
-  void SetHealthSource(const DeviceStore* store, HealthService::Options options) {
+  void SetHealthSource(const state::DeviceStore* store, HealthService::Options options) {
     service_.SetHealthSource(store, std::move(options));
   }
 

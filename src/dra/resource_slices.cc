@@ -21,7 +21,7 @@ json Int(int64_t v) { return {{"int", v}}; }
 json Version(const std::string& v) { return {{"version", SemVer(v)}}; }
 
 // The brand as NVML names it, from the product name (the model keeps no NVML brand).
-std::string BrandName(const Gpu& gpu) {
+std::string BrandName(const gpu::Gpu& gpu) {
   const std::string& name = gpu.name;
   if (name.find("GeForce") != std::string::npos) return "GeForce";
   if (name.find("Quadro") != std::string::npos) return "Quadro";
@@ -29,7 +29,7 @@ std::string BrandName(const Gpu& gpu) {
 }
 
 // The attributes every device of `gpu` shares.
-json GpuAttributes(const Gpu& gpu, const SliceOptions& options) {
+json GpuAttributes(const gpu::Gpu& gpu, const SliceOptions& options) {
   json a = json::object();
   if (!SemVer(options.driver_version).empty()) a["driverVersion"] = Version(options.driver_version);
   if (!SemVer(options.cuda_driver_version).empty()) {
@@ -37,7 +37,7 @@ json GpuAttributes(const Gpu& gpu, const SliceOptions& options) {
   }
   a["productName"] = Str(gpu.name);
   a["brand"] = Str(BrandName(gpu));
-  a["architecture"] = Str(std::string(ArchitectureName(gpu.architecture)));
+  a["architecture"] = Str(std::string(node::ArchitectureName(gpu.architecture)));
   if (!gpu.ComputeCapability().empty())
     a["cudaComputeCapability"] = Version(gpu.ComputeCapability());
   if (gpu.index) a["index"] = Int(*gpu.index);
@@ -46,17 +46,17 @@ json GpuAttributes(const Gpu& gpu, const SliceOptions& options) {
   return a;
 }
 
-bool Fatal(const GpuHealth& h) {
+bool Fatal(const state::GpuHealth& h) {
   for (const auto& [source, c] : h.conditions) {
-    if (c.severity == HealthState::kUnhealthy && c.reboot_required) return true;
+    if (c.severity == state::HealthState::kUnhealthy && c.reboot_required) return true;
   }
   return false;
 }
 
 // The taints of a device whose health is `h`.
-json Taints(const GpuHealth& h, const SliceOptions& options) {
+json Taints(const state::GpuHealth& h, const SliceOptions& options) {
   json taints = json::array();
-  if (h.state != HealthState::kUnhealthy) return taints;
+  if (h.state != state::HealthState::kUnhealthy) return taints;
   taints.push_back(
       {{"key", kUnhealthyTaintKey},
        {"value", TaintValue(h)},
@@ -67,17 +67,17 @@ json Taints(const GpuHealth& h, const SliceOptions& options) {
 
 }  // namespace
 
-std::string GpuDeviceName(const Gpu& gpu) {
+std::string GpuDeviceName(const gpu::Gpu& gpu) {
   return absl::StrCat("gpu-", gpu.index ? absl::StrCat(*gpu.index) : "x");
 }
 
-std::string MigDeviceName(const Gpu& gpu, const MigDeviceInfo& mig) {
+std::string MigDeviceName(const gpu::Gpu& gpu, const gpu::MigDeviceInfo& mig) {
   return absl::StrCat(GpuDeviceName(gpu), "-mig-", mig.gpu_instance_id, "-",
                       mig.compute_instance_id);
 }
 
-std::string TaintValue(const GpuHealth& health) {
-  if (health.state == HealthState::kHealthy) return "";
+std::string TaintValue(const state::GpuHealth& health) {
+  if (health.state == state::HealthState::kHealthy) return "";
   // The worst condition's source names the cause.
   std::string source;
   for (const auto& [s, c] : health.conditions) {
@@ -95,10 +95,10 @@ std::string TaintValue(const GpuHealth& health) {
   return "unhealthy";
 }
 
-bool Offers(const SliceOptions& options, const Gpu& gpu) {
+bool Offers(const SliceOptions& options, const gpu::Gpu& gpu) {
   std::optional<int> index;
   if (gpu.index) index = static_cast<int>(*gpu.index);
-  return GpuListNames(options.gpus, index, gpu.uuid);
+  return gpu::GpuListNames(options.gpus, index, gpu.uuid);
 }
 
 std::string SemVer(const std::string& v) {
@@ -114,10 +114,10 @@ std::string SemVer(const std::string& v) {
   return absl::StrJoin(parts, ".");
 }
 
-std::vector<json> BuildSliceSpecs(const Snapshot& snap, const SliceOptions& options) {
+std::vector<json> BuildSliceSpecs(const state::Snapshot& snap, const SliceOptions& options) {
   std::vector<json> devices;
-  for (const DeviceRecord& d : snap.devices) {
-    const Gpu& g = d.gpu;
+  for (const state::DeviceRecord& d : snap.devices) {
+    const gpu::Gpu& g = d.gpu;
     if (!g.index || g.uuid.empty() || !Offers(options, g)) continue;
     const json common = GpuAttributes(g, options);
     if (!g.mig_enabled) {
@@ -146,7 +146,7 @@ std::vector<json> BuildSliceSpecs(const Snapshot& snap, const SliceOptions& opti
       devices.push_back(std::move(dev));
       continue;
     }
-    for (const MigDeviceInfo& m : g.mig_devices) {
+    for (const gpu::MigDeviceInfo& m : g.mig_devices) {
       json dev = {{"name", MigDeviceName(g, m)}};
       json attrs = common;
       attrs["type"] = Str("mig");
@@ -160,9 +160,10 @@ std::vector<json> BuildSliceSpecs(const Snapshot& snap, const SliceOptions& opti
                          {"multiprocessors", {{"value", absl::StrCat(m.sm_count)}}}};
       // A GPU-level fault takes every MIG device out; an instance's own, that one.
       auto own = d.mig_health.find(m.gpu_instance_id);
-      const GpuHealth& h = d.health.state == HealthState::kUnhealthy || own == d.mig_health.end()
-                               ? d.health
-                               : own->second;
+      const state::GpuHealth& h =
+          d.health.state == state::HealthState::kUnhealthy || own == d.mig_health.end()
+              ? d.health
+              : own->second;
       json taints = Taints(h, options);
       if (!taints.empty()) dev["taints"] = taints;
       devices.push_back(std::move(dev));

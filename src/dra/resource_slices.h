@@ -55,7 +55,7 @@ struct SliceOptions {
 };
 
 // Whether `options` offers GPU `gpu` to DRA.
-bool Offers(const SliceOptions& options, const Gpu& gpu);
+bool Offers(const SliceOptions& options, const gpu::Gpu& gpu);
 
 // A version attribute's value (semantic versioning 2.0.0, as the API checks): missing minor
 // and patch parts added, leading zeros dropped ("580.65.06" -> "580.65.6", "13.0" ->
@@ -63,17 +63,18 @@ bool Offers(const SliceOptions& options, const Gpu& gpu);
 std::string SemVer(const std::string& v);
 
 // The DRA device name of a whole GPU and of a MIG device.
-std::string GpuDeviceName(const Gpu& gpu);
-std::string MigDeviceName(const Gpu& gpu, const MigDeviceInfo& mig);
+std::string GpuDeviceName(const gpu::Gpu& gpu);
+std::string MigDeviceName(const gpu::Gpu& gpu, const gpu::MigDeviceInfo& mig);
 
 // The taint value for a health reason: a label-value-safe code ("xid-79", "lost", "hung",
 // "nvml", "remap-failure", "unhealthy").
-std::string TaintValue(const GpuHealth& health);
+std::string TaintValue(const state::GpuHealth& health);
 
 // The spec of each slice of the pool (metadata left to the publisher), in a stable order.
 // GPUs NVML does not know (no index or UUID) are not published: nothing could be allocated
 // on them.
-std::vector<nlohmann::json> BuildSliceSpecs(const Snapshot& snap, const SliceOptions& options);
+std::vector<nlohmann::json> BuildSliceSpecs(const state::Snapshot& snap,
+                                            const SliceOptions& options);
 
 }  // namespace gpulet::dra
 

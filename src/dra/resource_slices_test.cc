@@ -16,8 +16,8 @@ using ::testing::IsEmpty;
 
 const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);
 
-DeviceRecord Record(unsigned index, const std::string& uuid) {
-  DeviceRecord d;
+state::DeviceRecord Record(unsigned index, const std::string& uuid) {
+  state::DeviceRecord d;
   d.gpu.index = index;
   d.gpu.uuid = uuid;
   d.gpu.bus_id = "0000:1" + std::to_string(index) + ":00.0";
@@ -26,7 +26,7 @@ DeviceRecord Record(unsigned index, const std::string& uuid) {
   d.gpu.memory_total_bytes = 143771ull << 20;
   d.gpu.cc_major = 9;
   d.gpu.cc_minor = 0;
-  d.gpu.architecture = Architecture::kHopper;
+  d.gpu.architecture = node::Architecture::kHopper;
   d.gpu.in_nvml = d.gpu.on_pci = true;
   return d;
 }
@@ -51,7 +51,7 @@ void ExpectValid(const std::vector<nlohmann::json>& specs) {
 }
 
 TEST(ResourceSlicesTest, WholeGpusWithNvidiasAttributeNamesAndTheirMemory) {
-  Snapshot snap;
+  state::Snapshot snap;
   snap.devices = {Record(0, "GPU-a"), Record(1, "GPU-b")};
   std::vector<nlohmann::json> specs = BuildSliceSpecs(snap, Options());
   ASSERT_EQ(specs.size(), 1u);
@@ -74,7 +74,7 @@ TEST(ResourceSlicesTest, WholeGpusWithNvidiasAttributeNamesAndTheirMemory) {
 }
 
 TEST(ResourceSlicesTest, DriverVersionsAreSemanticVersionsTheApiTakes) {
-  Snapshot snap;
+  state::Snapshot snap;
   snap.devices = {Record(0, "GPU-a")};
   SliceOptions o = Options();
   o.driver_version = "580.65.06";
@@ -93,7 +93,7 @@ TEST(ResourceSlicesTest, DriverVersionsAreSemanticVersionsTheApiTakes) {
 
 // A GPU is offered by DRA or by the device plugin (dra.gpus), so only DRA's are published.
 TEST(ResourceSlicesTest, OnlyTheGpusOfferedToDraArePublished) {
-  Snapshot snap;
+  state::Snapshot snap;
   snap.devices = {Record(0, "GPU-a"), Record(1, "GPU-b"), Record(2, "GPU-c")};
   SliceOptions o = Options();
   o.gpus = {"1", "GPU-c"};
@@ -105,7 +105,7 @@ TEST(ResourceSlicesTest, OnlyTheGpusOfferedToDraArePublished) {
 }
 
 TEST(ResourceSlicesTest, MemorySharesMakeMemoryConsumableInSteps) {
-  Snapshot snap;
+  state::Snapshot snap;
   snap.devices = {Record(0, "GPU-a")};
   SliceOptions o = Options();
   o.memory_shares = true;
@@ -120,11 +120,12 @@ TEST(ResourceSlicesTest, MemorySharesMakeMemoryConsumableInSteps) {
 }
 
 TEST(ResourceSlicesTest, AnUnhealthyGpuIsTaintedAndTheTaintGoesWithTheCondition) {
-  Snapshot snap;
+  state::Snapshot snap;
   snap.devices = {Record(0, "GPU-a")};
-  GpuHealth& h = snap.devices[0].health;
+  state::GpuHealth& h = snap.devices[0].health;
   h.last_xid = 79;
-  h.Raise("xid", {HealthState::kUnhealthy, "XID 79", "reboot", kT0, /*reboot_required=*/true}, kT0);
+  h.Raise("xid",
+          {state::HealthState::kUnhealthy, "XID 79", "reboot", kT0, /*reboot_required=*/true}, kT0);
   SliceOptions o = Options();
   std::vector<nlohmann::json> specs = BuildSliceSpecs(snap, o);
   ExpectValid(specs);
@@ -140,12 +141,12 @@ TEST(ResourceSlicesTest, AnUnhealthyGpuIsTaintedAndTheTaintGoesWithTheCondition)
 }
 
 TEST(ResourceSlicesTest, MigDevicesReplaceTheirGpuAndCarryTheirOwnTaint) {
-  Snapshot snap;
+  state::Snapshot snap;
   snap.devices = {Record(0, "GPU-a")};
-  Gpu& g = snap.devices[0].gpu;
+  gpu::Gpu& g = snap.devices[0].gpu;
   g.mig_enabled = true;
   for (unsigned gi : {1u, 2u}) {
-    MigDeviceInfo m;
+    gpu::MigDeviceInfo m;
     m.gpu_instance_id = gi;
     m.uuid = "MIG-" + std::to_string(gi);
     m.profile = "3g.71gb";
@@ -153,7 +154,8 @@ TEST(ResourceSlicesTest, MigDevicesReplaceTheirGpuAndCarryTheirOwnTaint) {
     m.sm_count = 60;
     g.mig_devices.push_back(m);
   }
-  snap.devices[0].mig_health[2].Raise("xid", {HealthState::kUnhealthy, "XID 43", "", kT0}, kT0);
+  snap.devices[0].mig_health[2].Raise("xid", {state::HealthState::kUnhealthy, "XID 43", "", kT0},
+                                      kT0);
   std::vector<nlohmann::json> specs = BuildSliceSpecs(snap, Options());
   ExpectValid(specs);
   const nlohmann::json& devices = specs[0]["devices"];
@@ -168,9 +170,10 @@ TEST(ResourceSlicesTest, MigDevicesReplaceTheirGpuAndCarryTheirOwnTaint) {
 }
 
 TEST(ResourceSlicesTest, ManyDevicesSplitIntoSlicesTheApiTakesEvenWithTaints) {
-  Snapshot snap;
+  state::Snapshot snap;
   for (unsigned i = 0; i < 150; ++i) snap.devices.push_back(Record(i, "GPU-" + std::to_string(i)));
-  snap.devices[3].health.Raise("liveness", {HealthState::kUnhealthy, "GPU is lost", "", kT0}, kT0);
+  snap.devices[3].health.Raise("liveness", {state::HealthState::kUnhealthy, "GPU is lost", "", kT0},
+                               kT0);
   std::vector<nlohmann::json> specs = BuildSliceSpecs(snap, Options());
   ASSERT_EQ(specs.size(), 3u);
   ExpectValid(specs);
@@ -179,7 +182,7 @@ TEST(ResourceSlicesTest, ManyDevicesSplitIntoSlicesTheApiTakesEvenWithTaints) {
   for (const auto& s : specs) EXPECT_EQ(s["pool"]["resourceSliceCount"], 3);
   EXPECT_EQ(specs[0]["devices"][3]["taints"][0]["value"], "lost");
   // No GPU: one empty slice still says the pool exists with nothing in it.
-  EXPECT_EQ(BuildSliceSpecs(Snapshot(), Options()).size(), 1u);
+  EXPECT_EQ(BuildSliceSpecs(state::Snapshot(), Options()).size(), 1u);
 }
 
 }  // namespace

@@ -121,7 +121,7 @@ std::string SliceName(const std::string& node_name, const std::string& driver, s
   return prefix + hash + suffix;
 }
 
-SlicePublisher::SlicePublisher(kube::KubeClient* client, const DeviceStore* store,
+SlicePublisher::SlicePublisher(kube::KubeClient* client, const state::DeviceStore* store,
                                SlicePublisherOptions options, const Clock* clock)
     : client_(client), store_(store), clock_(clock), options_(std::move(options)) {}
 
@@ -245,7 +245,7 @@ void SlicePublisher::Run() {
       options_changed_ = false;
     }
     if (store_->shut_down()) break;
-    std::shared_ptr<const Snapshot> snap = store_->Get();
+    std::shared_ptr<const state::Snapshot> snap = store_->Get();
     const MonoTime now = clock_->Monotonic();
     const bool resync = !first && now >= resync_at;
     if (!first && !changed && !resync && snap->version == seen && (!retrying || now < retry_at)) {
@@ -395,7 +395,8 @@ absl::Status SlicePublisher::Ensure(const std::string& name, const json& want) {
                                                 " conflicts in a row; retried later)"));
 }
 
-absl::Status SlicePublisher::Reconcile(const Snapshot& snap, const SlicePublisherOptions& options) {
+absl::Status SlicePublisher::Reconcile(const state::Snapshot& snap,
+                                       const SlicePublisherOptions& options) {
   const SliceOptions& o = options.slices;
   if (!owner_resolved_) {
     if (absl::Status s = ResolveOwner(o.node_name); !s.ok()) return s;

@@ -99,8 +99,8 @@ class SlicePublisher {
     std::vector<std::string> dropped_fields;
   };
 
-  SlicePublisher(kube::KubeClient* client, const DeviceStore* store, SlicePublisherOptions options,
-                 const Clock* clock = RealClock());
+  SlicePublisher(kube::KubeClient* client, const state::DeviceStore* store,
+                 SlicePublisherOptions options, const Clock* clock = RealClock());
   ~SlicePublisher();  // Stop()
   SlicePublisher(const SlicePublisher&) = delete;
   SlicePublisher& operator=(const SlicePublisher&) = delete;
@@ -132,7 +132,7 @@ class SlicePublisher {
 
   void Run();
   // Makes the server's slices those of `snap`; an error means "retry later".
-  absl::Status Reconcile(const Snapshot& snap, const SlicePublisherOptions& options);
+  absl::Status Reconcile(const state::Snapshot& snap, const SlicePublisherOptions& options);
   absl::Status ResolveOwner(const std::string& node_name);
   absl::Status List(const SliceOptions& slices);
   // Creates or updates slice `name` to `want` (metadata and spec, no resourceVersion).
@@ -143,7 +143,7 @@ class SlicePublisher {
                    const nlohmann::json& stored);
 
   kube::KubeClient* const client_;
-  const DeviceStore* const store_;
+  const state::DeviceStore* const store_;
   const Clock* const clock_;
   std::thread thread_;
 

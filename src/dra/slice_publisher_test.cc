@@ -36,11 +36,11 @@ constexpr absl::Duration kLimit = absl::Seconds(10);  // a guard against a hang 
 constexpr char kDriver[] = "gpu.gpulet.dev";
 constexpr char kNode[] = "node-a";
 
-Inventory Gpus(unsigned n) {
-  Inventory inv;
+gpu::Inventory Gpus(unsigned n) {
+  gpu::Inventory inv;
   inv.nvml_status = absl::OkStatus();
   for (unsigned i = 0; i < n; ++i) {
-    Gpu g;
+    gpu::Gpu g;
     g.index = i;
     g.minor = i;
     g.uuid = absl::StrCat("GPU-", i);
@@ -117,24 +117,24 @@ class SlicePublisherTest : public ::testing::Test {
   }
 
   void Xid79(const std::string& uuid) {
-    store_.UpdateHealth(uuid, [](GpuHealth& h) {
+    store_.UpdateHealth(uuid, [](state::GpuHealth& h) {
       h.last_xid = 79;
       h.xid_counts[79] += 1;
       h.Raise("xid",
-              {HealthState::kUnhealthy, "XID 79 (GPU_HAS_FALLEN_OFF_THE_BUS)", "reboot the node",
-               absl::InfinitePast(), true},
+              {state::HealthState::kUnhealthy, "XID 79 (GPU_HAS_FALLEN_OFF_THE_BUS)",
+               "reboot the node", absl::InfinitePast(), true},
               absl::Now());
     });
   }
   void Recover(const std::string& uuid) {
-    store_.UpdateHealth(uuid, [](GpuHealth& h) { h.Clear("xid", absl::Now()); });
+    store_.UpdateHealth(uuid, [](state::GpuHealth& h) { h.Clear("xid", absl::Now()); });
   }
 
   gpulet::testing::FakeApiServer server_;
   gpulet::testing::SimulatedClock clock_;
   std::unique_ptr<kube::KubeClient> client_;
   std::unique_ptr<kube::KubeClient> other_;  // someone else writing slices
-  DeviceStore store_;
+  state::DeviceStore store_;
   std::unique_ptr<SlicePublisher> publisher_;
 };
 
@@ -153,8 +153,8 @@ TEST(SliceNameTest, IsADnsSubdomainAndStaysDistinctWhenCut) {
         {"apiVersion", "resource.k8s.io/v1"},
         {"kind", "ResourceSlice"},
         {"metadata", {{"name", name}}},
-        {"spec",
-         BuildSliceSpecs(Snapshot(), {kDriver, kNode, 1, false, 1024, false, {"all"}, "", ""})[0]}};
+        {"spec", BuildSliceSpecs(state::Snapshot(),
+                                 {kDriver, kNode, 1, false, 1024, false, {"all"}, "", ""})[0]}};
     EXPECT_THAT(gpulet::testing::ValidateResourceSlice(slice, nullptr), IsEmpty()) << name;
   }
 }
@@ -223,7 +223,7 @@ TEST_F(SlicePublisherTest, AnUnchangedSpecWritesNothing) {
   ExpectPublished();
   const size_t writes = Writes();
   // A new snapshot whose slices are the same (an XID that does not take the GPU out).
-  store_.UpdateHealth("GPU-1", [](GpuHealth& h) { h.xid_counts[13] += 1; });
+  store_.UpdateHealth("GPU-1", [](state::GpuHealth& h) { h.xid_counts[13] += 1; });
   ExpectPublished();
   EXPECT_EQ(Writes(), writes);
   EXPECT_EQ(publisher_->stats().writes, 1u);
@@ -336,7 +336,7 @@ TEST_F(SlicePublisherTest, LeftoversOfTheDriverGoAndOtherDriversStay) {
   other_ = NewClient();
   auto slice = [](const std::string& name, const std::string& driver, int64_t generation) {
     json spec = BuildSliceSpecs(
-        Snapshot(), {driver, kNode, generation, false, 1024, false, {"all"}, "", ""})[0];
+        state::Snapshot(), {driver, kNode, generation, false, 1024, false, {"all"}, "", ""})[0];
     return json{{"apiVersion", "resource.k8s.io/v1"},
                 {"kind", "ResourceSlice"},
                 {"metadata", {{"name", name}}},
@@ -416,7 +416,7 @@ TEST_F(SlicePublisherTest, ATaintTheServerDropsIsNoticedAndNotRewrittenInALoop) 
   EXPECT_EQ(publisher_->stats().dropped_fields,
             std::vector<std::string>{"spec.devices[].taints (feature gate DRADeviceTaints)"});
   const size_t writes = Writes();
-  store_.UpdateHealth("GPU-1", [](GpuHealth& h) { h.xid_counts[13] += 1; });
+  store_.UpdateHealth("GPU-1", [](state::GpuHealth& h) { h.xid_counts[13] += 1; });
   ExpectPublished();
   EXPECT_EQ(Writes(), writes) << "the slice was rewritten though nothing changed";
   Recover("GPU-0");

@@ -22,7 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace gpulet {
+namespace gpulet::gpu {
 
 struct SystemInfo {
   std::string driver_version;   // "570.133.20"
@@ -194,6 +194,6 @@ class GpuLibrary {
   virtual absl::StatusOr<std::optional<GpuEvent>> WaitEvent(absl::Duration timeout) = 0;
 };
 
-}  // namespace gpulet
+}  // namespace gpulet::gpu
 
 #endif  // GPULET_GPU_GPU_LIBRARY_H_

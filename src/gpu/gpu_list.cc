@@ -1,6 +1,6 @@
 #include "gpu/gpu_list.h"
 
-namespace gpulet {
+namespace gpulet::gpu {
 
 bool GpuListNames(const std::vector<std::string>& list, std::optional<int> index,
                   const std::string& uuid) {
@@ -10,4 +10,4 @@ bool GpuListNames(const std::vector<std::string>& list, std::optional<int> index
   return false;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::gpu

@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-namespace gpulet {
+namespace gpulet::gpu {
 
 // Whether `list` names the GPU with `index` (nullopt: NVML gave it none) and `uuid`.
 bool GpuListNames(const std::vector<std::string>& list, std::optional<int> index,
                   const std::string& uuid);
 
-}  // namespace gpulet
+}  // namespace gpulet::gpu
 
 #endif  // GPULET_GPU_GPU_LIST_H_

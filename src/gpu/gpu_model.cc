@@ -10,34 +10,34 @@
 #include "node/bus_id.h"
 #include "node/pci_ids.h"
 
-namespace gpulet {
+namespace gpulet::gpu {
 
-Architecture ArchitectureFromNvml(unsigned nvml_arch) {
+node::Architecture ArchitectureFromNvml(unsigned nvml_arch) {
   // 11 and 12 are unassigned in the published headers; they stay kUnknown rather than
   // being guessed.
   switch (nvml_arch) {
     case NVML_DEVICE_ARCH_KEPLER:
-      return Architecture::kKepler;
+      return node::Architecture::kKepler;
     case NVML_DEVICE_ARCH_MAXWELL:
-      return Architecture::kMaxwell;
+      return node::Architecture::kMaxwell;
     case NVML_DEVICE_ARCH_PASCAL:
-      return Architecture::kPascal;
+      return node::Architecture::kPascal;
     case NVML_DEVICE_ARCH_VOLTA:
-      return Architecture::kVolta;
+      return node::Architecture::kVolta;
     case NVML_DEVICE_ARCH_TURING:
-      return Architecture::kTuring;
+      return node::Architecture::kTuring;
     case NVML_DEVICE_ARCH_AMPERE:
-      return Architecture::kAmpere;
+      return node::Architecture::kAmpere;
     case NVML_DEVICE_ARCH_ADA:
-      return Architecture::kAda;
+      return node::Architecture::kAda;
     case NVML_DEVICE_ARCH_HOPPER:
-      return Architecture::kHopper;
+      return node::Architecture::kHopper;
     case NVML_DEVICE_ARCH_BLACKWELL:
-      return Architecture::kBlackwell;
+      return node::Architecture::kBlackwell;
     case NVML_DEVICE_ARCH_RUBIN:
-      return Architecture::kRubin;
+      return node::Architecture::kRubin;
     default:
-      return Architecture::kUnknown;
+      return node::Architecture::kUnknown;
   }
 }
 
@@ -61,7 +61,7 @@ Gpu* Inventory::FindByUuid(const std::string& uuid) {
 }
 
 const Gpu* Inventory::FindByBusId(const std::string& any_bus_id_form) const {
-  std::string want = NormalizeBusId(any_bus_id_form);
+  std::string want = node::NormalizeBusId(any_bus_id_form);
   if (want.empty()) return nullptr;  // not a bus id; must not match GPUs without one
   for (const Gpu& g : gpus) {
     if (g.bus_id == want) return &g;
@@ -70,18 +70,18 @@ const Gpu* Inventory::FindByBusId(const std::string& any_bus_id_form) const {
 }
 
 std::vector<Gpu> MergeGpuViews(const std::vector<absl::StatusOr<DeviceIdentity>>& nvml,
-                               const std::vector<PciGpu>& pci) {
+                               const std::vector<node::PciGpu>& pci) {
   std::vector<Gpu> out;
-  std::map<std::string, const PciGpu*> by_bus;
-  for (const PciGpu& p : pci) by_bus[p.bus_id] = &p;
+  std::map<std::string, const node::PciGpu*> by_bus;
+  for (const node::PciGpu& p : pci) by_bus[p.bus_id] = &p;
   std::map<std::string, bool> matched;
 
-  auto apply_pci = [](Gpu& g, const PciGpu& p) {
+  auto apply_pci = [](Gpu& g, const node::PciGpu& p) {
     g.on_pci = true;
     g.kernel_driver = p.driver;
     g.numa_node = p.numa_node;
     if (g.pci_device_id == 0) g.pci_device_id = p.device_id;
-    if (g.architecture == Architecture::kUnknown) g.architecture = p.architecture;
+    if (g.architecture == node::Architecture::kUnknown) g.architecture = p.architecture;
     if (g.name.empty()) g.name = std::string(p.product);
   };
 
@@ -98,7 +98,7 @@ std::vector<Gpu> MergeGpuViews(const std::vector<absl::StatusOr<DeviceIdentity>>
     g.index = id.index;
     g.uuid = id.uuid;
     g.name = id.name;
-    g.bus_id = NormalizeBusId(id.bus_id);
+    g.bus_id = node::NormalizeBusId(id.bus_id);
     g.pci_device_id = static_cast<uint16_t>(id.pci_device_id >> 16);
     g.minor = id.minor;
     g.memory_total_bytes = id.memory_total_bytes;
@@ -109,8 +109,8 @@ std::vector<Gpu> MergeGpuViews(const std::vector<absl::StatusOr<DeviceIdentity>>
     g.mig_capable = id.mig_capable;
     g.virtualization_mode = id.virtualization_mode;
     if (id.nvml_architecture) g.architecture = ArchitectureFromNvml(*id.nvml_architecture);
-    if (g.architecture == Architecture::kUnknown && g.pci_device_id != 0) {
-      if (const PciDeviceInfo* info = LookupPciDevice(g.pci_device_id)) {
+    if (g.architecture == node::Architecture::kUnknown && g.pci_device_id != 0) {
+      if (const node::PciDeviceInfo* info = node::LookupPciDevice(g.pci_device_id)) {
         g.architecture = info->architecture;
       }
     }
@@ -123,8 +123,8 @@ std::vector<Gpu> MergeGpuViews(const std::vector<absl::StatusOr<DeviceIdentity>>
   }
   // GPUs NVML could not open by index are matched to the PCI devices nobody claimed only
   // when that pairing is unambiguous (one of each); otherwise they stay separate records.
-  std::vector<const PciGpu*> unclaimed;
-  for (const PciGpu& p : pci) {
+  std::vector<const node::PciGpu*> unclaimed;
+  for (const node::PciGpu& p : pci) {
     if (!matched.count(p.bus_id)) unclaimed.push_back(&p);
   }
   std::vector<Gpu*> unopened;
@@ -136,14 +136,14 @@ std::vector<Gpu> MergeGpuViews(const std::vector<absl::StatusOr<DeviceIdentity>>
     apply_pci(*unopened[0], *unclaimed[0]);
     unclaimed.clear();
   }
-  for (const PciGpu* p : unclaimed) {
+  for (const node::PciGpu* p : unclaimed) {
     Gpu g;
     g.bus_id = p->bus_id;
     apply_pci(g, *p);
     out.push_back(std::move(g));
   }
   for (Gpu& g : out) {
-    g.module_flavor = ModuleFlavorFor(g.architecture);
+    g.module_flavor = node::ModuleFlavorFor(g.architecture);
     if (g.name.empty() && g.pci_device_id != 0) {
       g.name = absl::StrFormat("NVIDIA device 10de:%04x", g.pci_device_id);
     }
@@ -159,9 +159,9 @@ std::vector<Gpu> MergeGpuViews(const std::vector<absl::StatusOr<DeviceIdentity>>
 Inventory BuildInventory(GpuLibrary* library, const HostFs& host, absl::Status nvml_status) {
   Inventory inv;
   inv.nvml_status = std::move(nvml_status);
-  inv.driver = ReadDriverInfo(host);
-  std::vector<PciGpu> pci;
-  absl::StatusOr<std::vector<PciGpu>> scanned = ScanPciGpus(host);
+  inv.driver = node::ReadDriverInfo(host);
+  std::vector<node::PciGpu> pci;
+  absl::StatusOr<std::vector<node::PciGpu>> scanned = node::ScanPciGpus(host);
   if (scanned.ok()) {
     pci = std::move(*scanned);
   } else {
@@ -226,8 +226,8 @@ void to_json(nlohmann::json& j, const Gpu& g) {
   }
   if (g.memory_total_bytes) j["memory_total_bytes"] = *g.memory_total_bytes;
   if (!g.ComputeCapability().empty()) j["compute_capability"] = g.ComputeCapability();
-  j["architecture"] = std::string(ArchitectureName(g.architecture));
-  j["kernel_module_flavor"] = std::string(ModuleFlavorName(g.module_flavor));
+  j["architecture"] = std::string(node::ArchitectureName(g.architecture));
+  j["kernel_module_flavor"] = std::string(node::ModuleFlavorName(g.module_flavor));
   j["numa_node"] = g.numa_node;
   if (g.on_pci) j["kernel_driver"] = g.kernel_driver.empty() ? "none" : g.kernel_driver;
   if (g.serial) j["serial"] = *g.serial;
@@ -271,4 +271,4 @@ void to_json(nlohmann::json& j, const Inventory& inv) {
   j["gpus"] = inv.gpus;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::gpu

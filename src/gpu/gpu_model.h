@@ -26,11 +26,11 @@
 #include "node/driver_info.h"
 #include "node/pci_inventory.h"
 
-namespace gpulet {
+namespace gpulet::gpu {
 
 // Maps an nvmlDeviceArchitecture_t value (KEPLER 2 ... BLACKWELL 10, RUBIN 13). Values NVML
 // has not defined yet, and NVML_DEVICE_ARCH_UNKNOWN, give kUnknown.
-Architecture ArchitectureFromNvml(unsigned nvml_arch);
+node::Architecture ArchitectureFromNvml(unsigned nvml_arch);
 
 struct Gpu {
   std::optional<unsigned> index;  // NVML index (enumeration order; not stable across boots)
@@ -41,8 +41,8 @@ struct Gpu {
   std::optional<unsigned> minor;  // /dev/nvidia<minor>
   std::optional<uint64_t> memory_total_bytes;
   std::optional<int> cc_major, cc_minor;
-  Architecture architecture = Architecture::kUnknown;
-  ModuleFlavor module_flavor = ModuleFlavor::kEither;  // kernel modules this GPU needs
+  node::Architecture architecture = node::Architecture::kUnknown;
+  node::ModuleFlavor module_flavor = node::ModuleFlavor::kEither;  // kernel modules this GPU needs
   int numa_node = -1;         // -1 when the platform has no NUMA information
   std::string kernel_driver;  // bound PCI driver: "nvidia", "nouveau", "vfio-pci", ""
   std::optional<std::string> serial;
@@ -72,7 +72,7 @@ struct Inventory {
   int nvml_code = -1;        // NVML return code of the failure, when there is one
   std::vector<NvmlLoadAttempt> nvml_attempts;
   absl::Status pci_status;  // OK when PCI sysfs was readable
-  DriverInfo driver;        // kernel-side facts (/proc/driver/nvidia, /proc/modules, /dev)
+  node::DriverInfo driver;  // kernel-side facts (/proc/driver/nvidia, /proc/modules, /dev)
 
   const Gpu* FindByUuid(const std::string& uuid) const;
   Gpu* FindByUuid(const std::string& uuid);
@@ -82,7 +82,7 @@ struct Inventory {
 // Merges the two views. `nvml` holds one entry per NVML index (an error where that GPU
 // could not be read). Pure function: no I/O.
 std::vector<Gpu> MergeGpuViews(const std::vector<absl::StatusOr<DeviceIdentity>>& nvml,
-                               const std::vector<PciGpu>& pci);
+                               const std::vector<node::PciGpu>& pci);
 
 // Sets the GPU's MIG mode and devices from a layout read from NVML.
 void ApplyMigLayout(const MigLayout& layout, Gpu* gpu);
@@ -95,6 +95,6 @@ Inventory BuildInventory(GpuLibrary* library, const HostFs& host, absl::Status n
 void to_json(nlohmann::json& out, const Gpu& gpu);
 void to_json(nlohmann::json& out, const Inventory& inventory);
 
-}  // namespace gpulet
+}  // namespace gpulet::gpu
 
 #endif  // GPULET_GPU_GPU_MODEL_H_

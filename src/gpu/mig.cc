@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace gpulet {
+namespace gpulet::gpu {
 
 uint64_t MigMemoryGb(uint64_t gpu_total_bytes, uint64_t instance_mib) {
   if (gpu_total_bytes == 0) return 0;
@@ -27,4 +27,4 @@ std::string MigProfileName(unsigned gpu_instance_slices, unsigned compute_instan
   return absl::StrCat(gpu_instance_slices, "g.", gb, "gb");
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::gpu

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <string>
 
-namespace gpulet {
+namespace gpulet::gpu {
 
 // The memory part of a profile name, in GB: `instance_mib` of a GPU with `gpu_total_bytes`.
 uint64_t MigMemoryGb(uint64_t gpu_total_bytes, uint64_t instance_mib);
@@ -25,6 +25,6 @@ uint64_t MigMemoryGb(uint64_t gpu_total_bytes, uint64_t instance_mib);
 std::string MigProfileName(unsigned gpu_instance_slices, unsigned compute_instance_slices,
                            uint64_t instance_mib, uint64_t gpu_total_bytes);
 
-}  // namespace gpulet
+}  // namespace gpulet::gpu
 
 #endif  // GPULET_GPU_MIG_H_

@@ -2,7 +2,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpulet {
+namespace gpulet::gpu {
 namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
@@ -32,4 +32,4 @@ TEST(MigProfileNameTest, NamesAComputeInstanceSmallerThanItsGpuInstance) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::gpu

@@ -334,7 +334,7 @@ static_assert(offsetof(nvmlFieldValue_t, value) == 32, "nvmlFieldValue_t layout"
 
 // Function-pointer types, one per symbol gpulet resolves. The symbol names are in
 // nvml_library.cc's table.
-namespace gpulet::nvml {
+namespace gpulet::gpu {
 using InitFn = nvmlReturn_t (*)();
 using ShutdownFn = nvmlReturn_t (*)();
 using ErrorStringFn = const char* (*)(nvmlReturn_t);
@@ -379,6 +379,6 @@ using EventSetCreateFn = nvmlReturn_t (*)(nvmlEventSet_t*);
 using EventSetFreeFn = nvmlReturn_t (*)(nvmlEventSet_t);
 using DeviceRegisterEventsFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
 using EventSetWaitFn = nvmlReturn_t (*)(nvmlEventSet_t, nvmlEventData_t*, unsigned int);
-}  // namespace gpulet::nvml
+}  // namespace gpulet::gpu
 
 #endif  // GPULET_GPU_NVML_API_H_

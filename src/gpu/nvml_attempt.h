@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 
-namespace gpulet {
+namespace gpulet::gpu {
 
 struct NvmlLoadAttempt {
   std::string candidate;  // what was tried: a host path, or "libnvidia-ml.so.1 (loader)"
@@ -41,6 +41,6 @@ const char* NvmlLoadReasonName(NvmlLoadAttempt::Reason reason);
 // Renders attempts as an indented list for error messages and `gpulet doctor`.
 std::string FormatAttempts(const std::vector<NvmlLoadAttempt>& attempts);
 
-}  // namespace gpulet
+}  // namespace gpulet::gpu
 
 #endif  // GPULET_GPU_NVML_ATTEMPT_H_

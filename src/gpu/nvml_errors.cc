@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gpu/nvml_api.h"
 
-namespace gpulet {
+namespace gpulet::gpu {
 namespace {
 
 // The payload key under which NvmlError stores the numeric NVML code.
@@ -210,4 +210,4 @@ int NvmlCodeOf(const absl::Status& status) {
   return code;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::gpu

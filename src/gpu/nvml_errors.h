@@ -15,7 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
-namespace gpulet {
+namespace gpulet::gpu {
 
 struct NvmlReturnInfo {
   int code;
@@ -51,6 +51,6 @@ absl::Status WithNvmlCode(absl::Status status, int code);
 // The NVML code carried by a Status made by NvmlError, or -1.
 int NvmlCodeOf(const absl::Status& status);
 
-}  // namespace gpulet
+}  // namespace gpulet::gpu
 
 #endif  // GPULET_GPU_NVML_ERRORS_H_

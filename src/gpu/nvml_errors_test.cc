@@ -5,7 +5,7 @@
 #include "gpu/nvml_api.h"
 #include "gtest/gtest.h"
 
-namespace gpulet {
+namespace gpulet::gpu {
 namespace {
 
 TEST(NvmlErrorsTest, EveryCodeFromTheAbiHasAnEntry) {
@@ -62,4 +62,4 @@ TEST(NvmlErrorsTest, StatusCarriesCallContextCodeAndFix) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::gpu

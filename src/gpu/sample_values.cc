@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace gpulet {
+namespace gpulet::gpu {
 namespace {
 
 // DCGM's NVLink total counts both directions over every link, in KiB as NVML does.
@@ -262,4 +262,4 @@ std::string ValueTableMarkdown() {
   return out;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::gpu

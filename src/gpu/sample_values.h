@@ -28,7 +28,7 @@
 #include "absl/types/span.h"
 #include "gpu/gpu_library.h"
 
-namespace gpulet {
+namespace gpulet::gpu {
 
 // Every row of the table, in the order the exposition prints them (dcgm-exporter's default
 // order for its default fields, then the rest).
@@ -150,6 +150,6 @@ bool IsIntegerValue(const SampleValue& row);
 // "## GPU values": series, type, unit, DCGM field id, source, GPUs.
 std::string ValueTableMarkdown();
 
-}  // namespace gpulet
+}  // namespace gpulet::gpu
 
 #endif  // GPULET_GPU_SAMPLE_VALUES_H_

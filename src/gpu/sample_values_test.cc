@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
-namespace gpulet {
+namespace gpulet::gpu {
 namespace {
 
 TEST(SampleValuesTest, RowsAreWellFormed) {
@@ -101,4 +101,4 @@ TEST(SampleValuesTest, TheDocsTableIsTheTable) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::gpu

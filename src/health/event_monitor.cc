@@ -7,9 +7,9 @@
 #include "gpu/nvml_api.h"
 #include "health/xid.h"
 
-namespace gpulet {
+namespace gpulet::health {
 
-EventMonitor::EventMonitor(GpuLibrary* library, unsigned gpu_count,
+EventMonitor::EventMonitor(gpu::GpuLibrary* library, unsigned gpu_count,
                            std::unique_ptr<KernelLogSource> kmsg, XidPolicy* policy,
                            Options options)
     : library_(library),
@@ -18,7 +18,7 @@ EventMonitor::EventMonitor(GpuLibrary* library, unsigned gpu_count,
       policy_(policy),
       options_(options) {}
 
-EventMonitor::EventMonitor(GpuLibrary* library, unsigned gpu_count,
+EventMonitor::EventMonitor(gpu::GpuLibrary* library, unsigned gpu_count,
                            std::unique_ptr<KernelLogSource> kmsg, XidPolicy* policy)
     : EventMonitor(library, gpu_count, std::move(kmsg), policy, Options()) {}
 
@@ -61,14 +61,14 @@ void EventMonitor::NvmlLoop() {
   absl::Status reg = library_->RegisterEvents(gpu_count_);
   if (!reg.ok()) GPULET_LOG_WARN("{}", reg.message());
   while (!stopping()) {
-    absl::StatusOr<std::optional<GpuEvent>> ev = library_->WaitEvent(options_.event_wait);
+    absl::StatusOr<std::optional<gpu::GpuEvent>> ev = library_->WaitEvent(options_.event_wait);
     if (!ev.ok()) {
       // A lost GPU makes the wait fail at once; liveness reports the GPU, so just back off.
       if (!Pause(options_.error_backoff)) return;
       continue;
     }
     if (!ev->has_value()) continue;
-    const GpuEvent& e = **ev;
+    const gpu::GpuEvent& e = **ev;
     if (e.type & nvmlEventTypeXidCriticalError) {
       GPULET_LOG_WARN("NVML event: XID {} on GPU {}", e.data, e.index);
       policy_->OnXid(absl::StrCat("index:", e.index), static_cast<int>(e.data), "", "nvml",
@@ -111,4 +111,4 @@ void EventMonitor::KmsgLoop() {
   }
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::health

@@ -32,7 +32,7 @@
 #include "health/kmsg_source.h"
 #include "health/xid_policy.h"
 
-namespace gpulet {
+namespace gpulet::health {
 
 class EventMonitor {
  public:
@@ -47,10 +47,10 @@ class EventMonitor {
   };
 
   // `library` may be null (no NVML); `kmsg` may be null (kernel log disabled or unreadable).
-  EventMonitor(GpuLibrary* library, unsigned gpu_count, std::unique_ptr<KernelLogSource> kmsg,
+  EventMonitor(gpu::GpuLibrary* library, unsigned gpu_count, std::unique_ptr<KernelLogSource> kmsg,
                XidPolicy* policy, Options options);
   // With the default Options (the real clock).
-  EventMonitor(GpuLibrary* library, unsigned gpu_count, std::unique_ptr<KernelLogSource> kmsg,
+  EventMonitor(gpu::GpuLibrary* library, unsigned gpu_count, std::unique_ptr<KernelLogSource> kmsg,
                XidPolicy* policy);
   ~EventMonitor();
 
@@ -64,7 +64,7 @@ class EventMonitor {
   bool Pause(absl::Duration d);
   bool stopping() const;
 
-  GpuLibrary* library_;
+  gpu::GpuLibrary* library_;
   unsigned gpu_count_;
   std::unique_ptr<KernelLogSource> kmsg_;
   XidPolicy* policy_;
@@ -75,6 +75,6 @@ class EventMonitor {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-}  // namespace gpulet
+}  // namespace gpulet::health
 
 #endif  // GPULET_HEALTH_EVENT_MONITOR_H_

@@ -14,7 +14,7 @@
 #include "testing/fake_gpu_library.h"
 #include "testing/simulated_clock.h"
 
-namespace gpulet {
+namespace gpulet::health {
 namespace {
 
 using ::gpulet::testing::FakeGpuLibrary;
@@ -34,14 +34,14 @@ std::string XidRecord(int seq, const std::string& bus, int xid) {
 class EventMonitorTest : public ::testing::Test {
  protected:
   EventMonitorTest() {
-    DeviceIdentity a, b;
+    gpu::DeviceIdentity a, b;
     a.index = 0;
     a.uuid = kGpu0;
     b.index = 1;
     b.uuid = kGpu1;
     library_.AddDevice(a);
     library_.AddDevice(b);
-    Inventory inv;
+    gpu::Inventory inv;
     inv.gpus = {NvmlGpu(0, kGpu0, "0000:01:00.0"), NvmlGpu(1, kGpu1, "0000:02:00.0")};
     store_.SetInventory(inv, clock_.Now());
     auto kmsg = std::make_unique<FakeKernelLogSource>();
@@ -69,12 +69,12 @@ class EventMonitorTest : public ::testing::Test {
     ASSERT_GT(store_.WaitForChange(seen, absl::Seconds(10))->version, seen);
   }
 
-  const GpuHealth& Health(const std::string& uuid) {
+  const state::GpuHealth& Health(const std::string& uuid) {
     snap_ = store_.Get();
     return snap_->FindByUuid(uuid)->health;
   }
   uint64_t Count(const std::string& uuid, int xid) {
-    const GpuHealth& h = Health(uuid);
+    const state::GpuHealth& h = Health(uuid);
     auto it = h.xid_counts.find(xid);
     return it == h.xid_counts.end() ? 0 : it->second;
   }
@@ -83,43 +83,43 @@ class EventMonitorTest : public ::testing::Test {
   // Its event wait runs on the real clock: events arrive at once, and a wait with none
   // ends after Options().event_wait, as NVML's does.
   FakeGpuLibrary library_{RealClock()};
-  DeviceStore store_;
+  state::DeviceStore store_;
   XidPolicy policy_{&store_, {13, 31, 43, 45, 68, 94}, kQuiet};
   FakeKernelLogSource* kmsg_ = nullptr;
   std::unique_ptr<EventMonitor> monitor_;
-  std::shared_ptr<const Snapshot> snap_;
+  std::shared_ptr<const state::Snapshot> snap_;
 };
 
 TEST_F(EventMonitorTest, NvmlXidReachesTheStore) {
   Start();
   AndWaitForStore([&] { library_.InjectXid(0, 79); });
   EXPECT_EQ(library_.registered_count(), 2u);  // registered before it waited for events
-  EXPECT_EQ(Health(kGpu0).state, HealthState::kUnhealthy);
+  EXPECT_EQ(Health(kGpu0).state, state::HealthState::kUnhealthy);
   EXPECT_EQ(Health(kGpu0).last_xid, 79);
   EXPECT_EQ(Count(kGpu0, 79), 1u);
   EXPECT_EQ(Health(kGpu0).conditions.at("xid").since, clock_.Now());
-  EXPECT_EQ(Health(kGpu1).state, HealthState::kHealthy);
+  EXPECT_EQ(Health(kGpu1).state, state::HealthState::kHealthy);
 }
 
 TEST_F(EventMonitorTest, DoubleBitEccCountsAsXid48) {
   Start();
   AndWaitForStore([&] { library_.InjectDoubleBitEcc(1); });
   EXPECT_EQ(Count(kGpu1, 48), 1u);
-  EXPECT_NE(Health(kGpu1).state, HealthState::kHealthy);
+  EXPECT_NE(Health(kGpu1).state, state::HealthState::kHealthy);
 }
 
 TEST_F(EventMonitorTest, KernelLogXidReachesTheStore) {
   Start();
   AndWaitForStore([&] { kmsg_->Push(XidRecord(1, "02", 79)); });
   EXPECT_EQ(Count(kGpu1, 79), 1u);
-  EXPECT_EQ(Health(kGpu1).state, HealthState::kUnhealthy);
+  EXPECT_EQ(Health(kGpu1).state, state::HealthState::kUnhealthy);
 }
 
 TEST_F(EventMonitorTest, AnXidNamingAGpuInstanceReachesThatMigDeviceFromEitherSource) {
-  MigLayout layout;
+  gpu::MigLayout layout;
   layout.enabled = true;
   for (unsigned gi : {3u, 4u}) {
-    MigDeviceInfo m;
+    gpu::MigDeviceInfo m;
     m.gpu_instance_id = gi;
     m.uuid = absl::StrCat("MIG-", gi);
     layout.devices.push_back(m);
@@ -131,14 +131,14 @@ TEST_F(EventMonitorTest, AnXidNamingAGpuInstanceReachesThatMigDeviceFromEitherSo
         "4,1,1001,-;NVRM: Xid (PCI:0000:02:00 GPU-I:03): 79, pid='<unknown>', name=<unknown>, x");
   });
   snap_ = store_.Get();
-  const DeviceRecord* d = snap_->FindByUuid(kGpu1);
-  EXPECT_EQ(d->health.state, HealthState::kHealthy);
+  const state::DeviceRecord* d = snap_->FindByUuid(kGpu1);
+  EXPECT_EQ(d->health.state, state::HealthState::kHealthy);
   EXPECT_FALSE(d->MigHealthy(3));
   EXPECT_TRUE(d->MigHealthy(4));
   AndWaitForStore([&] { library_.InjectEvent({1, nvmlEventTypeXidCriticalError, 48, 4u, 0u}); });
   snap_ = store_.Get();
   EXPECT_FALSE(snap_->FindByUuid(kGpu1)->MigHealthy(4));
-  EXPECT_EQ(snap_->FindByUuid(kGpu1)->health.state, HealthState::kHealthy);
+  EXPECT_EQ(snap_->FindByUuid(kGpu1)->health.state, state::HealthState::kHealthy);
 }
 
 TEST_F(EventMonitorTest, SameXidFromBothSourcesWithinTwoSecondsCountsOnce) {
@@ -164,7 +164,7 @@ TEST_F(EventMonitorTest, ApplicationXidsAreCountedButNeverTakeTheGpuOut) {
     clock_.Advance(absl::Seconds(5));
     AndWaitForStore([&] { kmsg_->Push(XidRecord(xid, "01", xid)); });
     EXPECT_EQ(Count(kGpu0, xid), 2u);
-    EXPECT_EQ(Health(kGpu0).state, HealthState::kHealthy);
+    EXPECT_EQ(Health(kGpu0).state, state::HealthState::kHealthy);
   }
 }
 
@@ -173,10 +173,10 @@ TEST_F(EventMonitorTest, TickWorkerClearsTheConditionAfterTheQuietPeriod) {
   AndWaitForStore([&] { library_.InjectXid(0, 79); });
   clock_.Advance(kQuiet - absl::Seconds(1));
   ASSERT_TRUE(clock_.AwaitSleepers(1));
-  EXPECT_EQ(Health(kGpu0).state, HealthState::kUnhealthy);
+  EXPECT_EQ(Health(kGpu0).state, state::HealthState::kUnhealthy);
   clock_.Advance(absl::Seconds(1));
   ASSERT_TRUE(clock_.AwaitSleepers(1));
-  EXPECT_EQ(Health(kGpu0).state, HealthState::kHealthy);
+  EXPECT_EQ(Health(kGpu0).state, state::HealthState::kHealthy);
   EXPECT_EQ(Count(kGpu0, 79), 1u);
 }
 
@@ -222,4 +222,4 @@ TEST_F(EventMonitorTest, AKernelLogThatCannotBeOpenedIsSkipped) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::health

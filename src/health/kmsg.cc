@@ -8,7 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "common/hex.h"
 
-namespace gpulet {
+namespace gpulet::health {
 namespace {
 
 // Strict unsigned decimal: digits only, no sign or spaces, no overflow.
@@ -131,4 +131,4 @@ std::vector<std::string> SplitKmsgRecords(absl::string_view text) {
   return records;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::health

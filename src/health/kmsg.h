@@ -25,7 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace gpulet {
+namespace gpulet::health {
 
 struct KmsgRecord {
   int facility = 0;  // 0 = kernel; user-space writes to /dev/kmsg cannot use 0
@@ -54,6 +54,6 @@ std::string UnescapeKmsgText(absl::string_view text);
 // files can carry comments.
 std::vector<std::string> SplitKmsgRecords(absl::string_view text);
 
-}  // namespace gpulet
+}  // namespace gpulet::health
 
 #endif  // GPULET_HEALTH_KMSG_H_

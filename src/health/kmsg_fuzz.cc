@@ -22,7 +22,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::string_view input(reinterpret_cast<const char*>(data), size);
 
-  absl::StatusOr<gpulet::KmsgRecord> record = gpulet::ParseKmsgRecord(input);
+  absl::StatusOr<gpulet::health::KmsgRecord> record = gpulet::health::ParseKmsgRecord(input);
   if (record.ok()) {
     if (record->level < 0 || record->level > 7) std::abort();
     if (record->facility < 0 || record->facility > 127) std::abort();
@@ -31,15 +31,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::abort();  // errors must say what was wrong
   }
 
-  std::string unescaped = gpulet::UnescapeKmsgText(input);
+  std::string unescaped = gpulet::health::UnescapeKmsgText(input);
   if (unescaped.size() > input.size()) std::abort();
   if (input.find('\\') == absl::string_view::npos && unescaped != input) std::abort();
 
-  for (const std::string& piece : gpulet::SplitKmsgRecords(input)) {
+  for (const std::string& piece : gpulet::health::SplitKmsgRecords(input)) {
     if (piece.empty() || piece.back() != '\n' || piece[0] == ' ' || piece[0] == '#') {
       std::abort();
     }
-    (void)gpulet::ParseKmsgRecord(piece);
+    (void)gpulet::health::ParseKmsgRecord(piece);
   }
   return 0;
 }

@@ -16,7 +16,7 @@
 #include "common/clock.h"
 #include "common/host_fs.h"
 
-namespace gpulet {
+namespace gpulet::health {
 namespace {
 
 // Stream mode keeps at most this much of an unfinished record; a longer "line" is not a
@@ -327,4 +327,4 @@ bool FakeKernelLogSource::AwaitIdle(absl::Duration limit) const {
   return mu_.AwaitWithTimeout(absl::Condition(&idle), limit);
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::health

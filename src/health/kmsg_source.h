@@ -38,7 +38,7 @@
 #include "absl/time/time.h"
 #include "health/kmsg.h"
 
-namespace gpulet {
+namespace gpulet::health {
 
 struct KernelLogStats {
   uint64_t records = 0;    // records returned
@@ -155,6 +155,6 @@ class FakeKernelLogSource final : public KernelLogSource {
   bool waiting_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-}  // namespace gpulet
+}  // namespace gpulet::health
 
 #endif  // GPULET_HEALTH_KMSG_SOURCE_H_

@@ -20,7 +20,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
-namespace gpulet {
+namespace gpulet::health {
 namespace {
 
 std::string ReadFixture(const std::string& name) {
@@ -343,4 +343,4 @@ TEST(FakeKernelLogSourceTest, OpenErrorIsReturned) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::health

@@ -8,7 +8,7 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 
-namespace gpulet {
+namespace gpulet::health {
 namespace {
 
 std::string ReadFixture(const std::string& name) {
@@ -178,4 +178,4 @@ TEST(KmsgFixtureTest, EveryRecordInTheCorpusParses) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::health

@@ -9,7 +9,7 @@
 #include "gpu/nvml_errors.h"
 #include "health/xid_catalog.h"
 
-namespace gpulet {
+namespace gpulet::health {
 namespace {
 
 constexpr char kSource[] = "liveness";
@@ -17,25 +17,26 @@ constexpr char kRowRemapSource[] = "row-remap";
 constexpr char kRecoveryActionSource[] = "recovery-action";
 constexpr absl::Duration kFlapWindow = absl::Hours(1);
 
-HealthCondition ConditionFor(const absl::Status& s, const std::string& gpu) {
-  int code = NvmlCodeOf(s);
+state::HealthCondition ConditionFor(const absl::Status& s, const std::string& gpu) {
+  int code = gpu::NvmlCodeOf(s);
   if (code == NVML_ERROR_GPU_IS_LOST) {
-    return {HealthState::kUnhealthy,
+    return {state::HealthState::kUnhealthy,
             absl::StrCat("GPU ", gpu, " has fallen off the bus (NVML GPU_IS_LOST)"),
             "drain the node and reboot it; if it repeats, inspect the card, its power and slot",
             absl::InfinitePast()};
   }
   if (code == NVML_ERROR_RESET_REQUIRED) {
-    return {HealthState::kUnhealthy, absl::StrCat("GPU ", gpu, " requires a reset"),
+    return {state::HealthState::kUnhealthy, absl::StrCat("GPU ", gpu, " requires a reset"),
             "stop its workloads and reset it (nvidia-smi -r) or reboot the node",
             absl::InfinitePast()};
   }
   if (absl::IsDeadlineExceeded(s)) {
-    return {HealthState::kUnhealthy, absl::StrCat("GPU ", gpu, " is not answering: ", s.message()),
+    return {state::HealthState::kUnhealthy,
+            absl::StrCat("GPU ", gpu, " is not answering: ", s.message()),
             "check the kernel log for XIDs (gpulet doctor); reset the GPU or reboot the node",
             absl::InfinitePast()};
   }
-  return {HealthState::kUnhealthy,
+  return {state::HealthState::kUnhealthy,
           absl::StrCat("GPU ", gpu, " failed its liveness probe: ", s.message()),
           "run `gpulet doctor`; reset the GPU or reboot the node if it persists",
           absl::InfinitePast()};
@@ -43,7 +44,8 @@ HealthCondition ConditionFor(const absl::Status& s, const std::string& gpu) {
 
 }  // namespace
 
-LivenessMonitor::LivenessMonitor(GpuLibrary* library, DeviceStore* store, Options options)
+LivenessMonitor::LivenessMonitor(gpu::GpuLibrary* library, state::DeviceStore* store,
+                                 Options options)
     : library_(library), store_(store), options_(options) {}
 
 LivenessMonitor::~LivenessMonitor() { Stop(); }
@@ -64,21 +66,23 @@ void LivenessMonitor::Stop() {
 // Row remapping (HBM GPUs): a failed remap means memory the GPU can no longer repair, so
 // the GPU goes out; a pending one is applied by the next GPU reset, so the GPU stays in,
 // Degraded, until then. Each clears as soon as the GPU stops reporting it.
-void LivenessMonitor::CheckRowRemapping(const Gpu& gpu, const ProbeAnswer& answer, absl::Time now) {
-  std::optional<HealthCondition> c;
+void LivenessMonitor::CheckRowRemapping(const gpu::Gpu& gpu, const gpu::ProbeAnswer& answer,
+                                        absl::Time now) {
+  std::optional<state::HealthCondition> c;
   if (answer.remap_failure.value_or(false)) {
-    c = HealthCondition{HealthState::kUnhealthy,
-                        absl::StrCat("row remapping failed on GPU ", gpu.bus_id,
-                                     ": uncorrectable memory errors could not be remapped"),
-                        "drain the node and have the GPU serviced or replaced (RMA); `gpulet "
-                        "explain xid 64` has the details",
-                        absl::InfinitePast()};
+    c = state::HealthCondition{
+        state::HealthState::kUnhealthy,
+        absl::StrCat("row remapping failed on GPU ", gpu.bus_id,
+                     ": uncorrectable memory errors could not be remapped"),
+        "drain the node and have the GPU serviced or replaced (RMA); `gpulet "
+        "explain xid 64` has the details",
+        absl::InfinitePast()};
   } else if (answer.remap_pending.value_or(false)) {
-    c = HealthCondition{HealthState::kDegraded,
-                        absl::StrCat("row remapping pending on GPU ", gpu.bus_id,
-                                     ": a remapped memory row takes effect at the next GPU reset"),
-                        "drain the GPU's pods, then reset the GPU (nvidia-smi -r) or reboot",
-                        absl::InfinitePast()};
+    c = state::HealthCondition{
+        state::HealthState::kDegraded,
+        absl::StrCat("row remapping pending on GPU ", gpu.bus_id,
+                     ": a remapped memory row takes effect at the next GPU reset"),
+        "drain the GPU's pods, then reset the GPU (nvidia-smi -r) or reboot", absl::InfinitePast()};
   }
   Publish(gpu, kRowRemapSource, c, now);
 }
@@ -86,54 +90,55 @@ void LivenessMonitor::CheckRowRemapping(const Gpu& gpu, const ProbeAnswer& answe
 // The driver's own verdict (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, R570 and later): what it
 // says the GPU needs now, whichever error caused it. The condition follows the field: it
 // clears when the driver says NONE again (after the reset or reboot).
-void LivenessMonitor::CheckRecoveryAction(const Gpu& gpu, const ProbeAnswer& answer,
+void LivenessMonitor::CheckRecoveryAction(const gpu::Gpu& gpu, const gpu::ProbeAnswer& answer,
                                           absl::Time now) {
-  std::optional<HealthCondition> c;
+  std::optional<state::HealthCondition> c;
   const unsigned action = answer.recovery_action.value_or(NVML_GPU_RECOVERY_ACTION_NONE);
-  auto condition = [&](HealthState state, absl::string_view what, GpuAction todo) {
-    c = HealthCondition{state,
-                        absl::StrCat("the driver reports recovery action ", action, " (", what,
-                                     ") for GPU ", gpu.bus_id),
-                        std::string(GpuActionDescription(todo)), absl::InfinitePast(),
-                        todo == GpuAction::kRebootNode};
+  auto condition = [&](state::HealthState state, absl::string_view what, GpuAction todo) {
+    c = state::HealthCondition{state,
+                               absl::StrCat("the driver reports recovery action ", action, " (",
+                                            what, ") for GPU ", gpu.bus_id),
+                               std::string(GpuActionDescription(todo)), absl::InfinitePast(),
+                               todo == GpuAction::kRebootNode};
   };
   switch (action) {
     case NVML_GPU_RECOVERY_ACTION_NONE:
       break;
     case NVML_GPU_RECOVERY_ACTION_GPU_RESET:
-      condition(HealthState::kUnhealthy, "GPU reset required", GpuAction::kResetGpu);
+      condition(state::HealthState::kUnhealthy, "GPU reset required", GpuAction::kResetGpu);
       break;
     case NVML_GPU_RECOVERY_ACTION_NODE_REBOOT:
-      condition(HealthState::kUnhealthy, "node reboot required", GpuAction::kRebootNode);
+      condition(state::HealthState::kUnhealthy, "node reboot required", GpuAction::kRebootNode);
       break;
     case NVML_GPU_RECOVERY_ACTION_DRAIN_P2P:
       // Not yet a verdict: the driver decides once peer-to-peer traffic has stopped.
-      c = HealthCondition{HealthState::kDegraded,
-                          absl::StrCat("the driver reports recovery action 3 (drain peer-to-peer "
-                                       "traffic) for GPU ",
-                                       gpu.bus_id),
-                          "stop the GPU's peer-to-peer (NVLink, P2P) workloads; the driver then "
-                          "reports the recovery it needs",
-                          absl::InfinitePast()};
+      c = state::HealthCondition{
+          state::HealthState::kDegraded,
+          absl::StrCat("the driver reports recovery action 3 (drain peer-to-peer "
+                       "traffic) for GPU ",
+                       gpu.bus_id),
+          "stop the GPU's peer-to-peer (NVLink, P2P) workloads; the driver then "
+          "reports the recovery it needs",
+          absl::InfinitePast()};
       break;
     case NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET:
       // The GPU runs at reduced capacity until reset: keep it, tell the operator.
-      condition(HealthState::kDegraded, "drain and reset: reduced capacity until a reset",
+      condition(state::HealthState::kDegraded, "drain and reset: reduced capacity until a reset",
                 GpuAction::kResetGpu);
       break;
     default:
-      condition(HealthState::kUnhealthy, "a value this gpulet does not know",
+      condition(state::HealthState::kUnhealthy, "a value this gpulet does not know",
                 GpuAction::kContactSupport);
       break;
   }
   Publish(gpu, kRecoveryActionSource, c, now);
 }
 
-void LivenessMonitor::Publish(const Gpu& gpu, const char* source,
-                              const std::optional<HealthCondition>& c, absl::Time now) {
+void LivenessMonitor::Publish(const gpu::Gpu& gpu, const char* source,
+                              const std::optional<state::HealthCondition>& c, absl::Time now) {
   // Publish only changes: this runs every probe interval for every GPU.
-  std::shared_ptr<const Snapshot> snap = store_->Get();
-  const DeviceRecord* rec = snap->FindByUuid(gpu.uuid);
+  std::shared_ptr<const state::Snapshot> snap = store_->Get();
+  const state::DeviceRecord* rec = snap->FindByUuid(gpu.uuid);
   if (rec == nullptr) return;
   auto known = rec->health.conditions.find(source);
   bool has = known != rec->health.conditions.end();
@@ -142,7 +147,7 @@ void LivenessMonitor::Publish(const Gpu& gpu, const char* source,
     return;
   }
   if (c) GPULET_LOG_WARN("GPU {}: {}", gpu.bus_id, c->reason);
-  store_->UpdateHealth(gpu.uuid, [&](GpuHealth& h) {
+  store_->UpdateHealth(gpu.uuid, [&](state::GpuHealth& h) {
     if (c) {
       h.Raise(source, *c, now);
     } else {
@@ -154,12 +159,12 @@ void LivenessMonitor::Publish(const Gpu& gpu, const char* source,
 void LivenessMonitor::ProbeOnce() {
   const absl::Time now = options_.clock->Now();       // for the conditions' "since"
   const MonoTime mono = options_.clock->Monotonic();  // for the quiet period and flap window
-  std::shared_ptr<const Snapshot> snap = store_->Get();
-  for (const DeviceRecord& d : snap->devices) {
+  std::shared_ptr<const state::Snapshot> snap = store_->Get();
+  for (const state::DeviceRecord& d : snap->devices) {
     if (!d.gpu.in_nvml || !d.gpu.index) continue;
     const std::string& uuid = d.gpu.uuid;
     Track& t = tracks_[uuid];
-    absl::StatusOr<ProbeAnswer> answer = library_->Probe(*d.gpu.index, options_.probe_timeout);
+    absl::StatusOr<gpu::ProbeAnswer> answer = library_->Probe(*d.gpu.index, options_.probe_timeout);
     bool ok = answer.ok() && answer->uuid == uuid;
     if (answer.ok() && !ok) {
       answer = absl::FailedPreconditionError(absl::StrCat(
@@ -184,8 +189,8 @@ void LivenessMonitor::ProbeOnce() {
         GPULET_LOG_WARN("GPU {} ({}) failed its liveness probe: {}", *d.gpu.index, uuid,
                         answer.status().message());
       }
-      HealthCondition c = ConditionFor(answer.status(), d.gpu.bus_id);
-      store_->UpdateHealth(uuid, [&](GpuHealth& h) { h.Raise(kSource, c, now); });
+      state::HealthCondition c = ConditionFor(answer.status(), d.gpu.bus_id);
+      store_->UpdateHealth(uuid, [&](state::GpuHealth& h) { h.Raise(kSource, c, now); });
       continue;
     }
     if (!t.failing) continue;
@@ -196,9 +201,9 @@ void LivenessMonitor::ProbeOnce() {
           absl::StrContains(known->second.reason, "kept out of scheduling")) {
         continue;  // already says so; publish only changes
       }
-      store_->UpdateHealth(uuid, [&](GpuHealth& h) {
+      store_->UpdateHealth(uuid, [&](state::GpuHealth& h) {
         h.Raise(kSource,
-                {HealthState::kUnhealthy,
+                {state::HealthState::kUnhealthy,
                  absl::StrCat("GPU ", d.gpu.bus_id, " failed ", t.failures.size(),
                               " times in the last hour; kept out of scheduling"),
                  "inspect the card (power, seating, temperature) and reboot the node; restart "
@@ -211,9 +216,9 @@ void LivenessMonitor::ProbeOnce() {
     if (mono - t.last_failure >= options_.quiet_period) {
       t.failing = false;
       GPULET_LOG_INFO("GPU {} ({}) answers again: back to scheduling", *d.gpu.index, uuid);
-      store_->UpdateHealth(uuid, [&](GpuHealth& h) { h.Clear(kSource, now); });
+      store_->UpdateHealth(uuid, [&](state::GpuHealth& h) { h.Clear(kSource, now); });
     }
   }
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::health

@@ -35,7 +35,7 @@
 #include "gpu/gpu_library.h"
 #include "state/device_store.h"
 
-namespace gpulet {
+namespace gpulet::health {
 
 class LivenessMonitor {
  public:
@@ -48,7 +48,7 @@ class LivenessMonitor {
     const Clock* clock = RealClock();
   };
 
-  LivenessMonitor(GpuLibrary* library, DeviceStore* store, Options options);
+  LivenessMonitor(gpu::GpuLibrary* library, state::DeviceStore* store, Options options);
   ~LivenessMonitor();
 
   void Start();
@@ -64,11 +64,11 @@ class LivenessMonitor {
   void AdoptFrom(const LivenessMonitor& old) { tracks_ = old.tracks_; }
 
  private:
-  void CheckRowRemapping(const Gpu& gpu, const ProbeAnswer& answer, absl::Time now);
-  void CheckRecoveryAction(const Gpu& gpu, const ProbeAnswer& answer, absl::Time now);
+  void CheckRowRemapping(const gpu::Gpu& gpu, const gpu::ProbeAnswer& answer, absl::Time now);
+  void CheckRecoveryAction(const gpu::Gpu& gpu, const gpu::ProbeAnswer& answer, absl::Time now);
   // Raises `c` under `source` (or clears it when absent), publishing only changes.
-  void Publish(const Gpu& gpu, const char* source, const std::optional<HealthCondition>& c,
-               absl::Time now);
+  void Publish(const gpu::Gpu& gpu, const char* source,
+               const std::optional<state::HealthCondition>& c, absl::Time now);
 
   struct Track {
     MonoTime last_failure;
@@ -77,13 +77,13 @@ class LivenessMonitor {
     bool kept_out = false;  // hit the flap limit: out until gpulet restarts
   };
 
-  GpuLibrary* library_;
-  DeviceStore* store_;
+  gpu::GpuLibrary* library_;
+  state::DeviceStore* store_;
   Options options_;
   std::map<std::string, Track> tracks_;     // by UUID; monitor thread only
   std::unique_ptr<PeriodicWorker> worker_;  // Start/Stop only
 };
 
-}  // namespace gpulet
+}  // namespace gpulet::health
 
 #endif  // GPULET_HEALTH_LIVENESS_H_

@@ -13,7 +13,7 @@
 #include "testing/fake_gpu_library.h"
 #include "testing/simulated_clock.h"
 
-namespace gpulet {
+namespace gpulet::health {
 namespace {
 
 using ::gpulet::testing::FakeGpuLibrary;
@@ -26,8 +26,8 @@ constexpr absl::Duration kInterval = absl::Seconds(1);
 constexpr absl::Duration kProbeTimeout = absl::Milliseconds(750);
 constexpr absl::Duration kQuiet = absl::Minutes(5);
 
-DeviceIdentity Identity(unsigned index, const std::string& uuid, const std::string& bus) {
-  DeviceIdentity id;
+gpu::DeviceIdentity Identity(unsigned index, const std::string& uuid, const std::string& bus) {
+  gpu::DeviceIdentity id;
   id.index = index;
   id.uuid = uuid;
   id.bus_id = "0000" + bus;
@@ -50,13 +50,13 @@ class LivenessTest : public ::testing::Test {
             .clock = &clock_};
   }
 
-  const DeviceRecord& Record(const std::string& uuid) {
+  const state::DeviceRecord& Record(const std::string& uuid) {
     snap_ = store_.Get();
-    const DeviceRecord* r = snap_->FindByUuid(uuid);
+    const state::DeviceRecord* r = snap_->FindByUuid(uuid);
     EXPECT_NE(r, nullptr);
     return *r;
   }
-  HealthState State(const std::string& uuid) { return Record(uuid).health.state; }
+  state::HealthState State(const std::string& uuid) { return Record(uuid).health.state; }
   std::string Reason(const std::string& uuid) { return Record(uuid).health.reason; }
 
   // Time passes, then the monitor probes every GPU once.
@@ -69,17 +69,17 @@ class LivenessTest : public ::testing::Test {
   void FailAndRecover() {
     library_.FailNvml(0, NVML_ERROR_GPU_IS_LOST);
     Round();
-    ASSERT_EQ(State(kGpu0), HealthState::kUnhealthy);
+    ASSERT_EQ(State(kGpu0), state::HealthState::kUnhealthy);
     library_.Heal(0);
     Round(kQuiet);
   }
 
   SimulatedClock clock_;
   FakeGpuLibrary library_;
-  DeviceStore store_;
-  Inventory inventory_;
+  state::DeviceStore store_;
+  gpu::Inventory inventory_;
   LivenessMonitor monitor_{&library_, &store_, Options()};
-  std::shared_ptr<const Snapshot> snap_;
+  std::shared_ptr<const state::Snapshot> snap_;
 };
 
 struct FailureCase {
@@ -105,26 +105,26 @@ TEST_F(LivenessTest, FailuresTakeTheGpuOutAtOnceAndItReturnsAfterTheQuietPeriod)
     LivenessMonitor monitor(&library_, &store_, Options());
     clock_.Advance(kInterval);
     monitor.ProbeOnce();
-    ASSERT_EQ(State(kGpu0), HealthState::kHealthy);
+    ASSERT_EQ(State(kGpu0), state::HealthState::kHealthy);
 
     c.script(library_);
     clock_.Advance(kInterval);
     monitor.ProbeOnce();
-    EXPECT_EQ(State(kGpu0), HealthState::kUnhealthy);
+    EXPECT_EQ(State(kGpu0), state::HealthState::kUnhealthy);
     EXPECT_TRUE(absl::StrContains(Reason(kGpu0), c.reason)) << Reason(kGpu0);
     EXPECT_TRUE(Record(kGpu0).health.Has("liveness"));
-    EXPECT_EQ(State(kGpu1), HealthState::kHealthy);  // the other GPU is not affected
+    EXPECT_EQ(State(kGpu1), state::HealthState::kHealthy);  // the other GPU is not affected
 
     library_.Heal(0);
     clock_.Advance(kInterval);
     monitor.ProbeOnce();
-    EXPECT_EQ(State(kGpu0), HealthState::kUnhealthy) << "back before the quiet period";
+    EXPECT_EQ(State(kGpu0), state::HealthState::kUnhealthy) << "back before the quiet period";
     clock_.Advance(kQuiet - kInterval - absl::Milliseconds(1));
     monitor.ProbeOnce();
-    EXPECT_EQ(State(kGpu0), HealthState::kUnhealthy) << "back before the quiet period";
+    EXPECT_EQ(State(kGpu0), state::HealthState::kUnhealthy) << "back before the quiet period";
     clock_.Advance(absl::Milliseconds(1));
     monitor.ProbeOnce();
-    EXPECT_EQ(State(kGpu0), HealthState::kHealthy);
+    EXPECT_EQ(State(kGpu0), state::HealthState::kHealthy);
     EXPECT_FALSE(Record(kGpu0).health.Has("liveness"));
   }
 }
@@ -133,12 +133,12 @@ TEST_F(LivenessTest, HungProbeMakesTheGpuUnhealthyAfterTheProbeTimeout) {
   library_.Hang(0);
   std::thread round([&] { monitor_.ProbeOnce(); });
   ASSERT_TRUE(library_.AwaitBlockedCalls(1));
-  EXPECT_EQ(State(kGpu0), HealthState::kHealthy);  // not before the deadline
+  EXPECT_EQ(State(kGpu0), state::HealthState::kHealthy);  // not before the deadline
   clock_.Advance(kProbeTimeout);
   round.join();
-  EXPECT_EQ(State(kGpu0), HealthState::kUnhealthy);
+  EXPECT_EQ(State(kGpu0), state::HealthState::kUnhealthy);
   EXPECT_TRUE(absl::StrContains(Reason(kGpu0), "not answering")) << Reason(kGpu0);
-  EXPECT_EQ(State(kGpu1), HealthState::kHealthy);
+  EXPECT_EQ(State(kGpu1), state::HealthState::kHealthy);
   EXPECT_EQ(library_.probe_calls(1), 1);  // the other GPU was still probed
 }
 
@@ -151,9 +151,9 @@ TEST_F(LivenessTest, AFailureDuringTheQuietPeriodRestartsIt) {
   Round();
   library_.Heal(0);
   Round(absl::Minutes(4));
-  EXPECT_EQ(State(kGpu0), HealthState::kUnhealthy);
+  EXPECT_EQ(State(kGpu0), state::HealthState::kUnhealthy);
   Round(absl::Minutes(1));
-  EXPECT_EQ(State(kGpu0), HealthState::kHealthy);
+  EXPECT_EQ(State(kGpu0), state::HealthState::kHealthy);
 }
 
 TEST_F(LivenessTest, AWallClockStepDoesNotEndTheQuietPeriod) {
@@ -162,7 +162,7 @@ TEST_F(LivenessTest, AWallClockStepDoesNotEndTheQuietPeriod) {
   library_.Heal(0);
   clock_.SetTime(clock_.Now() + absl::Hours(24));  // NTP jumps a day ahead
   Round();
-  EXPECT_EQ(State(kGpu0), HealthState::kUnhealthy);
+  EXPECT_EQ(State(kGpu0), state::HealthState::kUnhealthy);
 }
 
 struct FlapCase {
@@ -186,7 +186,7 @@ TEST_F(LivenessTest, ThreeFailuresWithinAnHourKeepTheGpuOut) {
       library_.FailNvml(0, NVML_ERROR_GPU_IS_LOST);
       clock_.Advance(kInterval);
       monitor.ProbeOnce();
-      ASSERT_EQ(State(kGpu0), HealthState::kUnhealthy);
+      ASSERT_EQ(State(kGpu0), state::HealthState::kUnhealthy);
       library_.Heal(0);
       clock_.Advance(kQuiet);  // answering for the quiet period
       monitor.ProbeOnce();
@@ -199,10 +199,10 @@ TEST_F(LivenessTest, ThreeFailuresWithinAnHourKeepTheGpuOut) {
       monitor.ProbeOnce();
     }
     if (c.kept_out) {
-      EXPECT_EQ(State(kGpu0), HealthState::kUnhealthy);
+      EXPECT_EQ(State(kGpu0), state::HealthState::kUnhealthy);
       EXPECT_TRUE(absl::StrContains(Reason(kGpu0), "3 times in the last hour")) << Reason(kGpu0);
     } else {
-      EXPECT_EQ(State(kGpu0), HealthState::kHealthy) << Reason(kGpu0);
+      EXPECT_EQ(State(kGpu0), state::HealthState::kHealthy) << Reason(kGpu0);
     }
   }
 }
@@ -219,30 +219,30 @@ TEST_F(LivenessTest, KeptOutPublishesOnlyOnce) {
 struct RemapCase {
   std::string name;
   std::optional<bool> pending, failure;
-  HealthState state;
+  state::HealthState state;
   std::string reason;
 };
 
 TEST_F(LivenessTest, RowRemapping) {
   const std::vector<RemapCase> cases = {
-      {"no row remapping", std::nullopt, std::nullopt, HealthState::kHealthy, ""},
-      {"nothing remapped", false, false, HealthState::kHealthy, ""},
-      {"pending", true, false, HealthState::kDegraded, "row remapping pending"},
-      {"failed", false, true, HealthState::kUnhealthy, "row remapping failed"},
-      {"failed and pending", true, true, HealthState::kUnhealthy, "row remapping failed"},
+      {"no row remapping", std::nullopt, std::nullopt, state::HealthState::kHealthy, ""},
+      {"nothing remapped", false, false, state::HealthState::kHealthy, ""},
+      {"pending", true, false, state::HealthState::kDegraded, "row remapping pending"},
+      {"failed", false, true, state::HealthState::kUnhealthy, "row remapping failed"},
+      {"failed and pending", true, true, state::HealthState::kUnhealthy, "row remapping failed"},
   };
   for (const RemapCase& c : cases) {
     SCOPED_TRACE(c.name);
     library_.SetRowRemap(0, c.pending, c.failure);
     Round();
     EXPECT_EQ(State(kGpu0), c.state);
-    EXPECT_EQ(Record(kGpu0).health.Has("row-remap"), c.state != HealthState::kHealthy);
+    EXPECT_EQ(Record(kGpu0).health.Has("row-remap"), c.state != state::HealthState::kHealthy);
     EXPECT_TRUE(absl::StrContains(Reason(kGpu0), c.reason)) << Reason(kGpu0);
     EXPECT_FALSE(Record(kGpu0).health.Has("liveness"));
     // A reset applied it: the condition goes with the next probe.
     library_.SetRowRemap(0, false, false);
     Round();
-    EXPECT_EQ(State(kGpu0), HealthState::kHealthy);
+    EXPECT_EQ(State(kGpu0), state::HealthState::kHealthy);
   }
 }
 
@@ -260,19 +260,19 @@ TEST_F(LivenessTest, RowRemapStateIsPublishedOnlyWhenItChanges) {
 TEST_F(LivenessTest, TheDriversRecoveryActionIsFollowed) {
   struct Case {
     unsigned action;
-    HealthState state;
+    state::HealthState state;
     const char* reason;
     std::string action_text;
   } cases[] = {
-      {1, HealthState::kUnhealthy, "recovery action 1 (GPU reset required)",
+      {1, state::HealthState::kUnhealthy, "recovery action 1 (GPU reset required)",
        std::string(GpuActionDescription(GpuAction::kResetGpu))},
-      {2, HealthState::kUnhealthy, "recovery action 2 (node reboot required)",
+      {2, state::HealthState::kUnhealthy, "recovery action 2 (node reboot required)",
        std::string(GpuActionDescription(GpuAction::kRebootNode))},
-      {3, HealthState::kDegraded, "recovery action 3 (drain peer-to-peer traffic)",
+      {3, state::HealthState::kDegraded, "recovery action 3 (drain peer-to-peer traffic)",
        "stop the GPU's peer-to-peer"},
-      {4, HealthState::kDegraded, "recovery action 4 (drain and reset",
+      {4, state::HealthState::kDegraded, "recovery action 4 (drain and reset",
        std::string(GpuActionDescription(GpuAction::kResetGpu))},
-      {9, HealthState::kUnhealthy, "recovery action 9 (a value this gpulet does not know)",
+      {9, state::HealthState::kUnhealthy, "recovery action 9 (a value this gpulet does not know)",
        std::string(GpuActionDescription(GpuAction::kContactSupport))},
   };
   for (const Case& c : cases) {
@@ -284,10 +284,10 @@ TEST_F(LivenessTest, TheDriversRecoveryActionIsFollowed) {
     EXPECT_TRUE(absl::StrContains(Reason(kGpu0), c.reason)) << Reason(kGpu0);
     EXPECT_TRUE(absl::StrContains(Record(kGpu0).health.action, c.action_text))
         << Record(kGpu0).health.action;
-    EXPECT_EQ(State(kGpu1), HealthState::kHealthy);
+    EXPECT_EQ(State(kGpu1), state::HealthState::kHealthy);
     library_.SetRecoveryAction(0, NVML_GPU_RECOVERY_ACTION_NONE);
     Round();
-    EXPECT_EQ(State(kGpu0), HealthState::kHealthy);
+    EXPECT_EQ(State(kGpu0), state::HealthState::kHealthy);
     EXPECT_FALSE(Record(kGpu0).health.Has("recovery-action"));
   }
   library_.SetRecoveryAction(0, std::nullopt);
@@ -297,7 +297,7 @@ TEST_F(LivenessTest, TheDriversRecoveryActionIsFollowed) {
 }
 
 TEST_F(LivenessTest, PciOnlyGpuIsUnhealthyFromTheStartAndNeverProbed) {
-  Gpu pci_only;
+  gpu::Gpu pci_only;
   pci_only.bus_id = "0000:03:00.0";
   pci_only.on_pci = true;
   pci_only.kernel_driver = "nouveau";
@@ -307,12 +307,12 @@ TEST_F(LivenessTest, PciOnlyGpuIsUnhealthyFromTheStartAndNeverProbed) {
   Round(kQuiet);
   snap_ = store_.Get();
   ASSERT_EQ(snap_->devices.size(), 3u);
-  const GpuHealth& h = snap_->devices[2].health;
-  EXPECT_EQ(h.state, HealthState::kUnhealthy);
+  const state::GpuHealth& h = snap_->devices[2].health;
+  EXPECT_EQ(h.state, state::HealthState::kUnhealthy);
   EXPECT_TRUE(absl::StrContains(h.reason, "kernel driver: nouveau")) << h.reason;
   EXPECT_EQ(library_.probe_calls(0), 2);
   EXPECT_EQ(library_.probe_calls(1), 2);
-  EXPECT_EQ(State(kGpu0), HealthState::kHealthy);
+  EXPECT_EQ(State(kGpu0), state::HealthState::kHealthy);
 }
 
 TEST_F(LivenessTest, ThreadProbesEveryIntervalOnTheClockAndStopsAtOnce) {
@@ -330,7 +330,7 @@ TEST_F(LivenessTest, ThreadProbesEveryIntervalOnTheClockAndStopsAtOnce) {
   library_.FailNvml(0, NVML_ERROR_GPU_IS_LOST);
   clock_.Advance(kInterval);
   ASSERT_TRUE(clock_.AwaitSleepers(1));
-  EXPECT_EQ(State(kGpu0), HealthState::kUnhealthy);
+  EXPECT_EQ(State(kGpu0), state::HealthState::kUnhealthy);
 
   monitor.Stop();  // the simulated clock never reaches the next tick: only Stop ends it
   EXPECT_EQ(clock_.sleepers(), 0);
@@ -346,7 +346,7 @@ TEST_F(LivenessTest, StopReleasesAThreadInAHungProbe) {
   std::thread stopper([&] { monitor.Stop(); });
   clock_.Advance(kProbeTimeout);
   stopper.join();
-  EXPECT_EQ(State(kGpu0), HealthState::kUnhealthy);
+  EXPECT_EQ(State(kGpu0), state::HealthState::kUnhealthy);
 }
 
 // A monitor rebuilt by a reload while a GPU is out takes over the old one's timer: the GPU
@@ -355,7 +355,7 @@ TEST_F(LivenessTest, StopReleasesAThreadInAHungProbe) {
 TEST_F(LivenessTest, AMonitorThatAdoptsItsPredecessorBringsTheGpuBack) {
   library_.FailNvml(0, NVML_ERROR_GPU_IS_LOST);
   Round();
-  ASSERT_EQ(State(kGpu0), HealthState::kUnhealthy);
+  ASSERT_EQ(State(kGpu0), state::HealthState::kUnhealthy);
   library_.Heal(0);
   LivenessMonitor::Options shorter = Options();
   shorter.quiet_period = kQuiet / 2;
@@ -364,10 +364,10 @@ TEST_F(LivenessTest, AMonitorThatAdoptsItsPredecessorBringsTheGpuBack) {
   adopted.AdoptFrom(monitor_);
   clock_.Advance(kQuiet / 2);
   fresh.ProbeOnce();
-  EXPECT_EQ(State(kGpu0), HealthState::kUnhealthy) << "a fresh monitor knows no timer";
+  EXPECT_EQ(State(kGpu0), state::HealthState::kUnhealthy) << "a fresh monitor knows no timer";
   adopted.ProbeOnce();
-  EXPECT_EQ(State(kGpu0), HealthState::kHealthy);
+  EXPECT_EQ(State(kGpu0), state::HealthState::kHealthy);
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::health

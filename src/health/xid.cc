@@ -10,7 +10,7 @@
 #include "common/hex.h"
 #include "node/bus_id.h"
 
-namespace gpulet {
+namespace gpulet::health {
 namespace {
 
 constexpr absl::string_view kNvrm = "NVRM: ";
@@ -110,7 +110,7 @@ std::optional<XidEvent> ParseXidLine(absl::string_view line) {
   std::vector<absl::string_view> tokens =
       absl::StrSplit(inside, absl::ByAnyChar(" \t"), absl::SkipEmpty());
   if (tokens.empty()) return std::nullopt;
-  event.bus_id = NormalizeBusId(tokens[0]);
+  event.bus_id = node::NormalizeBusId(tokens[0]);
   if (event.bus_id.empty()) return std::nullopt;
   for (size_t i = 1; i < tokens.size(); ++i) {
     int64_t id = 0;
@@ -164,7 +164,7 @@ std::optional<GpuUuidMapping> ParseGpuUuidLine(absl::string_view line) {
   size_t sep = s.find(": GPU-");
   if (sep == absl::string_view::npos) return std::nullopt;
   GpuUuidMapping mapping;
-  mapping.bus_id = NormalizeBusId(s.substr(0, sep));
+  mapping.bus_id = node::NormalizeBusId(s.substr(0, sep));
   if (mapping.bus_id.empty()) return std::nullopt;
   absl::string_view uuid = s.substr(sep + 2);
   size_t end = 4;  // after "GPU-"
@@ -187,7 +187,7 @@ std::optional<XidEvent> ParseFallenOffBusLine(absl::string_view line) {
   size_t end = s.find(kFallen);
   if (end == absl::string_view::npos) return std::nullopt;
   XidEvent event;
-  event.bus_id = NormalizeBusId(s.substr(0, end));
+  event.bus_id = node::NormalizeBusId(s.substr(0, end));
   if (event.bus_id.empty()) return std::nullopt;
   event.xid = kFallenOffBusXid;
   event.source = XidSource::kFallenOffBusMessage;
@@ -236,7 +236,7 @@ void KernelLogScanner::ScanLine(absl::string_view line, std::vector<KernelLogFin
       at != absl::string_view::npos) {
     absl::string_view rest = line.substr(at + kTheGpu.size());
     absl::string_view address = rest.substr(0, rest.find_first_of(" \t"));
-    std::string bus_id = NormalizeBusId(address);
+    std::string bus_id = node::NormalizeBusId(address);
     if (!bus_id.empty()) {
       pending_bus_id_ = bus_id;
       pending_message_ = std::string(AfterNvrm(line));
@@ -296,4 +296,4 @@ XidAssessment AssessXid(const XidEvent& event) {
   return a;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::health

@@ -38,7 +38,7 @@
 #include "absl/strings/string_view.h"
 #include "health/xid_catalog.h"
 
-namespace gpulet {
+namespace gpulet::health {
 
 enum class XidSource {
   kXidLine,              // an "NVRM: Xid (...)" line
@@ -131,6 +131,6 @@ struct XidAssessment {
 };
 XidAssessment AssessXid(const XidEvent& event);
 
-}  // namespace gpulet
+}  // namespace gpulet::health
 
 #endif  // GPULET_HEALTH_XID_H_

@@ -9,7 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 
-namespace gpulet {
+namespace gpulet::health {
 namespace {
 
 using S = XidSeverity;
@@ -1035,4 +1035,4 @@ std::optional<Nvlink5Decode> DecodeNvlink5(int xid, uint32_t intrinfo) {
   return d;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::health

@@ -23,7 +23,7 @@
 
 #include "absl/strings/string_view.h"
 
-namespace gpulet {
+namespace gpulet::health {
 
 // How an XID affects the GPU as a schedulable resource.
 enum class XidSeverity {
@@ -157,6 +157,6 @@ struct Nvlink5Decode {
 // nullopt when `xid` is not 144-150 or `intrinfo` names no unit of that XID.
 std::optional<Nvlink5Decode> DecodeNvlink5(int xid, uint32_t intrinfo);
 
-}  // namespace gpulet
+}  // namespace gpulet::health
 
 #endif  // GPULET_HEALTH_XID_CATALOG_H_

@@ -8,7 +8,7 @@
 #include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
 
-namespace gpulet {
+namespace gpulet::health {
 namespace {
 
 TEST(XidCatalogTest, TableIsSortedAndUnique) {
@@ -295,4 +295,4 @@ TEST(XidCatalogTest, Xid154RecoveryActions) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::health

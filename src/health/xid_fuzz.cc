@@ -27,14 +27,14 @@
 namespace {
 
 void CheckBusId(const std::string& bus_id) {
-  if (bus_id.empty() || gpulet::NormalizeBusId(bus_id) != bus_id) std::abort();
+  if (bus_id.empty() || gpulet::node::NormalizeBusId(bus_id) != bus_id) std::abort();
 }
 
-void CheckEvent(const gpulet::XidEvent& e) {
+void CheckEvent(const gpulet::health::XidEvent& e) {
   CheckBusId(e.bus_id);
   if (e.xid < 0) std::abort();
-  if (e.source == gpulet::XidSource::kFallenOffBusMessage && e.xid != 79) std::abort();
-  gpulet::XidAssessment a = gpulet::AssessXid(e);
+  if (e.source == gpulet::health::XidSource::kFallenOffBusMessage && e.xid != 79) std::abort();
+  gpulet::health::XidAssessment a = gpulet::health::AssessXid(e);
   if (a.info.code != e.xid || a.info.mnemonic.empty()) std::abort();
 }
 
@@ -43,23 +43,25 @@ void CheckEvent(const gpulet::XidEvent& e) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::string_view input(reinterpret_cast<const char*>(data), size);
 
-  if (std::optional<gpulet::XidEvent> e = gpulet::ParseXidLine(input)) CheckEvent(*e);
-  if (std::optional<gpulet::XidEvent> e = gpulet::ParseFallenOffBusLine(input)) CheckEvent(*e);
-  if (std::optional<gpulet::GpuUuidMapping> m = gpulet::ParseGpuUuidLine(input)) {
+  if (std::optional<gpulet::health::XidEvent> e = gpulet::health::ParseXidLine(input))
+    CheckEvent(*e);
+  if (std::optional<gpulet::health::XidEvent> e = gpulet::health::ParseFallenOffBusLine(input))
+    CheckEvent(*e);
+  if (std::optional<gpulet::health::GpuUuidMapping> m = gpulet::health::ParseGpuUuidLine(input)) {
     CheckBusId(m->bus_id);
     if (m->uuid.rfind("GPU-", 0) != 0) std::abort();
   }
 
-  std::vector<gpulet::KernelLogFinding> whole = gpulet::ScanKernelLog(input);
-  gpulet::KernelLogScanner by_line;
-  std::vector<gpulet::KernelLogFinding> pieces;
+  std::vector<gpulet::health::KernelLogFinding> whole = gpulet::health::ScanKernelLog(input);
+  gpulet::health::KernelLogScanner by_line;
+  std::vector<gpulet::health::KernelLogFinding> pieces;
   for (absl::string_view line : absl::StrSplit(input, '\n')) {
-    for (gpulet::KernelLogFinding& f : by_line.Scan(line)) pieces.push_back(std::move(f));
+    for (gpulet::health::KernelLogFinding& f : by_line.Scan(line)) pieces.push_back(std::move(f));
   }
   if (whole != pieces) std::abort();
-  for (const gpulet::KernelLogFinding& f : whole) {
-    if (const auto* e = std::get_if<gpulet::XidEvent>(&f)) CheckEvent(*e);
-    if (const auto* m = std::get_if<gpulet::GpuUuidMapping>(&f)) CheckBusId(m->bus_id);
+  for (const gpulet::health::KernelLogFinding& f : whole) {
+    if (const auto* e = std::get_if<gpulet::health::XidEvent>(&f)) CheckEvent(*e);
+    if (const auto* m = std::get_if<gpulet::health::GpuUuidMapping>(&f)) CheckBusId(m->bus_id);
   }
   return 0;
 }

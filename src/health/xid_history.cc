@@ -12,7 +12,7 @@
 #include "common/versioned_json.h"
 #include "nlohmann/json.hpp"
 
-namespace gpulet {
+namespace gpulet::health {
 namespace {
 
 constexpr int kVersion = 1;
@@ -118,4 +118,4 @@ absl::Status FileXidHistoryStore::Save(const XidHistory& history) {
   return absl::OkStatus();
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::health

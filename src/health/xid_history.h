@@ -28,7 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace gpulet {
+namespace gpulet::health {
 
 struct XidHistoryEntry {
   int64_t count = 0;           // times seen (after de-duplication)
@@ -78,6 +78,6 @@ class FileXidHistoryStore final : public XidHistoryStore {
 // The largest history file gpulet reads (a few hundred bytes per GPU and XID is typical).
 inline constexpr size_t kMaxXidHistoryBytes = size_t{4} << 20;
 
-}  // namespace gpulet
+}  // namespace gpulet::health
 
 #endif  // GPULET_HEALTH_XID_HISTORY_H_

@@ -8,7 +8,7 @@
 #include "health/xid_catalog.h"
 #include "node/bus_id.h"
 
-namespace gpulet {
+namespace gpulet::health {
 namespace {
 constexpr char kSource[] = "xid";
 constexpr absl::Duration kDedupWindow = absl::Seconds(2);
@@ -19,7 +19,7 @@ bool NeedsRecovery(GpuAction action) {
 }
 }  // namespace
 
-XidPolicy::XidPolicy(DeviceStore* store, std::set<int> application_xids,
+XidPolicy::XidPolicy(state::DeviceStore* store, std::set<int> application_xids,
                      absl::Duration quiet_period, XidPolicyOptions options)
     : store_(store),
       application_xids_(std::move(application_xids)),
@@ -90,12 +90,12 @@ bool XidPolicy::OnXid(const std::string& gpu, int xid, const std::string& messag
 bool XidPolicy::Apply(const std::string& gpu, int xid, const std::string& message,
                       const std::string& source, absl::Time now,
                       std::optional<unsigned> gpu_instance, std::string* known_key) {
-  std::shared_ptr<const Snapshot> snap = store_->Get();
+  std::shared_ptr<const state::Snapshot> snap = store_->Get();
   std::string key = gpu;
   // Normalise to the UUID when we know it, so both sources share one de-duplication key.
   // NVML events name GPUs as "index:N", the kernel log by bus id.
-  std::string bus = NormalizeBusId(gpu);
-  for (const DeviceRecord& d : snap->devices) {
+  std::string bus = node::NormalizeBusId(gpu);
+  for (const state::DeviceRecord& d : snap->devices) {
     bool by_index = d.gpu.index && gpu == absl::StrCat("index:", *d.gpu.index);
     if (d.gpu.uuid == gpu || by_index || (!bus.empty() && d.gpu.bus_id == bus)) {
       key = d.gpu.uuid.empty() ? d.gpu.bus_id : d.gpu.uuid;
@@ -104,7 +104,7 @@ bool XidPolicy::Apply(const std::string& gpu, int xid, const std::string& messag
   // The MIG device the XID names, when it names one that exists now.
   std::optional<unsigned> instance;
   if (gpu_instance) {
-    for (const DeviceRecord& d : snap->devices) {
+    for (const state::DeviceRecord& d : snap->devices) {
       if ((d.gpu.uuid.empty() ? d.gpu.bus_id : d.gpu.uuid) == key && d.gpu.mig_enabled &&
           d.gpu.FindMigInstance(*gpu_instance, std::nullopt) != nullptr) {
         instance = gpu_instance;
@@ -130,7 +130,7 @@ bool XidPolicy::Apply(const std::string& gpu, int xid, const std::string& messag
   std::string repeat_note;
   int earlier_xid = 0;
   bool known = false;
-  for (const DeviceRecord& d : snap->devices) {
+  for (const state::DeviceRecord& d : snap->devices) {
     if ((d.gpu.uuid.empty() ? d.gpu.bus_id : d.gpu.uuid) == key) known = true;
   }
   if (known) *known_key = key;
@@ -188,7 +188,7 @@ bool XidPolicy::Apply(const std::string& gpu, int xid, const std::string& messag
     }
   }
   // Counted on the GPU (dcgm-exporter's XID series are per GPU), whatever it names.
-  auto count = [&](GpuHealth& h) {
+  auto count = [&](state::GpuHealth& h) {
     h.last_xid = xid;
     // dcgm-exporter says "Unknown Error" for a code its table lacks; so does gpulet.
     const XidInfo* listed = FindXid(xid);
@@ -196,7 +196,7 @@ bool XidPolicy::Apply(const std::string& gpu, int xid, const std::string& messag
     ++h.xid_counts[xid];
   };
   if (application) return store_->UpdateHealth(key, count);  // the GPU stays schedulable
-  auto assess = [&](GpuHealth& h) {
+  auto assess = [&](state::GpuHealth& h) {
     std::string reason = absl::StrCat("XID ", xid, " (", a.info.mnemonic, "): ", a.info.meaning);
     if (announced && earlier_xid != 0) {
       absl::StrAppend(&reason, "; the driver asks for ", GpuActionName(*announced), " after XID ",
@@ -211,31 +211,31 @@ bool XidPolicy::Apply(const std::string& gpu, int xid, const std::string& messag
     }
     const bool reboot = a.action == GpuAction::kRebootNode;
     if (a.severity == XidSeverity::kFatal) {
-      h.Raise(kSource, {HealthState::kUnhealthy, reason, action, absl::InfinitePast(), reboot},
-              now);
+      h.Raise(kSource,
+              {state::HealthState::kUnhealthy, reason, action, absl::InfinitePast(), reboot}, now);
     } else if (a.severity == XidSeverity::kWarning) {
       // A warning never lowers an existing Unhealthy verdict from an earlier fatal XID,
       // unless the driver itself announced the lighter action.
       if (announced || !h.Has(kSource) ||
-          h.conditions[kSource].severity != HealthState::kUnhealthy) {
-        h.Raise(kSource, {HealthState::kDegraded, reason, action, absl::InfinitePast(), reboot},
-                now);
+          h.conditions[kSource].severity != state::HealthState::kUnhealthy) {
+        h.Raise(kSource,
+                {state::HealthState::kDegraded, reason, action, absl::InfinitePast(), reboot}, now);
       }
     }
   };
   if (instance) {
     const bool raised = store_->UpdateMigHealth(
         key, *instance,
-        [&](GpuHealth& h) {
+        [&](state::GpuHealth& h) {
           assess(h);
-          if (h.state != HealthState::kHealthy) {
+          if (h.state != state::HealthState::kHealthy) {
             h.reason = absl::StrCat("MIG GPU instance ", *instance, ": ", h.reason);
           }
         },
         count);
     if (raised) return true;  // else the layout changed meanwhile: the GPU's, below
   }
-  return store_->UpdateHealth(key, [&](GpuHealth& h) {
+  return store_->UpdateHealth(key, [&](state::GpuHealth& h) {
     count(h);
     assess(h);
   });
@@ -249,23 +249,23 @@ void XidPolicy::Tick(absl::Time now) {
     last = last_bad_;
     last_mig = last_bad_mig_;
   }
-  std::shared_ptr<const Snapshot> snap = store_->Get();
-  for (const DeviceRecord& d : snap->devices) {
+  std::shared_ptr<const state::Snapshot> snap = store_->Get();
+  for (const state::DeviceRecord& d : snap->devices) {
     const std::string key = d.gpu.uuid.empty() ? d.gpu.bus_id : d.gpu.uuid;
     for (const auto& [gi, h] : d.mig_health) {
       if (!h.Has(kSource)) continue;
       auto it = last_mig.find({key, gi});
       if (it == last_mig.end() || now - it->second >= quiet_period_) {
-        store_->UpdateMigHealth(key, gi, [&](GpuHealth& mh) { mh.Clear(kSource, now); });
+        store_->UpdateMigHealth(key, gi, [&](state::GpuHealth& mh) { mh.Clear(kSource, now); });
       }
     }
   }
-  for (const DeviceRecord& d : snap->devices) {
+  for (const state::DeviceRecord& d : snap->devices) {
     if (!d.health.Has(kSource)) continue;
     std::string key = d.gpu.uuid.empty() ? d.gpu.bus_id : d.gpu.uuid;
     auto it = last.find(key);
     if (it == last.end() || now - it->second >= quiet_period_) {
-      store_->UpdateHealth(key, [&](GpuHealth& h) { h.Clear(kSource, now); });
+      store_->UpdateHealth(key, [&](state::GpuHealth& h) { h.Clear(kSource, now); });
       // Back in service: a reset the XIDs asked for counts as done (a reboot does not: only
       // a new boot id shows that).
       absl::MutexLock lock(&mu_);
@@ -281,4 +281,4 @@ void XidPolicy::Tick(absl::Time now) {
   }
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::health

@@ -41,7 +41,7 @@
 #include "health/xid_history.h"
 #include "state/device_store.h"
 
-namespace gpulet {
+namespace gpulet::health {
 
 struct XidPolicyOptions {
   // Keeps the repeat history across restarts (not owned; must outlive the policy). nullptr:
@@ -60,7 +60,7 @@ struct XidPolicyOptions {
 
 class XidPolicy {
  public:
-  XidPolicy(DeviceStore* store, std::set<int> application_xids, absl::Duration quiet_period,
+  XidPolicy(state::DeviceStore* store, std::set<int> application_xids, absl::Duration quiet_period,
             XidPolicyOptions options = {});
 
   // Applies one XID for the GPU named by UUID, bus id (any form) or "index:N". `source` is
@@ -95,7 +95,7 @@ class XidPolicy {
   // Saves history_ when a store is set; records a failure in history_status_.
   void SaveHistoryLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  DeviceStore* store_;
+  state::DeviceStore* store_;
   std::set<int> application_xids_;
   absl::Duration quiet_period_;
   XidHistoryStore* history_store_;
@@ -113,6 +113,6 @@ class XidPolicy {
   std::map<std::pair<std::string, unsigned>, absl::Time> last_bad_mig_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace gpulet
+}  // namespace gpulet::health
 
 #endif  // GPULET_HEALTH_XID_POLICY_H_

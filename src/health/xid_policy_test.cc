@@ -16,7 +16,7 @@
 #include "testing/files.h"
 #include "testing/simulated_clock.h"
 
-namespace gpulet {
+namespace gpulet::health {
 namespace {
 
 using ::testing::HasSubstr;
@@ -32,10 +32,10 @@ constexpr int kApplicationXid = 13;  // graphics engine exception
 
 // The first `count` of two GPUs, "GPU-a" at 0000:01:00.0 and "GPU-b" at 0000:02:00.0, both
 // seen by NVML and on the PCI bus.
-Inventory Gpus(unsigned count) {
-  Inventory inv;
+gpu::Inventory Gpus(unsigned count) {
+  gpu::Inventory inv;
   for (unsigned i = 0; i < count; ++i) {
-    Gpu g;
+    gpu::Gpu g;
     g.index = i;
     g.uuid = i == 0 ? "GPU-a" : "GPU-b";
     g.bus_id = i == 0 ? "0000:01:00.0" : "0000:02:00.0";
@@ -44,8 +44,8 @@ Inventory Gpus(unsigned count) {
   }
   return inv;
 }
-Inventory OneGpu() { return Gpus(1); }
-Inventory TwoGpus() { return Gpus(2); }
+gpu::Inventory OneGpu() { return Gpus(1); }
+gpu::Inventory TwoGpus() { return Gpus(2); }
 
 class XidPolicyTest : public ::testing::Test {
  protected:
@@ -56,33 +56,33 @@ class XidPolicyTest : public ::testing::Test {
     store_.SetInventory(TwoGpus(), kT0);
   }
 
-  const GpuHealth& Health(size_t i) {
+  const state::GpuHealth& Health(size_t i) {
     snap_ = store_.Get();
     return snap_->devices[i].health;
   }
   uint64_t Count(size_t i, int xid) {
-    const GpuHealth& h = Health(i);
+    const state::GpuHealth& h = Health(i);
     auto it = h.xid_counts.find(xid);
     return it == h.xid_counts.end() ? 0 : it->second;
   }
 
-  DeviceStore store_;
+  state::DeviceStore store_;
   XidPolicy policy_{&store_, {13, 31, 43, 45, 68, 94}, kQuiet};
-  std::shared_ptr<const Snapshot> snap_;
+  std::shared_ptr<const state::Snapshot> snap_;
 };
 
 TEST_F(XidPolicyTest, FatalXidTakesOutTheNamedGpuOnly) {
   // Every way the sources name a GPU reaches the same one.
   for (const char* name :
        {"GPU-b", "index:1", "0000:02:00.0", "00000000:02:00.0", "02:00.0", "PCI:0000:02:00"}) {
-    DeviceStore store;
+    state::DeviceStore store;
     store.SetInventory(TwoGpus(), kT0);
     XidPolicy policy(&store, {13}, kQuiet);
     ASSERT_TRUE(policy.OnXid(name, kFatalXid, "GPU has fallen off the bus.", "kmsg", kT0)) << name;
-    std::shared_ptr<const Snapshot> s = store.Get();
-    EXPECT_EQ(s->devices[0].health.state, HealthState::kHealthy) << name;
-    const GpuHealth& b = s->devices[1].health;
-    EXPECT_EQ(b.state, HealthState::kUnhealthy) << name;
+    std::shared_ptr<const state::Snapshot> s = store.Get();
+    EXPECT_EQ(s->devices[0].health.state, state::HealthState::kHealthy) << name;
+    const state::GpuHealth& b = s->devices[1].health;
+    EXPECT_EQ(b.state, state::HealthState::kUnhealthy) << name;
     EXPECT_TRUE(b.Has("xid")) << name;
     EXPECT_THAT(b.reason, HasSubstr("XID 79")) << name;
     EXPECT_THAT(b.reason, HasSubstr("[GPU has fallen off the bus.]")) << name;
@@ -123,24 +123,24 @@ TEST_F(XidPolicyTest, SeverityTable) {
   struct Case {
     std::set<int> application;
     int xid;
-    HealthState want;
+    state::HealthState want;
   };
   const Case kCases[] = {
-      {{13}, kFatalXid, HealthState::kUnhealthy},
-      {{13}, kWarningXid, HealthState::kDegraded},
-      {{13}, kApplicationXid, HealthState::kHealthy},
+      {{13}, kFatalXid, state::HealthState::kUnhealthy},
+      {{13}, kWarningXid, state::HealthState::kDegraded},
+      {{13}, kApplicationXid, state::HealthState::kHealthy},
       // health.applicationXids decides: a listed XID is only counted, even a fatal one...
-      {{kFatalXid}, kFatalXid, HealthState::kHealthy},
-      {{kWarningXid}, kWarningXid, HealthState::kHealthy},
+      {{kFatalXid}, kFatalXid, state::HealthState::kHealthy},
+      {{kWarningXid}, kWarningXid, state::HealthState::kHealthy},
       // ...and one the catalogue calls the application's never takes a GPU out.
-      {{}, kApplicationXid, HealthState::kHealthy},
+      {{}, kApplicationXid, state::HealthState::kHealthy},
   };
   for (const Case& c : kCases) {
-    DeviceStore store;
+    state::DeviceStore store;
     store.SetInventory(OneGpu(), kT0);
     XidPolicy policy(&store, c.application, kQuiet);
     EXPECT_TRUE(policy.OnXid("GPU-a", c.xid, "", "nvml", kT0)) << c.xid;
-    const GpuHealth& h = store.Get()->devices[0].health;
+    const state::GpuHealth& h = store.Get()->devices[0].health;
     EXPECT_EQ(h.state, c.want) << "XID " << c.xid;
     EXPECT_EQ(h.xid_counts.at(c.xid), 1u) << "XID " << c.xid << " is always counted";
     EXPECT_EQ(h.last_xid, c.xid);
@@ -152,9 +152,9 @@ TEST_F(XidPolicyTest, SeverityTable) {
 
 // A code the catalogue does not list is described as dcgm-exporter describes one it lacks.
 TEST_F(XidPolicyTest, AnUnlistedXidIsAnUnknownError) {
-  DeviceStore store;
-  Inventory inv;
-  Gpu g;
+  state::DeviceStore store;
+  gpu::Inventory inv;
+  gpu::Gpu g;
   g.index = 0;
   g.uuid = "GPU-a";
   g.bus_id = "0000:01:00.0";
@@ -172,14 +172,14 @@ TEST_F(XidPolicyTest, ApplicationXidsAreOnlyCounted) {
   for (int i = 0; i < 3; ++i) {
     EXPECT_TRUE(policy_.OnXid("GPU-a", kApplicationXid, "", "nvml", kT0 + absl::Seconds(i)));
   }
-  EXPECT_EQ(Health(0).state, HealthState::kHealthy);
+  EXPECT_EQ(Health(0).state, state::HealthState::kHealthy);
   EXPECT_FALSE(Health(0).Has("xid"));
   EXPECT_EQ(Count(0, kApplicationXid), 3u);
   // Nor do they hold a GPU out longer: the quiet period runs from the last fatal one.
   ASSERT_TRUE(policy_.OnXid("GPU-a", kFatalXid, "", "nvml", kT0 + absl::Seconds(10)));
   ASSERT_TRUE(policy_.OnXid("GPU-a", kApplicationXid, "", "nvml", kT0 + absl::Minutes(4)));
   policy_.Tick(kT0 + absl::Seconds(10) + kQuiet);
-  EXPECT_EQ(Health(0).state, HealthState::kHealthy);
+  EXPECT_EQ(Health(0).state, state::HealthState::kHealthy);
 }
 
 TEST_F(XidPolicyTest, TheTwoSourcesWithinTwoSecondsCountOnce) {
@@ -203,7 +203,7 @@ TEST_F(XidPolicyTest, TheTwoSourcesWithinTwoSecondsCountOnce) {
       {"nvml", "index:0", "nvml", "GPU-a", absl::Milliseconds(10), true},
   };
   for (const Case& c : kCases) {
-    DeviceStore store;
+    state::DeviceStore store;
     store.SetInventory(OneGpu(), kT0);
     XidPolicy policy(&store, {13}, kQuiet);
     std::string what = std::string(c.first_source) + " then " + c.second_source + " after " +
@@ -233,9 +233,9 @@ TEST_F(XidPolicyTest, DeduplicationIsPerGpuAndPerXid) {
 TEST_F(XidPolicyTest, ConditionClearsAfterTheQuietPeriodAndNotBefore) {
   ASSERT_TRUE(policy_.OnXid("GPU-a", kFatalXid, "", "nvml", kT0));
   policy_.Tick(kT0 + kQuiet - absl::Nanoseconds(1));
-  EXPECT_EQ(Health(0).state, HealthState::kUnhealthy);
+  EXPECT_EQ(Health(0).state, state::HealthState::kUnhealthy);
   policy_.Tick(kT0 + kQuiet);
-  EXPECT_EQ(Health(0).state, HealthState::kHealthy);
+  EXPECT_EQ(Health(0).state, state::HealthState::kHealthy);
   EXPECT_FALSE(Health(0).Has("xid"));
   EXPECT_EQ(Count(0, kFatalXid), 1u) << "the count outlives the condition";
 }
@@ -244,31 +244,31 @@ TEST_F(XidPolicyTest, ANewXidRestartsTheQuietPeriod) {
   ASSERT_TRUE(policy_.OnXid("GPU-a", kFatalXid, "", "nvml", kT0));
   ASSERT_TRUE(policy_.OnXid("GPU-a", kWarningXid, "", "nvml", kT0 + absl::Minutes(3)));
   policy_.Tick(kT0 + kQuiet);
-  EXPECT_EQ(Health(0).state, HealthState::kUnhealthy);
+  EXPECT_EQ(Health(0).state, state::HealthState::kUnhealthy);
   policy_.Tick(kT0 + absl::Minutes(3) + kQuiet);
-  EXPECT_EQ(Health(0).state, HealthState::kHealthy);
+  EXPECT_EQ(Health(0).state, state::HealthState::kHealthy);
 }
 
 TEST_F(XidPolicyTest, AWarningAfterAFatalXidKeepsTheGpuOut) {
   ASSERT_TRUE(policy_.OnXid("GPU-a", kFatalXid, "", "nvml", kT0));
   ASSERT_TRUE(policy_.OnXid("GPU-a", kWarningXid, "", "nvml", kT0 + absl::Seconds(1)));
-  EXPECT_EQ(Health(0).state, HealthState::kUnhealthy);
+  EXPECT_EQ(Health(0).state, state::HealthState::kUnhealthy);
   EXPECT_THAT(Health(0).reason, HasSubstr("XID 79"));
   // The other order: a fatal XID after a warning takes the GPU out.
   ASSERT_TRUE(policy_.OnXid("GPU-b", kWarningXid, "", "nvml", kT0));
-  EXPECT_EQ(Health(1).state, HealthState::kDegraded);
+  EXPECT_EQ(Health(1).state, state::HealthState::kDegraded);
   ASSERT_TRUE(policy_.OnXid("GPU-b", kFatalXid, "", "nvml", kT0 + absl::Seconds(1)));
-  EXPECT_EQ(Health(1).state, HealthState::kUnhealthy);
+  EXPECT_EQ(Health(1).state, state::HealthState::kUnhealthy);
 }
 
 TEST_F(XidPolicyTest, TickLeavesOtherSourcesAndQuietGpusAlone) {
-  ASSERT_TRUE(store_.UpdateHealth("GPU-a", [](GpuHealth& h) {
-    h.Raise("liveness", {HealthState::kUnhealthy, "hung", "reset", kT0}, kT0);
+  ASSERT_TRUE(store_.UpdateHealth("GPU-a", [](state::GpuHealth& h) {
+    h.Raise("liveness", {state::HealthState::kUnhealthy, "hung", "reset", kT0}, kT0);
   }));
   uint64_t version = store_.Get()->version;
   policy_.Tick(kT0 + absl::Hours(1));
   EXPECT_EQ(store_.Get()->version, version) << "nothing to clear, nothing published";
-  EXPECT_EQ(Health(0).state, HealthState::kUnhealthy);
+  EXPECT_EQ(Health(0).state, state::HealthState::kUnhealthy);
 }
 
 TEST_F(XidPolicyTest, UnknownGpusAreIgnored) {
@@ -277,8 +277,8 @@ TEST_F(XidPolicyTest, UnknownGpusAreIgnored) {
     EXPECT_FALSE(policy_.OnXid(name, kFatalXid, "", "kmsg", kT0)) << name;
   }
   EXPECT_EQ(store_.Get()->version, version);
-  EXPECT_EQ(Health(0).state, HealthState::kHealthy);
-  EXPECT_EQ(Health(1).state, HealthState::kHealthy);
+  EXPECT_EQ(Health(0).state, state::HealthState::kHealthy);
+  EXPECT_EQ(Health(1).state, state::HealthState::kHealthy);
 }
 
 // XID 154 and the repeat history, driven by a SimulatedClock and a fake history store.
@@ -295,7 +295,7 @@ class XidRecoveryTest : public ::testing::Test {
     return std::make_unique<XidPolicy>(&store_, std::set<int>{13}, kQuiet,
                                        XidPolicyOptions{&history_, boot_id});
   }
-  const GpuHealth& Health() {
+  const state::GpuHealth& Health() {
     snap_ = store_.Get();
     return snap_->devices[0].health;
   }
@@ -303,8 +303,8 @@ class XidRecoveryTest : public ::testing::Test {
 
   testing::SimulatedClock clock_;
   testing::FakeXidHistoryStore history_;
-  DeviceStore store_;
-  std::shared_ptr<const Snapshot> snap_;
+  state::DeviceStore store_;
+  std::shared_ptr<const state::Snapshot> snap_;
 };
 
 TEST_F(XidRecoveryTest, Xid154AnnouncedActionOverridesTheCatalogue) {
@@ -312,12 +312,12 @@ TEST_F(XidRecoveryTest, Xid154AnnouncedActionOverridesTheCatalogue) {
   // XID 63 alone asks for nothing (Degraded); the driver then says a reset is required.
   ASSERT_TRUE(
       policy->OnXid("GPU-a", 63, "Row Remapper: New row marked for remapping", "kmsg", Now()));
-  EXPECT_EQ(Health().state, HealthState::kDegraded);
+  EXPECT_EQ(Health().state, state::HealthState::kDegraded);
   clock_.Advance(absl::Milliseconds(5));
   ASSERT_TRUE(policy->OnXid(
       "GPU-a", 154, "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)",
       "kmsg", Now()));
-  EXPECT_EQ(Health().state, HealthState::kUnhealthy);
+  EXPECT_EQ(Health().state, state::HealthState::kUnhealthy);
   EXPECT_EQ(Health().action, GpuActionDescription(GpuAction::kResetGpu));
   EXPECT_THAT(Health().reason, HasSubstr("the driver asks for reset-gpu after XID 63"));
   // Then a node reboot: the stronger announcement replaces the action.
@@ -333,19 +333,19 @@ TEST_F(XidRecoveryTest, Xid154AnnouncedActionOverridesTheCatalogue) {
       "GPU-a", 154,
       "GPU recovery action changed from 0x2 (Node Reboot Required) to 0x3 (Drain P2P)", "kmsg",
       Now()));
-  EXPECT_EQ(Health().state, HealthState::kDegraded);
+  EXPECT_EQ(Health().state, state::HealthState::kDegraded);
   EXPECT_EQ(Health().action, GpuActionDescription(GpuAction::kRestartApp));
   // "None" is the all-clear: the condition goes without waiting for the quiet period.
   clock_.Advance(absl::Milliseconds(5));
   ASSERT_TRUE(policy->OnXid("GPU-a", 154,
                             "GPU recovery action changed from 0x3 (Drain P2P) to 0x0 (None)",
                             "kmsg", Now()));
-  EXPECT_EQ(Health().state, HealthState::kHealthy);
+  EXPECT_EQ(Health().state, state::HealthState::kHealthy);
   EXPECT_FALSE(Health().Has("xid"));
   // An XID 154 line naming no action falls back to the catalogue's entry (a warning).
   clock_.Advance(absl::Milliseconds(5));
   ASSERT_TRUE(policy->OnXid("GPU-a", 154, "something unexpected", "kmsg", Now()));
-  EXPECT_EQ(Health().state, HealthState::kDegraded);
+  EXPECT_EQ(Health().state, state::HealthState::kDegraded);
 }
 
 TEST_F(XidRecoveryTest, SameXidAfterTheRecommendedRebootMeansInspectHardware) {
@@ -360,19 +360,19 @@ TEST_F(XidRecoveryTest, SameXidAfterTheRecommendedRebootMeansInspectHardware) {
     // Nor does the quiet period passing count as the reboot.
     clock_.Advance(kQuiet);
     policy->Tick(Now());
-    EXPECT_EQ(Health().state, HealthState::kHealthy);
+    EXPECT_EQ(Health().state, state::HealthState::kHealthy);
     clock_.Advance(absl::Milliseconds(1));
     ASSERT_TRUE(policy->OnXid("GPU-a", 79, "GPU has fallen off the bus.", "kmsg", Now()));
     EXPECT_EQ(Health().action, GpuActionDescription(GpuAction::kRebootNode));
     EXPECT_EQ(history_.saved.at("GPU-a").at(79).count, 3);
   }
   // gpulet restarts after the node rebooted (a new boot id), with a fresh store state.
-  store_.UpdateHealth("GPU-a", [&](GpuHealth& h) { h.Clear("xid", Now()); });
+  store_.UpdateHealth("GPU-a", [&](state::GpuHealth& h) { h.Clear("xid", Now()); });
   auto policy = Policy("boot-2");
   EXPECT_TRUE(policy->HistoryStatus().ok());
   clock_.Advance(absl::Minutes(10));
   ASSERT_TRUE(policy->OnXid("GPU-a", 79, "GPU has fallen off the bus.", "kmsg", Now()));
-  EXPECT_EQ(Health().state, HealthState::kUnhealthy);
+  EXPECT_EQ(Health().state, state::HealthState::kUnhealthy);
   EXPECT_EQ(Health().action, GpuActionDescription(GpuAction::kInspectHardware));
   EXPECT_THAT(Health().reason, HasSubstr("came back after the recommended node reboot"));
   EXPECT_THAT(Health().reason, HasSubstr("seen 4 times"));
@@ -386,7 +386,7 @@ TEST_F(XidRecoveryTest, SameXidAfterTheRecommendedResetMeansInspectHardware) {
   // The GPU comes back into service after the quiet period: the reset counts as done.
   clock_.Advance(kQuiet);
   policy->Tick(Now());
-  EXPECT_EQ(Health().state, HealthState::kHealthy);
+  EXPECT_EQ(Health().state, state::HealthState::kHealthy);
   EXPECT_TRUE(history_.saved.at("GPU-a").at(48).recovered);
   // Another XID does not escalate; the same one does.
   clock_.Advance(absl::Milliseconds(1));
@@ -406,7 +406,7 @@ TEST_F(XidRecoveryTest, TheDriversAllClearCountsAsTheRecovery) {
                             "GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 "
                             "(None)",
                             "kmsg", Now()));
-  EXPECT_EQ(Health().state, HealthState::kHealthy);
+  EXPECT_EQ(Health().state, state::HealthState::kHealthy);
   clock_.Advance(absl::Milliseconds(1));
   ASSERT_TRUE(policy->OnXid("GPU-a", 95, "", "kmsg", Now()));
   EXPECT_EQ(Health().action, GpuActionDescription(GpuAction::kInspectHardware));
@@ -421,7 +421,7 @@ TEST_F(XidRecoveryTest, XidsThatNeedNoRecoveryNeverEscalate) {
   }
   auto restarted = Policy("boot-2");
   ASSERT_TRUE(restarted->OnXid("GPU-a", 92, "", "kmsg", Now()));
-  EXPECT_EQ(Health().state, HealthState::kDegraded);
+  EXPECT_EQ(Health().state, state::HealthState::kDegraded);
   EXPECT_EQ(history_.saved.at("GPU-a").at(92).count, 4);
   // Application XIDs are counted on the GPU but never enter the history.
   ASSERT_TRUE(restarted->OnXid("GPU-a", 13, "", "kmsg", Now()));
@@ -434,7 +434,7 @@ TEST_F(XidRecoveryTest, AnUnloadableHistoryIsReportedAndThePolicyGoesOn) {
   EXPECT_EQ(policy->HistoryStatus().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(policy->History().empty());
   ASSERT_TRUE(policy->OnXid("GPU-a", 79, "", "kmsg", Now()));
-  EXPECT_EQ(Health().state, HealthState::kUnhealthy);
+  EXPECT_EQ(Health().state, state::HealthState::kUnhealthy);
   // The next save succeeds and replaces the bad file: the status says so.
   EXPECT_TRUE(policy->HistoryStatus().ok());
   EXPECT_EQ(history_.saved.at("GPU-a").at(79).count, 1);
@@ -444,7 +444,7 @@ TEST_F(XidRecoveryTest, AFailedSaveIsReportedAndThePolicyGoesOn) {
   history_.save_error = absl::PermissionDeniedError("saving the XID history: read-only");
   auto policy = Policy("boot-1");
   ASSERT_TRUE(policy->OnXid("GPU-a", 79, "", "kmsg", Now()));
-  EXPECT_EQ(Health().state, HealthState::kUnhealthy);
+  EXPECT_EQ(Health().state, state::HealthState::kUnhealthy);
   EXPECT_EQ(policy->HistoryStatus().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(policy->History().at("GPU-a").at(79).count, 1) << "kept in memory";
 }
@@ -538,17 +538,17 @@ TEST(FileXidHistoryStoreTest, SavesLoadsAndRefusesBadFilesWithAFix) {
   EXPECT_THAT(saved.message(), HasSubstr("saving the XID history"));
   // A policy over the bad file keeps working with an empty history.
   dir.Write("state/xid-history.json", "garbage");
-  DeviceStore devices;
+  state::DeviceStore devices;
   devices.SetInventory(OneGpu(), kT0);
   XidPolicy policy(&devices, {13}, kQuiet, XidPolicyOptions{&store, "boot-1"});
   EXPECT_THAT(policy.HistoryStatus().message(), HasSubstr(path));
   EXPECT_TRUE(policy.History().empty());
   ASSERT_TRUE(policy.OnXid("GPU-a", 79, "", "kmsg", kT0));
-  EXPECT_EQ(devices.Get()->devices[0].health.state, HealthState::kUnhealthy);
+  EXPECT_EQ(devices.Get()->devices[0].health.state, state::HealthState::kUnhealthy);
   h = store.Load();
   ASSERT_TRUE(h.ok()) << "the next XID replaced the bad file: " << h.status();
   EXPECT_EQ(h->at("GPU-a").at(79).count, 1);
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::health

@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "health/kmsg.h"
 
-namespace gpulet {
+namespace gpulet::health {
 namespace {
 
 std::string ReadFixture(const std::string& name) {
@@ -334,4 +334,4 @@ TEST(AssessXidTest, CatalogueAndLineDetails) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::health

@@ -16,7 +16,7 @@
 #include "metrics/family.h"
 #include "metrics/slice_metrics.h"
 
-namespace gpulet {
+namespace gpulet::metrics {
 namespace {
 
 struct ThrottleReason {
@@ -50,13 +50,13 @@ const char* NvLinkRemoteName(std::optional<int> type) {
   }
 }
 
-ValueFormat FormatOf(DcgmType type) {
+ValueFormat FormatOf(gpu::DcgmType type) {
   switch (type) {
-    case DcgmType::kInt64:
+    case gpu::DcgmType::kInt64:
       return ValueFormat::kDcgmInt64;
-    case DcgmType::kDouble:
+    case gpu::DcgmType::kDouble:
       return ValueFormat::kDcgmDouble;
-    case DcgmType::kNone:
+    case gpu::DcgmType::kNone:
       break;
   }
   return ValueFormat::kGpulet;
@@ -93,18 +93,20 @@ std::optional<PodContainer> ProcessPod(const SampleSet& samples, const std::stri
   return AttributeProcess(*samples.pods, gpu_uuid, *process.cgroup);
 }
 
-std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const RenderInfo& info,
-                          bool openmetrics, absl::Time now) {
+std::string RenderMetrics(const state::Snapshot& snap, const SampleSet& samples,
+                          const RenderInfo& info, bool openmetrics, absl::Time now) {
   // One family per row of the value table (gpu/sample_values.h) that has one, in the table's
   // order: dcgm-exporter's default fields in its default order first. Rows without a family
   // of their own keep an unnamed one that stays empty.
   std::vector<Family> values;
-  values.reserve(kValueCount);
-  for (const SampleValue& row : SampleValues()) {
+  values.reserve(gpu::kValueCount);
+  for (const gpu::SampleValue& row : gpu::SampleValues()) {
     values.emplace_back(row.metric != nullptr ? row.metric : "", row.type, row.help,
                         FormatOf(row.dcgm_type));
   }
-  auto value_family = [&values](ValueId id) -> Family& { return values[static_cast<size_t>(id)]; };
+  auto value_family = [&values](gpu::ValueId id) -> Family& {
+    return values[static_cast<size_t>(id)];
+  };
   // gpulet's own.
   Family up("gpulet_gpu_up", "gauge",
             "1 when the GPU answered its latest NVML sample, 0 when it stopped answering.");
@@ -161,8 +163,8 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
                     "quota, by the driver's count, by more than the margin "
                     "(sharing.memorySlices.overQuota.action kill).");
 
-  for (const DeviceRecord& d : snap.devices) {
-    const Gpu& g = d.gpu;
+  for (const state::DeviceRecord& d : snap.devices) {
+    const gpu::Gpu& g = d.gpu;
     std::string index = g.index ? absl::StrCat(*g.index) : "";
     std::string nvml_bus =
         g.bus_id.empty() ? "" : absl::StrFormat("0000%s", absl::AsciiStrToUpper(g.bus_id));
@@ -206,12 +208,12 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
       for (const std::string& who : holders) f.Add(dcgm + who, value);
     };
 
-    for (HealthState st :
-         {HealthState::kHealthy, HealthState::kDegraded, HealthState::kUnhealthy}) {
-      health.Add(absl::StrCat(labels, ",state=\"", HealthStateName(st), "\""),
+    for (state::HealthState st : {state::HealthState::kHealthy, state::HealthState::kDegraded,
+                                  state::HealthState::kUnhealthy}) {
+      health.Add(absl::StrCat(labels, ",state=\"", state::HealthStateName(st), "\""),
                  d.health.state == st ? 1 : 0);
     }
-    health_info.Add(absl::StrCat(labels, ",state=\"", HealthStateName(d.health.state),
+    health_info.Add(absl::StrCat(labels, ",state=\"", state::HealthStateName(d.health.state),
                                  "\",reason=\"", EscapeLabel(d.health.reason), "\",action=\"",
                                  EscapeLabel(d.health.action), "\""),
                     1);
@@ -225,7 +227,7 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
       std::string attrs =
           absl::StrCat(",err_code=\"", d.health.last_xid, "\",err_msg=\"", EscapeLabel(msg), "\"");
       for (const std::string& who : holders) {
-        value_family(ValueId::kXid).Add(dcgm + who + attrs, d.health.last_xid);
+        value_family(gpu::ValueId::kXid).Add(dcgm + who + attrs, d.health.last_xid);
       }
     }
     for (const auto& [code, count] : d.health.xid_counts) {
@@ -235,7 +237,7 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
     // MIG devices: dcgm-exporter's GPU_I_PROFILE and GPU_I_ID labels on the parent GPU's
     // DCGM labels, then the device's pods.
     std::map<unsigned, std::string> mig_dcgm;  // GPU instance id → DCGM labels
-    for (const MigDeviceInfo& m : g.mig_devices) {
+    for (const gpu::MigDeviceInfo& m : g.mig_devices) {
       std::string inst = absl::StrCat(",GPU_I_PROFILE=\"", EscapeLabel(m.profile), "\",GPU_I_ID=\"",
                                       m.gpu_instance_id, "\"");
       mig_dcgm.emplace(m.gpu_instance_id, dcgm + inst);
@@ -245,10 +247,10 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
       mig_mem_total.Add(mig_labels, static_cast<double>(m.memory_bytes));
       mig_healthy.Add(mig_labels, d.MigHealthy(m.gpu_instance_id) ? 1 : 0);
     }
-    auto add_mig_dcgm = [&](Family& f, const MigInstanceSample& ms, double value) {
+    auto add_mig_dcgm = [&](Family& f, const gpu::MigInstanceSample& ms, double value) {
       auto base = mig_dcgm.find(ms.gpu_instance_id);
       if (base == mig_dcgm.end()) return;  // an instance the store does not know yet
-      const MigDeviceInfo* m = g.FindMigInstance(ms.gpu_instance_id, ms.compute_instance_id);
+      const gpu::MigDeviceInfo* m = g.FindMigInstance(ms.gpu_instance_id, ms.compute_instance_id);
       auto who = m == nullptr ? mig_holders.end() : mig_holders.find(m->uuid);
       if (who == mig_holders.end()) {
         f.Add(base->second, value);
@@ -264,16 +266,16 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
     age.Add(labels, absl::ToDoubleSeconds(now - st->last->taken));
     // A GPU that stopped answering exports no frozen values.
     if (!st->answering) continue;
-    const DeviceSample& s = *st->last;
-    for (const SampleValue& row : SampleValues()) {
+    const gpu::DeviceSample& s = *st->last;
+    for (const gpu::SampleValue& row : gpu::SampleValues()) {
       if (row.metric == nullptr) continue;
-      std::optional<double> v = ReadValue(row, s);
+      std::optional<double> v = gpu::ReadValue(row, s);
       if (!v) continue;
       // DCGM's fields keep dcgm-exporter's labels and pod holders; gpulet's own, its own.
       if (row.dcgm_field != 0) {
-        add_dcgm(value_family(row.id), ExportedValue(row, *v));
+        add_dcgm(value_family(row.id), gpu::ExportedValue(row, *v));
       } else {
-        value_family(row.id).Add(labels, ExportedValue(row, *v));
+        value_family(row.id).Add(labels, gpu::ExportedValue(row, *v));
       }
     }
     if (s.clocks_event_reasons) {
@@ -284,11 +286,11 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
     }
     // Per MIG device, the rows NVML reports per device (memory, and GPM's activity ratios
     // per GPU instance); the GPU's PCIe and NVLink rates stay the GPU's.
-    for (const MigInstanceSample& ms : s.mig) {
-      for (const SampleValue& row : SampleValues()) {
-        std::optional<double> v = ReadMigValue(row, ms);
+    for (const gpu::MigInstanceSample& ms : s.mig) {
+      for (const gpu::SampleValue& row : gpu::SampleValues()) {
+        std::optional<double> v = gpu::ReadMigValue(row, ms);
         if (v && row.metric != nullptr) {
-          add_mig_dcgm(value_family(row.id), ms, ExportedValue(row, *v));
+          add_mig_dcgm(value_family(row.id), ms, gpu::ExportedValue(row, *v));
         }
       }
     }
@@ -303,7 +305,7 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
     // counter, so rate() sees the first error); per link only where errors were counted: 18
     // links times 4 types of zeros would triple a DGX node's exposition.
     std::map<std::string, uint64_t> totals;
-    for (const NvLinkSample& l : s.nvlinks) {
+    for (const gpu::NvLinkSample& l : s.nvlinks) {
       std::string link = absl::StrCat(labels, ",link=\"", l.link, "\"");
       link_up.Add(absl::StrCat(link, ",remote=\"", NvLinkRemoteName(l.remote_type), "\""),
                   l.active ? 1 : 0);
@@ -322,7 +324,7 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
     for (const auto& [type, total] : totals) {
       link_errors.Add(absl::StrCat(labels, ",type=\"", type, "\""), static_cast<double>(total));
     }
-    for (const GpuProcess& p : s.processes) {
+    for (const gpu::GpuProcess& p : s.processes) {
       if (!p.used_bytes) continue;
       auto proc = st->processes.find(p.pid);
       std::string name, who;
@@ -333,7 +335,7 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
       }
       std::string inst;
       if (p.gpu_instance_id) {
-        const MigDeviceInfo* m = g.FindMigInstance(*p.gpu_instance_id, p.compute_instance_id);
+        const gpu::MigDeviceInfo* m = g.FindMigInstance(*p.gpu_instance_id, p.compute_instance_id);
         inst = absl::StrCat(",GPU_I_ID=\"", *p.gpu_instance_id, "\",GPU_I_PROFILE=\"",
                             m == nullptr ? "" : EscapeLabel(m->profile), "\"");
       }
@@ -386,4 +388,4 @@ std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const 
   return out;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::metrics

@@ -17,10 +17,10 @@
 #include "metrics/sampler.h"
 #include "state/device_store.h"
 
-namespace gpulet {
+namespace gpulet::metrics {
 
-std::string RenderMetrics(const Snapshot& snap, const SampleSet& samples, const RenderInfo& info,
-                          bool openmetrics, absl::Time now);
+std::string RenderMetrics(const state::Snapshot& snap, const SampleSet& samples,
+                          const RenderInfo& info, bool openmetrics, absl::Time now);
 
 // `,pod="…",namespace="…",container="…"`, dcgm-exporter's label names.
 std::string PodLabels(const PodContainer& who);
@@ -32,6 +32,6 @@ std::optional<PodContainer> ProcessPod(const SampleSet& samples, const std::stri
 // Escapes a label value (backslash, double quote, newline).
 std::string EscapeLabel(absl::string_view value);
 
-}  // namespace gpulet
+}  // namespace gpulet::metrics
 
 #endif  // GPULET_METRICS_EXPOSITION_H_

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace gpulet {
+namespace gpulet::metrics {
 
 // How a family prints its values. dcgm-exporter prints a DCGM field by its DCGM type
 // (internal/pkg/collector/gpu_collector.go, toString): DCGM_FT_INT64 with "%d" and
@@ -80,6 +80,6 @@ class Family {
   std::vector<std::pair<std::string, std::string>> samples_;  // labels, formatted value
 };
 
-}  // namespace gpulet
+}  // namespace gpulet::metrics
 
 #endif  // GPULET_METRICS_FAMILY_H_

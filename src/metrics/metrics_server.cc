@@ -9,7 +9,7 @@
 #include "metrics/exposition.h"
 #include "state/status_report.h"
 
-namespace gpulet {
+namespace gpulet::metrics {
 
 namespace {
 
@@ -27,18 +27,18 @@ constexpr int kSlots = 3;
 
 }  // namespace
 
-std::string MetricsServer::StatusJson(const Snapshot& snap, const SampleSet& samples) {
+std::string MetricsServer::StatusJson(const state::Snapshot& snap, const SampleSet& samples) {
   return StatusJson(snap, samples, RealClock()->Now());
 }
 
-std::string MetricsServer::StatusJson(const Snapshot& snap, const SampleSet& samples,
+std::string MetricsServer::StatusJson(const state::Snapshot& snap, const SampleSet& samples,
                                       absl::Time now) {
   // The store's part comes from StatusFromSnapshot; the sampler and pod attribution add
   // theirs here. The wire format is StatusReport's (state/status_report.h).
-  StatusReport report = StatusFromSnapshot(snap);
+  state::StatusReport report = state::StatusFromSnapshot(snap);
   for (size_t i = 0; i < snap.devices.size(); ++i) {
-    const DeviceRecord& d = snap.devices[i];
-    GpuStatus& g = report.gpus[i];
+    const state::DeviceRecord& d = snap.devices[i];
+    state::GpuStatus& g = report.gpus[i];
     if (samples.pods != nullptr) {
       g.allocations.emplace();
       auto held = samples.pods->by_gpu.find(d.gpu.uuid);
@@ -51,7 +51,7 @@ std::string MetricsServer::StatusJson(const Snapshot& snap, const SampleSet& sam
     }
     for (const SliceSample& slice : samples.slices) {
       if (slice.usage.gpu_uuid != d.gpu.uuid) continue;
-      SliceStatus s;
+      state::SliceStatus s;
       s.slice = slice.name;
       s.owner = slice.usage.owner;
       s.quota_bytes = slice.usage.quota_bytes;
@@ -80,16 +80,16 @@ std::string MetricsServer::StatusJson(const Snapshot& snap, const SampleSet& sam
     g.answering = st.answering;
     if (!st.error.empty()) g.sample_error = st.error;
     if (!st.last) continue;
-    const DeviceSample& s = *st.last;
+    const gpu::DeviceSample& s = *st.last;
     g.sample_age_seconds = absl::ToDoubleSeconds(now - s.taken);
     if (!st.answering) continue;
-    for (const SampleValue& row : SampleValues()) {
+    for (const gpu::SampleValue& row : gpu::SampleValues()) {
       if (row.status_key == nullptr) continue;
-      if (std::optional<double> v = ReadValue(row, s)) g.values[row.id] = *v;
+      if (std::optional<double> v = gpu::ReadValue(row, s)) g.values[row.id] = *v;
     }
     g.processes.emplace();
-    for (const GpuProcess& p : s.processes) {
-      ProcessStatus ps;
+    for (const gpu::GpuProcess& p : s.processes) {
+      state::ProcessStatus ps;
       ps.pid = p.pid;
       auto proc = st.processes.find(p.pid);
       if (proc != st.processes.end()) {
@@ -108,8 +108,8 @@ std::string MetricsServer::StatusJson(const Snapshot& snap, const SampleSet& sam
   return report.ToJsonText();
 }
 
-MetricsServer::MetricsServer(const Sampler* sampler, const DeviceStore* store, http::WebConfig web,
-                             const Clock* clock, http::Limits limits)
+MetricsServer::MetricsServer(const Sampler* sampler, const state::DeviceStore* store,
+                             http::WebConfig web, const Clock* clock, http::Limits limits)
     : sampler_(sampler),
       store_(store),
       clock_(clock),
@@ -161,4 +161,4 @@ http::Response MetricsServer::Serve(const http::Request& request) const {
   return r;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::metrics

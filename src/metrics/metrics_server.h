@@ -25,11 +25,11 @@
 #include "metrics/sampler.h"
 #include "state/device_store.h"
 
-namespace gpulet {
+namespace gpulet::metrics {
 
 class MetricsServer {
  public:
-  MetricsServer(const Sampler* sampler, const DeviceStore* store, http::WebConfig web,
+  MetricsServer(const Sampler* sampler, const state::DeviceStore* store, http::WebConfig web,
                 const Clock* clock = RealClock(), http::Limits limits = http::Limits());
   ~MetricsServer();
 
@@ -46,20 +46,21 @@ class MetricsServer {
   int port() const { return server_.port(); }
 
   // The /status document (also used by tests); sample ages are measured at `now`.
-  static std::string StatusJson(const Snapshot& snap, const SampleSet& samples, absl::Time now);
+  static std::string StatusJson(const state::Snapshot& snap, const SampleSet& samples,
+                                absl::Time now);
   // At the real clock's time.
-  static std::string StatusJson(const Snapshot& snap, const SampleSet& samples);
+  static std::string StatusJson(const state::Snapshot& snap, const SampleSet& samples);
 
  private:
   // The answer to one request, on the server's thread.
   http::Response Serve(const http::Request& request) const;
 
   const Sampler* sampler_;
-  const DeviceStore* store_;
+  const state::DeviceStore* store_;
   const Clock* clock_;
   http::Server server_;
 };
 
-}  // namespace gpulet
+}  // namespace gpulet::metrics
 
 #endif  // GPULET_METRICS_METRICS_SERVER_H_

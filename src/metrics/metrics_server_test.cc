@@ -14,7 +14,7 @@
 #include "state/device_store.h"
 #include "testing/http_clients.h"
 
-namespace gpulet {
+namespace gpulet::metrics {
 namespace {
 
 using testing::Get;
@@ -23,7 +23,7 @@ using testing::HttpResponse;
 // The metrics endpoint over an empty store (the exposition still has gpulet's own families):
 // each path's content type and encoding, 404 naming what is served, 405 for a write.
 TEST(MetricsServerTest, ServesEachPathGzipWhereAllowedAndRefusesTheRest) {
-  DeviceStore store;
+  state::DeviceStore store;
   Sampler sampler(nullptr, &store, nullptr, {}, {"h", ""});
   MetricsServer server(&sampler, &store, http::WebConfig());
   ASSERT_TRUE(server.Start("127.0.0.1:0").ok());
@@ -78,4 +78,4 @@ TEST(MetricsServerTest, ServesEachPathGzipWhereAllowedAndRefusesTheRest) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::metrics

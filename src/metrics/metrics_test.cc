@@ -40,16 +40,16 @@
 #include "testing/subprocess.h"
 #include "testing/test_pki.h"
 
-namespace gpulet {
+namespace gpulet::metrics {
 namespace {
 
 namespace fs = std::filesystem;
 
-Snapshot TwoGpus() {
-  Snapshot snap;
+state::Snapshot TwoGpus() {
+  state::Snapshot snap;
   snap.nvml_ok = true;
   for (int i = 0; i < 2; ++i) {
-    DeviceRecord d;
+    state::DeviceRecord d;
     d.gpu.index = i;
     d.gpu.uuid = absl::StrCat("GPU-test-", i);
     d.gpu.name = i == 0 ? "Card \"A\"" : "Card B";
@@ -63,11 +63,11 @@ Snapshot TwoGpus() {
 }
 
 TEST(ExpositionTest, DcgmNamesLabelsAndOmittedValues) {
-  Snapshot snap = TwoGpus();
+  state::Snapshot snap = TwoGpus();
   SampleSet set;
   GpuSampleState st;
   st.answering = true;
-  DeviceSample s;
+  gpu::DeviceSample s;
   s.taken = absl::Now();
   s.gpu_temp_c = 47;
   s.sm_clock_mhz = 1410;
@@ -110,7 +110,7 @@ std::vector<std::string> LinesStartingWith(const std::string& text, absl::string
 // err_msg (its description; "No Error" for 0, "Unknown Error" for a code it cannot describe):
 // NVIDIA/dcgm-exporter internal/pkg/collector/gpu_collector.go, toMetric.
 TEST(ExpositionTest, XidErrorsCarryDcgmExportersErrCodeAndErrMsg) {
-  Snapshot snap = TwoGpus();
+  state::Snapshot snap = TwoGpus();
   snap.devices[1].health.last_xid_message = "the GPU fell off the bus";
   std::string text = RenderMetrics(snap, SampleSet{}, {"node1", "570.1"}, false, absl::Now());
   std::vector<std::string> xid = LinesStartingWith(text, "DCGM_FI_DEV_XID_ERRORS{");
@@ -129,7 +129,7 @@ TEST(ExpositionTest, XidErrorsCarryDcgmExportersErrCodeAndErrMsg) {
 }
 
 // A sample set in which GPU-test-0 answered with `s`.
-SampleSet AnsweringGpu0(const DeviceSample& s) {
+SampleSet AnsweringGpu0(const gpu::DeviceSample& s) {
   SampleSet set;
   GpuSampleState st;
   st.answering = true;
@@ -141,8 +141,8 @@ SampleSet AnsweringGpu0(const DeviceSample& s) {
 // dcgm-exporter prints a DCGM_FT_DOUBLE field with Go's "%f" and an INT64 one with "%d"
 // (gpu_collector.go, toString); gpulet's own series keep the shortest exact form.
 TEST(ExpositionTest, DcgmValuesPrintedAsDcgmExporterPrintsThem) {
-  Snapshot snap = TwoGpus();
-  DeviceSample s;
+  state::Snapshot snap = TwoGpus();
+  gpu::DeviceSample s;
   s.taken = absl::Now();
   s.power_w = 123.4567891;
   s.power_limit_w = 450.5;
@@ -169,8 +169,8 @@ TEST(ExpositionTest, DcgmValuesPrintedAsDcgmExporterPrintsThem) {
 // the suffix: in OpenMetrics their family keeps DCGM's name and the samples get `_total`; the
 // Prometheus text format is unchanged (name and `counter` type as dcgm-exporter writes them).
 TEST(ExpositionTest, DcgmCountersAreCountersInBothFormats) {
-  Snapshot snap = TwoGpus();
-  DeviceSample s;
+  state::Snapshot snap = TwoGpus();
+  gpu::DeviceSample s;
   s.taken = absl::Now();
   s.energy_mj = 5000;
   s.pcie_replays = 3;
@@ -215,7 +215,7 @@ TEST(WebConfigTest, ParsesAndChecksBcrypt) {
   EXPECT_NE(bad.status().message().find("nonsense"), absl::string_view::npos);
 
   // The server enforces it; /healthz stays open for probes.
-  DeviceStore store;
+  state::DeviceStore store;
   Sampler sampler(nullptr, &store, nullptr, {}, {"h", ""});
   http::WebConfig wc;
   wc.users["prom"] = hash;
@@ -288,7 +288,7 @@ std::map<std::string, std::string> DocDefaultCountersTable() {
 // values" table lists (SampleValuesTest.TheDocsTableIsTheTable).
 std::set<std::string> ValueTableFamilies() {
   std::set<std::string> out;
-  for (const SampleValue& row : SampleValues()) {
+  for (const gpu::SampleValue& row : gpu::SampleValues()) {
     if (row.metric != nullptr) out.insert(row.metric);
   }
   return out;
@@ -300,8 +300,8 @@ std::set<std::string> ValueTableFamilies() {
 // docs/metrics.md: a GPU without a fan reading (a passively cooled board: NVML answers
 // NOT_SUPPORTED) has no fan series, while its other values are exported as usual.
 TEST(ExpositionTest, AGpuWithoutAFanReadingHasNoFanSeries) {
-  Snapshot snap = TwoGpus();
-  DeviceSample s = testing::SampleWithEveryValue();
+  state::Snapshot snap = TwoGpus();
+  gpu::DeviceSample s = testing::SampleWithEveryValue();
   s.fan_percent.reset();
   std::string text = RenderMetrics(snap, AnsweringGpu0(s), {"node1", "570.1"}, false, absl::Now());
   EXPECT_TRUE(LinesStartingWith(text, "DCGM_FI_DEV_FAN_SPEED{").empty()) << text;
@@ -309,11 +309,11 @@ TEST(ExpositionTest, AGpuWithoutAFanReadingHasNoFanSeries) {
 }
 
 TEST(ExpositionTest, EveryValueRowIsExportedWithItsValue) {
-  Snapshot snap = TwoGpus();
-  DeviceSample s = testing::SampleWithEveryValue();
+  state::Snapshot snap = TwoGpus();
+  gpu::DeviceSample s = testing::SampleWithEveryValue();
   SampleSet set = AnsweringGpu0(s);
   std::string text = RenderMetrics(snap, set, {"node1", "570.1"}, false, absl::Now());
-  for (const SampleValue& row : SampleValues()) {
+  for (const gpu::SampleValue& row : gpu::SampleValues()) {
     if (row.metric == nullptr) continue;
     SCOPED_TRACE(row.metric);
     EXPECT_TRUE(absl::StrContains(text, absl::StrCat("# TYPE ", row.metric, " ", row.type, "\n")));
@@ -323,12 +323,12 @@ TEST(ExpositionTest, EveryValueRowIsExportedWithItsValue) {
     EXPECT_TRUE(absl::StrContains(line, row.dcgm_field != 0 ? "UUID=\"" : "uuid=\"")) << line;
     double printed = 0;
     ASSERT_TRUE(absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &printed)) << line;
-    std::optional<double> want = ReadValue(row, s);
-    if (row.id == ValueId::kXid) want = 0;  // no XID yet
+    std::optional<double> want = gpu::ReadValue(row, s);
+    if (row.id == gpu::ValueId::kXid) want = 0;  // no XID yet
     ASSERT_TRUE(want.has_value());
     // DCGM_FT_INT64 prints the integer part; "%f", six decimals.
-    double expect = ExportedValue(row, *want);
-    if (row.dcgm_type == DcgmType::kInt64)
+    double expect = gpu::ExportedValue(row, *want);
+    if (row.dcgm_type == gpu::DcgmType::kInt64)
       expect = static_cast<double>(static_cast<int64_t>(expect));
     EXPECT_NEAR(printed, expect, 1e-6) << line;
   }
@@ -337,10 +337,10 @@ TEST(ExpositionTest, EveryValueRowIsExportedWithItsValue) {
 // Profiling values come from NVML's GPM in percent and MiB/s; dcgm-exporter exports DCGM's
 // DCGM_FI_PROF_* ratios (0..1, DCGM_FT_DOUBLE, "%f") and byte rates (DCGM_FT_INT64).
 TEST(ExpositionTest, ProfilingSeriesUseDcgmUnitsAndFormats) {
-  Snapshot snap = TwoGpus();
-  DeviceSample s;
+  state::Snapshot snap = TwoGpus();
+  gpu::DeviceSample s;
   s.taken = absl::Now();
-  ProfilingSample& p = s.profiling.emplace();
+  gpu::ProfilingSample& p = s.profiling.emplace();
   p.tensor_active = 0.376;
   p.sm_active = 0.692;
   p.pcie_tx_bytes_per_second = 812.0 * 1024 * 1024;
@@ -364,18 +364,18 @@ TEST(ExpositionTest, ProfilingSeriesUseDcgmUnitsAndFormats) {
 
 // NVLink: dcgm-exporter's total counter, and gpulet's per-link state and error counters.
 TEST(ExpositionTest, NvLinkSeriesPerLinkAndTotal) {
-  Snapshot snap = TwoGpus();
-  DeviceSample s;
+  state::Snapshot snap = TwoGpus();
+  gpu::DeviceSample s;
   s.taken = absl::Now();
   s.nvlink_data_tx_kib = 1000;
   s.nvlink_data_rx_kib = 2000;
-  NvLinkSample up;
+  gpu::NvLinkSample up;
   up.link = 0;
   up.active = true;
   up.remote_type = NVML_NVLINK_DEVICE_TYPE_SWITCH;
   up.crc_flit_errors = 3;
   up.replay_errors = 1;
-  NvLinkSample down;
+  gpu::NvLinkSample down;
   down.link = 1;
   down.active = false;
   s.nvlinks = {up, down};
@@ -649,18 +649,18 @@ TEST(MetricsDaemonTest, HungGpuLeavesMetricsFastAndOtherGpuFresh) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::metrics
 
-namespace gpulet {
+namespace gpulet::metrics {
 namespace {
 
 // Every family gpulet can emit is documented in docs/metrics.md.
 TEST(ExpositionTest, EveryFamilyIsDocumented) {
-  Snapshot snap = TwoGpus();
+  state::Snapshot snap = TwoGpus();
   SampleSet set;
   GpuSampleState st;
   st.answering = true;
-  DeviceSample s;
+  gpu::DeviceSample s;
   s.taken = absl::Now();
   s.sm_clock_mhz = s.mem_clock_mhz = 1;
   s.gpu_temp_c = s.mem_temp_c = 1;
@@ -673,13 +673,13 @@ TEST(ExpositionTest, EveryFamilyIsDocumented) {
   s.remap_failure = false;
   s.clocks_event_reasons = 1;
   s.processes.push_back({42, 1 << 20, std::nullopt, std::nullopt});
-  ProfilingSample& prof = s.profiling.emplace();
+  gpu::ProfilingSample& prof = s.profiling.emplace();
   prof.gr_engine_active = prof.sm_active = prof.sm_occupancy = prof.tensor_active = 0.5;
   prof.dram_active = prof.fp64_active = prof.fp32_active = prof.fp16_active = 0.5;
   prof.pcie_tx_bytes_per_second = prof.pcie_rx_bytes_per_second = 1;
   prof.nvlink_tx_bytes_per_second = prof.nvlink_rx_bytes_per_second = 1;
   s.nvlink_data_tx_kib = s.nvlink_data_rx_kib = 1;
-  NvLinkSample link;
+  gpu::NvLinkSample link;
   link.active = true;
   link.crc_flit_errors = 1;
   s.nvlinks.push_back(link);
@@ -713,4 +713,4 @@ TEST(ExpositionTest, EveryFamilyIsDocumented) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::metrics

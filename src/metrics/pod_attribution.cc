@@ -17,7 +17,7 @@
 #include "proto/podresources/v1/api.grpc.pb.h"
 #include "state/device_id.h"
 
-namespace gpulet {
+namespace gpulet::metrics {
 namespace {
 
 // The kubelet allows 100 qps with a burst of 10; one call a second leaves it all to others.
@@ -53,11 +53,12 @@ class KubeletPodResourcesClient final : public PodResourcesClient {
 
 // The GPU an advertised device ID names: "<uuid>[::…]", "<index>[::…]" or, for a MIG device,
 // "MIG-<uuid>[::…]" (then `mig_uuid` is set).
-const Gpu* GpuOfDeviceId(const Snapshot& snap, const std::string& id, std::string* mig_uuid) {
-  std::string phys = PhysicalId(id);
+const gpu::Gpu* GpuOfDeviceId(const state::Snapshot& snap, const std::string& id,
+                              std::string* mig_uuid) {
+  std::string phys = state::PhysicalId(id);
   unsigned index = 0;
   bool numeric = absl::SimpleAtoi(phys, &index);
-  for (const DeviceRecord& d : snap.devices) {
+  for (const state::DeviceRecord& d : snap.devices) {
     if (d.gpu.uuid == phys) return &d.gpu;
     if (numeric && d.gpu.index && *d.gpu.index == index) return &d.gpu;
     if (d.gpu.FindMig(phys) != nullptr) {
@@ -93,8 +94,8 @@ std::optional<unsigned> DeviceNameNumber(absl::string_view s) {
 
 // The GPU a DRA device name of gpulet's names ("gpu-<index>", or "gpu-<index>-mig-<gi>-<ci>"
 // for a MIG device, whose UUID then goes to `mig_uuid`), or nullptr with `why` set.
-const Gpu* GpuOfDraDevice(const Snapshot& snap, absl::string_view name, std::string* mig_uuid,
-                          std::string* why) {
+const gpu::Gpu* GpuOfDraDevice(const state::Snapshot& snap, absl::string_view name,
+                               std::string* mig_uuid, std::string* why) {
   std::vector<absl::string_view> parts = absl::StrSplit(name, '-');
   std::optional<unsigned> index, gi, ci;
   if (parts.size() >= 2 && parts[0] == "gpu") index = DeviceNameNumber(parts[1]);
@@ -107,10 +108,10 @@ const Gpu* GpuOfDraDevice(const Snapshot& snap, absl::string_view name, std::str
     *why = "not a device name of gpulet's (gpu-<index> or gpu-<index>-mig-<gi>-<ci>)";
     return nullptr;
   }
-  for (const DeviceRecord& d : snap.devices) {
+  for (const state::DeviceRecord& d : snap.devices) {
     if (!d.gpu.index || *d.gpu.index != *index) continue;
     if (!mig) return &d.gpu;
-    const MigDeviceInfo* m = d.gpu.FindMigInstance(*gi, *ci);
+    const gpu::MigDeviceInfo* m = d.gpu.FindMigInstance(*gi, *ci);
     if (m == nullptr) {
       *why = "no such MIG device now";
       return nullptr;
@@ -163,7 +164,7 @@ std::vector<absl::string_view> OurDraDevices(const v1::ClaimResource& r, const D
 }  // namespace
 
 std::map<std::string, std::vector<GpuAssignment>> MapAssignments(
-    const v1::ListPodResourcesResponse& list, const Snapshot& snap,
+    const v1::ListPodResourcesResponse& list, const state::Snapshot& snap,
     const std::set<std::string>& resources, const DraPool& dra) {
   std::map<std::string, std::vector<GpuAssignment>> out;
   for (const v1::PodResources& pod : list.pod_resources()) {
@@ -173,7 +174,7 @@ std::map<std::string, std::vector<GpuAssignment>> MapAssignments(
         if (!OurResource(resources, devs.resource_name())) continue;
         for (const std::string& id : devs.device_ids()) {
           std::string mig;
-          const Gpu* gpu = GpuOfDeviceId(snap, id, &mig);
+          const gpu::Gpu* gpu = GpuOfDeviceId(snap, id, &mig);
           if (gpu == nullptr) continue;
           out[gpu->uuid].push_back({holder, devs.resource_name(), id, mig});
         }
@@ -185,7 +186,7 @@ std::map<std::string, std::vector<GpuAssignment>> MapAssignments(
         for (const v1::ClaimResource& r : claim.claim_resources()) {
           for (absl::string_view name : OurDraDevices(r, dra)) {
             std::string mig, why;
-            const Gpu* gpu = GpuOfDraDevice(snap, name, &mig, &why);
+            const gpu::Gpu* gpu = GpuOfDraDevice(snap, name, &mig, &why);
             if (gpu == nullptr) {
               GPULET_LOG_DEBUG("pod attribution: skipping DRA device {} of claim {}/{}: {}",
                                std::string(name), claim.claim_namespace(), claim.claim_name(), why);
@@ -230,8 +231,8 @@ std::unique_ptr<PodResourcesClient> MakeKubeletPodResourcesClient(std::string so
   return std::make_unique<KubeletPodResourcesClient>(std::move(socket_path));
 }
 
-PodAttributor::PodAttributor(std::unique_ptr<PodResourcesClient> client, const DeviceStore* store,
-                             const HostFs* host, Options options)
+PodAttributor::PodAttributor(std::unique_ptr<PodResourcesClient> client,
+                             const state::DeviceStore* store, const HostFs* host, Options options)
     : client_(std::move(client)), store_(store), host_(host), options_(std::move(options)) {
   absl::MutexLock lock(&mu_);
   current_ = std::make_shared<const PodMap>();
@@ -326,4 +327,4 @@ std::shared_ptr<const PodMap> PodAttributor::Current() const {
   return current_;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::metrics

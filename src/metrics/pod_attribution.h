@@ -41,7 +41,7 @@
 #include "proto/podresources/v1/api.pb.h"
 #include "state/device_store.h"
 
-namespace gpulet {
+namespace gpulet::metrics {
 
 struct PodContainer {
   std::string namespace_name;
@@ -106,7 +106,7 @@ std::optional<PodContainer> AttributeProcess(const PodMap& map, const std::strin
 //
 // Device IDs and names that name no GPU (or MIG device) of `snap` are skipped.
 std::map<std::string, std::vector<GpuAssignment>> MapAssignments(
-    const v1::ListPodResourcesResponse& list, const Snapshot& snap,
+    const v1::ListPodResourcesResponse& list, const state::Snapshot& snap,
     const std::set<std::string>& resources, const DraPool& dra);
 
 // The kubelet's PodResources List, behind an interface so tests can fake the kubelet.
@@ -133,7 +133,7 @@ class PodAttributor {
     const Clock* clock = RealClock();
   };
 
-  PodAttributor(std::unique_ptr<PodResourcesClient> client, const DeviceStore* store,
+  PodAttributor(std::unique_ptr<PodResourcesClient> client, const state::DeviceStore* store,
                 const HostFs* host, Options options);
   ~PodAttributor();
 
@@ -147,7 +147,7 @@ class PodAttributor {
   void Run();
 
   std::unique_ptr<PodResourcesClient> client_;
-  const DeviceStore* store_;
+  const state::DeviceStore* store_;
   const HostFs* host_;
   Options options_;
   std::thread thread_;
@@ -157,6 +157,6 @@ class PodAttributor {
   std::shared_ptr<const PodMap> current_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace gpulet
+}  // namespace gpulet::metrics
 
 #endif  // GPULET_METRICS_POD_ATTRIBUTION_H_

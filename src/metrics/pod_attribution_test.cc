@@ -25,7 +25,7 @@
 #include "testing/free_port.h"
 #include "testing/text_lines.h"
 
-namespace gpulet {
+namespace gpulet::metrics {
 namespace {
 
 namespace fs = std::filesystem;
@@ -103,10 +103,10 @@ TEST(PodLogDirTest, NamespaceNameUid) {
   EXPECT_FALSE(ParsePodLogDir("ai_ollama_not-a-uid").has_value());
 }
 
-Snapshot TwoGpus() {
-  Snapshot snap;
+state::Snapshot TwoGpus() {
+  state::Snapshot snap;
   for (unsigned i = 0; i < 2; ++i) {
-    DeviceRecord d;
+    state::DeviceRecord d;
     d.gpu.index = i;
     d.gpu.uuid = absl::StrCat("GPU-", i);
     snap.devices.push_back(d);
@@ -136,14 +136,14 @@ TEST(MapAssignmentsTest, EveryIdFormOfOurResourcesOnly) {
 }
 
 // GPUs 0 and 1 whole, GPU 2 with MIG devices 1/0 ("MIG-2a") and 2/0 ("MIG-2b").
-Snapshot GpusAndMig() {
-  Snapshot snap = TwoGpus();
-  DeviceRecord d;
+state::Snapshot GpusAndMig() {
+  state::Snapshot snap = TwoGpus();
+  state::DeviceRecord d;
   d.gpu.index = 2;
   d.gpu.uuid = "GPU-2";
   d.gpu.mig_enabled = true;
   for (unsigned gi : {1u, 2u}) {
-    MigDeviceInfo m;
+    gpu::MigDeviceInfo m;
     m.uuid = gi == 1 ? "MIG-2a" : "MIG-2b";
     m.gpu_instance_id = gi;
     m.compute_instance_id = 0;
@@ -205,7 +205,7 @@ TEST(DraPodAttributionTest, TwoShareClaimsOnOneGpuLabelItLikeReplicas) {
                                  {"GPU-0::0"});
   FakePodResources::AddContainer(&replicas, "cv", "anpr", "detector", "nvidia.com/gpu.shared",
                                  {"GPU-0::1"});
-  Snapshot snap = GpusAndMig();
+  state::Snapshot snap = GpusAndMig();
   auto got = MapAssignments(dra, snap, {}, kNodeA);
   ASSERT_EQ(got.size(), 1u);
   ASSERT_EQ(got["GPU-0"].size(), 2u);
@@ -218,7 +218,7 @@ TEST(DraPodAttributionTest, TwoShareClaimsOnOneGpuLabelItLikeReplicas) {
     SampleSet set;
     GpuSampleState st;
     st.answering = true;
-    DeviceSample s;
+    gpu::DeviceSample s;
     s.taken = absl::Now();
     s.gpu_temp_c = 50;
     st.last = s;
@@ -352,11 +352,11 @@ TEST(PodAttributorTest, FollowsTheKubeletThroughARestart) {
   kubelet.SetResponse(list);
   ASSERT_TRUE(kubelet.Start().ok());
 
-  DeviceStore store;
-  Inventory inv;
+  state::DeviceStore store;
+  gpu::Inventory inv;
   inv.nvml_status = absl::OkStatus();
   for (unsigned i = 0; i < 2; ++i) {
-    Gpu g;
+    gpu::Gpu g;
     g.index = i;
     g.uuid = absl::StrCat("GPU-", i);
     g.in_nvml = true;
@@ -418,7 +418,7 @@ TEST(PodAttributorTest, AFailedCallIsRetriedSoonerThanTheInterval) {
   std::string dir = ShortTempDir("gpr");
   auto client = std::make_unique<RefusingThenAnswering>(1);
   RefusingThenAnswering* calls = client.get();
-  DeviceStore store;
+  state::DeviceStore store;
   PodAttributor::Options o;
   o.socket_dir = dir;
   o.interval = absl::Seconds(60);
@@ -492,4 +492,4 @@ TEST(PodAttributionDaemonTest, AllocatedGpuSeriesCarryThePod) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::metrics

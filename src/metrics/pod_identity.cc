@@ -7,7 +7,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 
-namespace gpulet {
+namespace gpulet::metrics {
 namespace {
 
 bool AllHex(absl::string_view s) {
@@ -82,4 +82,4 @@ std::optional<PodLogDir> ParsePodLogDir(absl::string_view name) {
   return PodLogDir{std::string(parts[0]), std::string(parts[1]), std::string(parts[2])};
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::metrics

@@ -15,7 +15,7 @@
 
 #include "absl/strings/string_view.h"
 
-namespace gpulet {
+namespace gpulet::metrics {
 
 struct CgroupPod {
   std::string pod_uid;       // canonical form with dashes: "1b2c…-…"
@@ -37,6 +37,6 @@ struct PodLogDir {
 // pod names are DNS labels/subdomains, which cannot contain '_', so the split is exact.
 std::optional<PodLogDir> ParsePodLogDir(absl::string_view name);
 
-}  // namespace gpulet
+}  // namespace gpulet::metrics
 
 #endif  // GPULET_METRICS_POD_IDENTITY_H_

@@ -40,13 +40,13 @@ void CheckUid(const std::string& uid) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);
-  if (std::optional<gpulet::CgroupPod> pod = gpulet::ParseCgroupPod(text)) {
+  if (std::optional<gpulet::metrics::CgroupPod> pod = gpulet::metrics::ParseCgroupPod(text)) {
     CheckUid(pod->pod_uid);
     if (!pod->container_id.empty() && (pod->container_id.size() != 64 || !Hex(pod->container_id))) {
       std::abort();
     }
   }
-  if (std::optional<gpulet::PodLogDir> dir = gpulet::ParsePodLogDir(text)) {
+  if (std::optional<gpulet::metrics::PodLogDir> dir = gpulet::metrics::ParsePodLogDir(text)) {
     CheckUid(dir->uid);
     if (absl::StrCat(dir->namespace_name, "_", dir->pod, "_", dir->uid) != text) std::abort();
   }

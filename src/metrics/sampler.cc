@@ -8,10 +8,10 @@
 #include "gpu/nvml_errors.h"
 #include "metrics/exposition.h"
 
-namespace gpulet {
+namespace gpulet::metrics {
 
-Sampler::Sampler(GpuLibrary* library, const DeviceStore* store, const HostFs* host, Options options,
-                 RenderInfo info)
+Sampler::Sampler(gpu::GpuLibrary* library, const state::DeviceStore* store, const HostFs* host,
+                 Options options, RenderInfo info)
     : library_(library), store_(store), host_(host), options_(options), info_(std::move(info)) {
   Render(working_);
 }
@@ -36,19 +36,19 @@ void Sampler::Stop() {
 
 void Sampler::SampleOnce() {
   const MonoTime start = options_.clock->Monotonic();
-  std::shared_ptr<const Snapshot> snap = store_->Get();
+  std::shared_ptr<const state::Snapshot> snap = store_->Get();
   if (library_ != nullptr) {
-    for (const DeviceRecord& d : snap->devices) {
+    for (const state::DeviceRecord& d : snap->devices) {
       if (!d.gpu.in_nvml || !d.gpu.index) continue;
       GpuSampleState& st = working_.by_uuid[d.gpu.uuid];
       st.last_attempt = options_.clock->Now();
       const MonoTime called = options_.clock->Monotonic();
-      absl::StatusOr<DeviceSample> s = library_->Sample(*d.gpu.index, options_.timeout);
+      absl::StatusOr<gpu::DeviceSample> s = library_->Sample(*d.gpu.index, options_.timeout);
       st.call_seconds = absl::ToDoubleSeconds(options_.clock->Monotonic() - called);
       if (!s.ok()) {
         st.answering = false;
         st.error = std::string(s.status().message());
-        st.nvml_code = NvmlCodeOf(s.status());
+        st.nvml_code = gpu::NvmlCodeOf(s.status());
         ++working_.nvml_errors;
         continue;
       }
@@ -57,7 +57,7 @@ void Sampler::SampleOnce() {
       st.nvml_code = -1;
       // Names and pods come from /proc under the host root, once per pid; dead pids go.
       std::map<unsigned, GpuSampleState::Process> processes;
-      for (const GpuProcess& p : s->processes) {
+      for (const gpu::GpuProcess& p : s->processes) {
         auto known = st.processes.find(p.pid);
         processes[p.pid] =
             known != st.processes.end() ? std::move(known->second) : ReadProcess(p.pid);
@@ -71,7 +71,7 @@ void Sampler::SampleOnce() {
   AttachDeviceUse(&working_);
   working_.vram_holders.clear();
   if (options_.vram_holder) {
-    for (const DeviceRecord& d : snap->devices) {
+    for (const state::DeviceRecord& d : snap->devices) {
       if (std::string holder = options_.vram_holder(d); !holder.empty()) {
         working_.vram_holders[d.gpu.uuid] = std::move(holder);
       }
@@ -79,8 +79,8 @@ void Sampler::SampleOnce() {
   }
   working_.last_faults.clear();
   if (options_.last_fault) {
-    for (const DeviceRecord& d : snap->devices) {
-      if (std::optional<FaultStatus> f = options_.last_fault(d))
+    for (const state::DeviceRecord& d : snap->devices) {
+      if (std::optional<state::FaultStatus> f = options_.last_fault(d))
         working_.last_faults[d.gpu.uuid] = *f;
     }
   }
@@ -142,7 +142,7 @@ void AttachDeviceUse(SampleSet* set) {
       mine.in_slice = true;
       mine.library_bytes = p.used_bytes;
     }
-    for (const GpuProcess& p : st.last->processes) {
+    for (const gpu::GpuProcess& p : st.last->processes) {
       bool counted = false;
       for (const SliceDeviceUse::Process& mine : use.processes) counted |= mine.pid == p.pid;
       if (!counted && holder && set->pods != nullptr) {
@@ -162,7 +162,7 @@ void AttachDeviceUse(SampleSet* set) {
 }
 
 void Sampler::Render(const SampleSet& set) {
-  std::shared_ptr<const Snapshot> snap = store_->Get();
+  std::shared_ptr<const state::Snapshot> snap = store_->Get();
   absl::Time now = options_.clock->Now();
   auto text = std::make_shared<const std::string>(RenderMetrics(*snap, set, info_, false, now));
   auto om = std::make_shared<const std::string>(RenderMetrics(*snap, set, info_, true, now));
@@ -183,4 +183,4 @@ std::shared_ptr<const SampleSet> Sampler::Samples() const {
   return samples_;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::metrics

@@ -35,12 +35,12 @@
 #include "state/device_store.h"
 #include "state/status_report.h"
 
-namespace gpulet {
+namespace gpulet::metrics {
 
 struct GpuSampleState {
-  std::optional<DeviceSample> last;  // the latest successful sample
-  bool answering = false;            // the latest attempt succeeded
-  std::string error;                 // why the latest attempt failed
+  std::optional<gpu::DeviceSample> last;  // the latest successful sample
+  bool answering = false;                 // the latest attempt succeeded
+  std::string error;                      // why the latest attempt failed
   int nvml_code = -1;  // NVML's code for that failure (NvmlCodeOf); -1: none, or not NVML's
   absl::Time last_attempt = absl::InfinitePast();
   double call_seconds = 0;  // how long the latest attempt took (the flight recorder keeps it)
@@ -63,7 +63,7 @@ struct SampleSet {
   // the GPUs that have quotas.
   std::map<std::string, std::string> vram_holders;
   // GPU UUID → the flight recorder's latest fault on it (Sampler::Options::last_fault).
-  std::map<std::string, FaultStatus> last_faults;
+  std::map<std::string, state::FaultStatus> last_faults;
 };
 
 // Fills each slice's `device` from its GPU's sample of this round (left absent when the GPU
@@ -98,19 +98,20 @@ class Sampler {
     // Called on the sampler's thread after each round with what it sampled, before the
     // round's exposition is rendered (e.g. to turn slices' refusals into events, or to act
     // on a slice over its quota); may be empty.
-    std::function<void(const SampleSet&, const Snapshot&)> on_round = nullptr;
+    std::function<void(const SampleSet&, const state::Snapshot&)> on_round = nullptr;
     // What holds the VRAM quotas of a GPU's containers: "library" (the enforcement library),
     // "none" (sharing.memorySlices.enforce false: accounting only) or "refused" (the library
     // is missing: sliced containers are refused); "" for a GPU without quotas. May be empty.
-    std::function<std::string(const DeviceRecord&)> vram_holder = nullptr;
+    std::function<std::string(const state::DeviceRecord&)> vram_holder = nullptr;
     // The flight recorder's latest fault on a GPU, for /status; nullopt when none. May be
     // empty.
-    std::function<std::optional<FaultStatus>(const DeviceRecord&)> last_fault = nullptr;
+    std::function<std::optional<state::FaultStatus>(const state::DeviceRecord&)> last_fault =
+        nullptr;
   };
 
   // `library` may be null (NVML unavailable): only health and self series are exported.
-  Sampler(GpuLibrary* library, const DeviceStore* store, const HostFs* host, Options options,
-          RenderInfo info);
+  Sampler(gpu::GpuLibrary* library, const state::DeviceStore* store, const HostFs* host,
+          Options options, RenderInfo info);
   ~Sampler();
 
   // Labels GPUs and processes with their pods from `pods` (may be null). Before Start.
@@ -129,8 +130,8 @@ class Sampler {
   void Render(const SampleSet& set);
   GpuSampleState::Process ReadProcess(unsigned pid) const;
 
-  GpuLibrary* library_;
-  const DeviceStore* store_;
+  gpu::GpuLibrary* library_;
+  const state::DeviceStore* store_;
   const HostFs* host_;
   Options options_;
   RenderInfo info_;
@@ -143,6 +144,6 @@ class Sampler {
   std::shared_ptr<const SampleSet> samples_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace gpulet
+}  // namespace gpulet::metrics
 
 #endif  // GPULET_METRICS_SAMPLER_H_

@@ -13,7 +13,7 @@
 #include "testing/fake_gpu_library.h"
 #include "testing/simulated_clock.h"
 
-namespace gpulet {
+namespace gpulet::metrics {
 namespace {
 
 using ::gpulet::testing::FakeGpuLibrary;
@@ -25,8 +25,8 @@ using ::gpulet::testing::SimulatedClock;
 constexpr absl::Duration kInterval = absl::Seconds(1);
 constexpr absl::Duration kTimeout = absl::Milliseconds(500);
 
-DeviceSample Temperature(unsigned celsius) {
-  DeviceSample s;
+gpu::DeviceSample Temperature(unsigned celsius) {
+  gpu::DeviceSample s;
   s.gpu_temp_c = celsius;
   s.power_w = 300;
   return s;
@@ -44,14 +44,14 @@ std::string Series(const std::string& text, const std::string& family, const std
 class SamplerTest : public ::testing::Test {
  protected:
   SamplerTest() : library_(&clock_) {
-    DeviceIdentity a, b;
+    gpu::DeviceIdentity a, b;
     a.index = 0;
     a.uuid = kGpu0;
     b.index = 1;
     b.uuid = kGpu1;
     library_.AddDevice(a, Temperature(40));
     library_.AddDevice(b, Temperature(50));
-    Inventory inv;
+    gpu::Inventory inv;
     inv.gpus = {NvmlGpu(0, kGpu0, "0000:01:00.0"), NvmlGpu(1, kGpu1, "0000:02:00.0")};
     store_.SetInventory(inv, clock_.Now());
   }
@@ -67,7 +67,7 @@ class SamplerTest : public ::testing::Test {
 
   SimulatedClock clock_;
   FakeGpuLibrary library_;
-  DeviceStore store_;
+  state::DeviceStore store_;
   Sampler sampler_{&library_, &store_, nullptr,
                    Sampler::Options{.interval = kInterval, .timeout = kTimeout, .clock = &clock_},
                    RenderInfo{"node-1", "570.133.20"}};
@@ -176,4 +176,4 @@ TEST_F(SamplerTest, WithoutALibraryOnlyHealthIsRendered) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::metrics

@@ -8,7 +8,7 @@
 #include "metrics/family.h"
 #include "vram/slice_format.h"
 
-namespace gpulet {
+namespace gpulet::metrics {
 
 std::vector<SliceSample> ReadSlices(const std::string& local_dir) {
   std::vector<SliceSample> out;
@@ -40,7 +40,7 @@ std::optional<PodContainer> SliceHolder(const SliceSample& slice, const PodMap* 
   return std::nullopt;
 }
 
-void AppendSliceMetrics(const std::vector<SliceSample>& slices, const Snapshot& snap,
+void AppendSliceMetrics(const std::vector<SliceSample>& slices, const state::Snapshot& snap,
                         const PodMap* pods, const std::string& hostname, bool openmetrics,
                         std::string* out) {
   Family quota("gpulet_vram_quota_bytes", "gauge",
@@ -60,7 +60,7 @@ void AppendSliceMetrics(const std::vector<SliceSample>& slices, const Snapshot& 
                 "where it is higher).");
   for (const SliceSample& s : slices) {
     std::string index;
-    for (const DeviceRecord& d : snap.devices) {
+    for (const state::DeviceRecord& d : snap.devices) {
       if (d.gpu.uuid == s.usage.gpu_uuid && d.gpu.index) index = absl::StrCat(*d.gpu.index);
     }
     std::string labels =
@@ -82,13 +82,14 @@ void AppendSliceMetrics(const std::vector<SliceSample>& slices, const Snapshot& 
   }
 }
 
-void AppendVramEnforcement(const std::map<std::string, std::string>& holders, const Snapshot& snap,
-                           const std::string& hostname, bool openmetrics, std::string* out) {
+void AppendVramEnforcement(const std::map<std::string, std::string>& holders,
+                           const state::Snapshot& snap, const std::string& hostname,
+                           bool openmetrics, std::string* out) {
   Family f("gpulet_vram_enforcement", "gauge",
            "1 for a GPU whose containers get VRAM quotas; holder says what holds them "
            "(library: gpulet's enforcement library; none: enforce is off, accounting only; "
            "refused: the library is missing and sliced containers are refused).");
-  for (const DeviceRecord& d : snap.devices) {
+  for (const state::DeviceRecord& d : snap.devices) {
     auto it = holders.find(d.gpu.uuid);
     if (it == holders.end()) continue;
     f.Add(absl::StrCat("gpu=\"", d.gpu.index ? absl::StrCat(*d.gpu.index) : "", "\",uuid=\"",
@@ -99,4 +100,4 @@ void AppendVramEnforcement(const std::map<std::string, std::string>& holders, co
   f.AppendTo(out, openmetrics);
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::metrics

@@ -17,7 +17,7 @@
 #include "state/device_store.h"
 #include "vram/slice_file.h"
 
-namespace gpulet {
+namespace gpulet::metrics {
 
 // A slice's memory as the driver counts it: NVML's per-process figures on its GPU, which
 // include each process's CUDA context (memory no allocation call shows the library).
@@ -53,15 +53,16 @@ std::optional<PodContainer> SliceHolder(const SliceSample& slice, const PodMap* 
 // Appends gpulet_vram_{quota,used,peak}_bytes, gpulet_vram_processes and
 // gpulet_vram_refused_total, one series per slice, and gpulet_vram_device_used_bytes for each
 // slice whose `device` is known.
-void AppendSliceMetrics(const std::vector<SliceSample>& slices, const Snapshot& snap,
+void AppendSliceMetrics(const std::vector<SliceSample>& slices, const state::Snapshot& snap,
                         const PodMap* pods, const std::string& hostname, bool openmetrics,
                         std::string* out);
 
 // Appends gpulet_vram_enforcement: 1 per GPU with VRAM quotas, labelled with what holds
 // them (`holders`: GPU UUID → "library", "none" or "refused").
-void AppendVramEnforcement(const std::map<std::string, std::string>& holders, const Snapshot& snap,
-                           const std::string& hostname, bool openmetrics, std::string* out);
+void AppendVramEnforcement(const std::map<std::string, std::string>& holders,
+                           const state::Snapshot& snap, const std::string& hostname,
+                           bool openmetrics, std::string* out);
 
-}  // namespace gpulet
+}  // namespace gpulet::metrics
 
 #endif  // GPULET_METRICS_SLICE_METRICS_H_

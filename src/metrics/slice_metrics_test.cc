@@ -12,7 +12,7 @@
 #include "testing/files.h"
 #include "vram/slice_table.h"
 
-namespace gpulet {
+namespace gpulet::metrics {
 namespace {
 
 using ::testing::HasSubstr;
@@ -37,10 +37,10 @@ void Fill(const std::string& dir, const std::string& name, uint64_t quota_mib, u
   vram::CloseSlice(&map);
 }
 
-Snapshot TwoGpus() {
-  Snapshot s;
+state::Snapshot TwoGpus() {
+  state::Snapshot s;
   for (int i = 0; i < 2; ++i) {
-    DeviceRecord d;
+    state::DeviceRecord d;
     d.gpu.index = i;
     d.gpu.uuid = i == 0 ? "GPU-a" : "GPU-b";
     s.devices.push_back(d);
@@ -97,13 +97,13 @@ TEST(SliceMetricsTest, StatusListsEachGpusSlicesWithTheirHolders) {
   pods->by_gpu["GPU-b"].push_back(
       {{"ml", "anpr-0", "anpr"}, "nvidia.com/gpu-memory", "GPU-b::mem0", ""});
   set.pods = pods;
-  absl::StatusOr<StatusReport> report =
-      StatusReport::FromJsonText(MetricsServer::StatusJson(TwoGpus(), set, absl::Now()));
+  absl::StatusOr<state::StatusReport> report =
+      state::StatusReport::FromJsonText(MetricsServer::StatusJson(TwoGpus(), set, absl::Now()));
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_FALSE(report->gpus[0].vram_slices.has_value());
   ASSERT_TRUE(report->gpus[1].vram_slices.has_value());
   ASSERT_EQ(report->gpus[1].vram_slices->size(), 1u);
-  const SliceStatus& s = report->gpus[1].vram_slices->front();
+  const state::SliceStatus& s = report->gpus[1].vram_slices->front();
   EXPECT_EQ(s.slice, "GPU-b--mem0");
   EXPECT_EQ(s.quota_bytes, 4096 * kMiB);
   EXPECT_EQ(s.used_bytes, 3072 * kMiB);
@@ -176,8 +176,8 @@ TEST(SliceDeviceUseTest, TheDriversCountOfTheSlicesProcessesAndItsContainersOthe
               HasSubstr("gpulet_vram_device_used_bytes{gpu=\"1\",uuid=\"GPU-b\",slice=\"GPU-b--"
                         "mem0\",owner=\"\",hostname=\"n\",pod=\"anpr-0\",namespace=\"ml\","
                         "container=\"anpr\"} 4936695808\n"));
-  absl::StatusOr<StatusReport> report =
-      StatusReport::FromJsonText(MetricsServer::StatusJson(TwoGpus(), set, absl::Now()));
+  absl::StatusOr<state::StatusReport> report =
+      state::StatusReport::FromJsonText(MetricsServer::StatusJson(TwoGpus(), set, absl::Now()));
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->gpus[1].vram_slices->front().device_used_bytes, 4936695808u);
 
@@ -202,8 +202,8 @@ TEST(SliceMetricsTest, WhatHoldsEachGpusQuotasIsASeriesAndAStatusField) {
   EXPECT_THAT(out, Not(HasSubstr("GPU-a")));
   SampleSet set;
   set.vram_holders = holders;
-  absl::StatusOr<StatusReport> report =
-      StatusReport::FromJsonText(MetricsServer::StatusJson(TwoGpus(), set, absl::Now()));
+  absl::StatusOr<state::StatusReport> report =
+      state::StatusReport::FromJsonText(MetricsServer::StatusJson(TwoGpus(), set, absl::Now()));
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_FALSE(report->gpus[0].vram_enforcement.has_value());
   EXPECT_EQ(report->gpus[1].vram_enforcement, "library");
@@ -221,4 +221,4 @@ TEST(SliceDeviceUseTest, StartTicksAreField22CountedFromTheLastParenthesis) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::metrics

@@ -7,13 +7,13 @@
 #include "metrics/metrics_server.h"
 #include "state/status_report.h"
 
-namespace gpulet {
+namespace gpulet::metrics {
 namespace {
 
 const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);  // 2023-11-14T22:13:20+00:00
 
-DeviceRecord Record(unsigned index, std::string uuid, std::string name, std::string bus) {
-  DeviceRecord d;
+state::DeviceRecord Record(unsigned index, std::string uuid, std::string name, std::string bus) {
+  state::DeviceRecord d;
   d.gpu.index = index;
   d.gpu.uuid = std::move(uuid);
   d.gpu.name = std::move(name);
@@ -22,26 +22,26 @@ DeviceRecord Record(unsigned index, std::string uuid, std::string name, std::str
   return d;
 }
 
-void FillEverything(Snapshot* snap, SampleSet* samples) {
+void FillEverything(state::Snapshot* snap, SampleSet* samples) {
   snap->nvml_ok = true;
-  DeviceRecord a = Record(0, "GPU-a", "NVIDIA GeForce RTX 3080", "0000:01:00.0");
+  state::DeviceRecord a = Record(0, "GPU-a", "NVIDIA GeForce RTX 3080", "0000:01:00.0");
   a.gpu.memory_total_bytes = uint64_t{10} << 30;
   a.health.since = kT0;
   a.health.last_xid = 13;
   a.health.xid_counts = {{13, 2}};
-  DeviceRecord b = Record(1, "GPU-b", "NVIDIA GeForce RTX 5090", "0000:02:00.0");
-  b.health.Raise("xid",
-                 {HealthState::kUnhealthy, "XID 79: fallen off the bus", "reboot the node", kT0},
-                 kT0 + absl::Seconds(60));
+  state::DeviceRecord b = Record(1, "GPU-b", "NVIDIA GeForce RTX 5090", "0000:02:00.0");
+  b.health.Raise(
+      "xid", {state::HealthState::kUnhealthy, "XID 79: fallen off the bus", "reboot the node", kT0},
+      kT0 + absl::Seconds(60));
   b.health.last_xid = 79;
-  b.health.xid_counts = {{79, 1}, {8, 3}};                  // "79" sorts before "8" on the wire
-  DeviceRecord c = Record(2, "", "GA102", "0000:03:00.0");  // PCI only: nothing else known
+  b.health.xid_counts = {{79, 1}, {8, 3}};  // "79" sorts before "8" on the wire
+  state::DeviceRecord c = Record(2, "", "GA102", "0000:03:00.0");  // PCI only: nothing else known
   c.gpu.index.reset();
   snap->devices = {a, b, c};
 
   GpuSampleState& sa = samples->by_uuid["GPU-a"];
   sa.answering = true;
-  DeviceSample s;
+  gpu::DeviceSample s;
   s.taken = kT0 + absl::Seconds(10);
   s.gpu_util = 42;
   s.fb_used_bytes = uint64_t{1} << 30;
@@ -147,14 +147,14 @@ constexpr char kWire[] = R"({
 const absl::Time kNow = kT0 + absl::Milliseconds(12500);
 
 TEST(StatusJsonTest, WireFormatIsUnchanged) {
-  Snapshot snap;
+  state::Snapshot snap;
   SampleSet samples;
   FillEverything(&snap, &samples);
   EXPECT_EQ(MetricsServer::StatusJson(snap, samples, kNow), kWire);
 }
 
 TEST(StatusJsonTest, NvmlDownAndNoPodAttribution) {
-  Snapshot snap;
+  state::Snapshot snap;
   snap.nvml_ok = false;
   snap.nvml_error = "driver not loaded";
   EXPECT_EQ(
@@ -164,24 +164,24 @@ TEST(StatusJsonTest, NvmlDownAndNoPodAttribution) {
 
 // What the server sends, `gpulet status` reads back to the same report.
 TEST(StatusJsonTest, TheClientReadsWhatTheServerSends) {
-  Snapshot snap;
+  state::Snapshot snap;
   SampleSet samples;
   FillEverything(&snap, &samples);
   std::string wire = MetricsServer::StatusJson(snap, samples, kNow);
-  absl::StatusOr<StatusReport> parsed = StatusReport::FromJsonText(wire);
+  absl::StatusOr<state::StatusReport> parsed = state::StatusReport::FromJsonText(wire);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->ToJsonText(), wire);
   ASSERT_EQ(parsed->gpus.size(), 3u);
-  const GpuStatus& a = parsed->gpus[0];
-  EXPECT_EQ(a.Value(ValueId::kGpuUtil), 42);
+  const state::GpuStatus& a = parsed->gpus[0];
+  EXPECT_EQ(a.Value(gpu::ValueId::kGpuUtil), 42);
   ASSERT_TRUE(a.processes.has_value());
   ASSERT_EQ(a.processes->size(), 3u);
   EXPECT_EQ((*a.processes)[0].pod, "ollama-0");
-  EXPECT_EQ(parsed->gpus[1].health, HealthState::kUnhealthy);
+  EXPECT_EQ(parsed->gpus[1].health, state::HealthState::kUnhealthy);
   EXPECT_EQ(parsed->gpus[1].answering, false);
   EXPECT_EQ(parsed->gpus[1].processes, std::nullopt) << "no sample fields while not answering";
   EXPECT_EQ(parsed->gpus[2].index, std::nullopt);
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::metrics

@@ -4,7 +4,7 @@
 
 #include "absl/strings/ascii.h"
 
-namespace gpulet {
+namespace gpulet::node {
 
 absl::string_view ArchitectureName(Architecture arch) {
   switch (arch) {
@@ -48,4 +48,4 @@ Architecture ArchitectureFromName(absl::string_view name) {
   return Architecture::kUnknown;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::node

@@ -12,7 +12,7 @@
 
 #include "absl/strings/string_view.h"
 
-namespace gpulet {
+namespace gpulet::node {
 
 // Ordered by release, so comparisons such as `arch >= Architecture::kTuring` mean "this
 // generation or newer" (kUnknown sorts first and must be checked separately).
@@ -38,6 +38,6 @@ absl::string_view ArchitectureName(Architecture arch);
 // short forms "ada" and "lovelace". kUnknown for anything else.
 Architecture ArchitectureFromName(absl::string_view name);
 
-}  // namespace gpulet
+}  // namespace gpulet::node
 
 #endif  // GPULET_NODE_ARCHITECTURE_H_

@@ -11,7 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "common/hex.h"
 
-namespace gpulet {
+namespace gpulet::node {
 namespace {
 
 // Parses 1..max_digits (at most 8) hex digits; false on anything else (no sign, no "0x").
@@ -66,4 +66,4 @@ std::string NormalizeBusId(absl::string_view text) {
   return FormatPciAddress(*address);
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::node

@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace gpulet {
+namespace gpulet::node {
 
 struct PciAddress {
   uint32_t domain = 0;
@@ -42,6 +42,6 @@ std::string FormatPciAddress(const PciAddress& address);
 // callers comparing two normalised IDs must treat "" as matching nothing.
 std::string NormalizeBusId(absl::string_view text);
 
-}  // namespace gpulet
+}  // namespace gpulet::node
 
 #endif  // GPULET_NODE_BUS_ID_H_

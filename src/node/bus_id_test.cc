@@ -3,7 +3,7 @@
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
 
-namespace gpulet {
+namespace gpulet::node {
 namespace {
 
 TEST(NormalizeBusIdTest, AcceptsEverySpellingOfTheSameDevice) {
@@ -63,4 +63,4 @@ TEST(FormatPciAddressTest, RoundTrips) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::node

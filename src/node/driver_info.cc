@@ -7,7 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 
-namespace gpulet {
+namespace gpulet::node {
 namespace {
 
 // "570.133.20", "535.54.03", "418.87.01": digits and dots, at least one dot, digit first.
@@ -147,4 +147,4 @@ DriverInfo ReadDriverInfo(const HostFs& fs) {
   return info;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::node

@@ -21,7 +21,7 @@
 #include "node/mig_minors.h"
 #include "node/pci_ids.h"
 
-namespace gpulet {
+namespace gpulet::node {
 
 // Which build of nvidia.ko is running.
 enum class DriverFlavor {
@@ -88,6 +88,6 @@ struct DriverInfo {
 // Collects the above from the host. Never fails: what cannot be read is reported as absent.
 DriverInfo ReadDriverInfo(const HostFs& fs);
 
-}  // namespace gpulet
+}  // namespace gpulet::node
 
 #endif  // GPULET_NODE_DRIVER_INFO_H_

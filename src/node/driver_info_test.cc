@@ -9,7 +9,7 @@
 #include "common/host_fs.h"
 #include "gtest/gtest.h"
 
-namespace gpulet {
+namespace gpulet::node {
 namespace {
 
 constexpr char kOpenVersion[] =
@@ -189,4 +189,4 @@ TEST(DriverFlavorTest, Names) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::node

@@ -7,7 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
-namespace gpulet {
+namespace gpulet::node {
 
 absl::StatusOr<MigMinors> ParseMigMinors(absl::string_view text) {
   MigMinors out;
@@ -37,4 +37,4 @@ std::vector<std::string> MigCapDevicePaths(const MigMinors& minors, unsigned gpu
           absl::StrCat("/dev/nvidia-caps/nvidia-cap", c->second)};
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::node

@@ -19,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace gpulet {
+namespace gpulet::node {
 
 // Capability name ("gpu0/gi1/access") → minor number.
 using MigMinors = std::map<std::string, unsigned>;
@@ -33,6 +33,6 @@ absl::StatusOr<MigMinors> ParseMigMinors(absl::string_view text);
 std::vector<std::string> MigCapDevicePaths(const MigMinors& minors, unsigned gpu_minor,
                                            unsigned gpu_instance_id, unsigned compute_instance_id);
 
-}  // namespace gpulet
+}  // namespace gpulet::node
 
 #endif  // GPULET_NODE_MIG_MINORS_H_

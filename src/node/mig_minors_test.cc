@@ -2,7 +2,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpulet {
+namespace gpulet::node {
 namespace {
 
 TEST(MigMinorsTest, ParsesTheDriversListAndNamesTheCapNodesOfAMigDevice) {
@@ -31,4 +31,4 @@ TEST(MigMinorsTest, RejectsALineThatIsNotNameAndNumberNamingIt) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::node

@@ -9,7 +9,7 @@
 #include "common/hex.h"
 #include "node/pci_ids.h"
 
-namespace gpulet {
+namespace gpulet::node {
 
 NodeFacts InspectNode(const HostFs& host) {
   NodeFacts facts;
@@ -40,4 +40,4 @@ NodeFacts InspectNode(const HostFs& host) {
   return facts;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::node

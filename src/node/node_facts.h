@@ -17,7 +17,7 @@
 #include "node/os_release.h"
 #include "node/pci_inventory.h"
 
-namespace gpulet {
+namespace gpulet::node {
 
 struct NodeFacts {
   std::string os_id;           // /etc/os-release ID: "talos", "debian", ...; "" if unreadable
@@ -37,6 +37,6 @@ struct NodeFacts {
 // read is left empty (and pci_status says why for PCI).
 NodeFacts InspectNode(const HostFs& host);
 
-}  // namespace gpulet
+}  // namespace gpulet::node
 
 #endif  // GPULET_NODE_NODE_FACTS_H_

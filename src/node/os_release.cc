@@ -8,7 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
-namespace gpulet {
+namespace gpulet::node {
 
 std::string TalosVersion::ToString() const {
   if (patch < 0) return absl::StrCat("v", major, ".", minor);
@@ -72,4 +72,4 @@ OsInfo ReadOsRelease(const HostFs& host) {
   return OsInfo{};
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::node

@@ -14,7 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "common/host_fs.h"
 
-namespace gpulet {
+namespace gpulet::node {
 
 // A Talos release number.
 struct TalosVersion {
@@ -52,6 +52,6 @@ OsInfo ParseOsRelease(absl::string_view text);
 // host root. `readable` is false when neither can be read.
 OsInfo ReadOsRelease(const HostFs& host);
 
-}  // namespace gpulet
+}  // namespace gpulet::node
 
 #endif  // GPULET_NODE_OS_RELEASE_H_

@@ -3,7 +3,7 @@
 #include "gtest/gtest.h"
 #include "testing/files.h"
 
-namespace gpulet {
+namespace gpulet::node {
 namespace {
 
 TEST(OsReleaseTest, ParsesTalosVersions) {
@@ -56,4 +56,4 @@ TEST(OsReleaseTest, QuotesCommentsAndFallbackFile) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::node

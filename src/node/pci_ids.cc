@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/hex.h"
 
-namespace gpulet {
+namespace gpulet::node {
 namespace {
 
 constexpr Architecture kKepler = Architecture::kKepler;
@@ -291,4 +291,4 @@ absl::StatusOr<PciId> ParsePciId(absl::string_view text) {
   return PciId{*vendor, *device};
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::node

@@ -21,7 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "node/architecture.h"
 
-namespace gpulet {
+namespace gpulet::node {
 
 inline constexpr uint16_t kNvidiaPciVendorId = 0x10de;
 
@@ -90,6 +90,6 @@ absl::StatusOr<PciId> ParsePciId(absl::string_view text);
 // InvalidArgument for an empty, non-hex or too-large value.
 absl::StatusOr<uint16_t> ParsePciHexId(absl::string_view text);
 
-}  // namespace gpulet
+}  // namespace gpulet::node
 
 #endif  // GPULET_NODE_PCI_IDS_H_

@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "node/architecture.h"
 
-namespace gpulet {
+namespace gpulet::node {
 namespace {
 
 struct Expected {
@@ -200,4 +200,4 @@ TEST(ArchitectureTest, OrderIsChronological) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::node

@@ -12,7 +12,7 @@
 #include "common/hex.h"
 #include "node/bus_id.h"
 
-namespace gpulet {
+namespace gpulet::node {
 namespace {
 
 constexpr absl::string_view kPciDevicesDir = "/sys/bus/pci/devices";
@@ -129,4 +129,4 @@ absl::StatusOr<std::vector<PciGpu>> ScanPciGpus(const HostFs& fs) {
   return gpus;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::node

@@ -21,7 +21,7 @@
 #include "node/architecture.h"
 #include "node/pci_ids.h"
 
-namespace gpulet {
+namespace gpulet::node {
 
 // One NVIDIA display-class PCI function (a GPU; its HDMI audio function and NVSwitches are
 // other classes and not listed).
@@ -57,6 +57,6 @@ bool IsGpuPciClass(uint32_t class_code);
 // whose vendor or class cannot be read are skipped: they cannot be identified as GPUs.
 absl::StatusOr<std::vector<PciGpu>> ScanPciGpus(const HostFs& fs);
 
-}  // namespace gpulet
+}  // namespace gpulet::node
 
 #endif  // GPULET_NODE_PCI_INVENTORY_H_

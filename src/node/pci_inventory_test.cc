@@ -11,7 +11,7 @@
 #include "common/host_fs.h"
 #include "gtest/gtest.h"
 
-namespace gpulet {
+namespace gpulet::node {
 namespace {
 
 namespace fs = std::filesystem;
@@ -229,4 +229,4 @@ TEST(IsGpuPciClassTest, VgaAnd3dOnly) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::node

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 
-namespace gpulet::talos {
+namespace gpulet::node {
 namespace {
 
 // Repositories the facts were read in (at the release's tag unless a row says otherwise).
@@ -328,4 +328,4 @@ std::vector<BaseConfig> BaseConfigs(const Release& release) {
   return out;
 }
 
-}  // namespace gpulet::talos
+}  // namespace gpulet::node

@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace gpulet::talos {
+namespace gpulet::node {
 
 // A value and where it was read.
 template <typename T>
@@ -153,6 +153,6 @@ struct BaseConfig {
 };
 std::vector<BaseConfig> BaseConfigs(const Release& release);
 
-}  // namespace gpulet::talos
+}  // namespace gpulet::node
 
 #endif  // GPULET_NODE_TALOS_RELEASES_H_

@@ -14,7 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace gpulet::talos {
+namespace gpulet::node {
 namespace {
 
 using ::testing::HasSubstr;
@@ -256,4 +256,4 @@ TEST(TalosDocsTest, TalosMdsReleaseTableIsTheCodesTable) {
 }
 
 }  // namespace
-}  // namespace gpulet::talos
+}  // namespace gpulet::node

@@ -2,7 +2,7 @@
 
 #include "nvml/nvml_gpu_library.h"
 
-namespace gpulet {
+namespace gpulet::nvml {
 
 Node DiscoverNode(const DiscoveryOptions& options) {
   Node node;
@@ -18,10 +18,10 @@ Node DiscoverNode(const DiscoveryOptions& options) {
     node.gpus = std::make_unique<NvmlGpuLibrary>(
         std::shared_ptr<NvmlLibrary>(std::move(load.library)), lib_options);
   }
-  node.inventory = BuildInventory(node.gpus.get(), *node.host, load.status);
+  node.inventory = gpu::BuildInventory(node.gpus.get(), *node.host, load.status);
   node.inventory.nvml_attempts = std::move(load.attempts);
   if (node.inventory.nvml_code < 0) node.inventory.nvml_code = load.nvml_code;
   return node;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::nvml

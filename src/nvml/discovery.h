@@ -19,7 +19,7 @@
 #include "gpu/gpu_model.h"
 #include "nvml/nvml_loader.h"
 
-namespace gpulet {
+namespace gpulet::nvml {
 
 struct DiscoveryOptions {
   std::string host_root = "/";
@@ -29,12 +29,12 @@ struct DiscoveryOptions {
 
 struct Node {
   std::unique_ptr<HostFs> host;
-  std::unique_ptr<GpuLibrary> gpus;  // null when NVML could not be loaded
-  Inventory inventory;
+  std::unique_ptr<gpu::GpuLibrary> gpus;  // null when NVML could not be loaded
+  gpu::Inventory inventory;
 };
 
 Node DiscoverNode(const DiscoveryOptions& options);
 
-}  // namespace gpulet
+}  // namespace gpulet::nvml
 
 #endif  // GPULET_NVML_DISCOVERY_H_

@@ -23,7 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "common/read_file.h"
 
-namespace gpulet {
+namespace gpulet::nvml {
 namespace {
 
 // libelf refuses every call until elf_version() has been told which ELF version the
@@ -522,4 +522,4 @@ absl::Status CheckLoadable(const std::string& path) {
   return CheckCompatible(*info, path, ThisProcessTarget());
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::nvml

@@ -28,7 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace gpulet {
+namespace gpulet::nvml {
 
 // One entry of .gnu.version_r: the versions a library needs from one of its dependencies,
 // e.g. {"libc.so.6", {"GLIBC_2.2.5", "GLIBC_2.34"}}.
@@ -120,6 +120,6 @@ absl::Status CheckCompatible(const ElfInfo& info, std::string_view path,
 // dlopen this" and other codes mean "could not tell".
 absl::Status CheckLoadable(const std::string& path);
 
-}  // namespace gpulet
+}  // namespace gpulet::nvml
 
 #endif  // GPULET_NVML_ELF_CHECK_H_

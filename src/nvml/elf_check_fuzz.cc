@@ -37,10 +37,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     written += static_cast<size_t>(n);
   }
 
-  absl::StatusOr<gpulet::ElfInfo> info = gpulet::ReadElfInfo(path);
+  absl::StatusOr<gpulet::nvml::ElfInfo> info = gpulet::nvml::ReadElfInfo(path);
   if (info.ok()) {
-    (void)gpulet::MaxGlibcNeeded(*info);
-    (void)gpulet::CheckCompatible(*info, path, gpulet::ThisProcessTarget());
+    (void)gpulet::nvml::MaxGlibcNeeded(*info);
+    (void)gpulet::nvml::CheckCompatible(*info, path, gpulet::nvml::ThisProcessTarget());
   }
   return 0;
 }

@@ -21,7 +21,7 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 
-namespace gpulet {
+namespace gpulet::nvml {
 namespace {
 
 using ::testing::TestWithParam;
@@ -562,4 +562,4 @@ TEST(ReadElfInfoTest, StrippedSectionHeadersAreUnimplemented) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::nvml

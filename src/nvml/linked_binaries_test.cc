@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "nvml/elf_check.h"
 
-namespace gpulet {
+namespace gpulet::nvml {
 namespace {
 
 // docs/architecture.md, "Linking and resident memory": with GPULET_STATIC_DEPS, `gpulet`
@@ -38,4 +38,4 @@ TEST(BuildLinkTest, GpuletAndTheSimulatorNeedOnlyLibrariesWithoutArchives) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::nvml

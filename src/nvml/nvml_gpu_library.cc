@@ -8,7 +8,7 @@
 #include "gpu/nvml_errors.h"
 #include "nvml/nvml_profiling.h"
 
-namespace gpulet {
+namespace gpulet::nvml {
 namespace {
 
 // NVML string out-parameters are NUL-terminated on success; never trust that blindly.
@@ -22,7 +22,7 @@ struct IdentityJob {
   unsigned index = 0;
   nvmlReturn_t handle_ret = NVML_ERROR_UNKNOWN;
   nvmlReturn_t uuid_ret = NVML_ERROR_UNKNOWN;
-  DeviceIdentity id;
+  gpu::DeviceIdentity id;
 };
 
 }  // namespace
@@ -71,8 +71,8 @@ absl::Status NvmlGpuLibrary::RunOnLane(int index, std::function<void()> work,
   return status;
 }
 
-absl::StatusOr<SystemInfo> NvmlGpuLibrary::GetSystemInfo() {
-  auto info = std::make_shared<SystemInfo>();
+absl::StatusOr<gpu::SystemInfo> NvmlGpuLibrary::GetSystemInfo() {
+  auto info = std::make_shared<gpu::SystemInfo>();
   auto lib = library_;
   absl::Status status = RunOnLane(
       -1,
@@ -104,11 +104,11 @@ absl::StatusOr<unsigned> NvmlGpuLibrary::GetDeviceCount() {
       -1, [out, lib] { out->first = lib->fn().device_get_count(&out->second); },
       "nvmlDeviceGetCount_v2", options_.call_timeout);
   if (!status.ok()) return status;
-  if (out->first != NVML_SUCCESS) return NvmlError(out->first, "nvmlDeviceGetCount_v2");
+  if (out->first != NVML_SUCCESS) return gpu::NvmlError(out->first, "nvmlDeviceGetCount_v2");
   return out->second;
 }
 
-absl::StatusOr<DeviceIdentity> NvmlGpuLibrary::GetDeviceIdentity(unsigned index) {
+absl::StatusOr<gpu::DeviceIdentity> NvmlGpuLibrary::GetDeviceIdentity(unsigned index) {
   auto job = std::make_shared<IdentityJob>();
   job->index = index;
   job->id.index = index;
@@ -120,7 +120,7 @@ absl::StatusOr<DeviceIdentity> NvmlGpuLibrary::GetDeviceIdentity(unsigned index)
         nvmlDevice_t dev = nullptr;
         job->handle_ret = f.device_get_handle_by_index(job->index, &dev);
         if (job->handle_ret != NVML_SUCCESS) return;
-        DeviceIdentity& id = job->id;
+        gpu::DeviceIdentity& id = job->id;
         char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
         job->uuid_ret = f.device_get_uuid ? f.device_get_uuid(dev, buf, sizeof(buf))
                                           : NVML_ERROR_FUNCTION_NOT_FOUND;
@@ -188,13 +188,13 @@ absl::StatusOr<DeviceIdentity> NvmlGpuLibrary::GetDeviceIdentity(unsigned index)
   if (!status.ok()) return status;
   std::string ctx = absl::StrCat("GPU index ", index);
   if (job->handle_ret != NVML_SUCCESS) {
-    return NvmlError(job->handle_ret, "nvmlDeviceGetHandleByIndex_v2", ctx);
+    return gpu::NvmlError(job->handle_ret, "nvmlDeviceGetHandleByIndex_v2", ctx);
   }
-  if (job->uuid_ret != NVML_SUCCESS) return NvmlError(job->uuid_ret, "nvmlDeviceGetUUID", ctx);
+  if (job->uuid_ret != NVML_SUCCESS) return gpu::NvmlError(job->uuid_ret, "nvmlDeviceGetUUID", ctx);
   return job->id;
 }
 
-absl::StatusOr<ProbeAnswer> NvmlGpuLibrary::Probe(unsigned index, absl::Duration timeout) {
+absl::StatusOr<gpu::ProbeAnswer> NvmlGpuLibrary::Probe(unsigned index, absl::Duration timeout) {
   struct ProbeJob {
     nvmlReturn_t handle_ret = NVML_ERROR_UNKNOWN;
     nvmlReturn_t uuid_ret = NVML_ERROR_UNKNOWN;
@@ -230,10 +230,10 @@ absl::StatusOr<ProbeAnswer> NvmlGpuLibrary::Probe(unsigned index, absl::Duration
   if (!status.ok()) return status;
   std::string ctx = absl::StrCat("GPU index ", index);
   if (job->handle_ret != NVML_SUCCESS) {
-    return NvmlError(job->handle_ret, "nvmlDeviceGetHandleByIndex_v2", ctx);
+    return gpu::NvmlError(job->handle_ret, "nvmlDeviceGetHandleByIndex_v2", ctx);
   }
-  if (job->uuid_ret != NVML_SUCCESS) return NvmlError(job->uuid_ret, "nvmlDeviceGetUUID", ctx);
-  ProbeAnswer answer;
+  if (job->uuid_ret != NVML_SUCCESS) return gpu::NvmlError(job->uuid_ret, "nvmlDeviceGetUUID", ctx);
+  gpu::ProbeAnswer answer;
   answer.uuid = FromBuffer(job->uuid, sizeof(job->uuid));
   // Not supported (no HBM) or not answering: unknown, which is not a fault.
   if (job->remap_ret == NVML_SUCCESS) {
@@ -261,7 +261,8 @@ void ReadInto(nvmlReturn_t (*fn)(nvmlDevice_t, T*), nvmlDevice_t dev, std::optio
 }
 
 // Appends a process list (compute or graphics), merging by pid.
-void ReadProcesses(nvml::DeviceGetProcessesFn fn, nvmlDevice_t dev, std::vector<GpuProcess>* out) {
+void ReadProcesses(gpu::DeviceGetProcessesFn fn, nvmlDevice_t dev,
+                   std::vector<gpu::GpuProcess>* out) {
   if (fn == nullptr) return;
   // The list can grow between the size query and the read: retry a few times.
   for (int attempt = 0; attempt < 3; ++attempt) {
@@ -277,8 +278,8 @@ void ReadProcesses(nvml::DeviceGetProcessesFn fn, nvmlDevice_t dev, std::vector<
     for (unsigned i = 0; i < count && i < infos.size(); ++i) {
       const nvmlProcessInfo_t& p = infos[i];
       auto it = std::find_if(out->begin(), out->end(),
-                             [&p](const GpuProcess& g) { return g.pid == p.pid; });
-      GpuProcess& proc = it != out->end() ? *it : out->emplace_back();
+                             [&p](const gpu::GpuProcess& g) { return g.pid == p.pid; });
+      gpu::GpuProcess& proc = it != out->end() ? *it : out->emplace_back();
       proc.pid = p.pid;
       // NVML_VALUE_NOT_AVAILABLE (all ones) means unknown (e.g. no permission).
       if (p.usedGpuMemory != ~0ULL) proc.used_bytes = p.usedGpuMemory;
@@ -293,11 +294,11 @@ void ReadProcesses(nvml::DeviceGetProcessesFn fn, nvmlDevice_t dev, std::vector<
 
 }  // namespace
 
-absl::StatusOr<DeviceSample> NvmlGpuLibrary::Sample(unsigned index, absl::Duration timeout) {
+absl::StatusOr<gpu::DeviceSample> NvmlGpuLibrary::Sample(unsigned index, absl::Duration timeout) {
   struct SampleJob {
     nvmlReturn_t handle_ret = NVML_ERROR_UNKNOWN;
     nvmlReturn_t probe_ret = NVML_ERROR_UNKNOWN;  // first call: tells lost from working
-    DeviceSample s;
+    gpu::DeviceSample s;
   };
   auto job = std::make_shared<SampleJob>();
   auto lib = library_;
@@ -310,7 +311,7 @@ absl::StatusOr<DeviceSample> NvmlGpuLibrary::Sample(unsigned index, absl::Durati
         nvmlDevice_t dev = nullptr;
         job->handle_ret = f.device_get_handle_by_index(index, &dev);
         if (job->handle_ret != NVML_SUCCESS) return;
-        DeviceSample& s = job->s;
+        gpu::DeviceSample& s = job->s;
         nvmlUtilization_t util;
         job->probe_ret = f.device_get_utilization_rates ? f.device_get_utilization_rates(dev, &util)
                                                         : NVML_ERROR_FUNCTION_NOT_FOUND;
@@ -394,7 +395,7 @@ absl::StatusOr<DeviceSample> NvmlGpuLibrary::Sample(unsigned index, absl::Durati
         // One GPM pair per GPU instance; an instance destroyed (and perhaps re-created with
         // the same id) starts a new pair.
         MigGpmReaders live;
-        for (MigInstanceSample& m : s.mig) {
+        for (gpu::MigInstanceSample& m : s.mig) {
           if (live.count(m.gpu_instance_id) != 0) continue;  // its GPU instance's, below
           auto it = mig_gpm->find(m.gpu_instance_id);
           std::unique_ptr<GpmReader> reader =
@@ -403,10 +404,10 @@ absl::StatusOr<DeviceSample> NvmlGpuLibrary::Sample(unsigned index, absl::Durati
           m.profiling = reader->Read(dev);
           live[m.gpu_instance_id] = std::move(reader);
         }
-        for (MigInstanceSample& m : s.mig) {
+        for (gpu::MigInstanceSample& m : s.mig) {
           // Compute instances of one GPU instance share its GPM values.
           if (m.profiling) continue;
-          for (const MigInstanceSample& o : s.mig) {
+          for (const gpu::MigInstanceSample& o : s.mig) {
             if (o.gpu_instance_id == m.gpu_instance_id && o.profiling) m.profiling = o.profiling;
           }
         }
@@ -416,10 +417,10 @@ absl::StatusOr<DeviceSample> NvmlGpuLibrary::Sample(unsigned index, absl::Durati
   if (!status.ok()) return status;
   std::string ctx = absl::StrCat("GPU index ", index);
   if (job->handle_ret != NVML_SUCCESS) {
-    return NvmlError(job->handle_ret, "nvmlDeviceGetHandleByIndex_v2", ctx);
+    return gpu::NvmlError(job->handle_ret, "nvmlDeviceGetHandleByIndex_v2", ctx);
   }
   if (job->probe_ret == NVML_ERROR_GPU_IS_LOST || job->probe_ret == NVML_ERROR_RESET_REQUIRED) {
-    return NvmlError(job->probe_ret, "nvmlDeviceGetUtilizationRates", ctx);
+    return gpu::NvmlError(job->probe_ret, "nvmlDeviceGetUtilizationRates", ctx);
   }
   // Wall time: the sample's age is shown to users. NvmlGpuLibrary talks to a real (or
   // simulated) driver, so its lanes and stamps use the real clock.
@@ -427,11 +428,12 @@ absl::StatusOr<DeviceSample> NvmlGpuLibrary::Sample(unsigned index, absl::Durati
   return job->s;
 }
 
-absl::StatusOr<MigLayout> NvmlGpuLibrary::GetMigLayout(unsigned index, absl::Duration timeout) {
+absl::StatusOr<gpu::MigLayout> NvmlGpuLibrary::GetMigLayout(unsigned index,
+                                                            absl::Duration timeout) {
   struct MigJob {
     nvmlReturn_t handle_ret = NVML_ERROR_UNKNOWN;
     nvmlReturn_t ret = NVML_SUCCESS;
-    MigLayout layout;
+    gpu::MigLayout layout;
   };
   auto job = std::make_shared<MigJob>();
   auto lib = library_;
@@ -448,9 +450,9 @@ absl::StatusOr<MigLayout> NvmlGpuLibrary::GetMigLayout(unsigned index, absl::Dur
   if (!status.ok()) return status;
   std::string ctx = absl::StrCat("GPU index ", index);
   if (job->handle_ret != NVML_SUCCESS) {
-    return NvmlError(job->handle_ret, "nvmlDeviceGetHandleByIndex_v2", ctx);
+    return gpu::NvmlError(job->handle_ret, "nvmlDeviceGetHandleByIndex_v2", ctx);
   }
-  if (job->ret != NVML_SUCCESS) return NvmlError(job->ret, "nvmlDeviceGetMigMode", ctx);
+  if (job->ret != NVML_SUCCESS) return gpu::NvmlError(job->ret, "nvmlDeviceGetMigMode", ctx);
   return job->layout;
 }
 
@@ -462,7 +464,7 @@ absl::Status NvmlGpuLibrary::RegisterEvents(unsigned count) {
   }
   if (event_set_ == nullptr) {
     nvmlReturn_t ret = f.event_set_create(&event_set_);
-    if (ret != NVML_SUCCESS) return NvmlError(ret, "nvmlEventSetCreate");
+    if (ret != NVML_SUCCESS) return gpu::NvmlError(ret, "nvmlEventSetCreate");
   }
   constexpr unsigned long long kWanted = nvmlEventTypeXidCriticalError |
                                          nvmlEventTypeDoubleBitEccError |
@@ -470,7 +472,7 @@ absl::Status NvmlGpuLibrary::RegisterEvents(unsigned count) {
   std::string problems;
   nvmlReturn_t first_failure = NVML_SUCCESS;
   auto failed = [&](unsigned i, nvmlReturn_t ret) {
-    absl::StrAppend(&problems, " GPU ", i, ": ", DescribeNvmlReturn(ret).name, ";");
+    absl::StrAppend(&problems, " GPU ", i, ": ", gpu::DescribeNvmlReturn(ret).name, ";");
     if (first_failure == NVML_SUCCESS) first_failure = ret;
   };
   for (unsigned i = 0; i < count; ++i) {
@@ -497,24 +499,24 @@ absl::Status NvmlGpuLibrary::RegisterEvents(unsigned count) {
   if (!problems.empty()) {
     // NVML's own answer (its first code attached): registered as far as NVML allows, which a
     // caller tells apart from a worker that never answered.
-    return WithNvmlCode(
+    return gpu::WithNvmlCode(
         absl::UnavailableError(absl::StrCat("NVML events not registered for", problems)),
         first_failure);
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<GpuEvent>> NvmlGpuLibrary::WaitEvent(absl::Duration timeout) {
+absl::StatusOr<std::optional<gpu::GpuEvent>> NvmlGpuLibrary::WaitEvent(absl::Duration timeout) {
   if (event_set_ == nullptr) return absl::FailedPreconditionError("events not registered");
   nvmlEventData_t data;
   std::memset(&data, 0, sizeof(data));
   nvmlReturn_t ret = library_->fn().event_set_wait(
       event_set_, &data, static_cast<unsigned>(absl::ToInt64Milliseconds(timeout)));
-  if (ret == NVML_ERROR_TIMEOUT) return std::optional<GpuEvent>();
-  if (ret != NVML_SUCCESS) return NvmlError(ret, "nvmlEventSetWait_v2");
+  if (ret == NVML_ERROR_TIMEOUT) return std::optional<gpu::GpuEvent>();
+  if (ret != NVML_SUCCESS) return gpu::NvmlError(ret, "nvmlEventSetWait_v2");
   auto it = event_devices_.find(data.device);
-  if (it == event_devices_.end()) return std::optional<GpuEvent>();
-  GpuEvent event;
+  if (it == event_devices_.end()) return std::optional<gpu::GpuEvent>();
+  gpu::GpuEvent event;
   event.index = it->second;
   event.type = data.eventType;
   event.data = data.eventData;
@@ -524,7 +526,7 @@ absl::StatusOr<std::optional<GpuEvent>> NvmlGpuLibrary::WaitEvent(absl::Duration
       event.compute_instance_id = data.computeInstanceId;
     }
   }
-  return std::optional<GpuEvent>(event);
+  return std::optional<gpu::GpuEvent>(event);
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::nvml

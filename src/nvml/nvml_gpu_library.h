@@ -21,9 +21,9 @@
 #include "nvml/nvml_library.h"
 #include "nvml/nvml_profiling.h"
 
-namespace gpulet {
+namespace gpulet::nvml {
 
-class NvmlGpuLibrary final : public GpuLibrary {
+class NvmlGpuLibrary final : public gpu::GpuLibrary {
  public:
   struct Options {
     // Deadline for one batch of NVML calls about one GPU. Opening a GPU's handle the first
@@ -34,14 +34,14 @@ class NvmlGpuLibrary final : public GpuLibrary {
   NvmlGpuLibrary(std::shared_ptr<NvmlLibrary> library, Options options);
   ~NvmlGpuLibrary() override;
 
-  absl::StatusOr<SystemInfo> GetSystemInfo() override;
+  absl::StatusOr<gpu::SystemInfo> GetSystemInfo() override;
   absl::StatusOr<unsigned> GetDeviceCount() override;
-  absl::StatusOr<DeviceIdentity> GetDeviceIdentity(unsigned index) override;
-  absl::StatusOr<ProbeAnswer> Probe(unsigned index, absl::Duration timeout) override;
-  absl::StatusOr<DeviceSample> Sample(unsigned index, absl::Duration timeout) override;
-  absl::StatusOr<MigLayout> GetMigLayout(unsigned index, absl::Duration timeout) override;
+  absl::StatusOr<gpu::DeviceIdentity> GetDeviceIdentity(unsigned index) override;
+  absl::StatusOr<gpu::ProbeAnswer> Probe(unsigned index, absl::Duration timeout) override;
+  absl::StatusOr<gpu::DeviceSample> Sample(unsigned index, absl::Duration timeout) override;
+  absl::StatusOr<gpu::MigLayout> GetMigLayout(unsigned index, absl::Duration timeout) override;
   absl::Status RegisterEvents(unsigned count) override;
-  absl::StatusOr<std::optional<GpuEvent>> WaitEvent(absl::Duration timeout) override;
+  absl::StatusOr<std::optional<gpu::GpuEvent>> WaitEvent(absl::Duration timeout) override;
 
   const NvmlLibrary& library() const { return *library_; }
 
@@ -69,6 +69,6 @@ class NvmlGpuLibrary final : public GpuLibrary {
   std::map<nvmlDevice_t, unsigned> event_devices_;
 };
 
-}  // namespace gpulet
+}  // namespace gpulet::nvml
 
 #endif  // GPULET_NVML_NVML_GPU_LIBRARY_H_

@@ -8,7 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "gpu/nvml_errors.h"
 
-namespace gpulet {
+namespace gpulet::nvml {
 namespace {
 
 // Looks `names` up in order and stores the first hit in `*slot` (nullptr if none). The
@@ -145,7 +145,7 @@ absl::StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open(const std::string
         "--nvml-lib at the libnvidia-ml.so.1 of the installed driver"));
   }
   nvmlReturn_t ret = lib->fn_.init();
-  if (ret != NVML_SUCCESS) return NvmlError(ret, "nvmlInit_v2", lib->path_);
+  if (ret != NVML_SUCCESS) return gpu::NvmlError(ret, "nvmlInit_v2", lib->path_);
   lib->initialized_ = true;
   return lib;
 }
@@ -156,4 +156,4 @@ NvmlLibrary::~NvmlLibrary() {
   dlclose(handle_);
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::nvml

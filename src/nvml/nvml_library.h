@@ -24,76 +24,76 @@
 #include "absl/status/statusor.h"
 #include "gpu/nvml_api.h"
 
-namespace gpulet {
+namespace gpulet::nvml {
 
 // Resolved entry points. Required ones are never null after Open(); optional ones are null
 // when the library lacks them (older drivers), and callers treat that as NOT_SUPPORTED.
 struct NvmlFunctions {
   // Required.
-  nvml::InitFn init = nullptr;  // nvmlInit_v2, falling back to nvmlInit
-  nvml::ShutdownFn shutdown = nullptr;
-  nvml::GetCountFn device_get_count = nullptr;                    // _v2, else unversioned
-  nvml::GetHandleByIndexFn device_get_handle_by_index = nullptr;  // _v2, else unversioned
+  gpu::InitFn init = nullptr;  // nvmlInit_v2, falling back to nvmlInit
+  gpu::ShutdownFn shutdown = nullptr;
+  gpu::GetCountFn device_get_count = nullptr;                    // _v2, else unversioned
+  gpu::GetHandleByIndexFn device_get_handle_by_index = nullptr;  // _v2, else unversioned
   // Optional.
-  nvml::ErrorStringFn error_string = nullptr;
-  nvml::SystemGetStringFn system_get_driver_version = nullptr;
-  nvml::SystemGetStringFn system_get_nvml_version = nullptr;
-  nvml::SystemGetIntFn system_get_cuda_driver_version = nullptr;  // _v2, else unversioned
-  nvml::GetHandleByStringFn device_get_handle_by_uuid = nullptr;
-  nvml::GetHandleByStringFn device_get_handle_by_pci_bus_id = nullptr;
-  nvml::DeviceGetStringFn device_get_name = nullptr;
-  nvml::DeviceGetStringFn device_get_uuid = nullptr;
-  nvml::DeviceGetStringFn device_get_serial = nullptr;
-  nvml::DeviceGetStringFn device_get_vbios_version = nullptr;
-  nvml::DeviceGetUintFn device_get_index = nullptr;
-  nvml::DeviceGetUintFn device_get_minor_number = nullptr;
-  nvml::DeviceGetPciInfoFn device_get_pci_info = nullptr;  // _v3, else _v2
-  nvml::DeviceGetMemoryInfoFn device_get_memory_info = nullptr;
-  nvml::DeviceGetMemoryInfoV2Fn device_get_memory_info_v2 = nullptr;
-  nvml::DeviceGetUtilizationFn device_get_utilization_rates = nullptr;
-  nvml::DeviceGetTemperatureFn device_get_temperature = nullptr;
-  nvml::DeviceGetUintFn device_get_power_usage = nullptr;
-  nvml::DeviceGetUintFn device_get_enforced_power_limit = nullptr;
-  nvml::DeviceGetUllFn device_get_total_energy_consumption = nullptr;
-  nvml::DeviceGetClockInfoFn device_get_clock_info = nullptr;
-  nvml::DeviceGetClockInfoFn device_get_max_clock_info = nullptr;
-  nvml::DeviceGetUintFn device_get_fan_speed = nullptr;
-  nvml::DeviceGetIntFn device_get_performance_state = nullptr;
-  nvml::DeviceGetUllFn device_get_clocks_event_reasons = nullptr;  // else ThrottleReasons
-  nvml::DeviceGetCudaCapFn device_get_cuda_compute_capability = nullptr;
-  nvml::DeviceGetUintFn device_get_architecture = nullptr;
-  nvml::DeviceGetIntFn device_get_brand = nullptr;
-  nvml::DeviceGetIntFn device_get_persistence_mode = nullptr;
-  nvml::DeviceGetProcessesFn device_get_compute_processes = nullptr;   // _v3 only
-  nvml::DeviceGetProcessesFn device_get_graphics_processes = nullptr;  // _v3 only
-  nvml::DeviceGetRemappedRowsFn device_get_remapped_rows = nullptr;
-  nvml::DeviceGetEccErrorsFn device_get_total_ecc_errors = nullptr;
-  nvml::DeviceGetUintFn device_get_pcie_replay_counter = nullptr;
-  nvml::DeviceGetCodecUtilFn device_get_encoder_utilization = nullptr;
-  nvml::DeviceGetCodecUtilFn device_get_decoder_utilization = nullptr;
-  nvml::DeviceGetFieldValuesFn device_get_field_values = nullptr;
-  nvml::DeviceGetUllFn device_get_supported_event_types = nullptr;
-  nvml::EventSetCreateFn event_set_create = nullptr;
-  nvml::EventSetFreeFn event_set_free = nullptr;
-  nvml::DeviceRegisterEventsFn device_register_events = nullptr;
-  nvml::EventSetWaitFn event_set_wait = nullptr;               // _v2 only
-  nvml::DeviceGetLinkIntFn device_get_nvlink_state = nullptr;  // nvmlEnableState_t out
-  nvml::DeviceGetLinkErrorFn device_get_nvlink_error_counter = nullptr;
-  nvml::DeviceGetLinkIntFn device_get_nvlink_remote_device_type = nullptr;
-  nvml::DeviceGetMigModeFn device_get_mig_mode = nullptr;
-  nvml::DeviceGetUintFn device_get_max_mig_device_count = nullptr;
-  nvml::DeviceGetMigDeviceHandleByIndexFn device_get_mig_device_handle_by_index = nullptr;
-  nvml::DeviceGetUintFn device_get_gpu_instance_id = nullptr;
-  nvml::DeviceGetUintFn device_get_compute_instance_id = nullptr;
-  nvml::DeviceGetAttributesFn device_get_attributes = nullptr;  // _v2
-  nvml::GpmMigSampleGetFn gpm_mig_sample_get = nullptr;
-  nvml::DeviceGetIntFn device_get_virtualization_mode = nullptr;
+  gpu::ErrorStringFn error_string = nullptr;
+  gpu::SystemGetStringFn system_get_driver_version = nullptr;
+  gpu::SystemGetStringFn system_get_nvml_version = nullptr;
+  gpu::SystemGetIntFn system_get_cuda_driver_version = nullptr;  // _v2, else unversioned
+  gpu::GetHandleByStringFn device_get_handle_by_uuid = nullptr;
+  gpu::GetHandleByStringFn device_get_handle_by_pci_bus_id = nullptr;
+  gpu::DeviceGetStringFn device_get_name = nullptr;
+  gpu::DeviceGetStringFn device_get_uuid = nullptr;
+  gpu::DeviceGetStringFn device_get_serial = nullptr;
+  gpu::DeviceGetStringFn device_get_vbios_version = nullptr;
+  gpu::DeviceGetUintFn device_get_index = nullptr;
+  gpu::DeviceGetUintFn device_get_minor_number = nullptr;
+  gpu::DeviceGetPciInfoFn device_get_pci_info = nullptr;  // _v3, else _v2
+  gpu::DeviceGetMemoryInfoFn device_get_memory_info = nullptr;
+  gpu::DeviceGetMemoryInfoV2Fn device_get_memory_info_v2 = nullptr;
+  gpu::DeviceGetUtilizationFn device_get_utilization_rates = nullptr;
+  gpu::DeviceGetTemperatureFn device_get_temperature = nullptr;
+  gpu::DeviceGetUintFn device_get_power_usage = nullptr;
+  gpu::DeviceGetUintFn device_get_enforced_power_limit = nullptr;
+  gpu::DeviceGetUllFn device_get_total_energy_consumption = nullptr;
+  gpu::DeviceGetClockInfoFn device_get_clock_info = nullptr;
+  gpu::DeviceGetClockInfoFn device_get_max_clock_info = nullptr;
+  gpu::DeviceGetUintFn device_get_fan_speed = nullptr;
+  gpu::DeviceGetIntFn device_get_performance_state = nullptr;
+  gpu::DeviceGetUllFn device_get_clocks_event_reasons = nullptr;  // else ThrottleReasons
+  gpu::DeviceGetCudaCapFn device_get_cuda_compute_capability = nullptr;
+  gpu::DeviceGetUintFn device_get_architecture = nullptr;
+  gpu::DeviceGetIntFn device_get_brand = nullptr;
+  gpu::DeviceGetIntFn device_get_persistence_mode = nullptr;
+  gpu::DeviceGetProcessesFn device_get_compute_processes = nullptr;   // _v3 only
+  gpu::DeviceGetProcessesFn device_get_graphics_processes = nullptr;  // _v3 only
+  gpu::DeviceGetRemappedRowsFn device_get_remapped_rows = nullptr;
+  gpu::DeviceGetEccErrorsFn device_get_total_ecc_errors = nullptr;
+  gpu::DeviceGetUintFn device_get_pcie_replay_counter = nullptr;
+  gpu::DeviceGetCodecUtilFn device_get_encoder_utilization = nullptr;
+  gpu::DeviceGetCodecUtilFn device_get_decoder_utilization = nullptr;
+  gpu::DeviceGetFieldValuesFn device_get_field_values = nullptr;
+  gpu::DeviceGetUllFn device_get_supported_event_types = nullptr;
+  gpu::EventSetCreateFn event_set_create = nullptr;
+  gpu::EventSetFreeFn event_set_free = nullptr;
+  gpu::DeviceRegisterEventsFn device_register_events = nullptr;
+  gpu::EventSetWaitFn event_set_wait = nullptr;               // _v2 only
+  gpu::DeviceGetLinkIntFn device_get_nvlink_state = nullptr;  // nvmlEnableState_t out
+  gpu::DeviceGetLinkErrorFn device_get_nvlink_error_counter = nullptr;
+  gpu::DeviceGetLinkIntFn device_get_nvlink_remote_device_type = nullptr;
+  gpu::DeviceGetMigModeFn device_get_mig_mode = nullptr;
+  gpu::DeviceGetUintFn device_get_max_mig_device_count = nullptr;
+  gpu::DeviceGetMigDeviceHandleByIndexFn device_get_mig_device_handle_by_index = nullptr;
+  gpu::DeviceGetUintFn device_get_gpu_instance_id = nullptr;
+  gpu::DeviceGetUintFn device_get_compute_instance_id = nullptr;
+  gpu::DeviceGetAttributesFn device_get_attributes = nullptr;  // _v2
+  gpu::GpmMigSampleGetFn gpm_mig_sample_get = nullptr;
+  gpu::DeviceGetIntFn device_get_virtualization_mode = nullptr;
   // GPU Performance Monitoring (drivers from R520; GPUs from Hopper).
-  nvml::GpmQueryDeviceSupportFn gpm_query_device_support = nullptr;
-  nvml::GpmSampleAllocFn gpm_sample_alloc = nullptr;
-  nvml::GpmSampleFreeFn gpm_sample_free = nullptr;
-  nvml::GpmSampleGetFn gpm_sample_get = nullptr;
-  nvml::GpmMetricsGetFn gpm_metrics_get = nullptr;
+  gpu::GpmQueryDeviceSupportFn gpm_query_device_support = nullptr;
+  gpu::GpmSampleAllocFn gpm_sample_alloc = nullptr;
+  gpu::GpmSampleFreeFn gpm_sample_free = nullptr;
+  gpu::GpmSampleGetFn gpm_sample_get = nullptr;
+  gpu::GpmMetricsGetFn gpm_metrics_get = nullptr;
 };
 
 class NvmlLibrary {
@@ -136,6 +136,6 @@ class NvmlLibrary {
   std::atomic<bool> stuck_{false};
 };
 
-}  // namespace gpulet
+}  // namespace gpulet::nvml
 
 #endif  // GPULET_NVML_NVML_LIBRARY_H_

@@ -10,42 +10,26 @@
 #include "nvml/elf_check.h"
 #include "nvml/nvml_probe.h"
 
-namespace gpulet {
+namespace gpulet::nvml {
 namespace {
 
 constexpr char kSoname[] = "libnvidia-ml.so.1";
 
 // How telling a failure is, for choosing which one to report: a library that exists and
 // failed says more than a path where nothing was.
-int Weight(NvmlLoadAttempt::Result r) {
+int Weight(gpu::NvmlLoadAttempt::Result r) {
   switch (r) {
-    case NvmlLoadAttempt::Result::kAbsent:
+    case gpu::NvmlLoadAttempt::Result::kAbsent:
       return 0;
-    case NvmlLoadAttempt::Result::kRejected:
+    case gpu::NvmlLoadAttempt::Result::kRejected:
       return 2;
-    case NvmlLoadAttempt::Result::kProbeFailed:
-    case NvmlLoadAttempt::Result::kLoadFailed:
+    case gpu::NvmlLoadAttempt::Result::kProbeFailed:
+    case gpu::NvmlLoadAttempt::Result::kLoadFailed:
       return 3;
-    case NvmlLoadAttempt::Result::kLoaded:
+    case gpu::NvmlLoadAttempt::Result::kLoaded:
       return 4;
   }
   return 0;
-}
-
-absl::string_view ResultWord(NvmlLoadAttempt::Result r) {
-  switch (r) {
-    case NvmlLoadAttempt::Result::kAbsent:
-      return "not found";
-    case NvmlLoadAttempt::Result::kRejected:
-      return "rejected";
-    case NvmlLoadAttempt::Result::kProbeFailed:
-      return "probe failed";
-    case NvmlLoadAttempt::Result::kLoadFailed:
-      return "load failed";
-    case NvmlLoadAttempt::Result::kLoaded:
-      return "loaded";
-  }
-  return "?";
 }
 
 // Where a driver's own glibc may be, besides the driver library's own directory: the
@@ -75,10 +59,10 @@ std::string DirOf(const std::string& path) {
 
 // The reason for a ReadElfInfo error that proves the file cannot be loaded (see
 // RefusedByReader).
-NvmlLoadAttempt::Reason ReadFailureReason(const absl::Status& status) {
-  if (absl::IsDataLoss(status)) return NvmlLoadAttempt::Reason::kDamaged;
-  if (absl::IsInvalidArgument(status)) return NvmlLoadAttempt::Reason::kNotALibrary;
-  return NvmlLoadAttempt::Reason::kIncompatible;
+gpu::NvmlLoadAttempt::Reason ReadFailureReason(const absl::Status& status) {
+  if (absl::IsDataLoss(status)) return gpu::NvmlLoadAttempt::Reason::kDamaged;
+  if (absl::IsInvalidArgument(status)) return gpu::NvmlLoadAttempt::Reason::kNotALibrary;
+  return gpu::NvmlLoadAttempt::Reason::kIncompatible;
 }
 
 // True when the ELF reader's error proves the dynamic loader cannot load the file either:
@@ -91,18 +75,19 @@ bool RefusedByReader(const absl::Status& status) {
 
 // Why gate 2 refused `file`: its glibc needs when the file would fit this process with any
 // glibc, otherwise its ELF class or machine.
-NvmlLoadAttempt::Reason RejectionReason(const std::string& file) {
+gpu::NvmlLoadAttempt::Reason RejectionReason(const std::string& file) {
   absl::StatusOr<ElfInfo> info = ReadElfInfo(file);
   if (!info.ok()) return ReadFailureReason(info.status());
   LoaderTarget any_glibc = ThisProcessTarget();
   any_glibc.glibc = GlibcVersion{};  // {0, 0}: not compared
-  return CheckCompatible(*info, file, any_glibc).ok() ? NvmlLoadAttempt::Reason::kNeedsNewerGlibc
-                                                      : NvmlLoadAttempt::Reason::kIncompatible;
+  return CheckCompatible(*info, file, any_glibc).ok()
+             ? gpu::NvmlLoadAttempt::Reason::kNeedsNewerGlibc
+             : gpu::NvmlLoadAttempt::Reason::kIncompatible;
 }
 
-NvmlLoadAttempt::Reason ProbeReason(NvmlProbeResult::Outcome outcome) {
+gpu::NvmlLoadAttempt::Reason ProbeReason(NvmlProbeResult::Outcome outcome) {
   using O = NvmlProbeResult::Outcome;
-  using R = NvmlLoadAttempt::Reason;
+  using R = gpu::NvmlLoadAttempt::Reason;
   switch (outcome) {
     case O::kCrashed:
       return R::kCrashed;
@@ -127,7 +112,7 @@ std::unique_ptr<NvmlWorkerGpuLibrary> TryWorker(const std::string& file, const s
                                                 const std::string& note,
                                                 const std::vector<GlibcDirCandidate>& glibc_dirs,
                                                 const HostFs* host, const NvmlLoadOptions& options,
-                                                std::vector<NvmlLoadAttempt>* attempts,
+                                                std::vector<gpu::NvmlLoadAttempt>* attempts,
                                                 int* nvml_code) {
   absl::StatusOr<ElfInfo> info = ReadElfInfo(file);
   if (!info.ok()) return nullptr;
@@ -138,8 +123,8 @@ std::unique_ptr<NvmlWorkerGpuLibrary> TryWorker(const std::string& file, const s
   const std::string worker_shown = absl::StrCat(shown, " in gpulet-nvml-worker");
   absl::StatusOr<DriverGlibc> glibc = FindDriverGlibc(glibc_dirs, *needed, host);
   if (!glibc.ok()) {
-    attempts->push_back({worker_shown, note, NvmlLoadAttempt::Result::kRejected, glibc.status(),
-                         NvmlLoadAttempt::Reason::kNeedsNewerGlibc});
+    attempts->push_back({worker_shown, note, gpu::NvmlLoadAttempt::Result::kRejected,
+                         glibc.status(), gpu::NvmlLoadAttempt::Reason::kNeedsNewerGlibc});
     return nullptr;
   }
   NvmlWorkerCommand command;
@@ -157,16 +142,16 @@ std::unique_ptr<NvmlWorkerGpuLibrary> TryWorker(const std::string& file, const s
   absl::StatusOr<std::unique_ptr<NvmlWorkerGpuLibrary>> worker =
       NvmlWorkerGpuLibrary::Start(std::move(command), worker_options);
   if (!worker.ok()) {
-    if (NvmlCodeOf(worker.status()) >= 0) *nvml_code = NvmlCodeOf(worker.status());
-    attempts->push_back({worker_shown, note, NvmlLoadAttempt::Result::kProbeFailed, worker.status(),
-                         absl::IsDeadlineExceeded(worker.status())
-                             ? NvmlLoadAttempt::Reason::kHung
-                             : NvmlLoadAttempt::Reason::kWorkerFailed});
+    if (gpu::NvmlCodeOf(worker.status()) >= 0) *nvml_code = gpu::NvmlCodeOf(worker.status());
+    attempts->push_back(
+        {worker_shown, note, gpu::NvmlLoadAttempt::Result::kProbeFailed, worker.status(),
+         absl::IsDeadlineExceeded(worker.status()) ? gpu::NvmlLoadAttempt::Reason::kHung
+                                                   : gpu::NvmlLoadAttempt::Reason::kWorkerFailed});
     return nullptr;
   }
   attempts->push_back({shown, absl::StrCat(note, "; loaded in ", how),
-                       NvmlLoadAttempt::Result::kLoaded, absl::OkStatus(),
-                       NvmlLoadAttempt::Reason::kNone});
+                       gpu::NvmlLoadAttempt::Result::kLoaded, absl::OkStatus(),
+                       gpu::NvmlLoadAttempt::Reason::kNone});
   return std::move(*worker);
 }
 
@@ -178,9 +163,10 @@ std::unique_ptr<NvmlLibrary> TryCandidate(const std::string& local_path, const s
                                           const std::vector<GlibcDirCandidate>& glibc_dirs,
                                           const HostFs* host,
                                           std::unique_ptr<NvmlWorkerGpuLibrary>* worker,
-                                          std::vector<NvmlLoadAttempt>* attempts, int* nvml_code) {
-  NvmlLoadAttempt attempt{shown, note, NvmlLoadAttempt::Result::kAbsent, absl::OkStatus(),
-                          NvmlLoadAttempt::Reason::kNotFound};
+                                          std::vector<gpu::NvmlLoadAttempt>* attempts,
+                                          int* nvml_code) {
+  gpu::NvmlLoadAttempt attempt{shown, note, gpu::NvmlLoadAttempt::Result::kAbsent, absl::OkStatus(),
+                               gpu::NvmlLoadAttempt::Reason::kNotFound};
   std::string file = local_path;
   if (!is_soname) {
     // Only a file that cannot be loaded (not a regular ELF file, truncated or corrupt) or a
@@ -189,14 +175,14 @@ std::unique_ptr<NvmlLibrary> TryCandidate(const std::string& local_path, const s
     // dynamic loader may still load it.
     absl::Status elf = CheckLoadable(file);
     if (RefusedByReader(elf)) {
-      attempt.result = NvmlLoadAttempt::Result::kRejected;
+      attempt.result = gpu::NvmlLoadAttempt::Result::kRejected;
       attempt.reason = ReadFailureReason(elf);
       attempt.status = elf;
       attempts->push_back(std::move(attempt));
       return nullptr;
     }
     if (absl::IsFailedPrecondition(elf)) {
-      attempt.result = NvmlLoadAttempt::Result::kRejected;
+      attempt.result = gpu::NvmlLoadAttempt::Result::kRejected;
       attempt.reason = RejectionReason(file);
       attempt.status = elf;
       attempts->push_back(std::move(attempt));
@@ -220,7 +206,7 @@ std::unique_ptr<NvmlLibrary> TryCandidate(const std::string& local_path, const s
     // A damaged file the probe could not use is named as damaged, not by how it crashed.
     const bool refused = RefusedByReader(elf) && probe.outcome != NvmlProbeResult::Outcome::kOk;
     if (absl::IsFailedPrecondition(elf) || refused) {
-      attempt.result = NvmlLoadAttempt::Result::kRejected;
+      attempt.result = gpu::NvmlLoadAttempt::Result::kRejected;
       attempt.reason = refused ? ReadFailureReason(elf) : RejectionReason(probe.loaded_path);
       attempt.status = elf;
       attempts->push_back(std::move(attempt));
@@ -229,25 +215,25 @@ std::unique_ptr<NvmlLibrary> TryCandidate(const std::string& local_path, const s
   }
   absl::Status probed = ProbeStatus(probe, file, options.probe_timeout);
   if (!probed.ok()) {
-    attempt.result = NvmlLoadAttempt::Result::kProbeFailed;
+    attempt.result = gpu::NvmlLoadAttempt::Result::kProbeFailed;
     attempt.reason = ProbeReason(probe.outcome);
     attempt.status = probed;
-    if (NvmlCodeOf(probed) >= 0) *nvml_code = NvmlCodeOf(probed);
+    if (gpu::NvmlCodeOf(probed) >= 0) *nvml_code = gpu::NvmlCodeOf(probed);
     attempts->push_back(std::move(attempt));
     return nullptr;
   }
   absl::StatusOr<std::unique_ptr<NvmlLibrary>> lib = NvmlLibrary::Open(file);
   if (!lib.ok()) {
-    attempt.result = NvmlLoadAttempt::Result::kLoadFailed;
-    attempt.reason = NvmlCodeOf(lib.status()) >= 0 ? NvmlLoadAttempt::Reason::kDriverError
-                                                   : NvmlLoadAttempt::Reason::kUnusable;
+    attempt.result = gpu::NvmlLoadAttempt::Result::kLoadFailed;
+    attempt.reason = gpu::NvmlCodeOf(lib.status()) >= 0 ? gpu::NvmlLoadAttempt::Reason::kDriverError
+                                                        : gpu::NvmlLoadAttempt::Reason::kUnusable;
     attempt.status = lib.status();
-    if (NvmlCodeOf(lib.status()) >= 0) *nvml_code = NvmlCodeOf(lib.status());
+    if (gpu::NvmlCodeOf(lib.status()) >= 0) *nvml_code = gpu::NvmlCodeOf(lib.status());
     attempts->push_back(std::move(attempt));
     return nullptr;
   }
-  attempt.result = NvmlLoadAttempt::Result::kLoaded;
-  attempt.reason = NvmlLoadAttempt::Reason::kNone;
+  attempt.result = gpu::NvmlLoadAttempt::Result::kLoaded;
+  attempt.reason = gpu::NvmlLoadAttempt::Reason::kNone;
   attempt.candidate = (*lib)->path();
   attempts->push_back(std::move(attempt));
   return std::move(*lib);
@@ -262,9 +248,9 @@ const std::vector<NvmlSearchLocation>& NvmlSearchLocations() {
       {"/run/nvidia/driver/usr/lib64", "GPU operator driver container"},
       {"/run/nvidia/driver/usr/lib/aarch64-linux-gnu", "GPU operator driver container"},
       // Which Talos releases keep the driver there: from the release table.
-      {"/usr/local/lib", talos::ReleasesWithLibraryDir("/usr/local/lib")},
-      {"/usr/local/glibc/usr/lib", talos::ReleasesWithLibraryDir("/usr/local/glibc/usr/lib")},
-      {"/usr/local/glibc/lib", talos::ReleasesWithLibraryDir("/usr/local/glibc/lib")},
+      {"/usr/local/lib", node::ReleasesWithLibraryDir("/usr/local/lib")},
+      {"/usr/local/glibc/usr/lib", node::ReleasesWithLibraryDir("/usr/local/glibc/usr/lib")},
+      {"/usr/local/glibc/lib", node::ReleasesWithLibraryDir("/usr/local/glibc/lib")},
       {"/usr/lib/x86_64-linux-gnu", "Debian and Ubuntu packages"},
       {"/usr/lib64", "RHEL, Fedora and SUSE packages"},
       {"/usr/lib/aarch64-linux-gnu", "Debian and Ubuntu on arm64"},
@@ -272,47 +258,6 @@ const std::vector<NvmlSearchLocation>& NvmlSearchLocations() {
       {"/nvidia-libs", "a hostPath mount of the driver libraries"},
   };
   return *kLocations;
-}
-
-const char* NvmlLoadReasonName(NvmlLoadAttempt::Reason reason) {
-  using R = NvmlLoadAttempt::Reason;
-  switch (reason) {
-    case R::kNone:
-      return "loaded";
-    case R::kNotFound:
-      return "not found";
-    case R::kNeedsNewerGlibc:
-      return "needs a newer glibc";
-    case R::kIncompatible:
-      return "wrong ELF class or machine";
-    case R::kNotALibrary:
-      return "not a shared library file";
-    case R::kDamaged:
-      return "truncated or damaged";
-    case R::kCrashed:
-      return "crashed";
-    case R::kHung:
-      return "hung";
-    case R::kDriverError:
-      return "driver error";
-    case R::kUnusable:
-      return "not a usable NVML";
-    case R::kWorkerFailed:
-      return "worker failed";
-  }
-  return "?";
-}
-
-std::string FormatAttempts(const std::vector<NvmlLoadAttempt>& attempts) {
-  std::string out;
-  for (const NvmlLoadAttempt& a : attempts) {
-    absl::StrAppend(&out, "\n  - ", a.candidate, a.note.empty() ? "" : " [", a.note,
-                    a.note.empty() ? "" : "]", ": ", ResultWord(a.result));
-    if (!a.status.ok() && a.result != NvmlLoadAttempt::Result::kAbsent) {
-      absl::StrAppend(&out, ": ", a.status.message());
-    }
-  }
-  return out;
 }
 
 NvmlLoadResult LoadNvml(const HostFs& host, const NvmlLoadOptions& options) {
@@ -324,9 +269,9 @@ NvmlLoadResult LoadNvml(const HostFs& host, const NvmlLoadOptions& options) {
     // permissions) is reported by the ELF check, which names it.
     struct stat st;
     if (stat(path.c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR)) {
-      result.attempts.push_back({path, "--nvml-lib", NvmlLoadAttempt::Result::kAbsent,
+      result.attempts.push_back({path, "--nvml-lib", gpu::NvmlLoadAttempt::Result::kAbsent,
                                  absl::NotFoundError("no such file"),
-                                 NvmlLoadAttempt::Reason::kNotFound});
+                                 gpu::NvmlLoadAttempt::Reason::kNotFound});
     } else {
       result.library = TryCandidate(path, path, "--nvml-lib", false, options,
                                     GlibcDirs(host, {DirOf(path), DirOf(path), ""}), &host,
@@ -347,18 +292,18 @@ NvmlLoadResult LoadNvml(const HostFs& host, const NvmlLoadOptions& options) {
           // Something is there but cannot be followed: say so, since "no such file" would
           // send a person looking in the wrong place.
           result.attempts.push_back(
-              {host.Describe(host_path), loc.note, NvmlLoadAttempt::Result::kRejected,
+              {host.Describe(host_path), loc.note, gpu::NvmlLoadAttempt::Result::kRejected,
                absl::InvalidArgumentError(absl::StrCat(
                    host.Describe(host_path), " is a symlink loop (",
                    local.ok() ? "too many levels of symbolic links" : local.status().message(),
                    "). Fix: make the link point at the driver's library file, or remove it")),
-               NvmlLoadAttempt::Reason::kNotALibrary});
+               gpu::NvmlLoadAttempt::Reason::kNotALibrary});
           continue;
         }
         if (!local.ok() || !host.Exists(host_path)) {
           result.attempts.push_back(
-              {host.Describe(host_path), loc.note, NvmlLoadAttempt::Result::kAbsent,
-               absl::NotFoundError("no such file"), NvmlLoadAttempt::Reason::kNotFound});
+              {host.Describe(host_path), loc.note, gpu::NvmlLoadAttempt::Result::kAbsent,
+               absl::NotFoundError("no such file"), gpu::NvmlLoadAttempt::Reason::kNotFound});
           continue;
         }
         result.library = TryCandidate(
@@ -376,21 +321,21 @@ NvmlLoadResult LoadNvml(const HostFs& host, const NvmlLoadOptions& options) {
   }
 
   // Report the most telling failure first, then every attempt.
-  const NvmlLoadAttempt* best = nullptr;
-  for (const NvmlLoadAttempt& a : result.attempts) {
+  const gpu::NvmlLoadAttempt* best = nullptr;
+  for (const gpu::NvmlLoadAttempt& a : result.attempts) {
     if (best == nullptr || Weight(a.result) > Weight(best->result)) best = &a;
   }
   std::string headline;
   absl::StatusCode code = absl::StatusCode::kNotFound;
-  if (best != nullptr && best->result != NvmlLoadAttempt::Result::kAbsent) {
+  if (best != nullptr && best->result != gpu::NvmlLoadAttempt::Result::kAbsent) {
     headline = absl::StrCat("NVML could not be used: ", best->status.message());
     code = best->status.code();
   } else if (!options.explicit_path.empty()) {
     headline = absl::StrCat(
         "the NVML library given with --nvml-lib does not exist: ", options.explicit_path,
         ". Fix: point --nvml-lib at the driver's ", kSoname, " (on ",
-        talos::ReleasesWithLibraryDir("/usr/local/glibc/lib"), " under /usr/local/glibc/lib, on ",
-        talos::ReleasesWithLibraryDir("/usr/local/lib"),
+        node::ReleasesWithLibraryDir("/usr/local/glibc/lib"), " under /usr/local/glibc/lib, on ",
+        node::ReleasesWithLibraryDir("/usr/local/lib"),
         " under /usr/local/lib, elsewhere usually /usr/lib/x86_64-linux-gnu), or leave "
         "--nvml-lib out so gpulet searches the usual places");
   } else {
@@ -403,8 +348,8 @@ NvmlLoadResult LoadNvml(const HostFs& host, const NvmlLoadOptions& options) {
   }
   result.status =
       absl::Status(code, absl::StrCat(headline, "\nPaths tried (host root ", host.root(),
-                                      "):", FormatAttempts(result.attempts)));
+                                      "):", gpu::FormatAttempts(result.attempts)));
   return result;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::nvml

@@ -29,7 +29,7 @@
 #include "nvml/nvml_library.h"
 #include "nvml/nvml_worker_library.h"
 
-namespace gpulet {
+namespace gpulet::nvml {
 
 struct NvmlLoadOptions {
   // --nvml-lib: when set, the only candidate (a path on this machine, not under host root).
@@ -57,7 +57,7 @@ struct NvmlLoadResult {
   std::unique_ptr<NvmlLibrary> library;  // loaded in this process; null otherwise
   // Loaded in gpulet-nvml-worker instead (then `library` is null).
   std::unique_ptr<NvmlWorkerGpuLibrary> worker;
-  std::vector<NvmlLoadAttempt> attempts;
+  std::vector<gpu::NvmlLoadAttempt> attempts;
   // OK when loaded. Otherwise the most telling failure (a library that exists but failed
   // beats "absent"), whose message lists every attempt and the fix.
   absl::Status status;
@@ -67,6 +67,6 @@ struct NvmlLoadResult {
 
 NvmlLoadResult LoadNvml(const HostFs& host, const NvmlLoadOptions& options);
 
-}  // namespace gpulet
+}  // namespace gpulet::nvml
 
 #endif  // GPULET_NVML_NVML_LOADER_H_

@@ -27,7 +27,7 @@
 #include "nvml/elf_check.h"
 #include "nvml/nvml_gpu_library.h"
 
-namespace gpulet {
+namespace gpulet::nvml {
 namespace {
 
 namespace fs = std::filesystem;
@@ -90,8 +90,8 @@ TEST_F(NvmlLoaderTest, CrashInInitIsDiagnosedNotFatal) {
   EXPECT_NE(msg.find("during nvmlInit_v2"), std::string::npos) << msg;
   EXPECT_NE(msg.find("glibc"), std::string::npos) << msg;
   ASSERT_EQ(r.attempts.size(), 1u);
-  EXPECT_EQ(r.attempts[0].result, NvmlLoadAttempt::Result::kProbeFailed);
-  EXPECT_EQ(r.attempts[0].reason, NvmlLoadAttempt::Reason::kCrashed);
+  EXPECT_EQ(r.attempts[0].result, gpu::NvmlLoadAttempt::Result::kProbeFailed);
+  EXPECT_EQ(r.attempts[0].reason, gpu::NvmlLoadAttempt::Reason::kCrashed);
 }
 
 TEST_F(NvmlLoaderTest, HangInInitTimesOut) {
@@ -104,7 +104,7 @@ TEST_F(NvmlLoaderTest, HangInInitTimesOut) {
   EXPECT_NE(msg.find("did not return from nvmlInit_v2 within 700ms"), std::string::npos) << msg;
   EXPECT_NE(msg.find("did not hang"), std::string::npos);
   ASSERT_EQ(r.attempts.size(), 1u);
-  EXPECT_EQ(r.attempts[0].reason, NvmlLoadAttempt::Reason::kHung);
+  EXPECT_EQ(r.attempts[0].reason, gpu::NvmlLoadAttempt::Reason::kHung);
 }
 
 // The parent pid and state of `pid` from /proc/<pid>/stat; nullopt when it is gone.
@@ -221,8 +221,8 @@ TEST_F(NvmlLoaderTest, NonLibraryFilesAreRefusedAtOnceAndNamed) {
     EXPECT_EQ(msg.find("does not exist"), std::string::npos) << msg;
     EXPECT_EQ(msg.find("too short"), std::string::npos) << msg;
     ASSERT_EQ(r.attempts.size(), 1u) << msg;
-    EXPECT_EQ(r.attempts[0].result, NvmlLoadAttempt::Result::kRejected) << c.path;
-    EXPECT_EQ(r.attempts[0].reason, NvmlLoadAttempt::Reason::kNotALibrary) << c.path;
+    EXPECT_EQ(r.attempts[0].result, gpu::NvmlLoadAttempt::Result::kRejected) << c.path;
+    EXPECT_EQ(r.attempts[0].reason, gpu::NvmlLoadAttempt::Reason::kNotALibrary) << c.path;
   }
 }
 
@@ -233,10 +233,10 @@ TEST_F(NvmlLoaderTest, SymlinkLoopAtASearchedPlaceIsNamed) {
   NvmlLoadResult r = LoadNvml(HostFs(tmp_.string()), NvmlLoadOptions{});
   if (r.library) GTEST_SKIP() << "this machine has a real NVML reachable by the loader";
   bool seen = false;
-  for (const NvmlLoadAttempt& a : r.attempts) {
+  for (const gpu::NvmlLoadAttempt& a : r.attempts) {
     if (!absl::StartsWith(a.candidate, "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1")) continue;
     seen = true;
-    EXPECT_EQ(a.reason, NvmlLoadAttempt::Reason::kNotALibrary) << a.status;
+    EXPECT_EQ(a.reason, gpu::NvmlLoadAttempt::Reason::kNotALibrary) << a.status;
     EXPECT_TRUE(absl::StrContains(a.status.message(), "symlink loop")) << a.status;
   }
   EXPECT_TRUE(seen) << r.status;
@@ -259,8 +259,8 @@ TEST_F(NvmlLoaderTest, TruncatedLibraryIsDamagedNotAGlibcMixUp) {
   EXPECT_NE(msg.find(half.string()), std::string::npos) << msg;
   EXPECT_EQ(msg.find("glibc builds are mixed"), std::string::npos) << msg;
   ASSERT_EQ(r.attempts.size(), 1u);
-  EXPECT_EQ(r.attempts[0].reason, NvmlLoadAttempt::Reason::kDamaged);
-  EXPECT_STREQ(NvmlLoadReasonName(r.attempts[0].reason), "truncated or damaged");
+  EXPECT_EQ(r.attempts[0].reason, gpu::NvmlLoadAttempt::Reason::kDamaged);
+  EXPECT_STREQ(gpu::NvmlLoadReasonName(r.attempts[0].reason), "truncated or damaged");
 }
 
 TEST_F(NvmlLoaderTest, LibraryForAnotherArchitectureIsNamed) {
@@ -278,7 +278,7 @@ TEST_F(NvmlLoaderTest, LibraryForAnotherArchitectureIsNamed) {
   EXPECT_NE(msg.find("aarch64"), std::string::npos) << msg;
   EXPECT_NE(msg.find("another architecture"), std::string::npos) << msg;
   ASSERT_GE(r.attempts.size(), 1u);
-  EXPECT_EQ(r.attempts[0].reason, NvmlLoadAttempt::Reason::kIncompatible);
+  EXPECT_EQ(r.attempts[0].reason, gpu::NvmlLoadAttempt::Reason::kIncompatible);
 }
 
 TEST_F(NvmlLoaderTest, MissingSymbolsAreNamed) {
@@ -288,7 +288,7 @@ TEST_F(NvmlLoaderTest, MissingSymbolsAreNamed) {
   EXPECT_NE(msg.find("not a usable NVML library"), std::string::npos) << msg;
   EXPECT_NE(msg.find("nvmlDeviceGetCount_v2"), std::string::npos) << msg;
   ASSERT_EQ(r.attempts.size(), 1u);
-  EXPECT_EQ(r.attempts[0].reason, NvmlLoadAttempt::Reason::kUnusable);
+  EXPECT_EQ(r.attempts[0].reason, gpu::NvmlLoadAttempt::Reason::kUnusable);
 }
 
 TEST_F(NvmlLoaderTest, NewerGlibcIsRefusedBeforeLoading) {
@@ -296,11 +296,11 @@ TEST_F(NvmlLoaderTest, NewerGlibcIsRefusedBeforeLoading) {
   EXPECT_EQ(r.library, nullptr);
   EXPECT_EQ(r.worker, nullptr);
   // Refused in process, then no host glibc to run it in gpulet-nvml-worker either.
-  ASSERT_EQ(r.attempts.size(), 2u) << FormatAttempts(r.attempts);
-  EXPECT_EQ(r.attempts[0].result, NvmlLoadAttempt::Result::kRejected);
-  EXPECT_EQ(r.attempts[1].result, NvmlLoadAttempt::Result::kRejected);
-  EXPECT_EQ(r.attempts[0].reason, NvmlLoadAttempt::Reason::kNeedsNewerGlibc);
-  EXPECT_EQ(r.attempts[1].reason, NvmlLoadAttempt::Reason::kNeedsNewerGlibc);
+  ASSERT_EQ(r.attempts.size(), 2u) << gpu::FormatAttempts(r.attempts);
+  EXPECT_EQ(r.attempts[0].result, gpu::NvmlLoadAttempt::Result::kRejected);
+  EXPECT_EQ(r.attempts[1].result, gpu::NvmlLoadAttempt::Result::kRejected);
+  EXPECT_EQ(r.attempts[0].reason, gpu::NvmlLoadAttempt::Reason::kNeedsNewerGlibc);
+  EXPECT_EQ(r.attempts[1].reason, gpu::NvmlLoadAttempt::Reason::kNeedsNewerGlibc);
   EXPECT_NE(r.attempts[1].status.message().find("no C library of glibc 9."), std::string::npos)
       << r.attempts[1].status;
   std::string msg(r.status.message());
@@ -325,7 +325,7 @@ TEST_F(NvmlLoaderTest, SimulatorLoadsThroughTheRealPath) {
   absl::StatusOr<unsigned> count = gpus.GetDeviceCount();
   ASSERT_TRUE(count.ok()) << count.status();
   EXPECT_EQ(*count, 2u);
-  absl::StatusOr<DeviceIdentity> id = gpus.GetDeviceIdentity(1);
+  absl::StatusOr<gpu::DeviceIdentity> id = gpus.GetDeviceIdentity(1);
   ASSERT_TRUE(id.ok()) << id.status();
   EXPECT_EQ(id->name, "NVIDIA GeForce RTX 5090");
   EXPECT_EQ(id->bus_id, "00000000:02:00.0");
@@ -333,12 +333,12 @@ TEST_F(NvmlLoaderTest, SimulatorLoadsThroughTheRealPath) {
   // GeForce: no MIG, no GPM, no NVLink; bare metal.
   EXPECT_EQ(id->mig_capable, false);
   EXPECT_EQ(id->virtualization_mode, NVML_GPU_VIRTUALIZATION_MODE_NONE);
-  absl::StatusOr<SystemInfo> sys = gpus.GetSystemInfo();
+  absl::StatusOr<gpu::SystemInfo> sys = gpus.GetSystemInfo();
   ASSERT_TRUE(sys.ok());
   EXPECT_EQ(sys->driver_version, "570.133.20");
   EXPECT_EQ(sys->CudaVersionString(), "12.8");
   for (int i = 0; i < 2; ++i) {
-    absl::StatusOr<DeviceSample> sample = gpus.Sample(1, absl::Seconds(5));
+    absl::StatusOr<gpu::DeviceSample> sample = gpus.Sample(1, absl::Seconds(5));
     ASSERT_TRUE(sample.ok()) << sample.status();
     EXPECT_FALSE(sample->profiling.has_value());
     EXPECT_TRUE(sample->nvlinks.empty());
@@ -353,16 +353,16 @@ TEST_F(NvmlLoaderTest, SimulatorServesGpmNvLinksAndMigToTheReaders) {
   NvmlLoadResult r = LoadExplicit(GPULET_SIM_LIB);
   ASSERT_NE(r.library, nullptr) << r.status;
   NvmlGpuLibrary gpus(std::shared_ptr<NvmlLibrary>(std::move(r.library)), {});
-  absl::StatusOr<DeviceIdentity> id = gpus.GetDeviceIdentity(0);
+  absl::StatusOr<gpu::DeviceIdentity> id = gpus.GetDeviceIdentity(0);
   ASSERT_TRUE(id.ok()) << id.status();
   EXPECT_EQ(id->mig_capable, true);
   EXPECT_EQ(id->virtualization_mode, NVML_GPU_VIRTUALIZATION_MODE_NONE);
 
-  absl::StatusOr<DeviceSample> first = gpus.Sample(0, absl::Seconds(5));
+  absl::StatusOr<gpu::DeviceSample> first = gpus.Sample(0, absl::Seconds(5));
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_FALSE(first->profiling.has_value());  // GPM needs a pair
   ASSERT_EQ(first->nvlinks.size(), 18u);
-  for (const NvLinkSample& link : first->nvlinks) {
+  for (const gpu::NvLinkSample& link : first->nvlinks) {
     EXPECT_TRUE(link.active) << link.link;
     EXPECT_EQ(link.remote_type, NVML_NVLINK_DEVICE_TYPE_SWITCH);
     EXPECT_EQ(link.crc_flit_errors, 0u);
@@ -371,10 +371,10 @@ TEST_F(NvmlLoaderTest, SimulatorServesGpmNvLinksAndMigToTheReaders) {
   ASSERT_TRUE(first->nvlink_data_tx_kib.has_value());
   EXPECT_GE(*first->nvlink_data_tx_kib, 50009525452800u);
 
-  absl::StatusOr<DeviceSample> second = gpus.Sample(0, absl::Seconds(5));
+  absl::StatusOr<gpu::DeviceSample> second = gpus.Sample(0, absl::Seconds(5));
   ASSERT_TRUE(second.ok()) << second.status();
   ASSERT_TRUE(second->profiling.has_value());
-  const ProfilingSample& p = *second->profiling;
+  const gpu::ProfilingSample& p = *second->profiling;
   ASSERT_TRUE(p.sm_active && p.tensor_active && p.fp64_active && p.nvlink_tx_bytes_per_second &&
               p.pcie_rx_bytes_per_second);
   EXPECT_NEAR(*p.sm_active, 0.918, 1e-9);
@@ -391,10 +391,10 @@ TEST_F(NvmlLoaderTest, FindsLibraryInTalosLayoutUnderHostRoot) {
   fs::copy_file(GPULET_SIM_LIB, dir / "libnvidia-ml.so.1");
   NvmlLoadResult r = LoadNvml(HostFs(tmp_.string()), NvmlLoadOptions{});
   ASSERT_NE(r.library, nullptr) << r.status;
-  if (r.attempts.front().result == NvmlLoadAttempt::Result::kLoaded) {
+  if (r.attempts.front().result == gpu::NvmlLoadAttempt::Result::kLoaded) {
     GTEST_SKIP() << "this machine has a real NVML reachable by the loader";
   }
-  EXPECT_EQ(r.attempts.back().result, NvmlLoadAttempt::Result::kLoaded);
+  EXPECT_EQ(r.attempts.back().result, gpu::NvmlLoadAttempt::Result::kLoaded);
   EXPECT_NE(r.library->path().find("usr/local/glibc/lib/libnvidia-ml.so.1"), std::string::npos);
   // The Talos <=1.8 location comes first in the order and was looked at.
   bool looked_at_usr_local_lib = false;
@@ -413,10 +413,10 @@ TEST_F(NvmlLoaderTest, SymlinkEscapingHostRootStaysInside) {
   NvmlLoadResult r = LoadNvml(HostFs(tmp_.string()), NvmlLoadOptions{});
   for (const auto& a : r.attempts) {
     if (a.candidate.find("/nvidia-libs/") != std::string::npos) {
-      EXPECT_EQ(a.result, NvmlLoadAttempt::Result::kAbsent);
+      EXPECT_EQ(a.result, gpu::NvmlLoadAttempt::Result::kAbsent);
     }
   }
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::nvml

@@ -19,7 +19,7 @@
 #include "gpu/nvml_errors.h"
 #include "nvml/nvml_library.h"
 
-namespace gpulet {
+namespace gpulet::nvml {
 namespace {
 
 // Child side: writes "key value\n" records. Only async-signal-safe-ish calls plus the
@@ -149,9 +149,9 @@ absl::Status ProbeStatus(const NvmlProbeResult& r, const std::string& path,
           ". It may be a stub or a library from a very old driver; point --nvml-lib at the "
           "libnvidia-ml.so.1 of the installed driver"));
     case O::kInitFailed:
-      return NvmlError(r.nvml_code, "nvmlInit_v2", where);
+      return gpu::NvmlError(r.nvml_code, "nvmlInit_v2", where);
     case O::kCountFailed:
-      return NvmlError(r.nvml_code, "nvmlDeviceGetCount_v2", where);
+      return gpu::NvmlError(r.nvml_code, "nvmlDeviceGetCount_v2", where);
     case O::kCrashed:
       return absl::InternalError(absl::StrCat(
           where, " crashed the probe process with ", SignalName(r.signal), " during ",
@@ -177,4 +177,4 @@ absl::Status ProbeStatus(const NvmlProbeResult& r, const std::string& path,
   return absl::InternalError(absl::StrCat("probing ", where, " failed: ", r.detail));
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::nvml

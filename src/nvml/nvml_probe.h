@@ -18,7 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 
-namespace gpulet {
+namespace gpulet::nvml {
 
 struct NvmlProbeResult {
   enum class Outcome {
@@ -47,6 +47,6 @@ NvmlProbeResult ProbeNvmlLibrary(const std::string& path, absl::Duration timeout
 absl::Status ProbeStatus(const NvmlProbeResult& result, const std::string& path,
                          absl::Duration timeout);
 
-}  // namespace gpulet
+}  // namespace gpulet::nvml
 
 #endif  // GPULET_NVML_NVML_PROBE_H_

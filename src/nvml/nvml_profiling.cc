@@ -9,7 +9,7 @@
 
 #include "gpu/mig.h"
 
-namespace gpulet {
+namespace gpulet::nvml {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
@@ -18,22 +18,24 @@ constexpr double kMiB = 1024.0 * 1024.0;
 // exported one (DCGM's 0..1 ratio, bytes/s).
 struct GpmField {
   unsigned metric;
-  std::optional<double> ProfilingSample::*out;
+  std::optional<double> gpu::ProfilingSample::*out;
   double scale;
 };
 constexpr GpmField kGpmFields[] = {
-    {NVML_GPM_METRIC_GRAPHICS_UTIL, &ProfilingSample::gr_engine_active, 0.01},
-    {NVML_GPM_METRIC_SM_UTIL, &ProfilingSample::sm_active, 0.01},
-    {NVML_GPM_METRIC_SM_OCCUPANCY, &ProfilingSample::sm_occupancy, 0.01},
-    {NVML_GPM_METRIC_ANY_TENSOR_UTIL, &ProfilingSample::tensor_active, 0.01},
-    {NVML_GPM_METRIC_DRAM_BW_UTIL, &ProfilingSample::dram_active, 0.01},
-    {NVML_GPM_METRIC_FP64_UTIL, &ProfilingSample::fp64_active, 0.01},
-    {NVML_GPM_METRIC_FP32_UTIL, &ProfilingSample::fp32_active, 0.01},
-    {NVML_GPM_METRIC_FP16_UTIL, &ProfilingSample::fp16_active, 0.01},
-    {NVML_GPM_METRIC_PCIE_TX_PER_SEC, &ProfilingSample::pcie_tx_bytes_per_second, kMiB},
-    {NVML_GPM_METRIC_PCIE_RX_PER_SEC, &ProfilingSample::pcie_rx_bytes_per_second, kMiB},
-    {NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, &ProfilingSample::nvlink_tx_bytes_per_second, kMiB},
-    {NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, &ProfilingSample::nvlink_rx_bytes_per_second, kMiB},
+    {NVML_GPM_METRIC_GRAPHICS_UTIL, &gpu::ProfilingSample::gr_engine_active, 0.01},
+    {NVML_GPM_METRIC_SM_UTIL, &gpu::ProfilingSample::sm_active, 0.01},
+    {NVML_GPM_METRIC_SM_OCCUPANCY, &gpu::ProfilingSample::sm_occupancy, 0.01},
+    {NVML_GPM_METRIC_ANY_TENSOR_UTIL, &gpu::ProfilingSample::tensor_active, 0.01},
+    {NVML_GPM_METRIC_DRAM_BW_UTIL, &gpu::ProfilingSample::dram_active, 0.01},
+    {NVML_GPM_METRIC_FP64_UTIL, &gpu::ProfilingSample::fp64_active, 0.01},
+    {NVML_GPM_METRIC_FP32_UTIL, &gpu::ProfilingSample::fp32_active, 0.01},
+    {NVML_GPM_METRIC_FP16_UTIL, &gpu::ProfilingSample::fp16_active, 0.01},
+    {NVML_GPM_METRIC_PCIE_TX_PER_SEC, &gpu::ProfilingSample::pcie_tx_bytes_per_second, kMiB},
+    {NVML_GPM_METRIC_PCIE_RX_PER_SEC, &gpu::ProfilingSample::pcie_rx_bytes_per_second, kMiB},
+    {NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, &gpu::ProfilingSample::nvlink_tx_bytes_per_second,
+     kMiB},
+    {NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, &gpu::ProfilingSample::nvlink_rx_bytes_per_second,
+     kMiB},
 };
 constexpr unsigned kGpmFieldCount = sizeof(kGpmFields) / sizeof(kGpmFields[0]);
 
@@ -67,7 +69,7 @@ GpmReader::~GpmReader() {
   if (current_ != nullptr) f.gpm_sample_free(current_);
 }
 
-std::optional<ProfilingSample> GpmReader::Read(nvmlDevice_t device) {
+std::optional<gpu::ProfilingSample> GpmReader::Read(nvmlDevice_t device) {
   const NvmlFunctions& f = library_->fn();
   if (support_ == Support::kNo) return std::nullopt;
   if (support_ == Support::kUnknown) {
@@ -94,7 +96,7 @@ std::optional<ProfilingSample> GpmReader::Read(nvmlDevice_t device) {
     have_previous_ = false;
     return std::nullopt;
   }
-  std::optional<ProfilingSample> out;
+  std::optional<gpu::ProfilingSample> out;
   if (have_previous_) {
     // Large (13 KiB): on the heap, not on the lane thread's stack.
     auto get = std::make_unique<nvmlGpmMetricsGet_t>();
@@ -120,7 +122,7 @@ std::optional<ProfilingSample> GpmReader::Read(nvmlDevice_t device) {
   return out;
 }
 
-void ReadNvLinks(const NvmlFunctions& f, nvmlDevice_t device, DeviceSample* sample) {
+void ReadNvLinks(const NvmlFunctions& f, nvmlDevice_t device, gpu::DeviceSample* sample) {
   if (!f.device_get_field_values || !f.device_get_nvlink_state) return;
   nvmlFieldValue_t fv[3];
   std::memset(fv, 0, sizeof(fv));
@@ -138,7 +140,7 @@ void ReadNvLinks(const NvmlFunctions& f, nvmlDevice_t device, DeviceSample* samp
   for (unsigned link = 0; link < links; ++link) {
     int active = 0;
     if (f.device_get_nvlink_state(device, link, &active) != NVML_SUCCESS) continue;
-    NvLinkSample& l = sample->nvlinks.emplace_back();
+    gpu::NvLinkSample& l = sample->nvlinks.emplace_back();
     l.link = link;
     l.active = active == NVML_FEATURE_ENABLED;
     int remote = 0;
@@ -175,7 +177,7 @@ namespace {
 // MIG index. Indexes past the existing devices answer NOT_FOUND; a hole (a device destroyed
 // while we read) is skipped rather than ending the list. Returns GPU_IS_LOST or
 // RESET_REQUIRED when NVML says the GPU is gone, else SUCCESS (a GPU without MIG: no handles).
-nvmlReturn_t MigHandles(const NvmlFunctions& f, nvmlDevice_t device, MigLayout* layout,
+nvmlReturn_t MigHandles(const NvmlFunctions& f, nvmlDevice_t device, gpu::MigLayout* layout,
                         std::vector<std::pair<unsigned, nvmlDevice_t>>* handles) {
   if (!f.device_get_mig_mode) return NVML_SUCCESS;
   unsigned current = 0, pending = 0;
@@ -203,8 +205,8 @@ nvmlReturn_t MigHandles(const NvmlFunctions& f, nvmlDevice_t device, MigLayout* 
 
 }  // namespace
 
-nvmlReturn_t ReadMigLayout(const NvmlFunctions& f, nvmlDevice_t device, MigLayout* layout) {
-  *layout = MigLayout();
+nvmlReturn_t ReadMigLayout(const NvmlFunctions& f, nvmlDevice_t device, gpu::MigLayout* layout) {
+  *layout = gpu::MigLayout();
   std::vector<std::pair<unsigned, nvmlDevice_t>> handles;
   const nvmlReturn_t ret = MigHandles(f, device, layout, &handles);
   if (ret != NVML_SUCCESS || handles.empty()) return ret;
@@ -215,7 +217,7 @@ nvmlReturn_t ReadMigLayout(const NvmlFunctions& f, nvmlDevice_t device, MigLayou
     gpu_total = mem.total;
   }
   for (const auto& [i, mig] : handles) {
-    MigDeviceInfo d;
+    gpu::MigDeviceInfo d;
     d.index = i;
     char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
     if (!f.device_get_uuid || f.device_get_uuid(mig, buf, sizeof(buf)) != NVML_SUCCESS) continue;
@@ -236,25 +238,25 @@ nvmlReturn_t ReadMigLayout(const NvmlFunctions& f, nvmlDevice_t device, MigLayou
       d.gpu_instance_slices = attr.gpuInstanceSliceCount;
       d.compute_instance_slices = attr.computeInstanceSliceCount;
       d.memory_bytes = attr.memorySizeMB << 20;
-      d.profile = MigProfileName(attr.gpuInstanceSliceCount, attr.computeInstanceSliceCount,
-                                 attr.memorySizeMB, gpu_total);
+      d.profile = gpu::MigProfileName(attr.gpuInstanceSliceCount, attr.computeInstanceSliceCount,
+                                      attr.memorySizeMB, gpu_total);
     }
     layout->devices.push_back(std::move(d));
   }
   std::sort(layout->devices.begin(), layout->devices.end(),
-            [](const MigDeviceInfo& a, const MigDeviceInfo& b) {
+            [](const gpu::MigDeviceInfo& a, const gpu::MigDeviceInfo& b) {
               return std::tie(a.gpu_instance_id, a.compute_instance_id) <
                      std::tie(b.gpu_instance_id, b.compute_instance_id);
             });
   return NVML_SUCCESS;
 }
 
-void ReadMigMemory(const NvmlFunctions& f, nvmlDevice_t device, DeviceSample* sample) {
-  MigLayout mode;
+void ReadMigMemory(const NvmlFunctions& f, nvmlDevice_t device, gpu::DeviceSample* sample) {
+  gpu::MigLayout mode;
   std::vector<std::pair<unsigned, nvmlDevice_t>> handles;
   if (MigHandles(f, device, &mode, &handles) != NVML_SUCCESS) return;
   for (const auto& [i, mig] : handles) {
-    MigInstanceSample m;
+    gpu::MigInstanceSample m;
     if (!f.device_get_gpu_instance_id ||
         f.device_get_gpu_instance_id(mig, &m.gpu_instance_id) != NVML_SUCCESS) {
       continue;
@@ -271,4 +273,4 @@ void ReadMigMemory(const NvmlFunctions& f, nvmlDevice_t device, DeviceSample* sa
   }
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::nvml

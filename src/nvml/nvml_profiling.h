@@ -17,7 +17,7 @@
 #include "gpu/gpu_library.h"
 #include "nvml/nvml_library.h"
 
-namespace gpulet {
+namespace gpulet::nvml {
 
 class GpmReader {
  public:
@@ -33,7 +33,7 @@ class GpmReader {
   // Takes a GPM sample of `device` and returns the metrics between it and the previous one.
   // nullopt when the GPU or driver has no GPM, on the first call, and after a failed sample
   // (the next call starts a new pair).
-  std::optional<ProfilingSample> Read(nvmlDevice_t device);
+  std::optional<gpu::ProfilingSample> Read(nvmlDevice_t device);
 
  private:
   enum class Support { kUnknown, kYes, kNo };
@@ -48,7 +48,7 @@ class GpmReader {
 
 // Reads the GPU's NVLinks (state, remote end, error counters) and its total NVLink data
 // counters into `sample`. Leaves them empty on GPUs without NVLink.
-void ReadNvLinks(const NvmlFunctions& f, nvmlDevice_t device, DeviceSample* sample);
+void ReadNvLinks(const NvmlFunctions& f, nvmlDevice_t device, gpu::DeviceSample* sample);
 
 // Whether the GPU supports MIG; nullopt when this NVML has no nvmlDeviceGetMigMode.
 std::optional<bool> ReadMigCapable(const NvmlFunctions& f, nvmlDevice_t device);
@@ -56,12 +56,12 @@ std::optional<bool> ReadMigCapable(const NvmlFunctions& f, nvmlDevice_t device);
 // Reads the GPU's MIG mode and MIG devices. Returns the NVML code of the first call that
 // failed in a way that says the GPU is gone (GPU_IS_LOST, RESET_REQUIRED), else SUCCESS; a
 // GPU without MIG gives a disabled layout.
-nvmlReturn_t ReadMigLayout(const NvmlFunctions& f, nvmlDevice_t device, MigLayout* layout);
+nvmlReturn_t ReadMigLayout(const NvmlFunctions& f, nvmlDevice_t device, gpu::MigLayout* layout);
 
 // Reads each MIG device's memory into `sample->mig` (GPM is read by the caller, which owns
 // the per-instance GpmReaders).
-void ReadMigMemory(const NvmlFunctions& f, nvmlDevice_t device, DeviceSample* sample);
+void ReadMigMemory(const NvmlFunctions& f, nvmlDevice_t device, gpu::DeviceSample* sample);
 
-}  // namespace gpulet
+}  // namespace gpulet::nvml
 
 #endif  // GPULET_NVML_NVML_PROFILING_H_

@@ -23,7 +23,7 @@
 #include "testing/subprocess.h"
 #include "testing/text_lines.h"
 
-namespace gpulet {
+namespace gpulet::nvml {
 namespace {
 
 namespace fs = std::filesystem;
@@ -203,4 +203,4 @@ TEST_F(NvmlWorkerIntegrationTest, NvmlUnusableStillServesPciGpusUnhealthy) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::nvml

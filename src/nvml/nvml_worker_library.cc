@@ -23,10 +23,9 @@
 #include "common/periodic_worker.h"
 #include "gpu/nvml_errors.h"
 
-namespace gpulet {
+namespace gpulet::nvml {
 namespace {
 
-namespace wire = nvml_worker;
 using nlohmann::json;
 
 constexpr int kSystemLane = -1;
@@ -259,7 +258,7 @@ void NvmlWorkerGpuLibrary::SpawnLocked() {
   phase_ = Phase::kStarting;
   started_at_ = options_.clock->Monotonic();
   ping_id_ = 0;
-  decoder_ = wire::FrameDecoder();
+  decoder_ = nvml::FrameDecoder();
   GPULET_LOG_INFO("NVML worker started (pid {}): {} {}", pid, command_.loader,
                   absl::StrJoin(args.begin() + 1, args.end(), " "));
 }
@@ -323,7 +322,7 @@ void NvmlWorkerGpuLibrary::KillDeadLocked(const std::string& fallback) {
 
 bool NvmlWorkerGpuLibrary::SendLocked(const json& message) {
   if (fd_ < 0) return false;
-  const std::string frame = wire::EncodeFrame(message);
+  const std::string frame = nvml::EncodeFrame(message);
   size_t done = 0;
   while (done < frame.size()) {
     ssize_t n = send(fd_, frame.data() + done, frame.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -356,7 +355,7 @@ std::string NvmlWorkerGpuLibrary::DownMessageLocked() const {
 }
 
 void NvmlWorkerGpuLibrary::HandleMessageLocked(const json& message) {
-  absl::StatusOr<wire::Response> r = wire::DecodeResponse(message);
+  absl::StatusOr<nvml::Response> r = nvml::DecodeResponse(message);
   if (!r.ok()) {
     KillLocked(absl::StrCat("sent garbage: ", r.status().message()));
     return;
@@ -375,7 +374,7 @@ void NvmlWorkerGpuLibrary::HandleMessageLocked(const json& message) {
       KillLocked(absl::StrCat("could not load NVML: ", why.message()));
       return;
     }
-    absl::StatusOr<wire::Hello> hello = wire::HelloFromJson(r->result);
+    absl::StatusOr<nvml::Hello> hello = nvml::HelloFromJson(r->result);
     if (!hello.ok()) {
       KillLocked(absl::StrCat("sent garbage: ", hello.status().message()));
       return;
@@ -452,10 +451,10 @@ void NvmlWorkerGpuLibrary::TickLocked() {
       KillLocked(absl::StrCat("did not answer a ping within ",
                               absl::FormatDuration(options_.hang_timeout), ": it is hung"));
     } else if (ping_id_ == 0 && now - last_pong_ >= options_.ping_interval) {
-      wire::Request ping;
+      nvml::Request ping;
       ping.id = next_id_++;
-      ping.op = wire::Op::kPing;
-      if (SendLocked(wire::EncodeRequest(ping))) {
+      ping.op = nvml::Op::kPing;
+      if (SendLocked(nvml::EncodeRequest(ping))) {
         ping_id_ = ping.id;
         ping_sent_ = now;
       }
@@ -515,7 +514,7 @@ void NvmlWorkerGpuLibrary::Supervise() {
   }
 }
 
-absl::StatusOr<json> NvmlWorkerGpuLibrary::Call(int lane, wire::Request request,
+absl::StatusOr<json> NvmlWorkerGpuLibrary::Call(int lane, nvml::Request request,
                                                 absl::Duration wait, const std::string& what) {
   std::shared_ptr<Pending> p = std::make_shared<Pending>();
   absl::MutexLock lock(&mu_);
@@ -545,7 +544,7 @@ absl::StatusOr<json> NvmlWorkerGpuLibrary::Call(int lane, wire::Request request,
             : absl::StrCat("was still busy with the previous call on ", LaneName(lane))));
   }
   request.id = next_id_++;
-  if (!SendLocked(wire::EncodeRequest(request))) {
+  if (!SendLocked(nvml::EncodeRequest(request))) {
     return absl::UnavailableError(
         absl::StrCat(what, " not asked: the NVML worker (pid ", pid_, ") ", kill_request_));
   }
@@ -562,70 +561,72 @@ absl::StatusOr<json> NvmlWorkerGpuLibrary::Call(int lane, wire::Request request,
   return std::move(p->response.result);
 }
 
-absl::StatusOr<SystemInfo> NvmlWorkerGpuLibrary::GetSystemInfo() {
-  wire::Request r;
-  r.op = wire::Op::kSystemInfo;
+absl::StatusOr<gpu::SystemInfo> NvmlWorkerGpuLibrary::GetSystemInfo() {
+  nvml::Request r;
+  r.op = nvml::Op::kSystemInfo;
   auto result =
       Call(kSystemLane, r, options_.call_timeout + options_.slack, "nvmlSystemGetDriverVersion");
   if (!result.ok()) return result.status();
-  absl::StatusOr<SystemInfo> info = wire::SystemInfoFromJson(*result);
+  absl::StatusOr<gpu::SystemInfo> info = nvml::SystemInfoFromJson(*result);
   if (info.ok() && !command_.description.empty()) info->library_path = command_.description;
   return info;
 }
 
 absl::StatusOr<unsigned> NvmlWorkerGpuLibrary::GetDeviceCount() {
-  wire::Request r;
-  r.op = wire::Op::kDeviceCount;
+  nvml::Request r;
+  r.op = nvml::Op::kDeviceCount;
   auto result =
       Call(kSystemLane, r, options_.call_timeout + options_.slack, "nvmlDeviceGetCount_v2");
   if (!result.ok()) return result.status();
-  return wire::CountFromJson(*result);
+  return nvml::CountFromJson(*result);
 }
 
-absl::StatusOr<DeviceIdentity> NvmlWorkerGpuLibrary::GetDeviceIdentity(unsigned index) {
-  wire::Request r;
-  r.op = wire::Op::kIdentity;
+absl::StatusOr<gpu::DeviceIdentity> NvmlWorkerGpuLibrary::GetDeviceIdentity(unsigned index) {
+  nvml::Request r;
+  r.op = nvml::Op::kIdentity;
   r.index = index;
   auto result = Call(static_cast<int>(index), r, options_.call_timeout + options_.slack,
                      absl::StrCat("identity queries for GPU ", index));
   if (!result.ok()) return result.status();
-  return wire::IdentityFromJson(*result);
+  return nvml::IdentityFromJson(*result);
 }
 
-absl::StatusOr<ProbeAnswer> NvmlWorkerGpuLibrary::Probe(unsigned index, absl::Duration timeout) {
-  wire::Request r;
-  r.op = wire::Op::kProbe;
+absl::StatusOr<gpu::ProbeAnswer> NvmlWorkerGpuLibrary::Probe(unsigned index,
+                                                             absl::Duration timeout) {
+  nvml::Request r;
+  r.op = nvml::Op::kProbe;
   r.index = index;
   r.timeout = timeout;
   auto result = Call(static_cast<int>(index), r, timeout + options_.slack,
                      absl::StrCat("liveness probe of GPU ", index));
   if (!result.ok()) return result.status();
-  return wire::ProbeAnswerFromJson(*result);
+  return nvml::ProbeAnswerFromJson(*result);
 }
 
-absl::StatusOr<DeviceSample> NvmlWorkerGpuLibrary::Sample(unsigned index, absl::Duration timeout) {
-  wire::Request r;
-  r.op = wire::Op::kSample;
+absl::StatusOr<gpu::DeviceSample> NvmlWorkerGpuLibrary::Sample(unsigned index,
+                                                               absl::Duration timeout) {
+  nvml::Request r;
+  r.op = nvml::Op::kSample;
   r.index = index;
   r.timeout = timeout;
   auto result = Call(static_cast<int>(index), r, timeout + options_.slack,
                      absl::StrCat("sampling GPU ", index));
   if (!result.ok()) return result.status();
-  absl::StatusOr<DeviceSample> sample = wire::SampleFromJson(*result);
+  absl::StatusOr<gpu::DeviceSample> sample = nvml::SampleFromJson(*result);
   if (sample.ok()) sample->taken = options_.clock->Now();
   return sample;
 }
 
-absl::StatusOr<MigLayout> NvmlWorkerGpuLibrary::GetMigLayout(unsigned index,
-                                                             absl::Duration timeout) {
-  wire::Request r;
-  r.op = wire::Op::kMigLayout;
+absl::StatusOr<gpu::MigLayout> NvmlWorkerGpuLibrary::GetMigLayout(unsigned index,
+                                                                  absl::Duration timeout) {
+  nvml::Request r;
+  r.op = nvml::Op::kMigLayout;
   r.index = index;
   r.timeout = timeout;
   auto result = Call(static_cast<int>(index), r, timeout + options_.slack,
                      absl::StrCat("reading the MIG layout of GPU ", index));
   if (!result.ok()) return result.status();
-  return wire::MigLayoutFromJson(*result);
+  return nvml::MigLayoutFromJson(*result);
 }
 
 absl::Status NvmlWorkerGpuLibrary::RegisterEvents(unsigned count) {
@@ -635,8 +636,8 @@ absl::Status NvmlWorkerGpuLibrary::RegisterEvents(unsigned count) {
     events_count_ = count;
     generation = generation_;
   }
-  wire::Request r;
-  r.op = wire::Op::kRegisterEvents;
+  nvml::Request r;
+  r.op = nvml::Op::kRegisterEvents;
   r.index = count;
   auto result =
       Call(kEventLane, r, options_.call_timeout + options_.slack, "nvmlDeviceRegisterEvents");
@@ -644,13 +645,15 @@ absl::Status NvmlWorkerGpuLibrary::RegisterEvents(unsigned count) {
   // Registered on this worker, even if partly (NVML's own refusal, its code attached): do not
   // replay it on every wait. Only a worker that did not answer (Unavailable, no NVML code)
   // leaves it to the replay.
-  if (result.ok() || !absl::IsUnavailable(result.status()) || NvmlCodeOf(result.status()) >= 0) {
+  if (result.ok() || !absl::IsUnavailable(result.status()) ||
+      gpu::NvmlCodeOf(result.status()) >= 0) {
     events_generation_ = generation;
   }
   return result.status();
 }
 
-absl::StatusOr<std::optional<GpuEvent>> NvmlWorkerGpuLibrary::WaitEvent(absl::Duration timeout) {
+absl::StatusOr<std::optional<gpu::GpuEvent>> NvmlWorkerGpuLibrary::WaitEvent(
+    absl::Duration timeout) {
   bool replay = false;
   unsigned count = 0;
   {
@@ -662,12 +665,12 @@ absl::StatusOr<std::optional<GpuEvent>> NvmlWorkerGpuLibrary::WaitEvent(absl::Du
     absl::Status s = RegisterEvents(count);
     if (!s.ok()) GPULET_LOG_WARN("after the NVML worker restarted: {}", s.message());
   }
-  wire::Request r;
-  r.op = wire::Op::kWaitEvent;
+  nvml::Request r;
+  r.op = nvml::Op::kWaitEvent;
   r.timeout = timeout;
   auto result = Call(kEventLane, r, timeout + options_.slack, "nvmlEventSetWait_v2");
   if (!result.ok()) return result.status();
-  return wire::EventFromJson(*result);
+  return nvml::EventFromJson(*result);
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::nvml

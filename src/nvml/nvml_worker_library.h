@@ -50,7 +50,7 @@
 #include "nvml/elf_check.h"
 #include "nvml/nvml_worker_protocol.h"
 
-namespace gpulet {
+namespace gpulet::nvml {
 
 // How to start the worker. Every path is a path on this machine (under --host-root already).
 struct NvmlWorkerCommand {
@@ -100,7 +100,7 @@ absl::StatusOr<DriverGlibc> FindDriverGlibc(const std::vector<GlibcDirCandidate>
                                             const GlibcVersion& needed,
                                             const HostFs* host = nullptr);
 
-class NvmlWorkerGpuLibrary final : public GpuLibrary {
+class NvmlWorkerGpuLibrary final : public gpu::GpuLibrary {
  public:
   struct Options {
     // Deadline of one system or identity call; passed to the worker's NvmlGpuLibrary too.
@@ -127,14 +127,14 @@ class NvmlWorkerGpuLibrary final : public GpuLibrary {
   NvmlWorkerGpuLibrary(const NvmlWorkerGpuLibrary&) = delete;
   NvmlWorkerGpuLibrary& operator=(const NvmlWorkerGpuLibrary&) = delete;
 
-  absl::StatusOr<SystemInfo> GetSystemInfo() override;
+  absl::StatusOr<gpu::SystemInfo> GetSystemInfo() override;
   absl::StatusOr<unsigned> GetDeviceCount() override;
-  absl::StatusOr<DeviceIdentity> GetDeviceIdentity(unsigned index) override;
-  absl::StatusOr<ProbeAnswer> Probe(unsigned index, absl::Duration timeout) override;
-  absl::StatusOr<DeviceSample> Sample(unsigned index, absl::Duration timeout) override;
-  absl::StatusOr<MigLayout> GetMigLayout(unsigned index, absl::Duration timeout) override;
+  absl::StatusOr<gpu::DeviceIdentity> GetDeviceIdentity(unsigned index) override;
+  absl::StatusOr<gpu::ProbeAnswer> Probe(unsigned index, absl::Duration timeout) override;
+  absl::StatusOr<gpu::DeviceSample> Sample(unsigned index, absl::Duration timeout) override;
+  absl::StatusOr<gpu::MigLayout> GetMigLayout(unsigned index, absl::Duration timeout) override;
   absl::Status RegisterEvents(unsigned count) override;
-  absl::StatusOr<std::optional<GpuEvent>> WaitEvent(absl::Duration timeout) override;
+  absl::StatusOr<std::optional<gpu::GpuEvent>> WaitEvent(absl::Duration timeout) override;
 
   // The running worker's pid, 0 while none is up (tests, diagnostics).
   pid_t worker_pid() const;
@@ -145,7 +145,7 @@ class NvmlWorkerGpuLibrary final : public GpuLibrary {
   enum class Phase { kDown, kStarting, kReady };
   struct Pending {
     bool done = false;
-    nvml_worker::Response response;
+    nvml::Response response;
   };
 
   NvmlWorkerGpuLibrary(NvmlWorkerCommand command, Options options);
@@ -161,7 +161,7 @@ class NvmlWorkerGpuLibrary final : public GpuLibrary {
   std::string DownMessageLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Wake();
   // Sends one request on `lane` and waits `wait` for its answer.
-  absl::StatusOr<nlohmann::json> Call(int lane, nvml_worker::Request request, absl::Duration wait,
+  absl::StatusOr<nlohmann::json> Call(int lane, nvml::Request request, absl::Duration wait,
                                       const std::string& what);
 
   const NvmlWorkerCommand command_;
@@ -169,7 +169,7 @@ class NvmlWorkerGpuLibrary final : public GpuLibrary {
   int wake_[2] = {-1, -1};  // self-pipe that interrupts the supervisor's poll()
   std::thread supervisor_;
   // Read by the supervisor thread only, reset for each worker.
-  nvml_worker::FrameDecoder decoder_;
+  nvml::FrameDecoder decoder_;
 
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
@@ -200,6 +200,6 @@ class NvmlWorkerGpuLibrary final : public GpuLibrary {
   uint64_t events_generation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-}  // namespace gpulet
+}  // namespace gpulet::nvml
 
 #endif  // GPULET_NVML_NVML_WORKER_LIBRARY_H_

@@ -18,7 +18,7 @@
 #include "nvml/elf_check.h"
 #include "nvml/nvml_loader.h"
 
-namespace gpulet {
+namespace gpulet::nvml {
 namespace {
 
 namespace fs = std::filesystem;
@@ -57,10 +57,10 @@ class NvmlWorkerTest : public ::testing::Test {
   }
 
   // Calls Probe until it succeeds or `limit` passes.
-  static absl::StatusOr<ProbeAnswer> ProbeUntilOk(GpuLibrary& lib, unsigned index,
-                                                  absl::Duration limit) {
+  static absl::StatusOr<gpu::ProbeAnswer> ProbeUntilOk(gpu::GpuLibrary& lib, unsigned index,
+                                                       absl::Duration limit) {
     absl::Time end = absl::Now() + limit;
-    absl::StatusOr<ProbeAnswer> r = lib.Probe(index, absl::Milliseconds(500));
+    absl::StatusOr<gpu::ProbeAnswer> r = lib.Probe(index, absl::Milliseconds(500));
     while (!r.ok() && absl::Now() < end) {
       absl::SleepFor(absl::Milliseconds(50));
       r = lib.Probe(index, absl::Milliseconds(500));
@@ -147,21 +147,21 @@ TEST_F(NvmlWorkerTest, LoaderRefusesInProcessAndReadsBothGpusThroughTheWorker) {
   EXPECT_EQ(r.library, nullptr);
   ASSERT_NE(r.worker, nullptr);
   bool rejected = false, loaded = false;
-  for (const NvmlLoadAttempt& a : r.attempts) {
-    if (a.result == NvmlLoadAttempt::Result::kRejected &&
+  for (const gpu::NvmlLoadAttempt& a : r.attempts) {
+    if (a.result == gpu::NvmlLoadAttempt::Result::kRejected &&
         absl::StrContains(a.status.message(), "GLIBC_9.99")) {
       rejected = true;
     }
-    if (a.result == NvmlLoadAttempt::Result::kLoaded) {
+    if (a.result == gpu::NvmlLoadAttempt::Result::kLoaded) {
       loaded = true;
       EXPECT_NE(a.note.find("gpulet-nvml-worker"), std::string::npos) << a.note;
       EXPECT_NE(a.note.find("9.99"), std::string::npos) << a.note;
     }
   }
-  EXPECT_TRUE(rejected) << FormatAttempts(r.attempts);
-  EXPECT_TRUE(loaded) << FormatAttempts(r.attempts);
+  EXPECT_TRUE(rejected) << gpu::FormatAttempts(r.attempts);
+  EXPECT_TRUE(loaded) << gpu::FormatAttempts(r.attempts);
 
-  GpuLibrary& lib = *r.worker;
+  gpu::GpuLibrary& lib = *r.worker;
   auto count = lib.GetDeviceCount();
   ASSERT_TRUE(count.ok()) << count.status();
   EXPECT_EQ(*count, 2u);
@@ -185,7 +185,7 @@ TEST_F(NvmlWorkerTest, LoaderRefusesInProcessAndReadsBothGpusThroughTheWorker) {
   // An NVML error keeps its code across the process boundary.
   auto missing = lib.GetDeviceIdentity(7);
   EXPECT_FALSE(missing.ok());
-  EXPECT_GE(NvmlCodeOf(missing.status()), 0) << missing.status();
+  EXPECT_GE(gpu::NvmlCodeOf(missing.status()), 0) << missing.status();
 }
 
 TEST_F(NvmlWorkerTest, WithoutTheWorkerTheGlibcGateStillRefuses) {
@@ -202,8 +202,9 @@ TEST_F(NvmlWorkerTest, MissingWorkerExecutableIsAClearFailure) {
   options.worker_path = "/nonexistent/gpulet-nvml-worker";
   NvmlLoadResult r = LoadNvml(host, options);
   EXPECT_FALSE(r.status.ok());
-  EXPECT_NE(FormatAttempts(r.attempts).find("install gpulet-nvml-worker beside"), std::string::npos)
-      << FormatAttempts(r.attempts);
+  EXPECT_NE(gpu::FormatAttempts(r.attempts).find("install gpulet-nvml-worker beside"),
+            std::string::npos)
+      << gpu::FormatAttempts(r.attempts);
 }
 
 TEST_F(NvmlWorkerTest, DriverNotLoadedInTheWorkerKeepsTheNvmlCode) {
@@ -224,7 +225,7 @@ TEST_F(NvmlWorkerTest, EventsRegisteredForSomeGpusCarryNvmlsCode) {
   absl::Status s = r.worker->RegisterEvents(2);
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(absl::IsUnavailable(s)) << s;
-  EXPECT_EQ(NvmlCodeOf(s), NVML_ERROR_GPU_IS_LOST) << s;
+  EXPECT_EQ(gpu::NvmlCodeOf(s), NVML_ERROR_GPU_IS_LOST) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "GPU 1: NVML_ERROR_GPU_IS_LOST")) << s;
 }
 
@@ -236,7 +237,7 @@ TEST_F(NvmlWorkerTest, KilledWorkerFailsCallsThenComesBack) {
   ASSERT_GT(first, 0);
   ASSERT_EQ(kill(first, SIGKILL), 0);
   // Calls fail at once with a status naming the worker, never hang or crash.
-  absl::StatusOr<ProbeAnswer> during = lib.Probe(0, absl::Milliseconds(500));
+  absl::StatusOr<gpu::ProbeAnswer> during = lib.Probe(0, absl::Milliseconds(500));
   for (int i = 0; i < 100 && during.ok(); ++i) {
     absl::SleepFor(absl::Milliseconds(10));
     during = lib.Probe(0, absl::Milliseconds(500));
@@ -284,4 +285,4 @@ TEST_F(NvmlWorkerTest, HungGpuDelaysOnlyItsOwnCalls) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::nvml

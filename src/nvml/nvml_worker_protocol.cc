@@ -9,7 +9,7 @@
 #include "gpu/nvml_errors.h"
 #include "gpu/sample_values.h"
 
-namespace gpulet::nvml_worker {
+namespace gpulet::nvml {
 namespace {
 
 using nlohmann::json;
@@ -242,7 +242,7 @@ json EncodeError(uint64_t id, const absl::Status& status) {
           {"error",
            {{"code", static_cast<int>(status.code())},
             {"message", std::string(status.message())},
-            {"nvml", NvmlCodeOf(status)}}}};
+            {"nvml", gpu::NvmlCodeOf(status)}}}};
 }
 
 absl::StatusOr<Response> DecodeResponse(const json& message) {
@@ -267,24 +267,24 @@ absl::StatusOr<Response> DecodeResponse(const json& message) {
       Bad("code", "an error status code (1-16)");
     }
     const int nvml = OptSigned<int>(*error, "nvml").value_or(-1);
-    r.status = WithNvmlCode(absl::Status(static_cast<absl::StatusCode>(code),
-                                         OptString(*error, "message").value_or("")),
-                            nvml);
+    r.status = gpu::WithNvmlCode(absl::Status(static_cast<absl::StatusCode>(code),
+                                              OptString(*error, "message").value_or("")),
+                                 nvml);
     return r;
   });
 }
 
-json ToJson(const SystemInfo& v) {
+json ToJson(const gpu::SystemInfo& v) {
   return {{"driver_version", v.driver_version},
           {"nvml_version", v.nvml_version},
           {"cuda_driver_version", v.cuda_driver_version},
           {"library_path", v.library_path}};
 }
 
-absl::StatusOr<SystemInfo> SystemInfoFromJson(const json& j) {
-  return Guard<SystemInfo>("system info", [&] {
+absl::StatusOr<gpu::SystemInfo> SystemInfoFromJson(const json& j) {
+  return Guard<gpu::SystemInfo>("system info", [&] {
     RequireObject(j, "the system info");
-    SystemInfo v;
+    gpu::SystemInfo v;
     v.driver_version = OptString(j, "driver_version").value_or("");
     v.nvml_version = OptString(j, "nvml_version").value_or("");
     v.cuda_driver_version = OptSigned<int>(j, "cuda_driver_version").value_or(0);
@@ -300,7 +300,7 @@ absl::StatusOr<unsigned> CountFromJson(const json& j) {
   });
 }
 
-json ToJson(const DeviceIdentity& v) {
+json ToJson(const gpu::DeviceIdentity& v) {
   json j = {{"index", v.index},
             {"uuid", v.uuid},
             {"name", v.name},
@@ -322,10 +322,10 @@ json ToJson(const DeviceIdentity& v) {
   return j;
 }
 
-absl::StatusOr<DeviceIdentity> IdentityFromJson(const json& j) {
-  return Guard<DeviceIdentity>("device identity", [&] {
+absl::StatusOr<gpu::DeviceIdentity> IdentityFromJson(const json& j) {
+  return Guard<gpu::DeviceIdentity>("device identity", [&] {
     RequireObject(j, "the device identity");
-    DeviceIdentity v;
+    gpu::DeviceIdentity v;
     v.index = Required(OptUnsigned<unsigned>(j, "index"), "index");
     v.uuid = Required(OptString(j, "uuid"), "uuid");
     v.name = OptString(j, "name").value_or("");
@@ -348,7 +348,7 @@ absl::StatusOr<DeviceIdentity> IdentityFromJson(const json& j) {
   });
 }
 
-json ToJson(const ProbeAnswer& v) {
+json ToJson(const gpu::ProbeAnswer& v) {
   json j = {{"uuid", v.uuid}};
   Put(j, "remap_pending", v.remap_pending);
   Put(j, "remap_failure", v.remap_failure);
@@ -356,10 +356,10 @@ json ToJson(const ProbeAnswer& v) {
   return j;
 }
 
-absl::StatusOr<ProbeAnswer> ProbeAnswerFromJson(const json& j) {
-  return Guard<ProbeAnswer>("probe answer", [&] {
+absl::StatusOr<gpu::ProbeAnswer> ProbeAnswerFromJson(const json& j) {
+  return Guard<gpu::ProbeAnswer>("probe answer", [&] {
     RequireObject(j, "the probe answer");
-    ProbeAnswer v;
+    gpu::ProbeAnswer v;
     v.uuid = Required(OptString(j, "uuid"), "uuid");
     v.remap_pending = OptBool(j, "remap_pending");
     v.remap_failure = OptBool(j, "remap_failure");
@@ -372,8 +372,8 @@ absl::StatusOr<ProbeAnswer> ProbeAnswerFromJson(const json& j) {
 template <typename T, typename C>
 constexpr bool kIsMemberOf = false;
 template <typename T, typename C>
-requires StoredMember<T>
-constexpr bool kIsMemberOf<T, C> = std::is_same_v<typename MemberValue<T>::owner, C>;
+requires gpu::StoredMember<T>
+constexpr bool kIsMemberOf<T, C> = std::is_same_v<typename gpu::MemberValue<T>::owner, C>;
 
 template <typename X>
 std::optional<X> OptValue(const json& j, const char* key) {
@@ -391,7 +391,7 @@ std::optional<X> OptValue(const json& j, const char* key) {
 // The value table's rows that C (DeviceSample, or its ProfilingSample) stores, by their keys.
 template <typename C>
 void PutValues(json& j, const C& v) {
-  for (const SampleValue& row : SampleValues()) {
+  for (const gpu::SampleValue& row : gpu::SampleValues()) {
     std::visit(
         [&](auto m) {
           if constexpr (kIsMemberOf<decltype(m), C>) Put(j, row.key, v.*m);
@@ -402,36 +402,36 @@ void PutValues(json& j, const C& v) {
 
 template <typename C>
 void GetValues(const json& j, C* v) {
-  for (const SampleValue& row : SampleValues()) {
+  for (const gpu::SampleValue& row : gpu::SampleValues()) {
     std::visit(
         [&](auto m) {
           using T = decltype(m);
           if constexpr (kIsMemberOf<T, C>) {
-            v->*m = OptValue<typename MemberValue<T>::type>(j, row.key);
+            v->*m = OptValue<typename gpu::MemberValue<T>::type>(j, row.key);
           }
         },
         row.member);
   }
 }
 
-json ProfilingToJson(const ProfilingSample& p) {
+json ProfilingToJson(const gpu::ProfilingSample& p) {
   json pj = json::object();
   PutValues(pj, p);
   return pj;
 }
 
-ProfilingSample ProfilingFromJson(const json& pj) {
+gpu::ProfilingSample ProfilingFromJson(const json& pj) {
   RequireObject(pj, "the profiling values");
-  ProfilingSample p;
+  gpu::ProfilingSample p;
   GetValues(pj, &p);
   return p;
 }
 
-json ToJson(const DeviceSample& v) {
+json ToJson(const gpu::DeviceSample& v) {
   json j = json::object();
   PutValues(j, v);
   json procs = json::array();
-  for (const GpuProcess& p : v.processes) {
+  for (const gpu::GpuProcess& p : v.processes) {
     json pj = {{"pid", p.pid}};
     Put(pj, "used_bytes", p.used_bytes);
     Put(pj, "gpu_instance_id", p.gpu_instance_id);
@@ -442,7 +442,7 @@ json ToJson(const DeviceSample& v) {
   if (v.profiling) j["profiling"] = ProfilingToJson(*v.profiling);
   if (!v.nvlinks.empty()) {
     json links = json::array();
-    for (const NvLinkSample& l : v.nvlinks) {
+    for (const gpu::NvLinkSample& l : v.nvlinks) {
       json lj = {{"link", l.link}, {"active", l.active}};
       Put(lj, "remote_type", l.remote_type);
       Put(lj, "replay_errors", l.replay_errors);
@@ -455,7 +455,7 @@ json ToJson(const DeviceSample& v) {
   }
   if (!v.mig.empty()) {
     json instances = json::array();
-    for (const MigInstanceSample& m : v.mig) {
+    for (const gpu::MigInstanceSample& m : v.mig) {
       json mj = {{"gpu_instance_id", m.gpu_instance_id},
                  {"compute_instance_id", m.compute_instance_id}};
       Put(mj, "fb_used_bytes", m.fb_used_bytes);
@@ -468,16 +468,16 @@ json ToJson(const DeviceSample& v) {
   return j;
 }
 
-absl::StatusOr<DeviceSample> SampleFromJson(const json& j) {
-  return Guard<DeviceSample>("sample", [&] {
+absl::StatusOr<gpu::DeviceSample> SampleFromJson(const json& j) {
+  return Guard<gpu::DeviceSample>("sample", [&] {
     RequireObject(j, "the sample");
-    DeviceSample v;
+    gpu::DeviceSample v;
     GetValues(j, &v);
     if (const json* procs = Find(j, "processes"); procs != nullptr) {
       if (!procs->is_array()) Bad("processes", "an array");
       for (const json& pj : *procs) {
         RequireObject(pj, "a process");
-        GpuProcess p;
+        gpu::GpuProcess p;
         p.pid = Required(OptUnsigned<unsigned>(pj, "pid"), "pid");
         p.used_bytes = OptUnsigned<uint64_t>(pj, "used_bytes");
         p.gpu_instance_id = OptUnsigned<unsigned>(pj, "gpu_instance_id");
@@ -490,7 +490,7 @@ absl::StatusOr<DeviceSample> SampleFromJson(const json& j) {
       if (!links->is_array()) Bad("nvlinks", "an array");
       for (const json& lj : *links) {
         RequireObject(lj, "an NVLink");
-        NvLinkSample l;
+        gpu::NvLinkSample l;
         l.link = Required(OptUnsigned<unsigned>(lj, "link"), "link");
         l.active = Required(OptBool(lj, "active"), "active");
         l.remote_type = OptSigned<int>(lj, "remote_type");
@@ -505,7 +505,7 @@ absl::StatusOr<DeviceSample> SampleFromJson(const json& j) {
       if (!instances->is_array()) Bad("mig", "an array");
       for (const json& mj : *instances) {
         RequireObject(mj, "a MIG device's sample");
-        MigInstanceSample m;
+        gpu::MigInstanceSample m;
         m.gpu_instance_id =
             Required(OptUnsigned<unsigned>(mj, "gpu_instance_id"), "gpu_instance_id");
         m.compute_instance_id =
@@ -522,7 +522,7 @@ absl::StatusOr<DeviceSample> SampleFromJson(const json& j) {
   });
 }
 
-json ToJson(const std::optional<GpuEvent>& v) {
+json ToJson(const std::optional<gpu::GpuEvent>& v) {
   if (!v.has_value()) return nullptr;
   json j = {{"index", v->index}, {"type", v->type}, {"data", v->data}};
   Put(j, "gpu_instance_id", v->gpu_instance_id);
@@ -530,11 +530,11 @@ json ToJson(const std::optional<GpuEvent>& v) {
   return j;
 }
 
-absl::StatusOr<std::optional<GpuEvent>> EventFromJson(const json& j) {
-  return Guard<std::optional<GpuEvent>>("event", [&]() -> std::optional<GpuEvent> {
+absl::StatusOr<std::optional<gpu::GpuEvent>> EventFromJson(const json& j) {
+  return Guard<std::optional<gpu::GpuEvent>>("event", [&]() -> std::optional<gpu::GpuEvent> {
     if (j.is_null()) return std::nullopt;
     RequireObject(j, "the event");
-    GpuEvent e;
+    gpu::GpuEvent e;
     e.index = Required(OptUnsigned<unsigned>(j, "index"), "index");
     e.type = Required(OptUnsigned<unsigned long long>(j, "type"), "type");
     e.data = Required(OptUnsigned<unsigned long long>(j, "data"), "data");
@@ -544,9 +544,9 @@ absl::StatusOr<std::optional<GpuEvent>> EventFromJson(const json& j) {
   });
 }
 
-json ToJson(const MigLayout& v) {
+json ToJson(const gpu::MigLayout& v) {
   json devices = json::array();
-  for (const MigDeviceInfo& d : v.devices) {
+  for (const gpu::MigDeviceInfo& d : v.devices) {
     devices.push_back({{"index", d.index},
                        {"uuid", d.uuid},
                        {"gpu_instance_id", d.gpu_instance_id},
@@ -565,17 +565,17 @@ json ToJson(const MigLayout& v) {
   return {{"enabled", v.enabled}, {"pending_enabled", v.pending_enabled}, {"devices", devices}};
 }
 
-absl::StatusOr<MigLayout> MigLayoutFromJson(const json& j) {
-  return Guard<MigLayout>("MIG layout", [&] {
+absl::StatusOr<gpu::MigLayout> MigLayoutFromJson(const json& j) {
+  return Guard<gpu::MigLayout>("MIG layout", [&] {
     RequireObject(j, "the MIG layout");
-    MigLayout v;
+    gpu::MigLayout v;
     v.enabled = Required(OptBool(j, "enabled"), "enabled");
     v.pending_enabled = Required(OptBool(j, "pending_enabled"), "pending_enabled");
     const json* devices = Find(j, "devices");
     if (devices == nullptr || !devices->is_array()) Bad("devices", "an array");
     for (const json& dj : *devices) {
       RequireObject(dj, "a MIG device");
-      MigDeviceInfo d;
+      gpu::MigDeviceInfo d;
       auto u = [&](const char* key) { return Required(OptUnsigned<unsigned>(dj, key), key); };
       d.index = u("index");
       d.uuid = Required(OptString(dj, "uuid"), "uuid");
@@ -611,4 +611,4 @@ absl::StatusOr<Hello> HelloFromJson(const json& j) {
   });
 }
 
-}  // namespace gpulet::nvml_worker
+}  // namespace gpulet::nvml

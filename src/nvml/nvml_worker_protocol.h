@@ -26,7 +26,7 @@
 #include "gpu/gpu_library.h"
 #include "nlohmann/json.hpp"
 
-namespace gpulet::nvml_worker {
+namespace gpulet::nvml {
 
 inline constexpr int kProtocolVersion = 1;
 // Far above any real message (a sample with a few hundred processes is ~30 KiB) and small
@@ -92,21 +92,21 @@ nlohmann::json EncodeError(uint64_t id, const absl::Status& status);
 absl::StatusOr<Response> DecodeResponse(const nlohmann::json& message);
 
 // The values GpuLibrary returns, as JSON objects. Absent optionals are left out.
-nlohmann::json ToJson(const SystemInfo& v);
-nlohmann::json ToJson(const DeviceIdentity& v);
-nlohmann::json ToJson(const ProbeAnswer& v);
-nlohmann::json ToJson(const DeviceSample& v);
-nlohmann::json ToJson(const std::optional<GpuEvent>& v);  // null for "no event"
-nlohmann::json ToJson(const MigLayout& v);
+nlohmann::json ToJson(const gpu::SystemInfo& v);
+nlohmann::json ToJson(const gpu::DeviceIdentity& v);
+nlohmann::json ToJson(const gpu::ProbeAnswer& v);
+nlohmann::json ToJson(const gpu::DeviceSample& v);
+nlohmann::json ToJson(const std::optional<gpu::GpuEvent>& v);  // null for "no event"
+nlohmann::json ToJson(const gpu::MigLayout& v);
 
 // The reverse; DataLoss naming the field when a field has the wrong type or range.
-absl::StatusOr<SystemInfo> SystemInfoFromJson(const nlohmann::json& j);
+absl::StatusOr<gpu::SystemInfo> SystemInfoFromJson(const nlohmann::json& j);
 absl::StatusOr<unsigned> CountFromJson(const nlohmann::json& j);
-absl::StatusOr<DeviceIdentity> IdentityFromJson(const nlohmann::json& j);
-absl::StatusOr<ProbeAnswer> ProbeAnswerFromJson(const nlohmann::json& j);
-absl::StatusOr<DeviceSample> SampleFromJson(const nlohmann::json& j);
-absl::StatusOr<std::optional<GpuEvent>> EventFromJson(const nlohmann::json& j);
-absl::StatusOr<MigLayout> MigLayoutFromJson(const nlohmann::json& j);
+absl::StatusOr<gpu::DeviceIdentity> IdentityFromJson(const nlohmann::json& j);
+absl::StatusOr<gpu::ProbeAnswer> ProbeAnswerFromJson(const nlohmann::json& j);
+absl::StatusOr<gpu::DeviceSample> SampleFromJson(const nlohmann::json& j);
+absl::StatusOr<std::optional<gpu::GpuEvent>> EventFromJson(const nlohmann::json& j);
+absl::StatusOr<gpu::MigLayout> MigLayoutFromJson(const nlohmann::json& j);
 
 // The worker's hello (response id 0): who it is and what it loaded.
 struct Hello {
@@ -117,6 +117,6 @@ struct Hello {
 nlohmann::json ToJson(const Hello& v);
 absl::StatusOr<Hello> HelloFromJson(const nlohmann::json& j);
 
-}  // namespace gpulet::nvml_worker
+}  // namespace gpulet::nvml
 
 #endif  // GPULET_NVML_NVML_WORKER_PROTOCOL_H_

@@ -16,7 +16,7 @@
 #include "nvml/nvml_worker_protocol.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  namespace wire = gpulet::nvml_worker;
+  namespace wire = gpulet::nvml;
   std::string_view bytes(reinterpret_cast<const char*>(data), size);
   const size_t split = size == 0 ? 0 : std::min<size_t>(data[0], size);
   wire::FrameDecoder decoder;

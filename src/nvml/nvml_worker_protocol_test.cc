@@ -4,7 +4,7 @@
 #include "gpu/nvml_errors.h"
 #include "gtest/gtest.h"
 
-namespace gpulet::nvml_worker {
+namespace gpulet::nvml {
 namespace {
 
 using nlohmann::json;
@@ -115,22 +115,22 @@ TEST(NvmlWorkerProtocolTest, WrongTypesAreDataLossNamingTheField) {
 }
 
 TEST(NvmlWorkerProtocolTest, ErrorKeepsCodeMessageAndNvmlReturn) {
-  absl::Status lost = NvmlError(NVML_ERROR_GPU_IS_LOST, "nvmlDeviceGetUUID", "GPU index 1");
+  absl::Status lost = gpu::NvmlError(NVML_ERROR_GPU_IS_LOST, "nvmlDeviceGetUUID", "GPU index 1");
   auto r = DecodeResponse(EncodeError(9, lost));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->id, 9u);
   EXPECT_EQ(r->status.code(), lost.code());
   EXPECT_EQ(r->status.message(), lost.message());
-  EXPECT_EQ(NvmlCodeOf(r->status), NVML_ERROR_GPU_IS_LOST);
+  EXPECT_EQ(gpu::NvmlCodeOf(r->status), NVML_ERROR_GPU_IS_LOST);
 
   auto plain = DecodeResponse(EncodeError(3, absl::DeadlineExceededError("slow")));
   ASSERT_TRUE(plain.ok());
   EXPECT_TRUE(absl::IsDeadlineExceeded(plain->status));
-  EXPECT_EQ(NvmlCodeOf(plain->status), -1);
+  EXPECT_EQ(gpu::NvmlCodeOf(plain->status), -1);
 }
 
 TEST(NvmlWorkerProtocolTest, ValuesRoundTrip) {
-  DeviceIdentity id;
+  gpu::DeviceIdentity id;
   id.index = 1;
   id.uuid = "GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090";
   id.name = "NVIDIA GeForce RTX 5090";
@@ -156,7 +156,7 @@ TEST(NvmlWorkerProtocolTest, ValuesRoundTrip) {
   EXPECT_EQ(id2->mig_capable, false);
   EXPECT_EQ(id2->virtualization_mode, 2);
 
-  DeviceSample s;
+  gpu::DeviceSample s;
   s.gpu_util = 71;
   s.power_w = 486.2;
   s.energy_mj = 214503118000ULL;
@@ -164,14 +164,14 @@ TEST(NvmlWorkerProtocolTest, ValuesRoundTrip) {
   s.processes = {{4242, 9663676416ULL, 3u, 0u}, {3117, std::nullopt, std::nullopt, std::nullopt}};
   s.profiling.emplace().tensor_active = 0.376;
   s.profiling->pcie_rx_bytes_per_second = 1.25e9;
-  NvLinkSample link;
+  gpu::NvLinkSample link;
   link.link = 17;
   link.active = true;
   link.remote_type = 2;
   link.crc_flit_errors = 5;
   s.nvlinks = {link};
   s.nvlink_data_tx_kib = 1ULL << 40;
-  MigInstanceSample mig;
+  gpu::MigInstanceSample mig;
   mig.gpu_instance_id = 3;
   mig.fb_used_bytes = 1ULL << 33;
   mig.profiling.emplace().sm_active = 0.5;
@@ -207,10 +207,10 @@ TEST(NvmlWorkerProtocolTest, ValuesRoundTrip) {
   EXPECT_FALSE(s2->mig[0].fb_free_bytes.has_value());
   EXPECT_DOUBLE_EQ(*s2->mig[0].profiling->sm_active, 0.5);
 
-  MigLayout layout;
+  gpu::MigLayout layout;
   layout.enabled = true;
   layout.pending_enabled = true;
-  MigDeviceInfo d;
+  gpu::MigDeviceInfo d;
   d.index = 2;
   d.uuid = "MIG-1b2c3d4e-0000-5000-8000-000000000003";
   d.gpu_instance_id = 9;
@@ -228,18 +228,18 @@ TEST(NvmlWorkerProtocolTest, ValuesRoundTrip) {
   broken["devices"][0].erase("uuid");
   EXPECT_FALSE(MigLayoutFromJson(broken).ok());
   // A sample without GPM or NVLink stays without.
-  auto bare = SampleFromJson(ToJson(DeviceSample{}));
+  auto bare = SampleFromJson(ToJson(gpu::DeviceSample{}));
   ASSERT_TRUE(bare.ok());
   EXPECT_FALSE(bare->profiling.has_value());
   EXPECT_TRUE(bare->nvlinks.empty());
 
-  auto none = EventFromJson(ToJson(std::optional<GpuEvent>()));
+  auto none = EventFromJson(ToJson(std::optional<gpu::GpuEvent>()));
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->has_value());
-  auto ev = EventFromJson(ToJson(std::optional<GpuEvent>(GpuEvent{1, 8, 79, 5, 0})));
+  auto ev = EventFromJson(ToJson(std::optional<gpu::GpuEvent>(gpu::GpuEvent{1, 8, 79, 5, 0})));
   ASSERT_TRUE(ev.ok());
   EXPECT_EQ((*ev)->data, 79u);
 }
 
 }  // namespace
-}  // namespace gpulet::nvml_worker
+}  // namespace gpulet::nvml

@@ -17,22 +17,22 @@
 #include "nvml/nvml_worker_protocol.h"
 #include "testing/fake_gpu_library.h"
 
-namespace gpulet {
+namespace gpulet::nvml {
 namespace {
 
 // Every row the sample stores crosses the worker protocol with its value.
 TEST(SampleReadsTest, EveryStoredRowCrossesTheWorkerProtocol) {
-  DeviceSample s = testing::SampleWithEveryValue();
-  absl::StatusOr<DeviceSample> back =
-      nvml_worker::SampleFromJson(nlohmann::json::parse(nvml_worker::ToJson(s).dump()));
+  gpu::DeviceSample s = testing::SampleWithEveryValue();
+  absl::StatusOr<gpu::DeviceSample> back =
+      nvml::SampleFromJson(nlohmann::json::parse(nvml::ToJson(s).dump()));
   ASSERT_TRUE(back.ok()) << back.status();
   int stored = 0;
-  for (const SampleValue& row : SampleValues()) {
-    if (!IsStored(row)) continue;
+  for (const gpu::SampleValue& row : gpu::SampleValues()) {
+    if (!gpu::IsStored(row)) continue;
     ++stored;
-    std::optional<double> want = ReadValue(row, s);
+    std::optional<double> want = gpu::ReadValue(row, s);
     ASSERT_TRUE(want.has_value()) << row.key;
-    EXPECT_EQ(ReadValue(row, *back), want) << row.key;
+    EXPECT_EQ(gpu::ReadValue(row, *back), want) << row.key;
   }
   EXPECT_GE(stored, 30);
 }
@@ -41,7 +41,7 @@ TEST(SampleReadsTest, EveryStoredRowCrossesTheWorkerProtocol) {
 // simulated libnvidia-ml), report every row the table reads from NVML on some GPU, so a row
 // added without its NVML read, or without the simulator's answer, fails here.
 TEST(SampleReadsTest, SimulatedGpusReportEveryRow) {
-  std::map<ValueId, std::set<std::string>> seen;  // row → fixture/GPU that reported it
+  std::map<gpu::ValueId, std::set<std::string>> seen;  // row → fixture/GPU that reported it
   for (const char* fixture : {"homelab", "h200", "dgx8"}) {
     SCOPED_TRACE(fixture);
     setenv("GPULET_SIM_FIXTURE",
@@ -55,23 +55,23 @@ TEST(SampleReadsTest, SimulatedGpusReportEveryRow) {
     for (unsigned i = 0; i < *count; ++i) {
       // GPM values are the difference of two samples.
       ASSERT_TRUE(gpus.Sample(i, absl::Seconds(10)).ok());
-      absl::StatusOr<DeviceSample> s = gpus.Sample(i, absl::Seconds(10));
+      absl::StatusOr<gpu::DeviceSample> s = gpus.Sample(i, absl::Seconds(10));
       ASSERT_TRUE(s.ok()) << s.status();
-      for (const SampleValue& row : SampleValues()) {
-        if (ReadValue(row, *s)) seen[row.id].insert(absl::StrCat(fixture, "/", i));
+      for (const gpu::SampleValue& row : gpu::SampleValues()) {
+        if (gpu::ReadValue(row, *s)) seen[row.id].insert(absl::StrCat(fixture, "/", i));
       }
     }
   }
   unsetenv("GPULET_SIM_FIXTURE");
   // The passively cooled datacenter boards (h200, dgx8: NVML answers NOT_SUPPORTED) have no
   // fan reading; the homelab's fanned cards have one each (docs/metrics.md).
-  EXPECT_EQ(seen[ValueId::kFanSpeed], (std::set<std::string>{"homelab/0", "homelab/1"}));
-  for (const SampleValue& row : SampleValues()) {
-    if (row.id == ValueId::kXid) continue;  // the event thread's, not NVML sampling's
+  EXPECT_EQ(seen[gpu::ValueId::kFanSpeed], (std::set<std::string>{"homelab/0", "homelab/1"}));
+  for (const gpu::SampleValue& row : gpu::SampleValues()) {
+    if (row.id == gpu::ValueId::kXid) continue;  // the event thread's, not NVML sampling's
     EXPECT_FALSE(seen[row.id].empty())
         << row.key << " (" << (row.metric ? row.metric : "") << ") is reported by no simulated GPU";
   }
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::nvml

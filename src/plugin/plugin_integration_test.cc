@@ -26,7 +26,7 @@
 #include "testing/text_lines.h"
 #include "vram/slice_file.h"
 
-namespace gpulet {
+namespace gpulet::plugin {
 namespace {
 
 namespace fs = std::filesystem;
@@ -123,15 +123,17 @@ TEST(PluginRigTest, StoreChangesReachTheKubelet) {
       return false;
     };
   };
-  ASSERT_TRUE(rig.store().UpdateHealth(gpu, [](GpuHealth& h) {
-    h.Raise("test", {HealthState::kUnhealthy, "XID 79: fallen off the bus", "reboot"}, absl::Now());
+  ASSERT_TRUE(rig.store().UpdateHealth(gpu, [](state::GpuHealth& h) {
+    h.Raise("test", {state::HealthState::kUnhealthy, "XID 79: fallen off the bus", "reboot"},
+            absl::Now());
   }));
   ASSERT_TRUE(rig.kubelet().WaitForDevices(testing::PluginRig::kResource, health_of("Unhealthy"),
                                            absl::Seconds(5)));
   auto refused = rig.kubelet().Allocate(testing::PluginRig::kResource, {gpu});
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("XID 79"), absl::string_view::npos);
-  ASSERT_TRUE(rig.store().UpdateHealth(gpu, [](GpuHealth& h) { h.Clear("test", absl::Now()); }));
+  ASSERT_TRUE(
+      rig.store().UpdateHealth(gpu, [](state::GpuHealth& h) { h.Clear("test", absl::Now()); }));
   ASSERT_TRUE(rig.kubelet().WaitForDevices(testing::PluginRig::kResource, health_of("Healthy"),
                                            absl::Seconds(5)));
   auto allowed = rig.kubelet().Allocate(testing::PluginRig::kResource, {gpu});
@@ -457,9 +459,9 @@ TEST_F(PluginIntegrationTest, PrintConfigShowsPrecedenceFlagOverEnvOverFile) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::plugin
 
-namespace gpulet {
+namespace gpulet::plugin {
 namespace {
 
 TEST_F(PluginIntegrationTest, FatalXidTakesGpuOutApplicationXidDoesNot) {
@@ -758,4 +760,4 @@ TEST_F(PluginIntegrationTest, ARefusedEndpointIsServedUnderANewSocketName) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::plugin

@@ -15,7 +15,7 @@
 #include "common/periodic_worker.h"
 #include "common/unix_socket.h"
 
-namespace gpulet {
+namespace gpulet::plugin {
 namespace {
 
 constexpr absl::Duration kMinBackoff = absl::Milliseconds(50);
@@ -51,7 +51,7 @@ void PluginManager::MoveToNewSocket(size_t i) {
   if (absl::Status s = servers_[i]->Start(); !s.ok()) GPULET_LOG_ERROR("{}", s.message());
 }
 
-PluginManager::PluginManager(DeviceStore* store, ControlNodes control, const Clock* clock,
+PluginManager::PluginManager(state::DeviceStore* store, ControlNodes control, const Clock* clock,
                              SliceFiles slice_files)
     : store_(store),
       control_(std::move(control)),
@@ -60,7 +60,7 @@ PluginManager::PluginManager(DeviceStore* store, ControlNodes control, const Clo
 
 PluginManager::~PluginManager() { Stop(); }
 
-absl::Status PluginManager::Start(std::shared_ptr<const Config> config) {
+absl::Status PluginManager::Start(std::shared_ptr<const config::Config> config) {
   config_ = std::move(config);
   plugin_dir_ = JoinPath(config_->kubelet_dir, "device-plugins");
   kubelet_socket_ = JoinPath(plugin_dir_, "kubelet.sock");
@@ -72,7 +72,7 @@ absl::Status PluginManager::Start(std::shared_ptr<const Config> config) {
                      " into the gpulet pod (see deploy/) or pass --kubelet-dir"));
   }
   watcher_ = std::make_unique<DirWatcher>(plugin_dir_);
-  std::shared_ptr<const Snapshot> snap = store_->Get();
+  std::shared_ptr<const state::Snapshot> snap = store_->Get();
   if (absl::Status layout = MigLayoutError(*config_, *snap); !layout.ok()) {
     GPULET_LOG_ERROR("{}; no MIG device is advertised until the layout is fixed", layout.message());
     mig_error_ = std::string(layout.message());
@@ -87,7 +87,7 @@ absl::Status PluginManager::Start(std::shared_ptr<const Config> config) {
   return absl::OkStatus();
 }
 
-void PluginManager::Reconfigure(std::shared_ptr<const Config> config) {
+void PluginManager::Reconfigure(std::shared_ptr<const config::Config> config) {
   {
     absl::MutexLock lock(&mu_);
     pending_config_ = std::move(config);
@@ -112,7 +112,7 @@ void PluginManager::Stop() {
 }
 
 void PluginManager::FollowLayout(std::vector<bool>* registered) {
-  std::shared_ptr<const Snapshot> snap = store_->Get();
+  std::shared_ptr<const state::Snapshot> snap = store_->Get();
   if (snap->version == layout_version_) return;
   layout_version_ = snap->version;
   absl::Status layout = MigLayoutError(*config_, *snap);
@@ -122,7 +122,7 @@ void PluginManager::FollowLayout(std::vector<bool>* registered) {
       GPULET_LOG_ERROR("{}; no MIG device is advertised until the layout is fixed", error);
     } else {
       GPULET_LOG_INFO("the MIG layout is servable again with plugin.migStrategy {}",
-                      MigStrategyName(config_->plugin.mig_strategy));
+                      config::MigStrategyName(config_->plugin.mig_strategy));
     }
     mig_error_ = error;
   }
@@ -165,7 +165,7 @@ void PluginManager::Run() {
 
   while (!stop_.load()) {
     // A new config: rebuild every server.
-    std::shared_ptr<const Config> next;
+    std::shared_ptr<const config::Config> next;
     {
       absl::MutexLock lock(&mu_);
       next = std::move(pending_config_);
@@ -273,4 +273,4 @@ void PluginManager::Run() {
   }
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::plugin

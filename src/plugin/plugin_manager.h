@@ -38,7 +38,7 @@
 #include "plugin/plugin_server.h"
 #include "state/device_store.h"
 
-namespace gpulet {
+namespace gpulet::plugin {
 
 // The socket name to serve a resource under after the kubelet refused `name`:
 // "gpulet-gpu.sock" -> "gpulet-gpu.r1.sock" -> "gpulet-gpu.r2.sock".
@@ -46,7 +46,7 @@ std::string NextSocketName(const std::string& name);
 
 class PluginManager {
  public:
-  PluginManager(DeviceStore* store, ControlNodes control, const Clock* clock = RealClock(),
+  PluginManager(state::DeviceStore* store, ControlNodes control, const Clock* clock = RealClock(),
                 SliceFiles slice_files = {});
   ~PluginManager();
   PluginManager(const PluginManager&) = delete;
@@ -54,10 +54,10 @@ class PluginManager {
 
   // Creates <kubelet_dir>/device-plugins if needed, starts the servers and the watch
   // thread. Fails only when the directory cannot be used at all.
-  absl::Status Start(std::shared_ptr<const Config> config);
+  absl::Status Start(std::shared_ptr<const config::Config> config);
 
   // Replaces the config: servers are rebuilt and re-registered.
-  void Reconfigure(std::shared_ptr<const Config> config);
+  void Reconfigure(std::shared_ptr<const config::Config> config);
 
   // Stops the thread and the servers; sockets are removed.
   void Stop();
@@ -77,7 +77,7 @@ class PluginManager {
   // Stops server `i` and serves its resource again under NextSocketName. Watch thread only.
   void MoveToNewSocket(size_t i);
 
-  DeviceStore* store_;
+  state::DeviceStore* store_;
   ControlNodes control_;
   SliceFiles slice_files_;
   const Clock* clock_;
@@ -89,13 +89,13 @@ class PluginManager {
   std::atomic<int> registrations_{0};
   RegisterCancel register_cancel_;  // Stop ends a Register the kubelet never answers
   absl::Mutex mu_;
-  std::shared_ptr<const Config> pending_config_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<const Config> config_;  // owned by the watch thread after Start
+  std::shared_ptr<const config::Config> pending_config_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const config::Config> config_;  // owned by the watch thread after Start
   std::vector<std::unique_ptr<DevicePluginServer>> servers_;  // watch thread only
   uint64_t layout_version_ = 0;  // store version FollowLayout last looked at (watch thread)
   std::string mig_error_;        // the MIG layout error last logged (watch thread)
 };
 
-}  // namespace gpulet
+}  // namespace gpulet::plugin
 
 #endif  // GPULET_PLUGIN_PLUGIN_MANAGER_H_

@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpulet {
+namespace gpulet::plugin {
 namespace {
 
 TEST(NextSocketNameTest, CountsUpFromTheBaseName) {
@@ -16,4 +16,4 @@ TEST(NextSocketNameTest, CountsUpFromTheBaseName) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::plugin

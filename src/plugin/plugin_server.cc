@@ -16,7 +16,7 @@
 #include "state/device_id.h"
 #include "vram/slice_file.h"
 
-namespace gpulet {
+namespace gpulet::plugin {
 namespace {
 
 grpc::Status ToGrpc(const absl::Status& s) {
@@ -59,7 +59,7 @@ class DevicePluginServer::Service final : public v1beta1::DevicePlugin::Service 
   grpc::Status ListAndWatch(grpc::ServerContext* ctx, const v1beta1::Empty*,
                             grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) override {
     const ResourceSpec& res = owner_->resource_;
-    std::shared_ptr<const Snapshot> snap = owner_->store_->Get();
+    std::shared_ptr<const state::Snapshot> snap = owner_->store_->Get();
     v1beta1::ListAndWatchResponse last;
     bool first = true;
     while (!stopping_.load() && !ctx->IsCancelled()) {
@@ -80,7 +80,7 @@ class DevicePluginServer::Service final : public v1beta1::DevicePlugin::Service 
   grpc::Status GetPreferredAllocation(grpc::ServerContext*,
                                       const v1beta1::PreferredAllocationRequest* req,
                                       v1beta1::PreferredAllocationResponse* out) override {
-    std::shared_ptr<const Snapshot> snap = owner_->store_->Get();
+    std::shared_ptr<const state::Snapshot> snap = owner_->store_->Get();
     for (const auto& c : req->container_requests()) {
       std::vector<std::string> available(c.available_deviceids().begin(),
                                          c.available_deviceids().end());
@@ -96,7 +96,7 @@ class DevicePluginServer::Service final : public v1beta1::DevicePlugin::Service 
 
   grpc::Status Allocate(grpc::ServerContext*, const v1beta1::AllocateRequest* req,
                         v1beta1::AllocateResponse* out) override {
-    std::shared_ptr<const Snapshot> snap = owner_->store_->Get();
+    std::shared_ptr<const state::Snapshot> snap = owner_->store_->Get();
     for (const auto& c : req->container_requests()) {
       std::vector<std::string> ids(c.devices_ids().begin(), c.devices_ids().end());
       absl::StatusOr<v1beta1::ContainerAllocateResponse> r =
@@ -124,8 +124,9 @@ class DevicePluginServer::Service final : public v1beta1::DevicePlugin::Service 
   std::atomic<bool> stopping_{false};
 };
 
-DevicePluginServer::DevicePluginServer(ResourceSpec resource, std::shared_ptr<const Config> config,
-                                       DeviceStore* store, ControlNodes control,
+DevicePluginServer::DevicePluginServer(ResourceSpec resource,
+                                       std::shared_ptr<const config::Config> config,
+                                       state::DeviceStore* store, ControlNodes control,
                                        std::string plugin_dir, SliceFiles slice_files)
     : resource_(std::move(resource)),
       config_(std::move(config)),
@@ -135,7 +136,7 @@ DevicePluginServer::DevicePluginServer(ResourceSpec resource, std::shared_ptr<co
       slice_files_(std::move(slice_files)) {}
 
 absl::Status DevicePluginServer::PrepareSlice(const std::vector<std::string>& ids) const {
-  const Config::MemorySlices& slices = config_->sharing.memory_slices;
+  const config::Config::MemorySlices& slices = config_->sharing.memory_slices;
   absl::StatusOr<std::string> local_dir = slice_files_.LocalDir(slices.host_dir);
   auto refused = [](absl::string_view why) {
     return absl::FailedPreconditionError(
@@ -152,9 +153,9 @@ absl::Status DevicePluginServer::PrepareSlice(const std::vector<std::string>& id
   }
   const uint64_t quota = static_cast<uint64_t>(ids.size()) *
                          static_cast<uint64_t>(slices.slice_mib) * uint64_t{1 << 20};
-  if (absl::Status s =
-          vram::WriteSliceFile(local, vram::AllocationDirName(ids), quota, PhysicalId(ids.front()),
-                               absl::StrCat(resource_.name, " ", absl::StrJoin(ids, ",")));
+  if (absl::Status s = vram::WriteSliceFile(
+          local, vram::AllocationDirName(ids), quota, state::PhysicalId(ids.front()),
+          absl::StrCat(resource_.name, " ", absl::StrJoin(ids, ",")));
       !s.ok()) {
     return refused(s.message());
   }
@@ -294,4 +295,4 @@ absl::Status DevicePluginServer::Register(const std::string& kubelet_socket, abs
   return absl::OkStatus();
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::plugin

@@ -31,7 +31,7 @@ class ClientContext;
 class Server;
 }  // namespace grpc
 
-namespace gpulet {
+namespace gpulet::plugin {
 
 // RegisterCancel: lets the thread that stops gpulet end the Register call another thread
 // is waiting in (a kubelet that accepted the connection but never answers holds it for the
@@ -57,8 +57,8 @@ class RegisterCancel {
 
 class DevicePluginServer {
  public:
-  DevicePluginServer(ResourceSpec resource, std::shared_ptr<const Config> config,
-                     DeviceStore* store, ControlNodes control, std::string plugin_dir,
+  DevicePluginServer(ResourceSpec resource, std::shared_ptr<const config::Config> config,
+                     state::DeviceStore* store, ControlNodes control, std::string plugin_dir,
                      SliceFiles slice_files = {});
   ~DevicePluginServer();
   DevicePluginServer(const DevicePluginServer&) = delete;
@@ -98,8 +98,8 @@ class DevicePluginServer {
 
   class Service;
   ResourceSpec resource_;
-  std::shared_ptr<const Config> config_;
-  DeviceStore* store_;
+  std::shared_ptr<const config::Config> config_;
+  state::DeviceStore* store_;
   ControlNodes control_;
   std::string plugin_dir_;
   SliceFiles slice_files_;
@@ -109,6 +109,6 @@ class DevicePluginServer {
   bool yielded_ = false;
 };
 
-}  // namespace gpulet
+}  // namespace gpulet::plugin
 
 #endif  // GPULET_PLUGIN_PLUGIN_SERVER_H_

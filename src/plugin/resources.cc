@@ -12,7 +12,7 @@
 #include "common/host_fs.h"
 #include "vram/slice_file.h"
 
-namespace gpulet {
+namespace gpulet::plugin {
 namespace {
 
 constexpr char kVisibleDevices[] = "NVIDIA_VISIBLE_DEVICES";
@@ -20,7 +20,9 @@ constexpr char kVolumeMountDir[] = "/var/run/nvidia-container-devices";
 
 // The ID a GPU is advertised under: its UUID, or its bus id when NVML never saw it (such a
 // GPU is always Unhealthy, but the kubelet should still count it in capacity).
-std::string BaseId(const DeviceRecord& d) { return BaseDeviceId(d.gpu.uuid, d.gpu.bus_id); }
+std::string BaseId(const state::DeviceRecord& d) {
+  return state::BaseDeviceId(d.gpu.uuid, d.gpu.bus_id);
+}
 
 // The resource's "short" name for its socket: nvidia.com/gpu-memory → gpu-memory.
 std::string SocketFor(const std::string& resource) {
@@ -28,13 +30,14 @@ std::string SocketFor(const std::string& resource) {
   return absl::StrCat("gpulet-", tail, ".sock");
 }
 
-int SlicesOf(const DeviceRecord& d, const Config& config) {
+int SlicesOf(const state::DeviceRecord& d, const config::Config& config) {
   if (!d.gpu.memory_total_bytes) return 0;
   uint64_t mib = *d.gpu.memory_total_bytes / (1024 * 1024);
   return static_cast<int>(mib / static_cast<uint64_t>(config.sharing.memory_slices.slice_mib));
 }
 
-const DeviceRecord* FindByBase(const Snapshot& snap, const std::string& base, size_t* pos) {
+const state::DeviceRecord* FindByBase(const state::Snapshot& snap, const std::string& base,
+                                      size_t* pos) {
   for (size_t i = 0; i < snap.devices.size(); ++i) {
     if (BaseId(snap.devices[i]) == base) {
       *pos = i;
@@ -84,20 +87,20 @@ namespace {
 
 // Whether the device plugin serves GPU `d` at all: a GPU offered to DRA (dra.gpus) is not,
 // so that no GPU can be allocated twice, once by each.
-bool PluginServes(const DeviceRecord& d, const Config& config) {
+bool PluginServes(const state::DeviceRecord& d, const config::Config& config) {
   return !(d.gpu.index && config.DraOffers(*d.gpu.index, d.gpu.uuid));
 }
 
-bool AnyMigEnabled(const Config& config, const Snapshot* snap) {
+bool AnyMigEnabled(const config::Config& config, const state::Snapshot* snap) {
   if (snap == nullptr) return false;
-  for (const DeviceRecord& d : snap->devices) {
+  for (const state::DeviceRecord& d : snap->devices) {
     if (d.gpu.mig_enabled && PluginServes(d, config)) return true;
   }
   return false;
 }
 
 // "nvidia.com" for resourceName "nvidia.com/gpu": the domain of the MIG resources.
-std::string ResourceDomain(const Config& config) {
+std::string ResourceDomain(const config::Config& config) {
   const std::string& name = config.resource_name;
   size_t slash = name.find('/');
   return slash == std::string::npos ? "nvidia.com" : name.substr(0, slash);
@@ -105,18 +108,18 @@ std::string ResourceDomain(const Config& config) {
 
 // Whether whole GPU `d` is advertised by a kGpu or kMemorySlice resource: with a MIG
 // strategy, a GPU with MIG enabled is served by its MIG devices instead.
-bool ServedWhole(const DeviceRecord& d, const Config& config) {
+bool ServedWhole(const state::DeviceRecord& d, const config::Config& config) {
   if (!PluginServes(d, config)) return false;
-  return config.plugin.mig_strategy == MigStrategy::kNone || !d.gpu.mig_enabled;
+  return config.plugin.mig_strategy == config::MigStrategy::kNone || !d.gpu.mig_enabled;
 }
 
 }  // namespace
 
-std::vector<ResourceSpec> ResourcesFor(const Config& config, const Snapshot* snap) {
+std::vector<ResourceSpec> ResourcesFor(const config::Config& config, const state::Snapshot* snap) {
   std::vector<ResourceSpec> out;
   std::vector<std::string> names = config.AdvertisedResources();
-  const MigStrategy mig = config.plugin.mig_strategy;
-  if (mig == MigStrategy::kSingle && AnyMigEnabled(config, snap)) {
+  const config::MigStrategy mig = config.plugin.mig_strategy;
+  if (mig == config::MigStrategy::kSingle && AnyMigEnabled(config, snap)) {
     out.push_back({names[0], SocketFor(names[0]), ResourceKind::kMig, ""});
   } else {
     out.push_back({names[0], SocketFor(names[0]), ResourceKind::kGpu, ""});
@@ -125,11 +128,11 @@ std::vector<ResourceSpec> ResourcesFor(const Config& config, const Snapshot* sna
     const std::string& mem = config.sharing.memory_slices.resource_name;
     out.push_back({mem, SocketFor(mem), ResourceKind::kMemorySlice, ""});
   }
-  if (mig == MigStrategy::kMixed && snap != nullptr) {
+  if (mig == config::MigStrategy::kMixed && snap != nullptr) {
     std::set<std::string> profiles;
-    for (const DeviceRecord& d : snap->devices) {
+    for (const state::DeviceRecord& d : snap->devices) {
       if (!d.gpu.mig_enabled || !PluginServes(d, config)) continue;
-      for (const MigDeviceInfo& m : d.gpu.mig_devices) {
+      for (const gpu::MigDeviceInfo& m : d.gpu.mig_devices) {
         if (!m.profile.empty()) profiles.insert(m.profile);
       }
     }
@@ -141,13 +144,13 @@ std::vector<ResourceSpec> ResourcesFor(const Config& config, const Snapshot* sna
   return out;
 }
 
-absl::Status MigLayoutError(const Config& config, const Snapshot& snap) {
-  if (config.plugin.mig_strategy != MigStrategy::kSingle || !AnyMigEnabled(config, &snap)) {
+absl::Status MigLayoutError(const config::Config& config, const state::Snapshot& snap) {
+  if (config.plugin.mig_strategy != config::MigStrategy::kSingle || !AnyMigEnabled(config, &snap)) {
     return absl::OkStatus();
   }
   std::vector<std::string> without, empty;
   std::map<std::string, std::vector<std::string>> profiles;  // profile → GPUs
-  for (const DeviceRecord& d : snap.devices) {
+  for (const state::DeviceRecord& d : snap.devices) {
     if (!d.gpu.in_nvml || !PluginServes(d, config)) continue;
     std::string gpu = d.gpu.index ? absl::StrCat(*d.gpu.index) : d.gpu.bus_id;
     if (!d.gpu.mig_enabled) {
@@ -155,7 +158,7 @@ absl::Status MigLayoutError(const Config& config, const Snapshot& snap) {
       continue;
     }
     if (d.gpu.mig_devices.empty()) empty.push_back(gpu);
-    for (const MigDeviceInfo& m : d.gpu.mig_devices) {
+    for (const gpu::MigDeviceInfo& m : d.gpu.mig_devices) {
       std::vector<std::string>& on = profiles[m.profile];
       if (on.empty() || on.back() != gpu) on.push_back(gpu);
     }
@@ -185,21 +188,22 @@ absl::Status MigLayoutError(const Config& config, const Snapshot& snap) {
   return absl::OkStatus();
 }
 
-std::vector<AdvertisedDevice> AdvertisedDevices(const ResourceSpec& resource, const Config& config,
-                                                const Snapshot& snap) {
+std::vector<AdvertisedDevice> AdvertisedDevices(const ResourceSpec& resource,
+                                                const config::Config& config,
+                                                const state::Snapshot& snap) {
   std::vector<AdvertisedDevice> out;
   const int replicas = std::max(config.sharing.time_slicing.replicas, 1);
   if (resource.kind == ResourceKind::kMig) {
     if (!MigLayoutError(config, snap).ok()) return out;
     for (size_t i = 0; i < snap.devices.size(); ++i) {
-      const DeviceRecord& d = snap.devices[i];
+      const state::DeviceRecord& d = snap.devices[i];
       if (!d.gpu.mig_enabled || !PluginServes(d, config)) continue;
       for (size_t m = 0; m < d.gpu.mig_devices.size(); ++m) {
-        const MigDeviceInfo& mig = d.gpu.mig_devices[m];
+        const gpu::MigDeviceInfo& mig = d.gpu.mig_devices[m];
         if (!resource.mig_profile.empty() && mig.profile != resource.mig_profile) continue;
         const bool healthy = d.MigHealthy(mig.gpu_instance_id);
         for (int k = 0; k < replicas; ++k) {
-          std::string id = replicas <= 1 ? mig.uuid : ReplicaDeviceId(mig.uuid, k);
+          std::string id = replicas <= 1 ? mig.uuid : state::ReplicaDeviceId(mig.uuid, k);
           out.push_back({std::move(id), i, healthy, d.gpu.numa_node, static_cast<int>(m)});
         }
       }
@@ -207,14 +211,14 @@ std::vector<AdvertisedDevice> AdvertisedDevices(const ResourceSpec& resource, co
     return out;
   }
   for (size_t i = 0; i < snap.devices.size(); ++i) {
-    const DeviceRecord& d = snap.devices[i];
+    const state::DeviceRecord& d = snap.devices[i];
     if (!ServedWhole(d, config)) continue;
     // A GPU serves slices or whole-GPU requests, never both (sharing.memorySlices.gpus).
     if ((resource.kind == ResourceKind::kMemorySlice) !=
         config.SlicesOffer(d.gpu.index, d.gpu.uuid)) {
       continue;
     }
-    bool healthy = d.health.state != HealthState::kUnhealthy;
+    bool healthy = d.health.state != state::HealthState::kUnhealthy;
     std::string base = BaseId(d);
     int count = 1;
     if (resource.kind == ResourceKind::kMemorySlice) {
@@ -224,8 +228,8 @@ std::vector<AdvertisedDevice> AdvertisedDevices(const ResourceSpec& resource, co
     }
     for (int k = 0; k < count; ++k) {
       std::string id = resource.kind == ResourceKind::kMemorySlice
-                           ? MemorySliceDeviceId(base, k)
-                           : (replicas <= 1 ? base : ReplicaDeviceId(base, k));
+                           ? state::MemorySliceDeviceId(base, k)
+                           : (replicas <= 1 ? base : state::ReplicaDeviceId(base, k));
       out.push_back({std::move(id), i, healthy, d.gpu.numa_node, -1});
     }
   }
@@ -244,7 +248,7 @@ v1beta1::ListAndWatchResponse ToListAndWatch(const std::vector<AdvertisedDevice>
 }
 
 absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
-    const ResourceSpec& resource, const Config& config, const Snapshot& snap,
+    const ResourceSpec& resource, const config::Config& config, const state::Snapshot& snap,
     const ControlNodes& control, const std::vector<std::string>& ids) {
   if (ids.empty()) return absl::InvalidArgumentError("Allocate request names no devices");
   if (resource.kind == ResourceKind::kGpu && config.sharing.time_slicing.replicas > 1 &&
@@ -281,7 +285,7 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
     std::vector<std::string> reasons;
     for (const std::string& id : unhealthy) {
       const AdvertisedDevice& a = *by_id[id];
-      const DeviceRecord& d = snap.devices[a.gpu];
+      const state::DeviceRecord& d = snap.devices[a.gpu];
       reasons.push_back(
           absl::StrCat(id, " (",
                        a.mig < 0 ? d.health.reason
@@ -300,12 +304,12 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
 
   // The IDs the container runtime understands: UUIDs or NVML indexes; for a MIG device its
   // MIG UUID or "<GPU index>:<MIG index>", as NVIDIA's plugin and nvidia-ctk name them.
-  const bool by_index = config.plugin.device_id_strategy == DeviceIdStrategy::kIndex;
+  const bool by_index = config.plugin.device_id_strategy == config::DeviceIdStrategy::kIndex;
   std::vector<std::string> runtime_ids;
   for (const auto& [g, m] : gpus) {
-    const Gpu& gpu = snap.devices[g].gpu;
+    const gpu::Gpu& gpu = snap.devices[g].gpu;
     if (m >= 0) {
-      const MigDeviceInfo& mig = gpu.mig_devices[m];
+      const gpu::MigDeviceInfo& mig = gpu.mig_devices[m];
       runtime_ids.push_back(by_index && gpu.index ? absl::StrCat(*gpu.index, ":", mig.index)
                                                   : mig.uuid);
     } else if (by_index && gpu.index) {
@@ -320,12 +324,12 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
   // (k8s-device-plugin v0.20.0, internal/plugin/server.go): CDI first, then, unless every
   // strategy is a CDI one, the variable, the volume mounts (which own the variable when both
   // are on) and the device specs.
-  const std::set<DeviceListStrategy> on(config.plugin.device_list_strategy.begin(),
-                                        config.plugin.device_list_strategy.end());
-  const bool envvar = on.count(DeviceListStrategy::kEnvvar) > 0;
-  const bool volume_mounts = on.count(DeviceListStrategy::kVolumeMounts) > 0;
-  const bool cdi_annotations = on.count(DeviceListStrategy::kCdiAnnotations) > 0;
-  const bool cdi_cri = on.count(DeviceListStrategy::kCdiCri) > 0;
+  const std::set<config::DeviceListStrategy> on(config.plugin.device_list_strategy.begin(),
+                                                config.plugin.device_list_strategy.end());
+  const bool envvar = on.count(config::DeviceListStrategy::kEnvvar) > 0;
+  const bool volume_mounts = on.count(config::DeviceListStrategy::kVolumeMounts) > 0;
+  const bool cdi_annotations = on.count(config::DeviceListStrategy::kCdiAnnotations) > 0;
+  const bool cdi_cri = on.count(config::DeviceListStrategy::kCdiCri) > 0;
 
   v1beta1::ContainerAllocateResponse r;
   if (cdi_annotations || cdi_cri) {
@@ -390,12 +394,12 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
       // The parent GPU's node and the MIG device's two capability nodes, per device.
       std::set<std::string> seen;
       for (const auto& [g, m] : gpus) {
-        const Gpu& gpu = snap.devices[g].gpu;
+        const gpu::Gpu& gpu = snap.devices[g].gpu;
         if (!gpu.minor) continue;
-        const MigDeviceInfo& mig = gpu.mig_devices[m];
+        const gpu::MigDeviceInfo& mig = gpu.mig_devices[m];
         std::vector<std::string> paths{gpu.DeviceNode()};
-        for (std::string& cap : MigCapDevicePaths(control.mig_minors, *gpu.minor,
-                                                  mig.gpu_instance_id, mig.compute_instance_id)) {
+        for (std::string& cap : node::MigCapDevicePaths(
+                 control.mig_minors, *gpu.minor, mig.gpu_instance_id, mig.compute_instance_id)) {
           paths.push_back(std::move(cap));
         }
         for (const std::string& path : paths) {
@@ -409,13 +413,13 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
       std::set<std::string> seen;
       for (const std::string& id : ids) {
         if (!seen.insert(id).second) continue;
-        const Gpu& gpu = snap.devices[by_id[id]->gpu].gpu;
+        const gpu::Gpu& gpu = snap.devices[by_id[id]->gpu].gpu;
         if (gpu.minor) add_spec(gpu.DeviceNode());
       }
     } else {
       // Memory slices, gpulet's own: the GPU's node once.
       for (const auto& [g, m] : gpus) {
-        const Gpu& gpu = snap.devices[g].gpu;
+        const gpu::Gpu& gpu = snap.devices[g].gpu;
         if (gpu.minor) add_spec(gpu.DeviceNode());
       }
     }
@@ -423,8 +427,9 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
   return r;
 }
 
-std::vector<std::string> PreferredAllocation(const ResourceSpec& resource, const Config& config,
-                                             const Snapshot& snap,
+std::vector<std::string> PreferredAllocation(const ResourceSpec& resource,
+                                             const config::Config& config,
+                                             const state::Snapshot& snap,
                                              const std::vector<std::string>& available,
                                              const std::vector<std::string>& must_include,
                                              int size) {
@@ -439,13 +444,13 @@ std::vector<std::string> PreferredAllocation(const ResourceSpec& resource, const
   std::vector<std::string> gpu_order;
   for (const std::string& id : available) {
     if (taken.count(id)) continue;
-    std::string phys = PhysicalId(id);
+    std::string phys = state::PhysicalId(id);
     if (!free_by_gpu.count(phys)) gpu_order.push_back(phys);
     free_by_gpu[phys].push_back(id);
   }
   auto numa_of = [&snap](const std::string& phys) {
     size_t pos = 0;
-    const DeviceRecord* d = FindByBase(snap, phys, &pos);
+    const state::DeviceRecord* d = FindByBase(snap, phys, &pos);
     return d != nullptr ? d->gpu.numa_node : -1;
   };
   int need = size - static_cast<int>(chosen.size());
@@ -453,7 +458,7 @@ std::vector<std::string> PreferredAllocation(const ResourceSpec& resource, const
   if (resource.kind == ResourceKind::kMemorySlice) {
     // Pack: all units from the GPU whose free units fit most tightly (best fit), so large
     // requests later still find room. Must-include units fix the GPU.
-    std::string fixed = must_include.empty() ? "" : PhysicalId(must_include.front());
+    std::string fixed = must_include.empty() ? "" : state::PhysicalId(must_include.front());
     std::string best;
     size_t best_free = SIZE_MAX;
     for (const std::string& phys : gpu_order) {
@@ -496,7 +501,7 @@ std::vector<std::string> PreferredAllocation(const ResourceSpec& resource, const
     for (const std::string& phys : gpu_order) by_numa[numa_of(phys)].push_back(phys);
     int preferred = 0;
     if (!must_include.empty()) {
-      preferred = numa_of(PhysicalId(must_include.front()));
+      preferred = numa_of(state::PhysicalId(must_include.front()));
     } else {
       // The smallest node that fits the whole request keeps bigger nodes free for bigger
       // requests; when none fits, the node with the most free GPUs.
@@ -537,4 +542,4 @@ absl::StatusOr<std::string> SliceFiles::LocalDir(const std::string& host_dir) co
   return local;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::plugin

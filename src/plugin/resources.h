@@ -29,7 +29,7 @@
 #include "state/device_id.h"
 #include "state/device_store.h"
 
-namespace gpulet {
+namespace gpulet::plugin {
 
 enum class ResourceKind { kGpu, kMemorySlice, kMig };
 
@@ -45,13 +45,14 @@ struct ResourceSpec {
 
 // The resources `config` asks for on a node whose GPUs are `snap` (nullptr: as if no GPU
 // had MIG enabled), in a stable order.
-std::vector<ResourceSpec> ResourcesFor(const Config& config, const Snapshot* snap = nullptr);
+std::vector<ResourceSpec> ResourcesFor(const config::Config& config,
+                                       const state::Snapshot* snap = nullptr);
 
 // Why the MIG layout cannot be served with the configured strategy (single: a mix of GPUs
 // with and without MIG, a MIG GPU without MIG devices, more than one profile), naming the
 // GPUs and profiles and what to do; OK otherwise. The resources are still advertised, with
 // no devices, so that the kubelet schedules nothing onto a layout gpulet refuses.
-absl::Status MigLayoutError(const Config& config, const Snapshot& snap);
+absl::Status MigLayoutError(const config::Config& config, const state::Snapshot& snap);
 
 struct AdvertisedDevice {
   std::string id;
@@ -62,8 +63,9 @@ struct AdvertisedDevice {
 };
 
 // The devices a resource advertises for a snapshot.
-std::vector<AdvertisedDevice> AdvertisedDevices(const ResourceSpec& resource, const Config& config,
-                                                const Snapshot& snap);
+std::vector<AdvertisedDevice> AdvertisedDevices(const ResourceSpec& resource,
+                                                const config::Config& config,
+                                                const state::Snapshot& snap);
 
 // The ListAndWatch message for a device list.
 v1beta1::ListAndWatchResponse ToListAndWatch(const std::vector<AdvertisedDevice>& devices);
@@ -71,7 +73,7 @@ v1beta1::ListAndWatchResponse ToListAndWatch(const std::vector<AdvertisedDevice>
 // Control device nodes (/dev/nvidiactl, ...) that exist on the host, for DeviceSpecs.
 struct ControlNodes {
   std::vector<std::string> paths;  // container paths, e.g. "/dev/nvidiactl"
-  MigMinors mig_minors;            // for MIG devices' /dev/nvidia-caps nodes
+  node::MigMinors mig_minors;      // for MIG devices' /dev/nvidia-caps nodes
 };
 
 // Where the device plugin writes what a sliced container mounts (sharing.memorySlices with
@@ -98,14 +100,15 @@ struct SliceFiles {
 // request), FailedPrecondition naming unhealthy ones or a sharing rule that forbids the
 // request.
 absl::StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(
-    const ResourceSpec& resource, const Config& config, const Snapshot& snap,
+    const ResourceSpec& resource, const config::Config& config, const state::Snapshot& snap,
     const ControlNodes& control, const std::vector<std::string>& ids);
 
 // Chooses `size` IDs from `available` (keeping `must_include`): whole GPUs on one NUMA node
 // where possible; replicas spread over distinct GPUs, least used first; memory slices packed
 // onto the GPU that fits them most tightly.
-std::vector<std::string> PreferredAllocation(const ResourceSpec& resource, const Config& config,
-                                             const Snapshot& snap,
+std::vector<std::string> PreferredAllocation(const ResourceSpec& resource,
+                                             const config::Config& config,
+                                             const state::Snapshot& snap,
                                              const std::vector<std::string>& available,
                                              const std::vector<std::string>& must_include,
                                              int size);
@@ -118,6 +121,6 @@ std::vector<std::string> PreferredAllocation(const ResourceSpec& resource, const
 std::string CdiAnnotationKey(const std::string& prefix, const std::string& resource,
                              const std::vector<std::string>& ids);
 
-}  // namespace gpulet
+}  // namespace gpulet::plugin
 
 #endif  // GPULET_PLUGIN_RESOURCES_H_

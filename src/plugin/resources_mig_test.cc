@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "plugin/resources.h"
 
-namespace gpulet {
+namespace gpulet::plugin {
 namespace {
 
 using ::testing::ElementsAre;
@@ -16,8 +16,8 @@ using ::testing::HasSubstr;
 using ::testing::Pair;
 using ::testing::UnorderedElementsAre;
 
-MigDeviceInfo Mig(unsigned index, unsigned gi, const std::string& profile, unsigned slices) {
-  MigDeviceInfo m;
+gpu::MigDeviceInfo Mig(unsigned index, unsigned gi, const std::string& profile, unsigned slices) {
+  gpu::MigDeviceInfo m;
   m.index = index;
   m.uuid = "MIG-" + std::to_string(gi) + "-" + profile;
   m.gpu_instance_id = gi;
@@ -27,8 +27,8 @@ MigDeviceInfo Mig(unsigned index, unsigned gi, const std::string& profile, unsig
   return m;
 }
 
-DeviceRecord Gpu(unsigned index, std::vector<MigDeviceInfo> migs, bool enabled = true) {
-  DeviceRecord d;
+state::DeviceRecord Gpu(unsigned index, std::vector<gpu::MigDeviceInfo> migs, bool enabled = true) {
+  state::DeviceRecord d;
   d.gpu.index = index;
   d.gpu.uuid = "GPU-" + std::to_string(index);
   d.gpu.bus_id = "0000:0" + std::to_string(index + 1) + ":00.0";
@@ -36,15 +36,15 @@ DeviceRecord Gpu(unsigned index, std::vector<MigDeviceInfo> migs, bool enabled =
   d.gpu.in_nvml = d.gpu.on_pci = true;
   d.gpu.mig_capable = true;
   d.gpu.mig_enabled = enabled;
-  for (MigDeviceInfo& m : migs)
+  for (gpu::MigDeviceInfo& m : migs)
     m.uuid = "MIG-" + std::to_string(index) + "-" + std::to_string(m.gpu_instance_id);
   d.gpu.mig_devices = std::move(migs);
   return d;
 }
 
 // GPU 0: two 1g.10gb and a 2g.20gb; GPU 1: three 2g.20gb; GPU 2: MIG disabled.
-Snapshot Mixed() {
-  Snapshot s;
+state::Snapshot Mixed() {
+  state::Snapshot s;
   s.nvml_ok = true;
   s.devices = {Gpu(0, {Mig(0, 7, "1g.10gb", 1), Mig(1, 8, "1g.10gb", 1), Mig(2, 3, "2g.20gb", 2)}),
                Gpu(1, {Mig(0, 1, "2g.20gb", 2), Mig(1, 2, "2g.20gb", 2), Mig(2, 3, "2g.20gb", 2)}),
@@ -52,16 +52,16 @@ Snapshot Mixed() {
   return s;
 }
 
-Snapshot Uniform() {
-  Snapshot s;
+state::Snapshot Uniform() {
+  state::Snapshot s;
   s.nvml_ok = true;
   s.devices = {Gpu(0, {Mig(0, 1, "3g.40gb", 3), Mig(1, 2, "3g.40gb", 3)}),
                Gpu(1, {Mig(0, 1, "3g.40gb", 3), Mig(1, 2, "3g.40gb", 3)})};
   return s;
 }
 
-Config Strategy(MigStrategy strategy) {
-  Config c;
+config::Config Strategy(config::MigStrategy strategy) {
+  config::Config c;
   c.plugin.mig_strategy = strategy;
   return c;
 }
@@ -86,8 +86,8 @@ const ResourceSpec* Find(const std::vector<ResourceSpec>& specs, const std::stri
 }
 
 TEST(MigResourcesTest, NoneIgnoresMigAndAdvertisesEveryWholeGpu) {
-  Snapshot s = Mixed();
-  Config c = Strategy(MigStrategy::kNone);
+  state::Snapshot s = Mixed();
+  config::Config c = Strategy(config::MigStrategy::kNone);
   std::vector<ResourceSpec> specs = ResourcesFor(c, &s);
   EXPECT_THAT(Names(specs), ElementsAre("nvidia.com/gpu"));
   EXPECT_THAT(Ids(AdvertisedDevices(specs[0], c, s)), ElementsAre("GPU-0", "GPU-1", "GPU-2"));
@@ -95,8 +95,8 @@ TEST(MigResourcesTest, NoneIgnoresMigAndAdvertisesEveryWholeGpu) {
 }
 
 TEST(MigResourcesTest, MixedAdvertisesEachProfileAsItsOwnResourceWithItsCount) {
-  Snapshot s = Mixed();
-  Config c = Strategy(MigStrategy::kMixed);
+  state::Snapshot s = Mixed();
+  config::Config c = Strategy(config::MigStrategy::kMixed);
   std::vector<ResourceSpec> specs = ResourcesFor(c, &s);
   EXPECT_THAT(Names(specs),
               ElementsAre("nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb"));
@@ -116,9 +116,9 @@ TEST(MigResourcesTest, MixedAdvertisesEachProfileAsItsOwnResourceWithItsCount) {
 
 // docs/mig.md: "memory slices are for GPUs without MIG only".
 TEST(MigResourcesTest, MemorySlicesSkipGpusInMigModeUnderAMigStrategy) {
-  Snapshot s = Mixed();
-  for (DeviceRecord& d : s.devices) d.gpu.memory_total_bytes = uint64_t{4} << 30;
-  Config c = Strategy(MigStrategy::kMixed);
+  state::Snapshot s = Mixed();
+  for (state::DeviceRecord& d : s.devices) d.gpu.memory_total_bytes = uint64_t{4} << 30;
+  config::Config c = Strategy(config::MigStrategy::kMixed);
   c.sharing.memory_slices.enabled = true;
   c.sharing.memory_slices.slice_mib = 2048;
   std::vector<ResourceSpec> specs = ResourcesFor(c, &s);
@@ -133,15 +133,15 @@ TEST(MigResourcesTest, MemorySlicesSkipGpusInMigModeUnderAMigStrategy) {
     EXPECT_THAT(a.id, HasSubstr("GPU-2"));
   }
   // Under `single` too: with every GPU in MIG mode there is nothing to slice.
-  Snapshot uniform = Uniform();
-  for (DeviceRecord& d : uniform.devices) d.gpu.memory_total_bytes = uint64_t{4} << 30;
-  c.plugin.mig_strategy = MigStrategy::kSingle;
+  state::Snapshot uniform = Uniform();
+  for (state::DeviceRecord& d : uniform.devices) d.gpu.memory_total_bytes = uint64_t{4} << 30;
+  c.plugin.mig_strategy = config::MigStrategy::kSingle;
   const std::vector<ResourceSpec> single = ResourcesFor(c, &uniform);
   mem = Find(single, "nvidia.com/gpu-memory");
   ASSERT_NE(mem, nullptr);
   EXPECT_TRUE(AdvertisedDevices(*mem, c, uniform).empty());
   // Without a MIG strategy every GPU is sliced, MIG or not.
-  c.plugin.mig_strategy = MigStrategy::kNone;
+  c.plugin.mig_strategy = config::MigStrategy::kNone;
   const std::vector<ResourceSpec> none = ResourcesFor(c, &s);
   mem = Find(none, "nvidia.com/gpu-memory");
   ASSERT_NE(mem, nullptr);
@@ -150,8 +150,8 @@ TEST(MigResourcesTest, MemorySlicesSkipGpusInMigModeUnderAMigStrategy) {
 
 // docs/mig.md: "The resource name domain follows `resourceName`".
 TEST(MigResourcesTest, MigResourceDomainFollowsResourceName) {
-  Snapshot s = Mixed();
-  Config c = Strategy(MigStrategy::kMixed);
+  state::Snapshot s = Mixed();
+  config::Config c = Strategy(config::MigStrategy::kMixed);
   c.resource_name = "example.com/gpu";
   std::vector<ResourceSpec> specs = ResourcesFor(c, &s);
   EXPECT_THAT(Names(specs),
@@ -162,8 +162,8 @@ TEST(MigResourcesTest, MigResourceDomainFollowsResourceName) {
 }
 
 TEST(MigResourcesTest, SingleServesUniformLayoutsUnderTheGpuResource) {
-  Snapshot s = Uniform();
-  Config c = Strategy(MigStrategy::kSingle);
+  state::Snapshot s = Uniform();
+  config::Config c = Strategy(config::MigStrategy::kSingle);
   std::vector<ResourceSpec> specs = ResourcesFor(c, &s);
   ASSERT_THAT(Names(specs), ElementsAre("nvidia.com/gpu"));
   EXPECT_EQ(specs[0].kind, ResourceKind::kMig);
@@ -171,15 +171,15 @@ TEST(MigResourcesTest, SingleServesUniformLayoutsUnderTheGpuResource) {
   EXPECT_THAT(Ids(AdvertisedDevices(specs[0], c, s)),
               ElementsAre("MIG-0-1", "MIG-0-2", "MIG-1-1", "MIG-1-2"));
   // No GPU with MIG: whole GPUs, as NVIDIA's plugin.
-  Snapshot plain = Uniform();
-  for (DeviceRecord& d : plain.devices) d.gpu.mig_enabled = false;
+  state::Snapshot plain = Uniform();
+  for (state::DeviceRecord& d : plain.devices) d.gpu.mig_enabled = false;
   EXPECT_EQ(ResourcesFor(c, &plain)[0].kind, ResourceKind::kGpu);
   EXPECT_TRUE(MigLayoutError(c, plain).ok());
 }
 
 TEST(MigResourcesTest, SingleRefusesMixedLayoutsNamingGpusProfilesAndTheFix) {
-  Config c = Strategy(MigStrategy::kSingle);
-  Snapshot s = Mixed();
+  config::Config c = Strategy(config::MigStrategy::kSingle);
+  state::Snapshot s = Mixed();
   absl::Status e = MigLayoutError(c, s);
   EXPECT_EQ(e.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(e.message(), HasSubstr("all GPUs on the node must have the same MIG mode, but GPU "
@@ -198,17 +198,17 @@ TEST(MigResourcesTest, SingleRefusesMixedLayoutsNamingGpusProfilesAndTheFix) {
 }
 
 TEST(MigResourcesTest, AMigDeviceIsOutWhenItsInstanceOrItsGpuIs) {
-  Snapshot s = Mixed();
-  Config c = Strategy(MigStrategy::kMixed);
+  state::Snapshot s = Mixed();
+  config::Config c = Strategy(config::MigStrategy::kMixed);
   const ResourceSpec r = *Find(ResourcesFor(c, &s), "nvidia.com/mig-1g.10gb");
   s.devices[0].mig_health[7].Raise(
-      "xid", {HealthState::kUnhealthy, "XID 43", "", absl::UnixEpoch()}, absl::UnixEpoch());
+      "xid", {state::HealthState::kUnhealthy, "XID 43", "", absl::UnixEpoch()}, absl::UnixEpoch());
   std::vector<AdvertisedDevice> a = AdvertisedDevices(r, c, s);
   ASSERT_EQ(a.size(), 2u);
   EXPECT_FALSE(a[0].healthy);  // GPU instance 7
   EXPECT_TRUE(a[1].healthy);   // GPU instance 8 keeps working
-  s.devices[0].health.Raise("xid", {HealthState::kUnhealthy, "XID 79", "", absl::UnixEpoch()},
-                            absl::UnixEpoch());
+  s.devices[0].health.Raise(
+      "xid", {state::HealthState::kUnhealthy, "XID 79", "", absl::UnixEpoch()}, absl::UnixEpoch());
   a = AdvertisedDevices(r, c, s);
   EXPECT_FALSE(a[1].healthy);  // a GPU-level fault takes every instance out
   absl::StatusOr<v1beta1::ContainerAllocateResponse> refused =
@@ -217,9 +217,10 @@ TEST(MigResourcesTest, AMigDeviceIsOutWhenItsInstanceOrItsGpuIs) {
 }
 
 TEST(MigResourcesTest, AllocateAnswersWithMigUuidsIndexesCdiNamesAndCapNodes) {
-  Snapshot s = Mixed();
-  Config c = Strategy(MigStrategy::kMixed);
-  c.plugin.device_list_strategy = {DeviceListStrategy::kEnvvar, DeviceListStrategy::kCdiCri};
+  state::Snapshot s = Mixed();
+  config::Config c = Strategy(config::MigStrategy::kMixed);
+  c.plugin.device_list_strategy = {config::DeviceListStrategy::kEnvvar,
+                                   config::DeviceListStrategy::kCdiCri};
   c.plugin.pass_device_specs = true;
   const ResourceSpec r = *Find(ResourcesFor(c, &s), "nvidia.com/mig-2g.20gb");
   ControlNodes control{{"/dev/nvidiactl"},
@@ -240,7 +241,7 @@ TEST(MigResourcesTest, AllocateAnswersWithMigUuidsIndexesCdiNamesAndCapNodes) {
                           "/dev/nvidia-caps/nvidia-cap31", "/dev/nvidia1",
                           "/dev/nvidia-caps/nvidia-cap147", "/dev/nvidia-caps/nvidia-cap148"));
   // Index strategy: "<GPU index>:<MIG index>", as nvidia-ctk names MIG devices.
-  c.plugin.device_id_strategy = DeviceIdStrategy::kIndex;
+  c.plugin.device_id_strategy = config::DeviceIdStrategy::kIndex;
   a = AllocateContainer(r, c, s, control, {"MIG-0-3", "MIG-1-1"});
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->envs().at("NVIDIA_VISIBLE_DEVICES"), "0:2,1:0");
@@ -250,4 +251,4 @@ TEST(MigResourcesTest, AllocateAnswersWithMigUuidsIndexesCdiNamesAndCapNodes) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::plugin

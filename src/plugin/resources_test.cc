@@ -21,7 +21,7 @@
 #include "state/device_id.h"
 #include "testing/files.h"
 
-namespace gpulet {
+namespace gpulet::plugin {
 namespace {
 
 using ::testing::ElementsAre;
@@ -30,9 +30,10 @@ using ::testing::UnorderedElementsAre;
 
 constexpr uint64_t kMiB = 1024 * 1024;
 
-DeviceRecord Record(unsigned index, std::string uuid, std::string bus, int numa = 0,
-                    uint64_t memory_mib = 10240, HealthState state = HealthState::kHealthy) {
-  DeviceRecord d;
+state::DeviceRecord Record(unsigned index, std::string uuid, std::string bus, int numa = 0,
+                           uint64_t memory_mib = 10240,
+                           state::HealthState state = state::HealthState::kHealthy) {
+  state::DeviceRecord d;
   d.gpu.index = index;
   d.gpu.uuid = std::move(uuid);
   d.gpu.bus_id = std::move(bus);
@@ -40,7 +41,7 @@ DeviceRecord Record(unsigned index, std::string uuid, std::string bus, int numa 
   d.gpu.numa_node = numa;
   d.gpu.memory_total_bytes = memory_mib * kMiB;
   d.gpu.in_nvml = d.gpu.on_pci = true;
-  if (state != HealthState::kHealthy) {
+  if (state != state::HealthState::kHealthy) {
     d.health.Raise("test", {state, "XID 79 (test)", "reboot", absl::UnixEpoch()},
                    absl::UnixEpoch());
   }
@@ -48,8 +49,8 @@ DeviceRecord Record(unsigned index, std::string uuid, std::string bus, int numa 
 }
 
 // GPU-a (index 0, NUMA 0, 10 GiB) and GPU-b (index 1, NUMA 1, 32607 MiB).
-Snapshot TwoGpus() {
-  Snapshot s;
+state::Snapshot TwoGpus() {
+  state::Snapshot s;
   s.nvml_ok = true;
   s.devices = {Record(0, "GPU-a", "0000:01:00.0", 0, 10240),
                Record(1, "GPU-b", "0000:02:00.0", 1, 32607)};
@@ -60,14 +61,14 @@ const ResourceSpec kGpuResource{"nvidia.com/gpu", "gpulet-gpu.sock", ResourceKin
 const ResourceSpec kMemoryResource{"nvidia.com/gpu-memory", "gpulet-gpu-memory.sock",
                                    ResourceKind::kMemorySlice, ""};
 
-Config WithReplicas(int replicas) {
-  Config c;
+config::Config WithReplicas(int replicas) {
+  config::Config c;
   c.sharing.time_slicing.replicas = replicas;
   return c;
 }
 
-Config WithMemorySlices(int slice_mib = 1024) {
-  Config c;
+config::Config WithMemorySlices(int slice_mib = 1024) {
+  config::Config c;
   c.sharing.memory_slices.enabled = true;
   c.sharing.memory_slices.slice_mib = slice_mib;
   return c;
@@ -84,20 +85,20 @@ std::vector<std::string> Ids(const std::vector<AdvertisedDevice>& devices) {
 TEST(ResourcesForTest, Table) {
   struct Case {
     const char* name;
-    Config config;
+    config::Config config;
     std::vector<std::string> names, sockets;
     std::vector<ResourceKind> kinds;
   };
-  Config renamed = WithReplicas(2);
+  config::Config renamed = WithReplicas(2);
   renamed.sharing.time_slicing.rename_by_default = true;
-  Config rename_without_sharing;
+  config::Config rename_without_sharing;
   rename_without_sharing.sharing.time_slicing.rename_by_default = true;
-  Config custom;
+  config::Config custom;
   custom.resource_name = "example.com/accel";
   custom.sharing.memory_slices.enabled = true;
   custom.sharing.memory_slices.resource_name = "example.com/accel-mem";
   const Case kCases[] = {
-      {"default", Config(), {"nvidia.com/gpu"}, {"gpulet-gpu.sock"}, {ResourceKind::kGpu}},
+      {"default", config::Config(), {"nvidia.com/gpu"}, {"gpulet-gpu.sock"}, {ResourceKind::kGpu}},
       {"replicas keep the name",
        WithReplicas(4),
        {"nvidia.com/gpu"},
@@ -140,11 +141,11 @@ TEST(AdvertisedDevicesTest, Table) {
   struct Case {
     const char* name;
     ResourceSpec resource;
-    Config config;
+    config::Config config;
     std::vector<std::string> ids;
   };
   const Case kCases[] = {
-      {"whole GPUs by UUID", kGpuResource, Config(), {"GPU-a", "GPU-b"}},
+      {"whole GPUs by UUID", kGpuResource, config::Config(), {"GPU-a", "GPU-b"}},
       {"one replica is no sharing", kGpuResource, WithReplicas(1), {"GPU-a", "GPU-b"}},
       {"replicas",
        kGpuResource,
@@ -160,7 +161,7 @@ TEST(AdvertisedDevicesTest, Table) {
       {"memory slices with replicas",
        kMemoryResource,
        [] {
-         Config c = WithMemorySlices(16384);
+         config::Config c = WithMemorySlices(16384);
          c.sharing.time_slicing.replicas = 4;
          return c;
        }(),
@@ -172,7 +173,7 @@ TEST(AdvertisedDevicesTest, Table) {
       {"whole GPUs beside sliced GPU 1",
        kGpuResource,
        [] {
-         Config c = WithMemorySlices(16384);
+         config::Config c = WithMemorySlices(16384);
          c.sharing.memory_slices.gpus = {"1"};
          return c;
        }(),
@@ -180,21 +181,21 @@ TEST(AdvertisedDevicesTest, Table) {
       {"slices of GPU 1 only",
        kMemoryResource,
        [] {
-         Config c = WithMemorySlices(16384);
+         config::Config c = WithMemorySlices(16384);
          c.sharing.memory_slices.gpus = {"GPU-b"};
          return c;
        }(),
        {"GPU-b::mem0"}},
   };
-  const Snapshot snap = TwoGpus();
+  const state::Snapshot snap = TwoGpus();
   for (const Case& c : kCases) {
     std::vector<AdvertisedDevice> devices = AdvertisedDevices(c.resource, c.config, snap);
     EXPECT_EQ(Ids(devices), c.ids) << c.name;
     for (const AdvertisedDevice& d : devices) {
       // Every ID maps back to its physical GPU, whose position and NUMA node it carries.
       ASSERT_LT(d.gpu, snap.devices.size()) << c.name;
-      const DeviceRecord& gpu = snap.devices[d.gpu];
-      EXPECT_EQ(PhysicalId(d.id), gpu.gpu.uuid) << c.name << " " << d.id;
+      const state::DeviceRecord& gpu = snap.devices[d.gpu];
+      EXPECT_EQ(state::PhysicalId(d.id), gpu.gpu.uuid) << c.name << " " << d.id;
       EXPECT_EQ(d.numa_node, gpu.gpu.numa_node) << c.name << " " << d.id;
       EXPECT_TRUE(d.healthy) << c.name << " " << d.id;
     }
@@ -203,12 +204,12 @@ TEST(AdvertisedDevicesTest, Table) {
 
 // A GPU is offered by the device plugin or by DRA, never both (dra.gpus).
 TEST(AdvertisedDevicesTest, GpusOfferedToDraAreNotAdvertisedNorAllocatable) {
-  const Snapshot s = TwoGpus();
-  Config sliced = WithMemorySlices();
+  const state::Snapshot s = TwoGpus();
+  config::Config sliced = WithMemorySlices();
   sliced.dra.enabled = true;
   sliced.dra.gpus = {"GPU-b"};
   EXPECT_EQ(Ids(AdvertisedDevices(kMemoryResource, sliced, s)).size(), 10u);  // GPU-a's 10 GiB
-  Config c;
+  config::Config c;
   c.dra.enabled = true;
   c.dra.gpus = {"GPU-b"};
   EXPECT_THAT(Ids(AdvertisedDevices(kGpuResource, c, s)), ElementsAre("GPU-a"));
@@ -224,11 +225,12 @@ TEST(AdvertisedDevicesTest, GpusOfferedToDraAreNotAdvertisedNorAllocatable) {
 }
 
 TEST(AdvertisedDevicesTest, HealthOfEveryIdFollowsItsGpu) {
-  Snapshot s;
-  s.devices = {Record(0, "GPU-a", "0000:01:00.0", 0, 2048, HealthState::kUnhealthy),
-               Record(1, "GPU-b", "0000:02:00.0", -1, 2048, HealthState::kDegraded)};
+  state::Snapshot s;
+  s.devices = {Record(0, "GPU-a", "0000:01:00.0", 0, 2048, state::HealthState::kUnhealthy),
+               Record(1, "GPU-b", "0000:02:00.0", -1, 2048, state::HealthState::kDegraded)};
   // A GPU NVML never saw: advertised under its bus id so capacity counts it, Unhealthy.
-  DeviceRecord pci_only = Record(2, "", "0000:03:00.0", 0, 0, HealthState::kUnhealthy);
+  state::DeviceRecord pci_only =
+      Record(2, "", "0000:03:00.0", 0, 0, state::HealthState::kUnhealthy);
   pci_only.gpu.index.reset();
   pci_only.gpu.memory_total_bytes.reset();
   s.devices.push_back(pci_only);
@@ -246,7 +248,8 @@ TEST(AdvertisedDevicesTest, HealthOfEveryIdFollowsItsGpu) {
   EXPECT_EQ(Ids(AdvertisedDevices(kMemoryResource, WithMemorySlices(), s)),
             (std::vector<std::string>{"GPU-a::mem0", "GPU-a::mem1", "GPU-b::mem0", "GPU-b::mem1"}));
   // The ListAndWatch message says the same, with NUMA topology only where known.
-  v1beta1::ListAndWatchResponse list = ToListAndWatch(AdvertisedDevices(kGpuResource, Config(), s));
+  v1beta1::ListAndWatchResponse list =
+      ToListAndWatch(AdvertisedDevices(kGpuResource, config::Config(), s));
   ASSERT_EQ(list.devices_size(), 3);
   EXPECT_EQ(list.devices(0).id(), "GPU-a");
   EXPECT_EQ(list.devices(0).health(), "Unhealthy");
@@ -429,19 +432,20 @@ TEST(ParseResponseTextTest, ReadsEveryFieldAndRefusesTheRest) {
   EXPECT_EQ(Diff(*r, *r), "");
 }
 
-std::string StrategyNames(const std::vector<DeviceListStrategy>& strategies) {
+std::string StrategyNames(const std::vector<config::DeviceListStrategy>& strategies) {
   static const char* const kNames[] = {"envvar", "volume-mounts", "cdi-annotations", "cdi-cri"};
   std::vector<std::string> names;
-  for (DeviceListStrategy s : strategies) names.push_back(kNames[static_cast<int>(s)]);
+  for (config::DeviceListStrategy s : strategies) names.push_back(kNames[static_cast<int>(s)]);
   return absl::StrCat("[", absl::StrJoin(names, ", "), "]");
 }
 
 // Runs `ids` through every order of `strategies` (the answer must not depend on it) and
 // compares each answer with `want`.
-void ExpectForEveryOrder(const ResourceSpec& resource, Config config, const Snapshot& snap,
-                         const ControlNodes& control, const std::vector<std::string>& ids,
-                         std::vector<DeviceListStrategy> strategies, const std::string& want,
-                         const std::string& label) {
+void ExpectForEveryOrder(const ResourceSpec& resource, config::Config config,
+                         const state::Snapshot& snap, const ControlNodes& control,
+                         const std::vector<std::string>& ids,
+                         std::vector<config::DeviceListStrategy> strategies,
+                         const std::string& want, const std::string& label) {
   const std::string key = CdiAnnotationKey(config.plugin.cdi_annotation_prefix, resource.name, ids);
   std::sort(strategies.begin(), strategies.end());
   do {
@@ -477,7 +481,7 @@ constexpr char kSpecs[] = R"pb(
 const ControlNodes kControl{{"/dev/nvidiactl", "/dev/nvidia-uvm"}, {}};
 
 TEST(AllocateContainerTest, EveryStrategyCombinationAnswersAsNvidia) {
-  using S = DeviceListStrategy;
+  using S = config::DeviceListStrategy;
   struct Case {
     std::vector<S> strategies;
     std::string without_specs;  // passDeviceSpecs: false
@@ -510,7 +514,7 @@ TEST(AllocateContainerTest, EveryStrategyCombinationAnswersAsNvidia) {
   };
   for (const Case& c : kCases) {
     for (bool pass_specs : {false, true}) {
-      Config config;
+      config::Config config;
       config.plugin.pass_device_specs = pass_specs;
       ExpectForEveryOrder(kGpuResource, config, TwoGpus(), kControl, {"GPU-b", "GPU-a"},
                           c.strategies, pass_specs ? c.with_specs : c.without_specs,
@@ -520,7 +524,7 @@ TEST(AllocateContainerTest, EveryStrategyCombinationAnswersAsNvidia) {
 }
 
 TEST(AllocateContainerTest, IndexStrategyAnswersAsNvidia) {
-  using S = DeviceListStrategy;
+  using S = config::DeviceListStrategy;
   const std::string env = R"pb(envs { key: "NVIDIA_VISIBLE_DEVICES" value: "1,0" })pb";
   const std::string mounts = R"pb(
     envs { key: "NVIDIA_VISIBLE_DEVICES" value: "/var/run/nvidia-container-devices" }
@@ -545,8 +549,8 @@ TEST(AllocateContainerTest, IndexStrategyAnswersAsNvidia) {
       {{S::kEnvvar, S::kVolumeMounts, S::kCdiAnnotations, S::kCdiCri}, mounts + ann + cdi},
   };
   for (const Case& c : kCases) {
-    Config config;
-    config.plugin.device_id_strategy = DeviceIdStrategy::kIndex;
+    config::Config config;
+    config.plugin.device_id_strategy = config::DeviceIdStrategy::kIndex;
     ExpectForEveryOrder(kGpuResource, config, TwoGpus(), {}, {"GPU-b", "GPU-a"}, c.strategies,
                         c.want, "index");
   }
@@ -555,7 +559,7 @@ TEST(AllocateContainerTest, IndexStrategyAnswersAsNvidia) {
 // Time-slicing replicas: NVIDIA names each GPU once to the runtime (env, mounts, CDI) but
 // hands one DeviceSpec per requested replica, each carrying its GPU's node.
 TEST(AllocateContainerTest, ReplicasMapToTheirGpuAsNvidia) {
-  using S = DeviceListStrategy;
+  using S = config::DeviceListStrategy;
   struct Case {
     const char* name;
     std::vector<S> strategies;
@@ -600,7 +604,7 @@ TEST(AllocateContainerTest, ReplicasMapToTheirGpuAsNvidia) {
        R"pb(annotations { key: "$KEY" value: "gpulet.dev/gpu=GPU-a" })pb"},
   };
   for (const Case& c : kCases) {
-    Config config = WithReplicas(4);
+    config::Config config = WithReplicas(4);
     config.plugin.pass_device_specs = true;
     ExpectForEveryOrder(kGpuResource, config, TwoGpus(), kControl, c.ids, c.strategies, c.want,
                         c.name);
@@ -616,7 +620,7 @@ TEST(AllocateContainerTest, DeviceSpecHostPathJoinsTheDevRoot) {
   for (const Case& c :
        {Case{"/", ""}, Case{"/host", "/host"}, Case{"/run/nvidia/driver/", "/run/nvidia/driver"},
         Case{"/host//a/../b/.", "/host/b"}}) {
-    Config config;
+    config::Config config;
     config.plugin.pass_device_specs = true;
     config.plugin.dev_root = c.dev_root;
     auto r = AllocateContainer(kGpuResource, config, TwoGpus(), kControl, {"GPU-b"});
@@ -637,19 +641,19 @@ TEST(AllocateContainerTest, DeviceSpecHostPathJoinsTheDevRoot) {
 }
 
 TEST(AllocateContainerTest, IndexStrategyFallsBackToTheUuid) {
-  Snapshot s = TwoGpus();
+  state::Snapshot s = TwoGpus();
   s.devices[1].gpu.index.reset();
-  Config config;
-  config.plugin.device_id_strategy = DeviceIdStrategy::kIndex;
+  config::Config config;
+  config.plugin.device_id_strategy = config::DeviceIdStrategy::kIndex;
   auto r = AllocateContainer(kGpuResource, config, s, {}, {"GPU-a", "GPU-b"});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->envs().at("NVIDIA_VISIBLE_DEVICES"), "0,GPU-b");
 }
 
 TEST(AllocateContainerTest, CdiKindAndPrefixComeFromTheConfig) {
-  Config config;
-  config.plugin.device_list_strategy = {DeviceListStrategy::kCdiAnnotations,
-                                        DeviceListStrategy::kCdiCri};
+  config::Config config;
+  config.plugin.device_list_strategy = {config::DeviceListStrategy::kCdiAnnotations,
+                                        config::DeviceListStrategy::kCdiCri};
   config.plugin.cdi_kind = "example.com/accel";
   config.plugin.cdi_annotation_prefix = "cdi.example.com/";
   auto r = AllocateContainer(kGpuResource, config, TwoGpus(), {}, {"GPU-b"});
@@ -665,27 +669,28 @@ TEST(AllocateContainerTest, CdiKindAndPrefixComeFromTheConfig) {
 // each reason). Every case would pass against NVIDIA's answer only if the difference were
 // removed.
 TEST(AllocateContainerTest, DeliberateDifferencesFromNvidia) {
-  Snapshot unhealthy = TwoGpus();
-  unhealthy.devices[1] = Record(1, "GPU-b", "0000:02:00.0", 1, 32607, HealthState::kUnhealthy);
-  Snapshot no_minor = TwoGpus();
+  state::Snapshot unhealthy = TwoGpus();
+  unhealthy.devices[1] =
+      Record(1, "GPU-b", "0000:02:00.0", 1, 32607, state::HealthState::kUnhealthy);
+  state::Snapshot no_minor = TwoGpus();
   no_minor.devices[0].gpu.minor.reset();
-  Config cdi_only;
-  cdi_only.plugin.device_list_strategy = {DeviceListStrategy::kCdiCri};
-  Config specs;
+  config::Config cdi_only;
+  cdi_only.plugin.device_list_strategy = {config::DeviceListStrategy::kCdiCri};
+  config::Config specs;
   specs.plugin.pass_device_specs = true;
-  Config slices_cdi = WithMemorySlices(2048);
-  slices_cdi.plugin.device_list_strategy = {DeviceListStrategy::kCdiCri};
+  config::Config slices_cdi = WithMemorySlices(2048);
+  slices_cdi.plugin.device_list_strategy = {config::DeviceListStrategy::kCdiCri};
   slices_cdi.plugin.pass_device_specs = true;
-  Config slices_unenforced = slices_cdi;
+  config::Config slices_unenforced = slices_cdi;
   slices_unenforced.sharing.memory_slices.enforce = false;
-  Config slices_specs = WithMemorySlices(2048);
+  config::Config slices_specs = WithMemorySlices(2048);
   slices_specs.plugin.pass_device_specs = true;
   slices_specs.sharing.memory_slices.host_dir = "/srv/vram";
   struct Case {
     const char* name;
     ResourceSpec resource;
-    Config config;
-    Snapshot snap;
+    config::Config config;
+    state::Snapshot snap;
     std::vector<std::string> ids;
     absl::StatusCode code;
     std::string want;  // when allowed
@@ -694,7 +699,7 @@ TEST(AllocateContainerTest, DeliberateDifferencesFromNvidia) {
       // NVIDIA's ValidateRequest checks only that the IDs are known; it would answer.
       {"an unhealthy GPU is refused",
        kGpuResource,
-       Config(),
+       config::Config(),
        unhealthy,
        {"GPU-b"},
        absl::StatusCode::kFailedPrecondition,
@@ -702,7 +707,7 @@ TEST(AllocateContainerTest, DeliberateDifferencesFromNvidia) {
       // NVIDIA would answer NVIDIA_VISIBLE_DEVICES="" (no GPU, but the toolkit still runs).
       {"an empty request is refused",
        kGpuResource,
-       Config(),
+       config::Config(),
        TwoGpus(),
        {},
        absl::StatusCode::kInvalidArgument,
@@ -803,8 +808,8 @@ TEST(AllocateContainerTest, DeliberateDifferencesFromNvidia) {
 // on every call; gpulet's key is a function of the resource and the IDs (CdiAnnotationKey),
 // so the same request always gets the same answer.
 TEST(AllocateContainerTest, DeliberateDifferenceTheAnnotationKeyIsStable) {
-  Config config;
-  config.plugin.device_list_strategy = {DeviceListStrategy::kCdiAnnotations};
+  config::Config config;
+  config.plugin.device_list_strategy = {config::DeviceListStrategy::kCdiAnnotations};
   auto first = AllocateContainer(kGpuResource, config, TwoGpus(), {}, {"GPU-a"});
   auto second = AllocateContainer(kGpuResource, config, TwoGpus(), {}, {"GPU-a"});
   ASSERT_TRUE(first.ok() && second.ok());
@@ -833,17 +838,17 @@ TEST(AllocateContainerTest, ReplicasAndSlicesAreOneGpuForTheRuntime) {
 }
 
 TEST(AllocateContainerTest, RefusedRequests) {
-  Snapshot s = TwoGpus();
-  s.devices[1] = Record(1, "GPU-b", "0000:02:00.0", 1, 32607, HealthState::kUnhealthy);
-  Snapshot degraded = TwoGpus();
-  degraded.devices[1] = Record(1, "GPU-b", "0000:02:00.0", 1, 32607, HealthState::kDegraded);
-  Config fail_many = WithReplicas(2);
+  state::Snapshot s = TwoGpus();
+  s.devices[1] = Record(1, "GPU-b", "0000:02:00.0", 1, 32607, state::HealthState::kUnhealthy);
+  state::Snapshot degraded = TwoGpus();
+  degraded.devices[1] = Record(1, "GPU-b", "0000:02:00.0", 1, 32607, state::HealthState::kDegraded);
+  config::Config fail_many = WithReplicas(2);
   fail_many.sharing.time_slicing.fail_requests_greater_than_one = true;
   struct Case {
     const char* name;
     ResourceSpec resource;
-    Config config;
-    Snapshot snap;
+    config::Config config;
+    state::Snapshot snap;
     std::vector<std::string> ids;
     absl::StatusCode code;  // kOk: allowed
     std::vector<std::string> message_has;
@@ -851,14 +856,14 @@ TEST(AllocateContainerTest, RefusedRequests) {
   const Case kCases[] = {
       {"no IDs",
        kGpuResource,
-       Config(),
+       config::Config(),
        TwoGpus(),
        {},
        absl::StatusCode::kInvalidArgument,
        {"names no devices"}},
       {"unknown UUID",
        kGpuResource,
-       Config(),
+       config::Config(),
        TwoGpus(),
        {"GPU-a", "GPU-zzz"},
        absl::StatusCode::kInvalidArgument,
@@ -866,7 +871,7 @@ TEST(AllocateContainerTest, RefusedRequests) {
       // Advertised-ID shapes that do not match this resource and config.
       {"replica ID without replicas",
        kGpuResource,
-       Config(),
+       config::Config(),
        TwoGpus(),
        {"GPU-a::0"},
        absl::StatusCode::kInvalidArgument,
@@ -915,28 +920,28 @@ TEST(AllocateContainerTest, RefusedRequests) {
        {"GPU-a::mem10"}},
       {"index instead of UUID",
        kGpuResource,
-       Config(),
+       config::Config(),
        TwoGpus(),
        {"0"},
        absl::StatusCode::kInvalidArgument,
        {"unknown nvidia.com/gpu device IDs: 0 "}},
       {"unhealthy",
        kGpuResource,
-       Config(),
+       config::Config(),
        s,
        {"GPU-a", "GPU-b"},
        absl::StatusCode::kFailedPrecondition,
        {"GPU-b (XID 79 (test))"}},
       {"degraded is allowed",
        kGpuResource,
-       Config(),
+       config::Config(),
        degraded,
        {"GPU-b"},
        absl::StatusCode::kOk,
        {}},
       {"unknown beats unhealthy",
        kGpuResource,
-       Config(),
+       config::Config(),
        s,
        {"GPU-b", "GPU-x"},
        absl::StatusCode::kInvalidArgument,
@@ -983,11 +988,11 @@ TEST(AllocateContainerTest, RefusedRequests) {
 TEST(AllocateContainerTest, EveryAdvertisedIdRoundTrips) {
   struct Case {
     ResourceSpec resource;
-    Config config;
+    config::Config config;
   };
-  for (const Case& c : {Case{kGpuResource, Config()}, Case{kGpuResource, WithReplicas(3)},
+  for (const Case& c : {Case{kGpuResource, config::Config()}, Case{kGpuResource, WithReplicas(3)},
                         Case{kMemoryResource, WithMemorySlices(8192)}}) {
-    Snapshot snap = TwoGpus();
+    state::Snapshot snap = TwoGpus();
     std::vector<AdvertisedDevice> devices = AdvertisedDevices(c.resource, c.config, snap);
     ASSERT_FALSE(devices.empty());
     std::set<std::string> unique;
@@ -996,7 +1001,7 @@ TEST(AllocateContainerTest, EveryAdvertisedIdRoundTrips) {
       auto r = AllocateContainer(c.resource, c.config, snap, {}, {d.id});
       ASSERT_TRUE(r.ok()) << d.id << ": " << r.status();
       EXPECT_EQ(r->envs().at("NVIDIA_VISIBLE_DEVICES"), snap.devices[d.gpu].gpu.uuid) << d.id;
-      EXPECT_EQ(PhysicalId(d.id), snap.devices[d.gpu].gpu.uuid) << d.id;
+      EXPECT_EQ(state::PhysicalId(d.id), snap.devices[d.gpu].gpu.uuid) << d.id;
     }
   }
 }
@@ -1006,14 +1011,14 @@ TEST(AllocateContainerTest, EveryAdvertisedIdRoundTrips) {
 std::vector<std::string> ReplicaIds(const std::vector<std::pair<std::string, int>>& gpus) {
   std::vector<std::string> out;
   for (const auto& [uuid, n] : gpus) {
-    for (int i = 0; i < n; ++i) out.push_back(ReplicaDeviceId(uuid, i));
+    for (int i = 0; i < n; ++i) out.push_back(state::ReplicaDeviceId(uuid, i));
   }
   return out;
 }
 
 TEST(PreferredAllocationTest, ReplicasSpreadOverGpusLeastUsedFirst) {
-  Config config = WithReplicas(4);
-  Snapshot snap = TwoGpus();
+  config::Config config = WithReplicas(4);
+  state::Snapshot snap = TwoGpus();
   struct Case {
     const char* name;
     std::vector<std::string> available, must_include;
@@ -1055,7 +1060,7 @@ TEST(PreferredAllocationTest, ReplicasSpreadOverGpusLeastUsedFirst) {
 
 TEST(PreferredAllocationTest, WholeGpusStayOnOneNumaNode) {
   // NUMA 0: GPU-0, GPU-1. NUMA 1: GPU-2, GPU-3, GPU-4.
-  Snapshot snap;
+  state::Snapshot snap;
   for (unsigned i = 0; i < 5; ++i) {
     snap.devices.push_back(
         Record(i, absl::StrCat("GPU-", i), absl::StrCat("0000:0", i + 1, ":00.0"), i < 2 ? 0 : 1));
@@ -1077,23 +1082,23 @@ TEST(PreferredAllocationTest, WholeGpusStayOnOneNumaNode) {
       {"only what is available", {"GPU-1", "GPU-4"}, {}, 2, {"GPU-1", "GPU-4"}},
   };
   for (const Case& c : kCases) {
-    EXPECT_EQ(
-        PreferredAllocation(kGpuResource, Config(), snap, c.available, c.must_include, c.size),
-        c.want)
+    EXPECT_EQ(PreferredAllocation(kGpuResource, config::Config(), snap, c.available, c.must_include,
+                                  c.size),
+              c.want)
         << c.name;
   }
 }
 
 TEST(PreferredAllocationTest, MemorySlicesPackOntoTheTightestGpu) {
-  Config config = WithMemorySlices();
-  Snapshot snap = TwoGpus();
+  config::Config config = WithMemorySlices();
+  state::Snapshot snap = TwoGpus();
   std::vector<std::string> available;
   for (const AdvertisedDevice& d : AdvertisedDevices(kMemoryResource, config, snap)) {
     available.push_back(d.id);  // GPU-a: 10 slices, GPU-b: 31
   }
   auto on_one_gpu = [](const std::vector<std::string>& ids, const std::string& uuid) {
     return std::all_of(ids.begin(), ids.end(),
-                       [&](const std::string& id) { return PhysicalId(id) == uuid; });
+                       [&](const std::string& id) { return state::PhysicalId(id) == uuid; });
   };
   std::vector<std::string> eight =
       PreferredAllocation(kMemoryResource, config, snap, available, {}, 8);
@@ -1111,7 +1116,7 @@ TEST(PreferredAllocationTest, MemorySlicesPackOntoTheTightestGpu) {
   std::vector<std::string> too_many =
       PreferredAllocation(kMemoryResource, config, snap, available, {}, 40);
   EXPECT_FALSE(too_many.empty());
-  EXPECT_TRUE(on_one_gpu(too_many, PhysicalId(too_many.front())));
+  EXPECT_TRUE(on_one_gpu(too_many, state::PhysicalId(too_many.front())));
   // Taken slices are not offered twice.
   std::vector<std::string> partial = {"GPU-a::mem0", "GPU-a::mem1", "GPU-b::mem0"};
   EXPECT_THAT(PreferredAllocation(kMemoryResource, config, snap, partial, {"GPU-a::mem0"}, 2),
@@ -1165,4 +1170,4 @@ TEST(SliceFilesTest, TheHostDirectoryStaysUnderTheHostRoot) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::plugin

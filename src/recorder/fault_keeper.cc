@@ -7,14 +7,14 @@
 #include "common/log.h"
 #include "recorder/postmortem.h"
 
-namespace gpulet {
+namespace gpulet::recorder {
 
-FaultStatus FaultStatusOf(const RecorderDump& dump, const std::string& file) {
-  return FaultStatus{.at = absl::FromUnixMillis(dump.fault_ms),
-                     .what = dump.fault,
-                     .verdict = "",
-                     .headline = "",
-                     .file = file};
+state::FaultStatus FaultStatusOf(const RecorderDump& dump, const std::string& file) {
+  return state::FaultStatus{.at = absl::FromUnixMillis(dump.fault_ms),
+                            .what = dump.fault,
+                            .verdict = "",
+                            .headline = "",
+                            .file = file};
 }
 
 FaultKeeper::FaultKeeper(std::unique_ptr<RecorderFiles> files) : files_(std::move(files)) {}
@@ -34,7 +34,7 @@ size_t FaultKeeper::Load() {
   return bad;
 }
 
-FaultStatus FaultKeeper::Keep(RecorderDump dump) {
+state::FaultStatus FaultKeeper::Keep(RecorderDump dump) {
   std::string file;
   if (files_ != nullptr) {
     absl::StatusOr<std::string> written = files_->Write(dump);
@@ -46,7 +46,7 @@ FaultStatus FaultKeeper::Keep(RecorderDump dump) {
   }
   const std::string uuid = dump.uuid;
   absl::MutexLock lock(&mu_);
-  FaultStatus status = Remember(std::move(dump), file);
+  state::FaultStatus status = Remember(std::move(dump), file);
   GPULET_LOG_WARN("flight recorder: {} fault: {}; verdict {}: {}; {}", uuid, status.what,
                   status.verdict, status.headline,
                   file.empty() ? std::string("kept in memory only")
@@ -54,10 +54,10 @@ FaultStatus FaultKeeper::Keep(RecorderDump dump) {
   return status;
 }
 
-FaultStatus FaultKeeper::Remember(RecorderDump dump, const std::string& file) {
+state::FaultStatus FaultKeeper::Remember(RecorderDump dump, const std::string& file) {
   std::vector<RecorderDump>& earlier = earlier_[dump.uuid];
   Verdict v = Assess(dump, earlier);
-  FaultStatus status = FaultStatusOf(dump, file);
+  state::FaultStatus status = FaultStatusOf(dump, file);
   status.verdict = CauseName(v.cause);
   status.headline = v.headline;
   auto latest = latest_.find(dump.uuid);
@@ -71,7 +71,7 @@ FaultStatus FaultKeeper::Remember(RecorderDump dump, const std::string& file) {
   return status;
 }
 
-std::optional<FaultStatus> FaultKeeper::Latest(const std::string& uuid) const {
+std::optional<state::FaultStatus> FaultKeeper::Latest(const std::string& uuid) const {
   absl::MutexLock lock(&mu_);
   auto it = latest_.find(uuid);
   if (it == latest_.end()) return std::nullopt;
@@ -84,4 +84,4 @@ std::vector<RecorderDump> FaultKeeper::Faults(const std::string& uuid) const {
   return it == earlier_.end() ? std::vector<RecorderDump>{} : it->second;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::recorder

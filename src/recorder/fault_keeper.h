@@ -23,7 +23,7 @@
 #include "recorder/recorder_files.h"
 #include "state/status_report.h"
 
-namespace gpulet {
+namespace gpulet::recorder {
 
 class FaultKeeper {
  public:
@@ -36,27 +36,27 @@ class FaultKeeper {
 
   // Writes `dump` (a failure is logged: the verdict is kept in memory all the same), judges
   // it and makes it its GPU's latest fault. Returns what /status shows for it.
-  FaultStatus Keep(RecorderDump dump);
+  state::FaultStatus Keep(RecorderDump dump);
 
   // The GPU's latest fault; nullopt when none was recorded.
-  std::optional<FaultStatus> Latest(const std::string& uuid) const;
+  std::optional<state::FaultStatus> Latest(const std::string& uuid) const;
 
   // The GPU's recorded faults (without their samples), oldest first.
   std::vector<RecorderDump> Faults(const std::string& uuid) const;
 
  private:
-  FaultStatus Remember(RecorderDump dump, const std::string& file)
+  state::FaultStatus Remember(RecorderDump dump, const std::string& file)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::unique_ptr<RecorderFiles> files_;
   mutable absl::Mutex mu_;
   std::map<std::string, std::vector<RecorderDump>> earlier_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, FaultStatus> latest_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, state::FaultStatus> latest_ ABSL_GUARDED_BY(mu_);
 };
 
 // The /status form of a verdict on `dump`, written to `file` ("" when not written).
-FaultStatus FaultStatusOf(const RecorderDump& dump, const std::string& file);
+state::FaultStatus FaultStatusOf(const RecorderDump& dump, const std::string& file);
 
-}  // namespace gpulet
+}  // namespace gpulet::recorder
 
 #endif  // GPULET_RECORDER_FAULT_KEEPER_H_

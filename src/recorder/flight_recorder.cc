@@ -9,20 +9,20 @@
 #include "gpu/sample_values.h"
 #include "metrics/exposition.h"
 
-namespace gpulet {
+namespace gpulet::recorder {
 namespace {
 
 std::string Clip(std::string text) { return CutUtf8(std::move(text), kMaxEventText); }
 
-std::string PodOf(const SampleSet& set, const std::string& uuid,
-                  const GpuSampleState::Process& proc) {
-  std::optional<PodContainer> pod = ProcessPod(set, uuid, proc);
+std::string PodOf(const metrics::SampleSet& set, const std::string& uuid,
+                  const metrics::GpuSampleState::Process& proc) {
+  std::optional<metrics::PodContainer> pod = metrics::ProcessPod(set, uuid, proc);
   if (!pod) return "";
   return absl::StrCat(pod->namespace_name, "/", pod->pod, "/", pod->container);
 }
 
-std::string HealthText(const GpuHealth& h) {
-  std::string text = HealthStateName(h.state);
+std::string HealthText(const state::GpuHealth& h) {
+  std::string text = state::HealthStateName(h.state);
   if (!h.reason.empty()) absl::StrAppend(&text, ": ", h.reason);
   if (!h.action.empty()) absl::StrAppend(&text, " (", h.action, ")");
   return text;
@@ -44,21 +44,21 @@ enum class Cell : uint8_t {
 };
 struct SampledColumn {
   Column column;
-  ValueId value;
+  gpu::ValueId value;
   Cell cell;
 };
 constexpr SampledColumn kSampledColumns[] = {
-    {Column::kGpuTempC, ValueId::kGpuTemp, Cell::kAsIs},
-    {Column::kMemTempC, ValueId::kMemTemp, Cell::kAsIs},
-    {Column::kPowerMw, ValueId::kPower, Cell::kMilli},
-    {Column::kPowerLimitMw, ValueId::kPowerLimit, Cell::kMilli},
-    {Column::kSmClockMhz, ValueId::kSmClock, Cell::kAsIs},
-    {Column::kMemClockMhz, ValueId::kMemClock, Cell::kAsIs},
-    {Column::kThrottleReasons, ValueId::kClocksEventReasons, Cell::kLow31Bits},
-    {Column::kGpuUtilPercent, ValueId::kGpuUtil, Cell::kAsIs},
-    {Column::kFbUsedMib, ValueId::kFbUsed, Cell::kMiB},
-    {Column::kPcieReplays, ValueId::kPcieReplays, Cell::kAsIs},
-    {Column::kRemappedUncorrectable, ValueId::kRemappedUncorrectable, Cell::kAsIs},
+    {Column::kGpuTempC, gpu::ValueId::kGpuTemp, Cell::kAsIs},
+    {Column::kMemTempC, gpu::ValueId::kMemTemp, Cell::kAsIs},
+    {Column::kPowerMw, gpu::ValueId::kPower, Cell::kMilli},
+    {Column::kPowerLimitMw, gpu::ValueId::kPowerLimit, Cell::kMilli},
+    {Column::kSmClockMhz, gpu::ValueId::kSmClock, Cell::kAsIs},
+    {Column::kMemClockMhz, gpu::ValueId::kMemClock, Cell::kAsIs},
+    {Column::kThrottleReasons, gpu::ValueId::kClocksEventReasons, Cell::kLow31Bits},
+    {Column::kGpuUtilPercent, gpu::ValueId::kGpuUtil, Cell::kAsIs},
+    {Column::kFbUsedMib, gpu::ValueId::kFbUsed, Cell::kMiB},
+    {Column::kPcieReplays, gpu::ValueId::kPcieReplays, Cell::kAsIs},
+    {Column::kRemappedUncorrectable, gpu::ValueId::kRemappedUncorrectable, Cell::kAsIs},
 };
 
 std::optional<int64_t> CellOf(Cell cell, std::optional<double> v) {
@@ -123,7 +123,8 @@ void FlightRecorder::AddEventLocked(Gpu& gpu, RecordedEvent event) {
   while (gpu.events.size() > kMaxEvents) gpu.events.pop_front();
 }
 
-std::vector<RecorderDump> FlightRecorder::Record(const SampleSet& set, const Snapshot& snap,
+std::vector<RecorderDump> FlightRecorder::Record(const metrics::SampleSet& set,
+                                                 const state::Snapshot& snap,
                                                  const std::map<std::string, PciLinkReading>& pci,
                                                  absl::Duration window, absl::Duration interval,
                                                  absl::Time now) {
@@ -144,14 +145,14 @@ std::vector<RecorderDump> FlightRecorder::Record(const SampleSet& set, const Sna
           : 0;
   interval_ms_ = absl::ToInt64Milliseconds(interval);
   const int64_t now_ms = UnixMillis(now);
-  for (const DeviceRecord& d : snap.devices) {
+  for (const state::DeviceRecord& d : snap.devices) {
     const std::string key = d.gpu.uuid.empty() ? d.gpu.bus_id : d.gpu.uuid;
     if (key.empty()) continue;  // a GPU the ladder could not name is not recorded
     Gpu& g = gpus_[key];
     g.identity_name = d.gpu.name;
     g.bus_id = d.gpu.bus_id;
     g.index = d.gpu.index;
-    g.state = HealthStateName(d.health.state);
+    g.state = state::HealthStateName(d.health.state);
     // A new window or interval keeps the newest samples that fit.
     g.fine.Resize(fine);
     g.coarse.Resize(coarse);
@@ -167,7 +168,7 @@ std::vector<RecorderDump> FlightRecorder::Record(const SampleSet& set, const Sna
     std::map<unsigned, std::string> processes;
     auto st = set.by_uuid.find(d.gpu.uuid);
     if (st != set.by_uuid.end() && st->second.last_attempt != absl::InfinitePast()) {
-      const GpuSampleState& state = st->second;
+      const metrics::GpuSampleState& state = st->second;
       s.Set(Column::kAnswering, state.answering ? 1 : 0);
       s.Set(Column::kNvmlMs, static_cast<int64_t>(std::llround(state.call_seconds * 1000)));
       if (g.answering != state.answering) {
@@ -183,12 +184,12 @@ std::vector<RecorderDump> FlightRecorder::Record(const SampleSet& set, const Sna
       }
       g.answering = state.answering;
       if (state.answering && state.last) {
-        const DeviceSample& x = *state.last;
+        const gpu::DeviceSample& x = *state.last;
         for (const SampledColumn& c : kSampledColumns) {
-          s.Set(c.column, CellOf(c.cell, ReadValue(Value(c.value), x)));
+          s.Set(c.column, CellOf(c.cell, gpu::ReadValue(gpu::Value(c.value), x)));
         }
         s.Set(Column::kProcesses, static_cast<int64_t>(x.processes.size()));
-        for (const GpuProcess& p : x.processes) {
+        for (const gpu::GpuProcess& p : x.processes) {
           auto proc = state.processes.find(p.pid);
           processes[p.pid] =
               proc == state.processes.end() ? "" : PodOf(set, d.gpu.uuid, proc->second);
@@ -233,13 +234,13 @@ std::vector<RecorderDump> FlightRecorder::Record(const SampleSet& set, const Sna
       }
     }
     if (g.health != d.health.state) {
-      if (g.health || d.health.state != HealthState::kHealthy) {
+      if (g.health || d.health.state != state::HealthState::kHealthy) {
         AddEventLocked(g,
                        {.at_ms = now_ms, .kind = EventKind::kHealth, .text = HealthText(d.health)});
       }
       // A GPU that goes out while gpulet watches is a fault; one already out when gpulet
       // started was dumped by the gpulet that saw it go.
-      if (g.health && d.health.state == HealthState::kUnhealthy) {
+      if (g.health && d.health.state == state::HealthState::kUnhealthy) {
         g.pending = {now_ms, HealthText(d.health)};
         g.pending_forced = true;
       }
@@ -311,4 +312,4 @@ size_t FlightRecorder::MemoryBytes() const {
   return bytes;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::recorder

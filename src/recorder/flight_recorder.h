@@ -50,7 +50,7 @@
 #include "recorder/recording.h"
 #include "state/device_store.h"
 
-namespace gpulet {
+namespace gpulet::recorder {
 
 inline constexpr absl::Duration kXidDumpGap = absl::Minutes(1);
 inline constexpr absl::Duration kXidSettle = absl::Seconds(2);
@@ -75,7 +75,7 @@ class FlightRecorder {
   // readings by UUID (missing for a GPU whose sysfs could not be read), `window` how much to
   // keep (0: record nothing and drop what was kept), `interval` the sampler's. Returns the
   // dumps of the GPUs that faulted in this round (see the header comment).
-  std::vector<RecorderDump> Record(const SampleSet& set, const Snapshot& snap,
+  std::vector<RecorderDump> Record(const metrics::SampleSet& set, const state::Snapshot& snap,
                                    const std::map<std::string, PciLinkReading>& pci,
                                    absl::Duration window, absl::Duration interval, absl::Time now);
 
@@ -118,7 +118,7 @@ class FlightRecorder {
     int64_t bucket_start_ms = 0;
     std::deque<RecordedEvent> events;
     // What the last round saw, to find changes.
-    std::optional<HealthState> health;
+    std::optional<state::HealthState> health;
     std::optional<bool> answering;
     std::map<unsigned, std::string> processes;  // pid → pod ("" when unknown)
     std::string identity_name, bus_id;
@@ -142,6 +142,6 @@ class FlightRecorder {
 // Milliseconds since the Unix epoch.
 int64_t UnixMillis(absl::Time t);
 
-}  // namespace gpulet
+}  // namespace gpulet::recorder
 
 #endif  // GPULET_RECORDER_FLIGHT_RECORDER_H_

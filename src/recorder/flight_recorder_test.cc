@@ -5,7 +5,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace gpulet {
+namespace gpulet::recorder {
 namespace {
 
 using ::testing::HasSubstr;
@@ -15,18 +15,18 @@ const absl::Time kT0 = absl::FromUnixSeconds(1780000000);
 
 // One GPU, as the store and the sampler would have it in a round.
 struct Round {
-  SampleSet set;
-  Snapshot snap;
+  metrics::SampleSet set;
+  state::Snapshot snap;
 
   Round() {
-    DeviceRecord d;
+    state::DeviceRecord d;
     d.gpu.uuid = kUuid;
     d.gpu.name = "NVIDIA GeForce RTX 5090";
     d.gpu.bus_id = "0000:02:00.0";
     d.gpu.index = 1;
     d.gpu.in_nvml = true;
     snap.devices.push_back(d);
-    GpuSampleState& st = set.by_uuid[kUuid];
+    metrics::GpuSampleState& st = set.by_uuid[kUuid];
     st.answering = true;
     st.last_attempt = kT0;
     st.call_seconds = 0.002;
@@ -36,8 +36,8 @@ struct Round {
     st.last->power_limit_w = 575;
     st.last->clocks_event_reasons = 0;
   }
-  GpuSampleState& gpu() { return set.by_uuid[kUuid]; }
-  GpuHealth& health() { return snap.devices[0].health; }
+  metrics::GpuSampleState& gpu() { return set.by_uuid[kUuid]; }
+  state::GpuHealth& health() { return snap.devices[0].health; }
 };
 
 const absl::Duration kWindow = absl::Minutes(30);
@@ -80,7 +80,7 @@ TEST(FlightRecorderTest, OlderRoundsAreFoldedKeepingTheirWorst) {
   Round round;
   const absl::Duration window = absl::Minutes(10);  // 5 minutes of rounds, 10 folded samples
   for (int i = 0; i < 600; ++i) {
-    GpuSampleState& st = round.gpu();
+    metrics::GpuSampleState& st = round.gpu();
     st.last->gpu_temp_c = i == 100 ? 95 : 60;
     st.last->clocks_event_reasons = i == 110 ? kThrottleHwThermal : (i == 111 ? 0x4 : 0);
     st.last->sm_clock_mhz = i == 120 ? 300 : 1900;
@@ -122,7 +122,7 @@ TEST(FlightRecorderTest, AGpuGoingUnhealthyIsDumpedAtOnceWithItsXid) {
   r.Record(round.set, round.snap, {}, kWindow, kEvery, kT0);
   r.AddXid(kUuid, 79, "NVRM: Xid (PCI:0000:02:00): 79, GPU has fallen off the bus.",
            kT0 + absl::Milliseconds(1500));
-  round.health().state = HealthState::kUnhealthy;
+  round.health().state = state::HealthState::kUnhealthy;
   round.health().reason = "XID 79: GPU has fallen off the bus";
   round.health().action = "reboot the node";
   round.gpu().answering = false;
@@ -153,7 +153,7 @@ TEST(FlightRecorderTest, AnXidFollowedByUnhealthyIsOneDump) {
   r.Record(round.set, round.snap, {}, kWindow, kEvery, kT0);
   r.AddXid(kUuid, 79, "GPU has fallen off the bus.", kT0 + absl::Milliseconds(900));
   EXPECT_TRUE(r.Record(round.set, round.snap, {}, kWindow, kEvery, kT0 + absl::Seconds(1)).empty());
-  round.health().state = HealthState::kUnhealthy;
+  round.health().state = state::HealthState::kUnhealthy;
   round.health().reason = "XID 79: GPU has fallen off the bus";
   std::vector<RecorderDump> dumps =
       r.Record(round.set, round.snap, {}, kWindow, kEvery, kT0 + absl::Seconds(2));
@@ -171,7 +171,7 @@ TEST(FlightRecorderTest, AnXidFollowedByUnhealthyIsOneDump) {
 TEST(FlightRecorderTest, AGpuAlreadyOutWhenRecordingStartsIsNotDumpedAgain) {
   FlightRecorder r({});
   Round round;
-  round.health().state = HealthState::kUnhealthy;
+  round.health().state = state::HealthState::kUnhealthy;
   EXPECT_TRUE(r.Record(round.set, round.snap, {}, kWindow, kEvery, kT0).empty());
 }
 
@@ -198,7 +198,7 @@ TEST(FlightRecorderTest, XidOnlyFaultsAreDumpedAtMostOncePerGap) {
 TEST(FlightRecorderTest, ProcessesStartingAndStoppingAreEventsWithTheirNames) {
   FlightRecorder r({});
   Round round;
-  GpuProcess ollama;
+  gpu::GpuProcess ollama;
   ollama.pid = 4242;
   round.gpu().last->processes = {ollama};
   round.gpu().processes[4242].name = "ollama";
@@ -259,4 +259,4 @@ TEST(FlightRecorderTest, ValuesOutsideInt32AreClampedNotWrapped) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::recorder

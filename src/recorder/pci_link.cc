@@ -9,7 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "node/bus_id.h"
 
-namespace gpulet {
+namespace gpulet::recorder {
 
 std::optional<uint64_t> ParseAerTotal(absl::string_view text, absl::string_view total_name) {
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
@@ -36,7 +36,7 @@ std::optional<unsigned> ParseLinkSpeed(absl::string_view text) {
 
 PciLinkReading ReadPciLink(const HostFs& host, absl::string_view bus_id) {
   PciLinkReading out;
-  std::string bdf = NormalizeBusId(bus_id);
+  std::string bdf = node::NormalizeBusId(bus_id);
   if (bdf.empty()) return out;
   // The device's directory is resolved once for its five files (this runs for every GPU each
   // sampling round).
@@ -67,4 +67,4 @@ PciLinkReading ReadPciLink(const HostFs& host, absl::string_view bus_id) {
   return out;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::recorder

@@ -23,7 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "common/host_fs.h"
 
-namespace gpulet {
+namespace gpulet::recorder {
 
 struct PciLinkReading {
   std::optional<unsigned> width;  // lanes
@@ -44,6 +44,6 @@ std::optional<unsigned> ParseLinkSpeed(absl::string_view text);
 // it cannot read is absent.
 PciLinkReading ReadPciLink(const HostFs& host, absl::string_view bus_id);
 
-}  // namespace gpulet
+}  // namespace gpulet::recorder
 
 #endif  // GPULET_RECORDER_PCI_LINK_H_

@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 #include "testing/files.h"
 
-namespace gpulet {
+namespace gpulet::recorder {
 namespace {
 
 // As Linux 6.x prints /sys/bus/pci/devices/<bdf>/aer_dev_correctable.
@@ -49,4 +49,4 @@ TEST(PciLinkTest, ReadsTheGpusFilesUnderTheHostRootAndLeavesMissingOnesAbsent) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::recorder

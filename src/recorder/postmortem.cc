@@ -12,7 +12,7 @@
 #include "gpu/nvml_api.h"
 #include "health/xid_catalog.h"
 
-namespace gpulet {
+namespace gpulet::recorder {
 namespace {
 
 // How far before the fault a thermal or power excursion still counts as its cause.
@@ -50,13 +50,14 @@ std::set<std::string> HoldersAt(const RecorderDump& d, int64_t at_ms) {
 }
 
 bool IsApplicationXid(int code) {
-  return DescribeXid(code).severity == XidSeverity::kApplication || IsDefaultApplicationXid(code);
+  return health::DescribeXid(code).severity == health::XidSeverity::kApplication ||
+         health::IsDefaultApplicationXid(code);
 }
 
 bool PointsAtSoftware(int code) {
-  const XidInfo info = DescribeXid(code);
-  for (XidBucket b : {info.immediate, info.investigatory}) {
-    if (b == XidBucket::kUpdateSwFw || b == XidBucket::kInvestigateSw) return true;
+  const health::XidInfo info = health::DescribeXid(code);
+  for (health::XidBucket b : {info.immediate, info.investigatory}) {
+    if (b == health::XidBucket::kUpdateSwFw || b == health::XidBucket::kInvestigateSw) return true;
   }
   return false;
 }
@@ -249,7 +250,7 @@ Verdict Assess(const RecorderDump& f, std::span<const RecorderDump> earlier) {
   // Driver and configuration.
   for (const RecordedEvent* e : xids) {
     if (PointsAtSoftware(e->xid)) {
-      const XidInfo info = DescribeXid(e->xid);
+      const health::XidInfo info = health::DescribeXid(e->xid);
       driver.push_back({e->at_ms, absl::StrCat("XID ", e->xid, " (", info.mnemonic,
                                                "): NVIDIA's catalogue sends it to a driver or "
                                                "firmware investigation")});
@@ -527,4 +528,4 @@ std::string TimelineSvg(const RecorderDump& d, const Verdict& v) {
   return out;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::recorder

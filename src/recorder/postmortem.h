@@ -28,7 +28,7 @@
 
 #include "recorder/recording.h"
 
-namespace gpulet {
+namespace gpulet::recorder {
 
 enum class Cause { kHardware, kDriver, kApplication, kUndetermined };
 // "hardware", "driver-or-configuration", "application", "undetermined".
@@ -63,6 +63,6 @@ std::string TimelineSvg(const RecorderDump& dump, const Verdict& verdict);
 // "2026-12-05T10:00:01.250Z"
 std::string FormatMillis(int64_t unix_ms);
 
-}  // namespace gpulet
+}  // namespace gpulet::recorder
 
 #endif  // GPULET_RECORDER_POSTMORTEM_H_

@@ -8,7 +8,7 @@
 #include "gpu/nvml_api.h"
 #include "gtest/gtest.h"
 
-namespace gpulet {
+namespace gpulet::recorder {
 namespace {
 
 using ::testing::HasSubstr;
@@ -236,4 +236,4 @@ TEST(PostmortemTest, TheSvgIsOneEscapedDocument) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::recorder

@@ -17,7 +17,7 @@
 #include "common/versioned_json.h"
 #include "nlohmann/json.hpp"
 
-namespace gpulet {
+namespace gpulet::recorder {
 namespace {
 
 namespace fs = std::filesystem;
@@ -289,4 +289,4 @@ std::vector<RecorderFiles::Loaded> RecorderFiles::LoadAll() const {
   return out;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::recorder

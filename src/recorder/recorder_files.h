@@ -30,7 +30,7 @@
 #include "absl/strings/string_view.h"
 #include "recorder/recording.h"
 
-namespace gpulet {
+namespace gpulet::recorder {
 
 std::string DumpToJson(const RecorderDump& dump);
 absl::StatusOr<RecorderDump> DumpFromJson(absl::string_view text);
@@ -69,6 +69,6 @@ class RecorderFiles {
 // so that no UUID or bus id can leave the directory.
 std::string DumpFileName(const RecorderDump& dump);
 
-}  // namespace gpulet
+}  // namespace gpulet::recorder
 
 #endif  // GPULET_RECORDER_RECORDER_FILES_H_

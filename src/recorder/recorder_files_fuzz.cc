@@ -20,13 +20,16 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::string_view text(reinterpret_cast<const char*>(data), size);
-  (void)gpulet::ParseAerTotal(text, "TOTAL_ERR_COR");
-  (void)gpulet::ParseLinkSpeed(text);
-  absl::StatusOr<gpulet::RecorderDump> dump = gpulet::DumpFromJson(text);
+  (void)gpulet::recorder::ParseAerTotal(text, "TOTAL_ERR_COR");
+  (void)gpulet::recorder::ParseLinkSpeed(text);
+  absl::StatusOr<gpulet::recorder::RecorderDump> dump = gpulet::recorder::DumpFromJson(text);
   if (!dump.ok()) return 0;
-  absl::StatusOr<gpulet::RecorderDump> again = gpulet::DumpFromJson(gpulet::DumpToJson(*dump));
+  absl::StatusOr<gpulet::recorder::RecorderDump> again =
+      gpulet::recorder::DumpFromJson(gpulet::recorder::DumpToJson(*dump));
   if (!again.ok() || !(*again == *dump)) std::abort();
-  gpulet::Verdict v = gpulet::Assess(*dump, {});
-  if (gpulet::TimelineText(*dump, v).empty() || gpulet::TimelineSvg(*dump, v).empty()) std::abort();
+  gpulet::recorder::Verdict v = gpulet::recorder::Assess(*dump, {});
+  if (gpulet::recorder::TimelineText(*dump, v).empty() ||
+      gpulet::recorder::TimelineSvg(*dump, v).empty())
+    std::abort();
   return 0;
 }

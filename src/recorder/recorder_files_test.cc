@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "testing/files.h"
 
-namespace gpulet {
+namespace gpulet::recorder {
 namespace {
 
 namespace fs = std::filesystem;
@@ -146,4 +146,4 @@ TEST(RecorderFilesTest, AGpuNameCannotLeaveTheDirectory) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::recorder

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace gpulet {
+namespace gpulet::recorder {
 
 const ColumnInfo& InfoOf(Column column) { return kColumns[static_cast<size_t>(column)]; }
 
@@ -64,4 +64,4 @@ std::optional<EventKind> ParseEventKind(std::string_view name) {
   return std::nullopt;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::recorder

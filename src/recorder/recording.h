@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-namespace gpulet {
+namespace gpulet::recorder {
 
 // The recorded columns, in one table: the JSON column names, the timeline's labels and the
 // SVG's series all come from it.
@@ -160,6 +160,6 @@ inline constexpr size_t kMaxEventText = 240;
 // 1970. Later is a damaged file, and arithmetic on earlier times cannot overflow.
 inline constexpr int64_t kLatestUnixSeconds = 7258118400;
 
-}  // namespace gpulet
+}  // namespace gpulet::recorder
 
 #endif  // GPULET_RECORDER_RECORDING_H_

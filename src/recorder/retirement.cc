@@ -10,7 +10,7 @@
 #include "common/versioned_json.h"
 #include "nlohmann/json.hpp"
 
-namespace gpulet {
+namespace gpulet::recorder {
 namespace {
 
 using nlohmann::json;
@@ -109,4 +109,4 @@ std::optional<std::string> RetireReason(std::span<const RecorderDump> faults, in
                       ", the last: ", recent.back()->fault);
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::recorder

@@ -34,7 +34,7 @@
 #include "absl/time/time.h"
 #include "recorder/recording.h"
 
-namespace gpulet {
+namespace gpulet::recorder {
 
 struct RetiredGpu {
   std::string pci_bus_id;
@@ -67,6 +67,6 @@ class RetiredFile {
 std::optional<std::string> RetireReason(std::span<const RecorderDump> faults, int max_faults,
                                         absl::Duration window, absl::Time now);
 
-}  // namespace gpulet
+}  // namespace gpulet::recorder
 
 #endif  // GPULET_RECORDER_RETIREMENT_H_

@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 #include "testing/files.h"
 
-namespace gpulet {
+namespace gpulet::recorder {
 namespace {
 
 using ::testing::HasSubstr;
@@ -92,4 +92,4 @@ TEST(RetirementTest, AMissingFileIsNoneAndABadOneNamesItselfAndTheWayOut) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::recorder

@@ -19,7 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
-namespace gpulet {
+namespace gpulet::state {
 
 inline constexpr absl::string_view kDeviceIdSeparator = "::";
 inline constexpr absl::string_view kMemorySliceInfix = "mem";
@@ -44,6 +44,6 @@ inline std::string PhysicalId(absl::string_view advertised_id) {
   return std::string(advertised_id.substr(0, advertised_id.find(kDeviceIdSeparator)));
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::state
 
 #endif  // GPULET_STATE_DEVICE_ID_H_

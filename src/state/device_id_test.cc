@@ -2,7 +2,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpulet {
+namespace gpulet::state {
 namespace {
 
 TEST(DeviceIdTest, FormatsAndMapsBack) {
@@ -25,4 +25,4 @@ TEST(DeviceIdTest, FormatsAndMapsBack) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::state

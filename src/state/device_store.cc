@@ -2,7 +2,7 @@
 
 #include "node/bus_id.h"
 
-namespace gpulet {
+namespace gpulet::state {
 
 const char* HealthStateName(HealthState state) {
   switch (state) {
@@ -65,7 +65,7 @@ namespace {
 // Finds a record by UUID, or by bus id in any of its spellings.
 template <typename SnapshotT>
 auto* FindRecord(SnapshotT& s, const std::string& key) {
-  std::string bus = NormalizeBusId(key);
+  std::string bus = node::NormalizeBusId(key);
   decltype(&s.devices[0]) found = nullptr;
   for (auto& d : s.devices) {
     if ((!d.gpu.uuid.empty() && d.gpu.uuid == key) || (!bus.empty() && d.gpu.bus_id == bus)) {
@@ -78,12 +78,12 @@ auto* FindRecord(SnapshotT& s, const std::string& key) {
 
 }  // namespace
 
-void DeviceStore::SetInventory(const Inventory& inventory, absl::Time now) {
+void DeviceStore::SetInventory(const gpu::Inventory& inventory, absl::Time now) {
   absl::MutexLock lock(&mu_);
   auto next = std::make_shared<Snapshot>();
   next->nvml_ok = inventory.nvml_status.ok();
   next->nvml_error = std::string(inventory.nvml_status.message());
-  for (const Gpu& gpu : inventory.gpus) {
+  for (const gpu::Gpu& gpu : inventory.gpus) {
     DeviceRecord record;
     record.gpu = gpu;
     record.health.since = now;
@@ -145,12 +145,12 @@ bool DeviceStore::UpdateMigHealth(const std::string& key, unsigned gpu_instance_
   return true;
 }
 
-bool DeviceStore::SetMigLayout(const std::string& key, const MigLayout& layout) {
+bool DeviceStore::SetMigLayout(const std::string& key, const gpu::MigLayout& layout) {
   absl::MutexLock lock(&mu_);
   const DeviceRecord* now = FindRecord(*current_, key);
   if (now == nullptr) return false;
-  Gpu changed = now->gpu;
-  ApplyMigLayout(layout, &changed);
+  gpu::Gpu changed = now->gpu;
+  gpu::ApplyMigLayout(layout, &changed);
   if (changed.mig_enabled == now->gpu.mig_enabled && changed.mig_devices == now->gpu.mig_devices) {
     return false;
   }
@@ -206,4 +206,4 @@ bool DeviceStore::shut_down() const {
   return shutdown_;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::state

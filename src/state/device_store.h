@@ -25,7 +25,7 @@
 #include "absl/time/time.h"
 #include "gpu/gpu_model.h"
 
-namespace gpulet {
+namespace gpulet::state {
 
 enum class HealthState { kHealthy, kDegraded, kUnhealthy };
 
@@ -68,7 +68,7 @@ struct GpuHealth {
 
 // One GPU as the store knows it.
 struct DeviceRecord {
-  Gpu gpu;
+  gpu::Gpu gpu;
   GpuHealth health;  // the whole GPU's: when Unhealthy, every MIG device of it is out too
   // Health of the GPU's MIG devices that a fault named (an XID with "GPU-I:NN"), by GPU
   // instance id. Instances without an entry are as healthy as their GPU.
@@ -99,7 +99,7 @@ class DeviceStore {
   // Replaces the inventory. Health of GPUs that remain (same UUID, or same bus id for
   // GPUs without one) is kept; new GPUs start Healthy, unless NVML is unusable, in which case
   // every GPU is Unhealthy with the NVML error as reason.
-  void SetInventory(const Inventory& inventory, absl::Time now);
+  void SetInventory(const gpu::Inventory& inventory, absl::Time now);
 
   // Sets one GPU's health (matched by UUID, else bus id). Returns false if unknown.
   bool SetHealth(const std::string& uuid_or_bus_id, const GpuHealth& health);
@@ -117,7 +117,7 @@ class DeviceStore {
   // Replaces one GPU's MIG mode and devices (an operator changed the layout). Health of
   // instances that are gone is dropped. Publishes a new snapshot, and returns true, only
   // when something changed (false also for an unknown GPU).
-  bool SetMigLayout(const std::string& uuid_or_bus_id, const MigLayout& layout);
+  bool SetMigLayout(const std::string& uuid_or_bus_id, const gpu::MigLayout& layout);
 
   std::shared_ptr<const Snapshot> Get() const;
 
@@ -137,6 +137,6 @@ class DeviceStore {
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-}  // namespace gpulet
+}  // namespace gpulet::state
 
 #endif  // GPULET_STATE_DEVICE_STORE_H_

@@ -12,13 +12,13 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 
-namespace gpulet {
+namespace gpulet::state {
 namespace {
 
 const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);
 
-Gpu MakeGpu(unsigned index, std::string uuid, std::string bus_id) {
-  Gpu g;
+gpu::Gpu MakeGpu(unsigned index, std::string uuid, std::string bus_id) {
+  gpu::Gpu g;
   g.index = index;
   g.uuid = std::move(uuid);
   g.bus_id = std::move(bus_id);
@@ -26,8 +26,8 @@ Gpu MakeGpu(unsigned index, std::string uuid, std::string bus_id) {
   return g;
 }
 
-Inventory TwoGpus() {
-  Inventory inv;
+gpu::Inventory TwoGpus() {
+  gpu::Inventory inv;
   inv.gpus = {MakeGpu(0, "GPU-a", "0000:01:00.0"), MakeGpu(1, "GPU-b", "0000:02:00.0")};
   return inv;
 }
@@ -181,8 +181,8 @@ TEST(DeviceStoreTest, SetInventoryTable) {
   };
   for (const Case& c : kCases) {
     DeviceStore store;
-    Inventory inv;
-    Gpu g = MakeGpu(0, c.in_nvml ? "GPU-a" : "", "0000:01:00.0");
+    gpu::Inventory inv;
+    gpu::Gpu g = MakeGpu(0, c.in_nvml ? "GPU-a" : "", "0000:01:00.0");
     g.in_nvml = c.in_nvml;
     g.nvml_error = c.nvml_error;
     g.kernel_driver = c.kernel_driver;
@@ -207,7 +207,7 @@ TEST(DeviceStoreTest, SetInventoryTable) {
 
 TEST(DeviceStoreTest, InventoryOrderAndLookups) {
   DeviceStore store;
-  Inventory inv = TwoGpus();
+  gpu::Inventory inv = TwoGpus();
   inv.gpus.push_back(MakeGpu(2, "", "0000:03:00.0"));
   inv.gpus.back().in_nvml = false;
   store.SetInventory(inv, kT0);
@@ -235,7 +235,7 @@ TEST(DeviceStoreTest, InventoryOrderAndLookups) {
 
 TEST(DeviceStoreTest, HealthSurvivesANewInventoryByUuidOrBusId) {
   DeviceStore store;
-  Inventory inv = TwoGpus();
+  gpu::Inventory inv = TwoGpus();
   inv.gpus.push_back(MakeGpu(2, "", "0000:03:00.0"));
   store.SetInventory(inv, kT0);
   ASSERT_TRUE(store.UpdateHealth("GPU-a", [](GpuHealth& h) {
@@ -246,7 +246,7 @@ TEST(DeviceStoreTest, HealthSurvivesANewInventoryByUuidOrBusId) {
     h.Raise("remap", Cond(HealthState::kDegraded, "pending"), kT0);
   }));
   // Rediscovery (SIGHUP): GPU-a moved to another index, GPU-b is gone, a new GPU-c came.
-  Inventory next;
+  gpu::Inventory next;
   next.gpus = {MakeGpu(0, "GPU-c", "0000:04:00.0"), MakeGpu(1, "GPU-a", "0000:01:00.0"),
                MakeGpu(2, "", "0000:03:00.0")};
   store.SetInventory(next, kT0 + absl::Minutes(1));
@@ -264,7 +264,7 @@ TEST(DeviceStoreTest, HealthSurvivesANewInventoryByUuidOrBusId) {
 
 TEST(DeviceStoreTest, NvmlConditionFollowsEachInventory) {
   DeviceStore store;
-  Inventory down = TwoGpus();
+  gpu::Inventory down = TwoGpus();
   down.nvml_status = absl::UnavailableError("driver not loaded");
   store.SetInventory(down, kT0);
   for (const DeviceRecord& d : store.Get()->devices) {
@@ -353,4 +353,4 @@ TEST(DeviceStoreTest, ShutdownWakesEveryWaiterAndLaterWaitsReturnAtOnce) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::state

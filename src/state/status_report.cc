@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/json_reader.h"
 
-namespace gpulet {
+namespace gpulet::state {
 namespace {
 
 using nlohmann::json;
@@ -189,12 +189,12 @@ absl::StatusOr<GpuStatus> GpuFromJson(const json& j, const std::string& path) {
   GPULET_RETURN_IF_ERROR(r.Optional("answering", &g.answering));
   GPULET_RETURN_IF_ERROR(r.Optional("sample_error", &g.sample_error));
   GPULET_RETURN_IF_ERROR(r.Optional("sample_age_seconds", &g.sample_age_seconds));
-  for (const SampleValue& row : SampleValues()) {
+  for (const gpu::SampleValue& row : gpu::SampleValues()) {
     if (row.status_key == nullptr) continue;
     GPULET_RETURN_IF_ERROR(std::visit(
         [&](auto m) -> absl::Status {
-          if constexpr (StoredMember<decltype(m)>) {
-            std::optional<typename MemberValue<decltype(m)>::type> v;
+          if constexpr (gpu::StoredMember<decltype(m)>) {
+            std::optional<typename gpu::MemberValue<decltype(m)>::type> v;
             GPULET_RETURN_IF_ERROR(r.Optional(row.status_key, &v));
             if (v) g.values[row.id] = static_cast<double>(*v);
           }
@@ -256,9 +256,9 @@ json GpuToJson(const GpuStatus& g) {
   if (g.sample_error) j["sample_error"] = *g.sample_error;
   if (g.sample_age_seconds) j["sample_age_seconds"] = *g.sample_age_seconds;
   for (const auto& [id, value] : g.values) {
-    const SampleValue& row = Value(id);
+    const gpu::SampleValue& row = gpu::Value(id);
     if (row.status_key == nullptr) continue;
-    if (IsIntegerValue(row)) {
+    if (gpu::IsIntegerValue(row)) {
       j[row.status_key] = static_cast<int64_t>(value);
     } else {
       j[row.status_key] = value;
@@ -302,7 +302,7 @@ json GpuToJson(const GpuStatus& g) {
 
 }  // namespace
 
-std::optional<double> GpuStatus::Value(ValueId id) const {
+std::optional<double> GpuStatus::Value(gpu::ValueId id) const {
   auto it = values.find(id);
   if (it == values.end()) return std::nullopt;
   return it->second;
@@ -370,4 +370,4 @@ StatusReport StatusFromSnapshot(const Snapshot& snap) {
   return report;
 }
 
-}  // namespace gpulet
+}  // namespace gpulet::state

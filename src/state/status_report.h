@@ -28,7 +28,7 @@
 #include "nlohmann/json.hpp"
 #include "state/device_store.h"
 
-namespace gpulet {
+namespace gpulet::state {
 
 // A pod container holding a device of this GPU (pod attribution).
 struct AllocationStatus {
@@ -103,7 +103,7 @@ struct GpuStatus {
   std::optional<double> sample_age_seconds;
   // The latest sample's values that the value table (gpu/sample_values.h) gives a /status
   // key, each under that key; present only while the GPU answers.
-  std::map<ValueId, double> values;
+  std::map<gpu::ValueId, double> values;
   std::optional<std::vector<ProcessStatus>> processes;
   // VRAM slices held on this GPU: present when the sampler reads slice files and finds one.
   std::optional<std::vector<SliceStatus>> vram_slices;
@@ -113,7 +113,7 @@ struct GpuStatus {
   std::optional<FaultStatus> last_fault;
 
   // One of `values`; none when absent.
-  std::optional<double> Value(ValueId id) const;
+  std::optional<double> Value(gpu::ValueId id) const;
 
   bool operator==(const GpuStatus&) const = default;
 };
@@ -141,6 +141,6 @@ StatusReport StatusFromSnapshot(const Snapshot& snap);
 // Parses a HealthStateName() back; nullopt for anything else.
 std::optional<HealthState> ParseHealthState(absl::string_view name);
 
-}  // namespace gpulet
+}  // namespace gpulet::state
 
 #endif  // GPULET_STATE_STATUS_REPORT_H_

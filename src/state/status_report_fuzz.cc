@@ -18,13 +18,15 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 65536) return 0;
   const std::string text(reinterpret_cast<const char*>(data), size);
-  absl::StatusOr<gpulet::StatusReport> report = gpulet::StatusReport::FromJsonText(text);
+  absl::StatusOr<gpulet::state::StatusReport> report =
+      gpulet::state::StatusReport::FromJsonText(text);
   if (!report.ok()) {
     if (report.status().message().empty()) std::abort();
     return 0;
   }
   const std::string once = report->ToJsonText();
-  absl::StatusOr<gpulet::StatusReport> again = gpulet::StatusReport::FromJsonText(once);
+  absl::StatusOr<gpulet::state::StatusReport> again =
+      gpulet::state::StatusReport::FromJsonText(once);
   if (!again.ok()) {
     std::fprintf(stderr, "written:\n%s\nread back: %s\n", once.c_str(),
                  std::string(again.status().message()).c_str());

@@ -7,7 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace gpulet {
+namespace gpulet::state {
 namespace {
 
 using ::testing::HasSubstr;
@@ -32,10 +32,10 @@ StatusReport Everything() {
   a.answering = true;
   a.sample_error = "a transient error";
   a.sample_age_seconds = 0.25;
-  a.values = {{ValueId::kGpuUtil, 42},
-              {ValueId::kFbUsed, static_cast<double>(uint64_t{1} << 30)},
-              {ValueId::kGpuTemp, 55},
-              {ValueId::kPower, 250.5}};
+  a.values = {{gpu::ValueId::kGpuUtil, 42},
+              {gpu::ValueId::kFbUsed, static_cast<double>(uint64_t{1} << 30)},
+              {gpu::ValueId::kGpuTemp, 55},
+              {gpu::ValueId::kPower, 250.5}};
   ProcessStatus p;
   p.pid = 4242;
   p.name = "ollama";
@@ -208,4 +208,4 @@ TEST(StatusReportTest, HealthStateNames) {
 }
 
 }  // namespace
-}  // namespace gpulet
+}  // namespace gpulet::state

@@ -28,12 +28,12 @@ FakeGpuLibrary::~FakeGpuLibrary() {
       this));
 }
 
-void FakeGpuLibrary::SetSystemInfo(SystemInfo info) {
+void FakeGpuLibrary::SetSystemInfo(gpu::SystemInfo info) {
   absl::MutexLock lock(&mu_);
   system_ = std::move(info);
 }
 
-void FakeGpuLibrary::AddDevice(DeviceIdentity identity, DeviceSample sample) {
+void FakeGpuLibrary::AddDevice(gpu::DeviceIdentity identity, gpu::DeviceSample sample) {
   absl::MutexLock lock(&mu_);
   Device& d = devices_[identity.index];
   d = Device{};
@@ -41,7 +41,7 @@ void FakeGpuLibrary::AddDevice(DeviceIdentity identity, DeviceSample sample) {
   d.sample = std::move(sample);
 }
 
-void FakeGpuLibrary::SetSample(unsigned index, DeviceSample sample) {
+void FakeGpuLibrary::SetSample(unsigned index, gpu::DeviceSample sample) {
   absl::MutexLock lock(&mu_);
   devices_[index].sample = std::move(sample);
 }
@@ -64,7 +64,8 @@ void FakeGpuLibrary::Fail(unsigned index, absl::Status status) {
 }
 
 void FakeGpuLibrary::FailNvml(unsigned index, int nvml_code) {
-  Fail(index, NvmlError(nvml_code, "nvmlDeviceGetHandleByIndex_v2", absl::StrCat("GPU ", index)));
+  Fail(index,
+       gpu::NvmlError(nvml_code, "nvmlDeviceGetHandleByIndex_v2", absl::StrCat("GPU ", index)));
 }
 
 void FakeGpuLibrary::AnswerWithUuid(unsigned index, std::string uuid) {
@@ -111,7 +112,7 @@ void FakeGpuLibrary::InjectDoubleBitEcc(unsigned index) {
   InjectEvent({index, nvmlEventTypeDoubleBitEccError, 0, std::nullopt, std::nullopt});
 }
 
-void FakeGpuLibrary::InjectEvent(GpuEvent event) {
+void FakeGpuLibrary::InjectEvent(gpu::GpuEvent event) {
   absl::MutexLock lock(&mu_);
   events_.push_back(event);
 }
@@ -151,8 +152,8 @@ std::optional<unsigned> FakeGpuLibrary::registered_count() const {
 absl::StatusOr<FakeGpuLibrary::Device*> FakeGpuLibrary::FindLocked(unsigned index) {
   auto it = devices_.find(index);
   if (it == devices_.end()) {
-    return NvmlError(NVML_ERROR_INVALID_ARGUMENT, "nvmlDeviceGetHandleByIndex_v2",
-                     absl::StrCat("index ", index));
+    return gpu::NvmlError(NVML_ERROR_INVALID_ARGUMENT, "nvmlDeviceGetHandleByIndex_v2",
+                          absl::StrCat("index ", index));
   }
   return &it->second;
 }
@@ -182,7 +183,7 @@ absl::Status FakeGpuLibrary::WaitWhileHungLocked(unsigned index, absl::Duration 
   return absl::OkStatus();
 }
 
-absl::StatusOr<SystemInfo> FakeGpuLibrary::GetSystemInfo() {
+absl::StatusOr<gpu::SystemInfo> FakeGpuLibrary::GetSystemInfo() {
   absl::MutexLock lock(&mu_);
   return system_;
 }
@@ -192,17 +193,17 @@ absl::StatusOr<unsigned> FakeGpuLibrary::GetDeviceCount() {
   return static_cast<unsigned>(devices_.size());
 }
 
-absl::StatusOr<DeviceIdentity> FakeGpuLibrary::GetDeviceIdentity(unsigned index) {
+absl::StatusOr<gpu::DeviceIdentity> FakeGpuLibrary::GetDeviceIdentity(unsigned index) {
   absl::MutexLock lock(&mu_);
   absl::StatusOr<Device*> d = FindLocked(index);
   if (!d.ok()) return d.status();
   if (!(*d)->failure.ok()) return (*d)->failure;
-  DeviceIdentity id = (*d)->identity;
+  gpu::DeviceIdentity id = (*d)->identity;
   if ((*d)->uuid_override) id.uuid = *(*d)->uuid_override;
   return id;
 }
 
-absl::StatusOr<ProbeAnswer> FakeGpuLibrary::Probe(unsigned index, absl::Duration timeout) {
+absl::StatusOr<gpu::ProbeAnswer> FakeGpuLibrary::Probe(unsigned index, absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   absl::StatusOr<Device*> d = FindLocked(index);
   if (!d.ok()) return d.status();
@@ -212,12 +213,12 @@ absl::StatusOr<ProbeAnswer> FakeGpuLibrary::Probe(unsigned index, absl::Duration
   // Re-read after the wait: the test may have changed the script meanwhile.
   Device& dev = devices_[index];
   if (!dev.failure.ok()) return dev.failure;
-  ProbeAnswer answer = dev.probe;
+  gpu::ProbeAnswer answer = dev.probe;
   answer.uuid = dev.uuid_override.value_or(dev.identity.uuid);
   return answer;
 }
 
-absl::StatusOr<DeviceSample> FakeGpuLibrary::Sample(unsigned index, absl::Duration timeout) {
+absl::StatusOr<gpu::DeviceSample> FakeGpuLibrary::Sample(unsigned index, absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   absl::StatusOr<Device*> d = FindLocked(index);
   if (!d.ok()) return d.status();
@@ -226,17 +227,18 @@ absl::StatusOr<DeviceSample> FakeGpuLibrary::Sample(unsigned index, absl::Durati
   if (!hang.ok()) return hang;
   Device& dev = devices_[index];
   if (!dev.failure.ok()) return dev.failure;
-  DeviceSample s = dev.sample;
+  gpu::DeviceSample s = dev.sample;
   s.taken = clock_->Now();
   return s;
 }
 
-void FakeGpuLibrary::SetMigLayout(unsigned index, MigLayout layout) {
+void FakeGpuLibrary::SetMigLayout(unsigned index, gpu::MigLayout layout) {
   absl::MutexLock lock(&mu_);
   devices_[index].mig = std::move(layout);
 }
 
-absl::StatusOr<MigLayout> FakeGpuLibrary::GetMigLayout(unsigned index, absl::Duration timeout) {
+absl::StatusOr<gpu::MigLayout> FakeGpuLibrary::GetMigLayout(unsigned index,
+                                                            absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   absl::StatusOr<Device*> d = FindLocked(index);
   if (!d.ok()) return d.status();
@@ -253,7 +255,7 @@ absl::Status FakeGpuLibrary::RegisterEvents(unsigned count) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<GpuEvent>> FakeGpuLibrary::WaitEvent(absl::Duration timeout) {
+absl::StatusOr<std::optional<gpu::GpuEvent>> FakeGpuLibrary::WaitEvent(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   if (!next_wait_error_.ok()) return std::exchange(next_wait_error_, absl::OkStatus());
   auto ready = [this]()
@@ -261,23 +263,23 @@ absl::StatusOr<std::optional<GpuEvent>> FakeGpuLibrary::WaitEvent(absl::Duration
   ++blocked_;
   clock_->AwaitWithTimeout(&mu_, absl::Condition(&ready), timeout);
   --blocked_;
-  if (destroying_ || events_.empty()) return std::optional<GpuEvent>();
-  GpuEvent e = events_.front();
+  if (destroying_ || events_.empty()) return std::optional<gpu::GpuEvent>();
+  gpu::GpuEvent e = events_.front();
   events_.pop_front();
-  return std::optional<GpuEvent>(e);
+  return std::optional<gpu::GpuEvent>(e);
 }
 
-DeviceSample SampleWithEveryValue() {
-  DeviceSample s;
+gpu::DeviceSample SampleWithEveryValue() {
+  gpu::DeviceSample s;
   s.taken = absl::FromUnixSeconds(1'800'000'000);
   int n = 0;
-  for (const SampleValue& row : SampleValues()) {
+  for (const gpu::SampleValue& row : gpu::SampleValues()) {
     ++n;
     std::visit(
         [&](auto m) {
           using T = decltype(m);
-          if constexpr (StoredMember<T>) {
-            using X = typename MemberValue<T>::type;
+          if constexpr (gpu::StoredMember<T>) {
+            using X = typename gpu::MemberValue<T>::type;
             X v{};
             if constexpr (std::is_same_v<X, bool>) {
               v = true;
@@ -288,7 +290,8 @@ DeviceSample SampleWithEveryValue() {
             } else {
               v = static_cast<X>(n);
             }
-            if constexpr (std::is_same_v<typename MemberValue<T>::owner, ProfilingSample>) {
+            if constexpr (std::is_same_v<typename gpu::MemberValue<T>::owner,
+                                         gpu::ProfilingSample>) {
               if (!s.profiling) s.profiling.emplace();
               (*s.profiling).*m = v;
             } else {

@@ -35,7 +35,7 @@
 
 namespace gpulet::testing {
 
-class FakeGpuLibrary final : public GpuLibrary {
+class FakeGpuLibrary final : public gpu::GpuLibrary {
  public:
   // `clock` measures the timeouts of hung calls and of WaitEvent.
   explicit FakeGpuLibrary(const Clock* clock = RealClock());
@@ -44,17 +44,17 @@ class FakeGpuLibrary final : public GpuLibrary {
   FakeGpuLibrary& operator=(const FakeGpuLibrary&) = delete;
 
   // --- what the GPUs are -------------------------------------------------------------
-  void SetSystemInfo(SystemInfo info);
+  void SetSystemInfo(gpu::SystemInfo info);
   // Adds (or replaces) the GPU at identity.index; it answers normally.
-  void AddDevice(DeviceIdentity identity, DeviceSample sample = {});
+  void AddDevice(gpu::DeviceIdentity identity, gpu::DeviceSample sample = {});
   // What Sample returns for the GPU from now on (`taken` is set from the clock).
-  void SetSample(unsigned index, DeviceSample sample);
+  void SetSample(unsigned index, gpu::DeviceSample sample);
   // The row-remapping state Probe reports (absent: the GPU has no row remapping).
   void SetRowRemap(unsigned index, std::optional<bool> pending, std::optional<bool> failure);
   // The driver's recovery action Probe reports (absent: a driver that does not report it).
   void SetRecoveryAction(unsigned index, std::optional<unsigned> action);
   // The MIG layout GetMigLayout reports (default: MIG disabled, no devices).
-  void SetMigLayout(unsigned index, MigLayout layout);
+  void SetMigLayout(unsigned index, gpu::MigLayout layout);
 
   // --- how they answer ---------------------------------------------------------------
   // Every call about the GPU (identity, probe, sample) fails with `status`.
@@ -75,7 +75,7 @@ class FakeGpuLibrary final : public GpuLibrary {
   // --- events --------------------------------------------------------------------------
   void InjectXid(unsigned index, unsigned long long xid);
   void InjectDoubleBitEcc(unsigned index);
-  void InjectEvent(GpuEvent event);
+  void InjectEvent(gpu::GpuEvent event);
   // The next WaitEvent fails with `status` (then waits go on normally).
   void FailNextEventWait(absl::Status status);
   // Waits (real time, at most `limit`) until no injected event is left undelivered.
@@ -87,21 +87,21 @@ class FakeGpuLibrary final : public GpuLibrary {
   std::optional<unsigned> registered_count() const;
 
   // GpuLibrary
-  absl::StatusOr<SystemInfo> GetSystemInfo() override;
+  absl::StatusOr<gpu::SystemInfo> GetSystemInfo() override;
   absl::StatusOr<unsigned> GetDeviceCount() override;
-  absl::StatusOr<DeviceIdentity> GetDeviceIdentity(unsigned index) override;
-  absl::StatusOr<ProbeAnswer> Probe(unsigned index, absl::Duration timeout) override;
-  absl::StatusOr<DeviceSample> Sample(unsigned index, absl::Duration timeout) override;
-  absl::StatusOr<MigLayout> GetMigLayout(unsigned index, absl::Duration timeout) override;
+  absl::StatusOr<gpu::DeviceIdentity> GetDeviceIdentity(unsigned index) override;
+  absl::StatusOr<gpu::ProbeAnswer> Probe(unsigned index, absl::Duration timeout) override;
+  absl::StatusOr<gpu::DeviceSample> Sample(unsigned index, absl::Duration timeout) override;
+  absl::StatusOr<gpu::MigLayout> GetMigLayout(unsigned index, absl::Duration timeout) override;
   absl::Status RegisterEvents(unsigned count) override;
-  absl::StatusOr<std::optional<GpuEvent>> WaitEvent(absl::Duration timeout) override;
+  absl::StatusOr<std::optional<gpu::GpuEvent>> WaitEvent(absl::Duration timeout) override;
 
  private:
   struct Device {
-    DeviceIdentity identity;
-    DeviceSample sample;
-    ProbeAnswer probe;  // remap fields only; the UUID comes from identity/uuid_override
-    MigLayout mig;
+    gpu::DeviceIdentity identity;
+    gpu::DeviceSample sample;
+    gpu::ProbeAnswer probe;  // remap fields only; the UUID comes from identity/uuid_override
+    gpu::MigLayout mig;
     absl::Status failure;
     std::optional<std::string> uuid_override;
     bool hung = false;
@@ -118,9 +118,9 @@ class FakeGpuLibrary final : public GpuLibrary {
 
   const Clock* const clock_;
   mutable absl::Mutex mu_;
-  SystemInfo system_ ABSL_GUARDED_BY(mu_);
+  gpu::SystemInfo system_ ABSL_GUARDED_BY(mu_);
   std::map<unsigned, Device> devices_ ABSL_GUARDED_BY(mu_);
-  std::deque<GpuEvent> events_ ABSL_GUARDED_BY(mu_);
+  std::deque<gpu::GpuEvent> events_ ABSL_GUARDED_BY(mu_);
   absl::Status next_wait_error_ ABSL_GUARDED_BY(mu_);
   std::optional<unsigned> registered_ ABSL_GUARDED_BY(mu_);
   int blocked_ ABSL_GUARDED_BY(mu_) = 0;  // calls inside WaitWhileHungLocked or WaitEvent
@@ -134,8 +134,8 @@ inline constexpr char kGpu1[] = "GPU-11111111-1111-1111-1111-111111111111";
 
 // The inventory entry for a GPU the fake answers for: seen by NVML and on the PCI bus,
 // bound to the nvidia driver, named "NVIDIA H200".
-inline Gpu NvmlGpu(unsigned index, const std::string& uuid, const std::string& bus) {
-  Gpu g;
+inline gpu::Gpu NvmlGpu(unsigned index, const std::string& uuid, const std::string& bus) {
+  gpu::Gpu g;
   g.index = index;
   g.uuid = uuid;
   g.bus_id = bus;
@@ -149,7 +149,7 @@ inline Gpu NvmlGpu(unsigned index, const std::string& uuid, const std::string& b
 // A sample in which every row of the value table (gpu/sample_values.h) that the sample stores
 // has a value of its own: the n-th row (from 1) holds n (n MiB for byte counts, n/100 for
 // the GPM ratios, true for flags), so a test can tell the rows apart wherever they end up.
-DeviceSample SampleWithEveryValue();
+gpu::DeviceSample SampleWithEveryValue();
 
 }  // namespace gpulet::testing
 

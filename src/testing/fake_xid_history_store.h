@@ -16,13 +16,13 @@
 
 namespace gpulet::testing {
 
-class FakeXidHistoryStore final : public XidHistoryStore {
+class FakeXidHistoryStore final : public health::XidHistoryStore {
  public:
-  absl::StatusOr<XidHistory> Load() override {
+  absl::StatusOr<health::XidHistory> Load() override {
     if (!load_error.ok()) return load_error;
     return saved;
   }
-  absl::Status Save(const XidHistory& history) override {
+  absl::Status Save(const health::XidHistory& history) override {
     ++saves;
     if (!save_error.ok()) return save_error;
     saved = history;
@@ -30,7 +30,7 @@ class FakeXidHistoryStore final : public XidHistoryStore {
   }
   std::string Describe() const override { return "fake XID history"; }
 
-  XidHistory saved;
+  health::XidHistory saved;
   int saves = 0;
   absl::Status load_error;
   absl::Status save_error;

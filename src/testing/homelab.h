@@ -29,9 +29,9 @@ inline std::string SimRoot(const std::string& fixture) {
 inline std::string GpuletBinary() { return absl::StrCat(GPULET_BINARY_DIR, "/gpulet"); }
 
 // What NVML would say identifies a GPU; `bus` without NVML's 8-digit domain.
-inline DeviceIdentity GpuIdentity(unsigned index, const std::string& uuid, const std::string& bus,
-                                  unsigned minor) {
-  DeviceIdentity id;
+inline gpu::DeviceIdentity GpuIdentity(unsigned index, const std::string& uuid,
+                                       const std::string& bus, unsigned minor) {
+  gpu::DeviceIdentity id;
   id.index = index;
   id.uuid = uuid;
   id.name = absl::StrCat("GPU ", index);
@@ -41,19 +41,20 @@ inline DeviceIdentity GpuIdentity(unsigned index, const std::string& uuid, const
 }
 
 // The inventory discovery builds for `root` when NVML reports `ids` and `driver_version`.
-inline Inventory InventoryFor(const std::string& root, const std::vector<DeviceIdentity>& ids,
-                              const std::string& driver_version) {
+inline gpu::Inventory InventoryFor(const std::string& root,
+                                   const std::vector<gpu::DeviceIdentity>& ids,
+                                   const std::string& driver_version) {
   HostFs host(root);
-  Inventory inv = BuildInventory(nullptr, host, absl::OkStatus());
-  std::vector<absl::StatusOr<DeviceIdentity>> nvml(ids.begin(), ids.end());
-  absl::StatusOr<std::vector<PciGpu>> pci = ScanPciGpus(host);
-  inv.gpus = MergeGpuViews(nvml, pci.ok() ? *pci : std::vector<PciGpu>{});
+  gpu::Inventory inv = gpu::BuildInventory(nullptr, host, absl::OkStatus());
+  std::vector<absl::StatusOr<gpu::DeviceIdentity>> nvml(ids.begin(), ids.end());
+  absl::StatusOr<std::vector<node::PciGpu>> pci = node::ScanPciGpus(host);
+  inv.gpus = gpu::MergeGpuViews(nvml, pci.ok() ? *pci : std::vector<node::PciGpu>{});
   inv.system.driver_version = driver_version;
   return inv;
 }
 
 // The homelab node as discovery sees it with a working driver.
-inline Inventory HomelabInventory() {
+inline gpu::Inventory HomelabInventory() {
   return InventoryFor(
       SimRoot("homelab"),
       {GpuIdentity(0, kRtx3080, "0000:01:00.0", 0), GpuIdentity(1, kRtx5090, "0000:02:00.0", 1)},

@@ -24,9 +24,9 @@ std::string PluginRig::Uuid(int i) { return absl::StrCat("GPU-rig-", i); }
 PluginRig::PluginRig(const std::string& tag) : dir_(FreshDir(tag)), kubelet_(dir_.string()) {
   std::filesystem::remove_all(dir_);
   std::filesystem::create_directories(dir_);
-  Inventory inv;
+  gpu::Inventory inv;
   for (int i = 0; i < kGpus; ++i) {
-    Gpu g;
+    gpu::Gpu g;
     g.index = static_cast<unsigned>(i);
     g.uuid = Uuid(i);
     g.bus_id = absl::StrCat("0000:0", i + 1, ":00.0");
@@ -35,9 +35,9 @@ PluginRig::PluginRig(const std::string& tag) : dir_(FreshDir(tag)), kubelet_(dir
     inv.gpus.push_back(g);
   }
   store_.SetInventory(inv, absl::Now());
-  server_ = std::make_unique<DevicePluginServer>(
-      ResourceSpec{kResource, "rig.sock", ResourceKind::kGpu, ""}, std::make_shared<const Config>(),
-      &store_, ControlNodes{}, dir_.string());
+  server_ = std::make_unique<plugin::DevicePluginServer>(
+      plugin::ResourceSpec{kResource, "rig.sock", plugin::ResourceKind::kGpu, ""},
+      std::make_shared<const config::Config>(), &store_, plugin::ControlNodes{}, dir_.string());
 }
 
 PluginRig::~PluginRig() {

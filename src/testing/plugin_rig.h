@@ -39,15 +39,15 @@ class PluginRig {
   // which step failed and where.
   absl::Status Start(absl::Duration timeout = absl::Seconds(5));
 
-  DeviceStore& store() { return store_; }
+  state::DeviceStore& store() { return store_; }
   FakeKubelet& kubelet() { return kubelet_; }
   const std::filesystem::path& dir() const { return dir_; }
 
  private:
   std::filesystem::path dir_;
-  DeviceStore store_;
+  state::DeviceStore store_;
   FakeKubelet kubelet_;
-  std::unique_ptr<DevicePluginServer> server_;
+  std::unique_ptr<plugin::DevicePluginServer> server_;
 };
 
 }  // namespace gpulet::testing

@@ -14,8 +14,8 @@
 namespace gpulet::testing {
 
 // A device plugin's 4 GiB slice on GPU-b, as ReadSlices gives it (no driver's count yet).
-inline SliceSample FourGiBSlice(const std::string& name) {
-  SliceSample s;
+inline metrics::SliceSample FourGiBSlice(const std::string& name) {
+  metrics::SliceSample s;
   s.name = name;
   s.usage.gpu_uuid = "GPU-b";
   s.usage.owner = "nvidia.com/gpu-memory GPU-b::mem0";
@@ -24,9 +24,9 @@ inline SliceSample FourGiBSlice(const std::string& name) {
 }
 
 // The store's view of GPU-b, at index 1.
-inline Snapshot OneGpu() {
-  Snapshot s;
-  DeviceRecord d;
+inline state::Snapshot OneGpu() {
+  state::Snapshot s;
+  state::DeviceRecord d;
   d.gpu.index = 1;
   d.gpu.uuid = "GPU-b";
   s.devices.push_back(d);

@@ -428,12 +428,12 @@ TEST_F(VramLibTest, AnImagesOwnPreloadStillLoads) {
 }
 
 TEST(VramLibraryTest, NeedsOnlyLibcAndAnOldGlibc) {
-  absl::StatusOr<ElfInfo> info = ReadElfInfo(GPULET_VRAM_LIB);
+  absl::StatusOr<nvml::ElfInfo> info = nvml::ReadElfInfo(GPULET_VRAM_LIB);
   ASSERT_TRUE(info.ok()) << info.status();
   for (const std::string& n : info->needed) {
     EXPECT_TRUE(n == "libc.so.6" || n == "libdl.so.2") << n;
   }
-  for (const VersionNeed& need : info->version_needs) {
+  for (const nvml::VersionNeed& need : info->version_needs) {
     for (const std::string& v : need.versions) {
       EXPECT_THAT(v, Not(HasSubstr("GLIBCXX"))) << need.file;
       // The oldest glibc CUDA supports is 2.17; x86_64's baseline is 2.2.5.
