@@ -134,114 +134,12 @@ absl::Status Daemon::Start() {
   return started;
 }
 
-absl::Status Daemon::StartAll() {
-  if (absl::Status valid = ValidateConfig(config_); !valid.ok()) return valid;
-  store_.SetInventory(node_.inventory, options_.clock->Now());
-  // Retired GPUs are out before anything serves them.
-  retirement_->Configure(config_.health.retire, RetiredFileFor(config_));
-  if (!node_.inventory.nvml_status.ok()) {
-    GPULET_LOG_ERROR("NVML is unavailable; every GPU is advertised Unhealthy: {}",
-                     node_.inventory.nvml_status.message());
-  }
-  GPULET_LOG_INFO("found {} GPU(s)", node_.inventory.gpus.size());
-  // A layout the MIG strategy cannot serve is the operator's to fix, as NVIDIA's plugin
-  // refuses it; at start it is an error (later changes are logged and advertise nothing).
-  if (absl::Status layout = plugin::MigLayoutError(config_, *store_.Get()); !layout.ok())
-    return layout;
-  // The CDI spec that the names in Allocate answers resolve in; before the plugin serves,
-  // so that no answer names a device no spec defines.
-  {
-    absl::MutexLock lock(&files_mu_);
-    files_.Reconcile(config_);
-  }
-  // Metrics before the plugin: by the time the kubelet learns of the GPUs, /metrics answers
-  // with a first round of samples (a scrape never sees a GPU "down" only because no round
-  // ran yet), so whatever is scheduled on them can be watched.
-  if (!config_.metrics.address.empty()) {
-    absl::StatusOr<std::unique_ptr<Metrics>> metrics = MakeMetrics(config_);
-    if (!metrics.ok()) {
-      // The web config's errors are the user's to fix; the rest is the node (the address).
-      if (!KeyOf(metrics.status()).empty()) return metrics.status();
-      return absl::UnavailableError(metrics.status().message());
-    }
-    metrics_ = std::move(*metrics);
-    GPULET_LOG_INFO("{}", MetricsLine(config_));
-  }
-  {
-    absl::MutexLock lock(&plugins_mu_);
-    plugins_ = MakePlugins();
-  }
-  if (absl::Status s = plugins_->Start(std::make_shared<const config::Config>(config_)); !s.ok()) {
-    // The node's kubelet directory, never the user's syntax: a failure exit, not usage.
-    return absl::FailedPreconditionError(s.message());
-  }
-  if (node_.gpus != nullptr) {
-    liveness_ = MakeLiveness(config_);
-    liveness_->Start();
-  }
-  // Only a MIG-capable GPU can change its layout under gpulet.
-  const bool mig_capable = std::any_of(node_.inventory.gpus.begin(), node_.inventory.gpus.end(),
-                                       [](const gpu::Gpu& g) { return g.mig_capable == true; });
-  if (node_.gpus != nullptr && mig_capable) {
-    MigWatcher::Options mo;
-    mo.clock = options_.clock;
-    mig_ = std::make_unique<MigWatcher>(node_.gpus.get(), &store_, mo, [this] {
-      // The CDI spec names MIG devices, the labels count them: rewrite both.
-      std::shared_ptr<const state::Snapshot> snap = store_.Get();
-      absl::MutexLock lock(&files_mu_);
-      for (const state::DeviceRecord& d : snap->devices) {
-        if (gpu::Gpu* g = files_inventory_.FindByUuid(d.gpu.uuid); g != nullptr) {
-          g->mig_enabled = d.gpu.mig_enabled;
-          g->mig_devices = d.gpu.mig_devices;
-        }
-      }
-      files_.Refresh();
-      // A profile may have appeared or gone: the plugin manager serves the resource set anew.
-      absl::MutexLock plugins_lock(&plugins_mu_);
-      if (plugins_ != nullptr) plugins_->Wake();
-    });
-    mig_->Start();
-  }
-  xid_policy_ = MakeXidPolicy(config_, &xid_history_);
-  events_ = MakeEvents(config_, /*kmsg_at_end=*/false);
-  events_->Start();
-  absl::StatusOr<std::unique_ptr<Cluster>> cluster = MakeCluster(config_);
-  if (!cluster.ok()) return cluster.status();
-  cluster_ = std::move(*cluster);
-  if (absl::Status s = StartCluster(cluster_.get()); !s.ok()) return s;
-  PeriodicWorker::Options check;
-  check.name = "gpulet-files";
-  check.interval = options_.file_check_interval;
-  check.clock = options_.clock;
-  check.tick_at_start = false;  // Reconcile just wrote both files
-  file_check_ = std::make_unique<PeriodicWorker>(check, [this] {
-    {
-      absl::MutexLock lock(&files_mu_);
-      files_.Check();
-    }
-    retirement_->Sync();  // `gpulet retired --clear` or an edit, without a restart
-  });
-  file_check_->Start();
-  GPULET_LOG_INFO("gpulet {} serving {} on {}/device-plugins", GPULET_VERSION,
-                  config_.AdvertisedResources()[0], config_.kubelet_dir);
-  return absl::OkStatus();
-}
-
 void Daemon::Stop() {
   if (!started_ || stopped_) return;
   stopped_ = true;
   // Wake every ListAndWatch stream waiting on the store, so the gRPC servers can stop.
   store_.Shutdown();
-  // Reverse declaration order, as the destructor would.
-  mig_.reset();
-  file_check_.reset();
-  cluster_.reset();
-  events_.reset();
-  xid_policy_.reset();
-  xid_history_.reset();
-  liveness_.reset();
-  plugins_.reset();
-  metrics_.reset();
+  lifecycle_.Stop();
   if (options_.bundled_fixture_root) {
     std::error_code ignored;
     std::filesystem::remove_all(SimulationSliceRoot(), ignored);
@@ -643,142 +541,381 @@ absl::StatusOr<ReloadResult> Daemon::TryReload(const config::Config& next) {
   if (absl::Status valid = ValidateConfig(next); !valid.ok()) return valid;
   if (absl::Status layout = plugin::MigLayoutError(next, *store_.Get()); !layout.ok())
     return layout;
+  ReloadPlan plan{config_, next, ChangedConfigKeys(config_, next)};
+  plan.effects = ReloadEffectsOf(plan.changed_keys);
+  absl::StatusOr<std::vector<std::string>> actions = lifecycle_.Reload(plan);
+  if (!actions.ok()) return actions.status();
   ReloadResult result;
-  result.changed_keys = ChangedConfigKeys(config_, next);
-  const unsigned effects = ReloadEffectsOf(result.changed_keys);
-
-  // 1. Health monitors keep per-GPU timers (a GPU out for a liveness failure or an XID comes
-  // back when its quiet period has passed): a rebuilt monitor or policy adopts its
-  // predecessor's (AdoptFrom below), so these keys apply while a GPU is out.
-  const bool rebuild_liveness = (effects & kReloadLiveness) != 0 && node_.gpus != nullptr;
-  const bool rebuild_policy = (effects & kReloadXidPolicy) != 0;
-  const bool rebuild_events = rebuild_policy || (effects & kReloadEvents) != 0;
-
-  // 2. Build what is rebuilt beside what runs; any failure here leaves the daemon as it was.
-  bool rebuild_metrics = (effects & kReloadMetrics) != 0 && !SameMetricsInputs(config_, next) &&
-                         (metrics_ != nullptr || !next.metrics.address.empty());
-  if (!rebuild_metrics && metrics_ != nullptr && !next.metrics.web_config_file.empty()) {
-    // Same path: the file's content may have changed (new users, a new cert path), or the
-    // certificate it names (renewed in place).
-    absl::StatusOr<http::WebConfig> web = LoadKeyedWebConfig(next);
-    if (!web.ok()) return web.status();
-    rebuild_metrics = !SameWebConfig(*web, metrics_->web);
-  }
-  std::unique_ptr<Metrics> metrics;
-  if (rebuild_metrics && !next.metrics.address.empty()) {
-    absl::StatusOr<std::unique_ptr<Metrics>> built = MakeMetrics(next);
-    if (!built.ok()) {
-      // The web config's errors (a certificate and key that GnuTLS refuses included) come
-      // keyed metrics.webConfigFile; the rest is the address.
-      return AtKey("metrics.address", built.status());
-    }
-    metrics = std::move(*built);
-  }
-  std::unique_ptr<plugin::PluginManager> plugins;
-  if ((effects & kReloadPluginManager) != 0) {
-    plugins = MakePlugins();
-    if (absl::Status s = plugins->Start(std::make_shared<const config::Config>(next)); !s.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat("kubeletDir: ", s.message()));
-    }
-  }
-  if (rebuild_events) {
-    // No XID enters while the monitor is down, so the policy can hand over its timers.
-    events_.reset();
-  }
-
-  // The cluster reporter is rebuilt for its own keys, and for a sharing change that alters the
-  // labels it writes on the Node.
-  const bool rebuild_cluster = (effects & (kReloadCluster | kReloadDra)) != 0 ||
-                               (next.cluster.enabled && next.cluster.node_labels &&
-                                cluster::NodeGpuLabels(node_.inventory, *node_.host, next) !=
-                                    cluster::NodeGpuLabels(node_.inventory, *node_.host, config_));
-  std::unique_ptr<Cluster> cluster;
-  if (rebuild_cluster) {
-    absl::StatusOr<std::unique_ptr<Cluster>> built = MakeCluster(next);
-    if (!built.ok()) return built.status();
-    cluster = std::move(*built);
-  }
-
-  // 3. Commit: nothing below fails. Files first, so a new CDI kind resolves before the
-  // plugin answers with it.
-  {
-    absl::MutexLock lock(&files_mu_);
-    files_.Reconcile(next);
-  }
-  if ((effects & (kReloadCdiSpec | kReloadLabelsFile)) != 0) {
-    result.actions.push_back("node files rewritten");
-  }
-  if (plugins != nullptr) {
-    std::unique_ptr<plugin::PluginManager> old;
-    {
-      absl::MutexLock lock(&plugins_mu_);
-      old = std::exchange(plugins_, std::move(plugins));
-    }
-    old.reset();  // the old manager stops and removes its sockets
-    result.actions.push_back(
-        absl::StrCat("plugin manager rebuilt in ", JoinPath(next.kubelet_dir, "device-plugins")));
-  } else if ((effects & kReloadPluginConfig) != 0) {
-    plugins_->Reconfigure(std::make_shared<const config::Config>(next));
-    result.actions.push_back("plugin manager reconfigured");
-  }
-  if (rebuild_metrics) {
-    std::unique_ptr<Metrics> old = std::move(metrics_);
-    metrics_ = std::move(metrics);
-    old.reset();  // the new server already listens
-    if (metrics_ != nullptr) {
-      GPULET_LOG_INFO("{}", MetricsLine(next));
-      result.actions.push_back(absl::StrCat("metrics rebuilt on ", next.metrics.address));
-    } else {
-      result.actions.push_back("metrics stopped (metrics.address is empty)");
-    }
-  }
-  if (rebuild_liveness) {
-    std::unique_ptr<health::LivenessMonitor> monitor = MakeLiveness(next);
-    if (liveness_ != nullptr) {
-      liveness_->Stop();
-      monitor->AdoptFrom(*liveness_);
-    }
-    liveness_ = std::move(monitor);
-    liveness_->Start();
-    result.actions.push_back("liveness monitor rebuilt");
-  }
-  if (rebuild_events) {
-    const bool kmsg_was_read = config_.health.kmsg;
-    if (rebuild_policy) {
-      // The old policy goes before the store it saves to.
-      std::unique_ptr<health::XidHistoryStore> history;
-      std::unique_ptr<health::XidPolicy> policy = MakeXidPolicy(next, &history);
-      policy->AdoptFrom(*xid_policy_);
-      xid_policy_ = std::move(policy);
-      xid_history_ = std::move(history);
-      result.actions.push_back("XID policy rebuilt");
-    }
-    events_ = MakeEvents(next, /*kmsg_at_end=*/kmsg_was_read);
-    events_->Start();
-    result.actions.push_back("event monitor rebuilt");
-  }
-  if ((effects & kReloadRetirement) != 0) {
-    retirement_->Configure(next.health.retire, RetiredFileFor(next));
-    result.actions.push_back("retirement reconfigured");
-  }
-  if (rebuild_cluster) {
-    cluster_.reset();  // its thread stops before the new one writes
-    cluster_ = std::move(cluster);
-    if (absl::Status s = StartCluster(cluster_.get()); !s.ok()) {
-      // Checked before the commit (the checkpoint loads, the names are valid); what is left
-      // is the node (a socket directory), which a restart would meet the same way.
-      GPULET_LOG_ERROR("reload: {}; the DRA driver is not serving", s.message());
-      result.actions.push_back(absl::StrCat("DRA driver failed to start: ", s.message()));
-      cluster_->dra.reset();
-    }
-    result.actions.push_back(cluster_ == nullptr ? "API client stopped"
-                             : next.dra.enabled && next.cluster.enabled
-                                 ? "cluster reporter and DRA driver rebuilt"
-                             : next.dra.enabled ? "DRA driver rebuilt"
-                                                : "cluster reporter rebuilt");
-  }
+  result.changed_keys = std::move(plan.changed_keys);
+  result.actions = *std::move(actions);
   config_ = next;
   return result;
+}
+
+// The components. Each keeps its running parts in the Daemon's members (declared in start
+// order, so the destructor shuts down as Stop does); a Prepare builds beside them and its
+// Change swaps in.
+class Daemon::Part : public Component {
+ public:
+  explicit Part(Daemon* d) : d_(d) {}
+
+ protected:
+  Daemon* const d_;
+};
+
+// health.retire: retired GPUs are out before anything serves them.
+class Daemon::RetirementComponent : public Daemon::Part {
+ public:
+  using Part::Part;
+  absl::string_view name() const override { return "retirement"; }
+  absl::Status Start(const config::Config& config) override {
+    d_->retirement_->Configure(config.health.retire, d_->RetiredFileFor(config));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Change> Prepare(const ReloadPlan& plan) override {
+    if ((plan.effects & kReloadRetirement) == 0) return Change();
+    return Change([d = d_, next = &plan.next](std::vector<std::string>* actions) {
+      d->retirement_->Configure(next->health.retire, d->RetiredFileFor(*next));
+      actions->push_back("retirement reconfigured");
+    });
+  }
+  void Stop() override {}
+};
+
+// The CDI spec and the labels file: before the plugin serves (at start, and in a reload's
+// commit), so that no Allocate answer names a device no spec defines. Left on Stop for the
+// containers that restart while gpulet is down.
+class Daemon::FilesComponent : public Daemon::Part {
+ public:
+  using Part::Part;
+  absl::string_view name() const override { return "node files"; }
+  absl::Status Start(const config::Config& config) override {
+    absl::MutexLock lock(&d_->files_mu_);
+    d_->files_.Reconcile(config);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Change> Prepare(const ReloadPlan& plan) override {
+    return Change(
+        [d = d_, next = &plan.next, effects = plan.effects](std::vector<std::string>* actions) {
+          {
+            absl::MutexLock lock(&d->files_mu_);
+            d->files_.Reconcile(*next);
+          }
+          if ((effects & (kReloadCdiSpec | kReloadLabelsFile)) != 0) {
+            actions->push_back("node files rewritten");
+          }
+        });
+  }
+  void Stop() override {}
+};
+
+// metrics.address: before the plugin, so that by the time the kubelet learns of the GPUs,
+// /metrics answers with a first round of samples (a scrape never sees a GPU "down" only
+// because no round ran yet). A reload binds the new server (sharing the running one's
+// socket on the same address) before the old one stops.
+class Daemon::MetricsComponent : public Daemon::Part {
+ public:
+  using Part::Part;
+  absl::string_view name() const override { return "metrics"; }
+  absl::Status Start(const config::Config& config) override {
+    if (config.metrics.address.empty()) return absl::OkStatus();
+    absl::StatusOr<std::unique_ptr<Metrics>> metrics = d_->MakeMetrics(config);
+    if (!metrics.ok()) {
+      // The web config's errors are the user's to fix; the rest is the node (the address).
+      if (!KeyOf(metrics.status()).empty()) return metrics.status();
+      return absl::UnavailableError(metrics.status().message());
+    }
+    d_->metrics_ = std::move(*metrics);
+    GPULET_LOG_INFO("{}", MetricsLine(config));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Change> Prepare(const ReloadPlan& plan) override {
+    const config::Config& next = plan.next;
+    bool rebuild = (plan.effects & kReloadMetrics) != 0 && !SameMetricsInputs(plan.running, next) &&
+                   (d_->metrics_ != nullptr || !next.metrics.address.empty());
+    if (!rebuild && d_->metrics_ != nullptr && !next.metrics.web_config_file.empty()) {
+      // Same path: the file's content may have changed (new users, a new cert path), or the
+      // certificate it names (renewed in place).
+      absl::StatusOr<http::WebConfig> web = LoadKeyedWebConfig(next);
+      if (!web.ok()) return web.status();
+      rebuild = !SameWebConfig(*web, d_->metrics_->web);
+    }
+    if (!rebuild) return Change();
+    std::unique_ptr<Metrics> metrics;
+    if (!next.metrics.address.empty()) {
+      absl::StatusOr<std::unique_ptr<Metrics>> built = d_->MakeMetrics(next);
+      // The web config's errors (a certificate and key that GnuTLS refuses included) come
+      // keyed metrics.webConfigFile; the rest is the address.
+      if (!built.ok()) return AtKey("metrics.address", built.status());
+      metrics = std::move(*built);
+    }
+    return Change([d = d_, next = &plan.next,
+                   metrics = std::move(metrics)](std::vector<std::string>* actions) mutable {
+      std::unique_ptr<Metrics> old = std::exchange(d->metrics_, std::move(metrics));
+      old.reset();  // the new server already listens
+      if (d->metrics_ != nullptr) {
+        GPULET_LOG_INFO("{}", MetricsLine(*next));
+        actions->push_back(absl::StrCat("metrics rebuilt on ", next->metrics.address));
+      } else {
+        actions->push_back("metrics stopped (metrics.address is empty)");
+      }
+    });
+  }
+  void Stop() override { d_->metrics_.reset(); }
+};
+
+// The kubelet device plugin. A new kubelet directory gets a new manager, serving there
+// before the old one leaves; resource settings are re-served live.
+class Daemon::PluginsComponent : public Daemon::Part {
+ public:
+  using Part::Part;
+  absl::string_view name() const override { return "plugin manager"; }
+  absl::Status Start(const config::Config& config) override {
+    {
+      absl::MutexLock lock(&d_->plugins_mu_);
+      d_->plugins_ = d_->MakePlugins();
+    }
+    if (absl::Status s = d_->plugins_->Start(std::make_shared<const config::Config>(config));
+        !s.ok()) {
+      // The node's kubelet directory, never the user's syntax: a failure exit, not usage.
+      return absl::FailedPreconditionError(s.message());
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Change> Prepare(const ReloadPlan& plan) override {
+    auto next = std::make_shared<const config::Config>(plan.next);
+    if ((plan.effects & kReloadPluginManager) != 0) {
+      std::unique_ptr<plugin::PluginManager> plugins = d_->MakePlugins();
+      if (absl::Status s = plugins->Start(next); !s.ok()) {
+        return absl::FailedPreconditionError(absl::StrCat("kubeletDir: ", s.message()));
+      }
+      return Change([d = d_, plugins = std::move(plugins),
+                     dir = plan.next.kubelet_dir](std::vector<std::string>* actions) mutable {
+        std::unique_ptr<plugin::PluginManager> old;
+        {
+          absl::MutexLock lock(&d->plugins_mu_);
+          old = std::exchange(d->plugins_, std::move(plugins));
+        }
+        old.reset();  // the old manager stops and removes its sockets
+        actions->push_back(
+            absl::StrCat("plugin manager rebuilt in ", JoinPath(dir, "device-plugins")));
+      });
+    }
+    if ((plan.effects & kReloadPluginConfig) == 0) return Change();
+    return Change([d = d_, next](std::vector<std::string>* actions) {
+      d->plugins_->Reconfigure(next);
+      actions->push_back("plugin manager reconfigured");
+    });
+  }
+  void Stop() override {
+    std::unique_ptr<plugin::PluginManager> old;
+    {
+      absl::MutexLock lock(&d_->plugins_mu_);
+      old = std::move(d_->plugins_);
+    }
+  }
+};
+
+// Probes each GPU (only with NVML). Its settings are read when it is built: a reload stops
+// it and starts a new one that adopts the old one's per-GPU timers, so a GPU out for a
+// liveness failure still comes back when its quiet period has passed.
+class Daemon::LivenessComponent : public Daemon::Part {
+ public:
+  using Part::Part;
+  absl::string_view name() const override { return "liveness monitor"; }
+  absl::Status Start(const config::Config& config) override {
+    if (d_->node_.gpus == nullptr) return absl::OkStatus();
+    d_->liveness_ = d_->MakeLiveness(config);
+    d_->liveness_->Start();
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Change> Prepare(const ReloadPlan& plan) override {
+    if ((plan.effects & kReloadLiveness) == 0 || d_->node_.gpus == nullptr) return Change();
+    return Change([d = d_, next = &plan.next](std::vector<std::string>* actions) {
+      std::unique_ptr<health::LivenessMonitor> monitor = d->MakeLiveness(*next);
+      if (d->liveness_ != nullptr) {
+        d->liveness_->Stop();
+        monitor->AdoptFrom(*d->liveness_);
+      }
+      d->liveness_ = std::move(monitor);
+      d->liveness_->Start();
+      actions->push_back("liveness monitor rebuilt");
+    });
+  }
+  void Stop() override { d_->liveness_.reset(); }
+};
+
+// Follows MIG layout changes into the store and the node files (only a MIG-capable GPU, with
+// NVML, can change its layout under gpulet). No setting of its own.
+class Daemon::MigComponent : public Daemon::Part {
+ public:
+  using Part::Part;
+  absl::string_view name() const override { return "MIG watcher"; }
+  absl::Status Start(const config::Config&) override {
+    const gpu::Inventory& inventory = d_->node_.inventory;
+    const bool mig_capable = std::any_of(inventory.gpus.begin(), inventory.gpus.end(),
+                                         [](const gpu::Gpu& g) { return g.mig_capable == true; });
+    if (d_->node_.gpus == nullptr || !mig_capable) return absl::OkStatus();
+    MigWatcher::Options mo;
+    mo.clock = d_->options_.clock;
+    d_->mig_ = std::make_unique<MigWatcher>(d_->node_.gpus.get(), &d_->store_, mo, [d = d_] {
+      // The CDI spec names MIG devices, the labels count them: rewrite both.
+      std::shared_ptr<const state::Snapshot> snap = d->store_.Get();
+      absl::MutexLock lock(&d->files_mu_);
+      for (const state::DeviceRecord& r : snap->devices) {
+        if (gpu::Gpu* g = d->files_inventory_.FindByUuid(r.gpu.uuid); g != nullptr) {
+          g->mig_enabled = r.gpu.mig_enabled;
+          g->mig_devices = r.gpu.mig_devices;
+        }
+      }
+      d->files_.Refresh();
+      // A profile may have appeared or gone: the plugin manager serves the resource set anew.
+      absl::MutexLock plugins_lock(&d->plugins_mu_);
+      if (d->plugins_ != nullptr) d->plugins_->Wake();
+    });
+    d_->mig_->Start();
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Change> Prepare(const ReloadPlan&) override { return Change(); }
+  void Stop() override { d_->mig_.reset(); }
+};
+
+// The XID policy and the event monitor that feeds it (NVML events and the kernel log). A
+// reload stops the monitor, so that no XID enters while the policy hands over its timers to
+// the new one, and starts a new monitor; nothing of it can fail, so all of it is the commit.
+class Daemon::HealthEventsComponent : public Daemon::Part {
+ public:
+  using Part::Part;
+  absl::string_view name() const override { return "XID policy and event monitor"; }
+  absl::Status Start(const config::Config& config) override {
+    d_->xid_policy_ = d_->MakeXidPolicy(config, &d_->xid_history_);
+    d_->events_ = d_->MakeEvents(config, /*kmsg_at_end=*/false);
+    d_->events_->Start();
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Change> Prepare(const ReloadPlan& plan) override {
+    const bool rebuild_policy = (plan.effects & kReloadXidPolicy) != 0;
+    if (!rebuild_policy && (plan.effects & kReloadEvents) == 0) return Change();
+    return Change([d = d_, next = &plan.next, kmsg_was_read = plan.running.health.kmsg,
+                   rebuild_policy](std::vector<std::string>* actions) {
+      d->events_.reset();
+      if (rebuild_policy) {
+        // The old policy goes before the store it saves to.
+        std::unique_ptr<health::XidHistoryStore> history;
+        std::unique_ptr<health::XidPolicy> policy = d->MakeXidPolicy(*next, &history);
+        policy->AdoptFrom(*d->xid_policy_);
+        d->xid_policy_ = std::move(policy);
+        d->xid_history_ = std::move(history);
+        actions->push_back("XID policy rebuilt");
+      }
+      d->events_ = d->MakeEvents(*next, /*kmsg_at_end=*/kmsg_was_read);
+      d->events_->Start();
+      actions->push_back("event monitor rebuilt");
+    });
+  }
+  void Stop() override {
+    d_->events_.reset();
+    d_->xid_policy_.reset();
+    d_->xid_history_.reset();
+  }
+};
+
+// The API client with the NodeReporter (cluster.enabled) and the DRA driver (dra.enabled).
+// A reload builds the new ones (reading the kubeconfig, loading the DRA checkpoint) and
+// swaps them in; the reporter is also rebuilt for a sharing change that alters the labels it
+// writes on the Node.
+class Daemon::ClusterComponent : public Daemon::Part {
+ public:
+  using Part::Part;
+  absl::string_view name() const override { return "cluster"; }
+  absl::Status Start(const config::Config& config) override {
+    absl::StatusOr<std::unique_ptr<Cluster>> cluster = d_->MakeCluster(config);
+    if (!cluster.ok()) return cluster.status();
+    d_->cluster_ = std::move(*cluster);
+    return d_->StartCluster(d_->cluster_.get());
+  }
+  absl::StatusOr<Change> Prepare(const ReloadPlan& plan) override {
+    const config::Config& next = plan.next;
+    const nvml::Node& node = d_->node_;
+    const bool rebuild = (plan.effects & (kReloadCluster | kReloadDra)) != 0 ||
+                         (next.cluster.enabled && next.cluster.node_labels &&
+                          cluster::NodeGpuLabels(node.inventory, *node.host, next) !=
+                              cluster::NodeGpuLabels(node.inventory, *node.host, plan.running));
+    if (!rebuild) return Change();
+    absl::StatusOr<std::unique_ptr<Cluster>> built = d_->MakeCluster(next);
+    if (!built.ok()) return built.status();
+    return Change([d = d_, next = &plan.next,
+                   cluster = std::move(*built)](std::vector<std::string>* actions) mutable {
+      d->cluster_.reset();  // its thread stops before the new one writes
+      d->cluster_ = std::move(cluster);
+      if (absl::Status s = d->StartCluster(d->cluster_.get()); !s.ok()) {
+        // Checked while preparing (the checkpoint loads, the names are valid); what is left
+        // is the node (a socket directory), which a restart would meet the same way.
+        GPULET_LOG_ERROR("reload: {}; the DRA driver is not serving", s.message());
+        actions->push_back(absl::StrCat("DRA driver failed to start: ", s.message()));
+        d->cluster_->dra.reset();
+      }
+      actions->push_back(d->cluster_ == nullptr ? "API client stopped"
+                         : next->dra.enabled && next->cluster.enabled
+                             ? "cluster reporter and DRA driver rebuilt"
+                         : next->dra.enabled ? "DRA driver rebuilt"
+                                             : "cluster reporter rebuilt");
+    });
+  }
+  void Stop() override { d_->cluster_.reset(); }
+};
+
+// "gpulet-files": the CDI spec and labels file checked on disk (rewritten when deleted or
+// changed) and the retired-GPU file read again (`gpulet retired --clear`, an edit).
+class Daemon::FileCheckComponent : public Daemon::Part {
+ public:
+  using Part::Part;
+  absl::string_view name() const override { return "file check"; }
+  absl::Status Start(const config::Config&) override {
+    PeriodicWorker::Options check;
+    check.name = "gpulet-files";
+    check.interval = d_->options_.file_check_interval;
+    check.clock = d_->options_.clock;
+    check.tick_at_start = false;  // the files component just wrote both files
+    d_->file_check_ = std::make_unique<PeriodicWorker>(check, [d = d_] {
+      {
+        absl::MutexLock lock(&d->files_mu_);
+        d->files_.Check();
+      }
+      d->retirement_->Sync();
+    });
+    d_->file_check_->Start();
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Change> Prepare(const ReloadPlan&) override { return Change(); }
+  void Stop() override { d_->file_check_.reset(); }
+};
+absl::Status Daemon::StartAll() {
+  if (absl::Status valid = ValidateConfig(config_); !valid.ok()) return valid;
+  store_.SetInventory(node_.inventory, options_.clock->Now());
+  if (!node_.inventory.nvml_status.ok()) {
+    GPULET_LOG_ERROR("NVML is unavailable; every GPU is advertised Unhealthy: {}",
+                     node_.inventory.nvml_status.message());
+  }
+  GPULET_LOG_INFO("found {} GPU(s)", node_.inventory.gpus.size());
+  // A layout the MIG strategy cannot serve is the operator's to fix, as NVIDIA's plugin
+  // refuses it; at start it is an error (later changes are logged and advertise nothing).
+  if (absl::Status layout = plugin::MigLayoutError(config_, *store_.Get()); !layout.ok())
+    return layout;
+  // The components, in the order the header lists them.
+  lifecycle_.Add(std::make_unique<RetirementComponent>(this));
+  lifecycle_.Add(std::make_unique<FilesComponent>(this));
+  lifecycle_.Add(std::make_unique<MetricsComponent>(this));
+  lifecycle_.Add(std::make_unique<PluginsComponent>(this));
+  lifecycle_.Add(std::make_unique<LivenessComponent>(this));
+  lifecycle_.Add(std::make_unique<MigComponent>(this));
+  lifecycle_.Add(std::make_unique<HealthEventsComponent>(this));
+  lifecycle_.Add(std::make_unique<ClusterComponent>(this));
+  lifecycle_.Add(std::make_unique<FileCheckComponent>(this));
+  if (absl::Status s = lifecycle_.Start(config_); !s.ok()) return s;
+  GPULET_LOG_INFO("gpulet {} serving {} on {}/device-plugins", GPULET_VERSION,
+                  config_.AdvertisedResources()[0], config_.kubelet_dir);
+  return absl::OkStatus();
 }
 
 }  // namespace gpulet::daemon

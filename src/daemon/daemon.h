@@ -1,33 +1,39 @@
-// Daemon: `gpulet serve` in one object. It owns every component of the node agent, starts
-// them in dependency order, applies configuration reloads, and stops them in reverse order.
+// Daemon: `gpulet serve` in one object. It owns every component of the node agent and
+// drives them through one Lifecycle (daemon/lifecycle.h): started in order, each reload
+// prepared by every component before any commits, stopped in reverse order.
 //
-// Components, in the order they are declared, started and (reversed) stopped:
-//   the discovered Node (HostFs, GpuLibrary, Inventory) and the DeviceStore everything shares;
-//   NodeFiles (CDI spec and NFD labels file), written before the plugin serves so that no
+// Before the components: the discovered Node (HostFs, GpuLibrary, Inventory), the
+// DeviceStore everything shares, and what outlives a rebuilt component (the flight recorder,
+// the event inbox, the VRAM slice guard, the retirement rule). The components, in order:
+//   retirement (health.retire): retired GPUs are out before anything serves them;
+//   node files (CDI spec and NFD labels file), written before the plugin serves so that no
 //     Allocate answer names a device no spec defines;
-//   the metrics stack (PodAttributor, Sampler, MetricsServer; only with metrics.address),
-//     listening with a first round of samples before the kubelet learns of any GPU;
-//     the sampler's rounds also feed the flight recorder (health.recorder), which writes a
-//     GPU's recording on a fault;
-//   PluginManager (kubelet device plugin), LivenessMonitor (only with NVML);
-//   XidPolicy and EventMonitor (NVML events and the kernel log);
-//   the API client (with cluster.enabled or dra.enabled), the NodeReporter (cluster.enabled)
-//     and the DRA driver (dra.enabled: checkpoint, ResourceSlices, kubelet plugin);
+//   metrics (PodAttributor, Sampler, MetricsServer; only with metrics.address), listening
+//     with a first round of samples before the kubelet learns of any GPU; the sampler's
+//     rounds also feed the flight recorder (health.recorder), which writes a GPU's recording
+//     on a fault;
+//   the plugin manager (kubelet device plugin);
+//   the liveness monitor (only with NVML);
+//   the MIG watcher (only with NVML and a MIG-capable GPU);
+//   the XID policy and the event monitor (NVML events and the kernel log);
+//   cluster: the API client, the NodeReporter (cluster.enabled) and the DRA driver
+//     (dra.enabled: checkpoint, ResourceSlices, kubelet plugin);
 //   the file check ("gpulet-files", a PeriodicWorker): NodeFiles::Check every 10 s.
-// Members are declared in that order, so destruction is shutdown; Stop() does the same
-// explicitly, first waking every DeviceStore waiter so that ListAndWatch streams end. Start()
-// that fails part-way stops what it started through Stop().
+// Their running parts are members declared in that order, so destruction is shutdown. Stop()
+// first wakes every DeviceStore waiter, so that ListAndWatch streams end. A Start() that fails
+// part-way stops what it started.
 //
 // Reload(config) applies every changed setting or none. The reload table
 // (daemon/reload_table.h) says for each key whether it is applied live or by rebuilding a
-// component. Everything that can fail is done before anything running is touched: the
-// config is validated (the error names the key), the new web config read, the new metrics
-// server bound and the new plugin manager started beside the running ones; only then are
-// they swapped in and the old ones stopped. A refused reload leaves the daemon as it was.
+// component. The config is validated first (the error names the key); then each component
+// prepares beside what runs everything that can fail (the new web config read, the new
+// metrics server bound, the new plugin manager started, the kubeconfig read); only when all
+// have prepared are the changes committed, in component order. A refused reload leaves every
+// component as it was.
 //
 // Thread-safety: Start, Reload, Stop and the accessors are called from one thread (the
 // CLI's main thread, or a test's); the components run their own threads, and the file check
-// shares NodeFiles with Reload under a mutex.
+// and the MIG watcher share NodeFiles with Reload under a mutex.
 #ifndef GPULET_DAEMON_DAEMON_H_
 #define GPULET_DAEMON_DAEMON_H_
 
@@ -48,6 +54,7 @@
 #include "common/periodic_worker.h"
 #include "config/config.h"
 #include "daemon/gpu_retirement.h"
+#include "daemon/lifecycle.h"
 #include "daemon/mig_watcher.h"
 #include "daemon/node_files.h"
 #include "daemon/slice_guard.h"
@@ -137,6 +144,18 @@ class Daemon {
     std::unique_ptr<metrics::Sampler> sampler;
     std::unique_ptr<metrics::MetricsServer> http;
   };
+
+  // The components (daemon.cc), nested for the members they run.
+  class Part;
+  class RetirementComponent;
+  class FilesComponent;
+  class MetricsComponent;
+  class PluginsComponent;
+  class LivenessComponent;
+  class MigComponent;
+  class HealthEventsComponent;
+  class ClusterComponent;
+  class FileCheckComponent;
 
   absl::Status StartAll();
   // Reload without the logging.
@@ -228,6 +247,8 @@ class Daemon {
   std::unique_ptr<MigWatcher> mig_;
   bool started_ = false;
   bool stopped_ = false;
+  // Last: it refers to everything above.
+  Lifecycle lifecycle_;
 };
 
 }  // namespace gpulet::daemon

@@ -552,6 +552,24 @@ TEST_F(DaemonTest, ReloadTurnsTheKernelLogOnAndKeepsThePolicyWhileAGpuIsOut) {
   EXPECT_TRUE(daemon_->config().health.kmsg);
 }
 
+// A reload refused by the last component it prepares (an unreadable kubeconfig) leaves every
+// component as it was: the event monitor that its health change would have rebuilt still
+// delivers XIDs.
+TEST_F(DaemonTest, AReloadRefusedLateLeavesTheEventMonitorRunning) {
+  ASSERT_OK(StartDaemon());
+  config::Config next = config_;
+  next.health.application_xids = {13, 43};  // rebuilds the XID policy and the event monitor
+  next.cluster.enabled = true;
+  next.cluster.kubeconfig = (dir_ / "absent-kubeconfig").string();
+  absl::StatusOr<ReloadResult> r = daemon_->Reload(next);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(KeyOf(r.status()), "cluster.kubeconfig") << r.status();
+  EXPECT_EQ(daemon_->reload_errors(), 1u);
+
+  EditSimState([](sim::SimState* s) { sim::InjectXid(s, testing::kRtx3080, 79); });
+  EXPECT_TRUE(Eventually([&] { return HasCondition(daemon_->store(), testing::kRtx3080, "xid"); }));
+}
+
 // The XID history lives in health.xidHistoryFile under the host root: XID 79 (reboot the
 // node) that comes back after a reboot (a new boot id), seen by a new daemon, calls for
 // hardware inspection.
