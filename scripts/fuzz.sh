@@ -199,6 +199,23 @@ make_seeds() {
         > "$dir/health.yaml"
       printf 'version: v1\nplugin:\n  deviceListStrategy: envvar, cdi-cri\n' > "$dir/list.yaml"
       ;;
+    src/yaml/reader_fuzz.cc)
+      # Real documents of several shapes: a Talos patch, a catalogue file, a kustomization.
+      local f
+      for f in tests/fixtures/talos-patches/*.yaml src/doctor/explain/dcgm.yaml \
+        deploy/base/kustomization.yaml; do
+        cp "$f" "$dir/$(basename "$(dirname "$f")")-$(basename "$f")"
+      done
+      ;;
+    src/cdi/spec_fuzz.cc)
+      # Specs as the NVIDIA toolkit and gpulet write them, YAML and JSON.
+      local f
+      for f in tests/fixtures/hostroots/talos-1.12/var/run/cdi/*.json \
+        tests/fixtures/hostroots/talos-1.14/run/cdi/*.yaml \
+        sim/fixtures/homelab/root/var/run/cdi/*.yaml; do
+        cp "$f" "$dir/$(echo "$f" | tr / _)"
+      done
+      ;;
     src/http/web_config_fuzz.cc)
       printf 'tls_server_config:\n  cert_file: /c.pem\n  key_file: /k.pem\n' > "$dir/tls.yml"
       printf 'basic_auth_users:\n  prom: %s\n' \

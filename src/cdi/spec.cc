@@ -19,6 +19,7 @@
 #include "common/hex.h"
 #include "nlohmann/json.hpp"
 #include "yaml-cpp/yaml.h"
+#include "yaml/reader.h"
 
 namespace gpulet::cdi {
 namespace {
@@ -962,6 +963,9 @@ absl::StatusOr<Spec> ParseSpec(absl::string_view text, absl::string_view origin)
   }
   // Read through a const view: yaml-cpp's non-const operator[] may add keys.
   const YAML::Node& root = loaded;
+  // A field given twice: yaml-cpp keeps both and a lookup finds the first; Go's decoders, the
+  // runtimes', refuse the spec.
+  if (absl::Status st = yaml::CheckKeys(root, origin); !st.ok()) return st;
   Decoder dec(origin);
   Spec spec;
   try {

@@ -318,6 +318,15 @@ TEST(CdiParseTest, StrictLikeTheGoLibrary) {
   ASSERT_FALSE(missing.ok());
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("cdiVersion"));
 
+  // Go's decoder refuses a field given twice; yaml-cpp would keep the first silently.
+  absl::StatusOr<Spec> twice = ParseSpec(
+      "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n  - name: \"0\"\n"
+      "    containerEdits:\n      env: [A=1]\n      env: [A=2]\n",
+      "x.yaml");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_THAT(std::string(twice.status().message()),
+              HasSubstr("x.yaml:7: duplicate key 'devices[0].containerEdits.env'"));
+
   EXPECT_FALSE(ParseSpec("devices: [", "x.yaml").ok());
   EXPECT_FALSE(ParseSpec("", "x.yaml").ok());
   EXPECT_FALSE(ParseSpec("- a\n- b\n", "x.yaml").ok());

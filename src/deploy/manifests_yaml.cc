@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "yaml/reader.h"
 
 namespace gpulet::deploy {
 namespace {
@@ -302,6 +303,11 @@ absl::StatusOr<std::vector<YamlDocument>> SplitYamlDocuments(absl::string_view t
       } catch (const YAML::Exception& e) {
         return absl::InvalidArgumentError(absl::StrCat(
             origin, ":", current_first_line + e.mark.line, ": not valid YAML: ", e.msg));
+      }
+      // A field given twice: yaml-cpp keeps both and a lookup finds the first; kubectl and
+      // talosctl refuse the document.
+      if (absl::Status s = yaml::CheckKeys(doc.node, origin, current_first_line - 1); !s.ok()) {
+        return s;
       }
       if (!doc.node.IsNull()) docs.push_back(std::move(doc));
     }

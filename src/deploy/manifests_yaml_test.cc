@@ -34,6 +34,15 @@ TEST(ManifestsYamlSplitTest, ErrorNamesFileAndLine) {
   EXPECT_THAT(std::string(docs.status().message()), HasSubstr("deploy/x.yaml:"));
 }
 
+// kubectl and talosctl refuse a field given twice; yaml-cpp would keep the first silently.
+TEST(ManifestsYamlSplitTest, AFieldGivenTwiceNamesTheFileLineAndPath) {
+  absl::StatusOr<std::vector<YamlDocument>> docs = SplitYamlDocuments(
+      "a: 1\n---\nmachine:\n  kernel:\n    modules: []\n    modules: [x]\n", "patch.yaml");
+  ASSERT_FALSE(docs.ok());
+  EXPECT_THAT(std::string(docs.status().message()),
+              HasSubstr("patch.yaml:6: duplicate key 'machine.kernel.modules'"));
+}
+
 TEST(ManifestsYamlEmitTest, QuotedScalarsStayStrings) {
   YAML::Node n =
       YAML::Load("labels:\n  present: \"true\"\n  count: 2\nvalue: \"-1\"\nplain: yes-it-is\n");

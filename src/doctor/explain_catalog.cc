@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "doctor/check_list.h"
 #include "yaml-cpp/yaml.h"
+#include "yaml/reader.h"
 
 namespace gpulet::doctor {
 namespace {
@@ -463,6 +464,8 @@ absl::Status ExplainCatalog::Add(absl::string_view file, absl::string_view yaml)
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", e.what()));
   }
+  // A key given twice anywhere: yaml-cpp keeps both and a lookup finds the first.
+  if (absl::Status s = yaml::CheckKeys(root, what); !s.ok()) return s;
   if (!root.IsMap() || !root["entries"] || !root["entries"].IsSequence()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": no `entries` list"));
   }

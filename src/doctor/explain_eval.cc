@@ -4,7 +4,6 @@
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <set>
 #include <system_error>
 #include <utility>
 
@@ -18,6 +17,7 @@
 #include "doctor/explain.h"
 #include "gpu/nvml_errors.h"
 #include "yaml-cpp/yaml.h"
+#include "yaml/reader.h"
 
 namespace gpulet::doctor {
 namespace {
@@ -29,21 +29,18 @@ absl::Status Invalid(absl::string_view where, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
 }
 
-// Checks that `node` is a map with only `allowed` keys, each once (yaml-cpp keeps the last
-// of a duplicate, which would hide a mistake).
+// Checks that `node` is a map with only `allowed` keys (yaml::CheckKeys has refused a key
+// given twice or one that is not a plain name).
 absl::Status OnlyKeys(const YAML::Node& node, std::initializer_list<absl::string_view> allowed,
                       absl::string_view where) {
   if (!node.IsMap()) return Invalid(where, "is not a map");
-  std::set<std::string> seen;
   for (const auto& kv : node) {
-    if (!kv.first.IsScalar()) return Invalid(where, "has a key that is not a string");
-    std::string key = kv.first.as<std::string>();
+    const std::string& key = kv.first.Scalar();
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
       std::string names;
       for (absl::string_view a : allowed) absl::StrAppend(&names, names.empty() ? "" : ", ", a);
       return Invalid(where, absl::StrCat("unknown key `", key, "` (", names, ")"));
     }
-    if (!seen.insert(key).second) return Invalid(where, absl::StrCat("`", key, "` given twice"));
   }
   return absl::OkStatus();
 }
@@ -86,6 +83,7 @@ absl::StatusOr<std::vector<EvalMessage>> ParseEvalSet(absl::string_view file,
   } catch (const YAML::Exception& e) {
     return Invalid(file, e.what());
   }
+  if (absl::Status s = yaml::CheckKeys(root, file); !s.ok()) return s;
   std::vector<EvalMessage> out;
   try {
     if (absl::Status s = OnlyKeys(root, {"area", "messages"}, file); !s.ok()) return s;

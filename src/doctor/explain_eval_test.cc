@@ -104,7 +104,7 @@ TEST(ExplainEvalTest, ParseRefusesBadFiles) {
       {absl::StrReplaceAll(good, {{"https://example.org/x", "issue 12"}}), "URL"},
       {absl::StrReplaceAll(good, {{"    text: 'x'\n", ""}}), "`text`"},
       {absl::StrReplaceAll(good, {{"    text: 'x'\n", "    text: 'x'\n    text: 'y'\n"}}),
-       "given twice"},
+       "t.yaml:6: duplicate key 'messages[0].text'"},
       {absl::StrReplaceAll(good, {{"    text: 'x'\n", "    text: [x]\n"}}), "`text`"},
   };
   for (const Case& c : cases) {

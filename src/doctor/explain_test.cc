@@ -188,6 +188,9 @@ TEST(ExplainCatalogTest, ParseRejectsBadCatalogues) {
        "check"},
       {absl::StrReplaceAll(good, {{"    cause: C.\n", "    cause: C.\n    colour: red\n"}}),
        "unknown key"},
+      // yaml-cpp keeps both and a lookup finds the first: the second cause would do nothing.
+      {absl::StrReplaceAll(good, {{"    cause: C.\n", "    cause: C.\n    cause: D.\n"}}),
+       "explain catalogue:7: duplicate key 'entries[0].cause'"},
   };
   for (const Case& c : cases) {
     absl::StatusOr<ExplainCatalog> parsed = ExplainCatalog::Parse(c.yaml);

@@ -1,170 +1,137 @@
 #include "http/web_config.h"
 
+#include <algorithm>
 #include <exception>
 #include <filesystem>
-#include <set>
+#include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/read_file.h"
 #include "yaml-cpp/yaml.h"
 #include "yaml/kind.h"
+#include "yaml/reader.h"
 
 namespace gpulet::http {
 namespace {
 
 class Parser {
  public:
-  explicit Parser(const std::string& origin) : origin_(origin) {}
+  explicit Parser(const std::string& origin) : origin_(absl::StrCat("web config ", origin)) {}
 
-  absl::Status Error(const YAML::Node& at, const std::string& what) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat("web config ", origin_, ":", at.Mark().line + 1, ": ", what));
+  // The section at `key` of `top`: a non-empty mapping of plain keys, none repeated.
+  absl::StatusOr<yaml::Map> Section(const yaml::Map& top, const std::string& key,
+                                    const std::string& allowed) const {
+    const YAML::Node node = top.Get(key);
+    if (!node.IsMap() || node.size() == 0) {
+      return top.ErrorAt(node, absl::StrCat(key, " must be a mapping of ", allowed, ", not ",
+                                            node.IsMap() ? "an empty one" : yaml::KindName(node),
+                                            "; remove the section if it should not apply"));
+    }
+    yaml::Map section(node, origin_, key);
+    if (absl::Status s = section.Check(); !s.ok()) return s;
+    return section;
   }
 
-  // The keys of mapping `node` at `path`, each a plain name and none repeated.
-  absl::Status CheckKeys(const YAML::Node& node, const std::string& path) const {
-    std::set<std::string> seen;
-    for (const auto& kv : node) {
-      if (!kv.first.IsScalar()) {
-        return Error(kv.first, absl::StrCat("a key under ", path, " is ", yaml::KindName(kv.first),
-                                            "; keys are plain names"));
-      }
-      if (!seen.insert(kv.first.Scalar()).second) {
-        return Error(kv.first, absl::StrCat("duplicate key '", path, ".", kv.first.Scalar(),
-                                            "': it is set more than once; keep only one"));
-      }
+  // The first key of `section` that is not in `supported`.
+  static absl::Status Supported(const yaml::Map& section,
+                                std::initializer_list<absl::string_view> supported,
+                                absl::string_view note) {
+    for (const std::string& k : section.keys()) {
+      if (std::find(supported.begin(), supported.end(), k) != supported.end()) continue;
+      return section.ErrorAtKey(
+          k, absl::StrCat(section.PathOf(k), " is not supported by gpulet (supported: ",
+                          absl::StrJoin(supported, ", "), note, "); remove it"));
     }
     return absl::OkStatus();
   }
 
-  // A section: a non-empty mapping.
-  absl::Status Section(const YAML::Node& node, const std::string& path,
-                       const std::string& allowed) const {
-    if (!node.IsMap() || node.size() == 0) {
-      return Error(node, absl::StrCat(path, " must be a mapping of ", allowed, ", not ",
-                                      node.IsMap() ? "an empty one" : yaml::KindName(node),
-                                      "; remove the section if it should not apply"));
-    }
-    return CheckKeys(node, path);
-  }
-
-  absl::StatusOr<std::string> String(const YAML::Node& node, const std::string& path) const {
-    if (!node.IsScalar() || node.Scalar().empty()) {
-      return Error(node, absl::StrCat(path, " must be a non-empty string, not ",
-                                      node.IsScalar() ? "empty" : yaml::KindName(node)));
-    }
-    return node.Scalar();
-  }
-
-  absl::Status Tls(const YAML::Node& node, WebConfig& web) const {
-    const std::string path = "tls_server_config";
-    if (absl::Status s = Section(node, path, "cert_file and key_file"); !s.ok()) return s;
-    for (const auto& kv : node) {
-      const std::string& k = kv.first.Scalar();
-      std::string* out = k == "cert_file"  ? &web.cert_file
-                         : k == "key_file" ? &web.key_file
-                                           : nullptr;
-      if (out == nullptr) {
-        return Error(kv.first, absl::StrCat(path, ".", k,
-                                            " is not supported by gpulet (supported: cert_file, "
-                                            "key_file); remove it"));
-      }
-      absl::StatusOr<std::string> v = String(kv.second, absl::StrCat(path, ".", k));
-      if (!v.ok()) return v.status();
-      *out = *v;
+  absl::Status Tls(const yaml::Map& top, WebConfig& web) const {
+    absl::StatusOr<yaml::Map> tls = Section(top, "tls_server_config", "cert_file and key_file");
+    if (!tls.ok()) return tls.status();
+    if (absl::Status s = Supported(*tls, {"cert_file", "key_file"}, ""); !s.ok()) return s;
+    for (auto [key, out] : {std::pair{"cert_file", &web.cert_file}, {"key_file", &web.key_file}}) {
+      if (absl::Status s = tls->NonEmptyString(key, out, Presence::kOptional); !s.ok()) return s;
     }
     if (web.cert_file.empty() || web.key_file.empty()) {
-      return Error(node,
-                   absl::StrCat(path, " needs both cert_file and key_file (",
-                                web.cert_file.empty() ? "cert_file" : "key_file", " is missing)"));
+      return top.ErrorAtKey(
+          "tls_server_config",
+          absl::StrCat("tls_server_config needs both cert_file and key_file (",
+                       web.cert_file.empty() ? "cert_file" : "key_file", " is missing)"));
     }
     return absl::OkStatus();
   }
 
-  absl::Status Users(const YAML::Node& node, WebConfig& web) const {
-    const std::string path = "basic_auth_users";
-    if (absl::Status s = Section(node, path, "user names to bcrypt hashes"); !s.ok()) return s;
-    for (const auto& kv : node) {
-      const std::string& user = kv.first.Scalar();
+  absl::Status Users(const yaml::Map& top, WebConfig& web) const {
+    absl::StatusOr<yaml::Map> users =
+        Section(top, "basic_auth_users", "user names to bcrypt hashes");
+    if (!users.ok()) return users.status();
+    for (const std::string& user : users->keys()) {
       if (user.empty() || absl::StrContains(user, ':')) {
-        return Error(kv.first, absl::StrCat(path, ": user name '", user,
-                                            "' must be non-empty and hold no ':'"));
+        return users->ErrorAtKey(user, absl::StrCat("basic_auth_users: user name '", user,
+                                                    "' must be non-empty and hold no ':'"));
       }
-      const std::string key = absl::StrCat(path, ".", user);
-      absl::StatusOr<std::string> hash = String(kv.second, key);
-      if (!hash.ok()) return hash.status();
-      if (!IsBcryptHash(*hash)) {
-        return Error(kv.second,
-                     absl::StrCat(key,
-                                  " is not a bcrypt hash ($2a$, $2b$ or $2y$, cost 04 to 31, 60 "
-                                  "characters); make one with `htpasswd -nbBC 10 \"\" PASSWORD | "
-                                  "tr -d ':\\n'`"));
+      std::string hash;
+      if (absl::Status s = users->NonEmptyString(user, &hash); !s.ok()) return s;
+      if (!IsBcryptHash(hash)) {
+        return users->ErrorAt(
+            users->Get(user),
+            absl::StrCat(users->PathOf(user),
+                         " is not a bcrypt hash ($2a$, $2b$ or $2y$, cost 04 to 31, 60 "
+                         "characters); make one with `htpasswd -nbBC 10 \"\" PASSWORD | "
+                         "tr -d ':\\n'`"));
       }
-      web.users[user] = *hash;
+      web.users[user] = hash;
     }
     return absl::OkStatus();
   }
 
-  absl::Status Http(const YAML::Node& node) const {
-    const std::string path = "http_server_config";
-    if (absl::Status s = Section(node, path, "http2"); !s.ok()) return s;
-    for (const auto& kv : node) {
-      const std::string& k = kv.first.Scalar();
-      if (k != "http2") {
-        return Error(kv.first, absl::StrCat(path, ".", k,
-                                            " is not supported by gpulet (supported: http2, "
-                                            "which gpulet ignores: it serves HTTP/1.1); remove "
-                                            "it"));
-      }
-      std::string v = kv.second.IsScalar() ? absl::AsciiStrToLower(kv.second.Scalar()) : "";
-      if (v != "true" && v != "false") {
-        return Error(kv.second, absl::StrCat(path, ".http2 must be true or false"));
-      }
+  absl::Status Http(const yaml::Map& top) const {
+    absl::StatusOr<yaml::Map> http = Section(top, "http_server_config", "http2");
+    if (!http.ok()) return http.status();
+    if (absl::Status s = Supported(*http, {"http2"}, ", which gpulet ignores: it serves HTTP/1.1");
+        !s.ok()) {
+      return s;
     }
-    return absl::OkStatus();
+    bool http2 = false;
+    return http->Bool("http2", &http2);
   }
 
-  absl::StatusOr<WebConfig> Parse(const std::string& yaml) const {
-    YAML::Node root;
-    try {
-      root = YAML::Load(yaml);
-    } catch (const YAML::Exception& e) {
-      return absl::InvalidArgumentError(absl::StrCat("web config ", origin_, ":", e.mark.line + 1,
-                                                     ": not valid YAML: ", e.msg,
-                                                     "; fix the syntax"));
-    }
-    if (!root.IsMap() || root.size() == 0) {
+  absl::StatusOr<WebConfig> Parse(const std::string& text) const {
+    absl::StatusOr<YAML::Node> root = yaml::Load(text, origin_);
+    if (!root.ok()) return root.status();
+    if (!root->IsMap() || root->size() == 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat("web config ", origin_,
+          absl::StrCat(origin_,
                        " must be a mapping with tls_server_config and/or "
                        "basic_auth_users, not ",
-                       root.IsMap() ? "an empty one" : yaml::KindName(root),
+                       root->IsMap() ? "an empty one" : yaml::KindName(*root),
                        "; to serve plain HTTP without auth, set metrics.webConfigFile to \"\""));
     }
-    if (absl::Status s = CheckKeys(root, "(top level)"); !s.ok()) return s;
+    yaml::Map top(*root, origin_);
+    if (absl::Status s = top.Check(); !s.ok()) return s;
+    if (absl::Status s =
+            top.OnlyKeys({"tls_server_config", "basic_auth_users", "http_server_config"});
+        !s.ok()) {
+      return s;
+    }
     WebConfig web;
-    for (const auto& kv : root) {
-      const std::string& key = kv.first.Scalar();
-      absl::Status s;
-      if (key == "tls_server_config") {
-        s = Tls(kv.second, web);
-      } else if (key == "basic_auth_users") {
-        s = Users(kv.second, web);
-      } else if (key == "http_server_config") {
-        s = Http(kv.second);
-      } else {
-        s = Error(kv.first, absl::StrCat("unknown key '", key,
-                                         "' (allowed: tls_server_config, basic_auth_users, "
-                                         "http_server_config)"));
-      }
-      if (!s.ok()) return s;
+    if (top.Has("tls_server_config")) {
+      if (absl::Status s = Tls(top, web); !s.ok()) return s;
+    }
+    if (top.Has("basic_auth_users")) {
+      if (absl::Status s = Users(top, web); !s.ok()) return s;
+    }
+    if (top.Has("http_server_config")) {
+      if (absl::Status s = Http(top); !s.ok()) return s;
     }
     if (web.cert_file.empty() && web.users.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("web config ", origin_,
+          absl::StrCat(origin_,
                        " sets neither tls_server_config nor basic_auth_users; to serve plain "
                        "HTTP without auth, set metrics.webConfigFile to \"\""));
     }

@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "common/read_file.h"
 #include "yaml-cpp/yaml.h"
+#include "yaml/reader.h"
 
 namespace gpulet::kube {
 namespace {
@@ -24,15 +25,14 @@ absl::Status Annotate(const absl::Status& s, const std::string& context) {
   return absl::Status(s.code(), absl::StrCat(context, ": ", s.message()));
 }
 
-// A scalar string under `key` of map `node`; nullopt when absent or null.
-absl::StatusOr<std::optional<std::string>> Scalar(const YAML::Node& node, const char* key,
-                                                  const std::string& where) {
-  YAML::Node v = node[key];
-  if (!v.IsDefined() || v.IsNull()) return std::optional<std::string>();
-  if (!v.IsScalar()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": ", key, " must be a string"));
-  }
-  return std::optional<std::string>(v.Scalar());
+// The single value at `key` of `map`; nullopt when absent or null. `map` is checked first:
+// a key given twice is an error, as kubectl's reader makes it.
+absl::StatusOr<std::optional<std::string>> Scalar(const yaml::Map& map, const char* key) {
+  if (absl::Status s = map.Check(); !s.ok()) return s;
+  std::string value;
+  if (absl::Status s = map.String(key, &value, Presence::kOptional); !s.ok()) return s;
+  if (!map.Has(key) || map.Get(key).IsNull()) return std::optional<std::string>();
+  return std::optional<std::string>(std::move(value));
 }
 
 // The entry named `name` of the list `kind` ("clusters"), returning its `field` ("cluster").
@@ -193,17 +193,15 @@ absl::StatusOr<KubeConfig> LoadKubeconfig(const std::string& path, const std::st
   absl::StatusOr<std::string> text = ReadFileNamed(path, "kubeconfig file");
   if (!text.ok()) return text.status();
   const std::string file = absl::StrCat("kubeconfig ", path);
-  YAML::Node root;
-  try {
-    root = YAML::Load(*text);
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(file, " is not valid YAML: ", e.what()));
-  }
+  absl::StatusOr<YAML::Node> loaded = yaml::Load(*text, file);
+  if (!loaded.ok()) return loaded.status();
+  const YAML::Node& root = *loaded;
   if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat(file, " is not a YAML map"));
   try {
     std::string ctx_name = context;
     if (ctx_name.empty()) {
-      absl::StatusOr<std::optional<std::string>> cur = Scalar(root, "current-context", file);
+      absl::StatusOr<std::optional<std::string>> cur =
+          Scalar(yaml::Map(root, file), "current-context");
       if (!cur.ok()) return cur.status();
       if (!cur->has_value() || (*cur)->empty()) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -214,10 +212,12 @@ absl::StatusOr<KubeConfig> LoadKubeconfig(const std::string& path, const std::st
     }
     absl::StatusOr<YAML::Node> ctx = Named(root, "contexts", "context", ctx_name, path);
     if (!ctx.ok()) return ctx.status();
-    const std::string ctx_where = absl::StrCat(file, ": contexts[name=", ctx_name, "].context");
-    absl::StatusOr<std::optional<std::string>> cluster_name = Scalar(*ctx, "cluster", ctx_where);
-    absl::StatusOr<std::optional<std::string>> user_name = Scalar(*ctx, "user", ctx_where);
-    absl::StatusOr<std::optional<std::string>> ns = Scalar(*ctx, "namespace", ctx_where);
+    const std::string ctx_path = absl::StrCat("contexts[name=", ctx_name, "].context");
+    const std::string ctx_where = absl::StrCat(file, ": ", ctx_path);
+    const yaml::Map ctx_map(*ctx, file, ctx_path);
+    absl::StatusOr<std::optional<std::string>> cluster_name = Scalar(ctx_map, "cluster");
+    absl::StatusOr<std::optional<std::string>> user_name = Scalar(ctx_map, "user");
+    absl::StatusOr<std::optional<std::string>> ns = Scalar(ctx_map, "namespace");
     if (!cluster_name.ok()) return cluster_name.status();
     if (!user_name.ok()) return user_name.status();
     if (!ns.ok()) return ns.status();
@@ -235,7 +235,9 @@ absl::StatusOr<KubeConfig> LoadKubeconfig(const std::string& path, const std::st
     // The cluster.
     absl::StatusOr<YAML::Node> cluster = Named(root, "clusters", "cluster", **cluster_name, path);
     if (!cluster.ok()) return cluster.status();
-    const std::string cw = absl::StrCat(file, ": clusters[name=", **cluster_name, "].cluster");
+    const std::string cluster_path = absl::StrCat("clusters[name=", **cluster_name, "].cluster");
+    const std::string cw = absl::StrCat(file, ": ", cluster_path);
+    const yaml::Map cluster_map(*cluster, file, cluster_path);
     YAML::Node insecure = (*cluster)["insecure-skip-tls-verify"];
     if (insecure.IsScalar() && insecure.as<bool>(false)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -249,18 +251,18 @@ absl::StatusOr<KubeConfig> LoadKubeconfig(const std::string& path, const std::st
             absl::StrCat(cw, ".", key, " is set: gpulet does not go through proxies; remove it"));
       }
     }
-    absl::StatusOr<std::optional<std::string>> server = Scalar(*cluster, "server", cw);
+    absl::StatusOr<std::optional<std::string>> server = Scalar(cluster_map, "server");
     if (!server.ok()) return server.status();
     if (!server->has_value()) return absl::InvalidArgumentError(absl::StrCat(cw, " has no server"));
     absl::Status s = ParseServerUrl(**server, absl::StrCat(cw, ".server"), &c);
     if (!s.ok()) return s;
-    absl::StatusOr<std::optional<std::string>> tsn = Scalar(*cluster, "tls-server-name", cw);
+    absl::StatusOr<std::optional<std::string>> tsn = Scalar(cluster_map, "tls-server-name");
     if (!tsn.ok()) return tsn.status();
     c.tls_server_name = tsn->value_or("");
     absl::StatusOr<std::optional<std::string>> ca_data =
-        Scalar(*cluster, "certificate-authority-data", cw);
+        Scalar(cluster_map, "certificate-authority-data");
     absl::StatusOr<std::optional<std::string>> ca_file =
-        Scalar(*cluster, "certificate-authority", cw);
+        Scalar(cluster_map, "certificate-authority");
     if (!ca_data.ok()) return ca_data.status();
     if (!ca_file.ok()) return ca_file.status();
     if (ca_data->has_value()) {
@@ -283,7 +285,9 @@ absl::StatusOr<KubeConfig> LoadKubeconfig(const std::string& path, const std::st
     // The user.
     absl::StatusOr<YAML::Node> user = Named(root, "users", "user", **user_name, path);
     if (!user.ok()) return user.status();
-    const std::string uw = absl::StrCat(file, ": users[name=", **user_name, "].user");
+    const std::string user_path = absl::StrCat("users[name=", **user_name, "].user");
+    const std::string uw = absl::StrCat(file, ": ", user_path);
+    const yaml::Map user_map(*user, file, user_path);
     for (const char* key : {"exec", "auth-provider", "username", "password", "as", "impersonate"}) {
       if ((*user)[key].IsDefined() && !(*user)[key].IsNull()) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -303,7 +307,7 @@ absl::StatusOr<KubeConfig> LoadKubeconfig(const std::string& path, const std::st
                       {"client-key", {}},
                       {"client-key-data", {}}};
     for (Field& f : fields) {
-      absl::StatusOr<std::optional<std::string>> v = Scalar(*user, f.key, uw);
+      absl::StatusOr<std::optional<std::string>> v = Scalar(user_map, f.key);
       if (!v.ok()) return v.status();
       f.value = *v;
       if (f.value.has_value() && f.value->empty()) f.value.reset();

@@ -165,6 +165,13 @@ TEST(KubeConfigTest, FailsClosedNamingTheFileAndTheKey) {
       {absl::StrCat("    server: https://api.example\n    proxy-url: http://proxy\n", ca),
        "    token: a",
        {"proxy-url"}},
+      // yaml-cpp keeps both and a lookup finds the first; kubectl refuses the file.
+      {absl::StrCat("    server: https://api.example\n", ca),
+       "    token: a\n    token: b",
+       {"duplicate key 'users[name=u1].user.token'"}},
+      {absl::StrCat("    server: [https://api.example]\n", ca),
+       "    token: a",
+       {"clusters[name=c1].cluster.server must be a string, not a list"}},
   };
   for (const Case& c : cases) {
     const std::string path = dir.Write("config", Kubeconfig(c.cluster, c.user));
