@@ -20,6 +20,7 @@
 #include "gpu/gpu_list.h"
 #include "yaml-cpp/yaml.h"
 #include "yaml/kind.h"
+#include "yaml/reader.h"
 
 namespace gpulet::config {
 
@@ -770,13 +771,9 @@ absl::Status ApplyNode(Config& c, const YAML::Node& node, const std::string& pre
 
 // The file part of ParseConfig; yaml-cpp throws, so everything that touches it is in here.
 absl::Status ApplyFile(Config& c, const std::string& yaml, const std::string& origin) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml);
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        origin, ":", e.mark.line + 1, ": not valid YAML: ", e.msg, "; fix the syntax"));
-  }
+  absl::StatusOr<YAML::Node> loaded = yaml::Load(yaml, origin, {kMaxConfigFileBytes});
+  if (!loaded.ok()) return loaded.status();
+  const YAML::Node& root = *loaded;
   if (root.IsNull()) return absl::OkStatus();
   if (!root.IsMap()) {
     return absl::InvalidArgumentError(
