@@ -567,7 +567,6 @@ class Daemon::Part : public Component {
 class Daemon::RetirementComponent : public Daemon::Part {
  public:
   using Part::Part;
-  absl::string_view name() const override { return "retirement"; }
   absl::Status Start(const config::Config& config) override {
     d_->retirement_->Configure(config.health.retire, d_->RetiredFileFor(config));
     return absl::OkStatus();
@@ -588,7 +587,6 @@ class Daemon::RetirementComponent : public Daemon::Part {
 class Daemon::FilesComponent : public Daemon::Part {
  public:
   using Part::Part;
-  absl::string_view name() const override { return "node files"; }
   absl::Status Start(const config::Config& config) override {
     absl::MutexLock lock(&d_->files_mu_);
     d_->files_.Reconcile(config);
@@ -616,7 +614,6 @@ class Daemon::FilesComponent : public Daemon::Part {
 class Daemon::MetricsComponent : public Daemon::Part {
  public:
   using Part::Part;
-  absl::string_view name() const override { return "metrics"; }
   absl::Status Start(const config::Config& config) override {
     if (config.metrics.address.empty()) return absl::OkStatus();
     absl::StatusOr<std::unique_ptr<Metrics>> metrics = d_->MakeMetrics(config);
@@ -669,12 +666,8 @@ class Daemon::MetricsComponent : public Daemon::Part {
 class Daemon::PluginsComponent : public Daemon::Part {
  public:
   using Part::Part;
-  absl::string_view name() const override { return "plugin manager"; }
   absl::Status Start(const config::Config& config) override {
-    {
-      absl::MutexLock lock(&d_->plugins_mu_);
-      d_->plugins_ = d_->MakePlugins();
-    }
+    Replace(d_, d_->MakePlugins());
     if (absl::Status s = d_->plugins_->Start(std::make_shared<const config::Config>(config));
         !s.ok()) {
       // The node's kubelet directory, never the user's syntax: a failure exit, not usage.
@@ -683,35 +676,36 @@ class Daemon::PluginsComponent : public Daemon::Part {
     return absl::OkStatus();
   }
   absl::StatusOr<Change> Prepare(const ReloadPlan& plan) override {
-    auto next = std::make_shared<const config::Config>(plan.next);
     if ((plan.effects & kReloadPluginManager) != 0) {
       std::unique_ptr<plugin::PluginManager> plugins = d_->MakePlugins();
-      if (absl::Status s = plugins->Start(next); !s.ok()) {
+      if (absl::Status s = plugins->Start(std::make_shared<const config::Config>(plan.next));
+          !s.ok()) {
         return absl::FailedPreconditionError(absl::StrCat("kubeletDir: ", s.message()));
       }
       return Change([d = d_, plugins = std::move(plugins),
                      dir = plan.next.kubelet_dir](std::vector<std::string>* actions) mutable {
-        std::unique_ptr<plugin::PluginManager> old;
-        {
-          absl::MutexLock lock(&d->plugins_mu_);
-          old = std::exchange(d->plugins_, std::move(plugins));
-        }
-        old.reset();  // the old manager stops and removes its sockets
+        Replace(d, std::move(plugins));
         actions->push_back(
             absl::StrCat("plugin manager rebuilt in ", JoinPath(dir, "device-plugins")));
       });
     }
     if ((plan.effects & kReloadPluginConfig) == 0) return Change();
-    return Change([d = d_, next](std::vector<std::string>* actions) {
+    return Change([d = d_, next = std::make_shared<const config::Config>(plan.next)](
+                      std::vector<std::string>* actions) {
       d->plugins_->Reconfigure(next);
       actions->push_back("plugin manager reconfigured");
     });
   }
-  void Stop() override {
+  void Stop() override { Replace(d_, nullptr); }
+
+ private:
+  // Swaps `plugins` in under plugins_mu_ (the MIG watcher's thread reads it there) and stops
+  // the one it replaces, which removes its sockets, outside the lock.
+  static void Replace(Daemon* d, std::unique_ptr<plugin::PluginManager> plugins) {
     std::unique_ptr<plugin::PluginManager> old;
     {
-      absl::MutexLock lock(&d_->plugins_mu_);
-      old = std::move(d_->plugins_);
+      absl::MutexLock lock(&d->plugins_mu_);
+      old = std::exchange(d->plugins_, std::move(plugins));
     }
   }
 };
@@ -722,7 +716,6 @@ class Daemon::PluginsComponent : public Daemon::Part {
 class Daemon::LivenessComponent : public Daemon::Part {
  public:
   using Part::Part;
-  absl::string_view name() const override { return "liveness monitor"; }
   absl::Status Start(const config::Config& config) override {
     if (d_->node_.gpus == nullptr) return absl::OkStatus();
     d_->liveness_ = d_->MakeLiveness(config);
@@ -750,7 +743,6 @@ class Daemon::LivenessComponent : public Daemon::Part {
 class Daemon::MigComponent : public Daemon::Part {
  public:
   using Part::Part;
-  absl::string_view name() const override { return "MIG watcher"; }
   absl::Status Start(const config::Config&) override {
     const gpu::Inventory& inventory = d_->node_.inventory;
     const bool mig_capable = std::any_of(inventory.gpus.begin(), inventory.gpus.end(),
@@ -786,7 +778,6 @@ class Daemon::MigComponent : public Daemon::Part {
 class Daemon::HealthEventsComponent : public Daemon::Part {
  public:
   using Part::Part;
-  absl::string_view name() const override { return "XID policy and event monitor"; }
   absl::Status Start(const config::Config& config) override {
     d_->xid_policy_ = d_->MakeXidPolicy(config, &d_->xid_history_);
     d_->events_ = d_->MakeEvents(config, /*kmsg_at_end=*/false);
@@ -827,7 +818,6 @@ class Daemon::HealthEventsComponent : public Daemon::Part {
 class Daemon::ClusterComponent : public Daemon::Part {
  public:
   using Part::Part;
-  absl::string_view name() const override { return "cluster"; }
   absl::Status Start(const config::Config& config) override {
     absl::StatusOr<std::unique_ptr<Cluster>> cluster = d_->MakeCluster(config);
     if (!cluster.ok()) return cluster.status();
@@ -870,7 +860,6 @@ class Daemon::ClusterComponent : public Daemon::Part {
 class Daemon::FileCheckComponent : public Daemon::Part {
  public:
   using Part::Part;
-  absl::string_view name() const override { return "file check"; }
   absl::Status Start(const config::Config&) override {
     PeriodicWorker::Options check;
     check.name = "gpulet-files";

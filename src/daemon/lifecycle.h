@@ -28,7 +28,6 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "config/config.h"
 
 namespace gpulet::daemon {
@@ -50,8 +49,6 @@ using Change = absl::AnyInvocable<void(std::vector<std::string>* actions) &&>;
 class Component {
  public:
   virtual ~Component() = default;
-  // For logs and errors: "metrics", "plugin manager".
-  virtual absl::string_view name() const = 0;
   // Starts with `config`. An error says what to fix (the key, where the config has one).
   virtual absl::Status Start(const config::Config& config) = 0;
   // Prepares `plan` beside what runs, touching nothing running. Errors say what to fix; an

@@ -21,7 +21,6 @@ using ::testing::IsEmpty;
 class FakeComponent : public Component {
  public:
   FakeComponent(std::string name, std::vector<std::string>* log) : name_(name), log_(log) {}
-  absl::string_view name() const override { return name_; }
   absl::Status Start(const config::Config& config) override {
     log_->push_back(name_ + " start " + config.kubelet_dir);
     return fail_start ? absl::UnavailableError(name_ + " cannot start") : absl::OkStatus();

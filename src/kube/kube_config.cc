@@ -29,10 +29,7 @@ absl::Status Annotate(const absl::Status& s, const std::string& context) {
 // a key given twice is an error, as kubectl's reader makes it.
 absl::StatusOr<std::optional<std::string>> Scalar(const yaml::Map& map, const char* key) {
   if (absl::Status s = map.Check(); !s.ok()) return s;
-  std::string value;
-  if (absl::Status s = map.String(key, &value, Presence::kOptional); !s.ok()) return s;
-  if (!map.Has(key) || map.Get(key).IsNull()) return std::optional<std::string>();
-  return std::optional<std::string>(std::move(value));
+  return map.Scalar(key, Presence::kOptional, "a string");
 }
 
 // The entry named `name` of the list `kind` ("clusters"), returning its `field` ("cluster").

@@ -1,5 +1,6 @@
 #include "yaml/reader.h"
 
+#include <algorithm>
 #include <exception>
 #include <set>
 #include <string>
@@ -110,18 +111,15 @@ Map::Map(const YAML::Node& node, std::string origin, std::string path)
 
 absl::Status Map::Check() const { return status_; }
 
-bool Map::Has(absl::string_view key) const {
-  for (const std::string& k : keys_) {
-    if (k == key) return true;
-  }
-  return false;
+size_t Map::IndexOf(absl::string_view key) const {
+  return std::find(keys_.begin(), keys_.end(), key) - keys_.begin();
 }
 
+bool Map::Has(absl::string_view key) const { return IndexOf(key) < keys_.size(); }
+
 YAML::Node Map::Get(absl::string_view key) const {
-  for (size_t i = 0; i < keys_.size(); ++i) {
-    if (keys_[i] == key) return values_[i];
-  }
-  return YAML::Node(YAML::NodeType::Undefined);
+  const size_t i = IndexOf(key);
+  return i < keys_.size() ? values_[i] : YAML::Node(YAML::NodeType::Undefined);
 }
 
 std::string Map::PathOf(absl::string_view key) const { return Join(path_, key); }
@@ -131,10 +129,8 @@ absl::Status Map::ErrorAt(const YAML::Node& at, absl::string_view what) const {
 }
 
 absl::Status Map::ErrorAtKey(absl::string_view key, absl::string_view what) const {
-  for (size_t i = 0; i < keys_.size(); ++i) {
-    if (keys_[i] == key) return ErrorAt(key_nodes_[i], what);
-  }
-  return ErrorAt(node_, what);
+  const size_t i = IndexOf(key);
+  return ErrorAt(i < keys_.size() ? key_nodes_[i] : node_, what);
 }
 
 absl::StatusOr<std::optional<std::string>> Map::Scalar(absl::string_view key, Presence presence,

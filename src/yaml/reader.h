@@ -71,6 +71,11 @@ class Map {
   // An error at the line of the key `key`.
   absl::Status ErrorAtKey(absl::string_view key, absl::string_view what) const;
 
+  // The single value at `key`; nullopt when absent or null and kOptional. `expected` says
+  // what it must be ("a non-empty string") in the error for a list, a mapping or a missing
+  // required value.
+  absl::StatusOr<std::optional<std::string>> Scalar(absl::string_view key, Presence presence,
+                                                    absl::string_view expected) const;
   // A single value (null counts as absent). Absent and kOptional: `out` is left as it was.
   absl::Status String(absl::string_view key, std::string* out,
                       Presence presence = Presence::kRequired) const;
@@ -85,10 +90,8 @@ class Map {
   absl::Status OnlyKeys(std::initializer_list<absl::string_view> allowed) const;
 
  private:
-  // The single value at `key`, or nullopt when absent or null and optional; `expected` says
-  // what it must be ("a non-empty string") in the error for a list or mapping.
-  absl::StatusOr<std::optional<std::string>> Scalar(absl::string_view key, Presence presence,
-                                                    absl::string_view expected) const;
+  // The index of `key` in keys_; keys_.size() when absent.
+  size_t IndexOf(absl::string_view key) const;
 
   YAML::Node node_;
   std::string origin_;
