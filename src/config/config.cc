@@ -723,53 +723,40 @@ absl::StatusOr<std::string> FieldText(const Field& field, const YAML::Node& valu
 
 // Walks a YAML mapping, checking every key (known, a plain name, not repeated) and every
 // value's type, and applies the values to the fields.
-absl::Status ApplyNode(Config& c, const YAML::Node& node, const std::string& prefix,
-                       const std::string& origin) {
-  std::set<std::string> seen;
-  for (const auto& kv : node) {
-    std::string mark = absl::StrCat(origin, ":", kv.first.Mark().line + 1);
-    if (!kv.first.IsScalar()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(mark, ": a key ", prefix.empty() ? "" : absl::StrCat("under ", prefix, " "),
-                       "is ", yaml::KindName(kv.first), " ('", Show(kv.first),
-                       "'); keys are plain names. Allowed here: ", AllowedUnder(prefix)));
-    }
-    const std::string& name = kv.first.Scalar();
-    std::string key = prefix.empty() ? name : absl::StrCat(prefix, ".", name);
-    if (!seen.insert(name).second) {
-      return absl::InvalidArgumentError(absl::StrCat(mark, ": duplicate key '", key,
-                                                     "': it is set more than once; keep only one"));
-    }
-    if (prefix.empty() && name == "version") continue;  // checked by ParseConfig
-    const YAML::Node& value = kv.second;
+absl::Status ApplyNode(Config& c, const yaml::Map& m) {
+  if (absl::Status s = m.Check(); !s.ok()) return s;
+  const std::string& prefix = m.path();
+  for (const std::string& name : m.keys()) {
+    if (prefix.empty() && name == "version") continue;  // checked by ApplyFile
+    const std::string key = m.PathOf(name);
+    const YAML::Node value = m.Get(name);
     const Field* field = FindField(key);
     if (field == nullptr) {
       if (IsSection(key)) {
         if (value.IsNull()) continue;  // an empty section: its defaults
         if (!value.IsMap()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              mark, ": ", key, " is a section and must be a mapping of its keys (",
-              AllowedUnder(key), "), not ", yaml::KindName(value), " ('", Show(value), "')"));
+          return m.ErrorAtKey(
+              name, absl::StrCat(key, " is a section and must be a mapping of its keys (",
+                                 AllowedUnder(key), "), not ", yaml::KindName(value), " ('",
+                                 Show(value), "')"));
         }
-        absl::Status s = ApplyNode(c, value, key, origin);
-        if (!s.ok()) return s;
+        if (absl::Status s = ApplyNode(c, m.Child(name)); !s.ok()) return s;
         continue;
       }
-      return absl::InvalidArgumentError(
-          absl::StrCat(mark, ": unknown key '", key, "'. Allowed here: ", AllowedUnder(prefix),
-                       ". Run `gpulet serve --print-config` to see every key"));
+      return m.ErrorAtKey(
+          name, absl::StrCat("unknown key '", key, "'. Allowed here: ", AllowedUnder(prefix),
+                             ". Run `gpulet serve --print-config` to see every key"));
     }
     absl::StatusOr<std::string> text = FieldText(*field, value, key);
-    if (!text.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(mark, ": ", text.status().message()));
+    if (!text.ok()) return m.ErrorAtKey(name, text.status().message());
+    if (absl::Status s = SetField(c, *field, *text); !s.ok()) {
+      return m.ErrorAtKey(name, s.message());
     }
-    absl::Status s = SetField(c, *field, *text);
-    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(mark, ": ", s.message()));
   }
   return absl::OkStatus();
 }
 
-// The file part of ParseConfig; yaml-cpp throws, so everything that touches it is in here.
+// The file part of ParseConfig.
 absl::Status ApplyFile(Config& c, const std::string& yaml, const std::string& origin) {
   absl::StatusOr<YAML::Node> loaded = yaml::Load(yaml, origin, {kMaxConfigFileBytes});
   if (!loaded.ok()) return loaded.status();
@@ -780,24 +767,21 @@ absl::Status ApplyFile(Config& c, const std::string& yaml, const std::string& or
         absl::StrCat(origin, ": must be a YAML mapping starting with 'version: v1', not ",
                      yaml::KindName(root)));
   }
-  std::string found = "''";  // what the file says, for the message
-  for (const auto& kv : root) {
-    if (!kv.first.IsScalar() || kv.first.Scalar() != "version") continue;
-    if (kv.second.IsScalar() && kv.second.Scalar() == "v1") {
-      found.clear();
-    } else if (kv.second.IsScalar()) {
-      found = absl::StrCat("'", Show(kv.second), "'");
-    } else {
-      found = absl::StrCat(yaml::KindName(kv.second), " '", Show(kv.second), "'");
+  const yaml::Map top(root, origin);
+  if (absl::Status s = top.Check(); !s.ok()) return s;
+  const YAML::Node version = top.Get("version");
+  if (!version.IsScalar() || version.Scalar() != "v1") {
+    std::string found = "''";  // what the file says, for the message
+    if (version.IsScalar()) {
+      found = absl::StrCat("'", Show(version), "'");
+    } else if (version.IsDefined() && !version.IsNull()) {
+      found = absl::StrCat(yaml::KindName(version), " '", Show(version), "'");
     }
-    break;
-  }
-  if (!found.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(origin, ": 'version' must be v1 (found ", found,
                      "); start the file with the line 'version: v1'"));
   }
-  return ApplyNode(c, root, "", origin);
+  return ApplyNode(c, top);
 }
 
 absl::Status Validate(const Config& c) {
@@ -857,14 +841,7 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml, const std::string& o
                                    const ConfigOverrides& overrides) {
   Config c;
   if (!yaml.empty()) {
-    absl::Status s;
-    try {
-      s = ApplyFile(c, yaml, origin);
-    } catch (const YAML::Exception& e) {
-      s = absl::InvalidArgumentError(absl::StrCat(origin, ":", e.mark.line + 1, ": ", e.msg));
-    } catch (const std::exception& e) {
-      s = absl::InvalidArgumentError(absl::StrCat(origin, ": cannot be read: ", e.what()));
-    }
+    absl::Status s = ApplyFile(c, yaml, origin);
     if (!s.ok()) return s;
   }
   for (const auto& [key, value] : overrides) {

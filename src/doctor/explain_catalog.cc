@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -11,10 +13,15 @@
 #include "absl/strings/str_split.h"
 #include "doctor/check_list.h"
 #include "yaml-cpp/yaml.h"
+#include "yaml/kind.h"
 #include "yaml/reader.h"
 
 namespace gpulet::doctor {
 namespace {
+
+// A catalogue file larger than this is a mistake, not data (the largest built-in one is under 50
+// KiB).
+constexpr size_t kMaxCatalogueBytes = size_t{8} << 20;
 
 bool IsWordChar(char c) {
   return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ||
@@ -53,156 +60,136 @@ constexpr SeverityName kSeverities[] = {{ExplainSeverity::kInfo, "info"},
                                         {ExplainSeverity::kError, "error"},
                                         {ExplainSeverity::kCritical, "critical"}};
 
-// A scalar field of `node`; "" when absent. Errors when present but not a string.
-absl::StatusOr<std::string> Scalar(const YAML::Node& node, const char* key,
-                                   absl::string_view where) {
-  YAML::Node v = node[key];
-  if (!v) return std::string();
-  if (!v.IsScalar()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": `", key, "` must be a string"));
-  }
-  return v.as<std::string>();
+// The single value at `key`, with surrounding whitespace (a block scalar's last newline)
+// stripped; "" when absent.
+absl::Status Text(const yaml::Map& m, absl::string_view key, std::string* out) {
+  std::string v;
+  if (absl::Status s = m.String(key, &v, Presence::kOptional); !s.ok()) return s;
+  *out = std::string(absl::StripAsciiWhitespace(v));
+  return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::string>> StringList(const YAML::Node& node, const char* key,
-                                                    absl::string_view where) {
+// One string or a list of strings at `key`; empty when absent.
+absl::StatusOr<std::vector<std::string>> StringList(const yaml::Map& m, absl::string_view key) {
   std::vector<std::string> out;
-  YAML::Node v = node[key];
-  if (!v) return out;
+  const YAML::Node v = m.Get(key);
+  if (!v.IsDefined() || v.IsNull()) return out;
   if (v.IsScalar()) {
-    out.push_back(v.as<std::string>());
+    out.push_back(v.Scalar());
     return out;
   }
   if (!v.IsSequence()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": `", key, "` must be a string or a list of strings"));
+    return m.ErrorAt(v, absl::StrCat(m.PathOf(key), " must be a string or a list of strings, not ",
+                                     yaml::KindName(v)));
   }
-  for (const YAML::Node& item : v) {
-    if (!item.IsScalar()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": every item of `", key, "` must be a string"));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].IsScalar()) {
+      return m.ErrorAt(v[i], absl::StrCat(m.PathOf(key), "[", i, "] must be a string, not ",
+                                          yaml::KindName(v[i])));
     }
-    out.push_back(item.as<std::string>());
+    out.push_back(v[i].Scalar());
   }
   return out;
 }
 
-absl::StatusOr<ExplainCatalogEntry> ParseEntry(const YAML::Node& node, size_t index) {
-  std::string where = absl::StrCat("entry ", index + 1);
-  if (!node.IsMap()) return absl::InvalidArgumentError(absl::StrCat(where, " is not a map"));
-  static const std::set<std::string> kKeys = {"id",  "title", "severity", "patterns", "cause",
-                                              "fix", "check", "source",   "examples", "candidates"};
-  for (const auto& kv : node) {
-    std::string key = kv.first.as<std::string>();
-    if (!kKeys.contains(key)) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": unknown key `", key, "`"));
-    }
+// A `check` names one of `gpulet doctor`'s checks (or is empty).
+absl::Status CheckName(const yaml::Map& m, const std::string& check) {
+  if (check.empty() || IsDoctorCheckName(check)) return absl::OkStatus();
+  return m.ErrorAtKey("check",
+                      absl::StrCat(m.PathOf("check"), " names no gpulet doctor check: ", check));
+}
+
+absl::StatusOr<ExplainCandidate> ParseCandidate(const yaml::Map& m) {
+  if (absl::Status s = m.Check(); !s.ok()) return s;
+  if (absl::Status s = m.OnlyKeys({"cause", "question", "check"}); !s.ok()) return s;
+  ExplainCandidate c;
+  for (auto [key, field] : {std::pair<const char*, std::string*>{"cause", &c.cause},
+                            {"question", &c.question},
+                            {"check", &c.check}}) {
+    if (absl::Status s = Text(m, key, field); !s.ok()) return s;
+  }
+  if (c.cause.empty() || c.question.empty()) {
+    return m.Error(absl::StrCat(m.PathOf(c.cause.empty() ? "cause" : "question"),
+                                " is missing: a candidate needs a `cause` and a "
+                                "`question`"));
+  }
+  if (absl::Status s = CheckName(m, c.check); !s.ok()) return s;
+  return c;
+}
+
+absl::StatusOr<ExplainCatalogEntry> ParseEntry(const yaml::Map& m) {
+  if (absl::Status s = m.Check(); !s.ok()) return s;
+  if (absl::Status s = m.OnlyKeys({"id", "title", "severity", "patterns", "cause", "fix", "check",
+                                   "source", "examples", "candidates"});
+      !s.ok()) {
+    return s;
   }
   ExplainCatalogEntry e;
-  absl::StatusOr<std::string> id = Scalar(node, "id", where);
-  if (!id.ok()) return id.status();
-  e.id = *id;
-  if (e.id.empty()) return absl::InvalidArgumentError(absl::StrCat(where, " has no id"));
-  where = absl::StrCat("entry ", e.id);
+  if (absl::Status s = m.NonEmptyString("id", &e.id); !s.ok()) return s;
   for (auto [key, field] : {std::pair<const char*, std::string*>{"title", &e.title},
                             {"cause", &e.cause},
                             {"check", &e.check},
                             {"source", &e.source}}) {
-    absl::StatusOr<std::string> v = Scalar(node, key, where);
-    if (!v.ok()) return v.status();
-    *field = std::string(absl::StripAsciiWhitespace(*v));
+    if (absl::Status s = Text(m, key, field); !s.ok()) return s;
   }
-  absl::StatusOr<std::string> severity = Scalar(node, "severity", where);
-  if (!severity.ok()) return severity.status();
+  std::string severity;
+  if (absl::Status s = m.String("severity", &severity); !s.ok()) return s;
   auto sev = std::find_if(std::begin(kSeverities), std::end(kSeverities),
-                          [&](const SeverityName& s) { return s.name == *severity; });
+                          [&](const SeverityName& n) { return n.name == severity; });
   if (sev == std::end(kSeverities)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ": severity must be info, warning, error or critical, not \"", *severity, "\""));
+    return m.ErrorAtKey("severity", absl::StrCat(m.PathOf("severity"),
+                                                 " must be info, warning, error or critical, not '",
+                                                 severity, "'"));
   }
   e.severity = sev->severity;
 
-  YAML::Node fix = node["fix"];
-  if (!fix || !fix.IsMap()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": `fix` must be a map with `generic` (and optionally `talos`)"));
-  }
-  for (const auto& kv : fix) {
-    std::string platform = kv.first.as<std::string>();
-    if (!kv.second.IsScalar()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": fix.", platform, " is not text"));
-    }
-    std::string text(absl::StripAsciiWhitespace(kv.second.as<std::string>()));
-    if (platform == "generic") {
-      e.fix = text;
-    } else if (platform == "talos") {
-      e.fix_talos = text;
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": unknown platform fix.", platform, " (generic, talos)"));
-    }
-  }
+  const yaml::Map fix = m.Child("fix");
+  if (absl::Status s = fix.Check(); !s.ok()) return s;
+  if (absl::Status s = fix.OnlyKeys({"generic", "talos"}); !s.ok()) return s;
+  if (absl::Status s = Text(fix, "generic", &e.fix); !s.ok()) return s;
+  if (absl::Status s = Text(fix, "talos", &e.fix_talos); !s.ok()) return s;
 
-  absl::StatusOr<std::vector<std::string>> patterns = StringList(node, "patterns", where);
+  absl::StatusOr<std::vector<std::string>> patterns = StringList(m, "patterns");
   if (!patterns.ok()) return patterns.status();
   e.patterns = *std::move(patterns);
-  absl::StatusOr<std::vector<std::string>> examples = StringList(node, "examples", where);
+  absl::StatusOr<std::vector<std::string>> examples = StringList(m, "examples");
   if (!examples.ok()) return examples.status();
   e.examples = *std::move(examples);
 
-  for (auto [name, value] : {std::pair<const char*, const std::string*>{"title", &e.title},
-                             {"cause", &e.cause},
-                             {"fix.generic", &e.fix},
-                             {"source", &e.source}}) {
+  for (auto [key, value] : {std::pair<const char*, const std::string*>{"title", &e.title},
+                            {"cause", &e.cause},
+                            {"fix.generic", &e.fix},
+                            {"source", &e.source}}) {
     if (value->empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": `", name, "` is missing"));
+      return m.Error(
+          absl::StrCat(m.PathOf(key), " is missing (entry ", e.id, "); every entry needs it"));
     }
   }
   if (!absl::StartsWith(e.source, "https://") && !absl::StartsWith(e.source, "http://")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": `source` must be the URL where the message was seen"));
+    return m.ErrorAtKey(
+        "source", absl::StrCat(m.PathOf("source"), " must be the URL where the message was seen"));
   }
-  if (!e.check.empty() && !IsDoctorCheckName(e.check)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": `check` names no gpulet doctor check: ", e.check));
-  }
-  if (e.patterns.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, " has no patterns"));
-  }
-  if (e.examples.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, " has no examples"));
-  }
-  if (YAML::Node candidates = node["candidates"]; candidates) {
-    if (!candidates.IsSequence() || candidates.size() < 2) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": `candidates` must be a list of two or more {cause, question, check}"));
+  if (absl::Status s = CheckName(m, e.check); !s.ok()) return s;
+  for (auto [key, list] :
+       {std::pair<const char*, const std::vector<std::string>*>{"patterns", &e.patterns},
+        {"examples", &e.examples}}) {
+    if (list->empty()) {
+      return m.Error(absl::StrCat(m.PathOf(key), " is missing (entry ", e.id,
+                                  "); every entry needs at least one"));
     }
-    for (const YAML::Node& item : candidates) {
-      std::string at = absl::StrCat(where, ": candidate ", e.candidates.size() + 1);
-      if (!item.IsMap()) return absl::InvalidArgumentError(absl::StrCat(at, " is not a map"));
-      for (const auto& kv : item) {
-        std::string key = kv.first.as<std::string>();
-        if (key != "cause" && key != "question" && key != "check") {
-          return absl::InvalidArgumentError(
-              absl::StrCat(at, ": unknown key `", key, "` (cause, question, check)"));
-        }
-      }
-      ExplainCandidate c;
-      for (auto [key, field] : {std::pair<const char*, std::string*>{"cause", &c.cause},
-                                {"question", &c.question},
-                                {"check", &c.check}}) {
-        absl::StatusOr<std::string> v = Scalar(item, key, at);
-        if (!v.ok()) return v.status();
-        *field = std::string(absl::StripAsciiWhitespace(*v));
-      }
-      if (c.cause.empty() || c.question.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(at, " needs a `cause` and a `question`"));
-      }
-      if (!c.check.empty() && !IsDoctorCheckName(c.check)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(at, ": `check` names no gpulet doctor check: ", c.check));
-      }
-      e.candidates.push_back(std::move(c));
+  }
+  if (m.Has("candidates")) {
+    const YAML::Node candidates = m.Get("candidates");
+    if (!candidates.IsSequence() || candidates.size() < 2) {
+      return m.ErrorAtKey("candidates",
+                          absl::StrCat(m.PathOf("candidates"),
+                                       " must be a list of two or more {cause, question, check}"));
+    }
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      absl::StatusOr<ExplainCandidate> c = ParseCandidate(
+          yaml::Map(candidates[i], m.origin(), absl::StrCat(m.PathOf("candidates"), "[", i, "]")));
+      if (!c.ok()) return c.status();
+      e.candidates.push_back(*std::move(c));
     }
   }
   for (const std::string& p : e.patterns) {
@@ -212,8 +199,9 @@ absl::StatusOr<ExplainCatalogEntry> ParseEntry(const YAML::Node& node, size_t in
     MessagePattern compiled = MessagePattern::Compile(normal);
     // A pattern must have some literal text to look for, or it would match everything.
     if (compiled.anchor().size() < 4) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": pattern \"", p, "\" has no literal run of 4 or more characters"));
+      return m.ErrorAtKey("patterns",
+                          absl::StrCat(m.PathOf("patterns"), ": pattern \"", p,
+                                       "\" has no literal run of 4 or more characters"));
     }
     e.compiled.push_back(std::move(compiled));
   }
@@ -458,40 +446,28 @@ bool MessagePattern::SearchIn(absl::string_view text, bool lower) const {
 absl::Status ExplainCatalog::Add(absl::string_view file, absl::string_view yaml) {
   std::string what =
       file.empty() ? std::string("explain catalogue") : absl::StrCat("explain catalogue ", file);
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": ", e.what()));
+  absl::StatusOr<YAML::Node> root = yaml::Load(yaml, what, {kMaxCatalogueBytes});
+  if (!root.ok()) return root.status();
+  const yaml::Map top(*root, what);
+  if (absl::Status s = top.Check(); !s.ok()) return s;
+  if (absl::Status s = top.OnlyKeys({"entries"}); !s.ok()) return s;
+  const YAML::Node entries = top.Get("entries");
+  if (!entries.IsSequence()) {
+    return top.ErrorAt(entries, "entries must be a list of entries");
   }
-  // A key given twice anywhere: yaml-cpp keeps both and a lookup finds the first.
-  if (absl::Status s = yaml::CheckKeys(root, what); !s.ok()) return s;
-  if (!root.IsMap() || !root["entries"] || !root["entries"].IsSequence()) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": no `entries` list"));
-  }
-  for (const auto& kv : root) {
-    if (kv.first.as<std::string>() != "entries") {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ": unknown key `", kv.first.as<std::string>(), "` (entries)"));
+  for (size_t i = 0; i < entries.size(); ++i) {
+    absl::StatusOr<ExplainCatalogEntry> e =
+        ParseEntry(yaml::Map(entries[i], what, absl::StrCat("entries[", i, "]")));
+    if (!e.ok()) return e.status();
+    if (const ExplainCatalogEntry* twin = Find(e->id); twin != nullptr) {
+      return top.ErrorAt(
+          entries[i],
+          absl::StrCat("duplicate id ", e->id,
+                       twin->file.empty() ? "" : absl::StrCat(" (also in ", twin->file, ")")));
     }
-  }
-  size_t index = 0;
-  try {
-    for (const YAML::Node& node : root["entries"]) {
-      absl::StatusOr<ExplainCatalogEntry> e = ParseEntry(node, index++);
-      if (!e.ok())
-        return absl::InvalidArgumentError(absl::StrCat(what, ": ", e.status().message()));
-      if (const ExplainCatalogEntry* twin = Find(e->id); twin != nullptr) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(what, ": duplicate id ", e->id,
-                         twin->file.empty() ? "" : absl::StrCat(" (also in ", twin->file, ")")));
-      }
-      e->file = std::string(file);
-      by_id_.emplace(e->id, entries_.size());
-      entries_.push_back(*std::move(e));
-    }
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": entry ", index, ": ", e.what()));
+    e->file = std::string(file);
+    by_id_.emplace(e->id, entries_.size());
+    entries_.push_back(*std::move(e));
   }
   return absl::OkStatus();
 }

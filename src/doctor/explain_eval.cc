@@ -29,30 +29,6 @@ absl::Status Invalid(absl::string_view where, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
 }
 
-// Checks that `node` is a map with only `allowed` keys (yaml::CheckKeys has refused a key
-// given twice or one that is not a plain name).
-absl::Status OnlyKeys(const YAML::Node& node, std::initializer_list<absl::string_view> allowed,
-                      absl::string_view where) {
-  if (!node.IsMap()) return Invalid(where, "is not a map");
-  for (const auto& kv : node) {
-    const std::string& key = kv.first.Scalar();
-    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
-      std::string names;
-      for (absl::string_view a : allowed) absl::StrAppend(&names, names.empty() ? "" : ", ", a);
-      return Invalid(where, absl::StrCat("unknown key `", key, "` (", names, ")"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> Text(const YAML::Node& node, const char* key, absl::string_view where) {
-  YAML::Node v = node[key];
-  if (!v || !v.IsScalar() || v.as<std::string>().empty()) {
-    return Invalid(where, absl::StrCat("`", key, "` must be a non-empty string"));
-  }
-  return v.as<std::string>();
-}
-
 // True when `id` names an explanation gpulet can give.
 bool Explainable(const ExplainCatalog& catalog, absl::string_view id) {
   if (catalog.Find(id) != nullptr) return true;
@@ -77,43 +53,35 @@ std::string Normal(absl::string_view text) {
 
 absl::StatusOr<std::vector<EvalMessage>> ParseEvalSet(absl::string_view file,
                                                       absl::string_view yaml) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    return Invalid(file, e.what());
+  absl::StatusOr<YAML::Node> root = yaml::Load(yaml, file, {kMaxFileBytes});
+  if (!root.ok()) return root.status();
+  const yaml::Map top(*root, std::string(file));
+  if (absl::Status s = top.Check(); !s.ok()) return s;
+  if (absl::Status s = top.OnlyKeys({"area", "messages"}); !s.ok()) return s;
+  std::string area;
+  if (absl::Status s = top.NonEmptyString("area", &area); !s.ok()) return s;
+  const YAML::Node messages = top.Get("messages");
+  if (!messages.IsSequence() || messages.size() == 0) {
+    return top.ErrorAt(messages, "messages must be a non-empty list of messages");
   }
-  if (absl::Status s = yaml::CheckKeys(root, file); !s.ok()) return s;
   std::vector<EvalMessage> out;
-  try {
-    if (absl::Status s = OnlyKeys(root, {"area", "messages"}, file); !s.ok()) return s;
-    absl::StatusOr<std::string> area = Text(root, "area", file);
-    if (!area.ok()) return area.status();
-    YAML::Node messages = root["messages"];
-    if (!messages || !messages.IsSequence() || messages.size() == 0) {
-      return Invalid(file, "`messages` must be a non-empty list");
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const yaml::Map node(messages[i], std::string(file), absl::StrCat("messages[", i, "]"));
+    if (absl::Status s = node.Check(); !s.ok()) return s;
+    if (absl::Status s = node.OnlyKeys({"expect", "source", "text"}); !s.ok()) return s;
+    EvalMessage m;
+    m.area = area;
+    m.where = absl::StrCat(file, ": message ", i + 1);
+    for (auto [key, field] : {std::pair<const char*, std::string*>{"expect", &m.expect},
+                              {"source", &m.source},
+                              {"text", &m.text}}) {
+      if (absl::Status s = node.NonEmptyString(key, field); !s.ok()) return s;
     }
-    for (const YAML::Node& node : messages) {
-      EvalMessage m;
-      m.area = *area;
-      m.where = absl::StrCat(file, ": message ", out.size() + 1);
-      if (absl::Status s = OnlyKeys(node, {"expect", "source", "text"}, m.where); !s.ok()) {
-        return s;
-      }
-      for (auto [key, field] : {std::pair<const char*, std::string*>{"expect", &m.expect},
-                                {"source", &m.source},
-                                {"text", &m.text}}) {
-        absl::StatusOr<std::string> v = Text(node, key, m.where);
-        if (!v.ok()) return v.status();
-        *field = *std::move(v);
-      }
-      if (!absl::StartsWith(m.source, "https://") && !absl::StartsWith(m.source, "http://")) {
-        return Invalid(m.where, "`source` must be the URL where the message was seen");
-      }
-      out.push_back(std::move(m));
+    if (!absl::StartsWith(m.source, "https://") && !absl::StartsWith(m.source, "http://")) {
+      return node.ErrorAtKey("source", absl::StrCat(node.PathOf("source"),
+                                                    " must be the URL where the message was seen"));
     }
-  } catch (const YAML::Exception& e) {
-    return Invalid(file, e.what());
+    out.push_back(std::move(m));
   }
   return out;
 }

@@ -97,15 +97,19 @@ TEST(ExplainEvalTest, ParseRefusesBadFiles) {
     std::string yaml;
     const char* says;
   } cases[] = {
-      {"area: [", "t.yaml"},
-      {"messages: []\n", "`area`"},
-      {"area: a\nmessages: []\n", "non-empty list"},
-      {absl::StrCat(good, "colour: red\n"), "unknown key `colour`"},
-      {absl::StrReplaceAll(good, {{"https://example.org/x", "issue 12"}}), "URL"},
-      {absl::StrReplaceAll(good, {{"    text: 'x'\n", ""}}), "`text`"},
+      {"area: [", "t.yaml:1: not valid YAML"},
+      {"messages: []\n", "t.yaml:1: area is missing"},
+      {"area: a\nmessages: []\n", "t.yaml:2: messages must be a non-empty list"},
+      {"area: a\n", "messages must be a non-empty list"},
+      {"area: a\nmessages: [x]\n", "t.yaml:2: messages[0] must be a mapping"},
+      {absl::StrCat(good, "colour: red\n"), "t.yaml:6: unknown key 'colour'"},
+      {absl::StrReplaceAll(good, {{"https://example.org/x", "issue 12"}}),
+       "t.yaml:4: messages[0].source must be the URL"},
+      {absl::StrReplaceAll(good, {{"    text: 'x'\n", ""}}), "messages[0].text is missing"},
       {absl::StrReplaceAll(good, {{"    text: 'x'\n", "    text: 'x'\n    text: 'y'\n"}}),
        "t.yaml:6: duplicate key 'messages[0].text'"},
-      {absl::StrReplaceAll(good, {{"    text: 'x'\n", "    text: [x]\n"}}), "`text`"},
+      {absl::StrReplaceAll(good, {{"    text: 'x'\n", "    text: [x]\n"}}),
+       "t.yaml:5: messages[0].text must be a non-empty string, not a list"},
   };
   for (const Case& c : cases) {
     absl::StatusOr<std::vector<EvalMessage>> m = ParseEvalSet("t.yaml", c.yaml);
@@ -130,7 +134,7 @@ TEST(ExplainEvalTest, LoadsACatalogueFromADirectory) {
   c = LoadExplainCatalogDir(dir);
   ASSERT_FALSE(c.ok());
   EXPECT_TRUE(
-      absl::StrContains(c.status().message(), "b.yaml: duplicate id disk-full (also in a.yaml)"))
+      absl::StrContains(c.status().message(), "b.yaml:2: duplicate id disk-full (also in a.yaml)"))
       << c.status();
   std::filesystem::remove_all(dir);
 }

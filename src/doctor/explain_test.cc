@@ -176,18 +176,24 @@ TEST(ExplainCatalogTest, ParseRejectsBadCatalogues) {
     const char* says;
   } cases[] = {
       {"entries: [", "explain catalogue"},
-      {"{}", "entries"},
+      {"{}", "explain catalogue:1: entries must be a list"},
       {good + good.substr(std::string("entries:\n").size()), "duplicate id a"},
-      {absl::StrReplaceAll(good, {{"    source: https://example.org/a\n", ""}}), "source"},
-      {absl::StrReplaceAll(good, {{"https://example.org/a", "issue 12"}}), "URL"},
-      {absl::StrReplaceAll(good, {{"    examples: [some text here]\n", ""}}), "examples"},
-      {absl::StrReplaceAll(good, {{"severity: error", "severity: bad"}}), "severity"},
-      {absl::StrReplaceAll(good, {{"[some text]", "['*']"}}), "literal"},
-      {absl::StrReplaceAll(good, {{"{generic: F.}", "{windows: F.}"}}), "platform"},
+      {absl::StrReplaceAll(good, {{"    source: https://example.org/a\n", ""}}),
+       "explain catalogue:2: entries[0].source is missing"},
+      {absl::StrReplaceAll(good, {{"https://example.org/a", "issue 12"}}),
+       "explain catalogue:8: entries[0].source must be the URL"},
+      {absl::StrReplaceAll(good, {{"    examples: [some text here]\n", ""}}),
+       "explain catalogue:2: entries[0].examples is missing"},
+      {absl::StrReplaceAll(good, {{"severity: error", "severity: bad"}}),
+       "explain catalogue:4: entries[0].severity must be info, warning, error or critical"},
+      {absl::StrReplaceAll(good, {{"[some text]", "['*']"}}),
+       "explain catalogue:5: entries[0].patterns: pattern \"*\" has no literal run"},
+      {absl::StrReplaceAll(good, {{"{generic: F.}", "{windows: F.}"}}),
+       "explain catalogue:7: unknown key 'entries[0].fix.windows' (allowed: generic, talos)"},
       {absl::StrReplaceAll(good, {{"    cause: C.\n", "    cause: C.\n    check: no.such\n"}}),
-       "check"},
+       "explain catalogue:7: entries[0].check names no gpulet doctor check: no.such"},
       {absl::StrReplaceAll(good, {{"    cause: C.\n", "    cause: C.\n    colour: red\n"}}),
-       "unknown key"},
+       "explain catalogue:7: unknown key 'entries[0].colour'"},
       // yaml-cpp keeps both and a lookup finds the first: the second cause would do nothing.
       {absl::StrReplaceAll(good, {{"    cause: C.\n", "    cause: C.\n    cause: D.\n"}}),
        "explain catalogue:7: duplicate key 'entries[0].cause'"},
@@ -218,8 +224,8 @@ TEST(ExplainCatalogTest, ParseFilesNamesTheFileAndKeepsIdsUniqueAcrossFiles) {
   absl::StatusOr<ExplainCatalog> twice = ExplainCatalog::ParseFiles(
       {ExplainCatalogFile{"a.yaml", a}, ExplainCatalogFile{"c.yaml", a}});
   ASSERT_FALSE(twice.ok());
-  EXPECT_TRUE(
-      absl::StrContains(twice.status().message(), "c.yaml: duplicate id a (also in a.yaml)"))
+  EXPECT_TRUE(absl::StrContains(twice.status().message(),
+                                "explain catalogue c.yaml:2: duplicate id a (also in a.yaml)"))
       << twice.status();
   absl::StatusOr<ExplainCatalog> bad = ExplainCatalog::ParseFiles(
       {ExplainCatalogFile{"a.yaml", a}, ExplainCatalogFile{"bad.yaml", "entries: ["}});
@@ -229,7 +235,10 @@ TEST(ExplainCatalogTest, ParseFilesNamesTheFileAndKeepsIdsUniqueAcrossFiles) {
   absl::StatusOr<ExplainCatalog> extra =
       ExplainCatalog::ParseFiles({ExplainCatalogFile{"x.yaml", absl::StrCat("area: dcgm\n", a)}});
   ASSERT_FALSE(extra.ok());
-  EXPECT_TRUE(absl::StrContains(extra.status().message(), "unknown key `area`")) << extra.status();
+  EXPECT_TRUE(
+      absl::StrContains(extra.status().message(),
+                        "explain catalogue x.yaml:1: unknown key 'area' (allowed: entries)"))
+      << extra.status();
   EXPECT_FALSE(ExplainCatalog::ParseFiles({}).ok());
 }
 
@@ -270,9 +279,11 @@ TEST(ExplainCatalogTest, CandidatesAreParsedValidatedAndExplained) {
     const char* says;
   } cases[] = {
       {"      - {cause: Second., question: Or else}\n", "", "two or more"},
-      {"question: Or else", "check: nvml.load", "needs a `cause` and a `question`"},
+      {"question: Or else", "check: nvml.load",
+       "entries[0].candidates[1].question is missing: a candidate needs"},
       {"check: nvml.load", "check: no.such", "no gpulet doctor check"},
-      {"question: Or else", "question: Or else, colour: red", "unknown key `colour`"},
+      {"question: Or else", "question: Or else, colour: red",
+       "explain catalogue:12: unknown key 'entries[0].candidates[1].colour'"},
   };
   for (const Case& c : cases) {
     absl::StatusOr<ExplainCatalog> bad =

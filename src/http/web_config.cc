@@ -4,6 +4,8 @@
 #include <exception>
 #include <filesystem>
 #include <initializer_list>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -32,7 +34,7 @@ class Parser {
                                             node.IsMap() ? "an empty one" : yaml::KindName(node),
                                             "; remove the section if it should not apply"));
     }
-    yaml::Map section(node, origin_, key);
+    yaml::Map section = top.Child(key);
     if (absl::Status s = section.Check(); !s.ok()) return s;
     return section;
   }
@@ -41,13 +43,11 @@ class Parser {
   static absl::Status Supported(const yaml::Map& section,
                                 std::initializer_list<absl::string_view> supported,
                                 absl::string_view note) {
-    for (const std::string& k : section.keys()) {
-      if (std::find(supported.begin(), supported.end(), k) != supported.end()) continue;
-      return section.ErrorAtKey(
-          k, absl::StrCat(section.PathOf(k), " is not supported by gpulet (supported: ",
-                          absl::StrJoin(supported, ", "), note, "); remove it"));
-    }
-    return absl::OkStatus();
+    const std::optional<std::string> k = section.FirstUnknown(supported);
+    if (!k) return absl::OkStatus();
+    return section.ErrorAtKey(
+        *k, absl::StrCat(section.PathOf(*k), " is not supported by gpulet (supported: ",
+                         absl::StrJoin(supported, ", "), note, "); remove it"));
   }
 
   absl::Status Tls(const yaml::Map& top, WebConfig& web) const {

@@ -124,6 +124,12 @@ YAML::Node Map::Get(absl::string_view key) const {
 
 std::string Map::PathOf(absl::string_view key) const { return Join(path_, key); }
 
+Map Map::Child(absl::string_view key) const { return Map(Get(key), origin_, PathOf(key)); }
+
+absl::Status Map::Error(absl::string_view what) const {
+  return yaml::ErrorAt(origin_, node_, what);
+}
+
 absl::Status Map::ErrorAt(const YAML::Node& at, absl::string_view what) const {
   return yaml::ErrorAt(origin_, at.IsDefined() ? at : node_, what);
 }
@@ -175,16 +181,19 @@ absl::Status Map::Bool(absl::string_view key, bool* out, Presence presence) cons
   return absl::OkStatus();
 }
 
-absl::Status Map::OnlyKeys(std::initializer_list<absl::string_view> allowed) const {
-  for (size_t i = 0; i < keys_.size(); ++i) {
-    bool known = false;
-    for (absl::string_view a : allowed) known = known || a == keys_[i];
-    if (!known) {
-      return ErrorAt(key_nodes_[i], absl::StrCat("unknown key '", PathOf(keys_[i]), "' (allowed: ",
-                                                 absl::StrJoin(allowed, ", "), ")"));
-    }
+std::optional<std::string> Map::FirstUnknown(
+    std::initializer_list<absl::string_view> allowed) const {
+  for (const std::string& key : keys_) {
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) return key;
   }
-  return absl::OkStatus();
+  return std::nullopt;
+}
+
+absl::Status Map::OnlyKeys(std::initializer_list<absl::string_view> allowed) const {
+  const std::optional<std::string> unknown = FirstUnknown(allowed);
+  if (!unknown) return absl::OkStatus();
+  return ErrorAtKey(*unknown, absl::StrCat("unknown key '", PathOf(*unknown),
+                                           "' (allowed: ", absl::StrJoin(allowed, ", "), ")"));
 }
 
 }  // namespace gpulet::yaml

@@ -58,6 +58,11 @@ class Map {
   // problem. An absent or null node is an empty mapping. The reads below assume it is OK.
   absl::Status Check() const;
 
+  // The mapping at `key`, for reading a section ("tls_server_config"): its path is PathOf(key).
+  Map Child(absl::string_view key) const;
+  const std::string& origin() const { return origin_; }
+  const std::string& path() const { return path_; }
+
   // The keys, in the document's order.
   const std::vector<std::string>& keys() const { return keys_; }
   bool empty() const { return keys_.empty(); }
@@ -66,6 +71,8 @@ class Map {
   YAML::Node Get(absl::string_view key) const;
   // "path.key" ("key" at the top level).
   std::string PathOf(absl::string_view key) const;
+  // An error at the mapping's line ("<origin>:<line>: <what>"), for one about the whole of it.
+  absl::Status Error(absl::string_view what) const;
   // An error at `at`'s line ("<origin>:<line>: <what>"); the mapping's when `at` is undefined.
   absl::Status ErrorAt(const YAML::Node& at, absl::string_view what) const;
   // An error at the line of the key `key`.
@@ -86,6 +93,9 @@ class Map {
   absl::Status Bool(absl::string_view key, bool* out,
                     Presence presence = Presence::kRequired) const;
 
+  // The first key not in `allowed`, in the document's order; nullopt when there is none. For a
+  // reader that words its own error (ErrorAtKey gives its line).
+  std::optional<std::string> FirstUnknown(std::initializer_list<absl::string_view> allowed) const;
   // The first key not in `allowed`: "unknown key '<path>' (allowed: a, b)".
   absl::Status OnlyKeys(std::initializer_list<absl::string_view> allowed) const;
 

@@ -91,6 +91,27 @@ TEST(YamlMapTest, OnlyKeysNamesTheFirstUnknownKeyAtItsLine) {
   EXPECT_EQ(Message(m.ErrorAtKey("cert_file", "bad")), "f.yaml:1: bad");
 }
 
+// A reader that words its own error for an unknown key gets the key from FirstUnknown; a
+// section read through Child carries its path and its lines.
+TEST(YamlMapTest, FirstUnknownAndChildKeepThePathAndTheLines) {
+  Map top(*Load("a: 1\nsection:\n  x: 1\n  typo: 2\n", "f.yaml"), "f.yaml");
+  ASSERT_TRUE(top.Check().ok());
+  EXPECT_EQ(top.FirstUnknown({"a", "section"}), std::nullopt);
+  EXPECT_EQ(top.FirstUnknown({"a"}), "section");
+  Map section = top.Child("section");
+  ASSERT_TRUE(section.Check().ok());
+  EXPECT_EQ(section.path(), "section");
+  EXPECT_EQ(section.FirstUnknown({"x", "y"}), "typo");
+  EXPECT_EQ(Message(section.OnlyKeys({"x", "y"})),
+            "f.yaml:4: unknown key 'section.typo' (allowed: x, y)");
+  EXPECT_EQ(Message(section.Error("is wrong")), "f.yaml:3: is wrong");
+  // An absent section is an empty mapping, and an error about it falls back to no line.
+  Map absent = top.Child("missing");
+  EXPECT_TRUE(absent.Check().ok());
+  EXPECT_TRUE(absent.empty());
+  EXPECT_EQ(Message(absent.Error("is missing")), "f.yaml: is missing");
+}
+
 TEST(YamlCheckKeysTest, FindsADuplicateAtAnyDepthWithItsPathAndLine) {
   YAML::Node root = *Load(
       "entries:\n- id: a\n  fix:\n    generic: x\n- id: b\n  fix:\n    generic: y\n"
