@@ -437,7 +437,7 @@ TEST_F(DeployManifestsTest, KustomizationsReferenceExistingFilesAndRender) {
     ++rendered;
   }
   EXPECT_GE(rendered, 12);
-  EXPECT_EQ(components, std::set<std::string>{"deploy/dra"});
+  EXPECT_EQ(components, (std::set<std::string>{"deploy/dra", "deploy/evict"}));
   for (const std::string& c : components) {
     EXPECT_TRUE(included.count(c)) << c << " is a Component no kustomization lists";
   }
@@ -552,16 +552,17 @@ TEST_F(DeployManifestsTest, HelmRendersWhatKustomizeRenders) {
     bool without_namespace;  // helm install's default: the namespace exists already
   };
   const Case cases[] = {
-      {"generic", {}, true},
-      {"generic", {"namespace.create=true"}, false},
-      {"talos", {"namespace.create=true", "runtimeClass.create=true"}, false},
-      {"dra", {"namespace.create=true", "dra.enabled=true"}, false},
-      {"talos-dra", {"dra.enabled=true", "runtimeClass.create=true"}, true},
+      {"overlays/generic", {}, true},
+      {"overlays/generic", {"namespace.create=true"}, false},
+      {"overlays/talos", {"namespace.create=true", "runtimeClass.create=true"}, false},
+      {"overlays/dra", {"namespace.create=true", "dra.enabled=true"}, false},
+      {"overlays/talos-dra", {"dra.enabled=true", "runtimeClass.create=true"}, true},
+      {"examples/evict", {"namespace.create=true", "evict.enabled=true"}, false},
   };
   for (const Case& c : cases) {
     const std::string what = absl::StrCat(c.overlay, " --set ", absl::StrJoin(c.sets, ","));
     std::vector<std::string> argv = kustomize;
-    argv.push_back(absl::StrCat(GPULET_SOURCE_DIR, "/deploy/overlays/", c.overlay));
+    argv.push_back(absl::StrCat(GPULET_SOURCE_DIR, "/deploy/", c.overlay));
     testing::RunResult k = testing::RunProgram(argv);
     ASSERT_EQ(k.exit_code, 0) << absl::StrJoin(argv, " ") << ":\n" << k.err;
     std::map<std::string, YAML::Node> want = ObjectsById(k.out, c.overlay);

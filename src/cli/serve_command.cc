@@ -95,6 +95,8 @@ constexpr FlagKey kFlagKeys[] = {
     {"--kmsg", "GPULET_KMSG", "health.kmsg", "Read the kernel log for XIDs: true or false"},
     {"--xid-history-file", "GPULET_XID_HISTORY_FILE", "health.xidHistoryFile",
      "Host path where XID repeats are kept across restarts (empty: memory only)"},
+    {"--evict", "GPULET_EVICT", "health.evict.mode",
+     "Evict the pods of a GPU that stays Unhealthy: off, dry-run or on (needs its RBAC)"},
     {"--cluster-reporting", "GPULET_CLUSTER_REPORTING", "cluster.enabled",
      "Report GPU health on the Node (conditions, events) through the API server: true or false"},
     {"--kubeconfig", "GPULET_KUBECONFIG", "cluster.kubeconfig",

@@ -100,6 +100,13 @@ class StatusCommand final : public CommandHandler {
             g.last_fault->what.c_str(), g.last_fault->verdict.c_str(),
             g.last_fault->headline.c_str(), g.uuid.c_str());
       }
+      for (const state::EvictionStatus& e :
+           g.evictions.value_or(std::vector<state::EvictionStatus>{})) {
+        std::printf("     %s pod %s/%s%s%s\n", e.state.c_str(), e.namespace_name.c_str(),
+                    e.pod.c_str(),
+                    e.tries > 0 ? absl::StrFormat(" (tries %d)", e.tries).c_str() : "",
+                    e.last.empty() ? "" : absl::StrCat(": ", e.last).c_str());
+      }
       for (const state::SliceStatus& s :
            g.vram_slices.value_or(std::vector<state::SliceStatus>{})) {
         std::string holder = s.pod ? absl::StrCat(s.namespace_name.value_or(""), "/", *s.pod, "/",

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -48,10 +49,11 @@ class ClusterServeTest : public ::testing::Test {
     server_.Stop();
   }
 
-  void Serve(const std::string& cluster_yaml, const std::string& quiet_period = "2s") {
+  void Serve(const std::string& cluster_yaml, const std::string& quiet_period = "2s",
+             const std::string& more_health = "") {
     const std::string config =
         dir_.Write("config.yaml", absl::StrCat("version: v1\nhealth: {quietPeriod: ", quiet_period,
-                                               "}\ncluster: ", cluster_yaml, "\n"));
+                                               more_health, "}\ncluster: ", cluster_yaml, "\n"));
     port_ = gpulet::testing::FreeLoopbackPort();
     ASSERT_TRUE(daemon_.Start(
         {std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate", "homelab", "--sim-state", state_,
@@ -68,6 +70,14 @@ class ClusterServeTest : public ::testing::Test {
     std::optional<gpulet::testing::HttpResponse> r =
         gpulet::testing::Get(port_, "/metrics", absl::Seconds(2));
     return r ? r->body : "";
+  }
+  // gpulet_gpu_pod_evictions_total{result=...} as /metrics says it; -1 when absent.
+  double EvictionCount(const std::string& result) {
+    const std::string text = Metrics();
+    const std::string series =
+        absl::StrCat("gpulet_gpu_pod_evictions_total{result=\"", result, "\"} ");
+    const size_t at = text.find(series);
+    return at == std::string::npos ? -1 : std::atof(text.c_str() + at + series.size());
   }
   size_t EventsWithReason(const std::string& reason) {
     return server_.EventsWithReason(reason).size();
@@ -147,6 +157,77 @@ TEST_F(ClusterServeTest, AGpuGoingOutIsAnEventOnThePodHoldingIt) {
   EXPECT_NE(e["note"].get<std::string>().find("GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090 (GPU 1)"),
             std::string::npos)
       << e;
+}
+
+// The eviction rung against the API server stand-in's Eviction API: once the 5090 has been
+// out for the grace, the pod holding it is evicted (its PodDisruptionBudget first refuses,
+// then allows), with an Event about it; the pod on the 3080 is never touched; /metrics and
+// /status say what happened.
+TEST_F(ClusterServeTest, ThePodOfAGpuThatStaysOutIsEvictedAndOnlyIt) {
+  std::filesystem::create_directories(dir_.path() + "/kubelet/pod-resources");
+  gpulet::testing::FakePodResources kubelet(dir_.path() + "/kubelet/pod-resources/kubelet.sock");
+  v1::ListPodResourcesResponse list;
+  gpulet::testing::FakePodResources::AddContainer(&list, "ai", "ollama-0", "ollama",
+                                                  "nvidia.com/gpu",
+                                                  {"GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090"});
+  gpulet::testing::FakePodResources::AddContainer(&list, "media", "jellyfin-0", "jellyfin",
+                                                  "nvidia.com/gpu",
+                                                  {"GPU-3f9d6c2e-1b7a-4e0c-9d35-a1c2e3f43080"});
+  kubelet.SetResponse(list);
+  ASSERT_TRUE(kubelet.Start().ok());
+  // With the UID the simulated node's /var/log/pods gives ollama-0: the eviction's
+  // precondition names it.
+  server_.PutPod({{"metadata",
+                   {{"namespace", "ai"},
+                    {"name", "ollama-0"},
+                    {"uid", "5b0e3c1a-9f7d-4d2e-8a61-0c3b7e9d4242"}}}});
+  server_.PutPod({{"metadata", {{"namespace", "media"}, {"name", "jellyfin-0"}}}});
+  server_.BlockEvictions("ai", "ollama-0", true);
+  Serve(absl::StrCat("{enabled: true, kubeconfig: ", kubeconfig_, "}"), "10m",
+        ", evict: {mode: on, grace: 1s}");
+  ASSERT_NE(WaitFor([&] { return Metrics().find("pod=\"ollama-0\"") != std::string::npos; }),
+            absl::InfiniteDuration())
+      << daemon_.Log();
+  auto sim =
+      gpulet::testing::RunProgram({std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate",
+                                   "homelab", "--sim-state", state_, "sim", "xid", "1", "79"});
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  // The budget refuses first: told once, about the pod, and the pod stays.
+  ASSERT_NE(WaitFor([&] { return EventsWithReason("GpuEvictionBlocked") > 0; }),
+            absl::InfiniteDuration())
+      << daemon_.Log();
+  EXPECT_TRUE(server_.Pod("ai", "ollama-0").has_value());
+  // /status and /metrics say so from the next sampling round.
+  auto eviction_state = [&] {
+    std::optional<gpulet::testing::HttpResponse> r =
+        gpulet::testing::Get(port_, "/status", absl::Seconds(2));
+    json doc = r ? json::parse(r->body, nullptr, false) : json();
+    if (!doc.is_object() || !doc["gpus"][1].contains("evictions")) return std::string();
+    return doc["gpus"][1]["evictions"][0].value("state", "");
+  };
+  EXPECT_NE(WaitFor([&] { return eviction_state() == "blocked"; }), absl::InfiniteDuration());
+  EXPECT_NE(WaitFor([&] { return EvictionCount("blocked") >= 1; }), absl::InfiniteDuration());
+  auto printed = gpulet::testing::RunProgram({std::string(GPULET_BINARY_DIR) + "/gpulet", "status",
+                                              "--address", absl::StrCat("127.0.0.1:", port_)});
+  EXPECT_NE(printed.out.find("blocked pod ai/ollama-0 (tries "), std::string::npos) << printed.out;
+  EXPECT_NE(printed.out.find("would violate the pod's disruption budget"), std::string::npos)
+      << printed.out;
+  // The budget allows it now: the next try (every 5 s) evicts it.
+  server_.BlockEvictions("ai", "ollama-0", false);
+  ASSERT_NE(WaitFor([&] { return EventsWithReason("GpuPodEvicted") > 0; }, absl::Seconds(60)),
+            absl::InfiniteDuration())
+      << daemon_.Log();
+  EXPECT_FALSE(server_.Pod("ai", "ollama-0").has_value());
+  EXPECT_TRUE(server_.Pod("media", "jellyfin-0").has_value());
+  json e = server_.EventsWithReason("GpuPodEvicted")[0];
+  EXPECT_EQ(e["metadata"]["namespace"], "ai") << e;
+  EXPECT_EQ(e["regarding"]["kind"], "Pod");
+  EXPECT_EQ(e["regarding"]["name"], "ollama-0");
+  EXPECT_NE(WaitFor([&] { return EvictionCount("evicted") == 1; }), absl::InfiniteDuration());
+  EXPECT_NE(WaitFor([&] { return eviction_state().empty(); }), absl::InfiniteDuration());
+  for (const auto& r : server_.Requests()) {
+    EXPECT_EQ(r.path.find("/pods/jellyfin-0/"), std::string::npos) << r.target;
+  }
 }
 
 // The API server failing for longer than the client retries a call (every call answered 503

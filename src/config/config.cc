@@ -124,6 +124,18 @@ absl::Status ParseInt(const std::string& key, const std::string& v, int lo, int 
   return absl::OkStatus();
 }
 
+// A remediation rung's mode: off, dry-run or on.
+absl::Status ParseMode(const std::string& key, const std::string& v, RemediationMode* out) {
+  for (RemediationMode m :
+       {RemediationMode::kOff, RemediationMode::kDryRun, RemediationMode::kOn}) {
+    if (v == RemediationModeName(m)) {
+      *out = m;
+      return absl::OkStatus();
+    }
+  }
+  return Bad(key, v, "off, dry-run or on");
+}
+
 // The bounds of every duration key, in one table (README's config section says the same;
 // ConfigDocsTest.ReadmeSaysEveryBound checks it). A zero or huge interval would busy-loop
 // or silently switch a check off, so every duration has a floor and a ceiling.
@@ -141,6 +153,7 @@ constexpr DurationBounds kDurationBounds[] = {
     {"sharing.memorySlices.overQuota.grace", absl::ZeroDuration(), absl::Hours(1)},
     {"health.recorder.window", absl::ZeroDuration(), absl::Hours(24)},
     {"health.retire.window", absl::Hours(1), absl::Hours(24 * 90)},
+    {"health.evict.grace", absl::ZeroDuration(), absl::Hours(1)},
 };
 
 const DurationBounds& BoundsOf(const char* key) {
@@ -505,14 +518,7 @@ const std::vector<Field>& Fields() {
        [](const Config& c) { return Str(c.health.recorder.dir); }},
       {"health.retire.mode", "off, dry-run or on",
        [](Config& c, const std::string& v) {
-         for (RemediationMode m :
-              {RemediationMode::kOff, RemediationMode::kDryRun, RemediationMode::kOn}) {
-           if (v == RemediationModeName(m)) {
-             c.health.retire.mode = m;
-             return absl::OkStatus();
-           }
-         }
-         return Bad("health.retire.mode", v, "off, dry-run or on");
+         return ParseMode("health.retire.mode", v, &c.health.retire.mode);
        },
        [](const Config& c) { return Str(RemediationModeName(c.health.retire.mode)); }},
       {"health.retire.faults", "an integer from 2 to 8",
@@ -534,6 +540,21 @@ const std::vector<Field>& Fields() {
          return absl::OkStatus();
        },
        [](const Config& c) { return Str(c.health.retire.file); }},
+      {"health.evict.mode", "off, dry-run or on",
+       [](Config& c, const std::string& v) {
+         return ParseMode("health.evict.mode", v, &c.health.evict.mode);
+       },
+       [](const Config& c) { return Str(RemediationModeName(c.health.evict.mode)); }},
+      {"health.evict.grace", DurationAllowed(BoundsOf("health.evict.grace")),
+       [](Config& c, const std::string& v) {
+         return ParseDur("health.evict.grace", v, &c.health.evict.grace);
+       },
+       [](const Config& c) { return Str(absl::FormatDuration(c.health.evict.grace)); }},
+      {"health.evict.maxPerHour", "an integer from 1 to 100",
+       [](Config& c, const std::string& v) {
+         return ParseInt("health.evict.maxPerHour", v, 1, 100, &c.health.evict.max_per_hour);
+       },
+       [](const Config& c) { return YAML::Node(c.health.evict.max_per_hour); }},
       {"cluster.enabled", "true or false",
        [](Config& c, const std::string& v) {
          return ParseBool("cluster.enabled", v, &c.cluster.enabled);

@@ -194,6 +194,21 @@ struct Config {
       // with `gpulet retired`. Default: /var/lib/gpulet/retired.json.
       std::string file = "/var/lib/gpulet/retired.json";
     } retire;
+    struct Evict {
+      // What to do with the pods that hold a GPU that has been Unhealthy for `grace`
+      // (docs/remediation.md): evict them through the Eviction API, so that their
+      // controllers reschedule them onto a healthy GPU and PodDisruptionBudgets hold (on;
+      // needs cluster.enabled, pod attribution and the RBAC of deploy/components/evict), say
+      // that it would (dry-run), or nothing (off). Other pods, and pods on other GPUs, are
+      // never touched. Default: dry-run.
+      RemediationMode mode = RemediationMode::kDryRun;
+      // How long a GPU stays Unhealthy before its pods are evicted: a fault that clears
+      // within it costs no pod. 0s to 1h. Default: 2m.
+      absl::Duration grace = absl::Minutes(2);
+      // At most this many pods evicted per hour on the node, all GPUs together. 1 to 100.
+      // Default: 10.
+      int max_per_hour = 10;
+    } evict;
   } health;
 
   struct Cluster {

@@ -152,6 +152,7 @@ absl::Status Daemon::StartCluster(Cluster* cluster) {
     cluster->reporter->Start();
     GPULET_LOG_INFO("reporting GPU health on Node {} to the API server", options_.node_name);
   }
+  if (cluster->evictor != nullptr) cluster->evictor->Start();
   if (cluster->dra != nullptr) {
     if (absl::Status s = cluster->dra->Start(); !s.ok()) {
       return AtKey("dra.enabled", s);
@@ -293,6 +294,18 @@ absl::StatusOr<std::unique_ptr<Daemon::Cluster>> Daemon::MakeCluster(const confi
   if (ro.node_labels) ro.labels = cluster::NodeGpuLabels(node_.inventory, *node_.host, config);
   cluster->reporter =
       std::make_unique<cluster::NodeReporter>(&store_, cluster->client.get(), ro, options_.clock);
+  if (config.health.evict.mode == config::RemediationMode::kOn) {
+    kube::KubeClientOptions evict_options;
+    evict_options.max_attempts = 1;
+    absl::StatusOr<std::unique_ptr<kube::KubeClient>> evict_client =
+        kube::KubeClient::FromConfig(*api, evict_options, options_.clock);
+    if (!evict_client.ok())
+      return AtKey(key, absl::InvalidArgumentError(evict_client.status().message()));
+    cluster->evict_client = std::move(*evict_client);
+    cluster->evictor = std::make_unique<cluster::PodEvictor>(
+        evictions_.get(), cluster->evict_client.get(), event_inbox_.get(),
+        options_.eviction_interval, options_.clock);
+  }
   return cluster;
 }
 
@@ -373,9 +386,18 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const confi
     faults->Load();
     so.last_fault = [faults](const state::DeviceRecord& d) { return faults->Latest(d.gpu.uuid); };
   }
-  // A GPU that goes out is an Event on every pod holding it, for the cluster reporter.
+  // A GPU that goes out is an Event on every pod holding it, for the cluster reporter; one
+  // that stays out has those pods evicted (health.evict), by the cluster's evictor.
   auto quarantine = std::make_shared<QuarantineEvents>();
+  if (config.health.evict.mode == config::RemediationMode::kOn &&
+      (!config.cluster.enabled || !config.metrics.pod_attribution)) {
+    GPULET_LOG_WARN("health.evict.mode is on, but no pod will be evicted: it needs {}",
+                    !config.cluster.enabled ? "cluster.enabled (the API server's Eviction API)"
+                                            : "metrics.podAttribution (which pods hold a GPU)");
+  }
+  so.evictions = [queue = evictions_] { return queue->ByGpu(); };
   so.on_round = [slice_round, faults, quarantine, inbox = event_inbox_, recorder = recorder_,
+                 rung = eviction_rung_, evictions = evictions_, evict = config.health.evict,
                  retirement = retirement_.get(), host = node_.host.get(),
                  window = config.health.recorder.window, interval = so.interval,
                  clock = options_.clock](const metrics::SampleSet& set,
@@ -384,6 +406,11 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const confi
     if (std::vector<cluster::NodeEvent> e = quarantine->Next(snap, set.pods.get()); !e.empty()) {
       inbox->Post(std::move(e));
     }
+    EvictionRung::Round eviction = rung->Next(snap, set.pods.get(), evict, clock->Now());
+    for (const std::string& gpu : eviction.withdrawn) evictions->Withdraw(gpu);
+    for (cluster::EvictionOrder& o : eviction.would_evict) evictions->AddDryRun(std::move(o));
+    for (cluster::EvictionOrder& o : eviction.orders) evictions->Add(std::move(o));
+    if (!eviction.events.empty()) inbox->Post(std::move(eviction.events));
     std::map<std::string, recorder::PciLinkReading> pci;
     if (window > absl::ZeroDuration()) {
       for (const state::DeviceRecord& d : snap.devices) {
@@ -411,7 +438,8 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const confi
   m->sampler = std::make_unique<metrics::Sampler>(
       node_.gpus.get(), &store_, node_.host.get(), so,
       metrics::RenderInfo{options_.node_name, node_.inventory.system.driver_version,
-                          &reload_errors_, so.slice_dir.empty() ? nullptr : slice_guard_->kills()});
+                          &reload_errors_, so.slice_dir.empty() ? nullptr : slice_guard_->kills(),
+                          [queue = evictions_] { return queue->counts(); }});
   // Pod labels: from the kubelet's PodResources API, on their own thread.
   if (config.metrics.pod_attribution) {
     metrics::PodAttributor::Options po;

@@ -50,9 +50,11 @@
 #include "absl/time/time.h"
 #include "cluster/event_inbox.h"
 #include "cluster/node_reporter.h"
+#include "cluster/pod_eviction.h"
 #include "common/clock.h"
 #include "common/periodic_worker.h"
 #include "config/config.h"
+#include "daemon/eviction_rung.h"
 #include "daemon/gpu_retirement.h"
 #include "daemon/lifecycle.h"
 #include "daemon/mig_watcher.h"
@@ -87,6 +89,8 @@ struct DaemonOptions {
   const Clock* clock = RealClock();
   // How often the CDI spec and labels file are checked on disk.
   absl::Duration file_check_interval = absl::Seconds(10);
+  // How often the pod evictor tries the evictions due (health.evict mode on).
+  absl::Duration eviction_interval = absl::Seconds(5);
   // What kills a process of a VRAM slice over its quota (sharing.memorySlices.overQuota);
   // null: the real killer, through the host root's /proc. Must outlive the daemon.
   ProcessKiller* process_killer = nullptr;
@@ -191,11 +195,16 @@ class Daemon {
     std::unique_ptr<cluster::NodeReporter> reporter;  // declared after the client it uses
     std::unique_ptr<kube::KubeClient> dra_client;     // the DRA driver's (its own rate limit)
     std::unique_ptr<dra::DraDriver> dra;
+    // The eviction rung's client (no retries of its own: a 429 is a budget's answer) and
+    // worker (health.evict.mode on); the worker is declared after the client it uses.
+    std::unique_ptr<kube::KubeClient> evict_client;
+    std::unique_ptr<cluster::PodEvictor> evictor;
     // Cancels the clients' calls first, so that the users' threads, which may wait on an
     // unreachable API server, stop at once.
     ~Cluster() {
       if (client != nullptr) client->Cancel();
       if (dra_client != nullptr) dra_client->Cancel();
+      if (evict_client != nullptr) evict_client->Cancel();
     }
   };
   // Starts what `cluster` holds (null: nothing); errors name dra.* keys.
@@ -227,6 +236,11 @@ class Daemon {
   // timers and kill budget outlive a rebuilt metrics stack. Declared before that stack.
   std::unique_ptr<ProcessKiller> own_killer_;
   std::shared_ptr<SliceGuard> slice_guard_;
+  // The eviction rung (health.evict): which pods, when (fed by the sampler's rounds), and the
+  // orders in flight (carried out by the cluster's evictor); the daemon's, so that a rebuilt
+  // sampler or cluster client takes over the episodes, budget and orders.
+  std::shared_ptr<EvictionRung> eviction_rung_ = std::make_shared<EvictionRung>();
+  std::shared_ptr<cluster::EvictionQueue> evictions_ = std::make_shared<cluster::EvictionQueue>();
   // Each GPU's last minutes (health.recorder), fed by the sampler's rounds and the XID
   // policy; the daemon's, so that a rebuilt sampler or policy keeps what was recorded.
   std::shared_ptr<recorder::FlightRecorder> recorder_;

@@ -7,6 +7,22 @@
 
 namespace gpulet::daemon {
 
+std::vector<cluster::PodRef> PodsHolding(const metrics::PodMap& pods, const std::string& uuid) {
+  std::vector<cluster::PodRef> out;
+  auto held = pods.by_gpu.find(uuid);
+  if (held == pods.by_gpu.end()) return out;
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const metrics::GpuAssignment& a : held->second) {
+    if (!seen.insert({a.holder.namespace_name, a.holder.pod}).second) continue;
+    cluster::PodRef pod{a.holder.namespace_name, a.holder.pod, ""};
+    for (const auto& [uid, info] : pods.pods_by_uid) {
+      if (info.namespace_name == pod.namespace_name && info.pod == pod.name) pod.uid = uid;
+    }
+    out.push_back(std::move(pod));
+  }
+  return out;
+}
+
 std::vector<cluster::NodeEvent> QuarantineEvents::Next(const state::Snapshot& snap,
                                                        const metrics::PodMap* pods) {
   std::map<std::string, state::HealthState> now;
@@ -21,15 +37,7 @@ std::vector<cluster::NodeEvent> QuarantineEvents::Next(const state::Snapshot& sn
     if (d.health.state != state::HealthState::kUnhealthy) continue;
     auto was = before.find(d.gpu.uuid);
     if (was != before.end() && was->second == state::HealthState::kUnhealthy) continue;
-    auto held = pods->by_gpu.find(d.gpu.uuid);
-    if (held == pods->by_gpu.end()) continue;
-    std::set<std::pair<std::string, std::string>> told;
-    for (const metrics::GpuAssignment& a : held->second) {
-      if (!told.insert({a.holder.namespace_name, a.holder.pod}).second) continue;
-      cluster::PodRef pod{a.holder.namespace_name, a.holder.pod, ""};
-      for (const auto& [uid, info] : pods->pods_by_uid) {
-        if (info.namespace_name == pod.namespace_name && info.pod == pod.name) pod.uid = uid;
-      }
+    for (cluster::PodRef& pod : PodsHolding(*pods, d.gpu.uuid)) {
       std::string gpu =
           absl::StrCat(d.gpu.uuid, d.gpu.index ? absl::StrCat(" (GPU ", *d.gpu.index, ")") : "");
       cluster::NodeEvent e;

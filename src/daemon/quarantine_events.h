@@ -23,6 +23,10 @@
 
 namespace gpulet::daemon {
 
+// The pods holding GPU `uuid`, each once (a pod whose containers hold several of its devices
+// is one pod), in pod attribution's order, with their UIDs where it knows them.
+std::vector<cluster::PodRef> PodsHolding(const metrics::PodMap& pods, const std::string& uuid);
+
 class QuarantineEvents {
  public:
   // The events for the GPUs that went Unhealthy since the last call; `pods` may be null (pod

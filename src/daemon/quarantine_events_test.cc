@@ -2,6 +2,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/rung_pods.h"
 
 namespace gpulet::daemon {
 namespace {
@@ -21,22 +22,9 @@ state::Snapshot TwoGpus(state::HealthState second) {
   return s;
 }
 
-metrics::PodMap Holders() {
-  metrics::PodMap m;
-  m.ok = true;
-  m.by_gpu["GPU-5090"] = {
-      {{"ai", "ollama-0", "ollama"}, "nvidia.com/gpu", "GPU-5090::0", ""},
-      {{"ai", "ollama-0", "sidecar"}, "nvidia.com/gpu", "GPU-5090::1", ""},
-      {{"anpr", "reader-7", "infer"}, "nvidia.com/gpu", "GPU-5090::2", ""},
-  };
-  m.by_gpu["GPU-3080"] = {{{"media", "jellyfin-0", "jellyfin"}, "nvidia.com/gpu", "GPU-3080", ""}};
-  m.pods_by_uid["uid-ollama"] = {"ai", "ollama-0", {"ollama", "sidecar"}};
-  return m;
-}
-
 TEST(QuarantineEventsTest, AGpuGoingOutIsAnEventOnEachPodHoldingItOnce) {
   QuarantineEvents q;
-  metrics::PodMap pods = Holders();
+  metrics::PodMap pods = testing::RungPods();
   EXPECT_TRUE(q.Next(TwoGpus(state::HealthState::kHealthy), &pods).empty());  // learns
   std::vector<cluster::NodeEvent> e = q.Next(TwoGpus(state::HealthState::kUnhealthy), &pods);
   ASSERT_EQ(e.size(), 2u);  // two pods; ollama-0's two containers are one pod
@@ -55,7 +43,7 @@ TEST(QuarantineEventsTest, AGpuGoingOutIsAnEventOnEachPodHoldingItOnce) {
 
 TEST(QuarantineEventsTest, NothingAtStartOrWithoutPodAttribution) {
   QuarantineEvents q;
-  metrics::PodMap pods = Holders();
+  metrics::PodMap pods = testing::RungPods();
   EXPECT_TRUE(
       q.Next(TwoGpus(state::HealthState::kUnhealthy), &pods).empty());  // already out at start
   QuarantineEvents blind;

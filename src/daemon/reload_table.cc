@@ -94,6 +94,12 @@ constexpr ReloadRule kRules[] = {
     {"health.retire.window", kReloadRetirement, "live: the next fault is judged by the new window"},
     {"health.retire.file", kReloadRetirement,
      "live: the new file is read at once; GPUs only the old one listed return to service"},
+    {"health.evict.mode", kReloadMetrics,
+     "rebuilt: the sampler whose rounds order evictions; orders in flight are kept"},
+    {"health.evict.grace", kReloadMetrics,
+     "rebuilt: the sampler; a GPU already out is judged by the new grace from when it went out"},
+    {"health.evict.maxPerHour", kReloadMetrics,
+     "rebuilt: the sampler; the evictions of the last hour still count"},
     {"health.kmsg", kReloadEvents,
      "rebuilt: event monitor; a kernel log already read is read on from its end, a newly "
      "enabled one from its start (as at startup)"},

@@ -321,8 +321,13 @@ absl::StatusOr<nlohmann::json> KubeClient::Call(const std::string& method, const
       return ApiError(what, *resp);
     }
     if (attempt >= options_.max_attempts) {
-      return absl::Status(last.code(),
-                          absl::StrCat(last.message(), " (gave up after ", attempt, " attempts)"));
+      // The server's Status stays attached: a caller decides by its code (GetApiStatus).
+      absl::Status out(last.code(),
+                       absl::StrCat(last.message(), " (gave up after ", attempt, " attempts)"));
+      last.ForEachPayload([&out](absl::string_view type_url, const absl::Cord& payload) {
+        out.SetPayload(type_url, payload);
+      });
+      return out;
     }
     if (!SleepUntil(clock_->Monotonic() + delay)) {
       return absl::CancelledError(absl::StrCat(what, ": cancelled"));

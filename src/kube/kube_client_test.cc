@@ -239,6 +239,9 @@ TEST(KubeClientTest, FullJitterStaysUnderTheCapAndGivesUp) {
   absl::Status s = rig.client->Get("/api").status();
   EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("gave up after 3 attempts"));
+  // The last answer's Status stays attached, for callers that decide by its code.
+  ASSERT_TRUE(GetApiStatus(s).has_value());
+  EXPECT_EQ(GetApiStatus(s)->code, 504);
   EXPECT_EQ(rig.transport->count(), 3u);
   // TLS verification failures are configuration errors: never retried.
   rig.transport->Push(absl::FailedPreconditionError("certificate verify failed"));

@@ -162,6 +162,11 @@ std::string RenderMetrics(const state::Snapshot& snap, const SampleSet& samples,
                     "Processes gpulet killed because their VRAM slice holder stayed over its "
                     "quota, by the driver's count, by more than the margin "
                     "(sharing.memorySlices.overQuota.action kill).");
+  Family evictions("gpulet_gpu_pod_evictions_total", "counter",
+                   "The eviction rung's tries to evict a pod holding a GPU that stayed out of "
+                   "service (health.evict), by result: evicted, gone (the pod had ended or "
+                   "been replaced), blocked (a PodDisruptionBudget), forbidden (RBAC), failed, "
+                   "and dry_run (a pod health.evict.mode dry-run would have evicted).");
 
   for (const state::DeviceRecord& d : snap.devices) {
     const gpu::Gpu& g = d.gpu;
@@ -353,6 +358,11 @@ std::string RenderMetrics(const state::Snapshot& snap, const SampleSet& samples,
     reload_errors.Add("", static_cast<double>(info.reload_errors->load()));
   }
   if (info.vram_kills != nullptr) vram_kills.Add("", static_cast<double>(info.vram_kills->load()));
+  if (info.evictions) {
+    for (const auto& [result, n] : info.evictions()) {
+      evictions.Add(absl::StrCat("result=\"", result, "\""), static_cast<double>(n));
+    }
+  }
 
   std::string out;
   out.reserve(16384);
@@ -379,7 +389,8 @@ std::string RenderMetrics(const state::Snapshot& snap, const SampleSet& samples,
                           &nvml_up,
                           &build,
                           &reload_errors,
-                          &vram_kills}) {
+                          &vram_kills,
+                          &evictions}) {
     f->AppendTo(&out, openmetrics);
   }
   AppendSliceMetrics(samples.slices, snap, samples.pods.get(), info.hostname, openmetrics, &out);

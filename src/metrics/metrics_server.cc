@@ -74,6 +74,9 @@ std::string MetricsServer::StatusJson(const state::Snapshot& snap, const SampleS
     if (auto fault = samples.last_faults.find(d.gpu.uuid); fault != samples.last_faults.end()) {
       g.last_fault = fault->second;
     }
+    if (auto e = samples.evictions.find(d.gpu.uuid); e != samples.evictions.end()) {
+      g.evictions = e->second;
+    }
     auto it = samples.by_uuid.find(d.gpu.uuid);
     if (it == samples.by_uuid.end()) continue;
     const GpuSampleState& st = it->second;

@@ -84,6 +84,9 @@ void Sampler::SampleOnce() {
         working_.last_faults[d.gpu.uuid] = *f;
     }
   }
+  working_.evictions = options_.evictions
+                           ? options_.evictions()
+                           : std::map<std::string, std::vector<state::EvictionStatus>>();
   working_.last_round_seconds = absl::ToDoubleSeconds(options_.clock->Monotonic() - start);
   ++working_.rounds;
   // What the round's callback did (a kill the guard made) is in this round's exposition.

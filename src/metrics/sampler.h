@@ -64,6 +64,8 @@ struct SampleSet {
   std::map<std::string, std::string> vram_holders;
   // GPU UUID → the flight recorder's latest fault on it (Sampler::Options::last_fault).
   std::map<std::string, state::FaultStatus> last_faults;
+  // GPU UUID → the eviction rung's pods for it (Sampler::Options::evictions).
+  std::map<std::string, std::vector<state::EvictionStatus>> evictions;
 };
 
 // Fills each slice's `device` from its GPU's sample of this round (left absent when the GPU
@@ -84,6 +86,9 @@ struct RenderInfo {
   // Processes gpulet killed for holding a VRAM slice over its quota by the driver's count
   // (gpulet_vram_over_quota_kills_total); not exported when null. Must outlive the sampler.
   const std::atomic<uint64_t>* vram_kills = nullptr;
+  // The eviction rung's tries by result (gpulet_gpu_pod_evictions_total{result}); not
+  // exported when empty. Must outlive the sampler.
+  std::function<std::map<std::string, uint64_t>()> evictions = nullptr;
 };
 
 class Sampler {
@@ -107,6 +112,9 @@ class Sampler {
     // empty.
     std::function<std::optional<state::FaultStatus>(const state::DeviceRecord&)> last_fault =
         nullptr;
+    // The pods the eviction rung named for each GPU (GPU UUID → pods), for /status. May be
+    // empty.
+    std::function<std::map<std::string, std::vector<state::EvictionStatus>>()> evictions = nullptr;
   };
 
   // `library` may be null (NVML unavailable): only health and self series are exported.

@@ -162,6 +162,19 @@ absl::StatusOr<FaultStatus> FaultFromJson(const json& j, const std::string& path
   return f;
 }
 
+absl::StatusOr<EvictionStatus> EvictionFromJson(const json& j, const std::string& path) {
+  StatusFields r(j, path);
+  EvictionStatus e;
+  GPULET_RETURN_IF_ERROR(r.Read("namespace", &e.namespace_name));
+  GPULET_RETURN_IF_ERROR(r.Read("pod", &e.pod));
+  GPULET_RETURN_IF_ERROR(r.Read("state", &e.state));
+  GPULET_RETURN_IF_ERROR(r.Read("tries", &e.tries));
+  std::optional<std::string> last;
+  GPULET_RETURN_IF_ERROR(r.Optional("last", &last));
+  e.last = last.value_or("");
+  return e;
+}
+
 absl::StatusOr<GpuStatus> GpuFromJson(const json& j, const std::string& path) {
   StatusFields r(j, path);
   GpuStatus g;
@@ -212,6 +225,7 @@ absl::StatusOr<GpuStatus> GpuFromJson(const json& j, const std::string& path) {
     if (!f.ok()) return f.status();
     g.last_fault = *std::move(f);
   }
+  GPULET_RETURN_IF_ERROR(ReadList(r, "evictions", EvictionFromJson, &g.evictions));
   return g;
 }
 
@@ -296,6 +310,16 @@ json GpuToJson(const GpuStatus& g) {
                   {"headline", f.headline}};
     if (!f.file.empty()) fault["file"] = f.file;
     j["last_fault"] = std::move(fault);
+  }
+  if (g.evictions) {
+    json evictions = json::array();
+    for (const EvictionStatus& e : *g.evictions) {
+      json one = {
+          {"namespace", e.namespace_name}, {"pod", e.pod}, {"state", e.state}, {"tries", e.tries}};
+      if (!e.last.empty()) one["last"] = e.last;
+      evictions.push_back(std::move(one));
+    }
+    j["evictions"] = std::move(evictions);
   }
   return j;
 }

@@ -82,6 +82,18 @@ struct FaultStatus {
   bool operator==(const FaultStatus&) const = default;
 };
 
+// A pod the eviction rung named for this GPU (cluster/pod_eviction.h): ordered out and not
+// evicted yet, or named by a dry run.
+struct EvictionStatus {
+  std::string namespace_name;
+  std::string pod;
+  std::string state;  // "would-evict" (dry run), "evicting", "blocked", "forbidden", "failed"
+  int tries = 0;
+  std::string last;  // the last try's result and the API server's message; "" before one
+
+  bool operator==(const EvictionStatus&) const = default;
+};
+
 struct GpuStatus {
   // From the DeviceStore.
   std::optional<unsigned> index;
@@ -111,6 +123,8 @@ struct GpuStatus {
   std::optional<std::string> vram_enforcement;
   // The flight recorder's latest fault on this GPU; absent when none was recorded.
   std::optional<FaultStatus> last_fault;
+  // The eviction rung's pods for this GPU; absent when none.
+  std::optional<std::vector<EvictionStatus>> evictions;
 
   // One of `values`; none when absent.
   std::optional<double> Value(gpu::ValueId id) const;

@@ -60,6 +60,10 @@ StatusReport Everything() {
   SliceStatus claim{"claim-u1", "claim ai/ollama", uint64_t{8} << 30, 0, 0, 0, 0, {}, {}, {}, {}};
   a.vram_slices = std::vector<SliceStatus>{held, claim};
   a.vram_enforcement = "library";
+  a.evictions = std::vector<EvictionStatus>{
+      {"ai", "ollama-0", "blocked", 2,
+       "blocked: Cannot evict pod as it would violate the pod's disruption budget."},
+      {"anpr", "reader-7", "would-evict", 0, ""}};
   GpuStatus b;  // the least a GPU can say
   b.uuid = "";
   b.name = "GA102";
@@ -87,7 +91,7 @@ TEST(StatusReportTest, AbsentFieldsAreLeftOut) {
   const nlohmann::json& b = j["gpus"][1];
   for (const char* key :
        {"index", "reason", "action", "since", "last_xid", "xid_counts", "memory_total_bytes",
-        "allocations", "answering", "processes", "power_w"}) {
+        "allocations", "answering", "processes", "power_w", "evictions"}) {
     EXPECT_FALSE(b.contains(key)) << key;
   }
   EXPECT_FALSE(j.contains("nvml_error")) << "only when NVML is down";
@@ -181,6 +185,10 @@ TEST(StatusReportTest, MalformedDocumentsAreErrorsNamingTheKey) {
        "gpus[0].vram_slices[1].quota_bytes is missing"},
       {with([](auto& j) { j["gpus"][0]["vram_slices"] = 3; }),
        "gpus[0].vram_slices must be a list"},
+      {with([](auto& j) { j["gpus"][0]["evictions"][0].erase("state"); }),
+       "gpus[0].evictions[0].state is missing"},
+      {with([](auto& j) { j["gpus"][0]["evictions"][1]["tries"] = "none"; }),
+       "gpus[0].evictions[1].tries"},
   };
   for (const Case& c : kCases) {
     absl::StatusOr<StatusReport> r = StatusReport::FromJsonText(c.text);

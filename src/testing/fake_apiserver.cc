@@ -58,6 +58,11 @@ const json& Schemas() {
               "deprecatedSource": {"component": "*", "host": "*"},
               "deprecatedFirstTimestamp": "*", "deprecatedLastTimestamp": "*",
               "deprecatedCount": "*"},
+    "eviction": {"apiVersion": "*", "kind": "*", "metadata": "META",
+                 "deleteOptions": {"apiVersion": "*", "kind": "*", "gracePeriodSeconds": "*",
+                                   "preconditions": {"uid": "*", "resourceVersion": "*"},
+                                   "propagationPolicy": "*", "dryRun": "*",
+                                   "orphanDependents": "*"}},
     "resourceslice": {"apiVersion": "*", "kind": "*", "metadata": "META",
       "spec": {"driver": "*", "pool": {"name": "*", "generation": "*", "resourceSliceCount": "*"},
                "nodeName": "*", "nodeSelector": "*", "allNodes": "*",
@@ -584,6 +589,7 @@ absl::Status FakeApiServer::Start(const std::string& token) {
         &FakeApiServer::PutResourceSlice);
   Route("DELETE", R"(/apis/resource\.k8s\.io/v1/resourceslices/([^/]+))",
         &FakeApiServer::DeleteResourceSlice);
+  Route("POST", R"(/api/v1/namespaces/([^/]+)/pods/([^/]+)/eviction)", &FakeApiServer::EvictPod);
   Route("GET", R"(/apis/resource\.k8s\.io/v1/namespaces/([^/]+)/resourceclaims/([^/]+))",
         &FakeApiServer::GetResourceClaim);
   port_ = server_->bind_to_any_port("127.0.0.1");
@@ -1252,6 +1258,85 @@ void FakeApiServer::GetResourceClaim(const httplib::Request& req, httplib::Respo
           FindOrReplyNotFound(claims_, absl::StrCat(ns, "/", name), res, "resourceclaims", name)) {
     Reply(res, 200, *stored);
   }
+}
+
+void FakeApiServer::PutPod(json pod) {
+  absl::MutexLock lock(&mu_);
+  json& meta = pod["metadata"];
+  const std::string key = absl::StrCat(meta.value("namespace", ""), "/", meta.value("name", ""));
+  ++rv_;
+  if (!meta.contains("uid")) meta["uid"] = absl::StrCat("pod-uid-", rv_);
+  meta["resourceVersion"] = absl::StrCat(rv_);
+  pod["kind"] = "Pod";
+  pod["apiVersion"] = "v1";
+  pods_[key] = std::move(pod);
+}
+
+std::optional<json> FakeApiServer::Pod(const std::string& ns, const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = pods_.find(absl::StrCat(ns, "/", name));
+  if (it == pods_.end()) return std::nullopt;
+  return it->second;
+}
+
+void FakeApiServer::BlockEvictions(const std::string& ns, const std::string& name, bool blocked) {
+  absl::MutexLock lock(&mu_);
+  const std::string key = absl::StrCat(ns, "/", name);
+  if (blocked) {
+    eviction_blocked_.insert(key);
+  } else {
+    eviction_blocked_.erase(key);
+  }
+}
+
+// The pods/eviction subresource as the real registry answers it (pkg/registry/core/pod/
+// storage/eviction.go): the Eviction must name the pod of the URL; a UID precondition that
+// names another pod is a Conflict; a PodDisruptionBudget at its minimum is 429 with the
+// message every `kubectl drain` prints; otherwise the pod is deleted and the answer is 201
+// with a Success Status.
+void FakeApiServer::EvictPod(const httplib::Request& req, httplib::Response& res) {
+  const std::string ns = req.matches[1];
+  const std::string name = req.matches[2];
+  json eviction;
+  if (!CheckedBody(req, res, Schemas()["eviction"], "Eviction", &eviction)) return;
+  const json meta = eviction.value("metadata", json::object());
+  if (eviction.value("kind", "") != "Eviction" || meta.value("name", "") != name ||
+      meta.value("namespace", ns) != ns) {
+    ReplyStatus(res, 400, "BadRequest", "name in URL does not match name in Eviction object");
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  const std::string key = absl::StrCat(ns, "/", name);
+  json* pod = FindOrReplyNotFound(pods_, key, res, "pods", name);
+  if (pod == nullptr) return;
+  const std::string uid = (*pod)["metadata"].value("uid", "");
+  const json pre =
+      eviction.value("deleteOptions", json::object()).value("preconditions", json::object());
+  if (pre.contains("uid") && pre["uid"] != uid) {
+    ReplyStatus(res, 409, "Conflict",
+                absl::StrCat("Operation cannot be fulfilled on pods \"", name,
+                             "\": Precondition failed: UID in precondition: ",
+                             pre["uid"].get<std::string>(), ", UID in object meta: ", uid));
+    return;
+  }
+  if (eviction_blocked_.contains(key)) {
+    ReplyStatus(res, 429, "TooManyRequests",
+                "Cannot evict pod as it would violate the pod's disruption budget.",
+                {{"causes",
+                  {{{"reason", "DisruptionBudget"},
+                    {"message",
+                     "The disruption budget pdb needs 1 healthy pods and has 1 "
+                     "currently"}}}}});
+    return;
+  }
+  pods_.erase(key);
+  ++rv_;
+  Reply(res, 201,
+        {{"kind", "Status"},
+         {"apiVersion", "v1"},
+         {"metadata", json::object()},
+         {"status", "Success"},
+         {"code", 201}});
 }
 
 }  // namespace gpulet::testing

@@ -39,6 +39,14 @@
 //   DELETE /apis/resource.k8s.io/v1/resourceslices/{name}           200 with the object, 404
 //   GET    /apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}   the claim, or 404
 //          (claims are put by the test: PutResourceClaim)
+//   POST   /api/v1/namespaces/{ns}/pods/{name}/eviction   policy/v1 Eviction (pods are put by
+//          the test: PutPod): 201 with a Success Status, and the pod is gone; 404 NotFound for
+//          no such pod; 400 for a body that is not an Eviction of that pod; 409 Conflict when
+//          deleteOptions.preconditions.uid names another pod; 429 TooManyRequests with the
+//          real message and a DisruptionBudget cause while the test blocks the pod's
+//          evictions (BlockEvictions: a PodDisruptionBudget that allows no disruption).
+//          (The real server is checked by `make e2e`'s taint_evicts scenario for evictions in
+//          general; gpulet's own evictions are checked here only.)
 // Every request needs "Authorization: Bearer <token>" with the token now accepted
 // (SetToken rotates it): else 401 with the real server's Status ("Unauthorized").
 // Writes: fieldValidation=Strict rejects an unknown field with 400 BadRequest and the real
@@ -71,6 +79,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -140,6 +149,11 @@ class FakeApiServer {
   std::optional<nlohmann::json> ResourceSlice(const std::string& name) const;
   void PutResourceClaim(nlohmann::json claim);
   void DeleteResourceClaim(const std::string& ns, const std::string& name);
+  // Pods, for the Eviction API: PutPod stores one (uid stamped when missing); Pod reads one.
+  void PutPod(nlohmann::json pod);
+  std::optional<nlohmann::json> Pod(const std::string& ns, const std::string& name) const;
+  // While set, evicting ns/name answers 429 as a PodDisruptionBudget at its minimum does.
+  void BlockEvictions(const std::string& ns, const std::string& name, bool blocked);
   // As an API server with the DRADeviceTaints / DRAConsumableCapacity gates off: slices are
   // stored without spec.devices[].taints / allowMultipleAllocations and capacity
   // requestPolicy, with no error (kubernetes pkg/registry/resource/resourceslice/strategy.go,
@@ -196,6 +210,7 @@ class FakeApiServer {
   void DeleteResourceSlice(const httplib::Request& req, httplib::Response& res);
   void DropDisabledSliceFieldsLocked(nlohmann::json* slice) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void GetResourceClaim(const httplib::Request& req, httplib::Response& res);
+  void EvictPod(const httplib::Request& req, httplib::Response& res);
 
   // The Node `name` that `write` may change: else end() after answering 404 (no such Node)
   // or 409 (`write` carries a resourceVersion that is not the Node's).
@@ -220,6 +235,8 @@ class FakeApiServer {
   std::map<std::string, nlohmann::json> events_ ABSL_GUARDED_BY(mu_);  // "ns/name"
   std::map<std::string, nlohmann::json> slices_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, nlohmann::json> claims_ ABSL_GUARDED_BY(mu_);  // "ns/name"
+  std::map<std::string, nlohmann::json> pods_ ABSL_GUARDED_BY(mu_);    // "ns/name"
+  std::set<std::string> eviction_blocked_ ABSL_GUARDED_BY(mu_);        // "ns/name"
   std::vector<HistoryEntry> history_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<Watcher>> watchers_ ABSL_GUARDED_BY(mu_);
   bool taints_gate_off_ ABSL_GUARDED_BY(mu_) = false;
