@@ -130,6 +130,9 @@ struct DeviceSample {
   std::optional<uint64_t> fb_used_bytes, fb_free_bytes, fb_reserved_bytes;
   std::optional<unsigned> remapped_correctable, remapped_uncorrectable;
   std::optional<bool> remap_failure;  // a pending remap is the liveness probe's (ProbeAnswer)
+  // ECC errors since the driver loaded (volatile), corrected and uncorrected; absent on
+  // boards without ECC or with it off.
+  std::optional<uint64_t> ecc_sbe_volatile, ecc_dbe_volatile;
   std::optional<uint64_t> clocks_event_reasons;  // throttle reason bits
   std::optional<unsigned> fan_percent;
   std::optional<int> pstate;

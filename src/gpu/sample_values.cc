@@ -169,6 +169,16 @@ constexpr std::array<SampleValue, kValueCount> kTable = {{
     {ValueId::kNvLinkDataRx, "nvlink_data_rx_kib", &D::nvlink_data_rx_kib, kNone, "KiB",
      "`NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX`", "GPUs with NVLink", nullptr, "counter", "",
      DcgmType::kNone, 0, ExportScale::kAsIs, nullptr},
+    {ValueId::kEccSbeVolatile, "ecc_sbe_volatile", &D::ecc_sbe_volatile, kNone, "errors",
+     "`nvmlDeviceGetTotalEccErrors` (corrected, volatile)",
+     "boards with ECC memory, ECC on (datacenter and workstation; not GeForce)",
+     "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Total number of single-bit volatile ECC errors.",
+     DcgmType::kInt64, 310, ExportScale::kAsIs, "ecc_sbe_volatile"},
+    {ValueId::kEccDbeVolatile, "ecc_dbe_volatile", &D::ecc_dbe_volatile, kNone, "errors",
+     "`nvmlDeviceGetTotalEccErrors` (uncorrected, volatile)",
+     "boards with ECC memory, ECC on (datacenter and workstation; not GeForce)",
+     "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors.",
+     DcgmType::kInt64, 311, ExportScale::kAsIs, "ecc_dbe_volatile"},
 }};
 
 constexpr bool RowsInIdOrder() {

@@ -70,8 +70,10 @@ enum class ValueId : uint8_t {
   kClocksEventReasons,
   kNvLinkDataTx,
   kNvLinkDataRx,
+  kEccSbeVolatile,
+  kEccDbeVolatile,
 };
-inline constexpr size_t kValueCount = static_cast<size_t>(ValueId::kNvLinkDataRx) + 1;
+inline constexpr size_t kValueCount = static_cast<size_t>(ValueId::kEccDbeVolatile) + 1;
 
 // Where DeviceSample keeps a row's value. A ProfilingSample member is read from
 // DeviceSample::profiling. A function derives the value from other fields. monostate: the

@@ -373,6 +373,17 @@ absl::StatusOr<gpu::DeviceSample> NvmlGpuLibrary::Sample(unsigned index, absl::D
           s.remapped_uncorrectable = unc;
           s.remap_failure = failure != 0;
         }
+        unsigned long long ecc = 0;
+        if (f.device_get_total_ecc_errors &&
+            f.device_get_total_ecc_errors(dev, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC,
+                                          &ecc) == 0) {
+          s.ecc_sbe_volatile = ecc;
+        }
+        if (f.device_get_total_ecc_errors &&
+            f.device_get_total_ecc_errors(dev, NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                          NVML_VOLATILE_ECC, &ecc) == 0) {
+          s.ecc_dbe_volatile = ecc;
+        }
         if (f.device_get_field_values) {
           nvmlFieldValue_t fv;
           std::memset(&fv, 0, sizeof(fv));

@@ -15,7 +15,9 @@
 #include "nvml/nvml_gpu_library.h"
 #include "nvml/nvml_library.h"
 #include "nvml/nvml_worker_protocol.h"
+#include "sim/state.h"
 #include "testing/fake_gpu_library.h"
+#include "testing/files.h"
 
 namespace gpulet::nvml {
 namespace {
@@ -40,6 +42,37 @@ TEST(SampleReadsTest, EveryStoredRowCrossesTheWorkerProtocol) {
 // The simulator's fixtures, sampled through the real NVML reads (NvmlGpuLibrary on the
 // simulated libnvidia-ml), report every row the table reads from NVML on some GPU, so a row
 // added without its NVML read, or without the simulator's answer, fails here.
+// The ECC rows are the volatile counts (since the driver loaded) of each error type: an H200
+// whose state gives all four counters different values reads back corrected 3 and
+// uncorrected 5, not its lifetime (aggregate) 7 and 11. GeForce boards have no ECC.
+TEST(SampleReadsTest, EccCountsAreTheVolatileOnesOfEachType) {
+  gpulet::testing::ScratchDir dir;
+  sim::SimState state;
+  ASSERT_TRUE(sim::SetEccErrors(&state, "0", {3, 5, 7, 11}));
+  std::string error;
+  ASSERT_TRUE(sim::SaveStateAtomic(dir.path() + "/state.json", state, &error)) << error;
+  for (const char* fixture : {"h200", "homelab"}) {
+    SCOPED_TRACE(fixture);
+    setenv("GPULET_SIM_FIXTURE",
+           absl::StrCat(GPULET_SOURCE_DIR, "/sim/fixtures/", fixture, ".yaml").c_str(), 1);
+    setenv("GPULET_SIM_STATE", (dir.path() + "/state.json").c_str(), 1);
+    absl::StatusOr<std::unique_ptr<NvmlLibrary>> lib = NvmlLibrary::Open(GPULET_SIM_LIB);
+    ASSERT_TRUE(lib.ok()) << lib.status();
+    NvmlGpuLibrary gpus(std::shared_ptr<NvmlLibrary>(std::move(*lib)), {});
+    absl::StatusOr<gpu::DeviceSample> s = gpus.Sample(0, absl::Seconds(10));
+    ASSERT_TRUE(s.ok()) << s.status();
+    if (std::string(fixture) == "h200") {
+      EXPECT_EQ(s->ecc_sbe_volatile, 3u);
+      EXPECT_EQ(s->ecc_dbe_volatile, 5u);
+    } else {
+      EXPECT_FALSE(s->ecc_sbe_volatile.has_value());
+      EXPECT_FALSE(s->ecc_dbe_volatile.has_value());
+    }
+  }
+  unsetenv("GPULET_SIM_FIXTURE");
+  unsetenv("GPULET_SIM_STATE");
+}
+
 TEST(SampleReadsTest, SimulatedGpusReportEveryRow) {
   std::map<gpu::ValueId, std::set<std::string>> seen;  // row → fixture/GPU that reported it
   for (const char* fixture : {"homelab", "h200", "dgx8"}) {

@@ -59,6 +59,8 @@ constexpr SampledColumn kSampledColumns[] = {
     {Column::kFbUsedMib, gpu::ValueId::kFbUsed, Cell::kMiB},
     {Column::kPcieReplays, gpu::ValueId::kPcieReplays, Cell::kAsIs},
     {Column::kRemappedUncorrectable, gpu::ValueId::kRemappedUncorrectable, Cell::kAsIs},
+    {Column::kEccSbe, gpu::ValueId::kEccSbeVolatile, Cell::kAsIs},
+    {Column::kEccDbe, gpu::ValueId::kEccDbeVolatile, Cell::kAsIs},
 };
 
 std::optional<int64_t> CellOf(Cell cell, std::optional<double> v) {

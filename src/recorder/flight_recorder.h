@@ -10,7 +10,7 @@
 //    rest of health.recorder.window, one sample per kCoarseStep folding the rounds it stands
 //    for (each column keeps its worst: the hottest, the slowest clock, every slowdown bit,
 //    the highest counter; recording.h's Fold). Two rings of fixed capacity, allocated whole
-//    when the window is set: 30 minutes at 1 s is 300 + 50 samples of 88 bytes, about 31 KiB
+//    when the window is set: 30 minutes at 1 s is 300 + 50 samples of 96 bytes, about 33 KiB
 //    a GPU, resident from the start and flat after it;
 //  - up to kMaxEvents RecordedEvents: XIDs with their kernel-log or NVML text, health
 //    transitions, NVML errors, processes starting and stopping with their pods; each text at

@@ -68,7 +68,7 @@ TEST(FlightRecorderTest, KeepsTheWindowInAFixedRingOldestFirst) {
   EXPECT_EQ(d->events[0].kind, EventKind::kRecorderStart);
   EXPECT_THAT(d->events[0].text, HasSubstr("575.51"));
   // The memory is two rings of fixed capacity: 30 minutes at 1 s is 300 rounds and 50 folded
-  // samples, about 31 KiB.
+  // samples, about 33 KiB.
   r.Record(round.set, round.snap, {}, kWindow, kEvery, kT0 + absl::Seconds(6));
   EXPECT_EQ(r.Dump(kUuid, "", kT0)->samples.size(), 4u);  // the 3 kept and this one
   EXPECT_GE(r.MemoryBytes(), 350 * sizeof(RecordedSample));

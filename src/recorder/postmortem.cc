@@ -98,7 +98,9 @@ std::optional<std::pair<int64_t, int64_t>> Rise(const std::vector<const Recorded
   return std::pair{*last - *first, last_at};
 }
 
-void PcieEvidence(const std::vector<const RecordedSample*>& s, std::vector<Evidence>* out) {
+// The hardware's own error counters that rose before the fault: PCIe (AER, replays) and
+// memory (ECC), and a PCIe link that narrowed or slowed.
+void CounterEvidence(const std::vector<const RecordedSample*>& s, std::vector<Evidence>* out) {
   struct Counter {
     Column column;
     int64_t threshold;
@@ -109,6 +111,8 @@ void PcieEvidence(const std::vector<const RecordedSample*>& s, std::vector<Evide
       {Column::kAerNonFatal, 1, "non-fatal PCIe (AER) errors"},
       {Column::kAerCorrectable, kManyCorrectable, "correctable PCIe (AER) errors"},
       {Column::kPcieReplays, kManyCorrectable, "PCIe replays"},
+      {Column::kEccDbe, 1, "uncorrectable (double-bit) ECC memory errors"},
+      {Column::kEccSbe, kManyCorrectable, "corrected (single-bit) ECC memory errors"},
   };
   for (const Counter& c : kCounters) {
     if (auto rise = Rise(s, c.column); rise && rise->first >= c.threshold) {
@@ -202,14 +206,10 @@ Verdict Assess(const RecorderDump& f, std::span<const RecorderDump> earlier) {
       lost = Evidence{x->at_ms, "NVML stopped answering for the GPU"};
     }
   }
-  std::vector<Evidence> pcie;
-  PcieEvidence(samples, &pcie);
-  if (lost && !pcie.empty()) {
-    hardware.push_back(*lost);
-    hardware.insert(hardware.end(), pcie.begin(), pcie.end());
-  } else if (!pcie.empty()) {
-    hardware.insert(hardware.end(), pcie.begin(), pcie.end());
-  }
+  std::vector<Evidence> counters;
+  CounterEvidence(samples, &counters);
+  if (lost && !counters.empty()) hardware.push_back(*lost);
+  hardware.insert(hardware.end(), counters.begin(), counters.end());
   ExcursionEvidence(f, samples, &hardware);
 
   // Repeats across reboots and workloads.

@@ -85,6 +85,27 @@ TEST(PostmortemTest, FellOffTheBusWithPcieErrorsIsTheCard) {
   EXPECT_THAT(v.next, HasSubstr("reseat"));
 }
 
+// Memory errors the ECC counters show before the fault point at the card: any uncorrected
+// one, or many corrected ones; a few corrected ones do not.
+TEST(PostmortemTest, EccErrorsBeforeTheFaultAreTheCard) {
+  RecorderDump d = Quiet();
+  d.fault = "Unhealthy: XID 48: uncorrectable ECC error";
+  From(&d, kFault - 600'000, Column::kEccSbe, 2);
+  From(&d, kFault - 600'000, Column::kEccDbe, 0);
+  From(&d, kFault - 300'000, Column::kEccSbe, 40);
+  From(&d, kFault - 2'000, Column::kEccDbe, 1);
+  Verdict v = Assess(d, {});
+  EXPECT_EQ(v.cause, Cause::kHardware);
+  EXPECT_THAT(Said(v), HasSubstr("1 uncorrectable (double-bit) ECC memory errors"));
+  EXPECT_THAT(Said(v), HasSubstr("38 corrected (single-bit) ECC memory errors"));
+
+  RecorderDump few = Quiet();
+  few.fault = "Unhealthy: the GPU does not answer (hung)";
+  From(&few, kFault - 600'000, Column::kEccSbe, 2);
+  From(&few, kFault - 300'000, Column::kEccSbe, 5);
+  EXPECT_EQ(Assess(few, {}).cause, Cause::kUndetermined);
+}
+
 TEST(PostmortemTest, AHangAfterAThermalExcursionIsTheCard) {
   RecorderDump d = Quiet();
   d.fault = "Unhealthy: the GPU does not answer (hung)";

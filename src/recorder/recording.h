@@ -38,6 +38,8 @@ enum class Column : uint8_t {
   kAerFatal,
   kRemappedUncorrectable,
   kProcesses,
+  kEccSbe,  // corrected (single-bit) ECC errors since the driver loaded
+  kEccDbe,  // uncorrected (double-bit) ones
   kCount
 };
 inline constexpr size_t kColumnCount = static_cast<size_t>(Column::kCount);
@@ -72,6 +74,8 @@ inline constexpr std::array<ColumnInfo, kColumnCount> kColumns = {{
     {Column::kAerFatal, "aer_fatal", "", Fold::kMax},
     {Column::kRemappedUncorrectable, "remapped_uncorrectable", "", Fold::kMax},
     {Column::kProcesses, "processes", "", Fold::kMax},
+    {Column::kEccSbe, "ecc_sbe", "", Fold::kMax},
+    {Column::kEccDbe, "ecc_dbe", "", Fold::kMax},
 }};
 const ColumnInfo& InfoOf(Column column);
 
