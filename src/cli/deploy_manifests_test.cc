@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -30,6 +31,7 @@
 #include "deploy/manifests_yaml.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/files.h"
 #include "testing/real_tools.h"
 #include "testing/subprocess.h"
 
@@ -106,7 +108,8 @@ enum class DocType {
   kPrometheusRules,
   kPrometheusRuleTests,  // `promtool test rules` input
   kAlertmanagerConfig,   // an example alertmanager.yml
-  kGrafanaProvisioning
+  kGrafanaProvisioning,
+  kGpuletConfig,  // a config.yaml a configMapGenerator reads
 };
 
 // The node at `path` under `root`, or an undefined node (NodeAtPath).
@@ -149,7 +152,9 @@ class DeployManifestsTest : public ::testing::Test {
       if (!split.ok()) continue;
       for (deploy::YamlDocument& d : *split) {
         Doc doc{path, d.first_line, d.node, DocType::kKubernetes};
-        if (d.node.IsMap() && (d.node["machine"] || d.node["cluster"]) && !d.node["kind"]) {
+        if (absl::EndsWith(path, "/config.yaml") && d.node.IsMap() && d.node["version"]) {
+          doc.type = DocType::kGpuletConfig;
+        } else if (d.node.IsMap() && (d.node["machine"] || d.node["cluster"]) && !d.node["kind"]) {
           doc.type = DocType::kTalosMachinePatch;
         } else if (d.node.IsMap() && d.node["apiVersion"] &&
                    d.node["apiVersion"].Scalar() == "v1alpha1" && d.node["kind"] &&
@@ -174,6 +179,12 @@ class DeployManifestsTest : public ::testing::Test {
       }
     }
     return docs;
+  }
+
+  // A kustomization with a generator: a user's kustomize runs it; gpulet's renderer, which
+  // renders the overlays `gpulet manifests` prints, does not.
+  static bool RunsGenerators(const YAML::Node& k) {
+    return k["configMapGenerator"] || k["secretGenerator"];
   }
 
   static bool IsPatchFile(const std::string& path) {
@@ -416,11 +427,19 @@ TEST_F(DeployManifestsTest, KustomizationsReferenceExistingFilesAndRender) {
                                                    p["path"].Scalar()))
           << path << ": patch " << p["path"].Scalar() << " does not exist";
     }
+    for (const auto& g : k["configMapGenerator"]) {
+      for (const auto& f : g["files"]) {
+        EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::path(GPULET_SOURCE_DIR) /
+                                                     dir / f.Scalar()))
+            << path << ": generator file " << f.Scalar() << " does not exist";
+      }
+    }
     // A Component renders only inside a kustomization that lists it (checked below).
     if (k["kind"] && k["kind"].Scalar() == "Component") {
       components.insert(dir);
       continue;
     }
+    if (RunsGenerators(k)) continue;  // the real kustomize's (below)
     absl::StatusOr<std::vector<deploy::KubeObject>> objs =
         deploy::RenderKustomization(*files_, dir, {});
     ASSERT_TRUE(objs.ok()) << objs.status();
@@ -489,6 +508,7 @@ TEST_F(DeployManifestsTest, KubectlKustomizeRendersEveryKustomizationAsGpuletDoe
     argv.push_back(absl::StrCat(GPULET_SOURCE_DIR, "/", dir));
     testing::RunResult r = testing::RunProgram(argv);
     ASSERT_EQ(r.exit_code, 0) << absl::StrJoin(argv, " ") << ":\n" << r.err;
+    if (RunsGenerators(k)) continue;  // RollingConfigExample checks what kustomize made
     std::map<std::string, YAML::Node> by_id =
         ObjectsById(r.out, absl::StrCat("kubectl kustomize ", dir));
     absl::StatusOr<std::vector<deploy::KubeObject>> ours =
@@ -780,7 +800,8 @@ TEST_F(DeployManifestsTest, TalosMachinePatch) {
 TEST_F(DeployManifestsTest, GpuletConfigMapsLoadWithGpuletsParser) {
   int configs = 0;
   for (const Doc& d : AllDocs()) {
-    if (d.Scalar({"kind"}) != "ConfigMap" || d.Scalar({"metadata", "name"}) != "gpulet-config") {
+    if (d.Scalar({"kind"}) != "ConfigMap" || d.Scalar({"metadata", "name"}) != "gpulet-config" ||
+        d.node["$patch"]) {  // a patch that leaves it out
       continue;
     }
     std::string yaml = d.Scalar({"data", "config.yaml"});
@@ -1043,6 +1064,68 @@ TEST_F(DeployManifestsTest, DraExamples) {
   EXPECT_EQ(shared.at("anpr")["exactly"]["capacity"]["requests"]["memory"].Scalar(), "4Gi");
   EXPECT_EQ(side.count("cuda-dra"), 1u);
   EXPECT_EQ(side.count("cuda-device-plugin"), 0u);
+}
+
+// deploy/examples/rolling-config, as the real kustomize builds it: the ConfigMap is named by
+// its content and the DaemonSet reads it, the base's ConfigMap is gone, the settings are the
+// base's; an edit of config.yaml makes a new name, so the DaemonSet's pods roll.
+TEST_F(DeployManifestsTest, RollingConfigExample) {
+  const std::vector<std::string> kustomize = RealKustomize();
+  GPULET_REQUIRE_REAL_TOOL(kustomize, "kustomize");
+  testing::ScratchDir dir;
+  std::filesystem::copy(std::filesystem::path(GPULET_SOURCE_DIR) / "deploy",
+                        std::filesystem::path(dir.path()) / "deploy",
+                        std::filesystem::copy_options::recursive);
+  const std::string example = dir.path() + "/deploy/examples/rolling-config";
+  // The generated ConfigMap's name and config.yaml, and the name the DaemonSet reads.
+  struct Built {
+    std::string configmap, config_yaml, volume;
+    bool base_configmap = false;
+  };
+  auto build = [&]() {
+    Built b;
+    std::vector<std::string> argv = kustomize;
+    argv.push_back(example);
+    testing::RunResult r = testing::RunProgram(argv);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    for (const auto& [id, node] : ObjectsById(r.out, "rolling-config")) {
+      const std::string name = node["metadata"]["name"].Scalar();
+      if (node["kind"].Scalar() == "ConfigMap" && name == "gpulet-config") b.base_configmap = true;
+      if (node["kind"].Scalar() == "ConfigMap" && absl::StartsWith(name, "gpulet-config-rolled-")) {
+        b.configmap = name;
+        b.config_yaml = node["data"]["config.yaml"].Scalar();
+      }
+      if (node["kind"].Scalar() == "DaemonSet") {
+        for (const auto& v : node["spec"]["template"]["spec"]["volumes"]) {
+          if (v["name"].Scalar() == "config") b.volume = v["configMap"]["name"].Scalar();
+        }
+      }
+    }
+    return b;
+  };
+  const Built first = build();
+  EXPECT_EQ(first.configmap.size(), std::string("gpulet-config-rolled-").size() + 10)
+      << first.configmap;
+  EXPECT_EQ(first.volume, first.configmap);
+  EXPECT_FALSE(first.base_configmap) << "the base's ConfigMap should be left out";
+  // The same settings as the base's ConfigMap.
+  absl::StatusOr<config::Config> rolled = config::ParseConfig(first.config_yaml, "rolled", {});
+  ASSERT_TRUE(rolled.ok()) << rolled.status();
+  std::string base_yaml;
+  for (const Doc& d : AllDocs()) {
+    if (d.file == "deploy/base/configmap.yaml" && d.Scalar({"kind"}) == "ConfigMap") {
+      base_yaml = d.Scalar({"data", "config.yaml"});
+    }
+  }
+  absl::StatusOr<config::Config> base = config::ParseConfig(base_yaml, "base", {});
+  ASSERT_TRUE(base.ok()) << base.status();
+  EXPECT_EQ(config::ConfigToYaml(*rolled), config::ConfigToYaml(*base));
+  // An edit is a new ConfigMap, and the pod template follows it.
+  std::ofstream(example + "/config.yaml", std::ios::app) << "metrics: {sampleInterval: 2s}\n";
+  const Built edited = build();
+  EXPECT_NE(edited.configmap, first.configmap);
+  EXPECT_EQ(edited.volume, edited.configmap);
+  EXPECT_NE(edited.config_yaml.find("sampleInterval: 2s"), std::string::npos);
 }
 
 TEST_F(DeployManifestsTest, BinaryEmbedsExactlyTheseFiles) {
