@@ -639,11 +639,34 @@ class Daemon::FilesComponent : public Daemon::Part {
 // /metrics answers with a first round of samples (a scrape never sees a GPU "down" only
 // because no round ran yet). A reload binds the new server (sharing the running one's
 // socket on the same address) before the old one stops.
+// What runs on the metrics sampler's rounds, and so does nothing without metrics.address: a
+// setting that asks for it is said once, not left to be found out after a fault.
+void WarnWithoutSampler(const config::Config& c) {
+  std::vector<std::string> idle;
+  if (c.health.recorder.window > absl::ZeroDuration()) {
+    idle.emplace_back("the flight recorder (health.recorder.window)");
+  }
+  if (c.health.evict.mode != config::RemediationMode::kOff) {
+    idle.emplace_back("the eviction rung (health.evict.mode)");
+  }
+  if (c.cluster.enabled && c.metrics.pod_attribution) {
+    idle.emplace_back("the Events on the pods of a GPU that goes out");
+  }
+  if (idle.empty()) return;
+  GPULET_LOG_WARN(
+      "metrics.address is empty, so nothing samples the GPUs and {} do nothing; set "
+      "metrics.address (127.0.0.1:9400 keeps it on the node) or turn them off",
+      absl::StrJoin(idle, ", "));
+}
+
 class Daemon::MetricsComponent : public Daemon::Part {
  public:
   using Part::Part;
   absl::Status Start(const config::Config& config) override {
-    if (config.metrics.address.empty()) return absl::OkStatus();
+    if (config.metrics.address.empty()) {
+      WarnWithoutSampler(config);
+      return absl::OkStatus();
+    }
     absl::StatusOr<std::unique_ptr<Metrics>> metrics = d_->MakeMetrics(config);
     if (!metrics.ok()) {
       // The web config's errors are the user's to fix; the rest is the node (the address).
@@ -678,6 +701,7 @@ class Daemon::MetricsComponent : public Daemon::Part {
                    metrics = std::move(metrics)](std::vector<std::string>* actions) mutable {
       std::unique_ptr<Metrics> old = std::exchange(d->metrics_, std::move(metrics));
       old.reset();  // the new server already listens
+      if (d->metrics_ == nullptr) WarnWithoutSampler(*next);
       if (d->metrics_ != nullptr) {
         GPULET_LOG_INFO("{}", MetricsLine(*next));
         actions->push_back(absl::StrCat("metrics rebuilt on ", next->metrics.address));
