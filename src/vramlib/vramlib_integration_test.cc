@@ -303,6 +303,52 @@ TEST_F(VramLibTest, TwoContainersOnOneCardEachReachTheirLimitAndNoFurther) {
   EXPECT_EQ(Num(Fields(r.out), "free_mib"), 0);
 }
 
+// Each container has its own PID namespace, in which its first process is PID 1: two
+// processes of one slice, each in a namespace of its own, share the quota; the daemon (in the
+// host's namespace) sees each one's host PID and use, never the 1 they see themselves; and
+// one that dies gives its memory back to a third, in a third namespace. (The slice's slots
+// are claimed by a lock, whose owner the kernel names in the reader's namespace.)
+TEST_F(VramLibTest, ProcessesInTheirOwnPidNamespacesShareTheQuota) {
+  if (geteuid() != 0) GTEST_SKIP() << "a new PID namespace needs root (CAP_SYS_ADMIN)";
+  const std::string slice = Slice(8192);
+  // unshare runs without the library; `env` puts it into the application only.
+  auto in_namespace = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"/usr/bin/unshare",
+                                     "--pid",
+                                     "--fork",
+                                     "--kill-child",
+                                     "/usr/bin/env",
+                                     absl::StrCat("LD_AUDIT=", GPULET_VRAM_LIB),
+                                     absl::StrCat(vram::kSliceEnv, "=", slice)};
+    std::vector<std::string> app = Argv(args);
+    argv.insert(argv.end(), app.begin(), app.end());
+    return argv;
+  };
+  Background first(in_namespace({"hold", "3072", "512"}), Env(slice, false));
+  ASSERT_EQ(first.Line(), "ready allocated_mib=3072");
+  Background second(in_namespace({"hold", "100000", "512"}), Env(slice, false));
+  ASSERT_EQ(second.Line(), "ready allocated_mib=5120");  // the rest of the quota, no more
+
+  absl::StatusOr<vram::SliceUsage> u = vram::ReadSliceUsage(slice);
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_EQ(u->in_use_bytes, 8192 * kMiB);
+  ASSERT_EQ(u->processes.size(), 2u);
+  std::map<uint64_t, int32_t> pid_by_use;
+  for (const vram::SliceUsage::Process& p : u->processes) pid_by_use[p.used_bytes] = p.pid;
+  ASSERT_TRUE(pid_by_use.count(3072 * kMiB) && pid_by_use.count(5120 * kMiB))
+      << u->processes.size();
+  for (auto [use, pid] : pid_by_use) {
+    EXPECT_GT(pid, 1) << "a PID seen from inside the namespace";
+    // The host PID of a process that is PID 1 in its own namespace: /proc says both.
+    const std::string status = testing::ReadTextFile(absl::StrCat("/proc/", pid, "/status"));
+    EXPECT_THAT(status, HasSubstr(absl::StrCat("NSpid:\t", pid, "\t1\n"))) << status;
+  }
+
+  first.Kill();  // SIGKILL to unshare, which kills its child
+  Background third(in_namespace({"hold", "100000", "512"}), Env(slice, false));
+  EXPECT_EQ(third.Line(), "ready allocated_mib=3072");
+}
+
 TEST_F(VramLibTest, NvmlInsideTheContainerReportsTheQuota) {
   std::string slice = Slice(8192);
   testing::RunResult r = App({"nvml"}, Env(slice));
