@@ -19,6 +19,7 @@
 #include "testing/fake_pod_resources.h"
 #include "testing/files.h"
 #include "testing/free_port.h"
+#include "testing/homelab.h"
 #include "testing/http_clients.h"
 #include "testing/subprocess.h"
 #include "testing/wait_for.h"
@@ -60,6 +61,24 @@ class ClusterServeTest : public ::testing::Test {
          "serve", "--config", config, "--kubelet-dir", dir_.path() + "/kubelet",
          "--metrics-address", absl::StrCat("127.0.0.1:", port_)},
         {{"NODE_NAME", "talos-08"}, {"POD_NAME", "gpulet-x7k2p"}}, dir_.path() + "/log"));
+  }
+
+  // Where gpulet serve (--kubelet-dir) looks for the kubelet's PodResources socket.
+  std::string PodResourcesSocket() {
+    std::filesystem::create_directories(dir_.path() + "/kubelet/pod-resources");
+    return dir_.path() + "/kubelet/pod-resources/kubelet.sock";
+  }
+  // The homelab's pods as the kubelet lists them: the LLM server on the 5090 and, with
+  // `with_media`, a media server on the 3080.
+  static v1::ListPodResourcesResponse HomelabPods(bool with_media) {
+    v1::ListPodResourcesResponse list;
+    gpulet::testing::FakePodResources::AddContainer(&list, "ai", "ollama-0", "ollama",
+                                                    "nvidia.com/gpu", {gpulet::testing::kRtx5090});
+    if (with_media) {
+      gpulet::testing::FakePodResources::AddContainer(
+          &list, "media", "jellyfin-0", "jellyfin", "nvidia.com/gpu", {gpulet::testing::kRtx3080});
+    }
+    return list;
   }
 
   bool ConditionIs(const std::string& type, const std::string& status) {
@@ -124,13 +143,8 @@ TEST_F(ClusterServeTest, InjectedXid79MakesTheConditionTrueAndAnEventWithinASeco
 // The quarantine rung, where the workload's owner looks: the pod holding the GPU that goes
 // out (by the kubelet's PodResources) gets a GpuUnhealthy Event in its own namespace.
 TEST_F(ClusterServeTest, AGpuGoingOutIsAnEventOnThePodHoldingIt) {
-  std::filesystem::create_directories(dir_.path() + "/kubelet/pod-resources");
-  gpulet::testing::FakePodResources kubelet(dir_.path() + "/kubelet/pod-resources/kubelet.sock");
-  v1::ListPodResourcesResponse list;
-  gpulet::testing::FakePodResources::AddContainer(&list, "ai", "ollama-0", "ollama",
-                                                  "nvidia.com/gpu",
-                                                  {"GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090"});
-  kubelet.SetResponse(list);
+  gpulet::testing::FakePodResources kubelet(PodResourcesSocket());
+  kubelet.SetResponse(HomelabPods(/*with_media=*/false));
   ASSERT_TRUE(kubelet.Start().ok());
   Serve(absl::StrCat("{enabled: true, kubeconfig: ", kubeconfig_, "}"));
   ASSERT_NE(WaitFor([&] {
@@ -164,16 +178,8 @@ TEST_F(ClusterServeTest, AGpuGoingOutIsAnEventOnThePodHoldingIt) {
 // then allows), with an Event about it; the pod on the 3080 is never touched; /metrics and
 // /status say what happened.
 TEST_F(ClusterServeTest, ThePodOfAGpuThatStaysOutIsEvictedAndOnlyIt) {
-  std::filesystem::create_directories(dir_.path() + "/kubelet/pod-resources");
-  gpulet::testing::FakePodResources kubelet(dir_.path() + "/kubelet/pod-resources/kubelet.sock");
-  v1::ListPodResourcesResponse list;
-  gpulet::testing::FakePodResources::AddContainer(&list, "ai", "ollama-0", "ollama",
-                                                  "nvidia.com/gpu",
-                                                  {"GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090"});
-  gpulet::testing::FakePodResources::AddContainer(&list, "media", "jellyfin-0", "jellyfin",
-                                                  "nvidia.com/gpu",
-                                                  {"GPU-3f9d6c2e-1b7a-4e0c-9d35-a1c2e3f43080"});
-  kubelet.SetResponse(list);
+  gpulet::testing::FakePodResources kubelet(PodResourcesSocket());
+  kubelet.SetResponse(HomelabPods(/*with_media=*/true));
   ASSERT_TRUE(kubelet.Start().ok());
   // With the UID the simulated node's /var/log/pods gives ollama-0: the eviction's
   // precondition names it.
