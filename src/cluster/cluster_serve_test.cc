@@ -63,6 +63,13 @@ class ClusterServeTest : public ::testing::Test {
         {{"NODE_NAME", "talos-08"}, {"POD_NAME", "gpulet-x7k2p"}}, dir_.path() + "/log"));
   }
 
+  // XID 79 on the simulated 5090 (GPU 1), through `gpulet sim`.
+  void Xid79OnThe5090() {
+    auto sim =
+        gpulet::testing::RunProgram({std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate",
+                                     "homelab", "--sim-state", state_, "sim", "xid", "1", "79"});
+    ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  }
   // Where gpulet serve (--kubelet-dir) looks for the kubelet's PodResources socket.
   std::string PodResourcesSocket() {
     std::filesystem::create_directories(dir_.path() + "/kubelet/pod-resources");
@@ -116,10 +123,7 @@ TEST_F(ClusterServeTest, InjectedXid79MakesTheConditionTrueAndAnEventWithinASeco
   EXPECT_TRUE(ConditionIs("GpuNvmlUnavailable", "False"));
 
   const absl::Time injected = absl::Now();
-  auto sim =
-      gpulet::testing::RunProgram({std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate",
-                                   "homelab", "--sim-state", state_, "sim", "xid", "1", "79"});
-  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  ASSERT_NO_FATAL_FAILURE(Xid79OnThe5090());
   ASSERT_NE(WaitFor([&] {
               return ConditionIs("GpuUnhealthy", "True") && EventsWithReason("GpuXid") > 0 &&
                      EventsWithReason("GpuUnhealthy") > 0;
@@ -153,10 +157,7 @@ TEST_F(ClusterServeTest, AGpuGoingOutIsAnEventOnThePodHoldingIt) {
             }),
             absl::InfiniteDuration())
       << daemon_.Log();
-  auto sim =
-      gpulet::testing::RunProgram({std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate",
-                                   "homelab", "--sim-state", state_, "sim", "xid", "1", "79"});
-  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  ASSERT_NO_FATAL_FAILURE(Xid79OnThe5090());
   auto on_pod = [&] {
     for (const json& e : server_.EventsWithReason("GpuUnhealthy")) {
       if (e["regarding"].value("kind", "") == "Pod") return e;
@@ -194,10 +195,7 @@ TEST_F(ClusterServeTest, ThePodOfAGpuThatStaysOutIsEvictedAndOnlyIt) {
   ASSERT_NE(WaitFor([&] { return Metrics().find("pod=\"ollama-0\"") != std::string::npos; }),
             absl::InfiniteDuration())
       << daemon_.Log();
-  auto sim =
-      gpulet::testing::RunProgram({std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate",
-                                   "homelab", "--sim-state", state_, "sim", "xid", "1", "79"});
-  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  ASSERT_NO_FATAL_FAILURE(Xid79OnThe5090());
   // The budget refuses first: told once, about the pod, and the pod stays.
   ASSERT_NE(WaitFor([&] { return EventsWithReason("GpuEvictionBlocked") > 0; }),
             absl::InfiniteDuration())
@@ -248,10 +246,7 @@ TEST_F(ClusterServeTest, AnOutageLongerThanTheRetriesDelaysNothingAndIsCaughtUp)
       << daemon_.Log();
   server_.FailNext(1000000, 503, -1);
   const absl::Time outage = absl::Now();
-  auto sim =
-      gpulet::testing::RunProgram({std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate",
-                                   "homelab", "--sim-state", state_, "sim", "xid", "1", "79"});
-  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  ASSERT_NO_FATAL_FAILURE(Xid79OnThe5090());
   absl::Duration slowest = absl::ZeroDuration();
   bool reported = false;
   while (absl::Now() - outage < kOutage) {
