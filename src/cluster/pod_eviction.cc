@@ -124,14 +124,14 @@ std::vector<NodeEvent> EvictionQueue::Done(const EvictionOrder& order, const abs
     case EvictionResult::kForbidden:
       GPULET_LOG_ERROR(
           "pod {} not evicted: the API server refused ({}); grant gpulet's ServiceAccount "
-          "create on pods/eviction (deploy/components/evict) or set health.evict.mode off",
+          "create on pods/eviction (deploy/evict) or set health.evict.mode off",
           key, status.message());
       if (!e.forbidden_told) {
         e.forbidden_told = true;
         event("Warning", "GpuEvictionForbidden",
               absl::StrCat("gpulet may not evict this pod, whose GPU ", order.gpu_text,
                            " is out of service: its ServiceAccount lacks create on "
-                           "pods/eviction (deploy/components/evict grants it)"));
+                           "pods/eviction (deploy/evict grants it)"));
       }
       e.due = now + options_.forbidden_retry;
       break;

@@ -10,7 +10,7 @@
 // withdrawn (its GPU is back in service). Until then it is tried again every `retry`: a
 // PodDisruptionBudget that allows no disruption now (429) may allow one later, and an API
 // server that was unreachable may answer. A refusal (403: the ServiceAccount may not evict)
-// is tried again too, less often, since the fix (deploy/components/evict) needs no restart.
+// is tried again too, less often, since the fix (deploy/evict) needs no restart.
 // Each outcome is a log line and a count (gpulet_gpu_pod_evictions_total{result}); an
 // eviction, the first refusal by a budget and the first 403 of an order are Events about
 // the pod, in its namespace.

@@ -83,7 +83,7 @@ TEST(EvictionQueueTest, ForbiddenGoneAndFailedOrders) {
   std::vector<NodeEvent> e = q.Done(Order("a"), ApiFailure(403), t0);
   ASSERT_EQ(e.size(), 1u);
   EXPECT_EQ(e[0].reason, "GpuEvictionForbidden");
-  EXPECT_TRUE(absl::StrContains(e[0].note, "deploy/components/evict")) << e[0].note;
+  EXPECT_TRUE(absl::StrContains(e[0].note, "(deploy/evict grants it)")) << e[0].note;
   EXPECT_TRUE(q.Done(Order("b"), ApiFailure(404), t0).empty());
   EXPECT_TRUE(q.Done(Order("c"), absl::UnavailableError("connection refused"), t0).empty());
   std::vector<EvictionOrder> due = q.Due(t0 + absl::Seconds(30));

@@ -198,7 +198,7 @@ struct Config {
       // What to do with the pods that hold a GPU that has been Unhealthy for `grace`
       // (docs/remediation.md): evict them through the Eviction API, so that their
       // controllers reschedule them onto a healthy GPU and PodDisruptionBudgets hold (on;
-      // needs cluster.enabled, pod attribution and the RBAC of deploy/components/evict), say
+      // needs cluster.enabled, pod attribution and the RBAC of deploy/evict), say
       // that it would (dry-run), or nothing (off). Other pods, and pods on other GPUs, are
       // never touched. Default: dry-run.
       RemediationMode mode = RemediationMode::kDryRun;
