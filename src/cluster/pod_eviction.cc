@@ -46,9 +46,10 @@ void EvictionQueue::Add(EvictionOrder order) {
   absl::MutexLock lock(&mu_);
   const std::string key = Key(order.pod);
   if (auto it = entries_.find(key); it != entries_.end() && !it->second.dry_run) return;
-  entries_[key] = Entry();
   GPULET_LOG_WARN("evicting pod {} (GPU {} is out: {})", key, order.gpu_text, order.gpu_problem);
-  entries_[key].order = std::move(order);
+  Entry fresh;  // replaces a dry run's entry for the pod
+  fresh.order = std::move(order);
+  entries_[key] = std::move(fresh);
 }
 
 void EvictionQueue::Withdraw(const std::string& gpu) {

@@ -8,14 +8,6 @@
 #include "daemon/quarantine_events.h"
 
 namespace gpulet::daemon {
-namespace {
-
-std::string GpuText(const state::DeviceRecord& d) {
-  return absl::StrCat(d.gpu.uuid, d.gpu.index ? absl::StrCat(" (GPU ", *d.gpu.index, ")") : "");
-}
-
-}  // namespace
-
 EvictionRung::Round EvictionRung::Next(const state::Snapshot& snap, const metrics::PodMap* pods,
                                        const config::Config::Health::Evict& policy,
                                        absl::Time now) {
@@ -56,6 +48,7 @@ EvictionRung::Round EvictionRung::Next(const state::Snapshot& snap, const metric
     if (now - episode.out_since < policy.grace) continue;
     // Without a fresh list of holders, wait: a stale one may name pods that moved.
     if (pods == nullptr || !pods->ok) continue;
+    const std::string gpu = GpuText(d);
     for (cluster::PodRef& pod : PodsHolding(*pods, d.gpu.uuid)) {
       const std::string key = absl::StrCat(pod.namespace_name, "/", pod.name);
       if (episode.handled.contains(key)) continue;
@@ -66,19 +59,18 @@ EvictionRung::Round EvictionRung::Next(const state::Snapshot& snap, const metric
       }
       if (policy.mode == config::RemediationMode::kDryRun) {
         episode.handled.insert(key);
-        GPULET_LOG_INFO("would evict pod {}: GPU {} has been out for {} ({})", key, GpuText(d),
+        GPULET_LOG_INFO("would evict pod {}: GPU {} has been out for {} ({})", key, gpu,
                         absl::FormatDuration(now - episode.out_since), d.health.reason);
         cluster::NodeEvent e;
         e.type = "Warning";
         e.reason = "GpuWouldEvict";
-        e.note =
-            absl::StrCat("the GPU this pod holds, ", GpuText(d), ", has been out of service for ",
-                         absl::FormatDuration(now - episode.out_since), " (", d.health.reason,
-                         "); health.evict.mode is dry-run, so gpulet does not evict it (on "
-                         "would, through the Eviction API)");
+        e.note = absl::StrCat("the GPU this pod holds, ", gpu, ", has been out of service for ",
+                              absl::FormatDuration(now - episode.out_since), " (", d.health.reason,
+                              "); health.evict.mode is dry-run, so gpulet does not evict it (on "
+                              "would, through the Eviction API)");
         e.pod = pod;
         round.events.push_back(std::move(e));
-        round.would_evict.push_back({std::move(pod), d.gpu.uuid, GpuText(d), d.health.reason});
+        round.would_evict.push_back({std::move(pod), d.gpu.uuid, gpu, d.health.reason});
         continue;
       }
       if (static_cast<int>(ordered_.size()) >= policy.max_per_hour) {
@@ -91,8 +83,8 @@ EvictionRung::Round EvictionRung::Next(const state::Snapshot& snap, const metric
           cluster::NodeEvent e;
           e.type = "Warning";
           e.reason = "GpuEvictionNotDone";
-          e.note = absl::StrCat("the pods on GPU ", GpuText(d), ", out of service (",
-                                d.health.reason, "), are not evicted yet: ", ordered_.size(),
+          e.note = absl::StrCat("the pods on GPU ", gpu, ", out of service (", d.health.reason,
+                                "), are not evicted yet: ", ordered_.size(),
                                 " pods were evicted in the last hour, health.evict.maxPerHour");
           round.events.push_back(std::move(e));
         }
@@ -100,7 +92,7 @@ EvictionRung::Round EvictionRung::Next(const state::Snapshot& snap, const metric
       }
       episode.handled.insert(key);
       ordered_.push_back(now);
-      round.orders.push_back({std::move(pod), d.gpu.uuid, GpuText(d), d.health.reason});
+      round.orders.push_back({std::move(pod), d.gpu.uuid, gpu, d.health.reason});
     }
   }
   return round;

@@ -7,6 +7,10 @@
 
 namespace gpulet::daemon {
 
+std::string GpuText(const state::DeviceRecord& d) {
+  return absl::StrCat(d.gpu.uuid, d.gpu.index ? absl::StrCat(" (GPU ", *d.gpu.index, ")") : "");
+}
+
 std::vector<cluster::PodRef> PodsHolding(const metrics::PodMap& pods, const std::string& uuid) {
   std::vector<cluster::PodRef> out;
   auto held = pods.by_gpu.find(uuid);
@@ -37,9 +41,8 @@ std::vector<cluster::NodeEvent> QuarantineEvents::Next(const state::Snapshot& sn
     if (d.health.state != state::HealthState::kUnhealthy) continue;
     auto was = before.find(d.gpu.uuid);
     if (was != before.end() && was->second == state::HealthState::kUnhealthy) continue;
+    const std::string gpu = GpuText(d);
     for (cluster::PodRef& pod : PodsHolding(*pods, d.gpu.uuid)) {
-      std::string gpu =
-          absl::StrCat(d.gpu.uuid, d.gpu.index ? absl::StrCat(" (GPU ", *d.gpu.index, ")") : "");
       cluster::NodeEvent e;
       e.type = "Warning";
       e.reason = "GpuUnhealthy";

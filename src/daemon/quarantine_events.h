@@ -23,6 +23,9 @@
 
 namespace gpulet::daemon {
 
+// A GPU as the rungs' Events name it: "GPU-8a41... (GPU 1)".
+std::string GpuText(const state::DeviceRecord& d);
+
 // The pods holding GPU `uuid`, each once (a pod whose containers hold several of its devices
 // is one pod), in pod attribution's order, with their UIDs where it knows them.
 std::vector<cluster::PodRef> PodsHolding(const metrics::PodMap& pods, const std::string& uuid);
