@@ -635,10 +635,6 @@ class Daemon::FilesComponent : public Daemon::Part {
   void Stop() override {}
 };
 
-// metrics.address: before the plugin, so that by the time the kubelet learns of the GPUs,
-// /metrics answers with a first round of samples (a scrape never sees a GPU "down" only
-// because no round ran yet). A reload binds the new server (sharing the running one's
-// socket on the same address) before the old one stops.
 // What runs on the metrics sampler's rounds, and so does nothing without metrics.address: a
 // setting that asks for it is said once, not left to be found out after a fault.
 void WarnWithoutSampler(const config::Config& c) {
@@ -659,6 +655,10 @@ void WarnWithoutSampler(const config::Config& c) {
       absl::StrJoin(idle, ", "));
 }
 
+// metrics.address: before the plugin, so that by the time the kubelet learns of the GPUs,
+// /metrics answers with a first round of samples (a scrape never sees a GPU "down" only
+// because no round ran yet). A reload binds the new server (sharing the running one's
+// socket on the same address) before the old one stops.
 class Daemon::MetricsComponent : public Daemon::Part {
  public:
   using Part::Part;
@@ -701,12 +701,12 @@ class Daemon::MetricsComponent : public Daemon::Part {
                    metrics = std::move(metrics)](std::vector<std::string>* actions) mutable {
       std::unique_ptr<Metrics> old = std::exchange(d->metrics_, std::move(metrics));
       old.reset();  // the new server already listens
-      if (d->metrics_ == nullptr) WarnWithoutSampler(*next);
       if (d->metrics_ != nullptr) {
         GPULET_LOG_INFO("{}", MetricsLine(*next));
         actions->push_back(absl::StrCat("metrics rebuilt on ", next->metrics.address));
       } else {
         actions->push_back("metrics stopped (metrics.address is empty)");
+        WarnWithoutSampler(*next);
       }
     });
   }
