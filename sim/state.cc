@@ -369,12 +369,14 @@ bool ReadProcess(const json& j, const std::string& where, SimProcess* out, std::
 
 bool ReadGpu(const json& j, const std::string& where, GpuState* out, std::string* error) {
   if (!CheckObject(j, where, error) ||
-      !CheckKeys(j,
-                 {"lost", "reset_required", "hang_seconds", "xids", "load", "processes",
-                  "remapped_rows", "ecc_errors", "recovery_action", "nvlink", "mig"},
-                 where, error) ||
+      !CheckKeys(
+          j,
+          {"lost", "reset_required", "hang_seconds", "xids", "load", "processes", "remapped_rows",
+           "ecc_errors", "recovery_action", "nvlink", "mig", "faults_after_reset"},
+          where, error) ||
       !ReadBool(j, "lost", where, &out->lost, error) ||
       !ReadBool(j, "reset_required", where, &out->reset_required, error) ||
+      !ReadBool(j, "faults_after_reset", where, &out->faults_after_reset, error) ||
       !ReadSeconds(j, "hang_seconds", where, &out->hang_seconds, error) ||
       !ReadOptionalUint(j, "recovery_action", where, &out->recovery_action, error)) {
     return false;
@@ -545,6 +547,7 @@ json GpuToJson(const GpuState& gpu) {
   json j = json::object();
   if (gpu.lost) j["lost"] = true;
   if (gpu.reset_required) j["reset_required"] = true;
+  if (gpu.faults_after_reset) j["faults_after_reset"] = true;
   if (gpu.hang_seconds > 0) j["hang_seconds"] = gpu.hang_seconds;
   if (!gpu.xids.empty()) {
     json xids = json::array();
@@ -623,6 +626,7 @@ void MergeOptional(const std::optional<T>& from, std::optional<T>* into) {
 void MergeInto(const GpuState& from, GpuState* into) {
   into->lost = into->lost || from.lost;
   into->reset_required = into->reset_required || from.reset_required;
+  into->faults_after_reset = into->faults_after_reset || from.faults_after_reset;
   into->hang_seconds = std::max(into->hang_seconds, from.hang_seconds);
   into->xids.insert(into->xids.end(), from.xids.begin(), from.xids.end());
   for (const auto& f : kLoadUintFields) MergeOptional(from.load.*f.member, &(into->load.*f.member));
@@ -775,6 +779,27 @@ bool SetResetRequired(SimState* state, const std::string& gpu_key, bool reset_re
   GpuState* gpu = Entry(state, gpu_key);
   if (gpu == nullptr) return false;
   gpu->reset_required = reset_required;
+  return true;
+}
+
+bool SetFaultsAfterReset(SimState* state, const std::string& gpu_key, bool faults) {
+  GpuState* gpu = Entry(state, gpu_key);
+  if (gpu == nullptr) return false;
+  gpu->faults_after_reset = faults;
+  return true;
+}
+
+bool ResetGpu(SimState* state, const std::string& gpu_key) {
+  GpuState* gpu = Entry(state, gpu_key);
+  if (gpu == nullptr) return false;
+  gpu->reset_required = false;
+  gpu->hang_seconds = 0;
+  if (gpu->recovery_action.has_value()) gpu->recovery_action = 0;
+  gpu->processes = std::vector<SimProcess>();
+  if (gpu->faults_after_reset && !gpu->xids.empty()) {
+    const XidEvent last = gpu->xids.back();
+    return InjectXid(state, gpu_key, last.xid, last.gpu_instance, last.compute_instance);
+  }
   return true;
 }
 

@@ -164,6 +164,9 @@ struct GpuState {
   // Ignored on GPUs that are not MIG-capable, and (with one stderr line) when the layout does
   // not fit the product's profile table.
   std::optional<MigOverride> mig;
+  // A card that faults again after every reset (ResetGpu raises its last XID anew), as a
+  // failing card does; otherwise a reset clears what a reset clears.
+  bool faults_after_reset = false;
 };
 
 struct SimState {
@@ -206,6 +209,13 @@ bool InjectXid(SimState* state, const std::string& gpu_key, unsigned xid,
 bool SetLost(SimState* state, const std::string& gpu_key, bool lost);
 bool SetResetRequired(SimState* state, const std::string& gpu_key, bool reset_required);
 bool SetHang(SimState* state, const std::string& gpu_key, double seconds);
+bool SetFaultsAfterReset(SimState* state, const std::string& gpu_key, bool faults);
+// What a GPU reset does to the card the key names (that entry only): the faults a reset
+// clears go (reset required, a hang, a recovery action back to none where the driver
+// reports one) and so do the processes it ran; a card that falls off the bus stays lost (a
+// reboot is its recovery). A card set faults_after_reset raises its last XID again, with
+// a new sequence number.
+bool ResetGpu(SimState* state, const std::string& gpu_key);
 // Merges the set fields of `load` into the GPU's overrides.
 bool SetLoad(SimState* state, const std::string& gpu_key, const LoadOverride& load);
 // Adds (or replaces, by pid) a process. The first call starts an override list, which hides

@@ -292,6 +292,40 @@ TEST(SimStateTest, XidSequenceKeepsIncreasingAcrossReset) {
   EXPECT_GT(fresh.gpus.at("0").xids[0].seq, second);
 }
 
+// A reset clears what a reset clears and leaves a card that fell off the bus lost; a card
+// that faults after every reset raises its last XID again, and that survives the file.
+TEST(SimStateTest, ResetClearsWhatAResetClearsAndAFailingCardFaultsAgain) {
+  SimState s;
+  ASSERT_TRUE(SetResetRequired(&s, kUuid, true));
+  ASSERT_TRUE(SetHang(&s, kUuid, 3));
+  ASSERT_TRUE(SetRecoveryAction(&s, kUuid, 1));
+  ASSERT_TRUE(
+      AddProcess(&s, kUuid, SimProcess{4242, "ollama", 1024, ProcessType::kCompute, {}, {}}));
+  ASSERT_TRUE(InjectXid(&s, kUuid, 48));
+  ASSERT_TRUE(ResetGpu(&s, kUuid));
+  const GpuState& g = s.gpus.at(kUuid);
+  EXPECT_FALSE(g.reset_required);
+  EXPECT_EQ(g.hang_seconds, 0);
+  EXPECT_EQ(g.recovery_action, 0u);
+  ASSERT_TRUE(g.processes.has_value());
+  EXPECT_TRUE(g.processes->empty());
+  EXPECT_EQ(g.xids.size(), 1u);
+  ASSERT_TRUE(SetLost(&s, "1", true));
+  ASSERT_TRUE(ResetGpu(&s, "1"));
+  EXPECT_TRUE(s.gpus.at("1").lost);
+  EXPECT_FALSE(s.gpus.at("1").recovery_action.has_value());  // a driver that does not report it
+
+  ASSERT_TRUE(SetFaultsAfterReset(&s, kUuid, true));
+  SimState back;
+  std::string error;
+  ASSERT_TRUE(StateFromJson(StateToJson(s), &back, &error)) << error;
+  ASSERT_TRUE(ResetGpu(&back, kUuid));
+  ASSERT_EQ(back.gpus.at(kUuid).xids.size(), 2u);
+  EXPECT_EQ(back.gpus.at(kUuid).xids[1].xid, 48u);
+  EXPECT_GT(back.gpus.at(kUuid).xids[1].seq, back.gpus.at(kUuid).xids[0].seq);
+  EXPECT_FALSE(ResetGpu(&back, "not-a-key"));
+}
+
 TEST(SimStateTest, MergesIndexAndUuidEntries) {
   SimState state;
   LoadOverride by_index;

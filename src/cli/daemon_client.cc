@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/read_file.h"
 
 namespace gpulet::cli {
 
@@ -28,20 +29,6 @@ namespace {
 // shared library that brings libstdc++, OpenSSL and brotli in with it.
 constexpr absl::Duration kConnectTimeout = absl::Seconds(2);
 constexpr absl::Duration kAnswerTimeout = absl::Seconds(5);
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 int MillisUntil(absl::Time deadline) {
   return static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now())));
@@ -107,7 +94,7 @@ struct Answer {
 absl::StatusOr<Answer> Get(const DaemonAddress& address, absl::string_view path) {
   absl::StatusOr<int> connected = Connect(address);
   if (!connected.ok()) return connected.status();
-  Fd fd(*connected);
+  UniqueFd fd(*connected);
   const absl::Time deadline = absl::Now() + kAnswerTimeout;
   const std::string request =
       absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", address.ToString(), "\r\n\r\n");

@@ -456,7 +456,7 @@ TEST_F(DeployManifestsTest, KustomizationsReferenceExistingFilesAndRender) {
     ++rendered;
   }
   EXPECT_GE(rendered, 12);
-  EXPECT_EQ(components, (std::set<std::string>{"deploy/dra", "deploy/evict"}));
+  EXPECT_EQ(components, (std::set<std::string>{"deploy/dra", "deploy/evict", "deploy/reset"}));
   for (const std::string& c : components) {
     EXPECT_TRUE(included.count(c)) << c << " is a Component no kustomization lists";
   }
@@ -578,6 +578,9 @@ TEST_F(DeployManifestsTest, HelmRendersWhatKustomizeRenders) {
       {"overlays/dra", {"namespace.create=true", "dra.enabled=true"}, false},
       {"overlays/talos-dra", {"dra.enabled=true", "runtimeClass.create=true"}, true},
       {"examples/evict", {"namespace.create=true", "evict.enabled=true"}, false},
+      {"examples/remediation",
+       {"namespace.create=true", "evict.enabled=true", "reset.enabled=true"},
+       false},
   };
   for (const Case& c : cases) {
     const std::string what = absl::StrCat(c.overlay, " --set ", absl::StrJoin(c.sets, ","));

@@ -26,6 +26,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "cli/commands.h"
+#include "cli/simulate.h"
 #include "common/log.h"
 #include "common/malloc_arenas.h"
 #include "common/startup_pages.h"
@@ -97,6 +98,8 @@ constexpr FlagKey kFlagKeys[] = {
      "Host path where XID repeats are kept across restarts (empty: memory only)"},
     {"--evict", "GPULET_EVICT", "health.evict.mode",
      "Evict the pods of a GPU that stays Unhealthy: off, dry-run or on (needs its RBAC)"},
+    {"--reset", "GPULET_RESET", "health.reset.mode",
+     "Reset a GPU out for a fault a reset clears, once idle: off, dry-run or on (needs /sys)"},
     {"--cluster-reporting", "GPULET_CLUSTER_REPORTING", "cluster.enabled",
      "Report GPU health on the Node (conditions, events) through the API server: true or false"},
     {"--kubeconfig", "GPULET_KUBECONFIG", "cluster.kubeconfig",
@@ -230,6 +233,16 @@ class ServeCommand final : public CommandHandler {
     std::optional<DiscoverySignals> discovery_signals(std::in_place);
     nvml::Node node = nvml::DiscoverNode(discovery);
     discovery_signals.reset();
+    // After a GPU reset the node is discovered again the same way (the daemon's reset
+    // thread, with its components stopped; the vetting probe forks and execs at once).
+    options.discover = [discovery] { return nvml::DiscoverNode(discovery); };
+    // A simulated card is reset in the simulator, not through this machine's /sys.
+    std::optional<SimGpuResetter> sim_resetter;
+    if (const char* state = std::getenv("GPULET_SIM_STATE");
+        !ctx.global.simulate.empty() && state != nullptr) {
+      sim_resetter.emplace(state);
+      options.gpu_resetter = &*sim_resetter;
+    }
     daemon::Daemon daemon(std::move(node), *std::move(config), options);
     if (absl::Status started = daemon.Start(); !started.ok()) {
       GPULET_LOG_ERROR("{}", started.message());

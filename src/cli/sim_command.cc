@@ -111,6 +111,29 @@ class SimCommand final : public CommandHandler {
       what_ = absl::StrCat("GPU ", gpu_, " now requires a reset");
     });
 
+    CLI::App* reset_gpu = app.add_subcommand(
+        "reset", "Reset a GPU as the kernel's PCI reset would (what gpulet's health.reset does)");
+    gpu_arg(reset_gpu);
+    reset_gpu->callback([this] {
+      action_ = [this](sim::SimState* s) { return sim::ResetGpu(s, gpu_); };
+      what_ = absl::StrCat("GPU ", gpu_, " was reset");
+    });
+
+    CLI::App* failing = app.add_subcommand("faults-after-reset",
+                                           "Make a GPU raise its last XID again after every reset");
+    gpu_arg(failing);
+    failing->callback([this] {
+      action_ = [this](sim::SimState* s) { return sim::SetFaultsAfterReset(s, gpu_, true); };
+      what_ = absl::StrCat("GPU ", gpu_, " now faults again after every reset");
+    });
+
+    CLI::App* idle = app.add_subcommand("idle", "End every process on a GPU");
+    gpu_arg(idle);
+    idle->callback([this] {
+      action_ = [this](sim::SimState* s) { return sim::SetProcesses(s, gpu_, {}); };
+      what_ = absl::StrCat("GPU ", gpu_, " now runs nothing");
+    });
+
     CLI::App* recover = app.add_subcommand("recover", "Clear lost, reset-required and hang");
     gpu_arg(recover);
     recover->callback([this] {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/host_fs.h"
+#include "sim/state.h"
 
 namespace gpulet::cli {
 namespace {
@@ -125,6 +126,23 @@ absl::StatusOr<Simulation> ApplySimulation(GlobalOptions& options, bool quiet) {
                  sim->state_file.c_str(), sim->fixture_name.c_str());
   }
   return sim;
+}
+
+absl::Status SimGpuResetter::Reset(absl::string_view uuid, absl::string_view bus_id) {
+  sim::SimState state;
+  std::string error;
+  if (!sim::LoadState(state_file_, &state, &error)) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot read the simulator's state file ", state_file_, ": ", error));
+  }
+  if (!sim::ResetGpu(&state, std::string(uuid))) {
+    return absl::NotFoundError(absl::StrCat("the simulator has no GPU ", uuid, " (", bus_id, ")"));
+  }
+  if (!sim::SaveStateAtomic(state_file_, state, &error)) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot write the simulator's state file ", state_file_, ": ", error));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace gpulet::cli

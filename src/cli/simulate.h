@@ -12,9 +12,11 @@
 #define GPULET_CLI_SIMULATE_H_
 
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "cli/command.h"
+#include "node/pci_reset.h"
 
 namespace gpulet::cli {
 
@@ -34,6 +36,19 @@ absl::StatusOr<Simulation> FindSimulation(const GlobalOptions& options);
 // and exports GPULET_SIM_FIXTURE / GPULET_SIM_STATE for the simulator. Prints one line to
 // stderr saying what is simulated and where the state file is, unless `quiet`.
 absl::StatusOr<Simulation> ApplySimulation(GlobalOptions& options, bool quiet);
+
+// In a simulation, what resets a GPU (health.reset mode on in `gpulet --simulate F serve`):
+// sim::ResetGpu on the simulator's state file, as the kernel's reset acts on a card, so that
+// the reset rung runs end to end against the simulator. Thread-safe: each Reset reads and
+// writes the file whole (the last writer wins against a concurrent `gpulet sim`).
+class SimGpuResetter : public node::GpuResetter {
+ public:
+  explicit SimGpuResetter(std::string state_file) : state_file_(std::move(state_file)) {}
+  absl::Status Reset(absl::string_view uuid, absl::string_view bus_id) override;
+
+ private:
+  std::string state_file_;
+};
 
 // The directory holding the running gpulet binary.
 std::string ExecutableDir();

@@ -107,6 +107,10 @@ class StatusCommand final : public CommandHandler {
                     e.tries > 0 ? absl::StrFormat(" (tries %d)", e.tries).c_str() : "",
                     e.last.empty() ? "" : absl::StrCat(": ", e.last).c_str());
       }
+      if (g.reset) {
+        std::printf("     reset: %s: %s (tries in 24h: %d)\n", g.reset->state.c_str(),
+                    g.reset->detail.c_str(), g.reset->tries);
+      }
       for (const state::SliceStatus& s :
            g.vram_slices.value_or(std::vector<state::SliceStatus>{})) {
         std::string holder = s.pod ? absl::StrCat(s.namespace_name.value_or(""), "/", *s.pod, "/",

@@ -555,6 +555,16 @@ const std::vector<Field>& Fields() {
          return ParseInt("health.evict.maxPerHour", v, 1, 100, &c.health.evict.max_per_hour);
        },
        [](const Config& c) { return YAML::Node(c.health.evict.max_per_hour); }},
+      {"health.reset.mode", "off, dry-run or on",
+       [](Config& c, const std::string& v) {
+         return ParseMode("health.reset.mode", v, &c.health.reset.mode);
+       },
+       [](const Config& c) { return Str(RemediationModeName(c.health.reset.mode)); }},
+      {"health.reset.maxPerDay", "an integer from 1 to 10",
+       [](Config& c, const std::string& v) {
+         return ParseInt("health.reset.maxPerDay", v, 1, 10, &c.health.reset.max_per_day);
+       },
+       [](const Config& c) { return YAML::Node(c.health.reset.max_per_day); }},
       {"cluster.enabled", "true or false",
        [](Config& c, const std::string& v) {
          return ParseBool("cluster.enabled", v, &c.cluster.enabled);

@@ -209,6 +209,17 @@ struct Config {
       // Default: 10.
       int max_per_hour = 10;
     } evict;
+    struct Reset {
+      // What to do with a GPU that is out for a fault a GPU reset clears (an XID NVIDIA's
+      // catalogue answers with a reset, the driver's recovery action GPU_RESET) once nothing
+      // runs on it and no pod holds it (docs/remediation.md): reset it through the kernel's
+      // PCI function reset under the host root (on; needs deploy/reset), say that it would
+      // (dry-run), or nothing (off). Default: dry-run.
+      RemediationMode mode = RemediationMode::kDryRun;
+      // At most this many resets of one GPU in any 24 hours; a GPU that needs more waits for
+      // a person or a reboot. 1 to 10. Default: 3.
+      int max_per_day = 3;
+    } reset;
   } health;
 
   struct Cluster {

@@ -263,6 +263,8 @@ const std::vector<KeyCase>& KeyCases() {
       {"health.evict.mode", "dry-run", {{"off", "off"}, {"on", "on"}}, {"yes", "true", "evict"}},
       {"health.evict.grace", "2m", {{"0s", "0"}, {"1h", "1h"}}, {"-1s", "61m", "soon"}},
       {"health.evict.maxPerHour", "10", {{"1", "1"}, {"100", "100"}}, {"0", "101", "ten"}},
+      {"health.reset.mode", "dry-run", {{"on", "on"}, {"off", "off"}}, {"yes", "true", "reset"}},
+      {"health.reset.maxPerDay", "3", {{"1", "1"}, {"10", "10"}}, {"0", "11", "3.5"}},
       {"cluster.enabled", "false", {{"true", "true"}}, {"yes please"}},
       {"cluster.kubeconfig",
        "",

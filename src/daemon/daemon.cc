@@ -118,25 +118,48 @@ Daemon::Daemon(nvml::Node node, config::Config config, DaemonOptions options)
   ro.driver_version = node_.inventory.system.driver_version;
   recorder_ = std::make_shared<recorder::FlightRecorder>(ro);
   retirement_ = std::make_unique<GpuRetirement>(&store_, event_inbox_.get(), options_.clock);
+  resetter_ = options_.gpu_resetter;
+  if (resetter_ == nullptr) {
+    own_resetter_ = std::make_unique<node::SysfsGpuResetter>(node_.host.get());
+    resetter_ = own_resetter_.get();
+  }
+  PeriodicWorker::Options reset;
+  reset.name = "gpulet-reset";
+  reset.interval = absl::Minutes(1);  // and woken when the rung orders a reset
+  reset.clock = options_.clock;
+  reset.tick_at_start = false;
+  reset_worker_ = std::make_unique<PeriodicWorker>(reset, [this] { ResetDue(); });
 }
 
 Daemon::~Daemon() { Stop(); }
 
 int Daemon::metrics_port() const {
+  absl::MutexLock lock(&lifecycle_mu_);  // the reset thread may be replacing the server
   return metrics_ != nullptr && metrics_->http != nullptr ? metrics_->http->port() : 0;
 }
 
 absl::Status Daemon::Start() {
   if (started_) return absl::FailedPreconditionError("the daemon was started already");
   started_ = true;
-  absl::Status started = StartAll();
-  if (!started.ok()) Stop();  // the same path as shutdown: whatever started, stops
+  absl::Status started;
+  {
+    absl::MutexLock lock(&lifecycle_mu_);
+    started = StartAll();
+  }
+  if (!started.ok()) {
+    Stop();  // the same path as shutdown: whatever started, stops
+    return started;
+  }
+  reset_worker_->Start();
   return started;
 }
 
 void Daemon::Stop() {
   if (!started_ || stopped_) return;
   stopped_ = true;
+  // First the thread that may restart the components (a reset under way finishes).
+  reset_worker_->Stop();
+  absl::MutexLock lock(&lifecycle_mu_);
   // Wake every ListAndWatch stream waiting on the store, so the gRPC servers can stop.
   store_.Shutdown();
   lifecycle_.Stop();
@@ -396,9 +419,11 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const confi
                                             : "metrics.podAttribution (which pods hold a GPU)");
   }
   so.evictions = [queue = evictions_] { return queue->ByGpu(); };
+  so.resets = [rung = reset_rung_] { return rung->ByGpu(); };
   so.on_round = [slice_round, faults, quarantine, inbox = event_inbox_, recorder = recorder_,
                  rung = eviction_rung_, evictions = evictions_, evict = config.health.evict,
-                 retirement = retirement_.get(), host = node_.host.get(),
+                 retirement = retirement_.get(), host = node_.host.get(), d = this,
+                 reset = config.health.reset, quiet = config.health.quiet_period,
                  window = config.health.recorder.window, interval = so.interval,
                  clock = options_.clock](const metrics::SampleSet& set,
                                          const state::Snapshot& snap) {
@@ -411,6 +436,20 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const confi
     for (cluster::EvictionOrder& o : eviction.would_evict) evictions->AddDryRun(std::move(o));
     for (cluster::EvictionOrder& o : eviction.orders) evictions->Add(std::move(o));
     if (!eviction.events.empty()) inbox->Post(std::move(eviction.events));
+    ResetRung::Round resets = d->reset_rung_->Next(snap, set.by_uuid, set.pods.get(), reset, quiet,
+                                                   ResetRung::SettleFor(interval), clock->Now());
+    for (const std::string& gpu : resets.probation_over) {
+      d->store_.UpdateHealth(
+          gpu, [&](state::GpuHealth& h) { h.Clear(ResetRung::kSource, clock->Now()); });
+    }
+    if (!resets.events.empty()) inbox->Post(std::move(resets.events));
+    if (!resets.orders.empty()) {
+      {
+        absl::MutexLock lock(&d->resets_mu_);
+        for (ResetRung::Order& o : resets.orders) d->pending_resets_.push_back(std::move(o));
+      }
+      d->reset_worker_->Wake();  // before Start (the first round): it runs once started
+    }
     std::map<std::string, recorder::PciLinkReading> pci;
     if (window > absl::ZeroDuration()) {
       for (const state::DeviceRecord& d : snap.devices) {
@@ -439,7 +478,8 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const confi
       node_.gpus.get(), &store_, node_.host.get(), so,
       metrics::RenderInfo{options_.node_name, node_.inventory.system.driver_version,
                           &reload_errors_, so.slice_dir.empty() ? nullptr : slice_guard_->kills(),
-                          [queue = evictions_] { return queue->counts(); }});
+                          [queue = evictions_] { return queue->counts(); },
+                          [rung = reset_rung_] { return rung->counts(); }});
   // Pod labels: from the kubelet's PodResources API, on their own thread.
   if (config.metrics.pod_attribution) {
     metrics::PodAttributor::Options po;
@@ -541,7 +581,11 @@ std::unique_ptr<health::EventMonitor> Daemon::MakeEvents(const config::Config& c
 }
 
 absl::StatusOr<ReloadResult> Daemon::Reload(const config::Config& next) {
-  absl::StatusOr<ReloadResult> result = TryReload(next);
+  absl::StatusOr<ReloadResult> result;
+  {
+    absl::MutexLock lock(&lifecycle_mu_);
+    result = TryReload(next);
+  }
   if (result.ok()) {
     GPULET_LOG_INFO("configuration reloaded: {}", result->Summary());
   } else {
@@ -771,6 +815,10 @@ class Daemon::LivenessComponent : public Daemon::Part {
   absl::Status Start(const config::Config& config) override {
     if (d_->node_.gpus == nullptr) return absl::OkStatus();
     d_->liveness_ = d_->MakeLiveness(config);
+    if (d_->carried_liveness_ != nullptr) {
+      d_->liveness_->AdoptFrom(*d_->carried_liveness_);
+      d_->carried_liveness_.reset();
+    }
     d_->liveness_->Start();
     return absl::OkStatus();
   }
@@ -787,7 +835,13 @@ class Daemon::LivenessComponent : public Daemon::Part {
       actions->push_back("liveness monitor rebuilt");
     });
   }
-  void Stop() override { d_->liveness_.reset(); }
+  void Stop() override {
+    if (d_->restarting_ && d_->liveness_ != nullptr) {
+      d_->liveness_->Stop();
+      d_->carried_liveness_ = std::move(d_->liveness_);
+    }
+    d_->liveness_.reset();
+  }
 };
 
 // Follows MIG layout changes into the store and the node files (only a MIG-capable GPU, with
@@ -832,7 +886,14 @@ class Daemon::HealthEventsComponent : public Daemon::Part {
   using Part::Part;
   absl::Status Start(const config::Config& config) override {
     d_->xid_policy_ = d_->MakeXidPolicy(config, &d_->xid_history_);
-    d_->events_ = d_->MakeEvents(config, /*kmsg_at_end=*/false);
+    if (d_->carried_xid_policy_ != nullptr) {
+      d_->xid_policy_->AdoptFrom(*d_->carried_xid_policy_);
+      d_->carried_xid_policy_.reset();  // before the store it saves to
+      d_->carried_xid_history_.reset();
+    }
+    // A restart on a new inventory reads the kernel log on from its end: the XIDs before
+    // it were applied already.
+    d_->events_ = d_->MakeEvents(config, /*kmsg_at_end=*/d_->restarting_);
     d_->events_->Start();
     return absl::OkStatus();
   }
@@ -858,6 +919,10 @@ class Daemon::HealthEventsComponent : public Daemon::Part {
   }
   void Stop() override {
     d_->events_.reset();
+    if (d_->restarting_) {
+      d_->carried_xid_policy_ = std::move(d_->xid_policy_);
+      d_->carried_xid_history_ = std::move(d_->xid_history_);
+    }
     d_->xid_policy_.reset();
     d_->xid_history_.reset();
   }
@@ -957,6 +1022,129 @@ absl::Status Daemon::StartAll() {
   GPULET_LOG_INFO("gpulet {} serving {} on {}/device-plugins", GPULET_VERSION,
                   config_.AdvertisedResources()[0], config_.kubelet_dir);
   return absl::OkStatus();
+}
+
+void Daemon::ResetDue() {
+  bool reset_one = false;
+  for (;;) {
+    ResetRung::Order order;
+    {
+      absl::MutexLock lock(&resets_mu_);
+      if (pending_resets_.empty()) break;
+      order = std::move(pending_resets_.front());
+      pending_resets_.pop_front();
+    }
+    GPULET_LOG_WARN("resetting GPU {} (out of service for: {})", order.gpu, order.fault);
+    // Told first: a failing card raises its XID again the moment the reset is over, and that
+    // XID is a repeat after the recommended reset (one the reset could not carry out counts
+    // too: a card that cannot be reset is as suspect).
+    {
+      absl::MutexLock lock(&lifecycle_mu_);
+      if (xid_policy_ != nullptr) xid_policy_->NoteReset(order.uuid);
+    }
+    const absl::Status result = resetter_->Reset(order.uuid, order.bus_id);
+    const absl::Time now = options_.clock->Now();
+    if (result.ok()) {
+      // Raised before the rung hears of it, so that its next round sees the GPU on probation.
+      store_.UpdateHealth(order.uuid, [&](state::GpuHealth& h) {
+        h.Raise(ResetRung::kSource, ResetRung::ProbationFor(order, now), now);
+      });
+      reset_one = true;
+    }
+    if (std::vector<cluster::NodeEvent> e = reset_rung_->Finish(order, result, now); !e.empty()) {
+      event_inbox_->Post(std::move(e));
+    }
+  }
+  if (reset_one) TakeInventoryAgain();
+}
+
+namespace {
+
+// What differs between two inventories in what the node serves, in words; "" when nothing.
+std::string ServedChange(const gpu::Inventory& before, const gpu::Inventory& after) {
+  std::vector<std::string> changes;
+  if (before.system.driver_version != after.system.driver_version) {
+    changes.push_back(
+        absl::StrCat("driver ", before.system.driver_version, " -> ", after.system.driver_version));
+  }
+  if (before.gpus.size() != after.gpus.size()) {
+    changes.push_back(absl::StrCat(before.gpus.size(), " GPUs -> ", after.gpus.size()));
+  }
+  for (const gpu::Gpu& b : before.gpus) {
+    const gpu::Gpu* a = b.uuid.empty() ? after.FindByBusId(b.bus_id) : after.FindByUuid(b.uuid);
+    const std::string name = b.uuid.empty() ? b.bus_id : b.uuid;
+    if (a == nullptr) {
+      changes.push_back(absl::StrCat(name, " gone"));
+      continue;
+    }
+    auto text = [](const std::optional<unsigned>& v) {
+      return v ? absl::StrCat(*v) : std::string("none");
+    };
+    if (a->index != b.index) {
+      changes.push_back(absl::StrCat(name, " index ", text(b.index), " -> ", text(a->index)));
+    }
+    if (a->minor != b.minor) {
+      changes.push_back(absl::StrCat(name, " minor ", text(b.minor), " -> ", text(a->minor)));
+    }
+    if (a->bus_id != b.bus_id) {
+      changes.push_back(absl::StrCat(name, " at ", b.bus_id, " -> ", a->bus_id));
+    }
+    if (a->mig_enabled != b.mig_enabled || a->mig_devices.size() != b.mig_devices.size()) {
+      changes.push_back(absl::StrCat(name, " MIG layout"));
+    }
+  }
+  return absl::StrJoin(changes, ", ");
+}
+
+}  // namespace
+
+void Daemon::TakeInventoryAgain() {
+  absl::MutexLock lock(&lifecycle_mu_);
+  if (stopped_) return;
+  // A reset (or the driver reload it may stand for) can change minor numbers, the order, MIG
+  // layouts, and invalidate the library's handles: every component stops, the inventory is
+  // taken again, and they start on it. The store keeps each GPU's health by UUID, and what
+  // outlives a component (the recorder, the rungs, the liveness and XID timers, carried)
+  // goes on.
+  restarting_ = true;
+  store_.Shutdown();  // ListAndWatch streams end, so the plugin servers can stop
+  lifecycle_.Stop();
+  store_.Reopen();
+  gpu::Inventory before;
+  {
+    absl::MutexLock files_lock(&files_mu_);
+    before = files_inventory_;
+  }
+  if (options_.discover) {
+    nvml::Node fresh = options_.discover();
+    node_.gpus = std::move(fresh.gpus);  // the old library closes; nothing uses it now
+    node_.inventory = std::move(fresh.inventory);
+  } else {
+    gpu::Inventory seen =
+        gpu::BuildInventory(node_.gpus.get(), *node_.host, node_.inventory.nvml_status);
+    seen.nvml_attempts = node_.inventory.nvml_attempts;
+    node_.inventory = std::move(seen);
+  }
+  const std::string change = ServedChange(before, node_.inventory);
+  GPULET_LOG_INFO("inventory taken again after a GPU reset: {}",
+                  change.empty() ? "unchanged" : change);
+  control_ = ControlNodesOf(node_.inventory.driver);
+  {
+    absl::MutexLock files_lock(&files_mu_);
+    files_inventory_ = node_.inventory;
+  }
+  store_.SetInventory(node_.inventory, options_.clock->Now());
+  absl::Status started = lifecycle_.Start(config_);
+  restarting_ = false;
+  carried_liveness_.reset();
+  carried_xid_policy_.reset();
+  carried_xid_history_.reset();
+  if (!started.ok()) {
+    GPULET_LOG_ERROR(
+        "after a GPU reset, gpulet's components did not start again on the new inventory: {}; "
+        "gpulet serves nothing until it is restarted",
+        started.message());
+  }
 }
 
 }  // namespace gpulet::daemon

@@ -19,6 +19,9 @@
 //   cluster: the API client, the NodeReporter (cluster.enabled) and the DRA driver
 //     (dra.enabled: checkpoint, ResourceSlices, kubelet plugin);
 //   the file check ("gpulet-files", a PeriodicWorker): NodeFiles::Check every 10 s.
+// Outside the components, the reset thread ("gpulet-reset") carries out the reset rung's
+// orders (health.reset) and then restarts every component on a new inventory (a reset can
+// change minor numbers and invalidate the library's handles); it stops before anything else.
 // Their running parts are members declared in that order, so destruction is shutdown. Stop()
 // first wakes every DeviceStore waiter, so that ListAndWatch streams end. A Start() that fails
 // part-way stops what it started.
@@ -33,12 +36,15 @@
 //
 // Thread-safety: Start, Reload, Stop and the accessors are called from one thread (the
 // CLI's main thread, or a test's); the components run their own threads, and the file check
-// and the MIG watcher share NodeFiles with Reload under a mutex.
+// and the MIG watcher share NodeFiles with Reload under a mutex. The reset thread's restart
+// and the main thread's Start, Reload and Stop hold lifecycle_mu_.
 #ifndef GPULET_DAEMON_DAEMON_H_
 #define GPULET_DAEMON_DAEMON_H_
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +65,7 @@
 #include "daemon/lifecycle.h"
 #include "daemon/mig_watcher.h"
 #include "daemon/node_files.h"
+#include "daemon/reset_rung.h"
 #include "daemon/slice_guard.h"
 #include "dra/driver.h"
 #include "health/event_monitor.h"
@@ -69,6 +76,7 @@
 #include "metrics/metrics_server.h"
 #include "metrics/pod_attribution.h"
 #include "metrics/sampler.h"
+#include "node/pci_reset.h"
 #include "nvml/discovery.h"
 #include "plugin/plugin_manager.h"
 #include "recorder/flight_recorder.h"
@@ -94,6 +102,14 @@ struct DaemonOptions {
   // What kills a process of a VRAM slice over its quota (sharing.memorySlices.overQuota);
   // null: the real killer, through the host root's /proc. Must outlive the daemon.
   ProcessKiller* process_killer = nullptr;
+  // What resets a GPU (health.reset mode on); null: the kernel's PCI function reset through
+  // sysfs under the host root. Must outlive the daemon.
+  node::GpuResetter* gpu_resetter = nullptr;
+  // Takes the node's inventory again when a reset changed what the running library reports
+  // (minor numbers, order, MIG layout), from scratch: the library loaded and vetted anew, as
+  // at start. Null: the running library's inventory is taken instead. Called on the reset
+  // thread with every component stopped.
+  std::function<nvml::Node()> discover = nullptr;
 };
 
 // What a successful Reload did.
@@ -162,6 +178,13 @@ class Daemon {
   class FileCheckComponent;
 
   absl::Status StartAll();
+  // The "gpulet-reset" thread's round: carries out the reset rung's orders, then takes the
+  // inventory again (TakeInventoryAgain) when one succeeded.
+  void ResetDue();
+  // After a reset: reads the inventory through the running library and, when what the node
+  // serves changed, restarts every component on the new one (options_.discover's, else
+  // that one), the store keeping each GPU's health by UUID.
+  void TakeInventoryAgain();
   // Reload without the logging.
   absl::StatusOr<ReloadResult> TryReload(const config::Config& next);
   std::unique_ptr<plugin::PluginManager> MakePlugins();
@@ -261,8 +284,25 @@ class Daemon {
   std::unique_ptr<MigWatcher> mig_;
   bool started_ = false;
   bool stopped_ = false;
-  // Last: it refers to everything above.
-  Lifecycle lifecycle_;
+  // Set while the components restart on a new inventory: the liveness monitor and the XID
+  // policy stopped then are carried into their successors (their timers and memory of
+  // recent XIDs), and the kernel log is read on from its end.
+  bool restarting_ = false;
+  std::unique_ptr<health::LivenessMonitor> carried_liveness_;
+  std::unique_ptr<health::XidHistoryStore> carried_xid_history_;
+  std::unique_ptr<health::XidPolicy> carried_xid_policy_;
+  // Serialises the lifecycle's users: the main thread (Start, Reload, Stop) and the reset
+  // thread (a restart on a new inventory).
+  mutable absl::Mutex lifecycle_mu_;
+  Lifecycle lifecycle_;  // after everything it refers to
+  // The reset rung (health.reset): decided in the sampler's rounds, carried out on the
+  // "gpulet-reset" thread, which stops first (it may restart the lifecycle above).
+  std::shared_ptr<ResetRung> reset_rung_ = std::make_shared<ResetRung>();
+  std::unique_ptr<node::GpuResetter> own_resetter_;
+  node::GpuResetter* resetter_ = nullptr;
+  absl::Mutex resets_mu_;
+  std::deque<ResetRung::Order> pending_resets_ ABSL_GUARDED_BY(resets_mu_);
+  std::unique_ptr<PeriodicWorker> reset_worker_;
 };
 
 }  // namespace gpulet::daemon

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -21,9 +22,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/keyed_status.h"
 #include "gmock/gmock.h"
+#include "gpu/nvml_api.h"
 #include "gtest/gtest.h"
 #include "health/xid_catalog.h"
 #include "httplib.h"
@@ -148,6 +151,7 @@ class DaemonTest : public ::testing::Test {
   absl::Status StartDaemon() {
     DaemonOptions options;
     options.node_name = "test-node";
+    if (tune_) tune_(&options);
     daemon_ = std::make_unique<Daemon>(Homelab(), config_, options);
     return daemon_->Start();
   }
@@ -164,6 +168,7 @@ class DaemonTest : public ::testing::Test {
 
   fs::path dir_, root_, state_file_;
   config::Config config_;
+  std::function<void(DaemonOptions*)> tune_;  // changes StartDaemon's options
   std::unique_ptr<Daemon> daemon_;
 };
 
@@ -622,6 +627,134 @@ TEST_F(DaemonTest, TheDriversRecoveryActionTakesTheGpuOutAndBack) {
   EditSimState([](sim::SimState* s) { s->gpus[testing::kRtx5090].recovery_action = 0; });
   EXPECT_TRUE(Eventually(
       [&] { return !HasCondition(daemon_->store(), testing::kRtx5090, "recovery-action"); }));
+}
+
+// Resets a simulated card as the kernel's reset acts on a real one (sim::ResetGpu), and
+// counts the resets.
+class SimResetter : public node::GpuResetter {
+ public:
+  explicit SimResetter(fs::path state_file) : state_file_(std::move(state_file)) {}
+  absl::Status Reset(absl::string_view uuid, absl::string_view bus_id) override {
+    sim::SimState state;
+    std::string error;
+    if (!sim::LoadState(state_file_.string(), &state, &error) ||
+        !sim::ResetGpu(&state, std::string(uuid)) ||
+        !sim::SaveStateAtomic(state_file_.string(), state, &error)) {
+      return absl::UnavailableError(absl::StrCat("sim reset failed: ", error));
+    }
+    absl::MutexLock lock(&mu_);
+    reset_.push_back(std::string(bus_id));
+    return absl::OkStatus();
+  }
+  std::vector<std::string> reset() {
+    absl::MutexLock lock(&mu_);
+    return reset_;
+  }
+
+ private:
+  fs::path state_file_;
+  absl::Mutex mu_;
+  std::vector<std::string> reset_ ABSL_GUARDED_BY(mu_);
+};
+
+// The reset rung end to end on the homelab simulator: the driver asks for a reset of the
+// 5090 while the LLM server runs on it; nothing happens until it ends; then the card is
+// reset once, the inventory is taken again (the components restart on it and serve the new
+// minor number), the GPU stays out for the quiet period and comes back; the 3080 is never
+// touched.
+TEST_F(DaemonTest, AGpuThatNeedsAResetIsResetOnceIdleAndComesBackAfterTheQuietPeriod) {
+  SimResetter resetter(state_file_);
+  std::atomic<int> discovered{0};
+  tune_ = [&](DaemonOptions* o) {
+    o->gpu_resetter = &resetter;
+    // The reset moved the 5090 to another minor number (as a driver reload may).
+    o->discover = [&] {
+      fs::rename(root_ / "dev/nvidia1", root_ / "dev/nvidia7");
+      ++discovered;
+      nvml::Node node = Homelab();
+      node.inventory.gpus[1].minor = 7;
+      return node;
+    };
+  };
+  config_.health.reset.mode = config::RemediationMode::kOn;
+  config_.health.quiet_period = absl::Seconds(2);
+  config_.health.probe_interval = absl::Milliseconds(100);
+  config_.metrics.sample_interval = absl::Milliseconds(100);
+  ASSERT_OK(StartDaemon());
+  EditSimState([](sim::SimState* s) {
+    sim::SetProcesses(s, testing::kRtx5090, {sim::SimProcess{4242, "ollama", 20000}});
+    sim::SetRecoveryAction(s, testing::kRtx5090, NVML_GPU_RECOVERY_ACTION_GPU_RESET);
+  });
+  absl::StatusOr<state::StatusReport> status;
+  auto reset_of_5090 = [&]() -> std::optional<state::ResetStatus> {
+    status = state::StatusReport::FromJsonText(HttpGet(daemon_->metrics_port(), "/status"));
+    if (!status.ok() || status->gpus.size() != 2) return std::nullopt;
+    return status->gpus[1].reset;
+  };
+  ASSERT_TRUE(Eventually([&] {
+    std::optional<state::ResetStatus> r = reset_of_5090();
+    return r && r->state == "waiting" && absl::StrContains(r->detail, "pid 4242");
+  }));
+  EXPECT_FALSE(status->gpus[0].reset.has_value());
+  EXPECT_TRUE(resetter.reset().empty());
+  // The LLM server ends: the card is reset.
+  EditSimState([](sim::SimState* s) { sim::SetProcesses(s, testing::kRtx5090, {}); });
+  ASSERT_TRUE(Eventually([&] { return !resetter.reset().empty(); }, absl::Seconds(10)));
+  EXPECT_EQ(resetter.reset(), (std::vector<std::string>{"0000:02:00.0"}));
+  ASSERT_TRUE(Eventually([&] { return discovered.load() == 1; }));
+  // On probation, then back; the restarted components serve it.
+  ASSERT_TRUE(Eventually(
+      [&] { return HasCondition(daemon_->store(), testing::kRtx5090, ResetRung::kSource); }));
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const state::DeviceRecord* d = daemon_->store().Get()->FindByUuid(testing::kRtx5090);
+        return d != nullptr && d->health.state == state::HealthState::kHealthy;
+      },
+      absl::Seconds(10)));
+  EXPECT_EQ(resetter.reset().size(), 1u);
+  EXPECT_EQ(daemon_->store().Get()->FindByUuid(testing::kRtx3080)->health.state,
+            state::HealthState::kHealthy);
+  EXPECT_TRUE(fs::exists(Socket()));
+  std::ifstream spec(root_ / "var/run/cdi/gpulet.dev-gpu.yaml");
+  const std::string written(std::istreambuf_iterator<char>(spec), {});
+  EXPECT_THAT(written, HasSubstr("/dev/nvidia7"));
+  EXPECT_THAT(written, Not(HasSubstr("/dev/nvidia1")));
+  std::string metrics;
+  ASSERT_TRUE(Eventually([&] {
+    metrics = HttpGet(daemon_->metrics_port());
+    return absl::StrContains(metrics, "gpulet_gpu_resets_total{result=\"reset\"} 1");
+  })) << metrics;
+}
+
+// A card that faults again right after its reset (the simulator's faults_after_reset, XID 48
+// anew) is a repeat: the XID policy sends it to hardware inspection, which no reset clears,
+// so it is reset once and not again (retirement counts its faults from there).
+TEST_F(DaemonTest, ACardThatFaultsAgainAfterItsResetIsNotResetAgain) {
+  SimResetter resetter(state_file_);
+  tune_ = [&](DaemonOptions* o) { o->gpu_resetter = &resetter; };
+  config_.health.reset.mode = config::RemediationMode::kOn;
+  // Longer than the rung's settling time (2.3 s at this interval): the XID keeps it out.
+  config_.health.quiet_period = absl::Seconds(3);
+  config_.metrics.sample_interval = absl::Milliseconds(100);
+  ASSERT_OK(StartDaemon());
+  // The event monitor's NVML event set registers after start; an XID before it is not news.
+  absl::SleepFor(absl::Milliseconds(300));
+  EditSimState([](sim::SimState* s) {
+    sim::SetProcesses(s, testing::kRtx5090, {});
+    sim::SetFaultsAfterReset(s, testing::kRtx5090, true);
+    sim::InjectXid(s, testing::kRtx5090, 48);
+  });
+  ASSERT_TRUE(Eventually([&] { return !resetter.reset().empty(); }, absl::Seconds(10)));
+  ASSERT_TRUE(Eventually([&] {
+    const state::DeviceRecord* d = daemon_->store().Get()->FindByUuid(testing::kRtx5090);
+    return d != nullptr &&
+           d->health.action == health::GpuActionDescription(health::GpuAction::kInspectHardware);
+  }));
+  EXPECT_THAT(daemon_->store().Get()->FindByUuid(testing::kRtx5090)->health.reason,
+              HasSubstr("came back after the recommended GPU reset"));
+  // Past the probation and the XID's quiet period: not reset again.
+  absl::SleepFor(absl::Seconds(4));
+  EXPECT_EQ(resetter.reset().size(), 1u);
 }
 
 // On the bundled simulator fixture (data, not a node) no history file is written.

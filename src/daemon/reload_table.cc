@@ -100,6 +100,10 @@ constexpr ReloadRule kRules[] = {
      "rebuilt: the sampler; a GPU already out is judged by the new grace from when it went out"},
     {"health.evict.maxPerHour", kReloadMetrics,
      "rebuilt: the sampler; the evictions of the last hour still count"},
+    {"health.reset.mode", kReloadMetrics,
+     "rebuilt: the sampler whose rounds order resets; a reset under way finishes"},
+    {"health.reset.maxPerDay", kReloadMetrics,
+     "rebuilt: the sampler; the resets of the last 24 hours still count"},
     {"health.kmsg", kReloadEvents,
      "rebuilt: event monitor; a kernel log already read is read on from its end, a newly "
      "enabled one from its start (as at startup)"},

@@ -80,6 +80,8 @@ const std::map<std::string, std::string>& OtherValues() {
       {"health.evict.mode", "on"},
       {"health.evict.grace", "10m"},
       {"health.evict.maxPerHour", "3"},
+      {"health.reset.mode", "on"},
+      {"health.reset.maxPerDay", "1"},
       {"cluster.enabled", "true"},
       {"cluster.kubeconfig", "/etc/gpulet/kubeconfig"},
       {"cluster.heartbeat", "30s"},

@@ -23,12 +23,15 @@ state::HealthCondition ConditionFor(const absl::Status& s, const std::string& gp
     return {state::HealthState::kUnhealthy,
             absl::StrCat("GPU ", gpu, " has fallen off the bus (NVML GPU_IS_LOST)"),
             "drain the node and reboot it; if it repeats, inspect the card, its power and slot",
-            absl::InfinitePast()};
+            absl::InfinitePast(), /*reboot_required=*/true};
   }
   if (code == NVML_ERROR_RESET_REQUIRED) {
-    return {state::HealthState::kUnhealthy, absl::StrCat("GPU ", gpu, " requires a reset"),
+    return {state::HealthState::kUnhealthy,
+            absl::StrCat("GPU ", gpu, " requires a reset"),
             "stop its workloads and reset it (nvidia-smi -r) or reboot the node",
-            absl::InfinitePast()};
+            absl::InfinitePast(),
+            /*reboot_required=*/false,
+            /*reset_clears=*/true};
   }
   if (absl::IsDeadlineExceeded(s)) {
     return {state::HealthState::kUnhealthy,
@@ -98,8 +101,10 @@ void LivenessMonitor::CheckRecoveryAction(const gpu::Gpu& gpu, const gpu::ProbeA
     c = state::HealthCondition{state,
                                absl::StrCat("the driver reports recovery action ", action, " (",
                                             what, ") for GPU ", gpu.bus_id),
-                               std::string(GpuActionDescription(todo)), absl::InfinitePast(),
-                               todo == GpuAction::kRebootNode};
+                               std::string(GpuActionDescription(todo)),
+                               absl::InfinitePast(),
+                               todo == GpuAction::kRebootNode,
+                               todo == GpuAction::kResetGpu};
   };
   switch (action) {
     case NVML_GPU_RECOVERY_ACTION_NONE:

@@ -86,14 +86,18 @@ struct FailureCase {
   std::string name;
   std::function<void(FakeGpuLibrary&)> script;
   std::string reason;  // a part of the condition's reason
+  // What clears it, for the cluster and the remediation rungs: NVIDIA sends a GPU that fell
+  // off the bus to a reboot, and NVML's RESET_REQUIRED says a reset is enough.
+  bool reboot_required = false;
+  bool reset_clears = false;
 };
 
 TEST_F(LivenessTest, FailuresTakeTheGpuOutAtOnceAndItReturnsAfterTheQuietPeriod) {
   const std::vector<FailureCase> cases = {
       {"lost", [](FakeGpuLibrary& l) { l.FailNvml(0, NVML_ERROR_GPU_IS_LOST); },
-       "fallen off the bus"},
+       "fallen off the bus", true},
       {"reset required", [](FakeGpuLibrary& l) { l.FailNvml(0, NVML_ERROR_RESET_REQUIRED); },
-       "requires a reset"},
+       "requires a reset", false, true},
       {"renumbered", [](FakeGpuLibrary& l) { l.AnswerWithUuid(0, kGpu1); },
        "now belongs to " + std::string(kGpu1)},
       {"other error", [](FakeGpuLibrary& l) { l.Fail(0, absl::InternalError("boom")); },
@@ -112,7 +116,9 @@ TEST_F(LivenessTest, FailuresTakeTheGpuOutAtOnceAndItReturnsAfterTheQuietPeriod)
     monitor.ProbeOnce();
     EXPECT_EQ(State(kGpu0), state::HealthState::kUnhealthy);
     EXPECT_TRUE(absl::StrContains(Reason(kGpu0), c.reason)) << Reason(kGpu0);
-    EXPECT_TRUE(Record(kGpu0).health.Has("liveness"));
+    ASSERT_TRUE(Record(kGpu0).health.Has("liveness"));
+    EXPECT_EQ(Record(kGpu0).health.conditions.at("liveness").reboot_required, c.reboot_required);
+    EXPECT_EQ(Record(kGpu0).health.conditions.at("liveness").reset_clears, c.reset_clears);
     EXPECT_EQ(State(kGpu1), state::HealthState::kHealthy);  // the other GPU is not affected
 
     library_.Heal(0);

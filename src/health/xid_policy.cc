@@ -210,16 +210,20 @@ bool XidPolicy::Apply(const std::string& gpu, int xid, const std::string& messag
       return;
     }
     const bool reboot = a.action == GpuAction::kRebootNode;
+    const bool reset = a.action == GpuAction::kResetGpu;
     if (a.severity == XidSeverity::kFatal) {
       h.Raise(kSource,
-              {state::HealthState::kUnhealthy, reason, action, absl::InfinitePast(), reboot}, now);
+              {state::HealthState::kUnhealthy, reason, action, absl::InfinitePast(), reboot, reset},
+              now);
     } else if (a.severity == XidSeverity::kWarning) {
       // A warning never lowers an existing Unhealthy verdict from an earlier fatal XID,
       // unless the driver itself announced the lighter action.
       if (announced || !h.Has(kSource) ||
           h.conditions[kSource].severity != state::HealthState::kUnhealthy) {
-        h.Raise(kSource,
-                {state::HealthState::kDegraded, reason, action, absl::InfinitePast(), reboot}, now);
+        h.Raise(
+            kSource,
+            {state::HealthState::kDegraded, reason, action, absl::InfinitePast(), reboot, reset},
+            now);
       }
     }
   };
@@ -239,6 +243,30 @@ bool XidPolicy::Apply(const std::string& gpu, int xid, const std::string& messag
     count(h);
     assess(h);
   });
+}
+
+void XidPolicy::NoteReset(const std::string& gpu) {
+  std::shared_ptr<const state::Snapshot> snap = store_->Get();
+  std::string key;
+  for (const state::DeviceRecord& d : snap->devices) {
+    if (d.gpu.uuid == gpu || (!gpu.empty() && d.gpu.bus_id == gpu)) {
+      key = d.gpu.uuid.empty() ? d.gpu.bus_id : d.gpu.uuid;
+    }
+  }
+  if (key.empty()) return;
+  absl::MutexLock lock(&mu_);
+  MarkResetDoneLocked(key);
+}
+
+void XidPolicy::MarkResetDoneLocked(const std::string& key) {
+  bool changed = false;
+  for (auto& [code, entry] : history_[key]) {
+    if (entry.awaiting_recovery && !entry.recovered && entry.recovery == "reset-gpu") {
+      entry.recovered = true;
+      changed = true;
+    }
+  }
+  if (changed) SaveHistoryLocked();
 }
 
 void XidPolicy::Tick(absl::Time now) {
@@ -269,14 +297,7 @@ void XidPolicy::Tick(absl::Time now) {
       // Back in service: a reset the XIDs asked for counts as done (a reboot does not: only
       // a new boot id shows that).
       absl::MutexLock lock(&mu_);
-      bool changed = false;
-      for (auto& [code, entry] : history_[key]) {
-        if (entry.awaiting_recovery && !entry.recovered && entry.recovery == "reset-gpu") {
-          entry.recovered = true;
-          changed = true;
-        }
-      }
-      if (changed) SaveHistoryLocked();
+      MarkResetDoneLocked(key);
     }
   }
 }

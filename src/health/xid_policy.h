@@ -76,6 +76,10 @@ class XidPolicy {
   // Clears "xid" conditions whose quiet period has passed.
   void Tick(absl::Time now);
 
+  // The GPU (UUID or bus id) was reset (the reset rung): the resets its XIDs asked for are
+  // done, so the same XID after it is a repeat that escalates to inspect-hardware.
+  void NoteReset(const std::string& gpu);
+
   // Takes over `old`'s memory of recent XIDs (their de-duplication, each GPU's last fatal XID
   // and when it came), so that a GPU `old` took out comes back after this policy's quiet
   // period: a reload that rebuilds the policy while a GPU is out loses nothing. The repeat
@@ -92,6 +96,8 @@ class XidPolicy {
   // OnXid without telling on_xid; sets `*key` to the GPU's key when it is known.
   bool Apply(const std::string& gpu, int xid, const std::string& message, const std::string& source,
              absl::Time now, std::optional<unsigned> gpu_instance, std::string* key);
+  // Marks the resets GPU `key`'s XIDs asked for as done, and saves.
+  void MarkResetDoneLocked(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Saves history_ when a store is set; records a failure in history_status_.
   void SaveHistoryLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

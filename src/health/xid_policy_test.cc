@@ -398,6 +398,22 @@ TEST_F(XidRecoveryTest, SameXidAfterTheRecommendedResetMeansInspectHardware) {
   EXPECT_THAT(Health().reason, HasSubstr("came back after the recommended GPU reset"));
 }
 
+// The reset rung's reset is the recovery itself: the same XID right after it, before any
+// quiet period, is a repeat; the condition a reset clears says so, and the escalated one
+// does not (so the rung does not reset a failing card again and again).
+TEST_F(XidRecoveryTest, AResetByTheRungCountsAsTheRecommendedReset) {
+  auto policy = Policy("boot-1");
+  ASSERT_TRUE(policy->OnXid("GPU-a", 48, "DBE (double bit error) ECC error", "kmsg", Now()));
+  EXPECT_TRUE(Health().conditions.at("xid").reset_clears);
+  policy->NoteReset("GPU-a");
+  EXPECT_TRUE(history_.saved.at("GPU-a").at(48).recovered);
+  policy->NoteReset("GPU-unknown");  // nothing to do, no harm
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(policy->OnXid("GPU-a", 48, "DBE (double bit error) ECC error", "kmsg", Now()));
+  EXPECT_EQ(Health().action, GpuActionDescription(GpuAction::kInspectHardware));
+  EXPECT_FALSE(Health().conditions.at("xid").reset_clears);
+}
+
 TEST_F(XidRecoveryTest, TheDriversAllClearCountsAsTheRecovery) {
   auto policy = Policy("");  // boot id unknown: only the driver or a quiet period tells
   ASSERT_TRUE(policy->OnXid("GPU-a", 95, "", "kmsg", Now()));

@@ -167,6 +167,10 @@ std::string RenderMetrics(const state::Snapshot& snap, const SampleSet& samples,
                    "service (health.evict), by result: evicted, gone (the pod had ended or "
                    "been replaced), blocked (a PodDisruptionBudget), forbidden (RBAC), failed, "
                    "and dry_run (a pod health.evict.mode dry-run would have evicted).");
+  Family resets("gpulet_gpu_resets_total", "counter",
+                "The reset rung's resets of GPUs out of service for a fault a reset clears "
+                "(health.reset), by result: reset, failed, and dry_run (a GPU health.reset.mode "
+                "dry-run would have reset).");
 
   for (const state::DeviceRecord& d : snap.devices) {
     const gpu::Gpu& g = d.gpu;
@@ -363,6 +367,11 @@ std::string RenderMetrics(const state::Snapshot& snap, const SampleSet& samples,
       evictions.Add(absl::StrCat("result=\"", result, "\""), static_cast<double>(n));
     }
   }
+  if (info.resets) {
+    for (const auto& [result, n] : info.resets()) {
+      resets.Add(absl::StrCat("result=\"", result, "\""), static_cast<double>(n));
+    }
+  }
 
   std::string out;
   out.reserve(16384);
@@ -390,7 +399,8 @@ std::string RenderMetrics(const state::Snapshot& snap, const SampleSet& samples,
                           &build,
                           &reload_errors,
                           &vram_kills,
-                          &evictions}) {
+                          &evictions,
+                          &resets}) {
     f->AppendTo(&out, openmetrics);
   }
   AppendSliceMetrics(samples.slices, snap, samples.pods.get(), info.hostname, openmetrics, &out);

@@ -77,6 +77,7 @@ std::string MetricsServer::StatusJson(const state::Snapshot& snap, const SampleS
     if (auto e = samples.evictions.find(d.gpu.uuid); e != samples.evictions.end()) {
       g.evictions = e->second;
     }
+    if (auto r = samples.resets.find(d.gpu.uuid); r != samples.resets.end()) g.reset = r->second;
     auto it = samples.by_uuid.find(d.gpu.uuid);
     if (it == samples.by_uuid.end()) continue;
     const GpuSampleState& st = it->second;

@@ -87,6 +87,8 @@ void Sampler::SampleOnce() {
   working_.evictions = options_.evictions
                            ? options_.evictions()
                            : std::map<std::string, std::vector<state::EvictionStatus>>();
+  working_.resets =
+      options_.resets ? options_.resets() : std::map<std::string, state::ResetStatus>();
   working_.last_round_seconds = absl::ToDoubleSeconds(options_.clock->Monotonic() - start);
   ++working_.rounds;
   // What the round's callback did (a kill the guard made) is in this round's exposition.

@@ -66,6 +66,8 @@ struct SampleSet {
   std::map<std::string, state::FaultStatus> last_faults;
   // GPU UUID → the eviction rung's pods for it (Sampler::Options::evictions).
   std::map<std::string, std::vector<state::EvictionStatus>> evictions;
+  // GPU UUID → the reset rung's word on it (Sampler::Options::resets).
+  std::map<std::string, state::ResetStatus> resets;
 };
 
 // Fills each slice's `device` from its GPU's sample of this round (left absent when the GPU
@@ -89,6 +91,9 @@ struct RenderInfo {
   // The eviction rung's tries by result (gpulet_gpu_pod_evictions_total{result}); not
   // exported when empty. Must outlive the sampler.
   std::function<std::map<std::string, uint64_t>()> evictions = nullptr;
+  // The reset rung's tries by result (gpulet_gpu_resets_total{result}); not exported when
+  // empty. Must outlive the sampler.
+  std::function<std::map<std::string, uint64_t>()> resets = nullptr;
 };
 
 class Sampler {
@@ -115,6 +120,8 @@ class Sampler {
     // The pods the eviction rung named for each GPU (GPU UUID → pods), for /status. May be
     // empty.
     std::function<std::map<std::string, std::vector<state::EvictionStatus>>()> evictions = nullptr;
+    // The reset rung's word on each GPU (GPU UUID → status), for /status. May be empty.
+    std::function<std::map<std::string, state::ResetStatus>()> resets = nullptr;
   };
 
   // `library` may be null (NVML unavailable): only health and self series are exported.

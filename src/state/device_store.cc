@@ -201,6 +201,11 @@ void DeviceStore::Shutdown() {
   shutdown_ = true;
 }
 
+void DeviceStore::Reopen() {
+  absl::MutexLock lock(&mu_);
+  shutdown_ = false;
+}
+
 bool DeviceStore::shut_down() const {
   absl::MutexLock lock(&mu_);
   return shutdown_;

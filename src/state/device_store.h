@@ -41,6 +41,9 @@ struct HealthCondition {
   // Only a node reboot clears it (the XID catalogue or the driver's recovery action says so);
   // the cluster reporter turns it into the node's GpuRebootRequired condition.
   bool reboot_required = false;
+  // A GPU reset clears it (the XID catalogue or the driver's recovery action says so): the
+  // reset rung (daemon/reset_rung.h) may reset a GPU whose every Unhealthy condition says so.
+  bool reset_clears = false;
 };
 
 struct GpuHealth {
@@ -127,6 +130,8 @@ class DeviceStore {
 
   // Wakes every waiter; later WaitForChange calls return at once.
   void Shutdown();
+  // Undoes Shutdown, for a Daemon that restarts its components on a new inventory.
+  void Reopen();
   bool shut_down() const;
 
  private:

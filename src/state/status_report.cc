@@ -175,6 +175,15 @@ absl::StatusOr<EvictionStatus> EvictionFromJson(const json& j, const std::string
   return e;
 }
 
+absl::StatusOr<ResetStatus> ResetFromJson(const json& j, const std::string& path) {
+  StatusFields r(j, path);
+  ResetStatus e;
+  GPULET_RETURN_IF_ERROR(r.Read("state", &e.state));
+  GPULET_RETURN_IF_ERROR(r.Read("detail", &e.detail));
+  GPULET_RETURN_IF_ERROR(r.Read("tries", &e.tries));
+  return e;
+}
+
 absl::StatusOr<GpuStatus> GpuFromJson(const json& j, const std::string& path) {
   StatusFields r(j, path);
   GpuStatus g;
@@ -226,6 +235,13 @@ absl::StatusOr<GpuStatus> GpuFromJson(const json& j, const std::string& path) {
     g.last_fault = *std::move(f);
   }
   GPULET_RETURN_IF_ERROR(ReadList(r, "evictions", EvictionFromJson, &g.evictions));
+  absl::StatusOr<const json*> reset = r.OptionalObject("reset");
+  if (!reset.ok()) return reset.status();
+  if (*reset != nullptr) {
+    absl::StatusOr<ResetStatus> e = ResetFromJson(**reset, r.PathOf("reset"));
+    if (!e.ok()) return e.status();
+    g.reset = *std::move(e);
+  }
   return g;
 }
 
@@ -320,6 +336,10 @@ json GpuToJson(const GpuStatus& g) {
       evictions.push_back(std::move(one));
     }
     j["evictions"] = std::move(evictions);
+  }
+  if (g.reset) {
+    j["reset"] = {
+        {"state", g.reset->state}, {"detail", g.reset->detail}, {"tries", g.reset->tries}};
   }
   return j;
 }

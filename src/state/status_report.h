@@ -94,6 +94,17 @@ struct EvictionStatus {
   bool operator==(const EvictionStatus&) const = default;
 };
 
+// What the reset rung (daemon/reset_rung.h) is doing about this GPU.
+struct ResetStatus {
+  // "would-reset" (a dry run), "waiting" (something holds it), "resetting", "reset" (out
+  // for the quiet period after a reset), "failed", "budget-spent".
+  std::string state;
+  std::string detail;  // why it waits, when it was reset, what failed
+  int tries = 0;       // in the last 24 hours
+
+  bool operator==(const ResetStatus&) const = default;
+};
+
 struct GpuStatus {
   // From the DeviceStore.
   std::optional<unsigned> index;
@@ -125,6 +136,8 @@ struct GpuStatus {
   std::optional<FaultStatus> last_fault;
   // The eviction rung's pods for this GPU; absent when none.
   std::optional<std::vector<EvictionStatus>> evictions;
+  // The reset rung's word on this GPU; absent when it has none.
+  std::optional<ResetStatus> reset;
 
   // One of `values`; none when absent.
   std::optional<double> Value(gpu::ValueId id) const;

@@ -64,6 +64,7 @@ StatusReport Everything() {
       {"ai", "ollama-0", "blocked", 2,
        "blocked: Cannot evict pod as it would violate the pod's disruption budget."},
       {"anpr", "reader-7", "would-evict", 0, ""}};
+  a.reset = ResetStatus{"waiting", "1 process runs on it (pid 4242)", 1};
   GpuStatus b;  // the least a GPU can say
   b.uuid = "";
   b.name = "GA102";
@@ -91,7 +92,7 @@ TEST(StatusReportTest, AbsentFieldsAreLeftOut) {
   const nlohmann::json& b = j["gpus"][1];
   for (const char* key :
        {"index", "reason", "action", "since", "last_xid", "xid_counts", "memory_total_bytes",
-        "allocations", "answering", "processes", "power_w", "evictions"}) {
+        "allocations", "answering", "processes", "power_w", "evictions", "reset"}) {
     EXPECT_FALSE(b.contains(key)) << key;
   }
   EXPECT_FALSE(j.contains("nvml_error")) << "only when NVML is down";
@@ -189,6 +190,9 @@ TEST(StatusReportTest, MalformedDocumentsAreErrorsNamingTheKey) {
        "gpus[0].evictions[0].state is missing"},
       {with([](auto& j) { j["gpus"][0]["evictions"][1]["tries"] = "none"; }),
        "gpus[0].evictions[1].tries"},
+      {with([](auto& j) { j["gpus"][0]["reset"].erase("detail"); }),
+       "gpus[0].reset.detail is missing"},
+      {with([](auto& j) { j["gpus"][0]["reset"] = "busy"; }), "gpus[0].reset"},
   };
   for (const Case& c : kCases) {
     absl::StatusOr<StatusReport> r = StatusReport::FromJsonText(c.text);
