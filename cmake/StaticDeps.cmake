@@ -53,7 +53,7 @@ add_compile_options(-ffunction-sections -fdata-sections)
 # refer to each other in both directions). Abseil's are all taken: which of its ~80
 # archives gRPC needs is its business, and unused members are not pulled in.
 set(GPULET_STATIC_ARCHIVE_NAMES grpc++_unsecure grpc_unsecure upb gpr address_sorting re2 cares
-  protobuf-lite yaml-cpp yaml microhttpd gnutls hogweed nettle gmp tasn1 idn2 unistring elf z)
+  protobuf-lite yaml-cpp yaml microhttpd gnutls hogweed nettle gmp tasn1 elf z)
 set(GPULET_STATIC_ARCHIVES)
 foreach(name IN LISTS GPULET_STATIC_ARCHIVE_NAMES)
   find_library(GPULET_ARCHIVE_${name} NAMES lib${name}.a REQUIRED)
@@ -66,9 +66,13 @@ list(APPEND GPULET_STATIC_ARCHIVES ${GPULET_ABSL_STATIC_ARCHIVES})
 # GnuTLS's dependency without an archive in Debian 12, p11-kit, is answered by
 # cmake/p11_kit_absent.c ("no PKCS#11 here", which says why) instead of its shared library:
 # gpulet never takes the paths into it, and libp11-kit.so with its libffi was 1.3 MB of the
-# image. Only its headers are used, so that the stand-ins' signatures are p11-kit's own.
+# image. Only its headers are used, so that the stand-ins' signatures are p11-kit's own. The
+# same goes for GnuTLS's libidn2 and libunistring (cmake/unicode_absent.c: names that are not
+# ASCII and password normalization, neither of which gpulet uses), whose archives were
+# 0.3 MB of Unicode tables; they are not linked at all.
 pkg_check_modules(P11KIT REQUIRED p11-kit-1)
-add_library(gpulet_p11_kit_absent STATIC ${CMAKE_SOURCE_DIR}/cmake/p11_kit_absent.c)
+add_library(gpulet_p11_kit_absent STATIC ${CMAKE_SOURCE_DIR}/cmake/p11_kit_absent.c
+  ${CMAKE_SOURCE_DIR}/cmake/unicode_absent.c)
 target_include_directories(gpulet_p11_kit_absent SYSTEM PRIVATE ${P11KIT_INCLUDE_DIRS})
 set_target_properties(gpulet_p11_kit_absent PROPERTIES POSITION_INDEPENDENT_CODE ON)
 

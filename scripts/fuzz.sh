@@ -24,7 +24,8 @@
 # the simulator's fixture reader (sim/fixture_fuzz.cc) from the bundled fixtures; explain's
 # evaluation-set and catalogue readers (src/doctor/explain_eval_fuzz.cc) from their files; the
 # VRAM slice file readers (src/vram/slice_file_fuzz.cc) from a slice file as gpulet writes it; the
-# flight recorder's file reader (src/recorder/recorder_files_fuzz.cc) from a recording; the
+# flight recorder's file reader (src/recorder/recorder_files_fuzz.cc, with the retired-GPU file
+# and the reboot record) from a recording and those files; the
 # Talos machine-configuration reader (src/deploy/talos_migration_fuzz.cc) from gpulet's Talos
 # patches and an upgraded node's configuration; the OCI image archive reader
 # (src/registry/oci_archive_fuzz.cc) from the podman-saved archive under tests/fixtures/oci; the
@@ -250,6 +251,10 @@ make_seeds() {
       cat > "$dir/recording.json" << 'JSON'
 {"boot_id":"b","columns":["at_ms","answering","nvml_ms","gpu_temp_c","mem_temp_c","power_mw","power_limit_mw","sm_clock_mhz","mem_clock_mhz","throttle_reasons","gpu_util_percent","fb_used_mib","pcie_replays","pcie_link_width","pcie_link_mts","aer_correctable","aer_nonfatal","aer_fatal","remapped_uncorrectable","processes"],"driver_version":"575.51.02","events":[{"at_ms":1780000000500,"kind":"xid","text":"NVRM: Xid (PCI:0000:02:00): 79, GPU has fallen off the bus.","xid":79},{"at_ms":1780000000000,"kind":"process-start","pid":4242,"pod":"ai/ollama-0/ollama","text":"pid 4242 ollama started"}],"fault":{"at_ms":1780000001000,"health":"Unhealthy","what":"Unhealthy: XID 79"},"gpu":{"index":1,"name":"NVIDIA GeForce RTX 5090","pci_bus_id":"0000:02:00.0","uuid":"GPU-8a41"},"gpulet_version":"0.1.0","interval_ms":1000,"node":"n","samples":[[1780000000000,1,2,94,null,400000,575000,2400,14000,64,90,20000,0,16,32000,3,0,0,0,1],[1780000001000,0,1000,null,null,null,null,null,null,null,null,null,null,16,32000,40,0,2,null,null]]}
 JSON
+      printf '{"version":1,"gpus":{"GPU-8a41":{"pci_bus_id":"0000:02:00.0","since_unix":1780000000,"reason":"retired: 3 faults within 168h"}}}' \
+        > "$dir/retired.json"
+      printf '{"version":1,"reboots":[{"at_unix":1780000000,"boot_id":"b1","reason":"XID 79","gpus":["GPU-8a41"],"outcome":"rebooted"}]}' \
+        > "$dir/reboots.json"
       printf 'RxErr 0\nTOTAL_ERR_COR 7\n' > "$dir/aer"
       printf '16.0 GT/s PCIe\n' > "$dir/speed"
       ;;

@@ -456,7 +456,8 @@ TEST_F(DeployManifestsTest, KustomizationsReferenceExistingFilesAndRender) {
     ++rendered;
   }
   EXPECT_GE(rendered, 12);
-  EXPECT_EQ(components, (std::set<std::string>{"deploy/dra", "deploy/evict", "deploy/reset"}));
+  EXPECT_EQ(components,
+            (std::set<std::string>{"deploy/dra", "deploy/evict", "deploy/reboot", "deploy/reset"}));
   for (const std::string& c : components) {
     EXPECT_TRUE(included.count(c)) << c << " is a Component no kustomization lists";
   }
@@ -579,7 +580,7 @@ TEST_F(DeployManifestsTest, HelmRendersWhatKustomizeRenders) {
       {"overlays/talos-dra", {"dra.enabled=true", "runtimeClass.create=true"}, true},
       {"examples/evict", {"namespace.create=true", "evict.enabled=true"}, false},
       {"examples/remediation",
-       {"namespace.create=true", "evict.enabled=true", "reset.enabled=true"},
+       {"namespace.create=true", "evict.enabled=true", "reset.enabled=true", "reboot.enabled=true"},
        false},
   };
   for (const Case& c : cases) {

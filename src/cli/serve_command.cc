@@ -100,6 +100,8 @@ constexpr FlagKey kFlagKeys[] = {
      "Evict the pods of a GPU that stays Unhealthy: off, dry-run or on (needs its RBAC)"},
     {"--reset", "GPULET_RESET", "health.reset.mode",
      "Reset a GPU out for a fault a reset clears, once idle: off, dry-run or on (needs /sys)"},
+    {"--reboot", "GPULET_REBOOT", "health.reboot.mode",
+     "Ask kured to reboot the node for a GPU fault only a reboot clears: off, dry-run or on"},
     {"--cluster-reporting", "GPULET_CLUSTER_REPORTING", "cluster.enabled",
      "Report GPU health on the Node (conditions, events) through the API server: true or false"},
     {"--kubeconfig", "GPULET_KUBECONFIG", "cluster.kubeconfig",

@@ -107,9 +107,11 @@ class StatusCommand final : public CommandHandler {
                     e.tries > 0 ? absl::StrFormat(" (tries %d)", e.tries).c_str() : "",
                     e.last.empty() ? "" : absl::StrCat(": ", e.last).c_str());
       }
-      if (g.reset) {
-        std::printf("     reset: %s: %s (tries in 24h: %d)\n", g.reset->state.c_str(),
-                    g.reset->detail.c_str(), g.reset->tries);
+      for (auto [rung, status] : {std::pair{"reset", &g.reset}, std::pair{"reboot", &g.reboot}}) {
+        if (*status) {
+          std::printf("     %s: %s: %s (tries: %d)\n", rung, (*status)->state.c_str(),
+                      (*status)->detail.c_str(), (*status)->tries);
+        }
       }
       for (const state::SliceStatus& s :
            g.vram_slices.value_or(std::vector<state::SliceStatus>{})) {

@@ -125,6 +125,13 @@ absl::Status ParseInt(const std::string& key, const std::string& v, int lo, int 
 }
 
 // A remediation rung's mode: off, dry-run or on.
+// An absolute path of a file (a host path gpulet keeps a file at).
+absl::Status ParseFilePath(const std::string& key, const std::string& v, std::string* out) {
+  if (v.empty() || v[0] != '/' || v.back() == '/') return Bad(key, v, "an absolute path of a file");
+  *out = v;
+  return absl::OkStatus();
+}
+
 absl::Status ParseMode(const std::string& key, const std::string& v, RemediationMode* out) {
   for (RemediationMode m :
        {RemediationMode::kOff, RemediationMode::kDryRun, RemediationMode::kOn}) {
@@ -154,6 +161,8 @@ constexpr DurationBounds kDurationBounds[] = {
     {"health.recorder.window", absl::ZeroDuration(), absl::Hours(24)},
     {"health.retire.window", absl::Hours(1), absl::Hours(24 * 90)},
     {"health.evict.grace", absl::ZeroDuration(), absl::Hours(1)},
+    {"health.reboot.grace", absl::ZeroDuration(), absl::Hours(24)},
+    {"health.reboot.window", absl::Hours(1), absl::Hours(24 * 30)},
 };
 
 const DurationBounds& BoundsOf(const char* key) {
@@ -533,11 +542,7 @@ const std::vector<Field>& Fields() {
        [](const Config& c) { return Str(absl::FormatDuration(c.health.retire.window)); }},
       {"health.retire.file", "an absolute path of a file",
        [](Config& c, const std::string& v) {
-         if (v.empty() || v[0] != '/' || v.back() == '/') {
-           return Bad("health.retire.file", v, "an absolute path of a file");
-         }
-         c.health.retire.file = v;
-         return absl::OkStatus();
+         return ParseFilePath("health.retire.file", v, &c.health.retire.file);
        },
        [](const Config& c) { return Str(c.health.retire.file); }},
       {"health.evict.mode", "off, dry-run or on",
@@ -565,6 +570,36 @@ const std::vector<Field>& Fields() {
          return ParseInt("health.reset.maxPerDay", v, 1, 10, &c.health.reset.max_per_day);
        },
        [](const Config& c) { return YAML::Node(c.health.reset.max_per_day); }},
+      {"health.reboot.mode", "off, dry-run or on",
+       [](Config& c, const std::string& v) {
+         return ParseMode("health.reboot.mode", v, &c.health.reboot.mode);
+       },
+       [](const Config& c) { return Str(RemediationModeName(c.health.reboot.mode)); }},
+      {"health.reboot.grace", DurationAllowed(BoundsOf("health.reboot.grace")),
+       [](Config& c, const std::string& v) {
+         return ParseDur("health.reboot.grace", v, &c.health.reboot.grace);
+       },
+       [](const Config& c) { return Str(absl::FormatDuration(c.health.reboot.grace)); }},
+      {"health.reboot.maxPerWindow", "an integer from 1 to 10",
+       [](Config& c, const std::string& v) {
+         return ParseInt("health.reboot.maxPerWindow", v, 1, 10, &c.health.reboot.max_per_window);
+       },
+       [](const Config& c) { return YAML::Node(c.health.reboot.max_per_window); }},
+      {"health.reboot.window", DurationAllowed(BoundsOf("health.reboot.window")),
+       [](Config& c, const std::string& v) {
+         return ParseDur("health.reboot.window", v, &c.health.reboot.window);
+       },
+       [](const Config& c) { return Str(absl::FormatDuration(c.health.reboot.window)); }},
+      {"health.reboot.file", "an absolute path of a file",
+       [](Config& c, const std::string& v) {
+         return ParseFilePath("health.reboot.file", v, &c.health.reboot.file);
+       },
+       [](const Config& c) { return Str(c.health.reboot.file); }},
+      {"health.reboot.sentinel", "an absolute path of a file",
+       [](Config& c, const std::string& v) {
+         return ParseFilePath("health.reboot.sentinel", v, &c.health.reboot.sentinel);
+       },
+       [](const Config& c) { return Str(c.health.reboot.sentinel); }},
       {"cluster.enabled", "true or false",
        [](Config& c, const std::string& v) {
          return ParseBool("cluster.enabled", v, &c.cluster.enabled);

@@ -123,6 +123,7 @@ struct Config {
       int margin_mib = 1024;                             // Default: 1024.
       absl::Duration grace = absl::Seconds(30);          // Default: 30s.
       int max_kills_per_hour = 4;                        // Default: 4.
+      bool operator==(const OverQuota&) const = default;
     } over_quota;
   };
   struct Sharing {
@@ -180,6 +181,7 @@ struct Config {
       // may cause (a host path, under the host root); empty: kept in memory only. Default:
       // /var/lib/gpulet/recorder.
       std::string dir = "/var/lib/gpulet/recorder";
+      bool operator==(const Recorder&) const = default;
     } recorder;
     struct Retire {
       // What to do with a GPU that went Unhealthy `faults` times within `window` (each
@@ -208,6 +210,7 @@ struct Config {
       // At most this many pods evicted per hour on the node, all GPUs together. 1 to 100.
       // Default: 10.
       int max_per_hour = 10;
+      bool operator==(const Evict&) const = default;
     } evict;
     struct Reset {
       // What to do with a GPU that is out for a fault a GPU reset clears (an XID NVIDIA's
@@ -219,7 +222,29 @@ struct Config {
       // At most this many resets of one GPU in any 24 hours; a GPU that needs more waits for
       // a person or a reboot. 1 to 10. Default: 3.
       int max_per_day = 3;
+      bool operator==(const Reset&) const = default;
     } reset;
+    struct Reboot {
+      // What to do when a GPU's fault only a node reboot clears has lasted `grace`
+      // (docs/remediation.md): ask kured to reboot the node through its sentinel file (on;
+      // needs kured and deploy/reboot), say that it would (dry-run), or nothing (off).
+      // Default: dry-run.
+      RemediationMode mode = RemediationMode::kDryRun;
+      // How long the GPU is out before the reboot is asked for. 0s to 24h. Default: 10m.
+      absl::Duration grace = absl::Minutes(10);
+      // At most this many reboots asked for within `window`, counted across reboots (the
+      // record in `file`). 1 to 10. Default: 1.
+      int max_per_window = 1;
+      absl::Duration window = absl::Hours(24);  // 1h to 30 days. Default: 24h.
+      // The record of the reboots asked for (a host path under the host root), which the
+      // budget and the outcome after the reboot are read from. Default:
+      // /var/lib/gpulet/reboots.json.
+      std::string file = "/var/lib/gpulet/reboots.json";
+      // kured's sentinel (its --reboot-sentinel), a host path. Default:
+      // /var/run/reboot-required.
+      std::string sentinel = "/var/run/reboot-required";
+      bool operator==(const Reboot&) const = default;
+    } reboot;
   } health;
 
   struct Cluster {

@@ -19,6 +19,7 @@
 #include "daemon/slice_events.h"
 #include "dra/registration.h"
 #include "health/kmsg_source.h"
+#include "node/os_release.h"
 #include "plugin/resources.h"
 #include "recorder/fault_keeper.h"
 #include "recorder/pci_link.h"
@@ -71,6 +72,16 @@ bool SameMetricsInputs(const config::Config& a, const config::Config& b) {
   const config::Config::Metrics& y = b.metrics;
   if (x.address != y.address || x.web_config_file != y.web_config_file ||
       x.sample_interval != y.sample_interval || x.pod_attribution != y.pod_attribution) {
+    return false;
+  }
+  // What the sampler's rounds act on (MakeMetrics captures each): the slice guard, the flight
+  // recorder and the remediation rungs, with the quiet period the reset rung's probation
+  // lasts.
+  const config::Config::Health& h = a.health;
+  const config::Config::Health& k = b.health;
+  if (a.sharing.memory_slices.over_quota != b.sharing.memory_slices.over_quota ||
+      h.recorder != k.recorder || h.evict != k.evict || h.reset != k.reset ||
+      h.reboot != k.reboot || h.quiet_period != k.quiet_period) {
     return false;
   }
   if (!x.pod_attribution) return true;
@@ -129,6 +140,7 @@ Daemon::Daemon(nvml::Node node, config::Config config, DaemonOptions options)
   reset.clock = options_.clock;
   reset.tick_at_start = false;
   reset_worker_ = std::make_unique<PeriodicWorker>(reset, [this] { ResetDue(); });
+  reboot_rung_ = std::make_shared<RebootRung>(boot_id_);
 }
 
 Daemon::~Daemon() { Stop(); }
@@ -420,10 +432,28 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const confi
   }
   so.evictions = [queue = evictions_] { return queue->ByGpu(); };
   so.resets = [rung = reset_rung_] { return rung->ByGpu(); };
+  so.reboots = [rung = reboot_rung_] { return rung->ByGpu(); };
+  // The reboot rung asks kured through its sentinel under the host root (not written into
+  // the bundled fixture, which is data).
+  std::shared_ptr<node::NodeRebooter> rebooter;
+  if (options_.rebooter == nullptr && config.health.reboot.mode == config::RemediationMode::kOn &&
+      node::ReadOsRelease(*node_.host).talos) {
+    // No kured on Talos, and nothing else reads the sentinel there: a request would wait
+    // forever. The rung says "no rebooter" instead, and a person reboots (talosctl reboot).
+    GPULET_LOG_WARN(
+        "health.reboot.mode is on, but this is a Talos node: kured does not run on Talos and "
+        "gpulet does not yet reboot through Talos' machine API; no reboot will be asked for");
+  } else if (!options_.bundled_fixture_root) {
+    rebooter = options_.rebooter != nullptr
+                   ? std::shared_ptr<node::NodeRebooter>(std::shared_ptr<void>(), options_.rebooter)
+                   : std::make_shared<node::KuredSentinel>(node_.host.get(),
+                                                           config.health.reboot.sentinel);
+  }
   so.on_round = [slice_round, faults, quarantine, inbox = event_inbox_, recorder = recorder_,
                  rung = eviction_rung_, evictions = evictions_, evict = config.health.evict,
                  retirement = retirement_.get(), host = node_.host.get(), d = this,
                  reset = config.health.reset, quiet = config.health.quiet_period,
+                 reboot = config.health.reboot, reboot_record = RebootRecordFor(config), rebooter,
                  window = config.health.recorder.window, interval = so.interval,
                  clock = options_.clock](const metrics::SampleSet& set,
                                          const state::Snapshot& snap) {
@@ -466,6 +496,12 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const confi
       faults->Keep(std::move(dump));
       retirement->Consider(uuid, faults->Faults(uuid));
     }
+    // Last: the recording of a fault is on the host before a reboot is asked for.
+    if (std::vector<cluster::NodeEvent> e =
+            d->reboot_rung_->Next(snap, reboot, reboot_record.get(), rebooter.get(), clock->Now());
+        !e.empty()) {
+      inbox->Post(std::move(e));
+    }
   };
   // What holds each GPU's VRAM quotas, for /metrics and /status (the driver's own limits are
   // not used yet: docs/sharing.md).
@@ -479,7 +515,8 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const confi
       metrics::RenderInfo{options_.node_name, node_.inventory.system.driver_version,
                           &reload_errors_, so.slice_dir.empty() ? nullptr : slice_guard_->kills(),
                           [queue = evictions_] { return queue->counts(); },
-                          [rung = reset_rung_] { return rung->counts(); }});
+                          [rung = reset_rung_] { return rung->counts(); },
+                          [rung = reboot_rung_] { return rung->counts(); }});
   // Pod labels: from the kubelet's PodResources API, on their own thread.
   if (config.metrics.pod_attribution) {
     metrics::PodAttributor::Options po;
@@ -535,6 +572,18 @@ std::unique_ptr<recorder::RetiredFile> Daemon::RetiredFileFor(const config::Conf
     return nullptr;
   }
   return std::make_unique<recorder::RetiredFile>(*local, config.health.retire.file);
+}
+
+std::shared_ptr<const recorder::RebootRecord> Daemon::RebootRecordFor(
+    const config::Config& config) const {
+  if (options_.bundled_fixture_root) return nullptr;
+  absl::StatusOr<std::string> local = node_.host->Resolve(config.health.reboot.file);
+  if (!local.ok()) {
+    GPULET_LOG_WARN("health.reboot.file {}: {}; no reboot is asked for", config.health.reboot.file,
+                    local.status().message());
+    return nullptr;
+  }
+  return std::make_shared<recorder::RebootRecord>(*local, config.health.reboot.file);
 }
 
 std::unique_ptr<health::XidPolicy> Daemon::MakeXidPolicy(

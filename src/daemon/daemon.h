@@ -65,6 +65,7 @@
 #include "daemon/lifecycle.h"
 #include "daemon/mig_watcher.h"
 #include "daemon/node_files.h"
+#include "daemon/reboot_rung.h"
 #include "daemon/reset_rung.h"
 #include "daemon/slice_guard.h"
 #include "dra/driver.h"
@@ -76,7 +77,9 @@
 #include "metrics/metrics_server.h"
 #include "metrics/pod_attribution.h"
 #include "metrics/sampler.h"
+#include "node/kured_sentinel.h"
 #include "node/pci_reset.h"
+#include "node/rebooter.h"
 #include "nvml/discovery.h"
 #include "plugin/plugin_manager.h"
 #include "recorder/flight_recorder.h"
@@ -110,6 +113,9 @@ struct DaemonOptions {
   // at start. Null: the running library's inventory is taken instead. Called on the reset
   // thread with every component stopped.
   std::function<nvml::Node()> discover = nullptr;
+  // What asks for a node reboot (health.reboot mode on); null: kured's sentinel under the
+  // host root (health.reboot.sentinel). Must outlive the daemon.
+  node::NodeRebooter* rebooter = nullptr;
 };
 
 // What a successful Reload did.
@@ -202,6 +208,8 @@ class Daemon {
   // The retired-GPU file (health.retire.file under the host root); null when it cannot be
   // used (logged) or on the bundled simulator fixture.
   std::unique_ptr<recorder::RetiredFile> RetiredFileFor(const config::Config& config) const;
+  // health.reboot.file under the host root; null for the bundled fixture or a bad path.
+  std::shared_ptr<const recorder::RebootRecord> RebootRecordFor(const config::Config& config) const;
   // Builds the XID policy and its history store; the caller keeps the store (in
   // xid_history_) at least as long as the policy.
   std::unique_ptr<health::XidPolicy> MakeXidPolicy(
@@ -303,6 +311,9 @@ class Daemon {
   absl::Mutex resets_mu_;
   std::deque<ResetRung::Order> pending_resets_ ABSL_GUARDED_BY(resets_mu_);
   std::unique_ptr<PeriodicWorker> reset_worker_;
+  // The reboot rung (health.reboot), on the sampler's rounds; the daemon's, so that its
+  // record and Events outlive a rebuilt sampler.
+  std::shared_ptr<RebootRung> reboot_rung_;
 };
 
 }  // namespace gpulet::daemon

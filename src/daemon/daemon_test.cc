@@ -242,6 +242,44 @@ TEST_F(DaemonTest, RegistersWithTheKubeletAndAppliesResourceChangesLive) {
   kubelet.Stop();
 }
 
+// Every setting the sampler's rounds act on (the slice guard, the flight recorder, the
+// remediation rungs and the quiet period of the reset rung's probation) takes effect on
+// reload: the sampler is rebuilt with it, not kept because its own metrics.* inputs are the
+// same. (The e2e suite found health.reset.mode reloaded as "nothing to do".)
+TEST_F(DaemonTest, ReloadRebuildsTheSamplerForEverySettingItsRoundsActOn) {
+  ASSERT_OK(StartDaemon());
+  const std::pair<const char*, const char*> changes[] = {
+      {"health.recorder.window", "10m"},
+      {"health.recorder.dir", "/var/lib/other/recorder"},
+      {"health.evict.mode", "on"},
+      {"health.evict.grace", "5m"},
+      {"health.evict.maxPerHour", "3"},
+      {"health.reset.mode", "on"},
+      {"health.reset.maxPerDay", "1"},
+      {"health.reboot.mode", "off"},
+      {"health.reboot.grace", "1m"},
+      {"health.reboot.maxPerWindow", "2"},
+      {"health.reboot.window", "48h"},
+      {"health.reboot.file", "/var/lib/other/reboots.json"},
+      {"health.reboot.sentinel", "/run/reboot-required"},
+      {"health.quietPeriod", "1m"},
+      {"sharing.memorySlices.overQuota.action", "kill"},
+      {"sharing.memorySlices.overQuota.marginMiB", "512"},
+      {"sharing.memorySlices.overQuota.grace", "1m"},
+      {"sharing.memorySlices.overQuota.maxKillsPerHour", "1"},
+  };
+  for (const auto& [key, value] : changes) {
+    SCOPED_TRACE(key);
+    absl::StatusOr<config::Config> next =
+        config::ParseConfig(config::ConfigToYaml(daemon_->config()), "test", {{key, value}});
+    ASSERT_TRUE(next.ok()) << next.status();
+    absl::StatusOr<ReloadResult> r = daemon_->Reload(*next);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_THAT(r->changed_keys, Contains(key));
+    EXPECT_THAT(r->actions, Contains(HasSubstr("metrics rebuilt"))) << r->Summary();
+  }
+}
+
 TEST_F(DaemonTest, ReloadMovesMetricsToTheNewAddress) {
   ASSERT_OK(StartDaemon());
   int old_port = daemon_->metrics_port();
@@ -682,17 +720,17 @@ TEST_F(DaemonTest, AGpuThatNeedsAResetIsResetOnceIdleAndComesBackAfterTheQuietPe
   config_.metrics.sample_interval = absl::Milliseconds(100);
   ASSERT_OK(StartDaemon());
   EditSimState([](sim::SimState* s) {
-    sim::SetProcesses(s, testing::kRtx5090, {sim::SimProcess{4242, "ollama", 20000}});
+    sim::SetProcesses(s, testing::kRtx5090, {sim::SimProcess{4242, "ollama", 20000, sim::ProcessType::kCompute, {}, {}}});
     sim::SetRecoveryAction(s, testing::kRtx5090, NVML_GPU_RECOVERY_ACTION_GPU_RESET);
   });
   absl::StatusOr<state::StatusReport> status;
-  auto reset_of_5090 = [&]() -> std::optional<state::ResetStatus> {
+  auto reset_of_5090 = [&]() -> std::optional<state::RungStatus> {
     status = state::StatusReport::FromJsonText(HttpGet(daemon_->metrics_port(), "/status"));
     if (!status.ok() || status->gpus.size() != 2) return std::nullopt;
     return status->gpus[1].reset;
   };
   ASSERT_TRUE(Eventually([&] {
-    std::optional<state::ResetStatus> r = reset_of_5090();
+    std::optional<state::RungStatus> r = reset_of_5090();
     return r && r->state == "waiting" && absl::StrContains(r->detail, "pid 4242");
   }));
   EXPECT_FALSE(status->gpus[0].reset.has_value());
@@ -755,6 +793,101 @@ TEST_F(DaemonTest, ACardThatFaultsAgainAfterItsResetIsNotResetAgain) {
   // Past the probation and the XID's quiet period: not reset again.
   absl::SleepFor(absl::Seconds(4));
   EXPECT_EQ(resetter.reset().size(), 1u);
+}
+
+// The reboot rung end to end on the homelab simulator: the 5090 falls off the bus (XID 79);
+// after the grace (0 s here) gpulet asks kured for a reboot through its sentinel on the
+// host, once, after the fault's recording is on the host, and records the request; the next
+// boot (a new boot id, gpulet started again, the sentinel gone with /var/run's tmpfs) finds
+// the request done, and when the card falls off again the budget of one a day is spent, so
+// nothing more is asked.
+TEST_F(DaemonTest, AGpuOnlyARebootClearsAsksKuredOnceAndTheNextBootKnowsItRebooted) {
+  // A node kured runs on: the homelab's cards on Debian rather than Talos.
+  std::ofstream(root_ / "etc/os-release") << "ID=debian\nVERSION_ID=\"12\"\n";
+  const fs::path boot_id = root_ / "proc/sys/kernel/random/boot_id";
+  fs::create_directories(boot_id.parent_path());
+  std::ofstream(boot_id) << "boot-1\n";
+  config_.health.reboot.mode = config::RemediationMode::kOn;
+  config_.health.reboot.grace = absl::ZeroDuration();
+  config_.health.probe_interval = absl::Milliseconds(100);
+  config_.metrics.sample_interval = absl::Milliseconds(100);
+  ASSERT_OK(StartDaemon());
+  absl::SleepFor(absl::Milliseconds(300));  // the NVML event set registers after start
+  EditSimState([](sim::SimState* s) {
+    sim::InjectXid(s, testing::kRtx5090, 79);
+    sim::SetLost(s, testing::kRtx5090, true);
+  });
+  const fs::path sentinel = root_ / "var/run/reboot-required";
+  ASSERT_TRUE(Eventually([&] { return fs::exists(sentinel); }, absl::Seconds(10)));
+  auto read = [](const fs::path& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_THAT(read(sentinel), HasSubstr("gpulet: GPU GPU-8a41"));
+  recorder::RebootRecord record((root_ / "var/lib/gpulet/reboots.json").string(), "reboots.json");
+  absl::StatusOr<std::vector<recorder::RebootRequest>> kept = record.Load();
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  ASSERT_EQ(kept->size(), 1u);
+  EXPECT_EQ((*kept)[0].boot_id, "boot-1");
+  EXPECT_EQ((*kept)[0].outcome, "asked");
+  std::string metrics;
+  ASSERT_TRUE(Eventually([&] {
+    metrics = HttpGet(daemon_->metrics_port());
+    return absl::StrContains(metrics, "gpulet_node_reboots_total{result=\"asked\"} 1");
+  })) << metrics;
+  absl::StatusOr<state::StatusReport> status;
+  ASSERT_TRUE(Eventually([&] {
+    status = state::StatusReport::FromJsonText(HttpGet(daemon_->metrics_port(), "/status"));
+    return status.ok() && status->gpus.size() == 2 && status->gpus[1].reboot.has_value();
+  }));
+  EXPECT_EQ(status->gpus[1].reboot->state, "asked");
+  EXPECT_FALSE(status->gpus[0].reboot.has_value());
+  // The recording of the fault was on the host before the reboot was asked for.
+  EXPECT_FALSE(
+      recorder::RecorderFiles((root_ / "var/lib/gpulet/recorder").string(), "r").LoadAll().empty());
+
+  // The reboot, which brings the card back for a while.
+  daemon_.reset();
+  fs::remove(sentinel);
+  std::ofstream(boot_id) << "boot-2\n";
+  EditSimState([](sim::SimState* s) { sim::SetLost(s, testing::kRtx5090, false); });
+  ASSERT_OK(StartDaemon());
+  ASSERT_TRUE(Eventually(
+      [&] {
+        absl::StatusOr<std::vector<recorder::RebootRequest>> r = record.Load();
+        return r.ok() && r->size() == 1 && (*r)[0].outcome == "rebooted";
+      },
+      absl::Seconds(10)));
+  EditSimState([](sim::SimState* s) { sim::SetLost(s, testing::kRtx5090, true); });
+  ASSERT_TRUE(Eventually(
+      [&] {
+        status = state::StatusReport::FromJsonText(HttpGet(daemon_->metrics_port(), "/status"));
+        return status.ok() && status->gpus.size() == 2 && status->gpus[1].reboot.has_value() &&
+               status->gpus[1].reboot->state == "budget-spent";
+      },
+      absl::Seconds(10)));
+  EXPECT_FALSE(fs::exists(sentinel));
+}
+
+// On Talos (the homelab fixture is the seed's Talos node) nothing reads kured's sentinel:
+// with the rung on, no request is made, and the status says why.
+TEST_F(DaemonTest, OnTalosTheRebootRungAsksNobodyAndSaysWhy) {
+  fs::create_directories(root_ / "proc/sys/kernel/random");
+  std::ofstream(root_ / "proc/sys/kernel/random/boot_id") << "boot-1\n";
+  config_.health.reboot.mode = config::RemediationMode::kOn;
+  config_.health.reboot.grace = absl::ZeroDuration();
+  config_.health.probe_interval = absl::Milliseconds(100);
+  config_.metrics.sample_interval = absl::Milliseconds(100);
+  ASSERT_OK(StartDaemon());
+  EditSimState([](sim::SimState* s) { sim::SetLost(s, testing::kRtx5090, true); });
+  absl::StatusOr<state::StatusReport> status;
+  ASSERT_TRUE(Eventually([&] {
+    status = state::StatusReport::FromJsonText(HttpGet(daemon_->metrics_port(), "/status"));
+    return status.ok() && status->gpus.size() == 2 && status->gpus[1].reboot.has_value();
+  }));
+  EXPECT_EQ(status->gpus[1].reboot->state, "waiting");
+  EXPECT_THAT(status->gpus[1].reboot->detail, HasSubstr("no kured on Talos"));
+  EXPECT_FALSE(fs::exists(root_ / "var/run/reboot-required"));
 }
 
 // On the bundled simulator fixture (data, not a node) no history file is written.

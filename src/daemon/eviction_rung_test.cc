@@ -17,16 +17,7 @@ const absl::Time kT0 = absl::FromUnixSeconds(1'800'000'000);
 // The seed's homelab: a 3080 serving a media server, a 5090 serving the LLM server and the
 // plate reader; the 5090 goes out at `out_at` (never, when InfiniteFuture).
 state::Snapshot Homelab(absl::Time out_at, absl::Time now) {
-  state::Snapshot s;
-  s.nvml_ok = true;
-  for (auto [uuid, index, bus] :
-       {std::tuple{"GPU-3080", 0u, "01:00.0"}, std::tuple{"GPU-5090", 1u, "02:00.0"}}) {
-    state::DeviceRecord d;
-    d.gpu.uuid = uuid;
-    d.gpu.index = index;
-    d.gpu.bus_id = bus;
-    s.devices.push_back(d);
-  }
+  state::Snapshot s = testing::RungSnapshot();
   if (out_at <= now) {
     s.devices[1].health.state = state::HealthState::kUnhealthy;
     s.devices[1].health.reason = "XID 79: GPU has fallen off the bus";

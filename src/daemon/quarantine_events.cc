@@ -11,6 +11,19 @@ std::string GpuText(const state::DeviceRecord& d) {
   return absl::StrCat(d.gpu.uuid, d.gpu.index ? absl::StrCat(" (GPU ", *d.gpu.index, ")") : "");
 }
 
+std::string RungTime(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());
+}
+
+cluster::NodeEvent RungEvent(const char* type, const char* reason, std::string note) {
+  cluster::NodeEvent e;
+  e.type = type;
+  e.reason = reason;
+  e.note = std::move(note);
+  if (e.note.size() > 1024) e.note.resize(1024);
+  return e;
+}
+
 std::vector<cluster::PodRef> PodsHolding(const metrics::PodMap& pods, const std::string& uuid) {
   std::vector<cluster::PodRef> out;
   auto held = pods.by_gpu.find(uuid);

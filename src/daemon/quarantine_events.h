@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "cluster/node_health.h"
 #include "metrics/pod_attribution.h"
 #include "state/device_store.h"
@@ -25,6 +26,12 @@ namespace gpulet::daemon {
 
 // A GPU as the rungs' Events name it: "GPU-8a41... (GPU 1)".
 std::string GpuText(const state::DeviceRecord& d);
+
+// A time as the rungs' Events and statuses give it: "2026-12-07T01:00:00Z".
+std::string RungTime(absl::Time t);
+
+// A Node Event of a rung, its note cut to the API's 1 KiB.
+cluster::NodeEvent RungEvent(const char* type, const char* reason, std::string note);
 
 // The pods holding GPU `uuid`, each once (a pod whose containers hold several of its devices
 // is one pod), in pod attribution's order, with their UIDs where it knows them.

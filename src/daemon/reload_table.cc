@@ -75,10 +75,11 @@ constexpr ReloadRule kRules[] = {
      "out until its quiet period passes)"},
     {"health.hangTimeout", kReloadLiveness,
      "rebuilt: liveness monitor, taking over the old one's per-GPU timers"},
-    {"health.quietPeriod", kReloadLiveness | kReloadXidPolicy | kReloadCluster,
+    {"health.quietPeriod", kReloadLiveness | kReloadXidPolicy | kReloadCluster | kReloadMetrics,
      "rebuilt: liveness monitor, XID policy and event monitor, taking over their per-GPU "
      "timers; a GPU out comes back after the new quiet period; the cluster reporter, whose "
-     "Node conditions clear after the new quiet period"},
+     "Node conditions clear after the new quiet period; the sampler, whose rounds end the "
+     "reset rung's probation"},
     {"health.applicationXids", kReloadXidPolicy,
      "rebuilt: XID policy and event monitor, taking over the old policy's per-GPU timers"},
     {"health.xidHistoryFile", kReloadXidPolicy,
@@ -94,8 +95,9 @@ constexpr ReloadRule kRules[] = {
     {"health.retire.window", kReloadRetirement, "live: the next fault is judged by the new window"},
     {"health.retire.file", kReloadRetirement,
      "live: the new file is read at once; GPUs only the old one listed return to service"},
-    {"health.evict.mode", kReloadMetrics,
-     "rebuilt: the sampler whose rounds order evictions; orders in flight are kept"},
+    {"health.evict.mode", kReloadMetrics | kReloadCluster,
+     "rebuilt: the sampler whose rounds order evictions, and the API client, whose evictor "
+     "runs only with mode on; orders in flight are kept"},
     {"health.evict.grace", kReloadMetrics,
      "rebuilt: the sampler; a GPU already out is judged by the new grace from when it went out"},
     {"health.evict.maxPerHour", kReloadMetrics,
@@ -104,6 +106,16 @@ constexpr ReloadRule kRules[] = {
      "rebuilt: the sampler whose rounds order resets; a reset under way finishes"},
     {"health.reset.maxPerDay", kReloadMetrics,
      "rebuilt: the sampler; the resets of the last 24 hours still count"},
+    {"health.reboot.mode", kReloadMetrics, "rebuilt: the sampler whose rounds ask for reboots"},
+    {"health.reboot.grace", kReloadMetrics,
+     "rebuilt: the sampler; a GPU already out is judged by the new grace from when it went out"},
+    {"health.reboot.maxPerWindow", kReloadMetrics,
+     "rebuilt: the sampler; the reboots in the record still count"},
+    {"health.reboot.window", kReloadMetrics,
+     "rebuilt: the sampler; the reboots in the record still count"},
+    {"health.reboot.file", kReloadMetrics, "rebuilt: the sampler; the new record is read at once"},
+    {"health.reboot.sentinel", kReloadMetrics,
+     "rebuilt: the sampler; the next reboot is asked for at the new path"},
     {"health.kmsg", kReloadEvents,
      "rebuilt: event monitor; a kernel log already read is read on from its end, a newly "
      "enabled one from its start (as at startup)"},

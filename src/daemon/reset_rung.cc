@@ -25,18 +25,6 @@ bool OutForAReset(const state::DeviceRecord& d) {
   return any;
 }
 
-std::string When(absl::Time t) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());
-}
-
-cluster::NodeEvent Event(const char* type, const char* reason, std::string note) {
-  cluster::NodeEvent e;
-  e.type = type;
-  e.reason = reason;
-  e.note = std::move(note);
-  return e;
-}
-
 }  // namespace
 
 std::string ResetRung::Held(const state::DeviceRecord& d,
@@ -103,10 +91,10 @@ ResetRung::Round ResetRung::Next(const state::Snapshot& snap,
         round.probation_over.push_back(d.gpu.uuid);
         g.status.reset();
       } else {
-        g.status = state::ResetStatus{
+        g.status = state::RungStatus{
             "reset",
-            absl::StrCat("reset at ", When(*g.reset_at), "; back in service at ",
-                         When(*g.reset_at + quiet_period), " if the fault does not come back"),
+            absl::StrCat("reset at ", RungTime(*g.reset_at), "; back in service at ",
+                         RungTime(*g.reset_at + quiet_period), " if the fault does not come back"),
             tries};
       }
       continue;
@@ -121,7 +109,7 @@ ResetRung::Round ResetRung::Next(const state::Snapshot& snap,
       continue;
     }
     const auto wait = [&](std::string why) {
-      g.status = state::ResetStatus{"waiting", std::move(why), tries};
+      g.status = state::RungStatus{"waiting", std::move(why), tries};
     };
     // Without NVML every GPU is marked Unhealthy, and nothing can say what runs on it.
     if (!snap.nvml_ok) {
@@ -139,7 +127,7 @@ ResetRung::Round ResetRung::Next(const state::Snapshot& snap,
     }
     const std::string gpu = GpuText(d);
     if (tries >= policy.max_per_day) {
-      g.status = state::ResetStatus{
+      g.status = state::RungStatus{
           "budget-spent",
           absl::StrCat(tries,
                        " resets within 24 hours (health.reset.maxPerDay); a person or a "
@@ -149,7 +137,7 @@ ResetRung::Round ResetRung::Next(const state::Snapshot& snap,
         g.told = true;
         GPULET_LOG_WARN("not resetting GPU {}: {} resets within 24 hours (health.reset.maxPerDay)",
                         gpu, tries);
-        round.events.push_back(Event(
+        round.events.push_back(RungEvent(
             "Warning", "GpuResetNotDone",
             absl::StrCat("GPU ", gpu, " is out of service (", d.health.reason,
                          ") and is not reset again: it was reset ", tries,
@@ -159,18 +147,18 @@ ResetRung::Round ResetRung::Next(const state::Snapshot& snap,
       continue;
     }
     if (!g.tries.empty() && now - g.tries.back() < quiet_period) {
-      wait(absl::StrCat("the last try was at ", When(g.tries.back()),
+      wait(absl::StrCat("the last try was at ", RungTime(g.tries.back()),
                         "; the next comes after the quiet period"));
       continue;
     }
     if (policy.mode == config::RemediationMode::kDryRun) {
-      g.status = state::ResetStatus{"would-reset", "health.reset.mode is dry-run", tries};
+      g.status = state::RungStatus{"would-reset", "health.reset.mode is dry-run", tries};
       if (!g.told) {
         g.told = true;
         ++counts_["dry_run"];
         GPULET_LOG_INFO("would reset GPU {}: nothing holds it and a reset clears its fault ({})",
                         gpu, d.health.reason);
-        round.events.push_back(Event(
+        round.events.push_back(RungEvent(
             "Normal", "GpuWouldReset",
             absl::StrCat("GPU ", gpu, " is out of service for a fault a GPU reset clears (",
                          d.health.reason,
@@ -181,7 +169,7 @@ ResetRung::Round ResetRung::Next(const state::Snapshot& snap,
     }
     g.in_flight = true;
     g.tries.push_back(now);
-    g.status = state::ResetStatus{"resetting", absl::StrCat("since ", When(now)), tries + 1};
+    g.status = state::RungStatus{"resetting", absl::StrCat("since ", RungTime(now)), tries + 1};
     round.orders.push_back({d.gpu.uuid, d.gpu.bus_id, gpu, d.health.reason, quiet_period});
   }
   return round;
@@ -198,26 +186,26 @@ std::vector<cluster::NodeEvent> ResetRung::Finish(const Order& order, const absl
   if (result.ok()) {
     ++counts_["reset"];
     g.reset_at = now;
-    g.status = state::ResetStatus{
+    g.status = state::RungStatus{
         "reset",
-        absl::StrCat("reset at ", When(now), "; back in service at ", When(now + quiet_period),
-                     " if the fault does not come back"),
+        absl::StrCat("reset at ", RungTime(now), "; back in service at ",
+                     RungTime(now + quiet_period), " if the fault does not come back"),
         tries};
     GPULET_LOG_INFO("reset GPU {} (it was out for: {}); back in service after {} without a fault",
                     order.gpu, order.fault, absl::FormatDuration(quiet_period));
-    events.push_back(
-        Event("Normal", "GpuReset",
-              absl::StrCat("gpulet reset GPU ", order.gpu, ", out of service for: ", order.fault,
-                           "; it returns to service after ", absl::FormatDuration(quiet_period),
-                           " if the fault does not come back")));
+    events.push_back(RungEvent(
+        "Normal", "GpuReset",
+        absl::StrCat("gpulet reset GPU ", order.gpu, ", out of service for: ", order.fault,
+                     "; it returns to service after ", absl::FormatDuration(quiet_period),
+                     " if the fault does not come back")));
   } else {
     ++counts_["failed"];
-    g.status = state::ResetStatus{"failed", std::string(result.message()), tries};
+    g.status = state::RungStatus{"failed", std::string(result.message()), tries};
     GPULET_LOG_ERROR("resetting GPU {} failed: {}", order.gpu, result.message());
     events.push_back(
-        Event("Warning", "GpuResetFailed",
-              absl::StrCat("gpulet could not reset GPU ", order.gpu,
-                           " (out of service for: ", order.fault, "): ", result.message())));
+        RungEvent("Warning", "GpuResetFailed",
+                  absl::StrCat("gpulet could not reset GPU ", order.gpu,
+                               " (out of service for: ", order.fault, "): ", result.message())));
   }
   return events;
 }
@@ -226,15 +214,15 @@ state::HealthCondition ResetRung::ProbationFor(const Order& order, absl::Time no
   const absl::Duration quiet_period = order.quiet_period;
   state::HealthCondition c;
   c.severity = state::HealthState::kUnhealthy;
-  c.reason = absl::StrCat("reset by gpulet at ", When(now), " after: ", order.fault);
+  c.reason = absl::StrCat("reset by gpulet at ", RungTime(now), " after: ", order.fault);
   c.action = absl::StrCat("none: it returns to service after ", absl::FormatDuration(quiet_period),
                           " if the fault does not come back");
   return c;
 }
 
-std::map<std::string, state::ResetStatus> ResetRung::ByGpu() const {
+std::map<std::string, state::RungStatus> ResetRung::ByGpu() const {
   absl::MutexLock lock(&mu_);
-  std::map<std::string, state::ResetStatus> out;
+  std::map<std::string, state::RungStatus> out;
   for (const auto& [uuid, g] : gpus_) {
     if (g.status) out.emplace(uuid, *g.status);
   }

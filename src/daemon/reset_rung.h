@@ -87,7 +87,7 @@ class ResetRung {
   static state::HealthCondition ProbationFor(const Order& order, absl::Time now);
 
   // What the rung is doing about each GPU it has something to say of, by UUID.
-  std::map<std::string, state::ResetStatus> ByGpu() const;
+  std::map<std::string, state::RungStatus> ByGpu() const;
   // Its tries by result: "reset", "failed" and "dry_run" (gpulet_gpu_resets_total).
   std::map<std::string, uint64_t> counts() const;
 
@@ -96,7 +96,7 @@ class ResetRung {
     std::deque<absl::Time> tries = {};  // within the last 24 hours
     bool in_flight = false;
     std::optional<absl::Time> reset_at = std::nullopt;  // the last reset that succeeded
-    std::optional<state::ResetStatus> status = std::nullopt;
+    std::optional<state::RungStatus> status = std::nullopt;
     bool told = false;  // the dry run's or the budget's Event, once per time out
   };
 

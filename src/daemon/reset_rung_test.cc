@@ -20,16 +20,7 @@ const absl::Duration kSettle = ResetRung::SettleFor(absl::Seconds(1));
 // The seed's homelab: a 3080 and a 5090; the 5090 went out at `out_at` with an XID NVIDIA
 // answers with a GPU reset (XID 48, a double-bit ECC error).
 state::Snapshot Homelab(absl::Time out_at) {
-  state::Snapshot s;
-  s.nvml_ok = true;
-  for (auto [uuid, index, bus] :
-       {std::tuple{"GPU-3080", 0u, "0000:01:00.0"}, std::tuple{"GPU-5090", 1u, "0000:02:00.0"}}) {
-    state::DeviceRecord d;
-    d.gpu.uuid = uuid;
-    d.gpu.index = index;
-    d.gpu.bus_id = bus;
-    s.devices.push_back(d);
-  }
+  state::Snapshot s = testing::RungSnapshot();
   state::HealthCondition xid;
   xid.reason = "XID 48 (GPU_ECC_DBE): double-bit ECC error";
   xid.action = "reset the GPU";

@@ -171,6 +171,10 @@ std::string RenderMetrics(const state::Snapshot& snap, const SampleSet& samples,
                 "The reset rung's resets of GPUs out of service for a fault a reset clears "
                 "(health.reset), by result: reset, failed, and dry_run (a GPU health.reset.mode "
                 "dry-run would have reset).");
+  Family reboots("gpulet_node_reboots_total", "counter",
+                 "The reboot rung's requests for a reboot of the node, for a GPU fault only a "
+                 "reboot clears (health.reboot), by result: asked (kured has it), failed, and "
+                 "dry_run (health.reboot.mode dry-run would have asked).");
 
   for (const state::DeviceRecord& d : snap.devices) {
     const gpu::Gpu& g = d.gpu;
@@ -367,9 +371,11 @@ std::string RenderMetrics(const state::Snapshot& snap, const SampleSet& samples,
       evictions.Add(absl::StrCat("result=\"", result, "\""), static_cast<double>(n));
     }
   }
-  if (info.resets) {
-    for (const auto& [result, n] : info.resets()) {
-      resets.Add(absl::StrCat("result=\"", result, "\""), static_cast<double>(n));
+  for (auto [counts, family] :
+       {std::pair{&info.resets, &resets}, std::pair{&info.reboots, &reboots}}) {
+    if (!*counts) continue;
+    for (const auto& [result, n] : (*counts)()) {
+      family->Add(absl::StrCat("result=\"", result, "\""), static_cast<double>(n));
     }
   }
 
@@ -400,7 +406,8 @@ std::string RenderMetrics(const state::Snapshot& snap, const SampleSet& samples,
                           &reload_errors,
                           &vram_kills,
                           &evictions,
-                          &resets}) {
+                          &resets,
+                          &reboots}) {
     f->AppendTo(&out, openmetrics);
   }
   AppendSliceMetrics(samples.slices, snap, samples.pods.get(), info.hostname, openmetrics, &out);

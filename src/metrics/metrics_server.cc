@@ -78,6 +78,7 @@ std::string MetricsServer::StatusJson(const state::Snapshot& snap, const SampleS
       g.evictions = e->second;
     }
     if (auto r = samples.resets.find(d.gpu.uuid); r != samples.resets.end()) g.reset = r->second;
+    if (auto r = samples.reboots.find(d.gpu.uuid); r != samples.reboots.end()) g.reboot = r->second;
     auto it = samples.by_uuid.find(d.gpu.uuid);
     if (it == samples.by_uuid.end()) continue;
     const GpuSampleState& st = it->second;

@@ -474,7 +474,8 @@ TEST(MetricsDaemonTest, DcgmDefaultCountersOnH200MatchTheDocTable) {
   fs::remove_all(dir);
 }
 
-// The shipped binary (statically linked, its GnuTLS without p11-kit: cmake/p11_kit_absent.c)
+// The shipped binary (statically linked, its GnuTLS without p11-kit, libidn2 and libunistring:
+// cmake/p11_kit_absent.c, cmake/unicode_absent.c)
 // serves /metrics over TLS from a web config: a client that trusts the test CA gets the
 // metrics, one that trusts another CA or speaks plain HTTP gets none; a certificate renewed in
 // place is served without a restart (the config watcher watches the files the web config

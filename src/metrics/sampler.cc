@@ -88,7 +88,9 @@ void Sampler::SampleOnce() {
                            ? options_.evictions()
                            : std::map<std::string, std::vector<state::EvictionStatus>>();
   working_.resets =
-      options_.resets ? options_.resets() : std::map<std::string, state::ResetStatus>();
+      options_.resets ? options_.resets() : std::map<std::string, state::RungStatus>();
+  working_.reboots =
+      options_.reboots ? options_.reboots() : std::map<std::string, state::RungStatus>();
   working_.last_round_seconds = absl::ToDoubleSeconds(options_.clock->Monotonic() - start);
   ++working_.rounds;
   // What the round's callback did (a kill the guard made) is in this round's exposition.

@@ -67,7 +67,9 @@ struct SampleSet {
   // GPU UUID → the eviction rung's pods for it (Sampler::Options::evictions).
   std::map<std::string, std::vector<state::EvictionStatus>> evictions;
   // GPU UUID → the reset rung's word on it (Sampler::Options::resets).
-  std::map<std::string, state::ResetStatus> resets;
+  std::map<std::string, state::RungStatus> resets;
+  // GPU UUID → the reboot rung's word on it (Sampler::Options::reboots).
+  std::map<std::string, state::RungStatus> reboots;
 };
 
 // Fills each slice's `device` from its GPU's sample of this round (left absent when the GPU
@@ -94,6 +96,9 @@ struct RenderInfo {
   // The reset rung's tries by result (gpulet_gpu_resets_total{result}); not exported when
   // empty. Must outlive the sampler.
   std::function<std::map<std::string, uint64_t>()> resets = nullptr;
+  // The reboot rung's requests by result (gpulet_node_reboots_total{result}); not exported
+  // when empty. Must outlive the sampler.
+  std::function<std::map<std::string, uint64_t>()> reboots = nullptr;
 };
 
 class Sampler {
@@ -121,7 +126,9 @@ class Sampler {
     // empty.
     std::function<std::map<std::string, std::vector<state::EvictionStatus>>()> evictions = nullptr;
     // The reset rung's word on each GPU (GPU UUID → status), for /status. May be empty.
-    std::function<std::map<std::string, state::ResetStatus>()> resets = nullptr;
+    std::function<std::map<std::string, state::RungStatus>()> resets = nullptr;
+    // The reboot rung's word on each GPU (GPU UUID → status), for /status. May be empty.
+    std::function<std::map<std::string, state::RungStatus>()> reboots = nullptr;
   };
 
   // `library` may be null (NVML unavailable): only health and self series are exported.

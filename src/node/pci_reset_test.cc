@@ -16,11 +16,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Read(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 // A host tree laid out as sysfs is: the bus's entry a link to the device's directory.
 class SysfsGpuResetterTest : public ::testing::Test {
  protected:
@@ -42,7 +37,7 @@ class SysfsGpuResetterTest : public ::testing::Test {
 TEST_F(SysfsGpuResetterTest, WritesOneToTheDevicesResetFileInAnySpelling) {
   AddResetFile();
   ASSERT_TRUE(resetter_.Reset("GPU-1", "00000000:01:00.0").ok());
-  EXPECT_EQ(Read(device_ / "reset"), "1");
+  EXPECT_EQ(testing::ReadTextFile((device_ / "reset").string()), "1");
 }
 
 TEST_F(SysfsGpuResetterTest, NoResetFileIsNotFoundAndSaysToReboot) {
@@ -69,7 +64,7 @@ TEST_F(SysfsGpuResetterTest, AResetFileThatIsALinkIsNotFollowed) {
   std::ofstream(target).flush();
   fs::create_symlink(target, device_ / "reset");
   EXPECT_FALSE(resetter_.Reset("GPU-1", "0000:01:00.0").ok());
-  EXPECT_EQ(Read(target), "");
+  EXPECT_EQ(testing::ReadTextFile(target.string()), "");
 }
 
 // The device's own link pointing above the root stays inside it.
@@ -79,7 +74,7 @@ TEST_F(SysfsGpuResetterTest, ADeviceLinkClimbingOutOfTheRootStaysInside) {
                      fs::path(root_.path()) / "sys/bus/pci/devices/0000:01:00.0");
   absl::Status s = resetter_.Reset("GPU-1", "0000:01:00.0");
   EXPECT_FALSE(s.ok());
-  EXPECT_FALSE(fs::exists("/tmp/reset") && Read("/tmp/reset") == "1");
+  EXPECT_FALSE(fs::exists("/tmp/reset") && testing::ReadTextFile("/tmp/reset") == "1");
 }
 
 TEST_F(SysfsGpuResetterTest, AReadOnlyResetFileIsPermissionDeniedAndSaysWhatToGrant) {

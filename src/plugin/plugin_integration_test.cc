@@ -757,6 +757,23 @@ TEST_F(PluginIntegrationTest, ARefusedEndpointIsServedUnderANewSocketName) {
   EXPECT_EQ(kubelet_->requests().back().endpoint(), "gpulet-gpu.r1.sock");
   EXPECT_NE(daemon_.Log().find("device plugin already connected"), std::string::npos);
   EXPECT_TRUE(fs::exists(dir_ / "kubelet/device-plugins/gpulet-gpu.r1.sock"));
+  // The moved server stays: a GPU going out and back changes its devices, not its socket,
+  // and nothing registers again.
+  const size_t registrations = kubelet_->requests().size();
+  Sim({"lose", "1"});
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/gpu",
+      [](const auto& r) {
+        int unhealthy = 0;
+        for (const auto& d : r.devices()) unhealthy += d.health() == "Unhealthy";
+        return unhealthy == 4;
+      },
+      absl::Seconds(10)))
+      << daemon_.Log();
+  Sim({"recover", "1"});
+  absl::SleepFor(absl::Seconds(1));
+  EXPECT_EQ(kubelet_->requests().size(), registrations) << daemon_.Log();
+  EXPECT_EQ(daemon_.Log().find("no longer serving"), std::string::npos) << daemon_.Log();
 }
 
 }  // namespace

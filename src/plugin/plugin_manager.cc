@@ -132,7 +132,10 @@ void PluginManager::FollowLayout(std::vector<bool>* registered) {
   for (const ResourceSpec& r : want) {
     bool found = false;
     for (size_t i = 0; i < servers_.size(); ++i) {
-      if (servers_[i] != nullptr && servers_[i]->resource() == r) {
+      // By what it serves, not its socket: one moved to a new socket name after the kubelet
+      // refused an endpoint is still this resource's server (comparing the socket too made
+      // every store change restart it and register again: the e2e suite on kubelet 1.37).
+      if (servers_[i] != nullptr && servers_[i]->resource().SameResource(r)) {
         kept.push_back(std::move(servers_[i]));
         kept_registered.push_back((*registered)[i]);
         found = true;

@@ -41,6 +41,11 @@ struct ResourceSpec {
   std::string mig_profile;
 
   bool operator==(const ResourceSpec&) const = default;
+  // The same resource whatever socket serves it (a refused endpoint moves it to a new
+  // socket name: PluginManager).
+  bool SameResource(const ResourceSpec& o) const {
+    return name == o.name && kind == o.kind && mig_profile == o.mig_profile;
+  }
 };
 
 // The resources `config` asks for on a node whose GPUs are `snap` (nullptr: as if no GPU

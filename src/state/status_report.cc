@@ -175,9 +175,9 @@ absl::StatusOr<EvictionStatus> EvictionFromJson(const json& j, const std::string
   return e;
 }
 
-absl::StatusOr<ResetStatus> ResetFromJson(const json& j, const std::string& path) {
+absl::StatusOr<RungStatus> RungFromJson(const json& j, const std::string& path) {
   StatusFields r(j, path);
-  ResetStatus e;
+  RungStatus e;
   GPULET_RETURN_IF_ERROR(r.Read("state", &e.state));
   GPULET_RETURN_IF_ERROR(r.Read("detail", &e.detail));
   GPULET_RETURN_IF_ERROR(r.Read("tries", &e.tries));
@@ -235,12 +235,14 @@ absl::StatusOr<GpuStatus> GpuFromJson(const json& j, const std::string& path) {
     g.last_fault = *std::move(f);
   }
   GPULET_RETURN_IF_ERROR(ReadList(r, "evictions", EvictionFromJson, &g.evictions));
-  absl::StatusOr<const json*> reset = r.OptionalObject("reset");
-  if (!reset.ok()) return reset.status();
-  if (*reset != nullptr) {
-    absl::StatusOr<ResetStatus> e = ResetFromJson(**reset, r.PathOf("reset"));
-    if (!e.ok()) return e.status();
-    g.reset = *std::move(e);
+  for (auto [key, out] : {std::pair{"reset", &g.reset}, std::pair{"reboot", &g.reboot}}) {
+    absl::StatusOr<const json*> rung = r.OptionalObject(key);
+    if (!rung.ok()) return rung.status();
+    if (*rung != nullptr) {
+      absl::StatusOr<RungStatus> e = RungFromJson(**rung, r.PathOf(key));
+      if (!e.ok()) return e.status();
+      *out = *std::move(e);
+    }
   }
   return g;
 }
@@ -337,9 +339,10 @@ json GpuToJson(const GpuStatus& g) {
     }
     j["evictions"] = std::move(evictions);
   }
-  if (g.reset) {
-    j["reset"] = {
-        {"state", g.reset->state}, {"detail", g.reset->detail}, {"tries", g.reset->tries}};
+  for (auto [key, rung] : {std::pair{"reset", &g.reset}, std::pair{"reboot", &g.reboot}}) {
+    if (*rung) {
+      j[key] = {{"state", (*rung)->state}, {"detail", (*rung)->detail}, {"tries", (*rung)->tries}};
+    }
   }
   return j;
 }

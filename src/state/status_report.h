@@ -94,15 +94,18 @@ struct EvictionStatus {
   bool operator==(const EvictionStatus&) const = default;
 };
 
-// What the reset rung (daemon/reset_rung.h) is doing about this GPU.
-struct ResetStatus {
-  // "would-reset" (a dry run), "waiting" (something holds it), "resetting", "reset" (out
-  // for the quiet period after a reset), "failed", "budget-spent".
+// What a remediation rung that acts on the GPU itself or its node (daemon/reset_rung.h,
+// daemon/reboot_rung.h) is doing about this GPU.
+struct RungStatus {
+  // The reset rung: "would-reset" (a dry run), "waiting" (something holds it), "resetting",
+  // "reset" (out for the quiet period after a reset), "failed", "budget-spent". The reboot
+  // rung: "would-reboot", "waiting", "asked" (kured has the request), "failed",
+  // "budget-spent".
   std::string state;
-  std::string detail;  // why it waits, when it was reset, what failed
-  int tries = 0;       // in the last 24 hours
+  std::string detail;  // why it waits, when it acted, what failed
+  int tries = 0;       // within the rung's budget window
 
-  bool operator==(const ResetStatus&) const = default;
+  bool operator==(const RungStatus&) const = default;
 };
 
 struct GpuStatus {
@@ -136,8 +139,9 @@ struct GpuStatus {
   std::optional<FaultStatus> last_fault;
   // The eviction rung's pods for this GPU; absent when none.
   std::optional<std::vector<EvictionStatus>> evictions;
-  // The reset rung's word on this GPU; absent when it has none.
-  std::optional<ResetStatus> reset;
+  // The reset and reboot rungs' word on this GPU; absent when they have none.
+  std::optional<RungStatus> reset;
+  std::optional<RungStatus> reboot;
 
   // One of `values`; none when absent.
   std::optional<double> Value(gpu::ValueId id) const;

@@ -64,7 +64,8 @@ StatusReport Everything() {
       {"ai", "ollama-0", "blocked", 2,
        "blocked: Cannot evict pod as it would violate the pod's disruption budget."},
       {"anpr", "reader-7", "would-evict", 0, ""}};
-  a.reset = ResetStatus{"waiting", "1 process runs on it (pid 4242)", 1};
+  a.reset = RungStatus{"waiting", "1 process runs on it (pid 4242)", 1};
+  a.reboot = RungStatus{"asked", "asked at 2026-12-07T01:00:00Z (kured)", 1};
   GpuStatus b;  // the least a GPU can say
   b.uuid = "";
   b.name = "GA102";
@@ -92,7 +93,7 @@ TEST(StatusReportTest, AbsentFieldsAreLeftOut) {
   const nlohmann::json& b = j["gpus"][1];
   for (const char* key :
        {"index", "reason", "action", "since", "last_xid", "xid_counts", "memory_total_bytes",
-        "allocations", "answering", "processes", "power_w", "evictions", "reset"}) {
+        "allocations", "answering", "processes", "power_w", "evictions", "reset", "reboot"}) {
     EXPECT_FALSE(b.contains(key)) << key;
   }
   EXPECT_FALSE(j.contains("nvml_error")) << "only when NVML is down";
@@ -193,6 +194,8 @@ TEST(StatusReportTest, MalformedDocumentsAreErrorsNamingTheKey) {
       {with([](auto& j) { j["gpus"][0]["reset"].erase("detail"); }),
        "gpus[0].reset.detail is missing"},
       {with([](auto& j) { j["gpus"][0]["reset"] = "busy"; }), "gpus[0].reset"},
+      {with([](auto& j) { j["gpus"][0]["reboot"].erase("state"); }),
+       "gpus[0].reboot.state is missing"},
   };
   for (const Case& c : kCases) {
     absl::StatusOr<StatusReport> r = StatusReport::FromJsonText(c.text);

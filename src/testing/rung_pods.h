@@ -1,14 +1,33 @@
-// The pods the remediation rungs' tests (daemon/quarantine_events_test, eviction_rung_test) find on
-// the seed's homelab: the LLM server (two containers) and the plate reader on the 5090, a
-// media server on the 3080. Test-only.
+// The seed's homelab as the remediation rungs' tests see it: its two GPUs (RungSnapshot) and the
+// pods on them (RungPods: the LLM server with two containers and the plate reader on the 5090,
+// a media server on the 3080). Test-only.
 //
 // Thread-safety: a pure function.
 #ifndef GPULET_TESTING_RUNG_PODS_H_
 #define GPULET_TESTING_RUNG_PODS_H_
 
+#include <tuple>
+
 #include "metrics/pod_attribution.h"
+#include "state/device_store.h"
 
 namespace gpulet::testing {
+
+// The homelab's two GPUs as the GPU rungs' tests (reset_rung_test, reboot_rung_test) start
+// them: the 3080 at 0000:01:00.0 and the 5090 at 0000:02:00.0, healthy, with NVML up.
+inline state::Snapshot RungSnapshot() {
+  state::Snapshot s;
+  s.nvml_ok = true;
+  for (auto [uuid, index, bus] :
+       {std::tuple{"GPU-3080", 0u, "0000:01:00.0"}, std::tuple{"GPU-5090", 1u, "0000:02:00.0"}}) {
+    state::DeviceRecord d;
+    d.gpu.uuid = uuid;
+    d.gpu.index = index;
+    d.gpu.bus_id = bus;
+    s.devices.push_back(d);
+  }
+  return s;
+}
 
 inline metrics::PodMap RungPods() {
   metrics::PodMap m;

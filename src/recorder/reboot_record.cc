@@ -1,0 +1,98 @@
+#include "recorder/reboot_record.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
+#include "common/json_reader.h"
+#include "common/read_file.h"
+#include "common/versioned_json.h"
+#include "nlohmann/json.hpp"
+
+namespace gpulet::recorder {
+namespace {
+
+using nlohmann::json;
+constexpr int kVersion = 1;
+constexpr size_t kMaxRecordBytes = size_t{1} << 20;
+constexpr absl::string_view kWhat = "a reboot record";
+constexpr int64_t kLatestUnixSeconds = int64_t{1} << 40;
+
+}  // namespace
+
+std::string RebootRecordToJson(const std::vector<RebootRequest>& requests) {
+  json all = json::array();
+  for (const RebootRequest& r : requests) {
+    all.push_back({{"at_unix", r.at_unix},
+                   {"boot_id", r.boot_id},
+                   {"reason", r.reason},
+                   {"gpus", r.gpus},
+                   {"outcome", r.outcome}});
+  }
+  return json{{"version", kVersion}, {"reboots", std::move(all)}}.dump(
+             2, ' ', false, json::error_handler_t::replace) +
+         "\n";
+}
+
+absl::StatusOr<std::vector<RebootRequest>> RebootRecordFromJson(absl::string_view text) {
+  absl::StatusOr<json> parsed = ParseVersionedJson(text, kVersion, kWhat);
+  if (!parsed.ok()) return parsed.status();
+  JsonFields top(*parsed, kWhat);
+  int64_t version = 0;
+  if (absl::Status s = top.Int64("version", kVersion, kVersion, &version); !s.ok()) return s;
+  absl::StatusOr<const json*> list = top.Array("reboots");
+  if (!list.ok()) return list.status();
+  if (absl::Status s = top.NoOtherKeys(); !s.ok()) return s;
+  std::vector<RebootRequest> out;
+  for (size_t i = 0; i < (*list)->size(); ++i) {
+    JsonFields one((**list)[i], kWhat, absl::StrCat("reboots[", i, "]"));
+    RebootRequest r;
+    if (absl::Status s = one.Int64("at_unix", 0, kLatestUnixSeconds, &r.at_unix,
+                                   Presence::kRequired, "a time in seconds since 1970");
+        !s.ok()) {
+      return s;
+    }
+    for (auto [key, field] : {std::pair{"boot_id", &r.boot_id}, std::pair{"reason", &r.reason},
+                              std::pair{"outcome", &r.outcome}}) {
+      if (absl::Status s = one.String(key, field); !s.ok()) return s;
+    }
+    if (absl::Status s = one.StringList("gpus", &r.gpus); !s.ok()) return s;
+    if (absl::Status s = one.NoOtherKeys(); !s.ok()) return s;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+RebootRecord::RebootRecord(std::string path, std::string shown)
+    : path_(std::move(path)), shown_(std::move(shown)) {}
+
+absl::StatusOr<std::vector<RebootRequest>> RebootRecord::Load() const {
+  absl::StatusOr<std::string> text = ReadRegularFile(path_, kMaxRecordBytes, "reboot record");
+  if (absl::IsNotFound(text.status())) return std::vector<RebootRequest>{};
+  const std::string fix =
+      "; no reboot is asked for until it is fixed (correct it, or remove it to start the "
+      "budget afresh)";
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat(shown_, ": ", text.status().message(), fix));
+  }
+  absl::StatusOr<std::vector<RebootRequest>> requests = RebootRecordFromJson(*text);
+  if (!requests.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(shown_, ": ", requests.status().message(), fix));
+  }
+  return requests;
+}
+
+absl::Status RebootRecord::Save(const std::vector<RebootRequest>& requests) const {
+  AtomicWriteOptions options;
+  options.mode = 0644;
+  options.create_parents = true;
+  if (absl::Status s = WriteFileAtomically(path_, RebootRecordToJson(requests), options); !s.ok()) {
+    return absl::Status(s.code(),
+                        absl::StrCat("saving the reboot record to ", shown_, ": ", s.message(),
+                                     "; check that the directory is a writable host mount"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gpulet::recorder
