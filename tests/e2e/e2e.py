@@ -425,6 +425,90 @@ class Suite:
         except ClusterError as e:
             raise Failure(f"{e}; gpulet log:\n{self.gpulet_log()}")
 
+    def scenario_gpu_reset(self):
+        """The reset rung with the real kubelet: health.reset on (a ConfigMap edit), an XID a
+        reset clears (48) on the idle 5090: gpulet resets it (the simulator's card, as the
+        kernel's reset would), takes the inventory again by restarting its components in the
+        same process (the plugin registers with the kubelet anew), and the GPU returns after
+        the quiet period; the pod is not restarted."""
+        self.set_config("reset: {mode: dry-run, maxPerDay: 3}", "reset: {mode: on, maxPerDay: 3}")
+        pod = self.gpulet_pod()["metadata"]["name"]
+        wait_for("gpulet to reload health.reset.mode", lambda: "health.reset.mode" in self.c.kubectl(
+            "logs", "-n", NAMESPACE, pod, check=False).stdout, timeout=120)
+        self.sim("idle", "1")
+        self.sim("xid", "1", "48")
+        try:
+            wait_for("allocatable 1 after XID 48", lambda: self.capacity()[1] == "1", timeout=60)
+            wait_for("an Event GpuReset on the Node",
+                     lambda: any(e["regarding"]["kind"] == "Node"
+                                 for e in self.events("GpuReset")), timeout=90)
+            wait_for("the inventory taken again", lambda: "inventory taken again after a GPU "
+                     "reset" in self.gpulet_log(tail=-1), timeout=60)
+            # The quiet period is 20 s since config_reload: the probation, then back.
+            wait_for("allocatable 2 after the probation", lambda: self.capacity()[1] == "2",
+                     timeout=120)
+        except ClusterError as e:
+            raise Failure(f"{e}; capacity {self.capacity()}; gpulet log:\n{self.gpulet_log()}")
+        p = self.gpulet_pod()
+        check(p is not None and p["metadata"]["name"] == pod and
+              p["status"]["containerStatuses"][0]["restartCount"] == 0,
+              "gpulet's pod restarted: the inventory must be taken again in the same process")
+        self.set_config("reset: {mode: on, maxPerDay: 3}", "reset: {mode: dry-run, maxPerDay: 3}")
+
+    def gpu_of(self, name):
+        """The GPU index the pod's container sees (its one /dev/nvidiaN)."""
+        seen = self.seen_inside(name) or {"dev": []}
+        n = [d[len("/dev/nvidia"):] for d in seen["dev"] if d[len("/dev/nvidia"):].isdigit()]
+        check(len(n) == 1, f"{name} sees GPUs {n}, not one")
+        return n[0]
+
+    def scenario_eviction(self):
+        """The eviction rung against the real API server: with deploy/evict's RBAC and
+        health.evict on (a ConfigMap edit, grace 10 s), the pod on a GPU that falls off the
+        bus is evicted through the Eviction API, its PodDisruptionBudget holding it until
+        deleted; the pod on the other GPU stays."""
+        self.c.kubectl("apply", "-f", os.path.join(SRC, "deploy/evict/clusterrole.yaml"))
+        self.set_config("evict: {mode: dry-run, grace: 2m, maxPerHour: 10}",
+                        "evict: {mode: on, grace: 10s, maxPerHour: 10}")
+        pod = self.gpulet_pod()["metadata"]["name"]
+        wait_for("gpulet to reload health.evict.mode", lambda: "health.evict.mode" in self.c.kubectl(
+            "logs", "-n", NAMESPACE, pod, check=False).stdout, timeout=120)
+        self.gpu_pod("evict-a")
+        self.gpu_pod("evict-b")
+        self.running("evict-a")
+        self.running("evict-b")
+        on1, on0 = ("evict-a", "evict-b") if self.gpu_of("evict-a") == "1" else ("evict-b",
+                                                                                 "evict-a")
+        self.c.kubectl("label", "pod", on1, "e2e-pdb=held")
+        pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+               "metadata": {"name": "e2e-held", "namespace": "default"},
+               "spec": {"minAvailable": 1, "selector": {"matchLabels": {"e2e-pdb": "held"}}}}
+        self.c.kubectl("apply", "-f", "-", input_text=json.dumps(pdb))
+        wait_for("the budget to allow no disruption", lambda: self.c.get_json(
+            "pdb", "e2e-held").get("status", {}).get("disruptionsAllowed") == 0 and
+            self.c.get_json("pdb", "e2e-held").get("status", {}).get("currentHealthy") == 1,
+            timeout=60)
+        self.sim("lose", "1")
+
+        def regarding(reason, name):
+            return any(e.get("regarding", {}).get("name") == name for e in self.events(reason))
+        try:
+            wait_for(f"GpuEvictionBlocked on {on1}", lambda: regarding("GpuEvictionBlocked", on1),
+                     timeout=90)
+            check(self.pod_phase(on1) == "Running", f"{on1} went despite its budget")
+            self.c.kubectl("delete", "pdb", "e2e-held")
+            wait_for(f"{on1} evicted", lambda: self.pod_phase(on1) is None, timeout=60)
+            wait_for(f"GpuPodEvicted on {on1}", lambda: regarding("GpuPodEvicted", on1),
+                     timeout=30)
+        except ClusterError as e:
+            raise Failure(f"{e}; gpulet log:\n{self.gpulet_log()}")
+        check(self.pod_phase(on0) == "Running", f"{on0}, on the healthy GPU, did not stay")
+        self.sim("recover", "1")
+        self.set_config("evict: {mode: on, grace: 10s, maxPerHour: 10}",
+                        "evict: {mode: dry-run, grace: 2m, maxPerHour: 10}")
+        self.c.kubectl("delete", "pod", on0, "--wait=true")
+        wait_for("allocatable 2 after recovery", lambda: self.capacity()[1] == "2", timeout=120)
+
     def scenario_sharing_and_labels(self):
         """ConfigMap edits a user makes on day two: time-slicing (each GPU advertised four
         times) and GPU labels on the Node; a label someone removes comes back."""
@@ -590,7 +674,7 @@ class Suite:
         check(used, "the audit log has no request by gpulet's ServiceAccount")
         check(not forbidden, f"gpulet was refused: {sorted(set(forbidden))}")
         granted = set()
-        for role in ("gpulet", "gpulet-dra"):
+        for role in ("gpulet", "gpulet-dra", "gpulet-evict"):
             r = self.c.kubectl("get", "clusterrole", role, "-o", "json", check=False)
             if r.returncode != 0:
                 continue
@@ -604,7 +688,7 @@ class Suite:
 
     SCENARIOS = ["registers", "pod_sees_cdi_devices", "metrics_name_the_pod", "config_reload",
                  "unhealthy_and_back", "kubelet_restart", "gpulet_restart", "taint_evicts",
-                 "sharing_and_labels", "memory_slices", "dra", "rbac"]
+                 "gpu_reset", "eviction", "sharing_and_labels", "memory_slices", "dra", "rbac"]
 
     def run(self, only):
         self.c.start()
