@@ -218,8 +218,8 @@ std::vector<cluster::NodeEvent> RebootRung::Next(const state::Snapshot& snap,
   }
   const std::string why = absl::StrCat("GPU ", gpus, ": ", out.reason);
   absl::Status asked = rebooter->Reboot(why);
-  if (!asked.ok()) next.back().outcome = absl::StrCat("failed: ", asked.message());
   if (!asked.ok()) {
+    next.back().outcome = absl::StrCat("failed: ", asked.message());
     if (absl::Status s = record->Save(next); !s.ok()) GPULET_LOG_ERROR("{}", s.message());
   }
   requests_ = std::move(next);

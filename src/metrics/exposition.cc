@@ -366,13 +366,10 @@ std::string RenderMetrics(const state::Snapshot& snap, const SampleSet& samples,
     reload_errors.Add("", static_cast<double>(info.reload_errors->load()));
   }
   if (info.vram_kills != nullptr) vram_kills.Add("", static_cast<double>(info.vram_kills->load()));
-  if (info.evictions) {
-    for (const auto& [result, n] : info.evictions()) {
-      evictions.Add(absl::StrCat("result=\"", result, "\""), static_cast<double>(n));
-    }
-  }
+  // The remediation rungs' counts by result.
   for (auto [counts, family] :
-       {std::pair{&info.resets, &resets}, std::pair{&info.reboots, &reboots}}) {
+       {std::pair{&info.evictions, &evictions}, std::pair{&info.resets, &resets},
+        std::pair{&info.reboots, &reboots}}) {
     if (!*counts) continue;
     for (const auto& [result, n] : (*counts)()) {
       family->Add(absl::StrCat("result=\"", result, "\""), static_cast<double>(n));

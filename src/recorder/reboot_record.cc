@@ -3,18 +3,16 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/atomic_file.h"
 #include "common/json_reader.h"
-#include "common/read_file.h"
 #include "common/versioned_json.h"
 #include "nlohmann/json.hpp"
+#include "recorder/host_state_file.h"
 
 namespace gpulet::recorder {
 namespace {
 
 using nlohmann::json;
 constexpr int kVersion = 1;
-constexpr size_t kMaxRecordBytes = size_t{1} << 20;
 constexpr absl::string_view kWhat = "a reboot record";
 constexpr int64_t kLatestUnixSeconds = int64_t{1} << 40;
 
@@ -67,32 +65,15 @@ RebootRecord::RebootRecord(std::string path, std::string shown)
     : path_(std::move(path)), shown_(std::move(shown)) {}
 
 absl::StatusOr<std::vector<RebootRequest>> RebootRecord::Load() const {
-  absl::StatusOr<std::string> text = ReadRegularFile(path_, kMaxRecordBytes, "reboot record");
-  if (absl::IsNotFound(text.status())) return std::vector<RebootRequest>{};
-  const std::string fix =
+  return LoadHostStateFile<std::vector<RebootRequest>>(
+      path_, shown_, "reboot record",
       "; no reboot is asked for until it is fixed (correct it, or remove it to start the "
-      "budget afresh)";
-  if (!text.ok()) {
-    return absl::Status(text.status().code(),
-                        absl::StrCat(shown_, ": ", text.status().message(), fix));
-  }
-  absl::StatusOr<std::vector<RebootRequest>> requests = RebootRecordFromJson(*text);
-  if (!requests.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(shown_, ": ", requests.status().message(), fix));
-  }
-  return requests;
+      "budget afresh)",
+      RebootRecordFromJson);
 }
 
 absl::Status RebootRecord::Save(const std::vector<RebootRequest>& requests) const {
-  AtomicWriteOptions options;
-  options.mode = 0644;
-  options.create_parents = true;
-  if (absl::Status s = WriteFileAtomically(path_, RebootRecordToJson(requests), options); !s.ok()) {
-    return absl::Status(s.code(),
-                        absl::StrCat("saving the reboot record to ", shown_, ": ", s.message(),
-                                     "; check that the directory is a writable host mount"));
-  }
-  return absl::OkStatus();
+  return SaveHostStateFile(path_, shown_, "the reboot record", RebootRecordToJson(requests));
 }
 
 }  // namespace gpulet::recorder

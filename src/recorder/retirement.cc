@@ -4,18 +4,16 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/atomic_file.h"
 #include "common/json_reader.h"
-#include "common/read_file.h"
 #include "common/versioned_json.h"
 #include "nlohmann/json.hpp"
+#include "recorder/host_state_file.h"
 
 namespace gpulet::recorder {
 namespace {
 
 using nlohmann::json;
 constexpr int kVersion = 1;
-constexpr size_t kMaxRetiredFileBytes = size_t{1} << 20;
 
 constexpr absl::string_view kWhat = "a retired-GPU file";
 
@@ -65,33 +63,15 @@ RetiredFile::RetiredFile(std::string path, std::string shown)
     : path_(std::move(path)), shown_(std::move(shown)) {}
 
 absl::StatusOr<RetiredGpus> RetiredFile::Load() const {
-  absl::StatusOr<std::string> text =
-      ReadRegularFile(path_, kMaxRetiredFileBytes, "retired-GPU file");
-  if (absl::IsNotFound(text.status())) return RetiredGpus{};
-  const std::string fix =
+  return LoadHostStateFile<RetiredGpus>(
+      path_, shown_, "retired-GPU file",
       "; no GPU is kept out by it until it is fixed (correct it, or remove it to return every "
-      "GPU it lists to service)";
-  if (!text.ok()) {
-    return absl::Status(text.status().code(),
-                        absl::StrCat(shown_, ": ", text.status().message(), fix));
-  }
-  absl::StatusOr<RetiredGpus> gpus = RetiredFromJson(*text);
-  if (!gpus.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(shown_, ": ", gpus.status().message(), fix));
-  }
-  return gpus;
+      "GPU it lists to service)",
+      RetiredFromJson);
 }
 
 absl::Status RetiredFile::Save(const RetiredGpus& gpus) const {
-  AtomicWriteOptions options;
-  options.mode = 0644;
-  options.create_parents = true;
-  if (absl::Status s = WriteFileAtomically(path_, RetiredToJson(gpus), options); !s.ok()) {
-    return absl::Status(s.code(),
-                        absl::StrCat("saving the retired GPUs to ", shown_, ": ", s.message(),
-                                     "; check that the directory is a writable host mount"));
-  }
-  return absl::OkStatus();
+  return SaveHostStateFile(path_, shown_, "the retired GPUs", RetiredToJson(gpus));
 }
 
 std::optional<std::string> RetireReason(std::span<const RecorderDump> faults, int max_faults,
