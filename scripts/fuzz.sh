@@ -29,7 +29,8 @@
 # Talos machine-configuration reader (src/deploy/talos_migration_fuzz.cc) from gpulet's Talos
 # patches and an upgraded node's configuration; the OCI image archive reader
 # (src/registry/oci_archive_fuzz.cc) from the podman-saved archive under tests/fixtures/oci; the
-# /status document reader (src/state/status_report_fuzz.cc) from documents as the daemon serves.
+# /status document reader (src/state/status_report_fuzz.cc) from documents as the daemon serves;
+# the talosconfig reader (src/talos/talosconfig_fuzz.cc) from talosconfigs as Talos writes them.
 # Inputs that grow coverage accumulate in build-fuzz/corpus/NAME; a crashing input is saved in build-fuzz/artifacts/NAME/.
 # Reproduce one with: build-fuzz/bin/NAME build-fuzz/artifacts/NAME/crash-...
 set -euo pipefail
@@ -78,7 +79,8 @@ CXXFLAGS=(-std=c++20 -g -O1 -fno-omit-frame-pointer -Wall -Wextra
 # Every library any target might need; --as-needed drops the ones a target does not use.
 # shellcheck disable=SC2207
 LIBS=(-Wl,--as-needed $(pkg-config --libs absl_status absl_statusor absl_strings \
-  absl_str_format absl_synchronization absl_time absl_cord libelf yaml-cpp yaml-0.1 nettle) -lpthread -ldl)
+  absl_str_format absl_synchronization absl_time absl_cord libelf yaml-cpp yaml-0.1 nettle gnutls) \
+  -lpthread -ldl)
 
 # --- dependency closure ------------------------------------------------------------------
 # Prints the .cc files (repository-relative) that `$1` needs, itself included.
@@ -182,6 +184,18 @@ make_seeds() {
       for f in tests/fixtures/talos-patches/*.yaml; do cp "$f" "$dir/$(basename "$f")"; done
       printf 'version: v1alpha1\nmachine:\n  type: controlplane\n  nodeLabels: {a: b}\n  kubelet:\n    nodeIP: {validSubnets: [10.0.0.0/8]}\n    extraArgs: {register-with-taints: "k=v:NoSchedule"}\ncluster: {allowSchedulingOnControlPlanes: true}\n---\napiVersion: v1alpha1\nkind: HostnameConfig\nauto: stable\n' \
         > "$dir/upgraded.yaml"
+      ;;
+    src/talos/talosconfig_fuzz.cc)
+      # A talosconfig as Talos' ServiceAccount controller writes it (context default, endpoint
+      # talos.default, base64 PEM; the key under Talos' Ed25519 label), and one with a port.
+      local ca crt key
+      ca=$(printf -- '-----BEGIN CERTIFICATE-----\nMIIBPzCB8qADAgECAhEA\n-----END CERTIFICATE-----\n' | base64 -w0)
+      crt=$(printf -- '-----BEGIN CERTIFICATE-----\nMIIBbDCCAR6gAwIBAgIQ\n-----END CERTIFICATE-----\n' | base64 -w0)
+      key=$(printf -- '-----BEGIN ED25519 PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIA==\n-----END ED25519 PRIVATE KEY-----\n' | base64 -w0)
+      printf 'context: default\ncontexts:\n    default:\n        endpoints:\n            - talos.default\n        ca: %s\n        crt: %s\n        key: %s\n' \
+        "$ca" "$crt" "$key" > "$dir/serviceaccount.yaml"
+      printf 'context: prod\ncontexts:\n  prod:\n    endpoints: ["[fd00::2]:50001", 10.0.0.2]\n    nodes: [10.0.0.7]\n    ca: %s\n    crt: %s\n    key: %s\n' \
+        "$ca" "$crt" "$key" > "$dir/talosctl.yaml"
       ;;
     src/state/status_report_fuzz.cc)
       # A /status document as the daemon serves it: one GPU with every field, one with few.

@@ -4,8 +4,9 @@
 #
 #   scripts/e2e/build.sh K8S_VERSION...   the cluster's components for each version, and the tools
 #                                         e.g. scripts/e2e/build.sh v1.34.4 v1.37.2
-#   scripts/e2e/build.sh --tools          only the tools `make test` needs (kustomize, helm, and
-#                                         talos-validate-v1.N for each Talos release)
+#   scripts/e2e/build.sh --tools          only the tools `make test` needs (kustomize, helm,
+#                                         talos-validate-v1.N for each Talos release, and
+#                                         talos-apid-standin)
 #
 # Cache: $GPULET_E2E_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/gpulet-e2e), one directory per
 # component and version, each with a `.done` stamp written last that records how it was built
@@ -29,6 +30,10 @@ TALOS_REPLACES_v1_14_1="replace (
   github.com/cosi-project/runtime => github.com/cosi-project/runtime v1.16.2
   github.com/jsimonetti/rtnetlink/v2 => github.com/jsimonetti/rtnetlink/v2 v2.2.1-0.20260317095713-310581b9c6ac
 )"
+# The machinery tests/talos/apid_standin.go is built against: its certificates and
+# talosconfigs are this release's (the apid and machined it mirrors are v1.13.9's; the machinery
+# code it calls is the same in both).
+TALOS_APID_STANDIN_VERSION=v1.13.0
 CNI_PLUGINS_VERSION=v1.9.1
 
 CACHE=${GPULET_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpulet-e2e}
@@ -135,26 +140,25 @@ build_module helm "$HELM_VERSION" "helm.sh/helm/v4@$HELM_VERSION" "helm.sh/helm/
   "$TOOL_GCFLAGS"
 link_tool helm "$HELM_VERSION"
 
-# build_talos_validator VERSION: tests/talos/validate.go against Talos' machinery module at
-# VERSION, linked as $CACHE/bin/talos-validate-v1.N. The stamp holds the source's hash, so an
-# edit of validate.go rebuilds it.
-build_talos_validator() {
-  local version=$1 minor out src recipe start=$SECONDS
-  minor=${version%.*}
-  out="$CACHE/talos-validate-$version"
-  src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/tests/talos/validate.go"
+# build_talos_tool TOOL SOURCE VERSION LINK: tests/talos/SOURCE (a package main) built against
+# Talos' machinery module at VERSION into $CACHE/TOOL-VERSION, linked as $CACHE/bin/LINK. The
+# stamp holds the source's hash, so an edit of the source rebuilds it.
+build_talos_tool() {
+  local tool=$1 file=$2 version=$3 link=$4 out src recipe start=$SECONDS
+  out="$CACHE/$tool-$version"
+  src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/tests/talos/$file"
   local replaces_var="TALOS_REPLACES_${version//./_}"
   local replaces=${!replaces_var:-}
-  recipe="validate.go $(sha256sum "$src" | cut -c1-16) $(printf '%s' "$replaces" | sha256sum | cut -c1-8) gcflags=$TOOL_GCFLAGS"
-  if [[ -f $out/.done && $(cat "$out/.done") == "$recipe" && -x $out/bin/talos-validate ]]; then
-    echo "e2e build: talos-validate $version cached in $out"
+  recipe="$file $(sha256sum "$src" | cut -c1-16) $(printf '%s' "$replaces" | sha256sum | cut -c1-8) gcflags=$TOOL_GCFLAGS"
+  if [[ -f $out/.done && $(cat "$out/.done") == "$recipe" && -x $out/bin/$tool ]]; then
+    echo "e2e build: $tool $version cached in $out"
   else
-    echo "e2e build: building talos-validate against Talos machinery $version into $out"
+    echo "e2e build: building $tool against Talos machinery $version into $out"
     rm -rf "$out"
     mkdir -p "$out/bin" "$out/src"
     cp "$src" "$out/src/main.go"
     {
-      echo "module gpulet.invalid/e2e/talos-validate"
+      echo "module gpulet.invalid/e2e/$tool"
       echo "go 1.24"
       echo "require github.com/siderolabs/talos/pkg/machinery $version"
       printf '%s\n' "$replaces"
@@ -162,14 +166,18 @@ build_talos_validator() {
     # -e: the proxy lacks some modules that only the machinery packages' own tests import.
     (cd "$out/src" && go mod tidy -e >/dev/null 2>"$out/tidy.log" || { cat "$out/tidy.log" >&2; exit 1; })
     (cd "$out/src" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -gcflags "$TOOL_GCFLAGS" \
-      -o "$out/bin/talos-validate" .)
+      -o "$out/bin/$tool" .)
     echo "$recipe" >"$out/.done"
-    echo "e2e build: talos-validate $version built in $((SECONDS - start)) s"
+    echo "e2e build: $tool $version built in $((SECONDS - start)) s"
   fi
   mkdir -p "$CACHE/bin"
-  ln -sfn "$out/bin/talos-validate" "$CACHE/bin/talos-validate-$minor"
+  ln -sfn "$out/bin/$tool" "$CACHE/bin/$link"
 }
-for v in $TALOS_MACHINERY_VERSIONS; do build_talos_validator "$v"; done
+# talos-validate-v1.N: tests/talos/validate.go, once per Talos release.
+for v in $TALOS_MACHINERY_VERSIONS; do build_talos_tool talos-validate validate.go "$v" "talos-validate-${v%.*}"; done
+# talos-apid-standin: tests/talos/apid_standin.go, a stand-in for a Talos node's API, built
+# against the machinery of the release whose apid and machined it mirrors.
+build_talos_tool talos-apid-standin apid_standin.go "$TALOS_APID_STANDIN_VERSION" talos-apid-standin
 $tools_only && exit 0
 
 for k in "$@"; do

@@ -68,6 +68,9 @@ constexpr KnownKind kKnownKinds[] = {
     {"resource.k8s.io/v1", "ResourceClaim", true},
     {"resource.k8s.io/v1", "ResourceClaimTemplate", true},
     {"argoproj.io/v1alpha1", "Application", true},
+    // Talos' ServiceAccount for pods that reach its API (deploy/reboot-talos; the CRD Talos
+    // serves: ../shared/reference/quotas-remediation-realk8s.md, section 4.2).
+    {"talos.dev/v1alpha1", "ServiceAccount", true},
     {"kustomize.config.k8s.io/v1beta1", "Kustomization", false},
     {"kustomize.config.k8s.io/v1alpha1", "Component", false},
 };
@@ -456,8 +459,8 @@ TEST_F(DeployManifestsTest, KustomizationsReferenceExistingFilesAndRender) {
     ++rendered;
   }
   EXPECT_GE(rendered, 12);
-  EXPECT_EQ(components,
-            (std::set<std::string>{"deploy/dra", "deploy/evict", "deploy/reboot", "deploy/reset"}));
+  EXPECT_EQ(components, (std::set<std::string>{"deploy/dra", "deploy/evict", "deploy/reboot",
+                                               "deploy/reboot-talos", "deploy/reset"}));
   for (const std::string& c : components) {
     EXPECT_TRUE(included.count(c)) << c << " is a Component no kustomization lists";
   }
@@ -581,6 +584,10 @@ TEST_F(DeployManifestsTest, HelmRendersWhatKustomizeRenders) {
       {"examples/evict", {"namespace.create=true", "evict.enabled=true"}, false},
       {"examples/remediation",
        {"namespace.create=true", "evict.enabled=true", "reset.enabled=true", "reboot.enabled=true"},
+       false},
+      {"examples/remediation-talos",
+       {"namespace.create=true", "runtimeClass.create=true", "evict.enabled=true",
+        "reset.enabled=true", "rebootTalos.enabled=true"},
        false},
   };
   for (const Case& c : cases) {

@@ -163,6 +163,7 @@ constexpr DurationBounds kDurationBounds[] = {
     {"health.evict.grace", absl::ZeroDuration(), absl::Hours(1)},
     {"health.reboot.grace", absl::ZeroDuration(), absl::Hours(24)},
     {"health.reboot.window", absl::Hours(1), absl::Hours(24 * 30)},
+    {"health.reboot.drainTimeout", absl::Minutes(1), absl::Hours(24)},
 };
 
 const DurationBounds& BoundsOf(const char* key) {
@@ -600,6 +601,38 @@ const std::vector<Field>& Fields() {
          return ParseFilePath("health.reboot.sentinel", v, &c.health.reboot.sentinel);
        },
        [](const Config& c) { return Str(c.health.reboot.sentinel); }},
+      {"health.reboot.via", "auto, kured or talos",
+       [](Config& c, const std::string& v) {
+         if (v != "auto" && v != "kured" && v != "talos") {
+           return Bad("health.reboot.via", v, "auto, kured or talos");
+         }
+         c.health.reboot.via = v;
+         return absl::OkStatus();
+       },
+       [](const Config& c) { return Str(c.health.reboot.via); }},
+      {"health.reboot.talosconfig", "an absolute path of a file",
+       [](Config& c, const std::string& v) {
+         return ParseFilePath("health.reboot.talosconfig", v, &c.health.reboot.talosconfig);
+       },
+       [](const Config& c) { return Str(c.health.reboot.talosconfig); }},
+      {"health.reboot.talosEndpoint", "\"\" or host:port",
+       [](Config& c, const std::string& v) {
+         const size_t colon = v.rfind(':');
+         int port = 0;
+         if (!v.empty() && (colon == std::string::npos || colon == 0 ||
+                            !absl::SimpleAtoi(v.substr(colon + 1), &port) || port < 1 ||
+                            port > 65535 || v.find_first_of("/ @") != std::string::npos)) {
+           return Bad("health.reboot.talosEndpoint", v, "\"\" or host:port");
+         }
+         c.health.reboot.talos_endpoint = v;
+         return absl::OkStatus();
+       },
+       [](const Config& c) { return Str(c.health.reboot.talos_endpoint); }},
+      {"health.reboot.drainTimeout", DurationAllowed(BoundsOf("health.reboot.drainTimeout")),
+       [](Config& c, const std::string& v) {
+         return ParseDur("health.reboot.drainTimeout", v, &c.health.reboot.drain_timeout);
+       },
+       [](const Config& c) { return Str(absl::FormatDuration(c.health.reboot.drain_timeout)); }},
       {"cluster.enabled", "true or false",
        [](Config& c, const std::string& v) {
          return ParseBool("cluster.enabled", v, &c.cluster.enabled);

@@ -243,6 +243,20 @@ struct Config {
       // kured's sentinel (its --reboot-sentinel), a host path. Default:
       // /var/run/reboot-required.
       std::string sentinel = "/var/run/reboot-required";
+      // Who reboots: "kured" (its sentinel), "talos" (Talos' machine API, after gpulet's own
+      // cordon and drain, one node at a time per reason), or "auto": talos on a Talos node,
+      // kured elsewhere. Default: auto.
+      std::string via = "auto";
+      // The talosconfig Talos writes for gpulet's talos.dev ServiceAccount, a path in the
+      // container (deploy/reboot-talos mounts its Secret there). Default:
+      // /var/run/secrets/talos.dev/config.
+      std::string talosconfig = "/var/run/secrets/talos.dev/config";
+      // host:port to reach Talos' API at instead of the talosconfig's endpoint (whose name
+      // apid's certificate must still carry); "" for the endpoint. Default: "".
+      std::string talos_endpoint;
+      // How long gpulet's drain before a reboot through Talos may take; past it the node is
+      // uncordoned and the reboot asked for again an hour later. 1m to 24h. Default: 15m.
+      absl::Duration drain_timeout = absl::Minutes(15);
       bool operator==(const Reboot&) const = default;
     } reboot;
   } health;

@@ -23,6 +23,7 @@
 #include "plugin/resources.h"
 #include "recorder/fault_keeper.h"
 #include "recorder/pci_link.h"
+#include "talos/machine_client.h"
 #include "vram/slice_file.h"
 
 namespace gpulet::daemon {
@@ -433,21 +434,36 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const confi
   so.evictions = [queue = evictions_] { return queue->ByGpu(); };
   so.resets = [rung = reset_rung_] { return rung->ByGpu(); };
   so.reboots = [rung = reboot_rung_] { return rung->ByGpu(); };
-  // The reboot rung asks kured through its sentinel under the host root (not written into
-  // the bundled fixture, which is data).
+  // The reboot rung's hand: kured's sentinel under the host root, or Talos' machine API after
+  // gpulet's own cordon and drain (health.reboot.via; not for the bundled fixture, which is
+  // data).
   std::shared_ptr<node::NodeRebooter> rebooter;
-  if (options_.rebooter == nullptr && config.health.reboot.mode == config::RemediationMode::kOn &&
-      node::ReadOsRelease(*node_.host).talos) {
-    // No kured on Talos, and nothing else reads the sentinel there: a request would wait
-    // forever. The rung says "no rebooter" instead, and a person reboots (talosctl reboot).
-    GPULET_LOG_WARN(
-        "health.reboot.mode is on, but this is a Talos node: kured does not run on Talos and "
-        "gpulet does not yet reboot through Talos' machine API; no reboot will be asked for");
-  } else if (!options_.bundled_fixture_root) {
-    rebooter = options_.rebooter != nullptr
-                   ? std::shared_ptr<node::NodeRebooter>(std::shared_ptr<void>(), options_.rebooter)
-                   : std::make_shared<node::KuredSentinel>(node_.host.get(),
-                                                           config.health.reboot.sentinel);
+  const bool talos_node = node::ReadOsRelease(*node_.host).talos;
+  const std::string& via = config.health.reboot.via;
+  const bool through_talos = via == "talos" || (via == "auto" && talos_node);
+  if (options_.rebooter != nullptr) {
+    rebooter = std::shared_ptr<node::NodeRebooter>(std::shared_ptr<void>(), options_.rebooter);
+  } else if (options_.bundled_fixture_root) {
+    // no hand: a simulation of the fixture reboots nothing
+  } else if (through_talos) {
+    if (config.health.reboot.mode == config::RemediationMode::kOn) {
+      rebooter = TalosRebooterFor(config);
+      if (rebooter == nullptr) {
+        reboot_rung_->SetNoRebooterReason(
+            config.cluster.enabled
+                ? "the API client for the drain could not be made (see the log)"
+                : "a reboot through Talos' API needs cluster.enabled (gpulet cordons and drains "
+                  "the node through the API server first)");
+      }
+    }
+  } else {
+    if (talos_node && config.health.reboot.mode == config::RemediationMode::kOn) {
+      GPULET_LOG_WARN(
+          "health.reboot.via is kured on a Talos node: kured does not run on Talos, so the "
+          "sentinel asks nobody; set health.reboot.via to auto or talos (deploy/reboot-talos)");
+    }
+    rebooter =
+        std::make_shared<node::KuredSentinel>(node_.host.get(), config.health.reboot.sentinel);
   }
   so.on_round = [slice_round, faults, quarantine, inbox = event_inbox_, recorder = recorder_,
                  rung = eviction_rung_, evictions = evictions_, evict = config.health.evict,
@@ -572,6 +588,58 @@ std::unique_ptr<recorder::RetiredFile> Daemon::RetiredFileFor(const config::Conf
     return nullptr;
   }
   return std::make_unique<recorder::RetiredFile>(*local, config.health.retire.file);
+}
+
+std::shared_ptr<node::NodeRebooter> Daemon::TalosRebooterFor(const config::Config& config) {
+  const config::Config::Health::Reboot& r = config.health.reboot;
+  const char* node_ip = std::getenv("GPULET_NODE_IP");
+  const std::string settings =
+      absl::StrCat(r.talosconfig, "|", r.talos_endpoint, "|", absl::FormatDuration(r.drain_timeout),
+                   "|", config.cluster.kubeconfig, "|", node_ip != nullptr ? node_ip : "");
+  if (talos_rebooter_ != nullptr &&
+      (settings == talos_rebooter_settings_ || talos_rebooter_->Busy())) {
+    if (settings != talos_rebooter_settings_) {
+      GPULET_LOG_INFO(
+          "the new health.reboot settings for Talos apply once the drain under way ends");
+    }
+    return talos_rebooter_;
+  }
+  talos_rebooter_.reset();
+  if (!config.cluster.enabled) {
+    GPULET_LOG_WARN(
+        "health.reboot.mode is on through Talos' API, which gpulet asks only after it cordoned and "
+        "drained the node through the API server: that needs cluster.enabled; no reboot will be "
+        "asked for");
+    return nullptr;
+  }
+  const bool in_cluster = config.cluster.kubeconfig.empty();
+  absl::StatusOr<kube::KubeConfig> api =
+      in_cluster ? kube::LoadInClusterConfig(kube::InClusterSource::FromEnvironment())
+                 : kube::LoadKubeconfig(config.cluster.kubeconfig);
+  kube::KubeClientOptions o;
+  o.max_attempts = 1;  // a 429 is a budget's answer, tried again at the next step
+  absl::StatusOr<std::unique_ptr<kube::KubeClient>> client =
+      api.ok() ? kube::KubeClient::FromConfig(*api, o, options_.clock)
+               : absl::StatusOr<std::unique_ptr<kube::KubeClient>>(api.status());
+  if (!client.ok()) {
+    GPULET_LOG_ERROR("no reboot through Talos' API: the API client: {}", client.status().message());
+    return nullptr;
+  }
+  talos::MachineApiOptions mo;
+  mo.talosconfig = r.talosconfig;
+  mo.dial = r.talos_endpoint;
+  mo.node = node_ip != nullptr ? node_ip : "";
+  cluster::DrainingRebooter::Options dro;
+  dro.node_name = options_.node_name;
+  dro.lease_namespace = api->namespace_name.empty() ? "default" : api->namespace_name;
+  dro.boot_id = boot_id_;
+  dro.drain_timeout = r.drain_timeout;
+  talos_rebooter_ = std::make_shared<cluster::DrainingRebooter>(
+      *std::move(client), std::make_unique<talos::MachineApiRebooter>(std::move(mo)), dro,
+      options_.clock);
+  talos_rebooter_settings_ = settings;
+  talos_rebooter_->Start();
+  return talos_rebooter_;
 }
 
 std::shared_ptr<const recorder::RebootRecord> Daemon::RebootRecordFor(
@@ -735,8 +803,14 @@ void WarnWithoutSampler(const config::Config& c) {
   if (c.health.recorder.window > absl::ZeroDuration()) {
     idle.emplace_back("the flight recorder (health.recorder.window)");
   }
-  if (c.health.evict.mode != config::RemediationMode::kOff) {
-    idle.emplace_back("the eviction rung (health.evict.mode)");
+  // The rungs that act on the sampler's rounds; the table says which key turns each on.
+  const std::pair<config::RemediationMode, const char*> rungs[] = {
+      {c.health.evict.mode, "the eviction rung (health.evict.mode)"},
+      {c.health.reset.mode, "the reset rung (health.reset.mode)"},
+      {c.health.reboot.mode, "the reboot rung (health.reboot.mode)"},
+  };
+  for (const auto& [mode, rung] : rungs) {
+    if (mode != config::RemediationMode::kOff) idle.emplace_back(rung);
   }
   if (c.cluster.enabled && c.metrics.pod_attribution) {
     idle.emplace_back("the Events on the pods of a GPU that goes out");

@@ -54,6 +54,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "cluster/draining_rebooter.h"
 #include "cluster/event_inbox.h"
 #include "cluster/node_reporter.h"
 #include "cluster/pod_eviction.h"
@@ -314,6 +315,11 @@ class Daemon {
   // The reboot rung (health.reboot), on the sampler's rounds; the daemon's, so that its
   // record and Events outlive a rebuilt sampler.
   std::shared_ptr<RebootRung> reboot_rung_;
+  // The rung's hand through Talos' API (health.reboot.via talos), the daemon's so that a drain
+  // under way outlives a rebuilt sampler; rebuilt when its settings change and it is idle.
+  std::shared_ptr<node::NodeRebooter> TalosRebooterFor(const config::Config& config);
+  std::shared_ptr<cluster::DrainingRebooter> talos_rebooter_;
+  std::string talos_rebooter_settings_;  // what it was built from
 };
 
 }  // namespace gpulet::daemon

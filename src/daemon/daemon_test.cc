@@ -262,6 +262,10 @@ TEST_F(DaemonTest, ReloadRebuildsTheSamplerForEverySettingItsRoundsActOn) {
       {"health.reboot.window", "48h"},
       {"health.reboot.file", "/var/lib/other/reboots.json"},
       {"health.reboot.sentinel", "/run/reboot-required"},
+      {"health.reboot.via", "kured"},
+      {"health.reboot.talosconfig", "/etc/talos/config"},
+      {"health.reboot.talosEndpoint", "10.5.0.2:50000"},
+      {"health.reboot.drainTimeout", "30m"},
       {"health.quietPeriod", "1m"},
       {"sharing.memorySlices.overQuota.action", "kill"},
       {"sharing.memorySlices.overQuota.marginMiB", "512"},
@@ -870,9 +874,11 @@ TEST_F(DaemonTest, AGpuOnlyARebootClearsAsksKuredOnceAndTheNextBootKnowsItReboot
   EXPECT_FALSE(fs::exists(sentinel));
 }
 
-// On Talos (the homelab fixture is the seed's Talos node) nothing reads kured's sentinel:
-// with the rung on, no request is made, and the status says why.
-TEST_F(DaemonTest, OnTalosTheRebootRungAsksNobodyAndSaysWhy) {
+// On Talos (the homelab fixture is the seed's Talos node) the rung reboots through Talos' API
+// (health.reboot.via auto), after its drain through the API server: without cluster.enabled
+// no request is made, the status says why, and kured's sentinel, which nothing reads on
+// Talos, is never written.
+TEST_F(DaemonTest, OnTalosTheRebootRungGoesThroughTalosAndSaysWhatItNeeds) {
   fs::create_directories(root_ / "proc/sys/kernel/random");
   std::ofstream(root_ / "proc/sys/kernel/random/boot_id") << "boot-1\n";
   config_.health.reboot.mode = config::RemediationMode::kOn;
@@ -887,7 +893,7 @@ TEST_F(DaemonTest, OnTalosTheRebootRungAsksNobodyAndSaysWhy) {
     return status.ok() && status->gpus.size() == 2 && status->gpus[1].reboot.has_value();
   }));
   EXPECT_EQ(status->gpus[1].reboot->state, "waiting");
-  EXPECT_THAT(status->gpus[1].reboot->detail, HasSubstr("no kured on Talos"));
+  EXPECT_THAT(status->gpus[1].reboot->detail, HasSubstr("Talos' API needs cluster.enabled"));
   EXPECT_FALSE(fs::exists(root_ / "var/run/reboot-required"));
 }
 

@@ -126,11 +126,38 @@ std::vector<cluster::NodeEvent> RebootRung::Next(const state::Snapshot& snap,
     if (r.boot_id == boot_id_ && r.outcome == "asked") outstanding = &r;
     if (!taken && absl::FromUnixSeconds(r.at_unix) > now - kRetryFailedAfter) failed = &r;
   }
+  // A rebooter that drains first can fail after it took the request: the request then
+  // failed, and is asked again an hour later.
+  const absl::Status late = outstanding != nullptr && rebooter != nullptr
+                                ? rebooter->TakeLateFailure()
+                                : absl::OkStatus();
+  if (!late.ok() && record != nullptr) {
+    std::vector<recorder::RebootRequest> next = *requests_;
+    for (recorder::RebootRequest& r : next) {
+      if (r.boot_id == boot_id_ && r.outcome == "asked") {
+        r.outcome = absl::StrCat("failed: ", late.message());
+      }
+    }
+    if (absl::Status s = record->Save(next); !s.ok()) GPULET_LOG_ERROR("{}", s.message());
+    requests_ = std::move(next);
+    ++counts_["failed"];
+    say("failed", std::string(late.message()), tries);
+    GPULET_LOG_ERROR("the node reboot gpulet asked for failed: {}", late.message());
+    std::vector<std::string> names;
+    for (const state::DeviceRecord* d : out.gpus) names.push_back(GpuText(*d));
+    events.push_back(RungEvent(
+        "Warning", "GpuRebootFailed",
+        absl::StrCat("GPU ", absl::StrJoin(names, ", "), " needs a node reboot (", out.reason,
+                     "), and the reboot gpulet asked for failed: ", late.message())));
+    return events;
+  }
   if (outstanding != nullptr) {
+    const std::string progress = rebooter != nullptr ? rebooter->Progress() : "";
     say("asked",
         absl::StrCat("asked at ", RungTime(absl::FromUnixSeconds(outstanding->at_unix)), " of ",
                      rebooter != nullptr ? rebooter->Describe() : "the rebooter",
-                     "; the reboot comes when it takes its turn"),
+                     progress.empty() ? "; the reboot comes when it takes its turn"
+                                      : absl::StrCat("; ", progress)),
         tries);
     return events;
   }
@@ -186,14 +213,20 @@ std::vector<cluster::NodeEvent> RebootRung::Next(const state::Snapshot& snap,
           absl::StrCat("GPU ", gpus, " has needed a node reboot for ",
                        absl::FormatDuration(policy.grace), " (", out.reason,
                        "); health.reboot.mode is dry-run, so gpulet does not ask for one (on "
-                       "would, through kured)")));
+                       "would, ",
+                       policy.via == "talos"   ? "through Talos' API after a drain"
+                       : policy.via == "kured" ? "through kured"
+                                               : "through Talos' API on Talos, kured elsewhere",
+                       ")")));
     }
     return events;
   }
   if (rebooter == nullptr || record == nullptr) {
     say("waiting",
-        rebooter == nullptr ? "nothing can reboot this node (no kured on Talos; see the log)"
-                            : record_error_,
+        rebooter == nullptr
+            ? absl::StrCat("nothing can reboot this node: ",
+                           no_rebooter_why_.empty() ? "see the log" : no_rebooter_why_)
+            : record_error_,
         tries);
     return events;
   }
@@ -217,7 +250,7 @@ std::vector<cluster::NodeEvent> RebootRung::Next(const state::Snapshot& snap,
     return events;
   }
   const std::string why = absl::StrCat("GPU ", gpus, ": ", out.reason);
-  absl::Status asked = rebooter->Reboot(why);
+  absl::Status asked = rebooter->Reboot(why, out.reason);
   if (!asked.ok()) {
     next.back().outcome = absl::StrCat("failed: ", asked.message());
     if (absl::Status s = record->Save(next); !s.ok()) GPULET_LOG_ERROR("{}", s.message());
@@ -243,6 +276,11 @@ std::vector<cluster::NodeEvent> RebootRung::Next(const state::Snapshot& snap,
                                             "), and asking for one failed: ", asked.message())));
   }
   return events;
+}
+
+void RebootRung::SetNoRebooterReason(std::string why) {
+  absl::MutexLock lock(&mu_);
+  no_rebooter_why_ = std::move(why);
 }
 
 std::map<std::string, state::RungStatus> RebootRung::ByGpu() const {

@@ -1,7 +1,8 @@
 // RebootRung: the remediation ladder's last rung (health.reboot; docs/remediation.md): asks
 // for a reboot of the node when a GPU's fault that only a reboot clears has lasted, through
 // what the cluster's owner already trusts to reboot nodes (node::NodeRebooter: kured's
-// sentinel, whose lock, drain and uncordon come with it), and keeps a record of each request
+// sentinel, whose lock, drain and uncordon come with it, or Talos' machine API after gpulet's
+// own turn, cordon and drain: cluster::DrainingRebooter), and keeps a record of each request
 // on the host (recorder::RebootRecord) so that the budget and the outcome survive the reboot
 // itself.
 //
@@ -65,6 +66,9 @@ class RebootRung {
                                        const recorder::RebootRecord* record,
                                        node::NodeRebooter* rebooter, absl::Time now);
 
+  // Why there is no rebooter (Next's `rebooter` null with mode on), for the status.
+  void SetNoRebooterReason(std::string why);
+
   // What the rung is doing about each GPU it has something to say of, by UUID.
   std::map<std::string, state::RungStatus> ByGpu() const;
   // Its requests by result: "asked", "failed" and "dry_run" (gpulet_node_reboots_total).
@@ -88,6 +92,7 @@ class RebootRung {
   std::string save_failure_
       ABSL_GUARDED_BY(mu_);  // the dry run's or budget's Event, once per time out
   std::map<std::string, uint64_t> counts_ ABSL_GUARDED_BY(mu_);
+  std::string no_rebooter_why_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpulet::daemon

@@ -22,14 +22,18 @@ const absl::Time kT0 = absl::FromUnixSeconds(1'800'000'000);
 // Asks nothing of the node: counts, and fails when told to.
 class FakeRebooter : public node::NodeRebooter {
  public:
-  absl::Status Reboot(absl::string_view why) override {
+  absl::Status Reboot(absl::string_view why, absl::string_view /*reason*/) override {
     asked.push_back(std::string(why));
     return result;
   }
   std::string Describe() const override { return "the test's rebooter"; }
+  absl::Status TakeLateFailure() override { return std::exchange(late, absl::OkStatus()); }
+  std::string Progress() const override { return progress; }
 
   std::vector<std::string> asked;
   absl::Status result = absl::OkStatus();
+  absl::Status late = absl::OkStatus();  // what a drain that failed after the request says
+  std::string progress;
 };
 
 // The seed's homelab: the 5090 fell off the bus at `out_at` (XID 79: a reboot clears it).
@@ -200,6 +204,40 @@ TEST_F(RebootRungTest, FailuresAreToldAndTriedAgainAnHourLater) {
   EXPECT_EQ(Reasons(e), (std::vector<std::string>{"GpuRebootFailed"}));
   EXPECT_TRUE(other.asked.empty());
   EXPECT_TRUE(second.Next(Homelab(kT0), on_, &unwritable, &other, at + absl::Minutes(1)).empty());
+}
+
+}  // namespace
+}  // namespace gpulet::daemon
+
+namespace gpulet::daemon {
+namespace {
+
+// A rebooter that drains first (Talos') takes the request, works on, and may fail later: the
+// status shows its progress, and a late failure marks the request failed, is told, and the
+// reboot is asked for again an hour later.
+TEST_F(RebootRungTest, ALateFailureOfADrainingRebooterFailsTheRequest) {
+  RebootRung rung("boot-1");
+  const state::Snapshot snap = Homelab(kT0);
+  const absl::Time at = kT0 + absl::Minutes(10);
+  EXPECT_EQ(Reasons(rung.Next(snap, on_, &record_, &rebooter_, at)),
+            (std::vector<std::string>{"GpuRebootAsked"}));
+  rebooter_.progress = "draining node n1: 1 pod left";
+  EXPECT_TRUE(rung.Next(snap, on_, &record_, &rebooter_, at + absl::Minutes(1)).empty());
+  EXPECT_THAT(rung.ByGpu().at("GPU-5090").detail, HasSubstr("draining node n1: 1 pod left"));
+  rebooter_.late = absl::DeadlineExceededError("the drain of node n1 did not finish within 15m");
+  std::vector<cluster::NodeEvent> e =
+      rung.Next(snap, on_, &record_, &rebooter_, at + absl::Minutes(16));
+  EXPECT_EQ(Reasons(e), (std::vector<std::string>{"GpuRebootFailed"}));
+  EXPECT_THAT(e[0].note, HasSubstr("did not finish within 15m"));
+  EXPECT_EQ(rung.ByGpu().at("GPU-5090").state, "failed");
+  EXPECT_THAT(record_.Load()->at(0).outcome, HasSubstr("failed: the drain"));
+  EXPECT_EQ(rung.counts().at("failed"), 1u);
+  // Not asked again within the hour, then asked again (the failure spent no budget).
+  EXPECT_TRUE(rung.Next(snap, on_, &record_, &rebooter_, at + absl::Minutes(30)).empty());
+  EXPECT_EQ(rebooter_.asked.size(), 1u);
+  EXPECT_EQ(Reasons(rung.Next(snap, on_, &record_, &rebooter_, at + absl::Minutes(77))),
+            (std::vector<std::string>{"GpuRebootAsked"}));
+  EXPECT_EQ(rebooter_.asked.size(), 2u);
 }
 
 }  // namespace

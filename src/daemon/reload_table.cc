@@ -116,6 +116,17 @@ constexpr ReloadRule kRules[] = {
     {"health.reboot.file", kReloadMetrics, "rebuilt: the sampler; the new record is read at once"},
     {"health.reboot.sentinel", kReloadMetrics,
      "rebuilt: the sampler; the next reboot is asked for at the new path"},
+    {"health.reboot.via", kReloadMetrics,
+     "rebuilt: the sampler; the next reboot is asked for the new way (a drain under way for "
+     "Talos finishes first)"},
+    {"health.reboot.talosconfig", kReloadMetrics,
+     "rebuilt: the sampler; Talos' API is reached with the new file (once no drain is under "
+     "way)"},
+    {"health.reboot.talosEndpoint", kReloadMetrics,
+     "rebuilt: the sampler; Talos' API is reached at the new address (once no drain is under "
+     "way)"},
+    {"health.reboot.drainTimeout", kReloadMetrics,
+     "rebuilt: the sampler; the next drain has the new limit (once no drain is under way)"},
     {"health.kmsg", kReloadEvents,
      "rebuilt: event monitor; a kernel log already read is read on from its end, a newly "
      "enabled one from its start (as at startup)"},

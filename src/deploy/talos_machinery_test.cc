@@ -97,6 +97,32 @@ TEST_F(TalosMachineryTest, EveryReleaseTakesItsPatchOnANodeItInstalled) {
   }
 }
 
+// deploy/reboot-talos's patch, which lets gpulet's pods reach Talos' API as os:operator, is
+// taken by every release on a control-plane node (a homelab's one node is GPU node and
+// control plane at once: with gpulet's own patch), where it lands as written; on a worker
+// Talos refuses it (checked on the newest release: it has since 1.8), which is why the
+// Component says to patch the control plane.
+TEST_F(TalosMachineryTest, EveryReleaseTakesTheTalosApiAccessPatchOnTheControlPlaneOnly) {
+  const std::string access = testing::ReadTextFile(
+      absl::StrCat(GPULET_SOURCE_DIR, "/deploy/reboot-talos/talos-machine-patch.yaml"));
+  ASSERT_FALSE(access.empty());
+  for (const node::Release& r : node::KnownReleases()) {
+    std::string out;
+    testing::RunResult v =
+        Validate(r.minor, "generated", {Patch(r.minor), access}, &out, "controlplane");
+    ASSERT_EQ(v.exit_code, 0) << r.Name() << ": " << v.err;
+    YAML::Node feature = Document(out, "")["machine"]["features"]["kubernetesTalosAPIAccess"];
+    EXPECT_TRUE(feature["enabled"].as<bool>()) << r.Name();
+    EXPECT_EQ(feature["allowedRoles"][0].as<std::string>(), "os:operator") << r.Name();
+    EXPECT_EQ(feature["allowedKubernetesNamespaces"][0].as<std::string>(), "gpulet-system")
+        << r.Name();
+  }
+  const node::Release& newest = node::KnownReleases().back();
+  testing::RunResult v = Validate(newest.minor, "generated", {access}, nullptr, "worker");
+  EXPECT_NE(v.exit_code, 0) << newest.Name();
+  EXPECT_THAT(v.err, HasSubstr("can only be enabled on control plane machines"));
+}
+
 // The patch `gpulet image-serve` prints, which sends a node's pulls of the image to it over
 // HTTP, is taken by every release, on top of gpulet's own patch, and it lands where the
 // release's containerd configuration is generated from.

@@ -14,8 +14,10 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -23,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/clock.h"
+#include "common/periodic_worker.h"
 
 namespace gpulet::kube {
 namespace {
@@ -290,7 +293,8 @@ absl::Status WriteAll(Connection& c, const std::string& data, MonoTime deadline)
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TlsTransport>> TlsTransport::Create(TlsTransportOptions options) {
-  if (options.host.empty()) return absl::InvalidArgumentError("no API server host");
+  if (options.host.empty())
+    return absl::InvalidArgumentError(absl::StrCat("no host for ", options.peer));
   const std::string ca_what = options.ca_source.empty()
                                   ? "the CA bundle"
                                   : absl::StrCat("the CA bundle ", options.ca_source);
@@ -387,8 +391,8 @@ absl::StatusOr<std::unique_ptr<TlsTransport::Connection>> TlsTransport::Connect(
   const std::string port = absl::StrCat(options_.port);
   int gai = getaddrinfo(options_.host.c_str(), port.c_str(), &hints, &res);
   if (gai != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot resolve the API server host ", options_.host,
-                                               ": ", gai_strerror(gai)));
+    return absl::UnavailableError(absl::StrCat("cannot resolve the host of ", options_.peer, ", ",
+                                               options_.host, ": ", gai_strerror(gai)));
   }
   auto conn = std::make_unique<Connection>();
   absl::Status last = absl::UnavailableError(absl::StrCat("no address for ", options_.host));
@@ -403,16 +407,16 @@ absl::StatusOr<std::unique_ptr<TlsTransport::Connection>> TlsTransport::Connect(
     setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
     if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
       last = absl::UnavailableError(
-          absl::StrCat("connecting to the API server at ", where, ": ", strerror(errno)));
+          absl::StrCat("connecting to ", options_.peer, " at ", where, ": ", strerror(errno)));
       close(fd);
       continue;
     }
-    absl::Status w = WaitFd(fd, POLLOUT, deadline, nullptr, "connecting to the API server");
+    const std::string connecting = absl::StrCat("connecting to ", options_.peer);
+    absl::Status w = WaitFd(fd, POLLOUT, deadline, nullptr, connecting.c_str());
     int soerr = 0;
     socklen_t len = sizeof(soerr);
     if (w.ok() && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr != 0) {
-      w = absl::UnavailableError(
-          absl::StrCat("connecting to the API server at ", where, ": ", strerror(soerr)));
+      w = absl::UnavailableError(absl::StrCat(connecting, " at ", where, ": ", strerror(soerr)));
     }
     if (!w.ok()) {
       last = absl::Status(w.code(), absl::StrCat(w.message(), " at ", where));
@@ -432,9 +436,7 @@ absl::StatusOr<std::unique_ptr<TlsTransport::Connection>> TlsTransport::Connect(
   const std::string& name = options_.server_name.empty() ? options_.host : options_.server_name;
   conn->verify_name = name;
   gnutls_session_set_ptr(session, conn.get());
-  static const char kHttp11[] = "http/1.1";
-  const gnutls_datum_t alpn{reinterpret_cast<unsigned char*>(const_cast<char*>(kHttp11)),
-                            sizeof(kHttp11) - 1};
+  const gnutls_datum_t alpn = Datum(options_.alpn);
   if ((r = gnutls_priority_set(session, credentials_->priority)) < 0 ||
       (r = gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, credentials_->cred)) < 0 ||
       (r = gnutls_alpn_set_protocols(session, &alpn, 1, 0)) < 0 ||
@@ -453,7 +455,7 @@ absl::StatusOr<std::unique_ptr<TlsTransport::Connection>> TlsTransport::Connect(
   if (!hs.ok() || *hs == 0) {
     if (!conn->verify_error.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "the API server at ", where, " presented a certificate that does not verify as ", name,
+          options_.peer, " at ", where, " presented a certificate that does not verify as ", name,
           " against ",
           options_.ca_source.empty() ? "the configured CA"
                                      : absl::StrCat("the CA in ", options_.ca_source),
@@ -462,7 +464,7 @@ absl::StatusOr<std::unique_ptr<TlsTransport::Connection>> TlsTransport::Connect(
     }
     absl::Status s =
         hs.ok() ? absl::UnavailableError("the server closed the connection") : hs.status();
-    return absl::Status(s.code(), absl::StrCat("TLS handshake with the API server at ", where,
+    return absl::Status(s.code(), absl::StrCat("TLS handshake with ", options_.peer, " at ", where,
                                                " failed: ", s.message()));
   }
   absl::MutexLock lock(&mu_);
@@ -600,6 +602,150 @@ absl::StatusOr<HttpResponse> TlsTransport::Stream(const HttpRequest& request,
   if (!x.response.ok()) return x.response.status();
   x.response->body = std::move(error_body);
   return std::move(x.response);
+}
+
+namespace {
+
+// The pump: TLS records one way, plain bytes the other. It owns the TLS connection and its
+// end of the socket pair; the other end goes to the caller.
+class PumpedTunnel final : public TlsTunnel {
+ public:
+  PumpedTunnel(std::unique_ptr<Connection> conn, int pump_fd, int plain_fd)
+      : conn_(std::move(conn)), pump_fd_(pump_fd), plain_fd_(plain_fd) {
+    thread_ = StartNamedThread("gpulet-tls-pump", [this] { Pump(); });
+  }
+  ~PumpedTunnel() override {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    close(pump_fd_);
+    if (plain_fd_ >= 0) close(plain_fd_);
+  }
+  int TakePlainFd() override { return std::exchange(plain_fd_, -1); }
+  std::string EndedBy() const override {
+    absl::MutexLock lock(&mu_);
+    return ended_by_;
+  }
+
+ private:
+  // Moves bytes until either side is done. Each direction has one buffer: filled from its
+  // source only when empty, so a slow side holds the other back rather than growing memory.
+  void Pump() {
+    gnutls_session_t session = conn_->session;
+    std::string to_plain, to_server;
+    size_t to_plain_off = 0;
+    bool send_blocked = false;  // a gnutls_record_send waits on the socket: same data again
+    bool server_open = true;
+    char buf[16384];
+    while (!stop_) {
+      bool progress = false;
+      bool want_server_in = false, want_plain_in = false, want_plain_out = false;
+      // Server to plain.
+      if (to_plain_off == to_plain.size() && server_open) {
+        to_plain.clear();
+        to_plain_off = 0;
+        const ssize_t n = gnutls_record_recv(session, buf, sizeof(buf));
+        if (n > 0) {
+          to_plain.assign(buf, static_cast<size_t>(n));
+          progress = true;
+        } else if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED) {
+          want_server_in = true;
+        } else if (n == 0 || gnutls_error_is_fatal(static_cast<int>(n)) != 0) {
+          if (n == GNUTLS_E_FATAL_ALERT_RECEIVED) {
+            absl::MutexLock lock(&mu_);
+            ended_by_ = absl::StrCat("the server sent the TLS alert: ",
+                                     gnutls_alert_get_name(gnutls_alert_get(session)));
+          } else if (n < 0) {
+            absl::MutexLock lock(&mu_);
+            ended_by_ = GnutlsError(static_cast<int>(n));
+          }
+          server_open = false;
+          shutdown(pump_fd_, SHUT_WR);  // the client sees the end of the stream
+        }
+      }
+      if (to_plain_off < to_plain.size()) {
+        const ssize_t w = send(pump_fd_, to_plain.data() + to_plain_off,
+                               to_plain.size() - to_plain_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) {
+          to_plain_off += static_cast<size_t>(w);
+          progress = true;
+        } else if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
+          want_plain_out = true;
+        } else {
+          return;  // the client closed its end
+        }
+      }
+      // Plain to server.
+      if (to_server.empty()) {
+        const ssize_t n = recv(pump_fd_, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n > 0) {
+          to_server.assign(buf, static_cast<size_t>(n));
+          progress = true;
+        } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+          want_plain_in = true;
+        } else {
+          gnutls_bye(session, GNUTLS_SHUT_WR);  // the client is done: so is the connection
+          return;
+        }
+      }
+      if (!to_server.empty() && server_open) {
+        const ssize_t w = send_blocked
+                              ? gnutls_record_send(session, nullptr, 0)
+                              : gnutls_record_send(session, to_server.data(), to_server.size());
+        if (w > 0) {
+          send_blocked = false;
+          to_server.erase(0, static_cast<size_t>(w));
+          progress = true;
+        } else if (w == GNUTLS_E_AGAIN || w == GNUTLS_E_INTERRUPTED) {
+          send_blocked = true;
+        } else {
+          server_open = false;
+          shutdown(pump_fd_, SHUT_WR);
+        }
+      }
+      if (!server_open && to_plain_off == to_plain.size()) {
+        // Nothing more can come from the server; wait for the client to close its end.
+        want_server_in = false;
+        send_blocked = false;
+        to_server.clear();
+      }
+      if (progress || gnutls_record_check_pending(session) > 0) continue;
+      pollfd p[2] = {{conn_->fd, 0, 0}, {pump_fd_, 0, 0}};
+      if (want_server_in) p[0].events |= POLLIN;
+      if (send_blocked) p[0].events |= POLLOUT;
+      if (want_plain_in || !server_open) p[1].events |= POLLIN;
+      if (want_plain_out) p[1].events |= POLLOUT;
+      poll(p, 2, 100);  // the timeout bounds how long the destructor waits for the pump
+    }
+  }
+
+  const std::unique_ptr<Connection> conn_;
+  const int pump_fd_;
+  int plain_fd_;
+  std::atomic<bool> stop_{false};
+  mutable absl::Mutex mu_;
+  std::string ended_by_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TlsTunnel>> TlsTransport::OpenTunnel(
+    absl::Duration connect_timeout) {
+  absl::StatusOr<std::unique_ptr<Connection>> conn = Connect(connect_timeout);
+  if (!conn.ok()) return conn.status();
+  gnutls_datum_t selected{};
+  if (gnutls_alpn_get_selected_protocol((*conn)->session, &selected) != 0 ||
+      absl::string_view(reinterpret_cast<const char*>(selected.data), selected.size) !=
+          options_.alpn) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        options_.peer, " at ", options_.host, ":", options_.port, " did not agree to ",
+        options_.alpn, " in the TLS handshake (ALPN): it is not the server gpulet expects there"));
+  }
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    return absl::ResourceExhaustedError(absl::StrCat("socketpair: ", strerror(errno)));
+  }
+  return std::make_unique<PumpedTunnel>(*std::move(conn), fds[0], fds[1]);
 }
 
 }  // namespace gpulet::kube

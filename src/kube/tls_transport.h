@@ -12,8 +12,12 @@
 // is never consulted. A mismatch names what the certificate does name. An optional
 // `server_name` replaces the host for the check and SNI (kubeconfig's tls-server-name); SNI
 // is sent for DNS names only. A client certificate and key are presented when configured.
-// ALPN offers only http/1.1, so the server never picks HTTP/2; a renegotiation the server
-// asks for is refused.
+// ALPN offers one protocol, http/1.1 unless the options say otherwise, so an API server never
+// picks HTTP/2; a renegotiation the server asks for is refused.
+//
+// A tunnel (OpenTunnel) carries one TLS connection to a plain socket, for a client that speaks
+// its own protocol over a file descriptor: gpulet's gRPC is built without TLS, so its call to
+// Talos' machine API (talos/machine_client.h) runs HTTP/2 over the tunnel, with ALPN "h2".
 //
 // Connections: a round trip takes an idle keep-alive connection when there is one (at most
 // `max_idle_connections` are kept, each for at most `idle_keepalive`), else connects anew;
@@ -47,7 +51,9 @@
 namespace gpulet::kube {
 
 struct TlsTransportOptions {
-  std::string host;  // DNS name or IP literal (IPv6 without brackets)
+  std::string peer = "the API server";  // what the server is, for messages
+  std::string alpn = "http/1.1";        // the one application protocol offered
+  std::string host;                     // DNS name or IP literal (IPv6 without brackets)
   int port = 443;
   std::string server_name;      // checked against the certificate instead of `host` when set
   std::string ca_pem;           // PEM bundle of the CA certificates to trust; required
@@ -57,6 +63,23 @@ struct TlsTransportOptions {
   HttpResponseParser::Limits limits;
   int max_idle_connections = 2;
   absl::Duration idle_keepalive = absl::Seconds(50);
+};
+
+// A TLS connection carried to a plain socket: what is written to the socket (TakePlainFd)
+// reaches the server inside TLS, and what the server sends comes out of it. A thread
+// ("gpulet-tls-pump") moves the bytes until either side closes or the tunnel is destroyed.
+//
+// Thread-safety: TakePlainFd once, from any thread; the destructor stops the pump and joins.
+class TlsTunnel {
+ public:
+  virtual ~TlsTunnel() = default;
+  // The plain end, now the caller's to close (gRPC's CreateInsecureChannelFromFd takes it
+  // and closes it with the channel); -1 after the first call.
+  virtual int TakePlainFd() = 0;
+  // Why the server's side ended with an error ("the server sent the TLS alert: Unknown
+  // certificate authority"), once it has; "" otherwise. For messages: a server that refuses
+  // the client certificate says so only in an alert, after the handshake.
+  virtual std::string EndedBy() const = 0;
 };
 
 class TlsTransport final : public HttpTransport {
@@ -73,6 +96,10 @@ class TlsTransport final : public HttpTransport {
   absl::StatusOr<HttpResponse> Stream(const HttpRequest& request, absl::Duration connect_timeout,
                                       const StreamOptions& options,
                                       const BodySink& on_body) override;
+
+  // Connects and shakes hands as RoundTrip would, then hands the connection to a tunnel.
+  // FailedPrecondition when the server does not agree to the options' ALPN protocol.
+  absl::StatusOr<std::unique_ptr<TlsTunnel>> OpenTunnel(absl::Duration connect_timeout);
 
   // Connections opened so far (for tests of keep-alive reuse).
   int connections_opened() const;

@@ -17,7 +17,7 @@ std::string KuredSentinel::Describe() const {
   return absl::StrCat("kured's sentinel ", host_->Describe(sentinel_));
 }
 
-absl::Status KuredSentinel::Reboot(absl::string_view why) {
+absl::Status KuredSentinel::Reboot(absl::string_view why, absl::string_view /*reason*/) {
   const std::string where = host_->Describe(sentinel_);
   // The directory's links followed inside the root; the file's own name never followed.
   absl::StatusOr<std::string> local = host_->ResolveParent(sentinel_);

@@ -29,7 +29,7 @@ class KuredSentinel : public NodeRebooter {
   // `host` must outlive it; `sentinel`: the host path kured watches.
   KuredSentinel(const HostFs* host, std::string sentinel)
       : host_(host), sentinel_(std::move(sentinel)) {}
-  absl::Status Reboot(absl::string_view why) override;
+  absl::Status Reboot(absl::string_view why, absl::string_view reason) override;
   std::string Describe() const override;
 
  private:

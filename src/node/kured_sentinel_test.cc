@@ -31,11 +31,11 @@ class KuredSentinelTest : public ::testing::Test {
 };
 
 TEST_F(KuredSentinelTest, CreatesTheSentinelThroughTheHostsLinkSayingWhy) {
-  ASSERT_TRUE(sentinel_.Reboot("GPU-1 (GPU 1): XID 79").ok());
+  ASSERT_TRUE(sentinel_.Reboot("GPU-1 (GPU 1): XID 79", "XID 79").ok());
   EXPECT_EQ(testing::ReadTextFile((root() / "run/reboot-required").string()),
             "gpulet: GPU-1 (GPU 1): XID 79\n");
   // Asked already (by gpulet or by a package update): left as it is.
-  ASSERT_TRUE(sentinel_.Reboot("again").ok());
+  ASSERT_TRUE(sentinel_.Reboot("again", "XID 79").ok());
   EXPECT_EQ(testing::ReadTextFile((root() / "run/reboot-required").string()),
             "gpulet: GPU-1 (GPU 1): XID 79\n");
   EXPECT_NE(sentinel_.Describe().find("/var/run/reboot-required"), std::string::npos);
@@ -43,7 +43,7 @@ TEST_F(KuredSentinelTest, CreatesTheSentinelThroughTheHostsLinkSayingWhy) {
 
 TEST_F(KuredSentinelTest, AMissingDirectoryIsAFailedPreconditionNamingTheMount) {
   KuredSentinel elsewhere(&host_, "/nonexistent/reboot-required");
-  absl::Status s = elsewhere.Reboot("x");
+  absl::Status s = elsewhere.Reboot("x", "XID 79");
   EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
   EXPECT_NE(s.message().find("deploy/reboot"), std::string::npos) << s;
 }
@@ -53,14 +53,14 @@ TEST_F(KuredSentinelTest, ALinkAtTheSentinelsNameIsNotFollowed) {
   testing::ScratchDir outside;
   const fs::path target = fs::path(outside.path()) / "target";
   fs::create_symlink(target, root() / "run/reboot-required");
-  EXPECT_TRUE(sentinel_.Reboot("x").ok());  // something is there: not gpulet's to replace
+  EXPECT_TRUE(sentinel_.Reboot("x", "XID 79").ok());  // something is there: not gpulet's to replace
   EXPECT_FALSE(fs::exists(target));
 }
 
 TEST_F(KuredSentinelTest, AReadOnlyDirectoryIsPermissionDeniedNamingTheMount) {
   if (geteuid() == 0) GTEST_SKIP() << "root writes a read-only directory";
   fs::permissions(root() / "run", fs::perms::owner_read | fs::perms::owner_exec);
-  absl::Status s = sentinel_.Reboot("x");
+  absl::Status s = sentinel_.Reboot("x", "XID 79");
   fs::permissions(root() / "run", fs::perms::owner_all);
   EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
   EXPECT_NE(s.message().find("deploy/reboot"), std::string::npos) << s;

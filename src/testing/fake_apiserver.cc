@@ -63,6 +63,10 @@ const json& Schemas() {
                                    "preconditions": {"uid": "*", "resourceVersion": "*"},
                                    "propagationPolicy": "*", "dryRun": "*",
                                    "orphanDependents": "*"}},
+    "lease": {"apiVersion": "*", "kind": "*", "metadata": "META",
+              "spec": {"holderIdentity": "*", "leaseDurationSeconds": "*", "acquireTime": "*",
+                       "renewTime": "*", "leaseTransitions": "*", "strategy": "*",
+                       "preferredHolder": "*"}},
     "resourceslice": {"apiVersion": "*", "kind": "*", "metadata": "META",
       "spec": {"driver": "*", "pool": {"name": "*", "generation": "*", "resourceSliceCount": "*"},
                "nodeName": "*", "nodeSelector": "*", "allNodes": "*",
@@ -498,16 +502,48 @@ void ReplyInvalidSlice(httplib::Response& res, const std::string& name,
       {{"name", name}, {"group", "resource.k8s.io"}, {"kind", "ResourceSlice"}});
 }
 
-void ReplyNotFound(httplib::Response& res, const std::string& resource, const std::string& name) {
-  ReplyStatus(res, 404, "NotFound",
-              absl::StrCat(resource, ".resource.k8s.io \"", name, "\" not found"),
-              {{"name", name}, {"group", "resource.k8s.io"}, {"kind", resource}});
+// A resource as the API server names it in its Status objects: "pods" (the core group),
+// "leases.coordination.k8s.io", with the details' group and kind.
+struct Resource {
+  const char* plural;
+  const char* group;  // "" for the core group
+  std::string Qualified() const {
+    return *group == '\0' ? plural : absl::StrCat(plural, ".", group);
+  }
+  json Details(const std::string& name) const {
+    json d = {{"name", name}, {"kind", plural}};
+    if (*group != '\0') d["group"] = group;
+    return d;
+  }
+};
+constexpr Resource kNodes{"nodes", ""};
+constexpr Resource kPods{"pods", ""};
+constexpr Resource kEvents{"events", "events.k8s.io"};
+constexpr Resource kSlices{"resourceslices", "resource.k8s.io"};
+constexpr Resource kClaims{"resourceclaims", "resource.k8s.io"};
+constexpr Resource kLeases{"leases", "coordination.k8s.io"};
+
+void ReplyNotFound(httplib::Response& res, const Resource& r, const std::string& name) {
+  ReplyStatus(res, 404, "NotFound", absl::StrCat(r.Qualified(), " \"", name, "\" not found"),
+              r.Details(name));
 }
 
-// The object stored under `key` in `objects` (the caller holds their lock), or nullptr after
-// answering 404 NotFound for `resource` `name`.
+void ReplyAlreadyExists(httplib::Response& res, const Resource& r, const std::string& name) {
+  ReplyStatus(res, 409, "AlreadyExists",
+              absl::StrCat(r.Qualified(), " \"", name, "\" already exists"), r.Details(name));
+}
+
+// A write whose metadata.resourceVersion is not the stored one's.
+void ReplyConflict(httplib::Response& res, const Resource& r, const std::string& name) {
+  ReplyStatus(res, 409, "Conflict",
+              absl::StrCat("Operation cannot be fulfilled on ", r.Qualified(), " \"", name,
+                           "\": the object has been modified; please apply your changes to "
+                           "the latest version and try again"),
+              r.Details(name));
+}
+
 json* FindOrReplyNotFound(std::map<std::string, json>& objects, const std::string& key,
-                          httplib::Response& res, const std::string& resource,
+                          httplib::Response& res, const Resource& resource,
                           const std::string& name) {
   auto it = objects.find(key);
   if (it != objects.end()) return &it->second;
@@ -590,6 +626,17 @@ absl::Status FakeApiServer::Start(const std::string& token) {
   Route("DELETE", R"(/apis/resource\.k8s\.io/v1/resourceslices/([^/]+))",
         &FakeApiServer::DeleteResourceSlice);
   Route("POST", R"(/api/v1/namespaces/([^/]+)/pods/([^/]+)/eviction)", &FakeApiServer::EvictPod);
+  Route("GET", R"(/api/v1/pods)", &FakeApiServer::ListPods);
+  Route("GET", R"(/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases)",
+        &FakeApiServer::ListLeases);
+  Route("POST", R"(/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases)",
+        &FakeApiServer::CreateLease);
+  Route("GET", R"(/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases/([^/]+))",
+        &FakeApiServer::GetLease);
+  Route("PUT", R"(/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases/([^/]+))",
+        &FakeApiServer::PutLeaseRequest);
+  Route("DELETE", R"(/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases/([^/]+))",
+        &FakeApiServer::DeleteLease);
   Route("GET", R"(/apis/resource\.k8s\.io/v1/namespaces/([^/]+)/resourceclaims/([^/]+))",
         &FakeApiServer::GetResourceClaim);
   port_ = server_->bind_to_any_port("127.0.0.1");
@@ -793,8 +840,7 @@ void FakeApiServer::GetNode(const httplib::Request& req, httplib::Response& res)
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) {
-    ReplyStatus(res, 404, "NotFound", absl::StrCat("nodes \"", name, "\" not found"),
-                {{"name", name}, {"kind", "nodes"}});
+    ReplyNotFound(res, kNodes, name);
     return;
   }
   Reply(res, 200, it->second);
@@ -893,17 +939,12 @@ std::map<std::string, json>::iterator FakeApiServer::WritableNodeLocked(const st
                                                                         httplib::Response& res) {
   auto it = nodes_.find(name);
   if (it == nodes_.end()) {
-    ReplyStatus(res, 404, "NotFound", absl::StrCat("nodes \"", name, "\" not found"),
-                {{"name", name}, {"kind", "nodes"}});
+    ReplyNotFound(res, kNodes, name);
     return it;
   }
   const std::string want = RvOf(write);
   if (!want.empty() && want != RvOf(it->second)) {
-    ReplyStatus(res, 409, "Conflict",
-                absl::StrCat("Operation cannot be fulfilled on nodes \"", name,
-                             "\": the object has been modified; please apply your changes to "
-                             "the latest version and try again"),
-                {{"name", name}, {"kind", "nodes"}});
+    ReplyConflict(res, kNodes, name);
     return nodes_.end();
   }
   return it;
@@ -1004,9 +1045,7 @@ void FakeApiServer::CreateEvent(const httplib::Request& req, httplib::Response& 
   }
   const std::string key = absl::StrCat(ns, "/", name);
   if (events_.count(key)) {
-    ReplyStatus(res, 409, "AlreadyExists",
-                absl::StrCat("events.events.k8s.io \"", name, "\" already exists"),
-                {{"name", name}, {"group", "events.k8s.io"}, {"kind", "events"}});
+    ReplyAlreadyExists(res, kEvents, name);
     return;
   }
   ++rv_;
@@ -1027,17 +1066,12 @@ void FakeApiServer::PatchEvent(const httplib::Request& req, httplib::Response& r
   absl::MutexLock lock(&mu_);
   auto it = events_.find(absl::StrCat(ns, "/", name));
   if (it == events_.end()) {
-    ReplyStatus(res, 404, "NotFound", absl::StrCat("events.events.k8s.io \"", name, "\" not found"),
-                {{"name", name}, {"group", "events.k8s.io"}, {"kind", "events"}});
+    ReplyNotFound(res, kEvents, name);
     return;
   }
   const std::string want = RvOf(patch);
   if (!want.empty() && want != RvOf(it->second)) {
-    ReplyStatus(res, 409, "Conflict",
-                absl::StrCat("Operation cannot be fulfilled on events.events.k8s.io \"", name,
-                             "\": the object has been modified; please apply your changes to "
-                             "the latest version and try again"),
-                {{"name", name}, {"group", "events.k8s.io"}, {"kind", "events"}});
+    ReplyConflict(res, kEvents, name);
     return;
   }
   json updated = it->second;
@@ -1055,8 +1089,7 @@ void FakeApiServer::GetEvent(const httplib::Request& req, httplib::Response& res
   absl::MutexLock lock(&mu_);
   auto it = events_.find(absl::StrCat(ns, "/", name));
   if (it == events_.end()) {
-    ReplyStatus(res, 404, "NotFound", absl::StrCat("events.events.k8s.io \"", name, "\" not found"),
-                {{"name", name}, {"group", "events.k8s.io"}, {"kind", "events"}});
+    ReplyNotFound(res, kEvents, name);
     return;
   }
   Reply(res, 200, it->second);
@@ -1119,9 +1152,7 @@ void FakeApiServer::CreateResourceSlice(const httplib::Request& req, httplib::Re
     return;
   }
   if (slices_.count(name)) {
-    ReplyStatus(res, 409, "AlreadyExists",
-                absl::StrCat("resourceslices.resource.k8s.io \"", name, "\" already exists"),
-                {{"name", name}, {"group", "resource.k8s.io"}, {"kind", "resourceslices"}});
+    ReplyAlreadyExists(res, kSlices, name);
     return;
   }
   DropDisabledSliceFieldsLocked(&slice);
@@ -1138,7 +1169,7 @@ void FakeApiServer::CreateResourceSlice(const httplib::Request& req, httplib::Re
 void FakeApiServer::GetResourceSlice(const httplib::Request& req, httplib::Response& res) {
   const std::string name = req.matches[1];
   absl::MutexLock lock(&mu_);
-  if (json* stored = FindOrReplyNotFound(slices_, name, res, "resourceslices", name)) {
+  if (json* stored = FindOrReplyNotFound(slices_, name, res, kSlices, name)) {
     Reply(res, 200, *stored);
   }
 }
@@ -1188,16 +1219,11 @@ void FakeApiServer::PutResourceSlice(const httplib::Request& req, httplib::Respo
     return;
   }
   absl::MutexLock lock(&mu_);
-  json* stored = FindOrReplyNotFound(slices_, name, res, "resourceslices", name);
+  json* stored = FindOrReplyNotFound(slices_, name, res, kSlices, name);
   if (stored == nullptr) return;
   const std::string want = RvOf(slice);
   if (!want.empty() && want != RvOf(*stored)) {
-    ReplyStatus(
-        res, 409, "Conflict",
-        absl::StrCat("Operation cannot be fulfilled on resourceslices.resource.k8s.io \"", name,
-                     "\": the object has been modified; please apply your changes to "
-                     "the latest version and try again"),
-        {{"name", name}, {"group", "resource.k8s.io"}, {"kind", "resourceslices"}});
+    ReplyConflict(res, kSlices, name);
     return;
   }
   std::vector<std::string> errs = ValidateResourceSlice(slice, stored);
@@ -1242,7 +1268,7 @@ void FakeApiServer::DropDisabledSliceFieldsLocked(json* slice) {
 void FakeApiServer::DeleteResourceSlice(const httplib::Request& req, httplib::Response& res) {
   const std::string name = req.matches[1];
   absl::MutexLock lock(&mu_);
-  json* stored = FindOrReplyNotFound(slices_, name, res, "resourceslices", name);
+  json* stored = FindOrReplyNotFound(slices_, name, res, kSlices, name);
   if (stored == nullptr) return;
   ++rv_;
   json gone = std::move(*stored);
@@ -1255,7 +1281,7 @@ void FakeApiServer::GetResourceClaim(const httplib::Request& req, httplib::Respo
   const std::string name = req.matches[2];
   absl::MutexLock lock(&mu_);
   if (json* stored =
-          FindOrReplyNotFound(claims_, absl::StrCat(ns, "/", name), res, "resourceclaims", name)) {
+          FindOrReplyNotFound(claims_, absl::StrCat(ns, "/", name), res, kClaims, name)) {
     Reply(res, 200, *stored);
   }
 }
@@ -1307,7 +1333,7 @@ void FakeApiServer::EvictPod(const httplib::Request& req, httplib::Response& res
   }
   absl::MutexLock lock(&mu_);
   const std::string key = absl::StrCat(ns, "/", name);
-  json* pod = FindOrReplyNotFound(pods_, key, res, "pods", name);
+  json* pod = FindOrReplyNotFound(pods_, key, res, kPods, name);
   if (pod == nullptr) return;
   const std::string uid = (*pod)["metadata"].value("uid", "");
   const json pre =
@@ -1337,6 +1363,144 @@ void FakeApiServer::EvictPod(const httplib::Request& req, httplib::Response& res
          {"metadata", json::object()},
          {"status", "Success"},
          {"code", 201}});
+}
+
+void FakeApiServer::ListPods(const httplib::Request& req, httplib::Response& res) {
+  std::string node;
+  const std::string selector = req.get_param_value("fieldSelector");
+  if (!selector.empty()) {
+    std::vector<std::string> kv = absl::StrSplit(selector, absl::MaxSplits('=', 1));
+    if (kv.size() != 2 || kv[0] != "spec.nodeName") {
+      ReplyStatus(res, 400, "BadRequest",
+                  absl::StrCat("field label not supported: ", kv.empty() ? "" : kv[0]));
+      return;
+    }
+    node = kv[1];
+  }
+  absl::MutexLock lock(&mu_);
+  json items = json::array();
+  for (const auto& [key, pod] : pods_) {
+    if (selector.empty() || Str(pod.value("spec", json::object()), "nodeName") == node) {
+      items.push_back(pod);
+    }
+  }
+  Reply(res, 200,
+        {{"kind", "PodList"},
+         {"apiVersion", "v1"},
+         {"metadata", {{"resourceVersion", absl::StrCat(rv_)}}},
+         {"items", items}});
+}
+
+std::optional<json> FakeApiServer::Lease(const std::string& ns, const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = leases_.find(absl::StrCat(ns, "/", name));
+  if (it == leases_.end()) return std::nullopt;
+  return it->second;
+}
+
+void FakeApiServer::PutLease(json lease) {
+  absl::MutexLock lock(&mu_);
+  json& meta = lease["metadata"];
+  ++rv_;
+  meta["resourceVersion"] = absl::StrCat(rv_);
+  lease["kind"] = "Lease";
+  lease["apiVersion"] = "coordination.k8s.io/v1";
+  leases_[absl::StrCat(meta.value("namespace", ""), "/", meta.value("name", ""))] =
+      std::move(lease);
+}
+
+// labelSelector: "key" (exists) or "key=value", the forms gpulet sends.
+void FakeApiServer::ListLeases(const httplib::Request& req, httplib::Response& res) {
+  const std::string ns = req.matches[1];
+  const std::string selector = req.get_param_value("labelSelector");
+  std::vector<std::string> kv = absl::StrSplit(selector, absl::MaxSplits('=', 1));
+  absl::MutexLock lock(&mu_);
+  json items = json::array();
+  for (const auto& [key, lease] : leases_) {
+    if (!absl::StartsWith(key, ns + "/")) continue;
+    const json labels = lease["metadata"].value("labels", json::object());
+    if (!selector.empty() &&
+        (!labels.contains(kv[0]) || (kv.size() == 2 && Str(labels, kv[0].c_str()) != kv[1]))) {
+      continue;
+    }
+    items.push_back(lease);
+  }
+  Reply(res, 200,
+        {{"kind", "LeaseList"},
+         {"apiVersion", "coordination.k8s.io/v1"},
+         {"metadata", {{"resourceVersion", absl::StrCat(rv_)}}},
+         {"items", items}});
+}
+
+void FakeApiServer::CreateLease(const httplib::Request& req, httplib::Response& res) {
+  const std::string ns = req.matches[1];
+  json lease;
+  if (!CheckedBody(req, res, Schemas()["lease"], "Lease", &lease)) return;
+  json& meta = lease["metadata"];
+  if (!meta.is_object()) meta = json::object();
+  const std::string name = Str(meta, "name");
+  absl::MutexLock lock(&mu_);
+  const std::string key = absl::StrCat(ns, "/", name);
+  if (leases_.count(key)) {
+    ReplyAlreadyExists(res, kLeases, name);
+    return;
+  }
+  ++rv_;
+  meta["namespace"] = ns;
+  meta["resourceVersion"] = absl::StrCat(rv_);
+  meta["uid"] = absl::StrCat("lease-uid-", rv_);
+  lease["kind"] = "Lease";
+  lease["apiVersion"] = "coordination.k8s.io/v1";
+  leases_[key] = lease;
+  Reply(res, 201, lease);
+}
+
+void FakeApiServer::GetLease(const httplib::Request& req, httplib::Response& res) {
+  const std::string ns = req.matches[1];
+  const std::string name = req.matches[2];
+  absl::MutexLock lock(&mu_);
+  if (json* stored =
+          FindOrReplyNotFound(leases_, absl::StrCat(ns, "/", name), res, kLeases, name)) {
+    Reply(res, 200, *stored);
+  }
+}
+
+void FakeApiServer::PutLeaseRequest(const httplib::Request& req, httplib::Response& res) {
+  const std::string ns = req.matches[1];
+  const std::string name = req.matches[2];
+  json lease;
+  if (!CheckedBody(req, res, Schemas()["lease"], "Lease", &lease)) return;
+  absl::MutexLock lock(&mu_);
+  json* stored = FindOrReplyNotFound(leases_, absl::StrCat(ns, "/", name), res, kLeases, name);
+  if (stored == nullptr) return;
+  const std::string want = RvOf(lease);
+  if (!want.empty() && want != RvOf(*stored)) {
+    ReplyConflict(res, kLeases, name);
+    return;
+  }
+  ++rv_;
+  lease["metadata"]["resourceVersion"] = absl::StrCat(rv_);
+  lease["kind"] = "Lease";
+  lease["apiVersion"] = "coordination.k8s.io/v1";
+  *stored = lease;
+  Reply(res, 200, lease);
+}
+
+void FakeApiServer::DeleteLease(const httplib::Request& req, httplib::Response& res) {
+  const std::string ns = req.matches[1];
+  const std::string name = req.matches[2];
+  absl::MutexLock lock(&mu_);
+  const std::string key = absl::StrCat(ns, "/", name);
+  if (FindOrReplyNotFound(leases_, key, res, kLeases, name) == nullptr) {
+    return;
+  }
+  leases_.erase(key);
+  ++rv_;
+  Reply(res, 200,
+        {{"kind", "Status"},
+         {"apiVersion", "v1"},
+         {"metadata", json::object()},
+         {"status", "Success"}});
 }
 
 }  // namespace gpulet::testing

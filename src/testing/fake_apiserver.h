@@ -47,6 +47,15 @@
 //          evictions (BlockEvictions: a PodDisruptionBudget that allows no disruption).
 //          (The real server is checked by `make e2e`'s taint_evicts scenario for evictions in
 //          general; gpulet's own evictions are checked here only.)
+//   GET    /api/v1/pods[?fieldSelector=spec.nodeName%3D{node}]   PodList
+//   coordination.k8s.io/v1 Leases (the reboot rung's turns; the real server: `make e2e`'s
+//   eviction scenario's API server, and the API reference's Lease):
+//   GET    /apis/coordination.k8s.io/v1/namespaces/{ns}/leases[?labelSelector={key}]  LeaseList
+//   POST   /apis/coordination.k8s.io/v1/namespaces/{ns}/leases   create (201), 409 AlreadyExists
+//   GET    /apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}   the Lease, or 404
+//   PUT    /apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}   update: 409 Conflict on a
+//          stale metadata.resourceVersion
+//   DELETE /apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}   200 Success, 404
 // Every request needs "Authorization: Bearer <token>" with the token now accepted
 // (SetToken rotates it): else 401 with the real server's Status ("Unauthorized").
 // Writes: fieldValidation=Strict rejects an unknown field with 400 BadRequest and the real
@@ -152,6 +161,9 @@ class FakeApiServer {
   // Pods, for the Eviction API: PutPod stores one (uid stamped when missing); Pod reads one.
   void PutPod(nlohmann::json pod);
   std::optional<nlohmann::json> Pod(const std::string& ns, const std::string& name) const;
+  // Leases, as stored ("ns/name"); PutLease stores one (resourceVersion stamped).
+  std::optional<nlohmann::json> Lease(const std::string& ns, const std::string& name) const;
+  void PutLease(nlohmann::json lease);
   // While set, evicting ns/name answers 429 as a PodDisruptionBudget at its minimum does.
   void BlockEvictions(const std::string& ns, const std::string& name, bool blocked);
   // As an API server with the DRADeviceTaints / DRAConsumableCapacity gates off: slices are
@@ -211,6 +223,12 @@ class FakeApiServer {
   void DropDisabledSliceFieldsLocked(nlohmann::json* slice) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void GetResourceClaim(const httplib::Request& req, httplib::Response& res);
   void EvictPod(const httplib::Request& req, httplib::Response& res);
+  void ListPods(const httplib::Request& req, httplib::Response& res);
+  void ListLeases(const httplib::Request& req, httplib::Response& res);
+  void CreateLease(const httplib::Request& req, httplib::Response& res);
+  void GetLease(const httplib::Request& req, httplib::Response& res);
+  void PutLeaseRequest(const httplib::Request& req, httplib::Response& res);
+  void DeleteLease(const httplib::Request& req, httplib::Response& res);
 
   // The Node `name` that `write` may change: else end() after answering 404 (no such Node)
   // or 409 (`write` carries a resourceVersion that is not the Node's).
@@ -237,6 +255,7 @@ class FakeApiServer {
   std::map<std::string, nlohmann::json> claims_ ABSL_GUARDED_BY(mu_);  // "ns/name"
   std::map<std::string, nlohmann::json> pods_ ABSL_GUARDED_BY(mu_);    // "ns/name"
   std::set<std::string> eviction_blocked_ ABSL_GUARDED_BY(mu_);        // "ns/name"
+  std::map<std::string, nlohmann::json> leases_ ABSL_GUARDED_BY(mu_);  // "ns/name"
   std::vector<HistoryEntry> history_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<Watcher>> watchers_ ABSL_GUARDED_BY(mu_);
   bool taints_gate_off_ ABSL_GUARDED_BY(mu_) = false;

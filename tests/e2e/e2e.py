@@ -509,6 +509,142 @@ class Suite:
         self.c.kubectl("delete", "pod", on0, "--wait=true")
         wait_for("allocatable 2 after recovery", lambda: self.capacity()[1] == "2", timeout=120)
 
+    def talos_standin(self, node_ip):
+        """Starts tests/talos/apid_standin.go on the host-only bridge (which pods reach), with
+        `node_ip` the node apid may forward to; returns (process, its directory, address)."""
+        tool = os.path.join(e2e_cache(), "bin", "talos-apid-standin")
+        check(os.access(tool, os.X_OK), f"no {tool}: scripts/e2e/build.sh --tools builds it")
+        d = os.path.join(self.work, "talos")
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        log = open(os.path.join(d, "standin.log"), "w")
+        proc = subprocess.Popen([tool, "--dir", d, "--listen", f"{clusterlib.BRIDGE_IP}:0",
+                                 "--node", node_ip], stdin=subprocess.PIPE, stdout=log,
+                                stderr=subprocess.STDOUT)
+        wait_for("the Talos apid stand-in to listen",
+                 lambda: os.path.exists(os.path.join(d, "addr")), timeout=30)
+        with open(os.path.join(d, "addr")) as f:
+            return proc, d, f.read().strip()
+
+    def reboot_leases(self):
+        return self.c.get_json("leases.coordination.k8s.io", "-n", NAMESPACE, "-l",
+                               "gpulet.dev/reboot")["items"]
+
+    def scenario_talos_reboot(self):
+        """The reboot rung through Talos' machine API against the real API server and
+        kubelet: deploy/reboot-talos applied as it is (Talos' side played by a CRD stand-in,
+        the Secret its controller writes, and the apid stand-in on the bridge), health.reboot
+        via talos (a ConfigMap edit: grace 0s, the stand-in's address). A GPU that falls off
+        the bus has gpulet take the node's turn (a Lease), cordon the node, evict its pod
+        (a real PodDisruptionBudget holding it until deleted), then ask Talos to reboot
+        this node, by its address. The reboot is stood in for by giving the host state the id
+        of an earlier boot and restarting gpulet: it uncordons the node, gives the Lease back
+        and reports GpuNodeRebooted."""
+        node_ip = next(a["address"] for a in self.node()["status"]["addresses"]
+                       if a["type"] == "InternalIP")
+        proc, d, addr = self.talos_standin(node_ip)
+        record = "/var/lib/gpulet/reboots.json"
+        try:
+            self.c.kubectl("apply", "-f", os.path.join(HERE, "talos-serviceaccount-crd.yaml"))
+            wait_for("the talos.dev CRD to be served", lambda: self.c.kubectl(
+                "get", "serviceaccounts.talos.dev", "-n", NAMESPACE, check=False).returncode == 0,
+                timeout=60)
+            # What Talos' controller answers the ServiceAccount with.
+            self.c.kubectl("create", "secret", "generic", "gpulet-talos", "-n", NAMESPACE,
+                           f"--from-file=config={os.path.join(d, 'config')}")
+            old = self.gpulet_pod()["metadata"]["name"]
+            self.apply_overlay("overlay-talos")
+            wait_for("the gpulet pod with deploy/reboot-talos", lambda: (
+                self.gpulet_pod() or {"metadata": {"name": old}})["metadata"]["name"] != old and
+                self.gpulet_pod()["status"].get("phase") == "Running", timeout=120)
+            check(self.c.get_json("serviceaccounts.talos.dev", "gpulet-talos", "-n", NAMESPACE)
+                  ["spec"]["roles"] == ["os:operator"], "the talos.dev ServiceAccount's roles")
+            pod = self.gpulet_pod()["metadata"]["name"]
+            self.set_config('via: auto, talosconfig: /var/run/secrets/talos.dev/config, '
+                            'talosEndpoint: ""',
+                            'via: talos, talosconfig: /var/run/secrets/talos.dev/config, '
+                            f'talosEndpoint: "{addr}"')
+            self.set_config("reboot: {mode: dry-run, grace: 10m,", "reboot: {mode: dry-run, grace: 0s,")
+            wait_for("gpulet to reload health.reboot.via", lambda: "health.reboot.via" in
+                     self.c.kubectl("logs", "-n", NAMESPACE, pod, check=False).stdout,
+                     timeout=120)
+            self.gpu_pod("drain-me")
+            self.running("drain-me")
+            self.c.kubectl("label", "pod", "drain-me", "e2e-pdb=drain")
+            pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                   "metadata": {"name": "e2e-drain", "namespace": "default"},
+                   "spec": {"minAvailable": 1,
+                            "selector": {"matchLabels": {"e2e-pdb": "drain"}}}}
+            self.c.kubectl("apply", "-f", "-", input_text=json.dumps(pdb))
+            wait_for("the budget to allow no disruption", lambda: self.c.get_json(
+                "pdb", "e2e-drain").get("status", {}).get("disruptionsAllowed") == 0 and
+                self.c.get_json("pdb", "e2e-drain").get("status", {}).get("currentHealthy") == 1,
+                timeout=60)
+            self.sim("lose", "1")
+            try:
+                wait_for("gpulet's Lease for the fault", lambda: any(
+                    l["spec"].get("holderIdentity") == NODE for l in self.reboot_leases()),
+                    timeout=90)
+                wait_for("the node cordoned by gpulet", lambda: self.node()["spec"].get(
+                    "unschedulable") and "gpulet.dev/reboot-cordon" in
+                    self.node()["metadata"].get("annotations", {}), timeout=60)
+                time.sleep(5)  # the budget holds: drain-me stays, nothing is rebooted yet
+                check(self.pod_phase("drain-me") == "Running", "drain-me went despite its budget")
+                check(not os.path.exists(os.path.join(d, "reboots.jsonl")),
+                      "Talos was asked before the drain finished")
+                self.c.kubectl("delete", "pdb", "e2e-drain")
+                wait_for("drain-me evicted", lambda: self.pod_phase("drain-me") is None,
+                         timeout=90)
+                wait_for("Talos asked to reboot the node", lambda: os.path.exists(
+                    os.path.join(d, "reboots.jsonl")), timeout=90)
+                wait_for("an Event GpuRebootAsked on the Node",
+                         lambda: any(e["regarding"]["kind"] == "Node"
+                                     for e in self.events("GpuRebootAsked")), timeout=60)
+            except ClusterError as e:
+                raise Failure(f"{e}; gpulet log:\n{self.gpulet_log()}")
+            with open(os.path.join(d, "reboots.jsonl")) as f:
+                asked = [json.loads(line) for line in f]
+            check(len(asked) == 1 and asked[0]["node"] == node_ip and
+                  asked[0]["roles"] == ["os:operator"] and asked[0]["mode"] == "DEFAULT",
+                  f"Talos was asked {asked}, not once for {node_ip} as os:operator")
+            # The reboot, stood in for: the card is back, and what gpulet left on the host and
+            # the Node carries an earlier boot's id.
+            self.sim("recover", "1")
+            with open(record) as f:
+                rec = json.load(f)
+            for r in rec["reboots"]:
+                r["boot_id"] = "e2e-earlier-boot"
+            with open(record, "w") as f:
+                json.dump(rec, f)
+            self.c.kubectl("annotate", "node", NODE, "--overwrite",
+                           "gpulet.dev/reboot-cordon=e2e-earlier-boot")
+            self.c.kubectl("delete", "pod", "-n", NAMESPACE, self.gpulet_pod()["metadata"]["name"])
+            try:
+                wait_for("the node uncordoned after the reboot", lambda: not self.node()[
+                    "spec"].get("unschedulable") and "gpulet.dev/reboot-cordon" not in
+                    self.node()["metadata"].get("annotations", {}), timeout=120)
+                wait_for("the Lease given back", lambda: not self.reboot_leases(), timeout=30)
+                wait_for("an Event GpuNodeRebooted on the Node",
+                         lambda: any(e["regarding"]["kind"] == "Node"
+                                     for e in self.events("GpuNodeRebooted")), timeout=60)
+            except ClusterError as e:
+                raise Failure(f"{e}; gpulet log:\n{self.gpulet_log()}")
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+            # Back to overlay/'s install (its ConfigMap too), without the reboot record.
+            self.c.kubectl("uncordon", NODE, check=False)
+            self.apply_overlay("overlay")
+            # deploy/reboot-talos's RBAC stays, for the rbac scenario to read.
+            self.c.kubectl("delete", "secret", "-n", NAMESPACE, "gpulet-talos",
+                           "--ignore-not-found", check=False)
+            self.c.kubectl("delete", "-f", os.path.join(HERE, "talos-serviceaccount-crd.yaml"),
+                           "--ignore-not-found", check=False)
+            if os.path.exists(record):
+                os.remove(record)
+            wait_for("allocatable 2 after the Talos scenario", lambda: self.capacity()[1] == "2",
+                     timeout=120)
+
     def scenario_sharing_and_labels(self):
         """ConfigMap edits a user makes on day two: time-slicing (each GPU advertised four
         times) and GPU labels on the Node; a label someone removes comes back."""
@@ -650,6 +786,9 @@ class Suite:
 
     # Grants no scenario exercises, each with where it is used and tested instead.
     RBAC_NOT_EXERCISED = {
+        ("coordination.k8s.io", "leases", "update"):
+            "only to take over a Lease another node let expire: "
+            "DrainingRebooterTest.AnotherNodesTurnForTheSameReasonIsWaitedOut",
         ("resource.k8s.io", "resourceslices", "delete"):
             "only when the pool needs fewer slices (more than 64 devices before) or another "
             "name's leftovers: SlicePublisherTest.MoreThan64DevicesSplitAndFewerDeleteTheExtraSlice",
@@ -658,7 +797,8 @@ class Suite:
     def scenario_rbac(self):
         """RBAC grants exactly what gpulet uses: in the API server's audit log of everything
         gpulet's ServiceAccount did in the scenarios before, no request was forbidden, and
-        every verb its ClusterRoles grant was used (or is listed above with why not)."""
+        every verb its ClusterRoles and deploy/reboot-talos's Role grant was used (or is
+        listed above with why not)."""
         used, forbidden = set(), []
         with open(self.c.audit_log) as f:
             for line in f:
@@ -674,8 +814,10 @@ class Suite:
         check(used, "the audit log has no request by gpulet's ServiceAccount")
         check(not forbidden, f"gpulet was refused: {sorted(set(forbidden))}")
         granted = set()
-        for role in ("gpulet", "gpulet-dra", "gpulet-evict"):
-            r = self.c.kubectl("get", "clusterrole", role, "-o", "json", check=False)
+        for kind, role in (("clusterrole", "gpulet"), ("clusterrole", "gpulet-dra"),
+                           ("clusterrole", "gpulet-evict"), ("clusterrole", "gpulet-reboot"),
+                           ("role", "gpulet-reboot")):
+            r = self.c.kubectl("get", kind, role, "-n", NAMESPACE, "-o", "json", check=False)
             if r.returncode != 0:
                 continue
             for rule in json.loads(r.stdout)["rules"]:
@@ -688,7 +830,8 @@ class Suite:
 
     SCENARIOS = ["registers", "pod_sees_cdi_devices", "metrics_name_the_pod", "config_reload",
                  "unhealthy_and_back", "kubelet_restart", "gpulet_restart", "taint_evicts",
-                 "gpu_reset", "eviction", "sharing_and_labels", "memory_slices", "dra", "rbac"]
+                 "gpu_reset", "eviction", "talos_reboot", "sharing_and_labels", "memory_slices",
+                 "dra", "rbac"]
 
     def run(self, only):
         self.c.start()
@@ -710,10 +853,15 @@ class Suite:
                   (f"\n{detail}" if detail else ""), flush=True)
 
 
+def e2e_cache():
+    """Where scripts/e2e/build.sh keeps what it builds."""
+    return os.environ.get("GPULET_E2E_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gpulet-e2e")
+
+
 def peer_bins(versions):
     run([os.path.join(SRC, "scripts/e2e/build.sh"), *versions], capture=False, timeout=7200)
-    cache = os.environ.get("GPULET_E2E_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gpulet-e2e")
+    cache = e2e_cache()
     per_version = {}
     for v in versions:
         bins = {}
