@@ -2,17 +2,20 @@
 // file, which a running simulator picks up on its next NVML call.
 #include <sys/stat.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "cli/commands.h"
 #include "cli/simulate.h"
+#include "sim/fault_scripts.h"
 #include "sim/fixture.h"
 #include "sim/mig.h"
 #include "sim/state.h"
@@ -329,6 +332,20 @@ class SimCommand final : public CommandHandler {
       what_ = "simulator state cleared";
     });
     app.add_subcommand("show", "Print the current state file")->callback([this] { show_ = true; });
+
+    // `sim script NAME GPU`: a failing card's faults, step by step (sim/fault_scripts.h).
+    std::string names;
+    for (const sim::FaultScript& f : sim::FaultScripts()) {
+      absl::StrAppend(&names, "\n  ", f.name, ": ", f.summary);
+    }
+    CLI::App* script = app.add_subcommand(
+        "script",
+        absl::StrCat("Play a fault script on a GPU, one step every --pace seconds:", names));
+    script->add_option("name", script_name_, "The script")->required();
+    gpu_arg(script);
+    script->add_option("--pace", pace_, "Seconds between steps (default 5)")
+        ->check(CLI::Range(0.0, 3600.0));
+    script->callback([this] { script_ = true; });
   }
 
   int Run(CommandContext& ctx) override {
@@ -360,6 +377,7 @@ class SimCommand final : public CommandHandler {
                    gpu_.c_str());
       return kExitUsage;
     }
+    if (script_) return PlayScript(*simulation);
     if (!mig_action_.empty()) {
       if (const int code = ApplyMig(*simulation, &state); code != kExitOk) return code;
     }
@@ -380,6 +398,45 @@ class SimCommand final : public CommandHandler {
   }
 
  private:
+  // `sim script`: each step read, applied and written anew (the simulator, or another `gpulet
+  // sim`, may change the file between steps), then the pace's wait.
+  int PlayScript(const Simulation& simulation) {
+    const sim::FaultScript* script = sim::FindFaultScript(script_name_);
+    if (script == nullptr) {
+      std::fprintf(stderr, "gpulet sim script: no script '%s' (the scripts: %s)\n",
+                   script_name_.c_str(), sim::FaultScriptNames().c_str());
+      return kExitUsage;
+    }
+    const std::string& path = simulation.state_file;
+    std::printf("%s: GPU %s: %s\n", simulation.fixture_name.c_str(), gpu_.c_str(), script->summary);
+    for (size_t i = 0; i < script->steps.size(); ++i) {
+      if (i > 0) std::this_thread::sleep_for(std::chrono::duration<double>(pace_));
+      sim::SimState state;
+      std::string error;
+      if (!sim::LoadState(path, &state, &error)) {
+        std::fprintf(stderr, "gpulet sim script: cannot read state file %s: %s\n", path.c_str(),
+                     error.c_str());
+        return kExitFailure;
+      }
+      if (!script->steps[i].apply(&state, gpu_)) {
+        std::fprintf(stderr, "gpulet sim script: could not apply step %zu to GPU '%s'\n", i + 1,
+                     gpu_.c_str());
+        return kExitUsage;
+      }
+      std::string dir = path.substr(0, path.rfind('/'));
+      if (!dir.empty()) mkdir(dir.c_str(), 0700);
+      if (!sim::SaveStateAtomic(path, state, &error)) {
+        std::fprintf(stderr, "gpulet sim script: cannot write state file %s: %s\n", path.c_str(),
+                     error.c_str());
+        return kExitFailure;
+      }
+      std::printf("  step %zu of %zu: %s\n", i + 1, script->steps.size(), script->steps[i].what);
+      std::fflush(stdout);
+    }
+    std::printf("(state file %s)\n", path.c_str());
+    return kExitOk;
+  }
+
   // `sim mig`: reads the fixture for the GPU's product and layout, applies mig_action_ to the
   // layout in force (the state's, else the fixture's) and stores the result in the state.
   // Returns kExitOk, or the exit code after printing why not.
@@ -489,6 +546,9 @@ class SimCommand final : public CommandHandler {
   std::optional<unsigned> placement_;
   std::function<bool(sim::SimState*)> action_;
   std::string what_;
+  bool script_ = false;
+  double pace_ = 5.0;
+  std::string script_name_;
 };
 
 }  // namespace

@@ -34,6 +34,7 @@
 #include "recorder/postmortem.h"
 #include "recorder/recorder_files.h"
 #include "recorder/retirement.h"
+#include "sim/fault_scripts.h"
 #include "sim/state.h"
 #include "state/status_report.h"
 #include "testing/fake_apiserver.h"
@@ -162,6 +163,14 @@ class DaemonTest : public ::testing::Test {
     ASSERT_TRUE(sim::LoadState(state_file_.string(), &state, &error)) << error;
     edit(&state);
     ASSERT_TRUE(sim::SaveStateAtomic(state_file_.string(), state, &error)) << error;
+  }
+  // Step `step` of the simulator's fault script `name` (sim/fault_scripts.h) on `gpu`, as
+  // `gpulet sim script` plays it.
+  void PlayFaultStep(const char* name, size_t step, const std::string& gpu) {
+    const sim::FaultScript* script = sim::FindFaultScript(name);
+    ASSERT_NE(script, nullptr) << name;
+    ASSERT_LT(step, script->steps.size()) << name;
+    EditSimState([&](sim::SimState* s) { ASSERT_TRUE(script->steps[step].apply(s, gpu)); });
   }
 
   fs::path Socket() const { return dir_ / "kubelet/device-plugins/gpulet-gpu.sock"; }
@@ -782,11 +791,8 @@ TEST_F(DaemonTest, ACardThatFaultsAgainAfterItsResetIsNotResetAgain) {
   ASSERT_OK(StartDaemon());
   // The event monitor's NVML event set registers after start; an XID before it is not news.
   absl::SleepFor(absl::Milliseconds(300));
-  EditSimState([](sim::SimState* s) {
-    sim::SetProcesses(s, testing::kRtx5090, {});
-    sim::SetFaultsAfterReset(s, testing::kRtx5090, true);
-    sim::InjectXid(s, testing::kRtx5090, 48);
-  });
+  EditSimState([](sim::SimState* s) { sim::SetProcesses(s, testing::kRtx5090, {}); });
+  PlayFaultStep("fails-after-reset", 0, testing::kRtx5090);
   ASSERT_TRUE(Eventually([&] { return !resetter.reset().empty(); }, absl::Seconds(10)));
   ASSERT_TRUE(Eventually([&] {
     const state::DeviceRecord* d = daemon_->store().Get()->FindByUuid(testing::kRtx5090);
@@ -818,10 +824,8 @@ TEST_F(DaemonTest, AGpuOnlyARebootClearsAsksKuredOnceAndTheNextBootKnowsItReboot
   config_.metrics.sample_interval = absl::Milliseconds(100);
   ASSERT_OK(StartDaemon());
   absl::SleepFor(absl::Milliseconds(300));  // the NVML event set registers after start
-  EditSimState([](sim::SimState* s) {
-    sim::InjectXid(s, testing::kRtx5090, 79);
-    sim::SetLost(s, testing::kRtx5090, true);
-  });
+  PlayFaultStep("off-the-bus", 0, testing::kRtx5090);
+  PlayFaultStep("off-the-bus", 1, testing::kRtx5090);
   const fs::path sentinel = root_ / "var/run/reboot-required";
   ASSERT_TRUE(Eventually([&] { return fs::exists(sentinel); }, absl::Seconds(10)));
   auto read = [](const fs::path& p) {
@@ -1038,19 +1042,14 @@ TEST_F(DaemonTest, AGpuThatLocksUpIsRecordedJudgedAndRememberedAcrossARestart) {
   config_.health.probe_interval = absl::Milliseconds(100);
   ASSERT_OK(StartDaemon());
   absl::SleepFor(absl::Milliseconds(300));
-  EditSimState([](sim::SimState* s) {
-    sim::LoadOverride hot;
-    hot.temperature_c = 94;
-    hot.clocks_event_reasons = 0x40;  // HW thermal slowdown
-    sim::SetLoad(s, testing::kRtx5090, hot);
-  });
+  // The thermal excursion of the thermal-hang script, the host's AER counters, then the
+  // off-the-bus script's replays and XID 79.
+  PlayFaultStep("thermal-hang", 0, testing::kRtx5090);
   absl::SleepFor(absl::Milliseconds(400));
   aer(2, 57);
+  PlayFaultStep("off-the-bus", 0, testing::kRtx5090);
   absl::SleepFor(absl::Milliseconds(300));
-  EditSimState([](sim::SimState* s) {
-    sim::InjectXid(s, testing::kRtx5090, 79);
-    sim::SetLost(s, testing::kRtx5090, true);
-  });
+  PlayFaultStep("off-the-bus", 1, testing::kRtx5090);
 
   ASSERT_TRUE(Eventually([&] { return files.LoadAll().size() == 2; }, absl::Seconds(20)));
   // One incident, one dump: the XID that made it Unhealthy does not get one of its own once

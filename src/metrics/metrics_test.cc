@@ -584,9 +584,12 @@ TEST(MetricsDaemonTest, HungGpuLeavesMetricsFastAndOtherGpuFresh) {
   }
   ASSERT_TRUE(up) << daemon.Log();
 
-  auto sim = testing::RunProgram(
-      {gpulet, "--simulate", "homelab", "--sim-state", state, "sim", "hang", "1", "60"});
+  // The simulator's thermal-hang script, without a pause: 94 C, then every call hangs.
+  auto sim = testing::RunProgram({gpulet, "--simulate", "homelab", "--sim-state", state, "sim",
+                                  "script", "thermal-hang", "1", "--pace", "0"});
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  EXPECT_NE(sim.out.find("step 2 of 2: every call on the card hangs"), std::string::npos)
+      << sim.out;
   // Within a few sampling rounds GPU 1 is reported as not answering...
   bool marked = false;
   std::vector<double> ms;
