@@ -433,8 +433,13 @@ void NodeReporter::ReconcileLabels(absl::Time now) {
   if (options_.node_labels) {
     for (const auto& [key, value] : options_.labels) {
       if (!IsGpuletLabelKey(key)) continue;
+      const bool same = current.value(key, std::string("\x01")) == value;
+      // A label someone else set to gpulet's value stays theirs: gpulet does not list it as
+      // its own, so it never removes it (the user's nvidia.com/gpu.present=true, which
+      // gpulet's DaemonSet selects nodes by, outlives gpulet's labels being turned off).
+      if (same && !before.contains(key)) continue;
       written.push_back(key);
-      if (current.value(key, std::string("\x01")) != value) {
+      if (!same) {
         labels[key] = value;
         changed = true;
       }

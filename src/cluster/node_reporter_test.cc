@@ -288,14 +288,19 @@ TEST_F(NodeReporterTest, ATaintLeftBehindIsRemovedWhenTheTaintIsOff) {
 }
 
 // Node labels: written with the annotation that lists them; a gpulet with them off removes
-// exactly those, and labels others set stay.
+// exactly those, and labels others set stay, the user's nvidia.com/gpu.present=true (which
+// the DaemonSet selects nodes by) included, though gpulet's labels have the same key and
+// value (found by the e2e suite: a gpulet with labels off took it away, and the DaemonSet
+// then removed gpulet from the node).
 TEST_F(NodeReporterTest, NodeLabelsAreWrittenAndOnlyGpuletsAreRemoved) {
   json node = *server_.Node("node-1");
-  node["metadata"]["labels"] = {{"kubernetes.io/hostname", "node-1"}, {"team", "ml"}};
+  node["metadata"]["labels"] = {
+      {"kubernetes.io/hostname", "node-1"}, {"team", "ml"}, {"nvidia.com/gpu.present", "true"}};
   server_.AddNode(node);
   NodeReporter::Options o;
   o.node_labels = true;
   o.labels = {{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
+              {"nvidia.com/gpu.present", "true"},
               {"gpulet.dev/kernel-module-flavor", "open"},
               {"example.com/not-ours", "x"}};
   Start(o);
@@ -323,6 +328,7 @@ TEST_F(NodeReporterTest, NodeLabelsAreWrittenAndOnlyGpuletsAreRemoved) {
   EXPECT_FALSE(labels().contains("gpulet.dev/kernel-module-flavor"));
   EXPECT_EQ(labels()["team"], "ml");
   EXPECT_EQ(labels()["kubernetes.io/hostname"], "node-1");
+  EXPECT_EQ(labels()["nvidia.com/gpu.present"], "true");
   EXPECT_FALSE((*server_.Node("node-1"))["metadata"]
                    .value("annotations", json::object())
                    .contains(kNodeLabelsAnnotation));
