@@ -385,19 +385,23 @@ class SimCommand final : public CommandHandler {
       std::fprintf(stderr, "gpulet sim: could not apply the change to GPU '%s'\n", gpu_.c_str());
       return kExitUsage;
     }
-    std::string dir = path.substr(0, path.rfind('/'));
-    if (!dir.empty()) mkdir(dir.c_str(), 0700);
-    if (!sim::SaveStateAtomic(path, state, &error)) {
-      std::fprintf(stderr, "gpulet sim: cannot write state file %s: %s\n", path.c_str(),
-                   error.c_str());
-      return kExitFailure;
-    }
+    if (!Save(path, state, "gpulet sim")) return kExitFailure;
     std::printf("%s: %s (state file %s)\n", simulation->fixture_name.c_str(), what_.c_str(),
                 path.c_str());
     return kExitOk;
   }
 
  private:
+  // Writes the state file (its directory made when missing); false after saying why.
+  static bool Save(const std::string& path, const sim::SimState& state, const char* who) {
+    std::string dir = path.substr(0, path.rfind('/'));
+    if (!dir.empty()) mkdir(dir.c_str(), 0700);
+    std::string error;
+    if (sim::SaveStateAtomic(path, state, &error)) return true;
+    std::fprintf(stderr, "%s: cannot write state file %s: %s\n", who, path.c_str(), error.c_str());
+    return false;
+  }
+
   // `sim script`: each step read, applied and written anew (the simulator, or another `gpulet
   // sim`, may change the file between steps), then the pace's wait.
   int PlayScript(const Simulation& simulation) {
@@ -423,13 +427,7 @@ class SimCommand final : public CommandHandler {
                      gpu_.c_str());
         return kExitUsage;
       }
-      std::string dir = path.substr(0, path.rfind('/'));
-      if (!dir.empty()) mkdir(dir.c_str(), 0700);
-      if (!sim::SaveStateAtomic(path, state, &error)) {
-        std::fprintf(stderr, "gpulet sim script: cannot write state file %s: %s\n", path.c_str(),
-                     error.c_str());
-        return kExitFailure;
-      }
+      if (!Save(path, state, "gpulet sim script")) return kExitFailure;
       std::printf("  step %zu of %zu: %s\n", i + 1, script->steps.size(), script->steps[i].what);
       std::fflush(stdout);
     }

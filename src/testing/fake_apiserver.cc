@@ -9,6 +9,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -542,6 +543,29 @@ void ReplyConflict(httplib::Response& res, const Resource& r, const std::string&
               r.Details(name));
 }
 
+// A create of a namespaced object (the caller holds the lock over `objects` and `rv`): 409
+// AlreadyExists when its name is taken, else namespace, resourceVersion, uid and type stamped,
+// stored, and answered 201 with the object.
+void CreateNamespaced(std::map<std::string, json>& objects, int64_t* rv, const Resource& r,
+                      const std::string& ns, const char* kind, const char* api_version, json obj,
+                      httplib::Response& res) {
+  json& meta = obj["metadata"];
+  const std::string name = meta.value("name", "");
+  const std::string key = absl::StrCat(ns, "/", name);
+  if (objects.count(key)) {
+    ReplyAlreadyExists(res, r, name);
+    return;
+  }
+  ++*rv;
+  meta["namespace"] = ns;
+  meta["resourceVersion"] = absl::StrCat(*rv);
+  meta["uid"] = absl::StrCat(absl::AsciiStrToLower(kind), "-uid-", *rv);
+  obj["kind"] = kind;
+  obj["apiVersion"] = api_version;
+  objects[key] = obj;
+  Reply(res, 201, obj);
+}
+
 json* FindOrReplyNotFound(std::map<std::string, json>& objects, const std::string& key,
                           httplib::Response& res, const Resource& resource,
                           const std::string& name) {
@@ -1043,19 +1067,7 @@ void FakeApiServer::CreateEvent(const httplib::Request& req, httplib::Response& 
         {{"name", name}, {"group", "events.k8s.io"}, {"kind", "Event"}});
     return;
   }
-  const std::string key = absl::StrCat(ns, "/", name);
-  if (events_.count(key)) {
-    ReplyAlreadyExists(res, kEvents, name);
-    return;
-  }
-  ++rv_;
-  meta["namespace"] = ns;
-  meta["resourceVersion"] = absl::StrCat(rv_);
-  meta["uid"] = absl::StrCat("event-uid-", rv_);
-  ev["kind"] = "Event";
-  ev["apiVersion"] = "events.k8s.io/v1";
-  events_[key] = ev;
-  Reply(res, 201, ev);
+  CreateNamespaced(events_, &rv_, kEvents, ns, "Event", "events.k8s.io/v1", std::move(ev), res);
 }
 
 void FakeApiServer::PatchEvent(const httplib::Request& req, httplib::Response& res) {
@@ -1436,23 +1448,10 @@ void FakeApiServer::CreateLease(const httplib::Request& req, httplib::Response& 
   const std::string ns = req.matches[1];
   json lease;
   if (!CheckedBody(req, res, Schemas()["lease"], "Lease", &lease)) return;
-  json& meta = lease["metadata"];
-  if (!meta.is_object()) meta = json::object();
-  const std::string name = Str(meta, "name");
+  if (!lease["metadata"].is_object()) lease["metadata"] = json::object();
   absl::MutexLock lock(&mu_);
-  const std::string key = absl::StrCat(ns, "/", name);
-  if (leases_.count(key)) {
-    ReplyAlreadyExists(res, kLeases, name);
-    return;
-  }
-  ++rv_;
-  meta["namespace"] = ns;
-  meta["resourceVersion"] = absl::StrCat(rv_);
-  meta["uid"] = absl::StrCat("lease-uid-", rv_);
-  lease["kind"] = "Lease";
-  lease["apiVersion"] = "coordination.k8s.io/v1";
-  leases_[key] = lease;
-  Reply(res, 201, lease);
+  CreateNamespaced(leases_, &rv_, kLeases, ns, "Lease", "coordination.k8s.io/v1", std::move(lease),
+                   res);
 }
 
 void FakeApiServer::GetLease(const httplib::Request& req, httplib::Response& res) {
