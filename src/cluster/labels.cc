@@ -139,8 +139,10 @@ LabelExtras ReadLabelExtras(const HostFs& host, const gpu::Inventory& inventory)
     if (g->bus_id.empty()) continue;
     absl::StatusOr<std::string> text =
         host.ReadAttribute(JoinPath("/sys/bus/pci/devices", g->bus_id) + "/class");
-    std::optional<uint64_t> code = text.ok() ? ParseHex(*text) : std::nullopt;
-    if (code && *code <= UINT32_MAX) cls = static_cast<uint32_t>(*code);
+    if (!text.ok()) continue;
+    // value_or, not *code: g++ 12 at -Os takes the optional's value for maybe-uninitialized.
+    const uint64_t code = ParseHex(*text).value_or(uint64_t{UINT32_MAX} + 1);
+    if (code <= UINT32_MAX) cls = static_cast<uint32_t>(code);
   }
   return extras;
 }

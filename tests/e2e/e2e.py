@@ -794,6 +794,10 @@ class Suite:
 
     # Grants no scenario exercises, each with where it is used and tested instead.
     RBAC_NOT_EXERCISED = {
+        ("resource.k8s.io", "resourceslices", "get"):
+            "only after a write conflict (another writer, or the old and new pod of a rolling "
+            "update at once, which a run meets by chance): "
+            "SlicePublisherTest.AConflictReReadsTheSliceAndWritesAgain",
         ("coordination.k8s.io", "leases", "update"):
             "only to take over a Lease another node let expire: "
             "DrainingRebooterTest.AnotherNodesTurnForTheSameReasonIsWaitedOut",
