@@ -116,9 +116,11 @@ TEST_F(ServeFilesTest, KeepsItsSpecAndLabelsAndDoctorSeesThemResolve) {
   EXPECT_THAT(daemon_.Log(),
               HasSubstr("CDI spec for gpulet.dev/gpu written to /var/run/cdi/gpulet.dev-gpu.yaml"));
   // Served without metrics: what rides on the sampler says it does nothing.
-  EXPECT_THAT(daemon_.Log(), HasSubstr("metrics.address is empty, so nothing samples the GPUs and "
-                                       "the flight recorder (health.recorder.window), the "
-                                       "eviction rung (health.evict.mode) do nothing"));
+  EXPECT_THAT(daemon_.Log(),
+              HasSubstr("metrics.address is empty, so nothing samples the GPUs and the flight "
+                        "recorder (health.recorder.window), the eviction rung (health.evict.mode), "
+                        "the reset rung (health.reset.mode), the reboot rung (health.reboot.mode) "
+                        "do nothing"));
 }
 
 bool WaitGone(const fs::path& p, absl::Duration timeout) {
