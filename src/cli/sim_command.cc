@@ -362,12 +362,7 @@ class SimCommand final : public CommandHandler {
     }
     const std::string& path = simulation->state_file;
     sim::SimState state;
-    std::string error;
-    if (!sim::LoadState(path, &state, &error)) {
-      std::fprintf(stderr, "gpulet sim: cannot read state file %s: %s\n", path.c_str(),
-                   error.c_str());
-      return kExitFailure;
-    }
+    if (!Load(path, &state, "gpulet sim")) return kExitFailure;
     if (show_) {
       std::printf("%s\n", sim::StateToJson(state).c_str());
       return kExitOk;
@@ -392,6 +387,14 @@ class SimCommand final : public CommandHandler {
   }
 
  private:
+  // Reads the state file (none yet: no faults); false after saying why.
+  static bool Load(const std::string& path, sim::SimState* state, const char* who) {
+    std::string error;
+    if (sim::LoadState(path, state, &error)) return true;
+    std::fprintf(stderr, "%s: cannot read state file %s: %s\n", who, path.c_str(), error.c_str());
+    return false;
+  }
+
   // Writes the state file (its directory made when missing); false after saying why.
   static bool Save(const std::string& path, const sim::SimState& state, const char* who) {
     std::string dir = path.substr(0, path.rfind('/'));
@@ -416,12 +419,7 @@ class SimCommand final : public CommandHandler {
     for (size_t i = 0; i < script->steps.size(); ++i) {
       if (i > 0) std::this_thread::sleep_for(std::chrono::duration<double>(pace_));
       sim::SimState state;
-      std::string error;
-      if (!sim::LoadState(path, &state, &error)) {
-        std::fprintf(stderr, "gpulet sim script: cannot read state file %s: %s\n", path.c_str(),
-                     error.c_str());
-        return kExitFailure;
-      }
+      if (!Load(path, &state, "gpulet sim script")) return kExitFailure;
       if (!script->steps[i].apply(&state, gpu_)) {
         std::fprintf(stderr, "gpulet sim script: could not apply step %zu to GPU '%s'\n", i + 1,
                      gpu_.c_str());

@@ -567,26 +567,30 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const confi
 
 std::unique_ptr<recorder::RecorderFiles> Daemon::RecorderFilesFor(
     const config::Config& config) const {
-  // The bundled simulator fixture is data, not a node: nothing is written into it.
-  if (config.health.recorder.dir.empty() || options_.bundled_fixture_root) return nullptr;
-  // A host path: resolved inside the host root, so a symlink cannot lead the writes out.
-  absl::StatusOr<std::string> local = node_.host->Resolve(config.health.recorder.dir);
-  if (!local.ok()) {
-    GPULET_LOG_WARN("health.recorder.dir {}: {}; recordings are kept in memory only",
-                    config.health.recorder.dir, local.status().message());
-    return nullptr;
-  }
+  if (config.health.recorder.dir.empty()) return nullptr;
+  std::optional<std::string> local = HostStatePath(
+      "health.recorder.dir", config.health.recorder.dir, "recordings are kept in memory only");
+  if (!local) return nullptr;
   return std::make_unique<recorder::RecorderFiles>(*local, config.health.recorder.dir);
 }
 
-std::unique_ptr<recorder::RetiredFile> Daemon::RetiredFileFor(const config::Config& config) const {
-  if (options_.bundled_fixture_root) return nullptr;
-  absl::StatusOr<std::string> local = node_.host->Resolve(config.health.retire.file);
+std::optional<std::string> Daemon::HostStatePath(const char* key, const std::string& path,
+                                                 const char* otherwise) const {
+  // The bundled simulator fixture is data, not a node: nothing is written into it.
+  if (options_.bundled_fixture_root) return std::nullopt;
+  // A host path: resolved inside the host root, so a symlink cannot lead the writes out.
+  absl::StatusOr<std::string> local = node_.host->Resolve(path);
   if (!local.ok()) {
-    GPULET_LOG_WARN("health.retire.file {}: {}; no GPU is retired", config.health.retire.file,
-                    local.status().message());
-    return nullptr;
+    GPULET_LOG_WARN("{} {}: {}; {}", key, path, local.status().message(), otherwise);
+    return std::nullopt;
   }
+  return *std::move(local);
+}
+
+std::unique_ptr<recorder::RetiredFile> Daemon::RetiredFileFor(const config::Config& config) const {
+  std::optional<std::string> local =
+      HostStatePath("health.retire.file", config.health.retire.file, "no GPU is retired");
+  if (!local) return nullptr;
   return std::make_unique<recorder::RetiredFile>(*local, config.health.retire.file);
 }
 
@@ -644,13 +648,9 @@ std::shared_ptr<node::NodeRebooter> Daemon::TalosRebooterFor(const config::Confi
 
 std::shared_ptr<const recorder::RebootRecord> Daemon::RebootRecordFor(
     const config::Config& config) const {
-  if (options_.bundled_fixture_root) return nullptr;
-  absl::StatusOr<std::string> local = node_.host->Resolve(config.health.reboot.file);
-  if (!local.ok()) {
-    GPULET_LOG_WARN("health.reboot.file {}: {}; no reboot is asked for", config.health.reboot.file,
-                    local.status().message());
-    return nullptr;
-  }
+  std::optional<std::string> local =
+      HostStatePath("health.reboot.file", config.health.reboot.file, "no reboot is asked for");
+  if (!local) return nullptr;
   return std::make_shared<recorder::RebootRecord>(*local, config.health.reboot.file);
 }
 

@@ -46,6 +46,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -206,6 +207,11 @@ class Daemon {
   // Where the flight recorder writes (health.recorder.dir under the host root); null when
   // it keeps recordings in memory only.
   std::unique_ptr<recorder::RecorderFiles> RecorderFilesFor(const config::Config& config) const;
+  // `path` (the value of the host-path setting `key`) resolved under the host root; nullopt
+  // for the bundled fixture (data: nothing is written into it), and after a warning that
+  // ends with `otherwise` (what gpulet does without the file) when it cannot be resolved.
+  std::optional<std::string> HostStatePath(const char* key, const std::string& path,
+                                           const char* otherwise) const;
   // The retired-GPU file (health.retire.file under the host root); null when it cannot be
   // used (logged) or on the bundled simulator fixture.
   std::unique_ptr<recorder::RetiredFile> RetiredFileFor(const config::Config& config) const;
