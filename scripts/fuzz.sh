@@ -30,7 +30,8 @@
 # patches and an upgraded node's configuration; the OCI image archive reader
 # (src/registry/oci_archive_fuzz.cc) from the podman-saved archive under tests/fixtures/oci; the
 # /status document reader (src/state/status_report_fuzz.cc) from documents as the daemon serves;
-# the talosconfig reader (src/talos/talosconfig_fuzz.cc) from talosconfigs as Talos writes them.
+# the talosconfig reader (src/talos/talosconfig_fuzz.cc) from talosconfigs as Talos writes them;
+# the driver's per-GPU procfs reader (src/node/driver_gpus_fuzz.cc) from the fixtures' files.
 # Inputs that grow coverage accumulate in build-fuzz/corpus/NAME; a crashing input is saved in build-fuzz/artifacts/NAME/.
 # Reproduce one with: build-fuzz/bin/NAME build-fuzz/artifacts/NAME/crash-...
 set -euo pipefail
@@ -196,6 +197,14 @@ make_seeds() {
         "$ca" "$crt" "$key" > "$dir/serviceaccount.yaml"
       printf 'context: prod\ncontexts:\n  prod:\n    endpoints: ["[fd00::2]:50001", 10.0.0.2]\n    nodes: [10.0.0.7]\n    ca: %s\n    crt: %s\n    key: %s\n' \
         "$ca" "$crt" "$key" > "$dir/talosctl.yaml"
+      ;;
+    src/node/driver_gpus_fuzz.cc)
+      # The driver's information files as the simulator fixtures carry them.
+      local f n=0
+      for f in sim/fixtures/*/root/proc/driver/nvidia/gpus/*/information; do
+        n=$((n + 1))
+        cp "$f" "$dir/information-$n"
+      done
       ;;
     src/state/status_report_fuzz.cc)
       # A /status document as the daemon serves it: one GPU with every field, one with few.

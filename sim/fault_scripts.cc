@@ -10,6 +10,18 @@ constexpr uint64_t kSwThermalSlowdown = 0x20;
 constexpr uint64_t kHwThermalSlowdown = 0x40;
 // NVML_FI_DEV_GET_GPU_RECOVERY_ACTION's NVML_GPU_RECOVERY_ACTION_GPU_RESET.
 constexpr unsigned kRecoveryGpuReset = 1;
+// The minor number a card comes back on after it fell off the bus (`returns-elsewhere`): one
+// no bundled fixture uses (dgx8's are 0 to 7), so that a test can tell the two apart.
+constexpr unsigned kReturnMinor = 12;
+// How long after each reboot the `fails-after-reboot` card falls off the bus again: long
+// enough for gpulet to start and serve it (a card that fails during boot is never identified,
+// so nothing of the ladder acts on it).
+constexpr double kFailsAfterRebootS = 30;
+
+// XID 79 (the card fell off the bus) and NVML loses it.
+bool OffTheBus(SimState* s, const std::string& gpu) {
+  return InjectXid(s, gpu, 79) && SetLost(s, gpu, true);
+}
 
 // XID 48 (a double-bit ECC error, which the catalogue answers with a reset) with the driver
 // asking for the reset; `again`: the card raises it anew after each reset. NVML keeps
@@ -32,10 +44,7 @@ const std::vector<FaultScript>& FaultScripts() {
            load.pcie_replay = 120;
            return SetLoad(s, gpu, load);
          }},
-        {"XID 79, and NVML loses the card (GPU_IS_LOST)",
-         [](SimState* s, const std::string& gpu) {
-           return InjectXid(s, gpu, 79) && SetLost(s, gpu, true);
-         }}}},
+        {"XID 79, and NVML loses the card (GPU_IS_LOST)", OffTheBus}}},
       {"thermal-hang",
        "a thermal excursion, then the card hangs",
        {{"94 C, with software and hardware thermal slowdown",
@@ -55,6 +64,20 @@ const std::vector<FaultScript>& FaultScripts() {
        "a failing card: XID 48 asks for a reset, and comes back after every reset",
        {{"XID 48, and the driver's recovery action GPU_RESET; XID 48 again after each reset",
          [](SimState* s, const std::string& gpu) { return ResetClearable(s, gpu, true); }}}},
+      {"fails-after-reboot",
+       "a failing card: it falls off the bus (XID 79), and again after every reboot",
+       {{"XID 79, and NVML loses the card; after each `gpulet sim reboot` it is back for 30 s, "
+         "then XID 79 and lost again",
+         [](SimState* s, const std::string& gpu) {
+           return OffTheBus(s, gpu) && SetFailsAfterReboot(s, gpu, kFailsAfterRebootS);
+         }}}},
+      {"returns-elsewhere",
+       "the card falls off the bus, then comes back on another minor number",
+       {{"XID 79, and NVML loses the card (GPU_IS_LOST)", OffTheBus},
+        {"the card answers again, as /dev/nvidia12 (a PCI rescan enumerated it anew)",
+         [](SimState* s, const std::string& gpu) {
+           return SetLost(s, gpu, false) && SetMinor(s, gpu, kReturnMinor);
+         }}}},
   };
   return *scripts;
 }

@@ -14,8 +14,14 @@
 //                      reset clears it (`gpulet sim reset`, what the kernel's reset does).
 //   fails-after-reset  the same on a failing card, which raises XID 48 again after every
 //                      reset: the reset rung's second fault, escalated to inspect-hardware.
-// The host's side of a fault (AER counters in sysfs, a kernel log line) is not the
-// simulator's: tests write it under their host root.
+//   fails-after-reboot XID 79 and a lost card that `gpulet sim reboot` (sim::RebootNode)
+//                      brings back for 30 s, then XID 79 and lost again: the reboot rung's
+//                      budget, and retirement.
+//   returns-elsewhere  XID 79 and a lost card, then the card answering again on minor 12:
+//                      the inventory taken again when the driver serves a GPU anew.
+// The host's side of a fault (AER counters in sysfs, a kernel log line, the driver's
+// /proc/driver/nvidia/gpus/<bus>/information and /dev/nvidia<minor> after a card came back)
+// is not the simulator's: tests write it under their host root.
 //
 // Thread-safety: the table is immutable; a step's edit changes only the state it is given.
 #ifndef GPULET_SIM_FAULT_SCRIPTS_H_

@@ -50,6 +50,36 @@ TEST(FaultScriptsTest, EachScriptMakesItsFaultsStepByStep) {
               std::string(name) == "fails-after-reset" ? xids + 1 : xids)
         << name;
   }
+
+  // The failing card comes back after the reboot and falls off the bus again 30 s later,
+  // with its XID due then; its neighbour stays back.
+  SimState b;
+  const FaultScript* reboot = FindFaultScript("fails-after-reboot");
+  ASSERT_NE(reboot, nullptr);
+  ASSERT_TRUE(reboot->steps[0].apply(&b, "1"));
+  ASSERT_TRUE(SetLost(&b, "0", true));
+  EXPECT_TRUE(b.gpus["1"].lost);
+  const double before = WallSeconds();
+  RebootNode(&b);
+  const GpuState& failing = b.gpus["1"];
+  EXPECT_FALSE(LostAt(failing, before));
+  ASSERT_TRUE(failing.lost_at.has_value());
+  EXPECT_NEAR(*failing.lost_at - before, 30, 1);
+  EXPECT_TRUE(LostAt(failing, before + 31));
+  ASSERT_EQ(failing.xids.size(), 2u);
+  EXPECT_GE(failing.xids[1].seq, static_cast<uint64_t>((before + 29) * 1e6));
+  EXPECT_FALSE(LostAt(b.gpus["0"], before + 31));
+
+  SimState m;
+  const FaultScript* elsewhere = FindFaultScript("returns-elsewhere");
+  ASSERT_NE(elsewhere, nullptr);
+  ASSERT_EQ(elsewhere->steps.size(), 2u);
+  ASSERT_TRUE(elsewhere->steps[0].apply(&m, "1"));
+  EXPECT_TRUE(m.gpus["1"].lost);
+  EXPECT_FALSE(m.gpus["1"].minor.has_value());
+  ASSERT_TRUE(elsewhere->steps[1].apply(&m, "1"));
+  EXPECT_FALSE(m.gpus["1"].lost);
+  EXPECT_EQ(m.gpus["1"].minor, 12u);
 }
 
 TEST(FaultScriptsTest, NamesAreUniqueAndBadInputChangesNothing) {
@@ -62,7 +92,9 @@ TEST(FaultScriptsTest, NamesAreUniqueAndBadInputChangesNothing) {
     EXPECT_TRUE(s.gpus.empty()) << f.name;
   }
   EXPECT_EQ(FindFaultScript("off-the-bus "), nullptr);
-  EXPECT_EQ(FaultScriptNames(), "off-the-bus, thermal-hang, recovers-on-reset, fails-after-reset");
+  EXPECT_EQ(FaultScriptNames(),
+            "off-the-bus, thermal-hang, recovers-on-reset, fails-after-reset, fails-after-reboot, "
+            "returns-elsewhere");
 }
 
 }  // namespace

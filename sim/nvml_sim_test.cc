@@ -800,6 +800,34 @@ TEST_F(NvmlSimTest, EventWaitReportsALostGpu) {
   EXPECT_EQ(Api().EventSetFree(set), NVML_SUCCESS);
 }
 
+// A card that fails after every reboot (RebootNode) answers normally at first; when its time
+// comes, its XID reaches a waiting event set and every call on it fails as lost.
+TEST_F(NvmlSimTest, AFaultDueAfterARebootComesAtItsTime) {
+  UseState();
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  nvmlEventSet_t set = nullptr;
+  ASSERT_EQ(Api().EventSetCreate(&set), NVML_SUCCESS);
+  ASSERT_EQ(Api().RegisterEvents(Handle(1), nvmlEventTypeXidCriticalError, set), NVML_SUCCESS);
+  SimState state;
+  ASSERT_TRUE(InjectXid(&state, "1", 79));
+  ASSERT_TRUE(SetFailsAfterReboot(&state, "1", 0.4));
+  Write(state);
+  nvmlEventData_t data;
+  ASSERT_EQ(Api().EventSetWait(set, &data, 1000), NVML_SUCCESS);  // the first fault's XID
+  RebootNode(&state);
+  Write(state);
+  const auto rebooted = SteadyClock::now();
+  const nvmlDevice_t card = Handle(1);
+  char name[96];
+  EXPECT_EQ(Api().GetName(card, name, sizeof(name)), NVML_SUCCESS);
+  ASSERT_EQ(Api().EventSetWait(set, &data, 3000), NVML_SUCCESS);
+  EXPECT_EQ(data.eventData, 79u);
+  EXPECT_GE(SteadyClock::now() - rebooted, milliseconds(300));
+  EXPECT_EQ(Api().GetName(card, name, sizeof(name)), NVML_ERROR_GPU_IS_LOST);
+  EXPECT_EQ(Api().GetName(Handle(0), name, sizeof(name)), NVML_SUCCESS);
+  EXPECT_EQ(Api().EventSetFree(set), NVML_SUCCESS);
+}
+
 TEST_F(NvmlSimTest, DriverNotLoaded) {
   UseState();
   SimState state;

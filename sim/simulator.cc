@@ -86,6 +86,7 @@ FixtureGpu Effective(const FixtureGpu& fixture, const GpuState& state) {
   replace(load.memory_clock_mhz, &g.clocks_mhz[NVML_CLOCK_MEM]);
   replace(load.video_clock_mhz, &g.clocks_mhz[NVML_CLOCK_VIDEO]);
   if (state.processes) g.processes = *state.processes;
+  if (state.minor) g.minor = *state.minor;
   // A MIG override applies to a MIG-capable GPU and only with a layout its product takes
   // (RefreshLocked says on stderr when one is ignored).
   if (state.mig && g.mig &&
@@ -310,7 +311,7 @@ nvmlReturn_t Simulator::BeginDeviceCall(nvmlDevice_t device, DeviceCall* call, b
   std::optional<std::pair<unsigned, unsigned>> mig_ids;
   if (!ResolveLocked(device, &index, &mig_ids)) return NVML_ERROR_INVALID_ARGUMENT;
   const GpuState& state = MergedLocked(index);
-  if (state.lost) return NVML_ERROR_GPU_IS_LOST;
+  if (LostAt(state, WallSeconds())) return NVML_ERROR_GPU_IS_LOST;
   if (state.reset_required && !for_handle) return NVML_ERROR_RESET_REQUIRED;
   call->index = index;
   call->effective = EffectiveLocked(index);
@@ -521,6 +522,7 @@ nvmlReturn_t Simulator::EventSetWait(nvmlEventSet_t set, nvmlEventData_t* data,
     // Polling the state file here is what makes an XID written by another process wake
     // this waiter within kPollInterval.
     RefreshLocked();
+    if (timed_faults_) DispatchXidsLocked();
     if (impl->closed) {
       return init_count_ == 0 ? NVML_ERROR_UNINITIALIZED : NVML_ERROR_INVALID_ARGUMENT;
     }
@@ -530,16 +532,18 @@ nvmlReturn_t Simulator::EventSetWait(nvmlEventSet_t set, nvmlEventData_t* data,
       return NVML_SUCCESS;
     }
     // Like NVML, a GPU that fell off the bus makes the wait fail rather than time out.
+    const double wall = WallSeconds();
     for (const auto& reg : impl->registrations) {
-      if (reg.index < fixture_->gpus.size() && MergedLocked(reg.index).lost) {
+      if (reg.index < fixture_->gpus.size() && LostAt(MergedLocked(reg.index), wall)) {
         return NVML_ERROR_GPU_IS_LOST;
       }
     }
     const Clock::time_point now = Clock::now();
     if (now >= deadline) return NVML_ERROR_TIMEOUT;
     // The watch thread refreshes and notifies on every change of the state file; without
-    // it, or while stat() cannot be trusted, look again soon.
-    const bool watched = watch_.thread.joinable() && !state_racy_;
+    // it, while stat() cannot be trusted, or while a fault is due later (a card that falls
+    // off the bus again after a reboot), look again soon.
+    const bool watched = watch_.thread.joinable() && !state_racy_ && !timed_faults_;
     cv_.wait_until(lock, watched ? deadline : std::min(deadline, now + kPollInterval));
   }
 }
@@ -769,11 +773,23 @@ void Simulator::WarnAboutMigOverridesLocked() {
 }
 
 void Simulator::DispatchXidsLocked() {
+  // An XID whose sequence number (microseconds since the epoch) is still ahead is due then: a
+  // card's fault scheduled after a reboot.
+  const uint64_t now = WallMicros();
+  timed_faults_ = false;
   for (unsigned i = 0; i < fixture_->gpus.size(); ++i) {
     DeviceRuntime& rt = runtime_[i];
     uint64_t high = rt.xid_watermark;
-    for (const XidEvent& xid : MergedLocked(i).xids) {
+    const GpuState& merged = MergedLocked(i);
+    if (merged.lost_at.has_value() && !merged.lost && *merged.lost_at * 1e6 > now) {
+      timed_faults_ = true;
+    }
+    for (const XidEvent& xid : merged.xids) {
       if (xid.seq <= rt.xid_watermark) continue;
+      if (xid.seq > now) {
+        timed_faults_ = true;
+        break;  // sorted by seq: the rest are due later too
+      }
       high = std::max(high, xid.seq);
       nvmlEventData_t event;
       std::memset(&event, 0, sizeof(event));

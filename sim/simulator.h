@@ -303,6 +303,9 @@ class Simulator {
   std::atomic<bool> watch_dirty_{false};
   FileId state_id_;
   bool state_racy_ = false;
+  // A fault is due later (GpuState::lost_at, an XID numbered ahead): waiters poll, and each
+  // poll delivers the XIDs that have come due (DispatchXidsLocked sets it).
+  bool timed_faults_ = false;
   SimState state_;
   uint64_t state_generation_ = 1;  // bumped whenever state_ changes (DeviceRuntime's views)
   std::map<nvmlEventSet_st*, std::shared_ptr<nvmlEventSet_st>> event_sets_;

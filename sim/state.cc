@@ -369,17 +369,24 @@ bool ReadProcess(const json& j, const std::string& where, SimProcess* out, std::
 
 bool ReadGpu(const json& j, const std::string& where, GpuState* out, std::string* error) {
   if (!CheckObject(j, where, error) ||
-      !CheckKeys(
-          j,
-          {"lost", "reset_required", "hang_seconds", "xids", "load", "processes", "remapped_rows",
-           "ecc_errors", "recovery_action", "nvlink", "mig", "faults_after_reset"},
-          where, error) ||
+      !CheckKeys(j,
+                 {"lost", "reset_required", "hang_seconds", "xids", "load", "processes",
+                  "remapped_rows", "ecc_errors", "recovery_action", "nvlink", "mig",
+                  "faults_after_reset", "fails_after_reboot_s", "lost_at", "minor"},
+                 where, error) ||
       !ReadBool(j, "lost", where, &out->lost, error) ||
       !ReadBool(j, "reset_required", where, &out->reset_required, error) ||
       !ReadBool(j, "faults_after_reset", where, &out->faults_after_reset, error) ||
+      !ReadSeconds(j, "fails_after_reboot_s", where, &out->fails_after_reboot_s, error) ||
+      !ReadOptionalUint(j, "minor", where, &out->minor, error) ||
       !ReadSeconds(j, "hang_seconds", where, &out->hang_seconds, error) ||
       !ReadOptionalUint(j, "recovery_action", where, &out->recovery_action, error)) {
     return false;
+  }
+  if (j.contains("lost_at")) {
+    double at = 0;
+    if (!ReadSeconds(j, "lost_at", where, &at, error)) return false;
+    out->lost_at = at;
   }
   if (auto it = j.find("xids"); it != j.end()) {
     if (!it->is_array()) {
@@ -468,10 +475,11 @@ bool ReadGpu(const json& j, const std::string& where, GpuState* out, std::string
 
 bool ReadState(const json& j, SimState* out, std::string* error) {
   const std::string where = "state";
-  if (!CheckObject(j, where, error) || !CheckKeys(j,
-                                                  {"version", "driver_not_loaded", "init_crash",
-                                                   "init_hang_seconds", "next_xid_seq", "gpus"},
-                                                  where, error)) {
+  if (!CheckObject(j, where, error) ||
+      !CheckKeys(j,
+                 {"version", "driver_not_loaded", "init_crash", "init_hang_seconds", "next_xid_seq",
+                  "boots", "gpus"},
+                 where, error)) {
     return false;
   }
   uint64_t version = kFormatVersion;
@@ -486,7 +494,8 @@ bool ReadState(const json& j, SimState* out, std::string* error) {
   if (!ReadBool(j, "driver_not_loaded", where, &out->driver_not_loaded, error) ||
       !ReadBool(j, "init_crash", where, &out->init_crash, error) ||
       !ReadSeconds(j, "init_hang_seconds", where, &out->init_hang_seconds, error) ||
-      !ReadUint(j, "next_xid_seq", where, &out->next_xid_seq, error)) {
+      !ReadUint(j, "next_xid_seq", where, &out->next_xid_seq, error) ||
+      !ReadUint(j, "boots", where, &out->boots, error)) {
     return false;
   }
   if (auto it = j.find("gpus"); it != j.end()) {
@@ -548,6 +557,9 @@ json GpuToJson(const GpuState& gpu) {
   if (gpu.lost) j["lost"] = true;
   if (gpu.reset_required) j["reset_required"] = true;
   if (gpu.faults_after_reset) j["faults_after_reset"] = true;
+  if (gpu.fails_after_reboot_s > 0) j["fails_after_reboot_s"] = gpu.fails_after_reboot_s;
+  if (gpu.lost_at.has_value()) j["lost_at"] = *gpu.lost_at;
+  if (gpu.minor.has_value()) j["minor"] = *gpu.minor;
   if (gpu.hang_seconds > 0) j["hang_seconds"] = gpu.hang_seconds;
   if (!gpu.xids.empty()) {
     json xids = json::array();
@@ -611,12 +623,6 @@ GpuState* Entry(SimState* state, const std::string& key) {
   return &state->gpus[key];
 }
 
-uint64_t MicrosSinceEpoch() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
-
 template <typename T>
 void MergeOptional(const std::optional<T>& from, std::optional<T>* into) {
   if (from.has_value()) *into = from;
@@ -627,6 +633,9 @@ void MergeInto(const GpuState& from, GpuState* into) {
   into->lost = into->lost || from.lost;
   into->reset_required = into->reset_required || from.reset_required;
   into->faults_after_reset = into->faults_after_reset || from.faults_after_reset;
+  into->fails_after_reboot_s = std::max(into->fails_after_reboot_s, from.fails_after_reboot_s);
+  MergeOptional(from.lost_at, &into->lost_at);
+  MergeOptional(from.minor, &into->minor);
   into->hang_seconds = std::max(into->hang_seconds, from.hang_seconds);
   into->xids.insert(into->xids.end(), from.xids.begin(), from.xids.end());
   for (const auto& f : kLoadUintFields) MergeOptional(from.load.*f.member, &(into->load.*f.member));
@@ -712,6 +721,7 @@ std::string StateToJson(const SimState& state) {
     if (state.init_crash) j["init_crash"] = true;
     if (state.init_hang_seconds > 0) j["init_hang_seconds"] = state.init_hang_seconds;
     j["next_xid_seq"] = state.next_xid_seq;
+    if (state.boots > 0) j["boots"] = state.boots;
     json gpus = json::object();
     for (const auto& [key, gpu] : state.gpus) {
       json g = GpuToJson(gpu);
@@ -762,7 +772,7 @@ bool InjectXid(SimState* state, const std::string& gpu_key, unsigned xid,
   if (compute_instance.has_value() && !gpu_instance.has_value()) return false;
   GpuState* gpu = Entry(state, gpu_key);
   if (gpu == nullptr) return false;
-  const uint64_t seq = std::max(state->next_xid_seq, MicrosSinceEpoch());
+  const uint64_t seq = std::max(state->next_xid_seq, WallMicros());
   gpu->xids.push_back({seq, xid, gpu_instance, compute_instance});
   state->next_xid_seq = seq + 1;
   return true;
@@ -772,6 +782,7 @@ bool SetLost(SimState* state, const std::string& gpu_key, bool lost) {
   GpuState* gpu = Entry(state, gpu_key);
   if (gpu == nullptr) return false;
   gpu->lost = lost;
+  if (!lost) gpu->lost_at.reset();
   return true;
 }
 
@@ -787,6 +798,44 @@ bool SetFaultsAfterReset(SimState* state, const std::string& gpu_key, bool fault
   if (gpu == nullptr) return false;
   gpu->faults_after_reset = faults;
   return true;
+}
+
+bool SetFailsAfterReboot(SimState* state, const std::string& gpu_key, double seconds) {
+  GpuState* gpu = Entry(state, gpu_key);
+  if (gpu == nullptr || !std::isfinite(seconds)) return false;
+  gpu->fails_after_reboot_s = std::max(0.0, seconds);
+  return true;
+}
+
+bool SetMinor(SimState* state, const std::string& gpu_key, std::optional<unsigned> minor) {
+  GpuState* gpu = Entry(state, gpu_key);
+  if (gpu == nullptr) return false;
+  gpu->minor = minor;
+  return true;
+}
+
+void RebootNode(SimState* state) {
+  ++state->boots;
+  const double now = WallSeconds();
+  for (auto& [key, gpu] : state->gpus) {
+    gpu.lost = false;
+    gpu.lost_at.reset();
+    gpu.reset_required = false;
+    gpu.hang_seconds = 0;
+    if (gpu.recovery_action.has_value()) gpu.recovery_action = 0;
+    gpu.processes.reset();
+    gpu.load = LoadOverride();
+    gpu.minor.reset();
+    if (gpu.fails_after_reboot_s > 0) {
+      gpu.lost_at = now + gpu.fails_after_reboot_s;
+      if (!gpu.xids.empty()) {
+        // Due at lost_at; next_xid_seq stays, so XIDs injected before then are not held back.
+        XidEvent again = gpu.xids.back();
+        again.seq = std::max(static_cast<uint64_t>(*gpu.lost_at * 1e6), again.seq + 1);
+        gpu.xids.push_back(again);
+      }
+    }
+  }
 }
 
 bool ResetGpu(SimState* state, const std::string& gpu_key) {
@@ -909,8 +958,24 @@ void SetInitHang(SimState* state, double seconds) {
 
 void Reset(SimState* state) {
   const uint64_t next_seq = state->next_xid_seq;
+  const uint64_t boots = state->boots;
   *state = SimState();
   state->next_xid_seq = next_seq;
+  state->boots = boots;
+}
+
+double WallSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+uint64_t WallMicros() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+bool LostAt(const GpuState& state, double now_s) {
+  return state.lost || (state.lost_at.has_value() && now_s >= *state.lost_at);
 }
 
 GpuState MergedGpuState(const SimState& state, unsigned index, std::string_view uuid) {

@@ -167,6 +167,15 @@ struct GpuState {
   // A card that faults again after every reset (ResetGpu raises its last XID anew), as a
   // failing card does; otherwise a reset clears what a reset clears.
   bool faults_after_reset = false;
+  // A card that fails again after every reboot: RebootNode brings it back, and this many
+  // seconds later it falls off the bus again with its last XID anew (lost_at); 0: it does not.
+  double fails_after_reboot_s = 0;
+  // Seconds since the epoch from which the card answers as lost (GPU_IS_LOST), as if `lost`
+  // were set then; its XID (seq at that time) is delivered then too. Unset: no such time.
+  std::optional<double> lost_at;
+  // The card's minor number (/dev/nvidia<minor>) now; unset: the fixture's. A card that came
+  // back after a PCI rescan or a driver reload may come back on another one.
+  std::optional<unsigned> minor;
 };
 
 struct SimState {
@@ -174,6 +183,7 @@ struct SimState {
   bool init_crash = false;         // nvmlInit_v2 raises SIGSEGV
   double init_hang_seconds = 0;    // nvmlInit_v2 sleeps this long first
   uint64_t next_xid_seq = 1;       // lower bound for the next XidEvent::seq
+  uint64_t boots = 0;              // RebootNode's count: the simulated node's reboots
   // Key: a GPU UUID ("GPU-...") or a decimal index ("0"). When both name the same GPU the
   // simulator merges them (see MergedGpuState).
   std::map<std::string, GpuState> gpus;
@@ -206,16 +216,28 @@ bool SaveStateAtomic(const std::string& path, const SimState& state, std::string
 bool InjectXid(SimState* state, const std::string& gpu_key, unsigned xid,
                std::optional<unsigned> gpu_instance = std::nullopt,
                std::optional<unsigned> compute_instance = std::nullopt);
+// false also clears lost_at: the card answers normally again.
 bool SetLost(SimState* state, const std::string& gpu_key, bool lost);
 bool SetResetRequired(SimState* state, const std::string& gpu_key, bool reset_required);
 bool SetHang(SimState* state, const std::string& gpu_key, double seconds);
 bool SetFaultsAfterReset(SimState* state, const std::string& gpu_key, bool faults);
+// `seconds` > 0: the card falls off the bus again that long after every reboot; 0: it does not.
+bool SetFailsAfterReboot(SimState* state, const std::string& gpu_key, double seconds);
+// nullopt: back to the fixture's minor number.
+bool SetMinor(SimState* state, const std::string& gpu_key, std::optional<unsigned> minor);
 // What a GPU reset does to the card the key names (that entry only): the faults a reset
 // clears go (reset required, a hang, a recovery action back to none where the driver
 // reports one) and so do the processes it ran; a card that falls off the bus stays lost (a
 // reboot is its recovery). A card set faults_after_reset raises its last XID again, with
 // a new sequence number.
 bool ResetGpu(SimState* state, const std::string& gpu_key);
+// What a reboot of the node does to every card: what a reset clears goes, and so do the
+// cards that had fallen off the bus, their processes, live values and minor numbers (the
+// driver enumerates them anew); what the card keeps across a power cycle stays (row
+// remapping, ECC counts, the MIG layout, NVLink faults). A card with fails_after_reboot_s
+// comes back and falls off the bus again that long after now (lost_at), raising its last
+// XID again then. Counts the boot (`boots`).
+void RebootNode(SimState* state);
 // Merges the set fields of `load` into the GPU's overrides.
 bool SetLoad(SimState* state, const std::string& gpu_key, const LoadOverride& load);
 // Adds (or replaces, by pid) a process. The first call starts an override list, which hides
@@ -239,7 +261,7 @@ void SetDriverNotLoaded(SimState* state, bool not_loaded);
 void SetInitCrash(SimState* state, bool crash);
 void SetInitHang(SimState* state, double seconds);
 // Clears every fault and override but keeps next_xid_seq, so XIDs injected after a reset
-// are still new to a running simulator.
+// are still new to a running simulator, and the count of boots.
 void Reset(SimState* state);
 
 // The effective state of GPU `index` with UUID `uuid`: the entries keyed by index and by
@@ -247,6 +269,12 @@ void Reset(SimState* state);
 // by seq), NVLinks forced down by either are down, and for overrides (GPM metrics and NVLink
 // counters, the MIG layout included) the UUID entry wins field by field.
 GpuState MergedGpuState(const SimState& state, unsigned index, std::string_view uuid);
+
+// Seconds and microseconds since the epoch, the clock of lost_at and of XID sequence numbers.
+double WallSeconds();
+uint64_t WallMicros();
+// Whether a GPU in `state` answers as lost at `now_s` (WallSeconds).
+bool LostAt(const GpuState& state, double now_s);
 
 }  // namespace gpulet::sim
 

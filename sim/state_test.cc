@@ -326,6 +326,54 @@ TEST(SimStateTest, ResetClearsWhatAResetClearsAndAFailingCardFaultsAgain) {
   EXPECT_FALSE(ResetGpu(&back, "not-a-key"));
 }
 
+// A reboot brings every card back, on the fixture's minor number, and keeps what a card
+// keeps across a power cycle; a card that fails after every reboot falls off the bus again
+// when its time comes, with its last XID anew (numbered for that time).
+TEST(SimStateTest, ARebootBringsCardsBackAndAFailingCardFailsAgainLater) {
+  SimState s;
+  ASSERT_TRUE(SetLost(&s, "0", true));
+  ASSERT_TRUE(SetMinor(&s, "0", 7));
+  ASSERT_TRUE(SetHang(&s, "0", 3));
+  ASSERT_TRUE(SetRemappedRows(&s, "0", {0, 1, true, false}));
+  ASSERT_TRUE(InjectXid(&s, kUuid, 79));
+  ASSERT_TRUE(SetLost(&s, kUuid, true));
+  ASSERT_TRUE(SetFailsAfterReboot(&s, kUuid, 5));
+  LoadOverride hot;
+  hot.temperature_c = 94;
+  ASSERT_TRUE(SetLoad(&s, kUuid, hot));
+
+  SimState back;
+  std::string error;
+  ASSERT_TRUE(StateFromJson(StateToJson(s), &back, &error)) << error;
+  EXPECT_EQ(back.gpus.at("0").minor, 7u);
+  EXPECT_EQ(back.gpus.at(kUuid).fails_after_reboot_s, 5);
+  const double now = WallSeconds();
+  RebootNode(&back);
+  ASSERT_TRUE(StateFromJson(StateToJson(back), &back, &error)) << error;
+  EXPECT_EQ(back.boots, 1u);
+  const GpuState& plain = back.gpus.at("0");
+  EXPECT_FALSE(LostAt(plain, now + 60));
+  EXPECT_FALSE(plain.minor.has_value());
+  EXPECT_EQ(plain.hang_seconds, 0);
+  EXPECT_TRUE(plain.remapped_rows->pending);  // the card's own record survives
+  const GpuState& failing = back.gpus.at(kUuid);
+  EXPECT_FALSE(LostAt(failing, now));
+  EXPECT_TRUE(LostAt(failing, now + 6));
+  ASSERT_EQ(failing.xids.size(), 2u);
+  EXPECT_EQ(failing.xids[1].xid, 79u);
+  EXPECT_GE(failing.xids[1].seq, static_cast<uint64_t>((now + 4) * 1e6));
+  EXPECT_LT(back.next_xid_seq, failing.xids[1].seq);  // XIDs injected meanwhile are not held
+  EXPECT_FALSE(failing.load.temperature_c.has_value());
+  // `sim recover` (SetLost false) cancels the coming loss; `sim clear` keeps the boots.
+  SimState recovered = back;
+  ASSERT_TRUE(SetLost(&recovered, kUuid, false));
+  EXPECT_FALSE(LostAt(recovered.gpus.at(kUuid), now + 6));
+  Reset(&back);
+  EXPECT_EQ(back.boots, 1u);
+  EXPECT_FALSE(SetMinor(&back, "not-a-key", 1));
+  EXPECT_FALSE(SetFailsAfterReboot(&back, "not-a-key", 1));
+}
+
 TEST(SimStateTest, MergesIndexAndUuidEntries) {
   SimState state;
   LoadOverride by_index;

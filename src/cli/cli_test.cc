@@ -283,6 +283,52 @@ TEST(CliTest, SimGpmAndNvLinkVerbsEditTheStateFile) {
   }
 }
 
+// `gpulet sim reboot` brings the cards back and, with --host-root, gives the node a new boot
+// id there; a card from the fails-after-reboot script is due to be lost again, and one from
+// returns-elsewhere is listed on its new minor number.
+TEST(CliTest, SimRebootAndTheCardThatReturnsElsewhere) {
+  testing::ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string state = dir.path() + "/state.json";
+  const std::string root = dir.path() + "/root";
+  auto gpulet = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {Gpulet(), "--simulate", "homelab", "--sim-state", state};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunProgram(argv);
+  };
+  auto r = gpulet({"sim", "script", "fails-after-reboot", "1", "--pace", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = gpulet({"--host-root", root, "sim", "reboot"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("node rebooted (boot 1, boot id "), std::string::npos) << r.out;
+  std::ifstream boot_id(root + "/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(boot_id, id);
+  EXPECT_EQ(id.size(), 36u) << id;
+  r = gpulet({"sim", "show"});
+  sim::SimState parsed;
+  std::string error;
+  ASSERT_TRUE(sim::StateFromJson(r.out, &parsed, &error)) << error << "\n" << r.out;
+  EXPECT_EQ(parsed.boots, 1u);
+  EXPECT_FALSE(parsed.gpus.at("1").lost);  // back for now, and lost again 30 s after the reboot
+  ASSERT_TRUE(parsed.gpus.at("1").lost_at.has_value());
+  EXPECT_NEAR(*parsed.gpus.at("1").lost_at - sim::WallSeconds(), 30, 5);
+  EXPECT_EQ(parsed.gpus.at("1").xids.size(), 2u);
+
+  ASSERT_EQ(gpulet({"sim", "clear"}).exit_code, 0);
+  r = gpulet({"sim", "script", "returns-elsewhere", "1", "--pace", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("step 2 of 2: the card answers again, as /dev/nvidia12"), std::string::npos)
+      << r.out;
+  r = gpulet({"list", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"minor\": 12"), std::string::npos) << r.out;
+  // Without --host-root the bundled root is left alone, and says so.
+  r = gpulet({"sim", "reboot"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("no --host-root: no boot id written"), std::string::npos) << r.out;
+}
+
 TEST(CliTest, ListWithMissingExplicitLibraryFailsWithTheFix) {
   auto r = RunProgram({Gpulet(), "list", "--nvml-lib", "/nonexistent"});
   EXPECT_EQ(r.exit_code, 1);

@@ -6,8 +6,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -129,6 +132,18 @@ class SimCommand final : public CommandHandler {
       action_ = [this](sim::SimState* s) { return sim::SetFaultsAfterReset(s, gpu_, true); };
       what_ = absl::StrCat("GPU ", gpu_, " now faults again after every reset");
     });
+
+    app.add_subcommand("reboot",
+                       "Reboot the simulated node: every card back, except one that fails after "
+                       "every reboot; with --host-root, a new boot id under it")
+        ->callback([this] {
+          action_ = [](sim::SimState* s) {
+            sim::RebootNode(s);
+            return true;
+          };
+          what_ = "node rebooted";
+          reboot_ = true;
+        });
 
     CLI::App* idle = app.add_subcommand("idle", "End every process on a GPU");
     gpu_arg(idle);
@@ -380,6 +395,9 @@ class SimCommand final : public CommandHandler {
       std::fprintf(stderr, "gpulet sim: could not apply the change to GPU '%s'\n", gpu_.c_str());
       return kExitUsage;
     }
+    if (reboot_) {
+      if (const int code = NewBootId(ctx.global, state.boots); code != kExitOk) return code;
+    }
     if (!Save(path, state, "gpulet sim")) return kExitFailure;
     std::printf("%s: %s (state file %s)\n", simulation->fixture_name.c_str(), what_.c_str(),
                 path.c_str());
@@ -403,6 +421,34 @@ class SimCommand final : public CommandHandler {
     if (sim::SaveStateAtomic(path, state, &error)) return true;
     std::fprintf(stderr, "%s: cannot write state file %s: %s\n", who, path.c_str(), error.c_str());
     return false;
+  }
+
+  // `sim reboot` with --host-root (a copy of a fixture's root, a test's): the new boot's id in
+  // <root>/proc/sys/kernel/random/boot_id, which gpulet reads to tell boots apart. The bundled
+  // root is data, and a real host's id is its kernel's: neither is written.
+  int NewBootId(const GlobalOptions& global, uint64_t boot) {
+    if (!global.host_root_given || global.host_root.empty() || global.host_root == "/") {
+      what_ += " (no --host-root: no boot id written)";
+      return kExitOk;
+    }
+    const std::string dir = global.host_root + "/proc/sys/kernel/random";
+    const std::string file = dir + "/boot_id";
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    std::random_device random;
+    char id[40];
+    std::snprintf(id, sizeof(id), "%08x-%04x-4%03x-%04x-%04x%08x", random(), random() & 0xffff,
+                  random() & 0xfff, (random() & 0x3fff) | 0x8000, random() & 0xffff, random());
+    std::ofstream out(file, std::ios::trunc);
+    out << id << "\n";
+    out.close();
+    if (ec || !out) {
+      std::fprintf(stderr, "gpulet sim reboot: cannot write the new boot id to %s: %s\n",
+                   file.c_str(), ec ? ec.message().c_str() : "write failed");
+      return kExitFailure;
+    }
+    what_ = absl::StrCat(what_, " (boot ", boot, ", boot id ", id, " in ", file, ")");
+    return kExitOk;
   }
 
   // `sim script`: each step read, applied and written anew (the simulator, or another `gpulet
@@ -543,6 +589,7 @@ class SimCommand final : public CommandHandler {
   std::function<bool(sim::SimState*)> action_;
   std::string what_;
   bool script_ = false;
+  bool reboot_ = false;
   double pace_ = 5.0;
   std::string script_name_;
 };

@@ -19,6 +19,7 @@
 #include "daemon/slice_events.h"
 #include "dra/registration.h"
 #include "health/kmsg_source.h"
+#include "node/driver_gpus.h"
 #include "node/os_release.h"
 #include "plugin/resources.h"
 #include "recorder/fault_keeper.h"
@@ -1112,6 +1113,7 @@ class Daemon::FileCheckComponent : public Daemon::Part {
         d->files_.Check();
       }
       d->retirement_->Sync();
+      d->WatchInventory();
     });
     d_->file_check_->Start();
     return absl::OkStatus();
@@ -1178,7 +1180,35 @@ void Daemon::ResetDue() {
       event_inbox_->Post(std::move(e));
     }
   }
-  if (reset_one) TakeInventoryAgain();
+  std::string driver_change;
+  {
+    absl::MutexLock lock(&resets_mu_);
+    driver_change.swap(inventory_due_);
+  }
+  if (reset_one) {
+    TakeInventoryAgain("after a GPU reset");
+  } else if (!driver_change.empty()) {
+    TakeInventoryAgain("the driver serves the GPUs anew");
+  }
+}
+
+void Daemon::WatchInventory() {
+  gpu::Inventory served;
+  {
+    absl::MutexLock lock(&files_mu_);
+    served = files_inventory_;
+  }
+  const std::string change = inventory_watch_.Check(served, node::ReadDriverGpus(*node_.host));
+  if (change.empty()) return;
+  GPULET_LOG_WARN(
+      "the nvidia driver serves the GPUs differently from gpulet's inventory ({}): taking the "
+      "inventory again",
+      change);
+  {
+    absl::MutexLock lock(&resets_mu_);
+    inventory_due_ = change;
+  }
+  reset_worker_->Wake();
 }
 
 namespace {
@@ -1221,7 +1251,7 @@ std::string ServedChange(const gpu::Inventory& before, const gpu::Inventory& aft
 
 }  // namespace
 
-void Daemon::TakeInventoryAgain() {
+void Daemon::TakeInventoryAgain(const char* why) {
   absl::MutexLock lock(&lifecycle_mu_);
   if (stopped_) return;
   // A reset (or the driver reload it may stand for) can change minor numbers, the order, MIG
@@ -1249,8 +1279,7 @@ void Daemon::TakeInventoryAgain() {
     node_.inventory = std::move(seen);
   }
   const std::string change = ServedChange(before, node_.inventory);
-  GPULET_LOG_INFO("inventory taken again after a GPU reset: {}",
-                  change.empty() ? "unchanged" : change);
+  GPULET_LOG_INFO("inventory taken again ({}): {}", why, change.empty() ? "unchanged" : change);
   control_ = ControlNodesOf(node_.inventory.driver);
   {
     absl::MutexLock files_lock(&files_mu_);
@@ -1264,9 +1293,9 @@ void Daemon::TakeInventoryAgain() {
   carried_xid_history_.reset();
   if (!started.ok()) {
     GPULET_LOG_ERROR(
-        "after a GPU reset, gpulet's components did not start again on the new inventory: {}; "
-        "gpulet serves nothing until it is restarted",
-        started.message());
+        "gpulet's components did not start again on the new inventory ({}): {}; gpulet serves "
+        "nothing until it is restarted",
+        why, started.message());
   }
 }
 

@@ -18,10 +18,12 @@
 //   the XID policy and the event monitor (NVML events and the kernel log);
 //   cluster: the API client, the NodeReporter (cluster.enabled) and the DRA driver
 //     (dra.enabled: checkpoint, ResourceSlices, kubelet plugin);
-//   the file check ("gpulet-files", a PeriodicWorker): NodeFiles::Check every 10 s.
+//   the file check ("gpulet-files", a PeriodicWorker): NodeFiles::Check every 10 s, and the
+//     inventory watch (InventoryWatch: the driver's procfs against the inventory).
 // Outside the components, the reset thread ("gpulet-reset") carries out the reset rung's
 // orders (health.reset) and then restarts every component on a new inventory (a reset can
-// change minor numbers and invalidate the library's handles); it stops before anything else.
+// change minor numbers and invalidate the library's handles), as it does when the inventory
+// watch sees the driver serve the GPUs anew; it stops before anything else.
 // Their running parts are members declared in that order, so destruction is shutdown. Stop()
 // first wakes every DeviceStore waiter, so that ListAndWatch streams end. A Start() that fails
 // part-way stops what it started.
@@ -64,6 +66,7 @@
 #include "config/config.h"
 #include "daemon/eviction_rung.h"
 #include "daemon/gpu_retirement.h"
+#include "daemon/inventory_watch.h"
 #include "daemon/lifecycle.h"
 #include "daemon/mig_watcher.h"
 #include "daemon/node_files.h"
@@ -187,12 +190,15 @@ class Daemon {
 
   absl::Status StartAll();
   // The "gpulet-reset" thread's round: carries out the reset rung's orders, then takes the
-  // inventory again (TakeInventoryAgain) when one succeeded.
+  // inventory again (TakeInventoryAgain) when one succeeded or the inventory watch asked.
   void ResetDue();
-  // After a reset: reads the inventory through the running library and, when what the node
-  // serves changed, restarts every component on the new one (options_.discover's, else
-  // that one), the store keeping each GPU's health by UUID.
-  void TakeInventoryAgain();
+  // After a reset, or when the driver serves the GPUs anew (`why`, for the log): restarts
+  // every component on a new inventory (options_.discover's, else the running library's),
+  // the store keeping each GPU's health by UUID.
+  void TakeInventoryAgain(const char* why);
+  // The file check's look at the driver's GPUs (InventoryWatch); a difference wakes the reset
+  // thread to take the inventory again.
+  void WatchInventory();
   // Reload without the logging.
   absl::StatusOr<ReloadResult> TryReload(const config::Config& next);
   std::unique_ptr<plugin::PluginManager> MakePlugins();
@@ -317,6 +323,11 @@ class Daemon {
   node::GpuResetter* resetter_ = nullptr;
   absl::Mutex resets_mu_;
   std::deque<ResetRung::Order> pending_resets_ ABSL_GUARDED_BY(resets_mu_);
+  // What the inventory watch saw differ, for the reset thread ("" when nothing is due).
+  std::string inventory_due_ ABSL_GUARDED_BY(resets_mu_);
+  // The file check thread's (a new inventory rebuilds that thread, not the watch, so that a
+  // difference a new inventory did not mend is not acted on again).
+  InventoryWatch inventory_watch_;
   std::unique_ptr<PeriodicWorker> reset_worker_;
   // The reboot rung (health.reboot), on the sampler's rounds; the daemon's, so that its
   // record and Events outlive a rebuilt sampler.

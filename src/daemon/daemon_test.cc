@@ -175,6 +175,17 @@ class DaemonTest : public ::testing::Test {
 
   fs::path Socket() const { return dir_ / "kubelet/device-plugins/gpulet-gpu.sock"; }
 
+  // What the driver's procfs says of the GPU at `bus` after it enumerated it anew: its minor.
+  void SetDriverMinor(const std::string& bus, unsigned minor) {
+    const fs::path file = root_ / "proc/driver/nvidia/gpus" / bus / "information";
+    std::ifstream in(file);
+    std::string text(std::istreambuf_iterator<char>(in), {});
+    const size_t at = text.find("Device Minor:");
+    ASSERT_NE(at, std::string::npos) << file;
+    text.replace(at, text.find('\n', at) - at, absl::StrCat("Device Minor: \t ", minor));
+    std::ofstream(file, std::ios::trunc) << text;
+  }
+
   fs::path dir_, root_, state_file_;
   config::Config config_;
   std::function<void(DaemonOptions*)> tune_;  // changes StartDaemon's options
@@ -721,6 +732,7 @@ TEST_F(DaemonTest, AGpuThatNeedsAResetIsResetOnceIdleAndComesBackAfterTheQuietPe
     // The reset moved the 5090 to another minor number (as a driver reload may).
     o->discover = [&] {
       fs::rename(root_ / "dev/nvidia1", root_ / "dev/nvidia7");
+      SetDriverMinor("0000:02:00.0", 7);
       ++discovered;
       nvml::Node node = Homelab();
       node.inventory.gpus[1].minor = 7;
@@ -778,6 +790,52 @@ TEST_F(DaemonTest, AGpuThatNeedsAResetIsResetOnceIdleAndComesBackAfterTheQuietPe
   })) << metrics;
 }
 
+// A card that fell off the bus and came back on another minor number (a PCI rescan; the
+// simulator's returns-elsewhere, the driver's procfs written here) is served on its new
+// device node without a restart of gpulet: the inventory watch sees the driver's procfs
+// differ, the inventory is taken again once, and the CDI spec names /dev/nvidia12.
+TEST_F(DaemonTest, ACardThatComesBackOnAnotherMinorIsServedThereWithoutARestart) {
+  std::atomic<int> discovered{0};
+  tune_ = [&](DaemonOptions* o) {
+    o->file_check_interval = absl::Milliseconds(50);
+    o->discover = [&] {
+      ++discovered;
+      return Homelab();
+    };
+  };
+  config_.health.probe_interval = absl::Milliseconds(100);
+  config_.metrics.sample_interval = absl::Milliseconds(100);
+  ASSERT_OK(StartDaemon());
+  PlayFaultStep("returns-elsewhere", 0, testing::kRtx5090);
+  ASSERT_TRUE(Eventually([&] {
+    const state::DeviceRecord* d = daemon_->store().Get()->FindByUuid(testing::kRtx5090);
+    return d != nullptr && d->health.state == state::HealthState::kUnhealthy;
+  }));
+  // Lost is not a reason to take the inventory again: a new one would drop the card.
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(discovered.load(), 0);
+  PlayFaultStep("returns-elsewhere", 1, testing::kRtx5090);
+  fs::rename(root_ / "dev/nvidia1", root_ / "dev/nvidia12");
+  SetDriverMinor("0000:02:00.0", 12);
+  ASSERT_TRUE(Eventually([&] { return discovered.load() == 1; }));
+  const fs::path spec = root_ / "var/run/cdi/gpulet.dev-gpu.yaml";
+  std::string written;
+  ASSERT_TRUE(Eventually([&] {
+    std::ifstream in(spec);
+    written.assign(std::istreambuf_iterator<char>(in), {});
+    return absl::StrContains(written, "/dev/nvidia12");
+  })) << written;
+  EXPECT_THAT(written, Not(HasSubstr("/dev/nvidia1\n")));
+  EXPECT_THAT(written, HasSubstr("/dev/nvidia0"));  // the 3080, untouched
+  ASSERT_TRUE(Eventually([&] {
+    const state::DeviceRecord* d = daemon_->store().Get()->FindByUuid(testing::kRtx3080);
+    return d != nullptr && d->health.state == state::HealthState::kHealthy && fs::exists(Socket());
+  }));
+  // Mended: the watch has nothing more to ask for.
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(discovered.load(), 1);
+}
+
 // A card that faults again right after its reset (the simulator's faults_after_reset, XID 48
 // anew) is a repeat: the XID policy sends it to hardware inspection, which no reset clears,
 // so it is reset once and not again (retirement counts its faults from there).
@@ -825,7 +883,10 @@ TEST_F(DaemonTest, AGpuOnlyARebootClearsAsksKuredOnceAndTheNextBootKnowsItReboot
   ASSERT_OK(StartDaemon());
   absl::SleepFor(absl::Milliseconds(300));  // the NVML event set registers after start
   PlayFaultStep("off-the-bus", 0, testing::kRtx5090);
-  PlayFaultStep("off-the-bus", 1, testing::kRtx5090);
+  // A failing card: it falls off the bus, and again after every reboot (here 1.5 s after it,
+  // once gpulet serves it again, rather than the script's 30 s).
+  PlayFaultStep("fails-after-reboot", 0, testing::kRtx5090);
+  EditSimState([](sim::SimState* s) { sim::SetFailsAfterReboot(s, testing::kRtx5090, 1.5); });
   const fs::path sentinel = root_ / "var/run/reboot-required";
   ASSERT_TRUE(Eventually([&] { return fs::exists(sentinel); }, absl::Seconds(10)));
   auto read = [](const fs::path& p) {
@@ -855,11 +916,11 @@ TEST_F(DaemonTest, AGpuOnlyARebootClearsAsksKuredOnceAndTheNextBootKnowsItReboot
   EXPECT_FALSE(
       recorder::RecorderFiles((root_ / "var/lib/gpulet/recorder").string(), "r").LoadAll().empty());
 
-  // The reboot, which brings the card back for a while.
+  // The reboot (what kured does, and `gpulet sim reboot`): the card is back, then lost again.
   daemon_.reset();
   fs::remove(sentinel);
   std::ofstream(boot_id) << "boot-2\n";
-  EditSimState([](sim::SimState* s) { sim::SetLost(s, testing::kRtx5090, false); });
+  EditSimState([](sim::SimState* s) { sim::RebootNode(s); });
   ASSERT_OK(StartDaemon());
   ASSERT_TRUE(Eventually(
       [&] {
@@ -867,7 +928,6 @@ TEST_F(DaemonTest, AGpuOnlyARebootClearsAsksKuredOnceAndTheNextBootKnowsItReboot
         return r.ok() && r->size() == 1 && (*r)[0].outcome == "rebooted";
       },
       absl::Seconds(10)));
-  EditSimState([](sim::SimState* s) { sim::SetLost(s, testing::kRtx5090, true); });
   ASSERT_TRUE(Eventually(
       [&] {
         status = state::StatusReport::FromJsonText(HttpGet(daemon_->metrics_port(), "/status"));
