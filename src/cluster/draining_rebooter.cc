@@ -37,6 +37,8 @@ bool DrainSkips(const nlohmann::json& pod) {
   return phase == "Succeeded" || phase == "Failed";
 }
 
+std::string NodePath(const std::string& node) { return absl::StrCat("/api/v1/nodes/", node); }
+
 }  // namespace
 
 std::string DrainingRebooter::LeaseName(absl::string_view reason) {
@@ -251,7 +253,7 @@ absl::StatusOr<bool> DrainingRebooter::TakeTurn(const std::string& lease,
 }
 
 absl::Status DrainingRebooter::Cordon() {
-  const std::string path = absl::StrCat("/api/v1/nodes/", options_.node_name);
+  const std::string path = NodePath(options_.node_name);
   absl::StatusOr<nlohmann::json> node = client_->Get(path);
   if (!node.ok()) return node.status();
   const bool cordoned = node->value("spec", nlohmann::json::object()).value("unschedulable", false);
@@ -322,34 +324,37 @@ absl::StatusOr<int> DrainingRebooter::DrainPass() {
   return left;
 }
 
-void DrainingRebooter::Undo(const std::string& lease) {
-  const std::string path = absl::StrCat("/api/v1/nodes/", options_.node_name);
-  absl::StatusOr<nlohmann::json> node = client_->Get(path);
-  if (node.ok() && node->value("metadata", nlohmann::json::object())
-                       .value("annotations", nlohmann::json::object())
-                       .contains(kRebootCordonAnnotation)) {
-    nlohmann::json patch = {{"metadata", {{"annotations", {{kRebootCordonAnnotation, nullptr}}}}},
-                            {"spec", {{"unschedulable", false}}}};
-    if (absl::StatusOr<nlohmann::json> s = client_->Patch(path, kube::PatchType::kMerge, patch);
-        !s.ok()) {
-      GPULET_LOG_ERROR("could not uncordon node {}: {}", options_.node_name, s.status().message());
-    } else {
-      GPULET_LOG_INFO("uncordoned node {}, which gpulet had cordoned for a reboot",
-                      options_.node_name);
-    }
-  } else if (!node.ok()) {
-    GPULET_LOG_ERROR("could not read node {} to undo gpulet's cordon: {}", options_.node_name,
-                     node.status().message());
+void DrainingRebooter::UncordonIfOurs(const nlohmann::json& node) {
+  if (!node.value("metadata", nlohmann::json::object())
+           .value("annotations", nlohmann::json::object())
+           .contains(kRebootCordonAnnotation)) {
+    return;
   }
-  if (lease.empty()) return;
-  const std::string lease_path = absl::StrCat("/apis/coordination.k8s.io/v1/namespaces/",
-                                              options_.lease_namespace, "/leases/", lease);
-  absl::StatusOr<nlohmann::json> held = client_->Get(lease_path);
-  if (held.ok() &&
-      Str(held->value("spec", nlohmann::json::object()), "holderIdentity") == options_.node_name) {
-    if (absl::Status s = client_->Delete(lease_path); !s.ok() && !absl::IsNotFound(s)) {
-      GPULET_LOG_ERROR("could not give back the Lease {}: {}", lease, s.message());
-    }
+  nlohmann::json patch = {{"metadata", {{"annotations", {{kRebootCordonAnnotation, nullptr}}}}},
+                          {"spec", {{"unschedulable", false}}}};
+  if (absl::StatusOr<nlohmann::json> s =
+          client_->Patch(NodePath(options_.node_name), kube::PatchType::kMerge, patch);
+      !s.ok()) {
+    GPULET_LOG_ERROR("could not uncordon node {}: {}", options_.node_name, s.status().message());
+  } else {
+    GPULET_LOG_INFO("uncordoned node {}, which gpulet had cordoned for a reboot",
+                    options_.node_name);
+  }
+}
+
+void DrainingRebooter::GiveBackLease(const std::string& name, const nlohmann::json* held) {
+  const std::string path = absl::StrCat("/apis/coordination.k8s.io/v1/namespaces/",
+                                        options_.lease_namespace, "/leases/", name);
+  absl::StatusOr<nlohmann::json> read;
+  if (held == nullptr) {
+    read = client_->Get(path);
+    if (!read.ok()) return;  // gone already, or unreadable: its expiry gives it back
+    held = &*read;
+  }
+  if (Str(held->value("spec", nlohmann::json::object()), "holderIdentity") != options_.node_name)
+    return;
+  if (absl::Status s = client_->Delete(path); !s.ok() && !absl::IsNotFound(s)) {
+    GPULET_LOG_ERROR("could not give back the Lease {}: {}", name, s.message());
   }
 }
 
@@ -359,7 +364,13 @@ void DrainingRebooter::Fail(const absl::Status& why) {
     absl::MutexLock lock(&mu_);
     lease = lease_;
   }
-  Undo(lease);
+  if (absl::StatusOr<nlohmann::json> node = client_->Get(NodePath(options_.node_name)); node.ok()) {
+    UncordonIfOurs(*node);
+  } else {
+    GPULET_LOG_ERROR("could not read node {} to undo gpulet's cordon: {}", options_.node_name,
+                     node.status().message());
+  }
+  if (!lease.empty()) GiveBackLease(lease, nullptr);
   GPULET_LOG_ERROR("the node reboot failed: {}", why.message());
   absl::MutexLock lock(&mu_);
   phase_ = Phase::kIdle;
@@ -368,8 +379,7 @@ void DrainingRebooter::Fail(const absl::Status& why) {
 }
 
 absl::Status DrainingRebooter::Recover() {
-  const std::string path = absl::StrCat("/api/v1/nodes/", options_.node_name);
-  absl::StatusOr<nlohmann::json> node = client_->Get(path);
+  absl::StatusOr<nlohmann::json> node = client_->Get(NodePath(options_.node_name));
   if (!node.ok()) return node.status();
   const nlohmann::json annotations = node->value("metadata", nlohmann::json::object())
                                          .value("annotations", nlohmann::json::object());
@@ -381,12 +391,9 @@ absl::Status DrainingRebooter::Recover() {
       absl::StrCat("/apis/coordination.k8s.io/v1/namespaces/", options_.lease_namespace,
                    "/leases?labelSelector=", kRebootLeaseLabel));
   if (!leases.ok()) return leases.status();
-  Undo("");
+  UncordonIfOurs(*node);
   for (const nlohmann::json& l : leases->value("items", nlohmann::json::array())) {
-    const nlohmann::json meta = l.value("metadata", nlohmann::json::object());
-    if (Str(l.value("spec", nlohmann::json::object()), "holderIdentity") != options_.node_name)
-      continue;
-    Undo(Str(meta, "name"));
+    GiveBackLease(Str(l.value("metadata", nlohmann::json::object()), "name"), &l);
   }
   if (restarted_mid_drain) {
     absl::MutexLock lock(&mu_);

@@ -37,6 +37,7 @@
 #include "common/clock.h"
 #include "common/periodic_worker.h"
 #include "kube/kube_client.h"
+#include "nlohmann/json.hpp"
 #include "node/rebooter.h"
 
 namespace gpulet::cluster {
@@ -91,7 +92,12 @@ class DrainingRebooter final : public node::NodeRebooter {
   absl::StatusOr<int> DrainPass();
   // Undoes the cordon and the Lease; `why` becomes the late failure.
   void Fail(const absl::Status& why);
-  void Undo(const std::string& lease);
+  // Uncordons the node when `node` (as read) carries gpulet's cordon annotation; logs what
+  // failed.
+  void UncordonIfOurs(const nlohmann::json& node);
+  // Deletes the Lease `name` when this node holds it (`held`: the Lease as read; unset: read
+  // it first); logs what failed.
+  void GiveBackLease(const std::string& name, const nlohmann::json* held);
   void Say(std::string progress);
 
   const std::unique_ptr<kube::KubeClient> client_;

@@ -147,6 +147,16 @@ void ReplyStatus(httplib::Response& res, int code, const std::string& reason,
   Reply(res, code, StatusObject(code, reason, message, std::move(details)));
 }
 
+// A list as the API server answers one: kind, apiVersion, the list's resourceVersion, items.
+void ReplyList(httplib::Response& res, const char* kind, const char* api_version, int64_t rv,
+               json items) {
+  Reply(res, 200,
+        {{"kind", kind},
+         {"apiVersion", api_version},
+         {"metadata", {{"resourceVersion", absl::StrCat(rv)}}},
+         {"items", std::move(items)}});
+}
+
 std::string MergeKey(const std::string& path) {
   if (path == "status.conditions" || path == "status.addresses") return "type";
   if (path == "metadata.ownerReferences") return "uid";
@@ -888,11 +898,7 @@ void FakeApiServer::ListOrWatchNodes(const httplib::Request& req, httplib::Respo
     for (const auto& [n, node] : nodes_) {
       if (name.empty() || n == name) items.push_back(node);
     }
-    Reply(res, 200,
-          {{"kind", "NodeList"},
-           {"apiVersion", "v1"},
-           {"metadata", {{"resourceVersion", absl::StrCat(rv_)}}},
-           {"items", items}});
+    ReplyList(res, "NodeList", "v1", rv_, std::move(items));
     return;
   }
   auto w = std::make_shared<Watcher>();
@@ -1211,11 +1217,7 @@ void FakeApiServer::ListResourceSlices(const httplib::Request& req, httplib::Res
     }
     if (match) items.push_back(slice);
   }
-  Reply(res, 200,
-        {{"kind", "ResourceSliceList"},
-         {"apiVersion", "resource.k8s.io/v1"},
-         {"metadata", {{"resourceVersion", absl::StrCat(rv_)}}},
-         {"items", items}});
+  ReplyList(res, "ResourceSliceList", "resource.k8s.io/v1", rv_, std::move(items));
 }
 
 void FakeApiServer::PutResourceSlice(const httplib::Request& req, httplib::Response& res) {
@@ -1396,11 +1398,7 @@ void FakeApiServer::ListPods(const httplib::Request& req, httplib::Response& res
       items.push_back(pod);
     }
   }
-  Reply(res, 200,
-        {{"kind", "PodList"},
-         {"apiVersion", "v1"},
-         {"metadata", {{"resourceVersion", absl::StrCat(rv_)}}},
-         {"items", items}});
+  ReplyList(res, "PodList", "v1", rv_, std::move(items));
 }
 
 std::optional<json> FakeApiServer::Lease(const std::string& ns, const std::string& name) const {
@@ -1437,11 +1435,7 @@ void FakeApiServer::ListLeases(const httplib::Request& req, httplib::Response& r
     }
     items.push_back(lease);
   }
-  Reply(res, 200,
-        {{"kind", "LeaseList"},
-         {"apiVersion", "coordination.k8s.io/v1"},
-         {"metadata", {{"resourceVersion", absl::StrCat(rv_)}}},
-         {"items", items}});
+  ReplyList(res, "LeaseList", "coordination.k8s.io/v1", rv_, std::move(items));
 }
 
 void FakeApiServer::CreateLease(const httplib::Request& req, httplib::Response& res) {
