@@ -19,6 +19,7 @@
 #include "daemon/slice_events.h"
 #include "dra/registration.h"
 #include "health/kmsg_source.h"
+#include "node/device_holders.h"
 #include "node/driver_gpus.h"
 #include "node/os_release.h"
 #include "plugin/resources.h"
@@ -483,8 +484,15 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const confi
     for (cluster::EvictionOrder& o : eviction.would_evict) evictions->AddDryRun(std::move(o));
     for (cluster::EvictionOrder& o : eviction.orders) evictions->Add(std::move(o));
     if (!eviction.events.empty()) inbox->Post(std::move(eviction.events));
-    ResetRung::Round resets = d->reset_rung_->Next(snap, set.by_uuid, set.pods.get(), reset, quiet,
-                                                   ResetRung::SettleFor(interval), clock->Now());
+    // Asked only for a GPU whose processes NVML could not list (one that requires a reset).
+    const ResetRung::HolderLookup holders = [host](const gpu::Gpu& g) {
+      node::DeviceHolderOptions o;
+      o.self_pid = static_cast<unsigned>(getpid());  // the host's pid: the pod has hostPID
+      return node::ProcessesHolding(*host, g.DeviceNode(), o);
+    };
+    ResetRung::Round resets =
+        d->reset_rung_->Next(snap, set.by_uuid, set.pods.get(), holders, reset, quiet,
+                             ResetRung::SettleFor(interval), clock->Now());
     for (const std::string& gpu : resets.probation_over) {
       d->store_.UpdateHealth(
           gpu, [&](state::GpuHealth& h) { h.Clear(ResetRung::kSource, clock->Now()); });

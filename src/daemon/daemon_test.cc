@@ -557,6 +557,11 @@ bool HasCondition(const state::DeviceStore& store, const std::string& uuid,
   return d != nullptr && d->health.Has(source);
 }
 
+bool InState(const state::DeviceStore& store, const std::string& uuid, state::HealthState state) {
+  const state::DeviceRecord* d = store.Get()->FindByUuid(uuid);
+  return d != nullptr && d->health.state == state;
+}
+
 // The probe interval reaches the liveness monitor, also while a GPU is out for a liveness
 // failure: the new monitor takes over the old one's timer, so the GPU comes back once it
 // answers for the (new) quiet period, and not before.
@@ -770,10 +775,7 @@ TEST_F(DaemonTest, AGpuThatNeedsAResetIsResetOnceIdleAndComesBackAfterTheQuietPe
   ASSERT_TRUE(Eventually(
       [&] { return HasCondition(daemon_->store(), testing::kRtx5090, ResetRung::kSource); }));
   ASSERT_TRUE(Eventually(
-      [&] {
-        const state::DeviceRecord* d = daemon_->store().Get()->FindByUuid(testing::kRtx5090);
-        return d != nullptr && d->health.state == state::HealthState::kHealthy;
-      },
+      [&] { return InState(daemon_->store(), testing::kRtx5090, state::HealthState::kHealthy); },
       absl::Seconds(10)));
   EXPECT_EQ(resetter.reset().size(), 1u);
   EXPECT_EQ(daemon_->store().Get()->FindByUuid(testing::kRtx3080)->health.state,
@@ -808,8 +810,7 @@ TEST_F(DaemonTest, ACardThatComesBackOnAnotherMinorIsServedThereWithoutARestart)
   ASSERT_OK(StartDaemon());
   PlayFaultStep("returns-elsewhere", 0, testing::kRtx5090);
   ASSERT_TRUE(Eventually([&] {
-    const state::DeviceRecord* d = daemon_->store().Get()->FindByUuid(testing::kRtx5090);
-    return d != nullptr && d->health.state == state::HealthState::kUnhealthy;
+    return InState(daemon_->store(), testing::kRtx5090, state::HealthState::kUnhealthy);
   }));
   // Lost is not a reason to take the inventory again: a new one would drop the card.
   absl::SleepFor(absl::Milliseconds(200));
@@ -828,12 +829,49 @@ TEST_F(DaemonTest, ACardThatComesBackOnAnotherMinorIsServedThereWithoutARestart)
   EXPECT_THAT(written, Not(HasSubstr("/dev/nvidia1\n")));
   EXPECT_THAT(written, HasSubstr("/dev/nvidia0"));  // the 3080, untouched
   ASSERT_TRUE(Eventually([&] {
-    const state::DeviceRecord* d = daemon_->store().Get()->FindByUuid(testing::kRtx3080);
-    return d != nullptr && d->health.state == state::HealthState::kHealthy && fs::exists(Socket());
+    return InState(daemon_->store(), testing::kRtx3080, state::HealthState::kHealthy) &&
+           fs::exists(Socket());
   }));
   // Mended: the watch has nothing more to ask for.
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_EQ(discovered.load(), 1);
+}
+
+// A GPU that answers RESET_REQUIRED to every call cannot list its processes through NVML: the
+// rung asks the host who holds /dev/nvidia1 open (the LLM server, by its /proc fd link here),
+// waits while someone does, and resets the card once nobody does.
+TEST_F(DaemonTest, AGpuThatRequiresAResetIsResetOnceNoProcessHoldsItsDeviceNode) {
+  SimResetter resetter(state_file_);
+  tune_ = [&](DaemonOptions* o) { o->gpu_resetter = &resetter; };
+  config_.health.reset.mode = config::RemediationMode::kOn;
+  config_.health.quiet_period = absl::Seconds(2);
+  config_.health.probe_interval = absl::Milliseconds(100);
+  config_.metrics.sample_interval = absl::Milliseconds(100);
+  const fs::path fd = root_ / "proc/4242/fd/3";
+  fs::create_directories(fd.parent_path());
+  fs::create_symlink(root_ / "dev/nvidia1", fd);
+  ASSERT_OK(StartDaemon());
+  EditSimState([](sim::SimState* s) { sim::SetResetRequired(s, testing::kRtx5090, true); });
+  absl::StatusOr<state::StatusReport> status;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        status = state::StatusReport::FromJsonText(HttpGet(daemon_->metrics_port(), "/status"));
+        return status.ok() && status->gpus.size() == 2 && status->gpus[1].reset.has_value() &&
+               status->gpus[1].reset->detail ==
+                   "1 process holds /dev/nvidia1 open (pid 4242 ollama)";
+      },
+      absl::Seconds(10)))
+      << (status.ok() && status->gpus.size() == 2 && status->gpus[1].reset
+              ? status->gpus[1].reset->detail
+              : "");
+  EXPECT_TRUE(resetter.reset().empty());
+  fs::remove(fd);  // the LLM server ends
+  ASSERT_TRUE(Eventually([&] { return !resetter.reset().empty(); }, absl::Seconds(10)));
+  EXPECT_EQ(resetter.reset(), (std::vector<std::string>{"0000:02:00.0"}));
+  ASSERT_TRUE(Eventually(
+      [&] { return InState(daemon_->store(), testing::kRtx5090, state::HealthState::kHealthy); },
+      absl::Seconds(10)));
+  EXPECT_EQ(resetter.reset().size(), 1u);
 }
 
 // A card that faults again right after its reset (the simulator's faults_after_reset, XID 48

@@ -29,18 +29,36 @@ bool OutForAReset(const state::DeviceRecord& d) {
 
 std::string ResetRung::Held(const state::DeviceRecord& d,
                             const std::map<std::string, metrics::GpuSampleState>& samples,
-                            const metrics::PodMap* pods) {
+                            const metrics::PodMap* pods, const HolderLookup& holders) {
   if (d.gpu.mig_enabled) {
     return "it is in MIG mode, and a reset would take its GPU instances with it: reset it by "
            "hand (nvidia-smi -r) and recreate them, or reboot the node";
   }
   auto s = samples.find(d.gpu.uuid);
   if (s == samples.end() || !s->second.answering || !s->second.last) {
-    return absl::StrCat("NVML did not list its processes",
-                        s == samples.end() ? "" : absl::StrCat(": ", s->second.error),
-                        "; it is reset only when NVML shows nothing runs on it");
-  }
-  if (const std::vector<gpu::GpuProcess>& p = s->second.last->processes; !p.empty()) {
+    // NVML cannot say (a GPU that requires a reset answers nothing else): the host can, by
+    // who holds the GPU's device node open.
+    const std::string nvml = absl::StrCat("NVML did not list its processes",
+                                          s == samples.end() || s->second.error.empty()
+                                              ? ""
+                                              : absl::StrCat(" (", s->second.error, ")"));
+    if (!holders || !d.gpu.minor) {
+      return absl::StrCat(nvml, "; it is reset only when nothing is seen to run on it");
+    }
+    absl::StatusOr<std::vector<node::DeviceHolder>> held = holders(d.gpu);
+    if (!held.ok()) {
+      return absl::StrCat(nvml, ", and which processes hold ", d.gpu.DeviceNode(),
+                          " is not known: ", held.status().message());
+    }
+    if (!held->empty()) {
+      std::vector<std::string> pids;
+      for (const node::DeviceHolder& h : *held) {
+        pids.push_back(h.name.empty() ? absl::StrCat(h.pid) : absl::StrCat(h.pid, " ", h.name));
+      }
+      return absl::StrCat(held->size(), held->size() == 1 ? " process holds " : " processes hold ",
+                          d.gpu.DeviceNode(), " open (pid ", absl::StrJoin(pids, ", "), ")");
+    }
+  } else if (const std::vector<gpu::GpuProcess>& p = s->second.last->processes; !p.empty()) {
     std::vector<std::string> pids;
     for (const gpu::GpuProcess& one : p) pids.push_back(absl::StrCat(one.pid));
     return absl::StrCat(p.size(), p.size() == 1 ? " process runs" : " processes run",
@@ -70,7 +88,7 @@ absl::Duration ResetRung::SettleFor(absl::Duration sample_interval) {
 
 ResetRung::Round ResetRung::Next(const state::Snapshot& snap,
                                  const std::map<std::string, metrics::GpuSampleState>& samples,
-                                 const metrics::PodMap* pods,
+                                 const metrics::PodMap* pods, const HolderLookup& holders,
                                  const config::Config::Health::Reset& policy,
                                  absl::Duration quiet_period, absl::Duration settle,
                                  absl::Time now) {
@@ -121,7 +139,7 @@ ResetRung::Round ResetRung::Next(const state::Snapshot& snap,
       wait("the fault is being recorded");
       continue;
     }
-    if (std::string held = Held(d, samples, pods); !held.empty()) {
+    if (std::string held = Held(d, samples, pods, holders); !held.empty()) {
       wait(std::move(held));
       continue;
     }

@@ -9,9 +9,11 @@
 //    for a reboot or out for anything else is left to those rungs and to a person;
 //  - it has been out for `settle` (SettleFor), so that the flight recorder wrote the fault
 //    first;
-//  - nothing holds it: NVML's latest sample of it answered and lists no process, and, with
-//    pod attribution on, its latest list succeeded and no pod holds the GPU (the eviction
-//    rung moves them; health.evict);
+//  - nothing holds it: NVML's latest sample of it answered and lists no process (or, where
+//    NVML cannot answer for the GPU, as when it requires a reset, no process on the host holds
+//    its device node open: node::ProcessesHolding, gpulet's own and the driver's daemon
+//    aside), and, with pod attribution on, its latest list succeeded and no pod holds the
+//    GPU (the eviction rung moves them; health.evict);
 //  - it is not in MIG mode (a reset would take its GPU instances with it);
 //  - NVML is available and the GPU has a UUID and a PCI address;
 //  - its budget allows: fewer than `max_per_day` tries in the last 24 hours, and the quiet
@@ -33,6 +35,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -46,6 +49,7 @@
 #include "config/config.h"
 #include "metrics/pod_attribution.h"
 #include "metrics/sampler.h"
+#include "node/device_holders.h"
 #include "state/device_store.h"
 #include "state/status_report.h"
 
@@ -73,11 +77,17 @@ class ResetRung {
     std::vector<std::string> probation_over;  // GPUs whose kSource condition is lifted now
   };
 
-  // `samples`: the sampler's latest round, by GPU UUID; `pods` may be null (attribution off).
+  // The processes on the host that hold a GPU's device node open (node::ProcessesHolding).
+  using HolderLookup =
+      std::function<absl::StatusOr<std::vector<node::DeviceHolder>>(const gpu::Gpu& gpu)>;
+
+  // `samples`: the sampler's latest round, by GPU UUID; `pods` may be null (attribution off);
+  // `holders` (may be empty) is asked only for a GPU whose processes NVML did not list.
   Round Next(const state::Snapshot& snap,
              const std::map<std::string, metrics::GpuSampleState>& samples,
-             const metrics::PodMap* pods, const config::Config::Health::Reset& policy,
-             absl::Duration quiet_period, absl::Duration settle, absl::Time now);
+             const metrics::PodMap* pods, const HolderLookup& holders,
+             const config::Config::Health::Reset& policy, absl::Duration quiet_period,
+             absl::Duration settle, absl::Time now);
 
   // The outcome of `order`; returns the Events that tell it.
   std::vector<cluster::NodeEvent> Finish(const Order& order, const absl::Status& result,
@@ -103,7 +113,7 @@ class ResetRung {
   // Why nothing may reset `d` now ("" when it may).
   static std::string Held(const state::DeviceRecord& d,
                           const std::map<std::string, metrics::GpuSampleState>& samples,
-                          const metrics::PodMap* pods);
+                          const metrics::PodMap* pods, const HolderLookup& holders);
 
   mutable absl::Mutex mu_;
   std::map<std::string, Gpu> gpus_ ABSL_GUARDED_BY(mu_);  // by UUID

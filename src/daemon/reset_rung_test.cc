@@ -70,11 +70,11 @@ TEST(ResetRungTest, AnIdleGpuOutForAResettableFaultIsResetOnceAndOnProbationAfte
   metrics::PodMap pods = NoPodOn5090();
   // Within the settling time: the recorder writes first.
   ResetRung::Round r =
-      rung.Next(snap, Idle(), &pods, kOn, kQuiet, kSettle, kT0 + kSettle - absl::Seconds(1));
+      rung.Next(snap, Idle(), &pods, {}, kOn, kQuiet, kSettle, kT0 + kSettle - absl::Seconds(1));
   EXPECT_TRUE(r.orders.empty());
   EXPECT_EQ(rung.ByGpu().at("GPU-5090").state, "waiting");
   const absl::Time at = kT0 + kSettle;
-  r = rung.Next(snap, Idle(), &pods, kOn, kQuiet, kSettle, at);
+  r = rung.Next(snap, Idle(), &pods, {}, kOn, kQuiet, kSettle, at);
   ASSERT_EQ(r.orders.size(), 1u);
   EXPECT_EQ(r.orders[0].uuid, "GPU-5090");
   EXPECT_EQ(r.orders[0].bus_id, "0000:02:00.0");
@@ -83,8 +83,8 @@ TEST(ResetRungTest, AnIdleGpuOutForAResettableFaultIsResetOnceAndOnProbationAfte
   EXPECT_EQ(rung.ByGpu().at("GPU-5090").state, "resetting");
   EXPECT_FALSE(rung.ByGpu().contains("GPU-3080"));
   // Under way: not ordered twice.
-  EXPECT_TRUE(
-      rung.Next(snap, Idle(), &pods, kOn, kQuiet, kSettle, at + absl::Seconds(1)).orders.empty());
+  EXPECT_TRUE(rung.Next(snap, Idle(), &pods, {}, kOn, kQuiet, kSettle, at + absl::Seconds(1))
+                  .orders.empty());
 
   const absl::Time done = at + absl::Seconds(2);
   snap.devices[1].health.Raise(ResetRung::kSource, ResetRung::ProbationFor(r.orders[0], done),
@@ -96,12 +96,12 @@ TEST(ResetRungTest, AnIdleGpuOutForAResettableFaultIsResetOnceAndOnProbationAfte
   EXPECT_THAT(told[0].note, HasSubstr("returns to service after 5m"));
   EXPECT_EQ(rung.counts().at("reset"), 1u);
   // On probation for the quiet period, whatever the other conditions say.
-  r = rung.Next(snap, Idle(), &pods, kOn, kQuiet, kSettle, done + kQuiet - absl::Seconds(1));
+  r = rung.Next(snap, Idle(), &pods, {}, kOn, kQuiet, kSettle, done + kQuiet - absl::Seconds(1));
   EXPECT_TRUE(r.orders.empty());
   EXPECT_TRUE(r.probation_over.empty());
   EXPECT_EQ(rung.ByGpu().at("GPU-5090").state, "reset");
   EXPECT_THAT(rung.ByGpu().at("GPU-5090").detail, HasSubstr("back in service at"));
-  r = rung.Next(snap, Idle(), &pods, kOn, kQuiet, kSettle, done + kQuiet);
+  r = rung.Next(snap, Idle(), &pods, {}, kOn, kQuiet, kSettle, done + kQuiet);
   EXPECT_EQ(r.probation_over, (std::vector<std::string>{"GPU-5090"}));
   EXPECT_TRUE(r.orders.empty());
 }
@@ -142,7 +142,8 @@ TEST(ResetRungTest, NothingIsResetWhileAnythingHoldsTheGpuAndTheStatusSaysWhat) 
          samples["GPU-5090"].answering = false;
          samples["GPU-5090"].error = "NVML: timeout";
        },
-       "NVML did not list its processes: NVML: timeout"},
+       "NVML did not list its processes (NVML: timeout); it is reset only when nothing is seen "
+       "to run on it"},
       {"never sampled", [](auto&, auto& samples, auto&) { samples.erase("GPU-5090"); },
        "NVML did not list its processes"},
       {"MIG", [](auto& snap, auto&, auto&) { snap.devices[1].gpu.mig_enabled = true; },
@@ -155,7 +156,7 @@ TEST(ResetRungTest, NothingIsResetWhileAnythingHoldsTheGpuAndTheStatusSaysWhat) 
     auto samples = Idle();
     metrics::PodMap pods = NoPodOn5090();
     c.change(snap, samples, pods);
-    ResetRung::Round r = rung.Next(snap, samples, &pods, kOn, kQuiet, kSettle, at);
+    ResetRung::Round r = rung.Next(snap, samples, &pods, {}, kOn, kQuiet, kSettle, at);
     EXPECT_TRUE(r.orders.empty()) << c.what;
     EXPECT_TRUE(r.events.empty()) << c.what;
     ASSERT_TRUE(rung.ByGpu().contains("GPU-5090")) << c.what;
@@ -164,7 +165,59 @@ TEST(ResetRungTest, NothingIsResetWhileAnythingHoldsTheGpuAndTheStatusSaysWhat) 
   }
   // Without pod attribution, NVML's process list alone decides.
   ResetRung rung;
-  EXPECT_EQ(rung.Next(Homelab(kT0), Idle(), nullptr, kOn, kQuiet, kSettle, at).orders.size(), 1u);
+  EXPECT_EQ(rung.Next(Homelab(kT0), Idle(), nullptr, {}, kOn, kQuiet, kSettle, at).orders.size(),
+            1u);
+}
+
+// A GPU that requires a reset answers NVML nothing, its process list included: then who
+// holds its device node open on the host decides, and "nobody" only on full evidence.
+TEST(ResetRungTest, WhenNvmlCannotListProcessesTheHostsOpenFilesDecide) {
+  const absl::Time at = kT0 + kSettle;
+  state::Snapshot snap = Homelab(kT0);
+  snap.devices[1].gpu.minor = 1;
+  auto samples = Idle();
+  samples["GPU-5090"].answering = false;
+  samples["GPU-5090"].error = "NVML_ERROR_RESET_REQUIRED";
+  metrics::PodMap pods = NoPodOn5090();
+  std::vector<std::string> asked;
+  absl::StatusOr<std::vector<node::DeviceHolder>> answer =
+      std::vector<node::DeviceHolder>{{4242, "ollama", "ollama"}, {3117, "", "ffmpeg"}};
+  const ResetRung::HolderLookup holders = [&](const gpu::Gpu& g) {
+    asked.push_back(g.DeviceNode());
+    return answer;
+  };
+  auto waiting = [&](ResetRung& rung) {
+    EXPECT_TRUE(rung.Next(snap, samples, &pods, holders, kOn, kQuiet, kSettle, at).orders.empty());
+    return rung.ByGpu().at("GPU-5090").detail;
+  };
+  ResetRung held;
+  EXPECT_EQ(waiting(held), "2 processes hold /dev/nvidia1 open (pid 4242 ollama, 3117)");
+  EXPECT_EQ(asked, std::vector<std::string>{"/dev/nvidia1"});  // the 5090 only
+  answer = absl::PermissionDeniedError("cannot list the open files of pid 7");
+  ResetRung unknown;
+  EXPECT_EQ(waiting(unknown),
+            "NVML did not list its processes (NVML_ERROR_RESET_REQUIRED), and which processes "
+            "hold /dev/nvidia1 is not known: cannot list the open files of pid 7");
+  // No device node known: nothing to look at.
+  answer = std::vector<node::DeviceHolder>{};
+  snap.devices[1].gpu.minor.reset();
+  ResetRung no_node;
+  EXPECT_THAT(waiting(no_node), HasSubstr("it is reset only when nothing is seen to run on it"));
+  snap.devices[1].gpu.minor = 1;
+  // Nobody holds it, and no pod: it is reset.
+  ResetRung idle;
+  EXPECT_EQ(idle.Next(snap, samples, &pods, holders, kOn, kQuiet, kSettle, at).orders.size(), 1u);
+  // A pod still allocated the GPU holds it all the same.
+  metrics::PodMap allocated = testing::RungPods();
+  ResetRung pod;
+  EXPECT_TRUE(
+      pod.Next(snap, samples, &allocated, holders, kOn, kQuiet, kSettle, at).orders.empty());
+  EXPECT_THAT(pod.ByGpu().at("GPU-5090").detail, HasSubstr("ai/ollama-0"));
+  // NVML answering for the GPU: the host is not asked.
+  asked.clear();
+  ResetRung answered;
+  answered.Next(snap, Idle(), &pods, holders, kOn, kQuiet, kSettle, at);
+  EXPECT_TRUE(asked.empty());
 }
 
 TEST(ResetRungTest, AGpuOutForAnythingAResetDoesNotClearIsLeftAlone) {
@@ -183,7 +236,7 @@ TEST(ResetRungTest, AGpuOutForAnythingAResetDoesNotClearIsLeftAlone) {
   reboot.reboot_required = true;
   for (const state::Snapshot& snap : {with("liveness", hung), with("recovery-action", reboot)}) {
     ResetRung rung;
-    EXPECT_TRUE(rung.Next(snap, Idle(), &pods, kOn, kQuiet, kSettle, at).orders.empty());
+    EXPECT_TRUE(rung.Next(snap, Idle(), &pods, {}, kOn, kQuiet, kSettle, at).orders.empty());
     EXPECT_TRUE(rung.ByGpu().empty());
   }
   // A Degraded condition alongside does not stand in the way.
@@ -192,14 +245,14 @@ TEST(ResetRungTest, AGpuOutForAnythingAResetDoesNotClearIsLeftAlone) {
   warm.reason = "row remapping pending";
   ResetRung rung;
   EXPECT_EQ(
-      rung.Next(with("row-remap", warm), Idle(), &pods, kOn, kQuiet, kSettle, at).orders.size(),
+      rung.Next(with("row-remap", warm), Idle(), &pods, {}, kOn, kQuiet, kSettle, at).orders.size(),
       1u);
   // Nor does anything happen to a GPU without both names.
   for (int drop : {0, 1}) {
     state::Snapshot snap = Homelab(kT0);
     (drop == 0 ? snap.devices[1].gpu.uuid : snap.devices[1].gpu.bus_id).clear();
     ResetRung unnamed;
-    EXPECT_TRUE(unnamed.Next(snap, Idle(), &pods, kOn, kQuiet, kSettle, at).orders.empty());
+    EXPECT_TRUE(unnamed.Next(snap, Idle(), &pods, {}, kOn, kQuiet, kSettle, at).orders.empty());
     EXPECT_TRUE(unnamed.ByGpu().empty());
   }
 }
@@ -209,28 +262,29 @@ TEST(ResetRungTest, DryRunSaysItOnceAndOffSaysNothing) {
   metrics::PodMap pods = NoPodOn5090();
   ResetRung rung;
   const auto dry = Policy(config::RemediationMode::kDryRun);
-  ResetRung::Round r = rung.Next(Homelab(kT0), Idle(), &pods, dry, kQuiet, kSettle, at);
+  ResetRung::Round r = rung.Next(Homelab(kT0), Idle(), &pods, {}, dry, kQuiet, kSettle, at);
   EXPECT_TRUE(r.orders.empty());
   ASSERT_EQ(r.events.size(), 1u);
   EXPECT_EQ(r.events[0].reason, "GpuWouldReset");
   EXPECT_THAT(r.events[0].note, HasSubstr("GPU-5090 (GPU 1)"));
   EXPECT_THAT(r.events[0].note, HasSubstr("dry-run"));
   EXPECT_EQ(rung.ByGpu().at("GPU-5090").state, "would-reset");
-  EXPECT_TRUE(rung.Next(Homelab(kT0), Idle(), &pods, dry, kQuiet, kSettle, at + absl::Minutes(1))
-                  .events.empty());
+  EXPECT_TRUE(
+      rung.Next(Homelab(kT0), Idle(), &pods, {}, dry, kQuiet, kSettle, at + absl::Minutes(1))
+          .events.empty());
   EXPECT_EQ(rung.counts().at("dry_run"), 1u);
   // Back in service, then out again: said again.
   state::Snapshot healthy = Homelab(kT0);
   healthy.devices[1].health.Clear("xid", at);
-  rung.Next(healthy, Idle(), &pods, dry, kQuiet, kSettle, at + absl::Minutes(2));
+  rung.Next(healthy, Idle(), &pods, {}, dry, kQuiet, kSettle, at + absl::Minutes(2));
   EXPECT_TRUE(rung.ByGpu().empty());
-  EXPECT_EQ(rung.Next(Homelab(kT0), Idle(), &pods, dry, kQuiet, kSettle, at + absl::Minutes(3))
+  EXPECT_EQ(rung.Next(Homelab(kT0), Idle(), &pods, {}, dry, kQuiet, kSettle, at + absl::Minutes(3))
                 .events.size(),
             1u);
 
   ResetRung off;
-  r = off.Next(Homelab(kT0), Idle(), &pods, Policy(config::RemediationMode::kOff), kQuiet, kSettle,
-               at);
+  r = off.Next(Homelab(kT0), Idle(), &pods, {}, Policy(config::RemediationMode::kOff), kQuiet,
+               kSettle, at);
   EXPECT_TRUE(r.orders.empty());
   EXPECT_TRUE(r.events.empty());
   EXPECT_TRUE(off.ByGpu().empty());
@@ -244,7 +298,7 @@ TEST(ResetRungTest, FailuresRetryAfterTheQuietPeriodWithinTheDailyBudget) {
   state::Snapshot snap = Homelab(kT0);
   const auto two = Policy(config::RemediationMode::kOn, 2);
   absl::Time t = kT0 + absl::Minutes(1);
-  ResetRung::Round r = rung.Next(snap, Idle(), &pods, two, kQuiet, kSettle, t);
+  ResetRung::Round r = rung.Next(snap, Idle(), &pods, {}, two, kQuiet, kSettle, t);
   ASSERT_EQ(r.orders.size(), 1u);
   std::vector<cluster::NodeEvent> told =
       rung.Finish(r.orders[0], absl::UnavailableError("the device did not come back"), t);
@@ -255,20 +309,20 @@ TEST(ResetRungTest, FailuresRetryAfterTheQuietPeriodWithinTheDailyBudget) {
   EXPECT_EQ(rung.ByGpu().at("GPU-5090").state, "failed");
   EXPECT_EQ(rung.counts().at("failed"), 1u);
   // Not again before the quiet period.
-  r = rung.Next(snap, Idle(), &pods, two, kQuiet, kSettle, t + kQuiet - absl::Seconds(1));
+  r = rung.Next(snap, Idle(), &pods, {}, two, kQuiet, kSettle, t + kQuiet - absl::Seconds(1));
   EXPECT_TRUE(r.orders.empty());
   EXPECT_THAT(rung.ByGpu().at("GPU-5090").detail, HasSubstr("after the quiet period"));
   t += kQuiet;
-  r = rung.Next(snap, Idle(), &pods, two, kQuiet, kSettle, t);
+  r = rung.Next(snap, Idle(), &pods, {}, two, kQuiet, kSettle, t);
   ASSERT_EQ(r.orders.size(), 1u);
   Carry(rung, snap, r.orders[0], absl::OkStatus(), t);
   // Probation over; the fault came back (a new XID): the budget of 2 is spent.
   t += kQuiet;
-  r = rung.Next(snap, Idle(), &pods, two, kQuiet, kSettle, t);
+  r = rung.Next(snap, Idle(), &pods, {}, two, kQuiet, kSettle, t);
   EXPECT_EQ(r.probation_over.size(), 1u);
   snap.devices[1].health.Clear(ResetRung::kSource, t);
   t += absl::Minutes(10);
-  r = rung.Next(snap, Idle(), &pods, two, kQuiet, kSettle, t);
+  r = rung.Next(snap, Idle(), &pods, {}, two, kQuiet, kSettle, t);
   EXPECT_TRUE(r.orders.empty());
   ASSERT_EQ(r.events.size(), 1u);
   EXPECT_EQ(r.events[0].reason, "GpuResetNotDone");
@@ -276,9 +330,9 @@ TEST(ResetRungTest, FailuresRetryAfterTheQuietPeriodWithinTheDailyBudget) {
   EXPECT_EQ(rung.ByGpu().at("GPU-5090").state, "budget-spent");
   EXPECT_EQ(rung.ByGpu().at("GPU-5090").tries, 2);
   EXPECT_TRUE(
-      rung.Next(snap, Idle(), &pods, two, kQuiet, kSettle, t + absl::Hours(1)).events.empty());
+      rung.Next(snap, Idle(), &pods, {}, two, kQuiet, kSettle, t + absl::Hours(1)).events.empty());
   // A day after the first try, one is allowed again.
-  r = rung.Next(snap, Idle(), &pods, two, kQuiet, kSettle,
+  r = rung.Next(snap, Idle(), &pods, {}, two, kQuiet, kSettle,
                 kT0 + absl::Minutes(1) + absl::Hours(24));
   EXPECT_EQ(r.orders.size(), 1u);
 }
