@@ -14,6 +14,7 @@ namespace {
 constexpr char kExt[] = "siderolabs/extensions@";
 constexpr char kTalos[] = "siderolabs/talos@";
 constexpr char kPkgs[] = "siderolabs/pkgs@";
+constexpr char kDocs[] = "siderolabs/docs@";
 
 // containerd 2's CRI plugin defaults (EnableCDI true, spec dirs /etc/cdi and /var/run/cdi).
 constexpr char kContainerdDefaults[] =
@@ -126,6 +127,28 @@ Release MakeRelease(int minor) {
       minor >= 13 ? Src(kTalos, t, "pkg/machinery/extensions/extensions.go")
                   : absl::StrCat(Src(kTalos, t, "pkg/machinery/extensions/extensions.go"),
                                  " (no /usr/bin/nvidia-cdi-hook; added by talos #13022 in 1.13)")};
+
+  // NVIDIA's GPU Operator, documented from 1.13 (the CDI switch), with the driver and the
+  // toolkit left to the extensions; Talos' own integration test installs it the same way.
+  // siderolabs/docs has no release tags: the commit that wrote each page.
+  const std::string gpu_page =
+      absl::StrCat("public/talos/v1.", minor, "/configure-your-talos-cluster/hardware-and-drivers/",
+                   "nvidia-gpu.mdx");
+  if (minor >= 13) {
+    r.gpu_operator_values = {
+        {"driver.enabled=false", "toolkit.enabled=false", "hostPaths.driverInstallDir=/usr/local"},
+        absl::StrCat(Src(kDocs, minor == 13 ? "f32c5ced" : "0d2f2fe1", gpu_page),
+                     " (\"Deploying NVIDIA GPU Operator\"), ",
+                     Src(kTalos, t, "internal/integration/api/testdata/nvidia-gpu-operator.yaml"),
+                     " and hack/release.toml (\"now supports configuring NVIDIA GPU via the "
+                     "gpu-operator helm chart\")")};
+  } else {
+    r.gpu_operator_values = {
+        {},
+        absl::StrCat(Src(kDocs, "5debdd92", gpu_page),
+                     " (the nvidia RuntimeClass and NVIDIA's device plugin chart; no GPU "
+                     "Operator)")};
+  }
 
   // Machine configuration.
   std::string types = Src(kTalos, t, "pkg/machinery/config/types/v1alpha1/v1alpha1_types.go");

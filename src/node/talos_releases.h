@@ -83,6 +83,10 @@ struct Release {
   Sourced<std::string> bpf_jit_harden_default;  // "2"
   // /usr/bin/nvidia-ctk and /usr/bin/nvidia-cdi-hook links (hooks written by NVIDIA tools).
   Sourced<bool> hook_links_in_usr_bin;
+  // NVIDIA's GPU Operator: the Helm values Talos' own documentation of this release gives for
+  // it ("driver.enabled=false", ...: the driver and toolkit come from the extensions), or
+  // empty when the release documents no GPU Operator.
+  Sourced<std::vector<std::string>> gpu_operator_values;
 
   // Machine configuration: v1alpha1 paths gpulet's patch may use, the multi-document kinds
   // that exist, which combinations are refused, and what `talosctl gen config` of this

@@ -38,7 +38,8 @@ TEST(TalosReleasesTest, EveryFactNamesAPublicSource) {
   auto sourced = [](const std::string& s, const std::string& what) {
     EXPECT_TRUE(absl::StartsWith(s, "siderolabs/talos@") ||
                 absl::StartsWith(s, "siderolabs/extensions@") ||
-                absl::StartsWith(s, "siderolabs/pkgs@") || absl::StartsWith(s, "containerd/"))
+                absl::StartsWith(s, "siderolabs/pkgs@") ||
+                absl::StartsWith(s, "siderolabs/docs@") || absl::StartsWith(s, "containerd/"))
         << what << ": " << s;
     EXPECT_THAT(s, HasSubstr(":")) << what;
   };
@@ -55,6 +56,7 @@ TEST(TalosReleasesTest, EveryFactNamesAPublicSource) {
     sourced(r.needs_bpf_jit_harden_1.source, n + " bpf");
     sourced(r.bpf_jit_harden_default.source, n + " bpf default");
     sourced(r.hook_links_in_usr_bin.source, n + " hook links");
+    sourced(r.gpu_operator_values.source, n + " GPU Operator");
     sourced(r.v1alpha1_fields.source, n + " fields");
     sourced(r.document_kinds.source, n + " kinds");
     sourced(r.generated_config.source, n + " generated");
@@ -96,6 +98,7 @@ TEST(TalosReleasesTest, RuntimeCdiAndSysctl) {
     EXPECT_TRUE(R(m).needs_bpf_jit_harden_1.value) << m;
     EXPECT_EQ(R(m).cdi_spec_writer.value, "") << m;
     EXPECT_FALSE(R(m).hook_links_in_usr_bin.value) << m;
+    EXPECT_TRUE(R(m).gpu_operator_values.value.empty()) << m;
     EXPECT_EQ(R(m).cdi_spec_dirs.value, (std::vector<std::string>{"/etc/cdi", "/var/run/cdi"}));
   }
   for (int m = 13; m <= 14; ++m) {
@@ -104,6 +107,10 @@ TEST(TalosReleasesTest, RuntimeCdiAndSysctl) {
     EXPECT_EQ(R(m).cdi_spec_writer.value, "ext-nvidia-cdi-gen") << m;
     EXPECT_EQ(R(m).cdi_spec_path.value, "/run/cdi/nvidia.yaml") << m;
     EXPECT_TRUE(R(m).hook_links_in_usr_bin.value) << m;
+    EXPECT_THAT(R(m).gpu_operator_values.value,
+                ::testing::ElementsAre("driver.enabled=false", "toolkit.enabled=false",
+                                       "hostPaths.driverInstallDir=/usr/local"))
+        << m;
   }
   // containerd 2 everywhere, so CDI is on everywhere (by default before 1.13).
   for (const Release& r : KnownReleases()) {
@@ -196,7 +203,7 @@ TEST(TalosDocsTest, TalosMdsReleaseTableIsTheCodesTable) {
     for (absl::string_view c : absl::StrSplit(line, '|')) {
       cells.emplace_back(absl::StripAsciiWhitespace(c));
     }
-    ASSERT_EQ(cells.size(), 12u) << line;  // the empty ones outside the first and last bar
+    ASSERT_EQ(cells.size(), 13u) << line;  // the empty ones outside the first and last bar
     rows.emplace_back(cells.begin() + 1, cells.end() - 1);
   }
   ASSERT_GE(rows.size(), 3u) << "docs/talos.md has no release table";
@@ -248,6 +255,13 @@ TEST(TalosDocsTest, TalosMdsReleaseTableIsTheCodesTable) {
       EXPECT_EQ(absl::StrContains(row[9], "machine.sysctls"), r.needs_bpf_jit_harden_1.value) << at;
       EXPECT_EQ(absl::StrContains(row[9], "KubeNodeConfig"), r.KubeNodeDocuments()) << at;
       EXPECT_EQ(absl::StrContains(row[9], "KernelModuleConfig"), r.KernelModuleDocuments()) << at;
+      if (r.gpu_operator_values.value.empty()) {
+        EXPECT_EQ(row[10], "not documented") << at << ": GPU Operator";
+      } else {
+        for (const std::string& v : r.gpu_operator_values.value) {
+          EXPECT_THAT(row[10], HasSubstr(absl::StrCat("`", v, "`"))) << at << ": GPU Operator";
+        }
+      }
     }
   }
   for (const Release& r : KnownReleases()) {

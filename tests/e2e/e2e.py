@@ -351,6 +351,60 @@ class Suite:
         except ClusterError as e:
             raise Failure(f"{e}; condition {self.condition('GpuUnhealthy')}")
 
+    def scenario_long_node_name(self):
+        """Event names for the longest valid node name, checked by the real API server: a
+        second gpulet, on the host (the same binary, the homelab simulator, the admin
+        kubeconfig), reports for a Node whose name is 253 characters. Its GpuUnhealthy Event
+        is accepted, under a name the API allows, and its condition is patched onto that
+        Node; gpulet logs no refused Event."""
+        name = ".".join(["n" * 63, "o" * 63, "d" * 63, "e" * 61])
+        check(len(name) == 253, f"the node name is {len(name)} characters, not 253")
+        self.c.kubectl("apply", "-f", "-", input_text=json.dumps(
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}))
+        d = os.path.join(self.work, "long-node")
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(os.path.join(d, "kubelet", "device-plugins"))
+        root = os.path.join(d, "root")
+        shutil.copytree(os.path.join(SRC, "sim/fixtures/homelab/root"), root, symlinks=True)
+        state = os.path.join(d, "sim-state.json")
+        config = os.path.join(d, "config.yaml")
+        with open(config, "w") as f:
+            f.write(f"version: v1\nkubeletDir: {d}/kubelet\nmetrics: {{address: \"\"}}\n"
+                    "labels: {featuresFile: \"\"}\n"
+                    "health: {kmsg: false, quietPeriod: 5s, xidHistoryFile: \"\"}\n"
+                    f"cluster: {{enabled: true, kubeconfig: {self.c.admin_kubeconfig}}}\n")
+        log_path = os.path.join(d, "gpulet.log")
+        env = dict(os.environ, NODE_NAME=name)
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen([self.gpulet, "--simulate", "homelab", "--host-root", root,
+                                     "--sim-state", state, "serve", "--config", config],
+                                    stdout=log, stderr=subprocess.STDOUT, env=env)
+        try:
+            def conditions():
+                n = self.c.get_json("node", name)
+                return {c["type"]: c["status"] for c in n["status"].get("conditions", [])}
+            wait_for("gpulet's conditions on the 253-character Node",
+                     lambda: conditions().get("GpuUnhealthy") == "False", timeout=60)
+            run([self.gpulet, "--simulate", "homelab", "--sim-state", state, "sim", "lose", "1"])
+
+            def regarding():
+                return [e for e in self.events("GpuUnhealthy")
+                        if e["regarding"].get("name") == name]
+            wait_for("a GpuUnhealthy Event regarding the 253-character Node", regarding,
+                     timeout=60)
+            event = regarding()[0]["metadata"]["name"]
+            check(len(event) <= 253 and event.startswith(name[:200]),
+                  f"the Event's name {event!r} ({len(event)} characters)")
+            wait_for("GpuUnhealthy True on the 253-character Node",
+                     lambda: conditions().get("GpuUnhealthy") == "True", timeout=60)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+            self.c.kubectl("delete", "node", name, check=False)
+        with open(log_path) as f:
+            text = f.read()
+        check("refused event" not in text, f"gpulet's log names a refused Event:\n{text[-2000:]}")
+
     def scenario_kubelet_restart(self):
         """The kubelet restarts with a GPU pod running: the pod keeps its GPU, gpulet
         registers again, and a second pod gets the other GPU, not the same one."""
@@ -841,9 +895,9 @@ class Suite:
         check(not unused, f"granted but never used by gpulet: {unused} (used: {sorted(used)})")
 
     SCENARIOS = ["registers", "pod_sees_cdi_devices", "metrics_name_the_pod", "config_reload",
-                 "unhealthy_and_back", "kubelet_restart", "gpulet_restart", "taint_evicts",
-                 "gpu_reset", "eviction", "talos_reboot", "sharing_and_labels", "memory_slices",
-                 "dra", "rbac"]
+                 "unhealthy_and_back", "long_node_name", "kubelet_restart", "gpulet_restart",
+                 "taint_evicts", "gpu_reset", "eviction", "talos_reboot", "sharing_and_labels",
+                 "memory_slices", "dra", "rbac"]
 
     def run(self, only):
         self.c.start()
