@@ -12,7 +12,10 @@
 #      or telegram-warning by severity, and other alerts to the user's receivers as before;
 #   4. a real Alertmanager (prometheus-alertmanager) with the merged file inhibits
 #      GpuletGpuUnhealthyForLong for a GPU that has GpuletGpuLost, and only for that GPU,
-#      and groups gpulet's alerts one per alert and GPU.
+#      and groups gpulet's alerts one per alert and GPU;
+#   5. deploy/monitoring/alertmanagerconfig.yaml, turned into a configuration by the
+#      Prometheus Operator's own code (tests/monitoring/amconfig.go), passes 2 to 4 the same
+#      way, in each user configuration.
 # Usage: amtool_routes_test.sh [SOURCE_DIR]
 # Exits 77 (skip) when amtool is missing, except under CI=true, where `make test` has
 # installed Debian's prometheus-alertmanager (scripts/deps.sh test) and it is a failure.
@@ -296,49 +299,56 @@ if [ -z "$am" ]; then
   echo "FAIL Alertmanager (prometheus-alertmanager) is not installed beside amtool"
   exit 1
 fi
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-url=http://127.0.0.1:$port
-"$am" --config.file="$work/user-full-merged.yml" --storage.path="$work/data" \
-  --web.listen-address="127.0.0.1:$port" --cluster.listen-address= >"$work/am.log" 2>&1 &
-am_pid=$!
-for _ in $(seq 1 60); do
-  if amtool --alertmanager.url="$url" config show >/dev/null 2>&1; then break; fi
-  sleep 0.5
-done
-if ! amtool --alertmanager.url="$url" config show >/dev/null 2>&1; then
-  echo "FAIL Alertmanager did not start:"; cat "$work/am.log"; exit 1
-fi
-gpu_a=(component=gpulet severity=critical node=talos-07 hostname=talos-07 gpu=0
-  uuid=GPU-3f9d6c2e-1b7a-4e0c-9d35-a1c2e3f43080)
-# Another GPU in the same node.
-gpu_b=(component=gpulet severity=critical node=talos-07 hostname=talos-07 gpu=1
-  uuid=GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090)
-amtool --alertmanager.url="$url" alert add alertname=GpuletGpuLost "${gpu_a[@]}"
-amtool --alertmanager.url="$url" alert add alertname=GpuletGpuUnhealthyForLong "${gpu_a[@]}"
-amtool --alertmanager.url="$url" alert add alertname=GpuletGpuUnhealthyForLong "${gpu_b[@]}"
-# "alertname uuid inhibited" for each alert, once the inhibitor has seen the source alert.
-status=""
-for _ in $(seq 1 40); do
-  status=$(amtool --alertmanager.url="$url" -o json alert query --inhibited --active |
-    python3 -c '
+# live_check CONFIG PREFIX: a real Alertmanager on CONFIG inhibits GpuletGpuUnhealthyForLong
+# for a GPU that has GpuletGpuLost, and only for that GPU, and groups gpulet's alerts one per
+# alert and GPU for PREFIX telegram-critical (PREFIX: the operator's receiver namespace).
+live_check() {
+  local config=$1 prefix=$2
+  local port url status groups
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  url=http://127.0.0.1:$port
+  rm -rf "$work/data"
+  "$am" --config.file="$config" --storage.path="$work/data" \
+    --web.listen-address="127.0.0.1:$port" --cluster.listen-address= >"$work/am.log" 2>&1 &
+  am_pid=$!
+  for _ in $(seq 1 60); do
+    if amtool --alertmanager.url="$url" config show >/dev/null 2>&1; then break; fi
+    sleep 0.5
+  done
+  if ! amtool --alertmanager.url="$url" config show >/dev/null 2>&1; then
+    echo "FAIL Alertmanager did not start on $(basename "$config"):"; cat "$work/am.log"; exit 1
+  fi
+  gpu_a=(component=gpulet severity=critical node=talos-07 hostname=talos-07 gpu=0
+    uuid=GPU-3f9d6c2e-1b7a-4e0c-9d35-a1c2e3f43080)
+  # Another GPU in the same node.
+  gpu_b=(component=gpulet severity=critical node=talos-07 hostname=talos-07 gpu=1
+    uuid=GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090)
+  amtool --alertmanager.url="$url" alert add alertname=GpuletGpuLost "${gpu_a[@]}"
+  amtool --alertmanager.url="$url" alert add alertname=GpuletGpuUnhealthyForLong "${gpu_a[@]}"
+  amtool --alertmanager.url="$url" alert add alertname=GpuletGpuUnhealthyForLong "${gpu_b[@]}"
+  # "alertname uuid inhibited" for each alert, once the inhibitor has seen the source alert.
+  status=""
+  for _ in $(seq 1 40); do
+    status=$(amtool --alertmanager.url="$url" -o json alert query --inhibited --active |
+      python3 -c '
 import json, sys
 for a in sorted(json.load(sys.stdin), key=lambda a: (a["labels"]["alertname"], a["labels"]["uuid"])):
     print(a["labels"]["alertname"], a["labels"]["uuid"], "inhibited" if a["status"]["inhibitedBy"] else "active")
 ')
-  if grep -q inhibited <<<"$status"; then break; fi
-  sleep 0.25
-done
-want_status="GpuletGpuLost GPU-3f9d6c2e-1b7a-4e0c-9d35-a1c2e3f43080 active
+    if grep -q inhibited <<<"$status"; then break; fi
+    sleep 0.25
+  done
+  local want_status="GpuletGpuLost GPU-3f9d6c2e-1b7a-4e0c-9d35-a1c2e3f43080 active
 GpuletGpuUnhealthyForLong GPU-3f9d6c2e-1b7a-4e0c-9d35-a1c2e3f43080 inhibited
 GpuletGpuUnhealthyForLong GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090 active"
-if [ "$status" = "$want_status" ]; then
-  echo "ok   GpuletGpuLost inhibits GpuletGpuUnhealthyForLong for its own GPU only"
-else
-  echo "FAIL inhibition: got"; echo "$status"; echo "want"; echo "$want_status"
-  fail=1
-fi
-# The groups the running Alertmanager formed: one per alert and GPU, each for Telegram.
-groups=$(python3 - "$url" <<'EOF'
+  if [ "$status" = "$want_status" ]; then
+    echo "ok   $(basename "$config"): GpuletGpuLost inhibits GpuletGpuUnhealthyForLong for its own GPU only"
+  else
+    echo "FAIL $(basename "$config"): inhibition: got"; echo "$status"; echo "want"; echo "$want_status"
+    fail=1
+  fi
+  # The groups the running Alertmanager formed for Telegram: one per alert and GPU.
+  groups=$(python3 - "$url" "${prefix}telegram-" <<'PY'
 import json
 import sys
 import urllib.request
@@ -346,18 +356,89 @@ import urllib.request
 with urllib.request.urlopen(sys.argv[1] + "/api/v2/alerts/groups", timeout=10) as r:
     groups = json.load(r)
 for g in sorted(groups, key=lambda g: sorted(g["labels"].items())):
+    if not g["receiver"]["name"].startswith(sys.argv[2]):
+        continue
     labels = ",".join(f"{k}={v}" for k, v in sorted(g["labels"].items()))
     print(g["receiver"]["name"], labels, len(g["alerts"]))
-EOF
+PY
 )
-want_groups="telegram-critical alertname=GpuletGpuLost,gpu=0,hostname=talos-07,node=talos-07 1
-telegram-critical alertname=GpuletGpuUnhealthyForLong,gpu=0,hostname=talos-07,node=talos-07 1
-telegram-critical alertname=GpuletGpuUnhealthyForLong,gpu=1,hostname=talos-07,node=talos-07 1"
-if [ "$groups" = "$want_groups" ]; then
-  echo "ok   one notification group per alert and GPU, each to telegram-critical"
+  local want_groups="${prefix}telegram-critical alertname=GpuletGpuLost,gpu=0,hostname=talos-07,node=talos-07 1
+${prefix}telegram-critical alertname=GpuletGpuUnhealthyForLong,gpu=0,hostname=talos-07,node=talos-07 1
+${prefix}telegram-critical alertname=GpuletGpuUnhealthyForLong,gpu=1,hostname=talos-07,node=talos-07 1"
+  if [ "$groups" = "$want_groups" ]; then
+    echo "ok   $(basename "$config"): one notification group per alert and GPU, each to ${prefix}telegram-critical"
+  else
+    echo "FAIL $(basename "$config"): alert groups: got"; echo "$groups"; echo "want"; echo "$want_groups"
+    fail=1
+  fi
+  kill "$am_pid" 2>/dev/null || true
+  wait "$am_pid" 2>/dev/null || true
+  am_pid=""
+}
+live_check "$work/user-full-merged.yml" ""
+
+# --- 5. The AlertmanagerConfig, as the Prometheus Operator turns it into a configuration ---
+# deploy/monitoring/alertmanagerconfig.yaml goes through the operator's own code
+# (tests/monitoring/amconfig.go: its strict decoding, its validation, and its merge into each
+# user configuration above, with alertmanagerConfigMatcherStrategy None as the manifest asks),
+# and the result must route, inhibit and group gpulet's alerts as the example does. The
+# operator differs from the hand merge in two ways it always has: its route carries
+# `continue: true` (gpulet's alerts go on to the user's routes as well), and its receivers
+# are named <namespace>/<object>/<receiver>.
+cr=$src/deploy/monitoring/alertmanagerconfig.yaml
+amconfig=${GPULET_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpulet-e2e}/bin/amconfig
+if [ ! -x "$amconfig" ]; then
+  if [ "${CI:-}" = "true" ]; then
+    echo "FAIL $amconfig is not built (make tools: scripts/e2e/build.sh --tools builds it)"
+    exit 1
+  fi
+  echo "skip the AlertmanagerConfig: $amconfig is not built (make tools builds it)"
 else
-  echo "FAIL alert groups: got"; echo "$groups"; echo "want"; echo "$want_groups"
-  fail=1
+  am_version=$(amtool --version 2>&1 | sed -n 's/.*version \([0-9][0-9.]*\).*/\1/p' | head -n1)
+  prefix=gpulet-system/gpulet/
+  for user in user-full user-minimal user-compact; do
+    converted=$work/$user-operator.yml
+    if ! "$amconfig" "$cr" "$work/$user.yml" "$am_version" >"$converted" 2>"$work/amconfig.err"; then
+      echo "FAIL the Prometheus Operator's code refuses $cr with $user.yml:"; cat "$work/amconfig.err"
+      fail=1
+      continue
+    fi
+    if amtool check-config "$converted" >"$work/check.out" 2>&1; then
+      echo "ok   $user.yml with the AlertmanagerConfig, as the operator merges it, passes amtool check-config"
+    else
+      echo "FAIL the operator's merge of the AlertmanagerConfig into $user.yml fails amtool check-config:"
+      cat "$work/check.out"; cat -n "$converted"
+      fail=1
+      continue
+    fi
+    while read -r name severity component; do
+      want=${prefix}telegram-$severity
+      # continue: true: the user's own critical route (team-pager) sees gpulet's critical alerts.
+      if [ "$severity" = critical ] && [ "$user" != user-minimal ]; then want=$want,team-pager; fi
+      route_to "$converted" "$want" alertname="$name" severity="$severity" component="$component" \
+        node=talos-08 gpu=1
+    done <<<"$alerts"
+    route_to "$converted" team-default alertname=KubePodCrashLooping severity=warning namespace=default
+  done
+  live_check "$work/user-full-operator.yml" "$prefix"
+  # The operator's default strategy (OnNamespace) routes to these receivers only alerts
+  # labelled namespace="gpulet-system", which gpulet's are not: the manifest's note holds.
+  if "$amconfig" "$cr" "$work/user-minimal.yml" "$am_version" OnNamespace \
+      >"$work/on-namespace.yml" 2>"$work/amconfig.err"; then
+    route_to "$work/on-namespace.yml" team-default alertname=GpuletGpuLost severity=critical \
+      component=gpulet node=talos-08 gpu=1
+  else
+    echo "FAIL the operator's code refuses $cr with OnNamespace:"; cat "$work/amconfig.err"
+    fail=1
+  fi
+  # What the operator leaves out of a Telegram receiver: disable_notifications (the warning
+  # receiver's silence), which v0.85.0 always writes as false (docs/alerting.md says so).
+  if grep -q "disable_notifications" "$work/user-full-operator.yml"; then
+    echo "FAIL the operator now keeps disable_notifications: update docs/alerting.md and the manifest"
+    fail=1
+  else
+    echo "ok   the operator drops disable_notifications, as docs/alerting.md says"
+  fi
 fi
 
 if [ "$fail" -ne 0 ]; then exit 1; fi

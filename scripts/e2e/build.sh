@@ -26,7 +26,7 @@ TALOS_MACHINERY_VERSIONS="v1.8.3 v1.9.5 v1.10.6 v1.11.5 v1.12.1 v1.13.0 v1.14.1"
 # Two modules v1.14.1 pins are not served by the proxy (403): the nearest served versions stand
 # in (a patch release below, and the revision v1.13.0 pins); the configuration code gpulet's
 # checks run does not depend on what changed between them.
-TALOS_REPLACES_v1_14_1="replace (
+REPLACES_v1_14_1="replace (
   github.com/cosi-project/runtime => github.com/cosi-project/runtime v1.16.2
   github.com/jsimonetti/rtnetlink/v2 => github.com/jsimonetti/rtnetlink/v2 v2.2.1-0.20260317095713-310581b9c6ac
 )"
@@ -34,6 +34,7 @@ TALOS_REPLACES_v1_14_1="replace (
 # talosconfigs are this release's (the apid and machined it mirrors are v1.13.9's; the machinery
 # code it calls is the same in both).
 TALOS_APID_STANDIN_VERSION=v1.13.0
+PROMETHEUS_OPERATOR_VERSION=v0.85.0
 CNI_PLUGINS_VERSION=v1.9.1
 
 CACHE=${GPULET_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpulet-e2e}
@@ -140,30 +141,31 @@ build_module helm "$HELM_VERSION" "helm.sh/helm/v4@$HELM_VERSION" "helm.sh/helm/
   "$TOOL_GCFLAGS"
 link_tool helm "$HELM_VERSION"
 
-# build_talos_tool TOOL SOURCE VERSION LINK: tests/talos/SOURCE (a package main) built against
-# Talos' machinery module at VERSION into $CACHE/TOOL-VERSION, linked as $CACHE/bin/LINK. The
-# stamp holds the source's hash, so an edit of the source rebuilds it.
-build_talos_tool() {
-  local tool=$1 file=$2 version=$3 link=$4 out src recipe start=$SECONDS
+# build_go_tool TOOL PATH MODULE VERSION LINK: PATH (a package main under tests/) built
+# against the Go module MODULE at VERSION into $CACHE/TOOL-VERSION, linked as $CACHE/bin/LINK.
+# The stamp holds the source's hash, so an edit of the source rebuilds it. Replace lines for
+# the module's dependencies come from the variable REPLACES_<VERSION with . as _>, when set.
+build_go_tool() {
+  local tool=$1 file=$2 module=$3 version=$4 link=$5 out src recipe start=$SECONDS
   out="$CACHE/$tool-$version"
-  src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/tests/talos/$file"
-  local replaces_var="TALOS_REPLACES_${version//./_}"
+  src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/$file"
+  local replaces_var="REPLACES_${version//./_}"
   local replaces=${!replaces_var:-}
   recipe="$file $(sha256sum "$src" | cut -c1-16) $(printf '%s' "$replaces" | sha256sum | cut -c1-8) gcflags=$TOOL_GCFLAGS"
   if [[ -f $out/.done && $(cat "$out/.done") == "$recipe" && -x $out/bin/$tool ]]; then
     echo "e2e build: $tool $version cached in $out"
   else
-    echo "e2e build: building $tool against Talos machinery $version into $out"
+    echo "e2e build: building $tool against $module $version into $out"
     rm -rf "$out"
     mkdir -p "$out/bin" "$out/src"
     cp "$src" "$out/src/main.go"
     {
       echo "module gpulet.invalid/e2e/$tool"
       echo "go 1.24"
-      echo "require github.com/siderolabs/talos/pkg/machinery $version"
+      echo "require $module $version"
       printf '%s\n' "$replaces"
     } >"$out/src/go.mod"
-    # -e: the proxy lacks some modules that only the machinery packages' own tests import.
+    # -e: the proxy lacks some modules that only the packages' own tests import.
     (cd "$out/src" && go mod tidy -e >/dev/null 2>"$out/tidy.log" || { cat "$out/tidy.log" >&2; exit 1; })
     (cd "$out/src" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -gcflags "$TOOL_GCFLAGS" \
       -o "$out/bin/$tool" .)
@@ -173,11 +175,19 @@ build_talos_tool() {
   mkdir -p "$CACHE/bin"
   ln -sfn "$out/bin/$tool" "$CACHE/bin/$link"
 }
+# build_talos_tool TOOL SOURCE VERSION LINK: tests/talos/SOURCE against Talos' machinery.
+build_talos_tool() {
+  build_go_tool "$1" "tests/talos/$2" github.com/siderolabs/talos/pkg/machinery "$3" "$4"
+}
 # talos-validate-v1.N: tests/talos/validate.go, once per Talos release.
 for v in $TALOS_MACHINERY_VERSIONS; do build_talos_tool talos-validate validate.go "$v" "talos-validate-${v%.*}"; done
 # talos-apid-standin: tests/talos/apid_standin.go, a stand-in for a Talos node's API, built
 # against the machinery of the release whose apid and machined it mirrors.
 build_talos_tool talos-apid-standin apid_standin.go "$TALOS_APID_STANDIN_VERSION" talos-apid-standin
+# amconfig: tests/monitoring/amconfig.go, the Prometheus Operator's own AlertmanagerConfig
+# validation and conversion (tests/amtool_routes_test.sh).
+build_go_tool amconfig tests/monitoring/amconfig.go \
+  github.com/prometheus-operator/prometheus-operator "$PROMETHEUS_OPERATOR_VERSION" amconfig
 $tools_only && exit 0
 
 for k in "$@"; do

@@ -64,6 +64,8 @@ constexpr KnownKind kKnownKinds[] = {
     {"monitoring.coreos.com/v1", "ServiceMonitor", true},
     {"monitoring.coreos.com/v1", "PodMonitor", true},
     {"monitoring.coreos.com/v1", "PrometheusRule", true},
+    // Checked by the Prometheus Operator's own code: tests/amtool_routes_test.sh.
+    {"monitoring.coreos.com/v1alpha1", "AlertmanagerConfig", true},
     {"resource.k8s.io/v1", "DeviceClass", false},
     {"resource.k8s.io/v1", "ResourceClaim", true},
     {"resource.k8s.io/v1", "ResourceClaimTemplate", true},
