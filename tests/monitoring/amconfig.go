@@ -8,8 +8,9 @@
 // (tests/amtool_routes_test.sh).
 //
 // Usage: amconfig CR.yaml BASE.yml ALERTMANAGER_VERSION [MATCHER_STRATEGY]
-//   MATCHER_STRATEGY: None (default) or OnNamespace, the Alertmanager's
-//   alertmanagerConfigMatcherStrategy.
+//
+//	MATCHER_STRATEGY: None (default) or OnNamespace, the Alertmanager's
+//	alertmanagerConfigMatcherStrategy.
 //
 // Built by scripts/e2e/build.sh --tools against
 // github.com/prometheus-operator/prometheus-operator at the version it pins.
