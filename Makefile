@@ -30,8 +30,9 @@ deps:
 	@scripts/deps.sh test
 
 # The real tools the tests compare against, built from their Go modules into a cache outside
-# the clone (scripts/e2e/build.sh; a second run builds nothing): kustomize, helm, and a Talos
-# configuration validator per release.
+# the clone (scripts/e2e/build.sh; a second run builds nothing): kustomize, helm, a Talos
+# configuration validator per release, the Talos API stand-in, and the Prometheus Operator's
+# AlertmanagerConfig conversion (tests/monitoring/amconfig.go).
 tools: deps
 	@scripts/e2e/build.sh --tools
 
