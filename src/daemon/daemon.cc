@@ -1212,6 +1212,10 @@ void Daemon::WatchInventory() {
       "the nvidia driver serves the GPUs differently from gpulet's inventory ({}): taking the "
       "inventory again",
       change);
+  event_inbox_->Post({cluster::NodeEvent{
+      "Normal", "GpuInventoryChanged",
+      absl::StrCat("the nvidia driver serves the GPUs anew (", change,
+                   "); gpulet takes its inventory again and serves what the driver serves")}});
   {
     absl::MutexLock lock(&resets_mu_);
     inventory_due_ = change;

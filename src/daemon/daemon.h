@@ -166,6 +166,8 @@ class Daemon {
   int metrics_port() const;
   // The shared device state (tests read health conditions from it).
   const state::DeviceStore& store() const { return store_; }
+  // The Node events waiting for the cluster reporter (tests without one drain them here).
+  cluster::EventInbox& event_inbox() { return *event_inbox_; }
 
  private:
   // The metrics components, declared so that destruction stops the server first.

@@ -835,6 +835,12 @@ TEST_F(DaemonTest, ACardThatComesBackOnAnotherMinorIsServedThereWithoutARestart)
   // Mended: the watch has nothing more to ask for.
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_EQ(discovered.load(), 1);
+  std::vector<std::string> told;
+  for (const cluster::NodeEvent& e : daemon_->event_inbox().Drain()) {
+    if (e.reason == "GpuInventoryChanged") told.push_back(e.note);
+  }
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_THAT(told[0], HasSubstr("is /dev/nvidia12 now (served as /dev/nvidia1)"));
 }
 
 // A GPU that answers RESET_REQUIRED to every call cannot list its processes through NVML: the
