@@ -504,8 +504,8 @@ class Suite:
             wait_for("an Event GpuReset on the Node",
                      lambda: any(e["regarding"]["kind"] == "Node"
                                  for e in self.events("GpuReset")), timeout=90)
-            wait_for("the inventory taken again", lambda: "inventory taken again after a GPU "
-                     "reset" in self.gpulet_log(tail=-1), timeout=60)
+            wait_for("the inventory taken again", lambda: "inventory taken again (after a GPU "
+                     "reset)" in self.gpulet_log(tail=-1), timeout=60)
             # The quiet period is 20 s since config_reload: the probation, then back.
             wait_for("allocatable 2 after the probation", lambda: self.capacity()[1] == "2",
                      timeout=120)
