@@ -311,7 +311,7 @@ nvmlReturn_t Simulator::BeginDeviceCall(nvmlDevice_t device, DeviceCall* call, b
   std::optional<std::pair<unsigned, unsigned>> mig_ids;
   if (!ResolveLocked(device, &index, &mig_ids)) return NVML_ERROR_INVALID_ARGUMENT;
   const GpuState& state = MergedLocked(index);
-  if (LostAt(state, WallSeconds())) return NVML_ERROR_GPU_IS_LOST;
+  if (LostNow(state)) return NVML_ERROR_GPU_IS_LOST;
   if (state.reset_required && !for_handle) return NVML_ERROR_RESET_REQUIRED;
   call->index = index;
   call->effective = EffectiveLocked(index);
@@ -532,9 +532,8 @@ nvmlReturn_t Simulator::EventSetWait(nvmlEventSet_t set, nvmlEventData_t* data,
       return NVML_SUCCESS;
     }
     // Like NVML, a GPU that fell off the bus makes the wait fail rather than time out.
-    const double wall = WallSeconds();
     for (const auto& reg : impl->registrations) {
-      if (reg.index < fixture_->gpus.size() && LostAt(MergedLocked(reg.index), wall)) {
+      if (reg.index < fixture_->gpus.size() && LostNow(MergedLocked(reg.index))) {
         return NVML_ERROR_GPU_IS_LOST;
       }
     }
@@ -775,7 +774,7 @@ void Simulator::WarnAboutMigOverridesLocked() {
 void Simulator::DispatchXidsLocked() {
   // An XID whose sequence number (microseconds since the epoch) is still ahead is due then: a
   // card's fault scheduled after a reboot.
-  const uint64_t now = WallMicros();
+  const uint64_t now = WallMicros();  // once a refresh, not once an NVML call
   timed_faults_ = false;
   for (unsigned i = 0; i < fixture_->gpus.size(); ++i) {
     DeviceRuntime& rt = runtime_[i];

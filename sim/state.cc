@@ -978,6 +978,10 @@ bool LostAt(const GpuState& state, double now_s) {
   return state.lost || (state.lost_at.has_value() && now_s >= *state.lost_at);
 }
 
+bool LostNow(const GpuState& state) {
+  return state.lost || (state.lost_at.has_value() && WallSeconds() >= *state.lost_at);
+}
+
 GpuState MergedGpuState(const SimState& state, unsigned index, std::string_view uuid) {
   GpuState merged;
   if (auto it = state.gpus.find(std::to_string(index)); it != state.gpus.end()) {

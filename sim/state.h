@@ -275,6 +275,8 @@ double WallSeconds();
 uint64_t WallMicros();
 // Whether a GPU in `state` answers as lost at `now_s` (WallSeconds).
 bool LostAt(const GpuState& state, double now_s);
+// LostAt now; reads the clock only for a GPU with a lost_at (every NVML call asks this).
+bool LostNow(const GpuState& state);
 
 }  // namespace gpulet::sim
 
