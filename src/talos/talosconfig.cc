@@ -131,6 +131,11 @@ absl::StatusOr<Talosconfig> ParseTalosconfig(absl::string_view text, const std::
   out.key_pem = absl::StrReplaceAll(
       *key, {{"-----BEGIN ED25519 PRIVATE KEY-----", "-----BEGIN PRIVATE KEY-----"},
              {"-----END ED25519 PRIVATE KEY-----", "-----END PRIVATE KEY-----"}});
+  // A label left after the rewrite was not a PEM boundary of its own (labels run together,
+  // "-----BEGIN ED25519 PRIVATE KEY-----BEGIN ED25519 ..."): not a key Talos writes.
+  if (absl::StrContains(out.key_pem, "ED25519 PRIVATE KEY-----")) {
+    return KeyError(ctx, "key", "is not one PEM private key (its ED25519 labels run together)");
+  }
   return out;
 }
 

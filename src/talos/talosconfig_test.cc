@@ -76,6 +76,17 @@ TEST_F(TalosconfigTest, TalosEd25519KeyLabelBecomesPkcs8s) {
                        "/t/config");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->key_pem, "-----BEGIN PRIVATE KEY-----\n" + body + "-----END PRIVATE KEY-----\n");
+  // Labels run together (what talosconfig_fuzz found): after the rewrite a label would be
+  // left, so the key is refused rather than handed to GnuTLS half rewritten.
+  c = ParseTalosconfig(
+      TalosconfigText(
+          "talos.default", ca_.cert_pem, client_.cert_pem,
+          "-----BEGIN ED25519 PRIVATE KEY-----BEGIN ED25519 PRIVATE KEY-----\n" + body + "---\n"),
+      "/t/config");
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(c.status())) << c.status();
+  EXPECT_NE(c.status().message().find("key is not one PEM private key"), std::string::npos)
+      << c.status();
 }
 
 TEST_F(TalosconfigTest, BadFilesNameTheFileAndTheKey) {
