@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "gpu/nvml_errors.h"
 #include "metrics/exposition.h"
+#include "node/device_holders.h"
 
 namespace gpulet::metrics {
 
@@ -112,15 +113,7 @@ GpuSampleState::Process Sampler::ReadProcess(unsigned pid) const {
 }
 
 std::optional<uint64_t> ProcStartTicks(absl::string_view stat) {
-  // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so fields are counted
-  // from the last ')'; starttime is field 22, the 20th after it.
-  size_t close = stat.rfind(')');
-  if (close == absl::string_view::npos) return std::nullopt;
-  std::vector<absl::string_view> fields =
-      absl::StrSplit(stat.substr(close + 1), ' ', absl::SkipEmpty());
-  uint64_t ticks = 0;
-  if (fields.size() < 20 || !absl::SimpleAtoi(fields[19], &ticks)) return std::nullopt;
-  return ticks;
+  return node::ProcStatField(stat, 22);  // starttime
 }
 
 void AttachDeviceUse(SampleSet* set) {

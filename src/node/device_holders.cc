@@ -6,10 +6,12 @@
 
 #include <cerrno>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace gpulet::node {
 namespace {
@@ -20,21 +22,24 @@ bool Same(const struct stat& st, const struct stat& dev) {
   return st.st_dev == dev.st_dev && st.st_ino == dev.st_ino;
 }
 
-// The parent pid from /proc/<pid>/stat's fourth field (after the parenthesised name, which
-// may itself hold spaces and parentheses); 0 when unreadable.
+// The parent pid of the process at `proc` ("/proc/<pid>"); 0 when unreadable.
 unsigned ParentPid(const HostFs& host, const std::string& proc) {
   absl::StatusOr<std::string> stat = host.ReadFile(absl::StrCat(proc, "/stat"), 4096);
-  if (!stat.ok()) return 0;
-  const size_t close = stat->rfind(')');
-  if (close == std::string::npos || close + 4 >= stat->size()) return 0;
-  const size_t start = stat->find(' ', close + 3);  // ") S 123 ..."
-  if (start == std::string::npos) return 0;
-  const size_t end = stat->find(' ', start + 1);
-  unsigned ppid = 0;
-  return absl::SimpleAtoi(stat->substr(start + 1, end - start - 1), &ppid) ? ppid : 0;
+  return stat.ok() ? static_cast<unsigned>(ProcStatField(*stat, 4).value_or(0)) : 0;
 }
 
 }  // namespace
+
+std::optional<uint64_t> ProcStatField(absl::string_view stat, int n) {
+  const size_t close = stat.rfind(')');
+  if (close == absl::string_view::npos || n < 3) return std::nullopt;
+  std::vector<absl::string_view> fields =
+      absl::StrSplit(stat.substr(close + 1), ' ', absl::SkipEmpty());
+  uint64_t value = 0;
+  const size_t i = static_cast<size_t>(n - 3);  // field 3 (the state) is the first after ')'
+  if (i >= fields.size() || !absl::SimpleAtoi(fields[i], &value)) return std::nullopt;
+  return value;
+}
 
 absl::StatusOr<std::vector<DeviceHolder>> ProcessesHolding(const HostFs& host,
                                                            absl::string_view device,

@@ -16,6 +16,8 @@
 #ifndef GPULET_NODE_DEVICE_HOLDERS_H_
 #define GPULET_NODE_DEVICE_HOLDERS_H_
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,12 @@ struct DeviceHolderOptions {
   // which hold every GPU's node without running work on it (nvidia-persistenced).
   std::vector<std::string> ignore_exe = {"nvidia-persistenced"};
 };
+
+// Field `n` (1-based, as proc(5) numbers them: 4 is ppid, 22 starttime) of a
+// /proc/<pid>/stat line as a number. The name (field 2) may hold spaces and parentheses, so
+// fields are counted from the last ')'. nullopt when the line is short or the field is not a
+// number.
+std::optional<uint64_t> ProcStatField(absl::string_view stat, int n);
 
 // The processes that hold `device` (a host path, "/dev/nvidia1") open, by pid. Errors: the
 // device or /proc cannot be read (the message names it), or a process's descriptors cannot

@@ -83,5 +83,15 @@ TEST_F(DeviceHoldersTest, AnIdleDeviceHasNoHoldersAndAMissingOneIsAnError) {
   EXPECT_NE(missing.status().message().find("/dev/nvidia7"), std::string::npos) << missing.status();
 }
 
+// proc(5)'s numbering, counted from the last ')': a name with spaces and parentheses moves
+// nothing.
+TEST(ProcStatFieldTest, CountsFromTheLastParenthesis) {
+  EXPECT_EQ(ProcStatField("7 (a) b (c) R 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 55 0 0", 4), 1u);
+  EXPECT_EQ(ProcStatField("7 (a) b (c) R 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 55 0 0", 22), 55u);
+  EXPECT_EQ(ProcStatField("7 (short) R 1 2 3", 22), std::nullopt);
+  EXPECT_EQ(ProcStatField("7 (x) R 1", 3), std::nullopt);  // the state is not a number
+  EXPECT_EQ(ProcStatField("no parenthesis 1 2 3", 4), std::nullopt);
+}
+
 }  // namespace
 }  // namespace gpulet::node
