@@ -1201,12 +1201,13 @@ void Daemon::ResetDue() {
 }
 
 void Daemon::WatchInventory() {
-  gpu::Inventory served;
+  // The procfs read outside the lock; the comparison against what is served under it.
+  const absl::StatusOr<std::vector<node::DriverGpu>> driver = node::ReadDriverGpus(*node_.host);
+  std::string change;
   {
     absl::MutexLock lock(&files_mu_);
-    served = files_inventory_;
+    change = inventory_watch_.Check(files_inventory_, driver);
   }
-  const std::string change = inventory_watch_.Check(served, node::ReadDriverGpus(*node_.host));
   if (change.empty()) return;
   GPULET_LOG_WARN(
       "the nvidia driver serves the GPUs differently from gpulet's inventory ({}): taking the "
