@@ -7,13 +7,14 @@ set -eu
 pkgs_build="cmake ninja-build g++ pkg-config libabsl-dev libyaml-cpp-dev nlohmann-json3-dev \
 libcli11-dev libspdlog-dev libelf-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev \
 protobuf-compiler libcpp-httplib-dev libssl-dev libmicrohttpd-dev libgnutls28-dev nettle-dev zlib1g-dev libunistring-dev libyaml-dev"
-# clang-14 and its sanitizer runtimes (libclang-rt-14-dev) for make test's sanitizer build,
-# clang-tidy-14 for `make lint`'s checks (.clang-tidy), clang-format-14 for its format check.
-pkgs_test="libgtest-dev libgmock-dev clang-14 libclang-rt-14-dev clang-tidy-14 clang-format-14 openssl"
+# clang-14, its sanitizer runtimes (libclang-rt-14-dev) and its linker (lld-14) for make
+# test's sanitizer build, clang-tidy-14 for `make lint`'s checks (.clang-tidy), clang-format-14
+# for its format check.
+pkgs_test="libgtest-dev libgmock-dev clang-14 libclang-rt-14-dev lld-14 clang-tidy-14 clang-format-14 openssl"
 pkgs_bench="libbenchmark-dev"
 # libclang-rt-14-dev: clang's sanitizer and libFuzzer runtime archives (libclang_rt.*.a),
 # which clang-14 alone does not bring.
-pkgs_fuzz="clang-14 libfuzzer-14-dev libclang-rt-14-dev"
+pkgs_fuzz="clang-14 libfuzzer-14-dev libclang-rt-14-dev lld-14"
 # The real CDI consumer test (tests/podman_cdi_test.sh): podman 4.3 runs here only with runc
 # (crun fails on hybrid cgroups); busybox-static gives a registry-free local image.
 # skopeo: the real registry client that pulls gpulet's image from `gpulet image-serve`
