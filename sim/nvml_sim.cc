@@ -39,6 +39,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -46,6 +47,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/file_io.h"
 #include "sim/simulator.h"
 
 namespace gpulet::sim {
@@ -793,6 +795,119 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsign
     if (!c.gpu().mig.has_value()) return NVML_ERROR_NOT_SUPPORTED;
     *current = c.gpu().mig->current;
     *pending = c.gpu().mig->pending;
+    return NVML_SUCCESS;
+  });
+}
+
+// The driver's own per-cgroup VRAM limits (drivers r615 and later, with the kernel's dmem
+// cgroup controller), held the way that controller holds them: the cgroup directory's
+// dmem.max (hard) and dmem.min (soft) files, one "<region> <bytes or max>" line per region,
+// the GPU's region being "nvidia/<PCI address>/vidmem"; dmem.current, when present, gives the
+// use. A fixture whose driver predates r615 answers FUNCTION_NOT_FOUND (a real library of
+// that age has no such symbol; gpulet reads both as "cannot"), a MIG-enabled GPU
+// NOT_SUPPORTED (NVML serves these for whole GPUs only), a nameSpace that is not a
+// directory NOT_FOUND, and a soft limit above the hard one INVALID_ARGUMENT.
+namespace {
+
+nvmlReturn_t MemoryLimitsAvailable() {
+  return Sim().WithFixture([](const Fixture& f) -> nvmlReturn_t {
+    const int major = std::atoi(f.driver_version.c_str());
+    return major >= 615 ? NVML_SUCCESS : NVML_ERROR_FUNCTION_NOT_FOUND;
+  });
+}
+
+std::string DmemRegion(const FixtureGpu& g) {
+  char region[64];
+  std::snprintf(region, sizeof(region), "nvidia/%04x:%02x:%02x.0/vidmem", g.pci_domain, g.pci_bus,
+                g.pci_device);
+  return region;
+}
+
+bool IsDirectory(const char* path) {
+  struct stat st;
+  return path != nullptr && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// The lines of the dmem file at `path` other than `region`'s, and that region's value (nullopt
+// when the line is missing; UINT64_MAX for "max"). False when the file cannot be read; a
+// missing file has no lines.
+bool ReadDmemFile(const std::string& path, const std::string& region,
+                  std::vector<std::string>* others, std::optional<unsigned long long>* value) {
+  std::string text, error;
+  if (ReadCappedRegularFile(path, 1 << 16, "dmem file", &text, &error) == ReadResult::kError) {
+    return false;
+  }
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.compare(0, region.size() + 1, region + " ") != 0) {
+      if (!line.empty()) others->push_back(line);
+      continue;
+    }
+    const std::string v = line.substr(region.size() + 1);
+    *value = v == "max" ? NVML_DEVICE_MEMORY_LIMIT_MAX : std::strtoull(v.c_str(), nullptr, 10);
+  }
+  return true;
+}
+
+std::optional<unsigned long long> ReadDmemValue(const std::string& path,
+                                                const std::string& region) {
+  std::vector<std::string> others;
+  std::optional<unsigned long long> value;
+  ReadDmemFile(path, region, &others, &value);
+  return value;
+}
+
+// Sets `region`'s line of the dmem file at `path`, keeping the other regions' lines.
+bool WriteDmemValue(const std::string& path, const std::string& region, unsigned long long value) {
+  std::vector<std::string> others;
+  std::optional<unsigned long long> old;
+  if (!ReadDmemFile(path, region, &others, &old)) return false;
+  std::string out, error;
+  for (const std::string& line : others) out += line + "\n";
+  out += region + " " +
+         (value == NVML_DEVICE_MEMORY_LIMIT_MAX ? std::string("max") : std::to_string(value)) +
+         "\n";
+  return ReplaceFile(path, out, &error);
+}
+
+}  // namespace
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceSetMemoryLimits_v1(nvmlDevice_t device,
+                                                             nvmlSetMemoryLimits_v1_t* limits) {
+  if (const nvmlReturn_t ret = MemoryLimitsAvailable(); ret != NVML_SUCCESS) return ret;
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (limits == nullptr || limits->softLimit > limits->hardLimit) {
+      return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (MigEnabled(c.gpu())) return NVML_ERROR_NOT_SUPPORTED;
+    if (!IsDirectory(limits->nameSpace)) return NVML_ERROR_NOT_FOUND;
+    const std::string dir = limits->nameSpace;
+    const std::string region = DmemRegion(c.gpu());
+    if (!WriteDmemValue(dir + "/dmem.max", region, limits->hardLimit) ||
+        !WriteDmemValue(dir + "/dmem.min", region, limits->softLimit)) {
+      return NVML_ERROR_NO_PERMISSION;
+    }
+    return NVML_SUCCESS;
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryLimits_v1(nvmlDevice_t device,
+                                                             nvmlGetMemoryLimits_v1_t* limits) {
+  if (const nvmlReturn_t ret = MemoryLimitsAvailable(); ret != NVML_SUCCESS) return ret;
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    if (limits == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (MigEnabled(c.gpu())) return NVML_ERROR_NOT_SUPPORTED;
+    if (!IsDirectory(limits->nameSpace)) return NVML_ERROR_NOT_FOUND;
+    const std::string dir = limits->nameSpace;
+    const std::string region = DmemRegion(c.gpu());
+    limits->hardLimit =
+        ReadDmemValue(dir + "/dmem.max", region).value_or(NVML_DEVICE_MEMORY_LIMIT_MAX);
+    limits->softLimit = ReadDmemValue(dir + "/dmem.min", region).value_or(0);
+    limits->currentUsed = ReadDmemValue(dir + "/dmem.current", region).value_or(0);
     return NVML_SUCCESS;
   });
 }

@@ -108,6 +108,10 @@ json Answer(gpulet::gpu::GpuLibrary& gpus, const wire::Request& r) {
       return v.ok() ? wire::EncodeResult(r.id, wire::ToJson(*v))
                     : wire::EncodeError(r.id, v.status());
     }
+    case wire::Op::kSetMemoryLimit: {
+      absl::Status s = gpus.SetMemoryLimit(r.index, r.cgroup, r.bytes, r.timeout);
+      return s.ok() ? wire::EncodeResult(r.id, json::object()) : wire::EncodeError(r.id, s);
+    }
     case wire::Op::kRegisterEvents: {
       absl::Status s = gpus.RegisterEvents(r.index);
       return s.ok() ? wire::EncodeResult(r.id, json::object()) : wire::EncodeError(r.id, s);

@@ -14,6 +14,7 @@
 #include "common/host_fs.h"
 #include "common/keyed_status.h"
 #include "common/log.h"
+#include "daemon/driver_limits.h"
 #include "daemon/quarantine_events.h"
 #include "daemon/reload_table.h"
 #include "daemon/slice_events.h"
@@ -395,7 +396,12 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const confi
   so.clock = options_.clock;
   const plugin::SliceFiles slice_files = SliceFilesFor();
   std::function<void(const metrics::SampleSet&, const state::Snapshot&)> slice_round;
+  // The driver's own limits, where the node has them, for enforced slices (docs/sharing.md).
+  std::shared_ptr<DriverLimits> limits;
   if (config.sharing.memory_slices.enabled || config.dra.memory_shares.enabled) {
+    if (config.sharing.memory_slices.enforce && !slice_files.library.empty()) {
+      limits = std::make_shared<DriverLimits>(node_.gpus.get(), node_.host.get());
+    }
     absl::StatusOr<std::string> local_dir =
         slice_files.LocalDir(config.sharing.memory_slices.host_dir);
     if (!local_dir.ok()) {
@@ -407,8 +413,9 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const confi
     // A slice over its quota by the driver's count goes to the guard, which says so or kills.
     auto events = std::make_shared<SliceQuotaEvents>();
     slice_round = [events, guard = slice_guard_, policy = config.sharing.memory_slices.over_quota,
-                   inbox = event_inbox_, clock = options_.clock](const metrics::SampleSet& set,
-                                                                 const state::Snapshot& snap) {
+                   inbox = event_inbox_, clock = options_.clock,
+                   limits](const metrics::SampleSet& set, const state::Snapshot& snap) {
+      if (limits != nullptr) limits->Next(set.slices, snap, clock->Now());
       std::vector<cluster::NodeEvent> e = events->Next(set.slices, snap, set.pods.get());
       std::vector<cluster::NodeEvent> over =
           guard->Next(set.slices, snap, set.pods.get(), policy, clock->Now());
@@ -528,12 +535,13 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const confi
       inbox->Post(std::move(e));
     }
   };
-  // What holds each GPU's VRAM quotas, for /metrics and /status (the driver's own limits are
-  // not used yet: docs/sharing.md).
-  so.vram_holder = [config, library = !slice_files.library.empty()](const state::DeviceRecord& d) {
+  // What holds each GPU's VRAM quotas, for /metrics and /status (docs/sharing.md).
+  so.vram_holder = [config, library = !slice_files.library.empty(),
+                    limits](const state::DeviceRecord& d) {
     if (!config.QuotasOn(d.gpu.index, d.gpu.uuid, d.gpu.mig_enabled)) return std::string();
     if (!config.sharing.memory_slices.enforce) return std::string("none");
-    return std::string(library ? "library" : "refused");
+    if (!library) return std::string("refused");
+    return std::string(limits != nullptr && limits->DriverHolds(d.gpu.uuid) ? "driver" : "library");
   };
   m->sampler = std::make_unique<metrics::Sampler>(
       node_.gpus.get(), &store_, node_.host.get(), so,

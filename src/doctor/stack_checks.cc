@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "doctor/explain.h"
 #include "doctor/explain_catalog.h"
+#include "node/dmem.h"
 
 namespace gpulet::doctor {
 namespace {
@@ -573,9 +574,9 @@ CheckResult CheckMig(const StackInput& in) {
 }
 
 // Which holds each sliced container's VRAM: gpulet's enforcement library (docs/sharing.md),
-// loaded by the containers' dynamic loader. Drivers from r615 with the kernel's dmem cgroup
-// controller could hold a per-cgroup limit themselves (MPS memory partitioning); gpulet
-// reports whether a node has it, and does not use it yet.
+// loaded by the containers' dynamic loader, and on drivers from r615 with the kernel's dmem
+// cgroup controller the driver itself too, a limit per container cgroup that gpulet sets
+// (daemon/driver_limits.h). The same rules as the daemon's (node/dmem.h).
 CheckResult CheckVram(const StackInput& in) {
   CheckResult r = CheckResultFor("vram.enforcement");
   const DoctorInput& d = in.input;
@@ -584,18 +585,24 @@ CheckResult CheckVram(const StackInput& in) {
                             "memory slices (sharing.memorySlices) and DRA memory shares "
                             "(dra.memoryShares) are off: every container holds whole GPUs");
   }
-  int major = 0;
   const std::string& version = in.inv.system.driver_version;
-  const bool known = absl::SimpleAtoi(version.substr(0, version.find('.')), &major);
-  absl::StatusOr<std::string> dmem = in.host.ReadFile("/sys/fs/cgroup/dmem.capacity", 1 << 16);
-  const bool driver_can = known && major >= 615 && dmem.ok() && absl::StrContains(*dmem, "nvidia");
+  absl::StatusOr<std::string> dmem = in.host.ReadFile(node::kDmemCapacityPath, 1 << 16);
+  std::vector<std::string> listed;  // the GPUs whose memory the dmem controller accounts
+  for (const gpu::Gpu& g : in.inv.gpus) {
+    if (dmem.ok() && node::DmemCapacityLists(*dmem, g.bus_id)) {
+      listed.push_back(g.index ? absl::StrCat("GPU ", *g.index) : g.bus_id);
+    }
+  }
+  const bool driver_can = node::DriverHasMemoryLimits(version) && !listed.empty();
   r.evidence.push_back(absl::StrCat(
       "driver ", version.empty() ? "unknown" : version, "; ",
-      dmem.ok() ? absl::StrCat(in.host.Describe("/sys/fs/cgroup/dmem.capacity"),
-                               driver_can ? " lists NVIDIA memory" : " lists no NVIDIA memory")
-                : "no dmem cgroup controller (kernel 6.14+)",
-      driver_can ? ": the driver could hold per-cgroup limits (MPS memory partitioning), which "
-                   "gpulet does not use yet"
+      dmem.ok()
+          ? absl::StrCat(in.host.Describe(node::kDmemCapacityPath),
+                         listed.empty() ? " lists no NVIDIA GPU"
+                                        : absl::StrCat(" lists ", absl::StrJoin(listed, ", ")))
+          : "no dmem cgroup controller (kernel 6.14+, cgroup v2)",
+      driver_can ? ": the driver holds each sliced container's limit itself, set by gpulet per "
+                   "container cgroup on those GPUs (not on a MIG-enabled one)"
                  : ": the driver holds no per-container limit; the library is the enforcement"));
   if (!d.gpulet_vram_enforce) {
     r.verdict = Verdict::kWarn;
@@ -627,7 +634,7 @@ CheckResult CheckVram(const StackInput& in) {
   r.summary = absl::StrCat(
       "gpulet's enforcement library holds each sliced container to its "
       "slices (",
-      driver_can ? "the driver's own limits are available but unused"
+      driver_can ? "and the driver holds them too, set per container by gpulet"
                  : "the driver has no limit of its own",
       ")");
   return r;

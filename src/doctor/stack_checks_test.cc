@@ -274,12 +274,23 @@ TEST(VramCheckTest, SaysWhatHoldsASlicedContainersMemory) {
   n.Write("var/lib/gpulet/vram/lib/libgpulet-vram.so", "elf");
   EXPECT_THAT(Text(n.Run(&CheckVram)), HasSubstr("installed for containers"));
 
-  // A driver and kernel that could hold limits themselves: reported, not used.
+  // A driver and kernel that hold limits themselves, for the GPU the controller lists.
   n.inv.system.driver_version = "615.10";
+  gpu::Gpu g;
+  g.index = 1;
+  g.bus_id = "00000000:02:00.0";
+  n.inv.gpus.push_back(g);
+  n.Write("sys/fs/cgroup/dmem.capacity", "nvidia/0000:03:00.0/vidmem 34359738368\n");
+  r = n.Run(&CheckVram);
+  EXPECT_THAT(r.summary, HasSubstr("the driver has no limit of its own"));  // another GPU's
+  EXPECT_THAT(Text(r), HasSubstr("lists no NVIDIA GPU"));
   n.Write("sys/fs/cgroup/dmem.capacity", "nvidia/0000:02:00.0/vidmem 34359738368\n");
   r = n.Run(&CheckVram);
   EXPECT_EQ(r.verdict, Verdict::kPass);
-  EXPECT_THAT(r.summary, HasSubstr("the driver's own limits are available but unused"));
+  EXPECT_THAT(r.summary, HasSubstr("and the driver holds them too, set per container by gpulet"));
+  EXPECT_THAT(Text(r), HasSubstr("lists GPU 1: the driver holds each sliced container's limit"));
+  n.inv.system.driver_version = "570.133.20";  // the report's driver: the library alone
+  EXPECT_THAT(n.Run(&CheckVram).summary, HasSubstr("the driver has no limit of its own"));
 
   n.input.gpulet_vram_enforce = false;
   r = n.Run(&CheckVram);

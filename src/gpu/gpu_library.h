@@ -189,6 +189,15 @@ class GpuLibrary {
   // disabled layout; fails like Probe for a lost or hung GPU.
   virtual absl::StatusOr<MigLayout> GetMigLayout(unsigned index, absl::Duration timeout) = 0;
 
+  // Sets the driver's own VRAM limit of the processes of one cgroup on GPU `index` to
+  // `hard_bytes` (nvmlDeviceSetMemoryLimits_v1, no soft limit: drivers from r615 with the
+  // kernel's dmem cgroup controller). `cgroup` is the cgroup's directory under the cgroup2
+  // mount as this process sees it. Unimplemented: the driver has no such call, or the GPU
+  // cannot (a MIG-enabled GPU); NotFound: no such cgroup; other codes as NVML answers, and
+  // as Probe's for a lost or hung GPU. The base class answers Unimplemented.
+  virtual absl::Status SetMemoryLimit(unsigned index, const std::string& cgroup,
+                                      uint64_t hard_bytes, absl::Duration timeout);
+
   // Registers for XID and ECC events on every GPU (only the types each GPU supports).
   // Returns the indexes that could not be registered, with why, for logging.
   virtual absl::Status RegisterEvents(unsigned count) = 0;

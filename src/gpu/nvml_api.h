@@ -293,6 +293,25 @@ typedef struct nvmlDeviceAttributes_st {
   unsigned long long memorySizeMB;
 } nvmlDeviceAttributes_t;
 
+// nvmlDeviceSetMemoryLimits_v1 / nvmlDeviceGetMemoryLimits_v1 (drivers r615 and later, CUDA
+// 13.4 NVML, with the kernel's dmem cgroup controller): the VRAM limits of the processes of
+// one cgroup on one GPU, held by the driver itself. nameSpace is the cgroup's directory under
+// the cgroup2 mount. No limit: softLimit 0 and hardLimit NVML_DEVICE_MEMORY_LIMIT_MAX. Layout
+// from NVIDIA's nvml.h (CUDA 13.4) and the NVML API reference, structnvmlSetMemoryLimits__v1__t:
+// 24 and 32 bytes on LP64.
+typedef struct {
+  const char* nameSpace;
+  unsigned long long softLimit;
+  unsigned long long hardLimit;
+} nvmlSetMemoryLimits_v1_t;
+typedef struct {
+  const char* nameSpace;
+  unsigned long long softLimit;
+  unsigned long long hardLimit;
+  unsigned long long currentUsed;
+} nvmlGetMemoryLimits_v1_t;
+#define NVML_DEVICE_MEMORY_LIMIT_MAX 0xFFFFFFFFFFFFFFFFULL
+
 typedef struct nvmlGpmSample_st* nvmlGpmSample_t;  // opaque, from nvmlGpmSampleAlloc
 
 typedef struct nvmlGpmMetric_st {
@@ -364,6 +383,8 @@ using DeviceGetLinkUintFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, unsigne
 using DeviceGetLinkIntFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, int*);
 using DeviceGetLinkErrorFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, int, unsigned long long*);
 using DeviceGetMigModeFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, unsigned int*);
+using DeviceSetMemoryLimitsFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlSetMemoryLimits_v1_t*);
+using DeviceGetMemoryLimitsFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlGetMemoryLimits_v1_t*);
 // MIG: nvmlDeviceGetMaxMigDeviceCount, nvmlDeviceGetGpuInstanceId,
 // nvmlDeviceGetComputeInstanceId and nvmlDeviceIsMigDeviceHandle are DeviceGetUintFn.
 using DeviceGetMigDeviceHandleByIndexFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int,

@@ -114,7 +114,8 @@ class Sampler {
     // round's exposition is rendered (e.g. to turn slices' refusals into events, or to act
     // on a slice over its quota); may be empty.
     std::function<void(const SampleSet&, const state::Snapshot&)> on_round = nullptr;
-    // What holds the VRAM quotas of a GPU's containers: "library" (the enforcement library),
+    // What holds the VRAM quotas of a GPU's containers: "driver" (the driver's own per-cgroup
+    // limits, with the library reporting them), "library" (the enforcement library alone),
     // "none" (sharing.memorySlices.enforce false: accounting only) or "refused" (the library
     // is missing: sliced containers are refused); "" for a GPU without quotas. May be empty.
     std::function<std::string(const state::DeviceRecord&)> vram_holder = nullptr;

@@ -58,7 +58,7 @@ void AppendSliceMetrics(const std::vector<SliceSample>& slices, const state::Sna
                         std::string* out);
 
 // Appends gpulet_vram_enforcement: 1 per GPU with VRAM quotas, labelled with what holds
-// them (`holders`: GPU UUID → "library", "none" or "refused").
+// them (`holders`: GPU UUID → "driver", "library", "none" or "refused").
 void AppendVramEnforcement(const std::map<std::string, std::string>& holders,
                            const state::Snapshot& snap, const std::string& hostname,
                            bool openmetrics, std::string* out);

@@ -467,6 +467,36 @@ absl::StatusOr<gpu::MigLayout> NvmlGpuLibrary::GetMigLayout(unsigned index,
   return job->layout;
 }
 
+absl::Status NvmlGpuLibrary::SetMemoryLimit(unsigned index, const std::string& cgroup,
+                                            uint64_t hard_bytes, absl::Duration timeout) {
+  struct LimitJob {
+    nvmlReturn_t handle_ret = NVML_ERROR_UNKNOWN;
+    nvmlReturn_t ret = NVML_ERROR_FUNCTION_NOT_FOUND;
+  };
+  auto job = std::make_shared<LimitJob>();
+  auto lib = library_;
+  absl::Status status = RunOnLane(
+      static_cast<int>(index),
+      [job, lib, index, cgroup, hard_bytes] {
+        const NvmlFunctions& f = lib->fn();
+        nvmlDevice_t dev = nullptr;
+        job->handle_ret = f.device_get_handle_by_index(index, &dev);
+        if (job->handle_ret != NVML_SUCCESS || f.device_set_memory_limits == nullptr) return;
+        nvmlSetMemoryLimits_v1_t limits = {cgroup.c_str(), 0, hard_bytes};
+        job->ret = f.device_set_memory_limits(dev, &limits);
+      },
+      absl::StrCat("setting the VRAM limit of ", cgroup, " on GPU ", index), timeout);
+  if (!status.ok()) return status;
+  const std::string ctx = absl::StrCat("GPU index ", index, ", cgroup ", cgroup);
+  if (job->handle_ret != NVML_SUCCESS) {
+    return gpu::NvmlError(job->handle_ret, "nvmlDeviceGetHandleByIndex_v2", ctx);
+  }
+  if (job->ret != NVML_SUCCESS) {
+    return gpu::NvmlError(job->ret, "nvmlDeviceSetMemoryLimits_v1", ctx);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status NvmlGpuLibrary::RegisterEvents(unsigned count) {
   const NvmlFunctions& f = library_->fn();
   if (!f.event_set_create || !f.device_register_events || !f.event_set_wait) {

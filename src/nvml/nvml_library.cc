@@ -110,6 +110,8 @@ NvmlFunctions NvmlLibrary::Resolve(void* handle, std::vector<std::string>* missi
   Bind(handle, &f.device_get_attributes, {"nvmlDeviceGetAttributes_v2"}, opt);
   Bind(handle, &f.gpm_mig_sample_get, {"nvmlGpmMigSampleGet"}, opt);
   Bind(handle, &f.device_get_virtualization_mode, {"nvmlDeviceGetVirtualizationMode"}, opt);
+  Bind(handle, &f.device_set_memory_limits, {"nvmlDeviceSetMemoryLimits_v1"}, opt);
+  Bind(handle, &f.device_get_memory_limits, {"nvmlDeviceGetMemoryLimits_v1"}, opt);
   Bind(handle, &f.gpm_query_device_support, {"nvmlGpmQueryDeviceSupport"}, opt);
   Bind(handle, &f.gpm_sample_alloc, {"nvmlGpmSampleAlloc"}, opt);
   Bind(handle, &f.gpm_sample_free, {"nvmlGpmSampleFree"}, opt);

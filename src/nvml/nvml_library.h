@@ -88,6 +88,9 @@ struct NvmlFunctions {
   gpu::DeviceGetAttributesFn device_get_attributes = nullptr;  // _v2
   gpu::GpmMigSampleGetFn gpm_mig_sample_get = nullptr;
   gpu::DeviceGetIntFn device_get_virtualization_mode = nullptr;
+  // The driver's own per-cgroup VRAM limits (drivers from r615).
+  gpu::DeviceSetMemoryLimitsFn device_set_memory_limits = nullptr;  // _v1
+  gpu::DeviceGetMemoryLimitsFn device_get_memory_limits = nullptr;  // _v1
   // GPU Performance Monitoring (drivers from R520; GPUs from Hopper).
   gpu::GpmQueryDeviceSupportFn gpm_query_device_support = nullptr;
   gpu::GpmSampleAllocFn gpm_sample_alloc = nullptr;

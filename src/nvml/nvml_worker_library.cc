@@ -629,6 +629,19 @@ absl::StatusOr<gpu::MigLayout> NvmlWorkerGpuLibrary::GetMigLayout(unsigned index
   return nvml::MigLayoutFromJson(*result);
 }
 
+absl::Status NvmlWorkerGpuLibrary::SetMemoryLimit(unsigned index, const std::string& cgroup,
+                                                  uint64_t hard_bytes, absl::Duration timeout) {
+  nvml::Request r;
+  r.op = nvml::Op::kSetMemoryLimit;
+  r.index = index;
+  r.timeout = timeout;
+  r.cgroup = cgroup;
+  r.bytes = hard_bytes;
+  auto result = Call(static_cast<int>(index), r, timeout + options_.slack,
+                     absl::StrCat("setting the VRAM limit of ", cgroup, " on GPU ", index));
+  return result.status();
+}
+
 absl::Status NvmlWorkerGpuLibrary::RegisterEvents(unsigned count) {
   uint64_t generation;
   {

@@ -133,6 +133,8 @@ class NvmlWorkerGpuLibrary final : public gpu::GpuLibrary {
   absl::StatusOr<gpu::ProbeAnswer> Probe(unsigned index, absl::Duration timeout) override;
   absl::StatusOr<gpu::DeviceSample> Sample(unsigned index, absl::Duration timeout) override;
   absl::StatusOr<gpu::MigLayout> GetMigLayout(unsigned index, absl::Duration timeout) override;
+  absl::Status SetMemoryLimit(unsigned index, const std::string& cgroup, uint64_t hard_bytes,
+                              absl::Duration timeout) override;
   absl::Status RegisterEvents(unsigned count) override;
   absl::StatusOr<std::optional<gpu::GpuEvent>> WaitEvent(absl::Duration timeout) override;
 

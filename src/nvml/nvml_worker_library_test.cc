@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
 
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
@@ -227,6 +229,42 @@ TEST_F(NvmlWorkerTest, EventsRegisteredForSomeGpusCarryNvmlsCode) {
   EXPECT_TRUE(absl::IsUnavailable(s)) << s;
   EXPECT_EQ(gpu::NvmlCodeOf(s), NVML_ERROR_GPU_IS_LOST) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "GPU 1: NVML_ERROR_GPU_IS_LOST")) << s;
+}
+
+// The driver's own VRAM limit of a cgroup, through the worker: the report's 570 driver has
+// no such call and its NVML code crosses the worker; an r615 driver (the homelab fixture
+// with its version changed) holds the limit, which the simulator shows as the kernel's dmem
+// controller would, in the cgroup's dmem.max.
+TEST_F(NvmlWorkerTest, TheDriversOwnVramLimitCrossesTheWorker) {
+  const fs::path dir = fs::path(state_).replace_extension(".limits");
+  fs::create_directories(dir / "cgroup" / "pod1" / "ctr-a");
+  const std::string cgroup = (dir / "cgroup" / "pod1" / "ctr-a").string();
+  {
+    NvmlLoadResult r = Load();
+    ASSERT_NE(r.worker, nullptr) << r.status;
+    absl::Status s = r.worker->SetMemoryLimit(1, cgroup, uint64_t{4} << 30, absl::Seconds(5));
+    EXPECT_TRUE(absl::IsUnimplemented(s)) << s;
+    EXPECT_EQ(gpu::NvmlCodeOf(s), NVML_ERROR_FUNCTION_NOT_FOUND) << s;
+  }
+  std::ifstream in(GPULET_SOURCE_DIR "/sim/fixtures/homelab.yaml");
+  std::string fixture((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string old_version = "version: \"570.133.20\"";
+  const size_t at = fixture.find(old_version);
+  ASSERT_NE(at, std::string::npos);
+  fixture.replace(at, old_version.size(), "version: \"615.20.01\"");
+  std::ofstream(dir / "homelab-r615.yaml") << fixture;
+  setenv("GPULET_SIM_FIXTURE", (dir / "homelab-r615.yaml").c_str(), 1);
+  {
+    NvmlLoadResult r = Load();
+    ASSERT_NE(r.worker, nullptr) << r.status;
+    absl::Status s = r.worker->SetMemoryLimit(1, cgroup, uint64_t{4} << 30, absl::Seconds(5));
+    EXPECT_TRUE(s.ok()) << s;
+    std::ifstream max(dir / "cgroup" / "pod1" / "ctr-a" / "dmem.max");
+    std::string line;
+    std::getline(max, line);
+    EXPECT_EQ(line, "nvidia/0000:02:00.0/vidmem 4294967296");
+  }
+  fs::remove_all(dir);
 }
 
 TEST_F(NvmlWorkerTest, KilledWorkerFailsCallsThenComesBack) {

@@ -128,6 +128,7 @@ constexpr struct {
     {Op::kRegisterEvents, "register_events"},
     {Op::kWaitEvent, "wait_event"},
     {Op::kMigLayout, "mig_layout"},
+    {Op::kSetMemoryLimit, "set_memory_limit"},
 };
 
 }  // namespace
@@ -199,12 +200,16 @@ std::string_view OpName(Op op) {
 json EncodeRequest(const Request& r) {
   json j = {{"v", kProtocolVersion}, {"id", r.id}, {"op", std::string(OpName(r.op))}};
   if (r.op == Op::kIdentity || r.op == Op::kProbe || r.op == Op::kSample ||
-      r.op == Op::kRegisterEvents || r.op == Op::kMigLayout) {
+      r.op == Op::kRegisterEvents || r.op == Op::kMigLayout || r.op == Op::kSetMemoryLimit) {
     j["index"] = r.index;
   }
   if (r.op == Op::kProbe || r.op == Op::kSample || r.op == Op::kWaitEvent ||
-      r.op == Op::kMigLayout) {
+      r.op == Op::kMigLayout || r.op == Op::kSetMemoryLimit) {
     j["timeout_ms"] = absl::ToInt64Milliseconds(r.timeout);
+  }
+  if (r.op == Op::kSetMemoryLimit) {
+    j["cgroup"] = r.cgroup;
+    j["bytes"] = r.bytes;
   }
   return j;
 }
@@ -228,6 +233,13 @@ absl::StatusOr<Request> DecodeRequest(const json& message) {
     const int64_t ms = OptSigned<int64_t>(message, "timeout_ms").value_or(0);
     if (ms < 0 || ms > 86'400'000) Bad("timeout_ms", "between 0 and 86400000");
     r.timeout = absl::Milliseconds(ms);
+    if (r.op == Op::kSetMemoryLimit) {
+      r.cgroup = Required(OptString(message, "cgroup"), "cgroup");
+      if (r.cgroup.empty() || r.cgroup.size() > 4096 || r.cgroup.find('\0') != std::string::npos) {
+        Bad("cgroup", "a path of 1 to 4096 bytes without NUL");
+      }
+      r.bytes = Required(OptUnsigned<uint64_t>(message, "bytes"), "bytes");
+    }
     return r;
   });
 }

@@ -64,6 +64,7 @@ enum class Op {
   kRegisterEvents,  // RegisterEvents(index = count)
   kWaitEvent,       // WaitEvent(timeout)
   kMigLayout,       // GetMigLayout(index, timeout)
+  kSetMemoryLimit,  // SetMemoryLimit(index, cgroup, bytes, timeout)
 };
 
 struct Request {
@@ -71,6 +72,8 @@ struct Request {
   Op op = Op::kPing;
   unsigned index = 0;
   absl::Duration timeout = absl::ZeroDuration();
+  std::string cgroup;  // kSetMemoryLimit: the cgroup's directory (at most PATH_MAX bytes)
+  uint64_t bytes = 0;  // kSetMemoryLimit: the hard limit
 };
 
 std::string_view OpName(Op op);

@@ -133,7 +133,8 @@ struct GpuStatus {
   std::optional<std::vector<ProcessStatus>> processes;
   // VRAM slices held on this GPU: present when the sampler reads slice files and finds one.
   std::optional<std::vector<SliceStatus>> vram_slices;
-  // What holds its containers' VRAM quotas ("library", "none", "refused"); absent: none.
+  // What holds its containers' VRAM quotas ("driver", "library", "none", "refused");
+  // absent: none.
   std::optional<std::string> vram_enforcement;
   // The flight recorder's latest fault on this GPU; absent when none was recorded.
   std::optional<FaultStatus> last_fault;

@@ -249,6 +249,29 @@ absl::StatusOr<gpu::MigLayout> FakeGpuLibrary::GetMigLayout(unsigned index,
   return dev.mig;
 }
 
+void FakeGpuLibrary::SetMemoryLimitAnswer(unsigned index, absl::Status answer) {
+  absl::MutexLock lock(&mu_);
+  devices_[index].memory_limit_answer = std::move(answer);
+}
+
+std::vector<FakeGpuLibrary::MemoryLimitCall> FakeGpuLibrary::memory_limit_calls() const {
+  absl::MutexLock lock(&mu_);
+  return memory_limit_calls_;
+}
+
+absl::Status FakeGpuLibrary::SetMemoryLimit(unsigned index, const std::string& cgroup,
+                                            uint64_t hard_bytes, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  memory_limit_calls_.push_back({index, cgroup, hard_bytes});
+  absl::StatusOr<Device*> d = FindLocked(index);
+  if (!d.ok()) return d.status();
+  absl::Status hang = WaitWhileHungLocked(index, timeout, "nvmlDeviceSetMemoryLimits_v1");
+  if (!hang.ok()) return hang;
+  Device& dev = devices_[index];
+  if (!dev.failure.ok()) return dev.failure;
+  return dev.memory_limit_answer;
+}
+
 absl::Status FakeGpuLibrary::RegisterEvents(unsigned count) {
   absl::MutexLock lock(&mu_);
   registered_ = count;

@@ -56,6 +56,10 @@ class FakeGpuLibrary final : public gpu::GpuLibrary {
   // The MIG layout GetMigLayout reports (default: MIG disabled, no devices).
   void SetMigLayout(unsigned index, gpu::MigLayout layout);
 
+  // What SetMemoryLimit answers for the GPU (default: Unimplemented, a driver without the
+  // call); OK makes it record each limit, which memory_limits() lists.
+  void SetMemoryLimitAnswer(unsigned index, absl::Status answer);
+
   // --- how they answer ---------------------------------------------------------------
   // Every call about the GPU (identity, probe, sample) fails with `status`.
   void Fail(unsigned index, absl::Status status);
@@ -85,6 +89,14 @@ class FakeGpuLibrary final : public gpu::GpuLibrary {
   int probe_calls(unsigned index) const;
   int sample_calls(unsigned index) const;
   std::optional<unsigned> registered_count() const;
+  struct MemoryLimitCall {
+    unsigned index = 0;
+    std::string cgroup;
+    uint64_t bytes = 0;
+    bool operator==(const MemoryLimitCall&) const = default;
+  };
+  // Every SetMemoryLimit call, answered or not, in order.
+  std::vector<MemoryLimitCall> memory_limit_calls() const;
 
   // GpuLibrary
   absl::StatusOr<gpu::SystemInfo> GetSystemInfo() override;
@@ -93,6 +105,8 @@ class FakeGpuLibrary final : public gpu::GpuLibrary {
   absl::StatusOr<gpu::ProbeAnswer> Probe(unsigned index, absl::Duration timeout) override;
   absl::StatusOr<gpu::DeviceSample> Sample(unsigned index, absl::Duration timeout) override;
   absl::StatusOr<gpu::MigLayout> GetMigLayout(unsigned index, absl::Duration timeout) override;
+  absl::Status SetMemoryLimit(unsigned index, const std::string& cgroup, uint64_t hard_bytes,
+                              absl::Duration timeout) override;
   absl::Status RegisterEvents(unsigned count) override;
   absl::StatusOr<std::optional<gpu::GpuEvent>> WaitEvent(absl::Duration timeout) override;
 
@@ -102,6 +116,7 @@ class FakeGpuLibrary final : public gpu::GpuLibrary {
     gpu::DeviceSample sample;
     gpu::ProbeAnswer probe;  // remap fields only; the UUID comes from identity/uuid_override
     gpu::MigLayout mig;
+    absl::Status memory_limit_answer = absl::UnimplementedError("no nvmlDeviceSetMemoryLimits_v1");
     absl::Status failure;
     std::optional<std::string> uuid_override;
     bool hung = false;
@@ -123,6 +138,7 @@ class FakeGpuLibrary final : public gpu::GpuLibrary {
   std::deque<gpu::GpuEvent> events_ ABSL_GUARDED_BY(mu_);
   absl::Status next_wait_error_ ABSL_GUARDED_BY(mu_);
   std::optional<unsigned> registered_ ABSL_GUARDED_BY(mu_);
+  std::vector<MemoryLimitCall> memory_limit_calls_ ABSL_GUARDED_BY(mu_);
   int blocked_ ABSL_GUARDED_BY(mu_) = 0;  // calls inside WaitWhileHungLocked or WaitEvent
   int blocked_on_hang_ ABSL_GUARDED_BY(mu_) = 0;
   bool destroying_ ABSL_GUARDED_BY(mu_) = false;
