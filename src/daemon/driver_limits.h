@@ -15,7 +15,8 @@
 // whose cgroup cannot be named (a cgroup v1 host, a cgroup outside gpulet's cgroup
 // namespace, the root cgroup) or whose cgroup holds another holder of the same GPU (the
 // limit would cap both) gets no driver limit, and is logged once. The first Unimplemented
-// answer (a driver without the call) ends the tries until gpulet restarts.
+// answer (a driver without the call) ends the tries for this object's life: the daemon
+// builds one with each metrics sampler, so until gpulet restarts or a reload rebuilds them.
 //
 // Thread-safety: Next() may be called from any thread and serialises with itself (the old
 // and the new sampler of a reload may overlap); DriverHolds() may be called from any thread
