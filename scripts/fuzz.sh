@@ -31,7 +31,9 @@
 # (src/registry/oci_archive_fuzz.cc) from the podman-saved archive under tests/fixtures/oci; the
 # /status document reader (src/state/status_report_fuzz.cc) from documents as the daemon serves;
 # the talosconfig reader (src/talos/talosconfig_fuzz.cc) from talosconfigs as Talos writes them;
-# the driver's per-GPU procfs reader (src/node/driver_gpus_fuzz.cc) from the fixtures' files.
+# the driver's per-GPU procfs reader (src/node/driver_gpus_fuzz.cc) from the fixtures' files;
+# the dmem rules' readers (src/node/dmem_fuzz.cc) from the fixtures' process cgroup files and
+# a dmem.capacity.
 # Inputs that grow coverage accumulate in build-fuzz/corpus/NAME; a crashing input is saved in build-fuzz/artifacts/NAME/.
 # Reproduce one with: build-fuzz/bin/NAME build-fuzz/artifacts/NAME/crash-...
 set -euo pipefail
@@ -208,6 +210,17 @@ make_seeds() {
         n=$((n + 1))
         cp "$f" "$dir/information-$n"
       done
+      ;;
+    src/node/dmem_fuzz.cc)
+      # Process cgroup files as the simulator fixtures carry them, a hybrid host's, and a
+      # dmem.capacity with NVIDIA's and another driver's regions.
+      local c i=0
+      for c in sim/fixtures/*/root/proc/*/cgroup; do
+        [ -f "$c" ] && cp "$c" "$dir/cgroup-$((i += 1))"
+      done
+      printf '12:memory:/kubepods/pod1/c\n0::/kubepods/burstable/pod1/ctr-a\n' > "$dir/hybrid"
+      printf 'drm/0000:03:00.0/vram0 12550144\nnvidia/0000:02:00.0/vidmem 34359738368\n' \
+        > "$dir/capacity"
       ;;
     src/state/status_report_fuzz.cc)
       # A /status document as the daemon serves it: one GPU with every field, one with few.

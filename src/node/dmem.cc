@@ -51,7 +51,8 @@ std::string CommonCgroup(const std::vector<std::string>& paths) {
   if (paths.empty()) return "";
   std::string common = paths[0];
   for (const std::string& p : paths) {
-    while (!CgroupWithin(p, common)) {
+    // "/" is where the climb ends, even for a path that is not absolute (which no cgroup is).
+    while (common != "/" && !CgroupWithin(p, common)) {
       const size_t slash = common.rfind('/');
       common = slash == 0 || slash == std::string::npos ? "/" : common.substr(0, slash);
     }

@@ -50,6 +50,9 @@ TEST(DmemTest, TheCommonCgroupIsTheDeepestThatHoldsAll) {
   EXPECT_EQ(CommonCgroup({"/kubepods/pod1/ab", "/kubepods/pod1/a"}), "/kubepods/pod1");
   EXPECT_EQ(CommonCgroup({"/a/b", "/c"}), "/");
   EXPECT_EQ(CommonCgroup({}), "");
+  // Not cgroups (no leading '/'): the climb still ends.
+  EXPECT_EQ(CommonCgroup({"abc", "x"}), "/");
+  EXPECT_EQ(CommonCgroup({"/a/b", "x"}), "/");
   EXPECT_TRUE(CgroupWithin("/a/b", "/a"));
   EXPECT_TRUE(CgroupWithin("/a", "/a"));
   EXPECT_FALSE(CgroupWithin("/ab", "/a"));
