@@ -579,7 +579,8 @@ class Parser {
       const std::string pp = p + "[" + std::to_string(i) + "]";
       const YamlNode n = procs[i];
       if (!ExpectMap(n, pp)) return;
-      CheckKeys(n, pp, {"pid", "name", "used_mib", "type", "gpu_instance", "compute_instance"});
+      CheckKeys(n, pp,
+                {"pid", "name", "used_mib", "type", "gpu_instance", "compute_instance", "sm_util"});
       SimProcess process;
       SetOptUint(n, "gpu_instance", pp, 1000, &process.gpu_instance);
       SetOptUint(n, "compute_instance", pp, 1000, &process.compute_instance);
@@ -590,6 +591,7 @@ class Parser {
       SetUint(n, "pid", pp, std::numeric_limits<unsigned>::max(), &process.pid);
       SetString(n, "name", pp, &process.name);
       SetUint(n, "used_mib", pp, 1 << 24, &process.used_mib);
+      SetOptUint(n, "sm_util", pp, 100, &process.sm_util);
       std::string type = "compute";
       SetString(n, "type", pp, &type);
       if (type == "graphics") {

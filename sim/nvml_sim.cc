@@ -172,6 +172,38 @@ nvmlReturn_t Processes(const DeviceCall& call, ProcessType type, unsigned* count
   return NVML_SUCCESS;
 }
 
+// nvmlDeviceGetProcessUtilization: one sample per process with an `sm_util`, stamped now (the
+// simulator keeps no history: each call's samples are the processes' current values). None
+// newer than `last_seen_us`, or no process with one: NOT_FOUND.
+nvmlReturn_t ProcessUtilization(const DeviceCall& call, nvmlProcessUtilizationSample_t* samples,
+                                unsigned* count, unsigned long long last_seen_us) {
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const auto now_us =
+      static_cast<unsigned long long>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                          std::chrono::system_clock::now().time_since_epoch())
+                                          .count());
+  std::vector<const SimProcess*> sampled;
+  for (const SimProcess& p : call.gpu().processes) {
+    if (!p.sm_util.has_value()) continue;
+    // As in Processes: a process in an instance the current layout lacks is gone.
+    if (p.gpu_instance.has_value() && ProcessInstance(call.gpu(), p) == nullptr) continue;
+    sampled.push_back(&p);
+  }
+  if (sampled.empty() || now_us <= last_seen_us) return NVML_ERROR_NOT_FOUND;
+  if (samples == nullptr || *count < sampled.size()) {
+    *count = static_cast<unsigned>(sampled.size());
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  for (size_t i = 0; i < sampled.size(); ++i) {
+    samples[i] = nvmlProcessUtilizationSample_t{};
+    samples[i].pid = sampled[i]->pid;
+    samples[i].timeStamp = now_us;
+    samples[i].smUtil = *sampled[i]->sm_util;
+  }
+  *count = static_cast<unsigned>(sampled.size());
+  return NVML_SUCCESS;
+}
+
 nvmlReturn_t Codec(const std::optional<CodecUtilization>& codec, unsigned* utilization,
                    unsigned* sampling_period_us) {
   if (utilization == nullptr || sampling_period_us == nullptr) {
@@ -659,6 +691,14 @@ GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDev
                                                                          nvmlProcessInfo_t* infos) {
   return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
     return Processes(c, ProcessType::kGraphics, count, infos);
+  });
+}
+
+GPULET_NVML_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(
+    nvmlDevice_t device, nvmlProcessUtilizationSample_t* utilization,
+    unsigned int* process_samples_count, unsigned long long last_seen_time_stamp) {
+  return OnDevice(device, [&](const DeviceCall& c) -> nvmlReturn_t {
+    return ProcessUtilization(c, utilization, process_samples_count, last_seen_time_stamp);
   });
 }
 

@@ -75,6 +75,7 @@ struct Nvml {
   gpu::DeviceGetCudaCapFn GetCudaComputeCapability;
   gpu::DeviceGetProcessesFn GetComputeProcesses;
   gpu::DeviceGetProcessesFn GetGraphicsProcesses;
+  gpu::DeviceGetProcessUtilizationFn GetProcessUtilization;
   gpu::DeviceGetRemappedRowsFn GetRemappedRows;
   DeviceGetInt2Fn GetEccMode;
   gpu::DeviceGetEccErrorsFn GetTotalEccErrors;
@@ -148,6 +149,7 @@ const Nvml& Api() {
     Resolve(lib, "nvmlDeviceGetCudaComputeCapability", &n->GetCudaComputeCapability);
     Resolve(lib, "nvmlDeviceGetComputeRunningProcesses_v3", &n->GetComputeProcesses);
     Resolve(lib, "nvmlDeviceGetGraphicsRunningProcesses_v3", &n->GetGraphicsProcesses);
+    Resolve(lib, "nvmlDeviceGetProcessUtilization", &n->GetProcessUtilization);
     Resolve(lib, "nvmlDeviceGetRemappedRows", &n->GetRemappedRows);
     Resolve(lib, "nvmlDeviceGetEccMode", &n->GetEccMode);
     Resolve(lib, "nvmlDeviceGetTotalEccErrors", &n->GetTotalEccErrors);
@@ -514,6 +516,95 @@ TEST_F(NvmlSimTest, ProcessesAndMemory) {
   EXPECT_EQ(v1.used, v2.used + v2.reserved);  // v1 "used" includes reserved memory
 }
 
+unsigned long long NowMicros() {
+  return static_cast<unsigned long long>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                             std::chrono::system_clock::now().time_since_epoch())
+                                             .count());
+}
+
+// nvmlDeviceGetProcessUtilization: the size protocol, one sample per process with an
+// `sm_util` (the fixture's, or the state file's list), stamped now, and NOT_FOUND when there
+// is nothing newer than lastSeenTimeStamp.
+TEST_F(NvmlSimTest, ProcessUtilizationSamplesProcessesWithSmUtil) {
+  const std::string fixture = dir_ + "/util.yaml";
+  {
+    std::ofstream out(fixture);
+    out << "driver: {version: \"570.133.20\", nvml_version: \"12.570.133.20\", "
+           "cuda_driver_version: 12080}\n"
+           "gpus:\n"
+           "  - name: NVIDIA GeForce RTX 5090\n"
+           "    uuid: GPU-00000000-0000-4000-8000-000000005090\n"
+           "    pci: {bus_id: \"0000:01:00.0\", device_id: 0x2b85}\n"
+           "    memory: {total_mib: 32607, used_mib: 13364}\n"
+           "    processes:\n"
+           "      - {pid: 4242, name: ollama, used_mib: 9216, sm_util: 62}\n"
+           "      - {pid: 5120, used_mib: 3850, type: graphics, sm_util: 0}\n"
+           "      - {pid: 6001, used_mib: 100}\n"
+           "  - name: NVIDIA GeForce RTX 3080\n"
+           "    uuid: GPU-00000000-0000-4000-8000-000000003080\n"
+           "    pci: {bus_id: \"0000:02:00.0\", device_id: 0x2206}\n"
+           "    memory: {total_mib: 10240, used_mib: 530}\n"
+           "    processes: [{pid: 3117, used_mib: 412}]\n";
+  }
+  setenv("GPULET_SIM_FIXTURE", fixture.c_str(), 1);
+  UseState();
+  ASSERT_EQ(Api().Init(), NVML_SUCCESS);
+  nvmlDevice_t device = Handle(0);
+  const unsigned long long before = NowMicros();
+
+  unsigned count = 0;
+  EXPECT_EQ(Api().GetProcessUtilization(device, nullptr, nullptr, 0), NVML_ERROR_INVALID_ARGUMENT);
+  ASSERT_EQ(Api().GetProcessUtilization(device, nullptr, &count, 0), NVML_ERROR_INSUFFICIENT_SIZE);
+  EXPECT_EQ(count, 2u);  // pid 6001 has no sm_util: no sample
+  nvmlProcessUtilizationSample_t samples[4];
+  count = 1;
+  ASSERT_EQ(Api().GetProcessUtilization(device, samples, &count, 0), NVML_ERROR_INSUFFICIENT_SIZE);
+  EXPECT_EQ(count, 2u);
+  count = 4;
+  ASSERT_EQ(Api().GetProcessUtilization(device, samples, &count, 0), NVML_SUCCESS);
+  ASSERT_EQ(count, 2u);
+  EXPECT_EQ(samples[0].pid, 4242u);
+  EXPECT_EQ(samples[0].smUtil, 62u);
+  EXPECT_EQ(samples[0].memUtil, 0u);
+  EXPECT_EQ(samples[1].pid, 5120u);  // graphics processes are sampled too
+  EXPECT_EQ(samples[1].smUtil, 0u);
+  const unsigned long long stamp = samples[0].timeStamp;
+  EXPECT_GE(stamp, before);
+  EXPECT_LE(stamp, NowMicros());
+  EXPECT_EQ(samples[1].timeStamp, stamp);
+
+  // Nothing newer than a time to come, with or without a buffer.
+  count = 4;
+  EXPECT_EQ(Api().GetProcessUtilization(device, samples, &count, NowMicros() + 3600000000ULL),
+            NVML_ERROR_NOT_FOUND);
+  count = 0;
+  EXPECT_EQ(Api().GetProcessUtilization(device, nullptr, &count, NowMicros() + 3600000000ULL),
+            NVML_ERROR_NOT_FOUND);
+  // Newer than the last sample: the next one.
+  std::this_thread::sleep_for(milliseconds(2));
+  count = 4;
+  ASSERT_EQ(Api().GetProcessUtilization(device, samples, &count, stamp), NVML_SUCCESS);
+  ASSERT_EQ(count, 2u);
+  EXPECT_GT(samples[0].timeStamp, stamp);
+  EXPECT_EQ(samples[0].smUtil, 62u);
+
+  // A GPU whose processes have no sm_util has no samples.
+  count = 0;
+  EXPECT_EQ(Api().GetProcessUtilization(Handle(1), nullptr, &count, 0), NVML_ERROR_NOT_FOUND);
+
+  // The state file's process list, sm_util included, replaces the fixture's.
+  SimState state;
+  ASSERT_TRUE(SetProcesses(
+      &state, "1",
+      {{777, "llama-server", 2000, ProcessType::kCompute, std::nullopt, std::nullopt, 100u}}));
+  Write(state);
+  count = 4;
+  ASSERT_EQ(Api().GetProcessUtilization(Handle(1), samples, &count, 0), NVML_SUCCESS);
+  ASSERT_EQ(count, 1u);
+  EXPECT_EQ(samples[0].pid, 777u);
+  EXPECT_EQ(samples[0].smUtil, 100u);
+}
+
 TEST_F(NvmlSimTest, EnergyCounterGrowsWithPower) {
   ASSERT_EQ(Api().Init(), NVML_SUCCESS);
   nvmlDevice_t device = Handle(1);
@@ -537,9 +628,9 @@ TEST_F(NvmlSimTest, StateOverridesLiveValues) {
   load.utilization_gpu = 100;
   load.memory_temperature_c = 95;  // GeForce has no such sensor: stays unsupported
   ASSERT_TRUE(SetLoad(&state, "GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090", load));
-  ASSERT_TRUE(SetProcesses(
-      &state, "1",
-      {{777, "llama-server", 20000, ProcessType::kCompute, std::nullopt, std::nullopt}}));
+  ASSERT_TRUE(SetProcesses(&state, "1",
+                           {{777, "llama-server", 20000, ProcessType::kCompute, std::nullopt,
+                             std::nullopt, std::nullopt}}));
   Write(state);
 
   unsigned temp = 0, power = 0;
@@ -1197,7 +1288,7 @@ TEST_F(NvmlSimTest, MigModeAndVirtualization) {
   }
 }
 
-TEST_F(NvmlSimTest, BadGpmNvLinkAndMigFixturesFailInit) {
+TEST_F(NvmlSimTest, BadGpmNvLinkMigAndProcessFixturesFailInit) {
   const std::string bad = dir_ + "/bad.yaml";
   struct Case {
     const char* gpu_keys;
@@ -1215,6 +1306,7 @@ TEST_F(NvmlSimTest, BadGpmNvLinkAndMigFixturesFailInit) {
       {"nvlink: {links: 4, down: some}", "gpus[0].nvlink.down: expected `all` or a list"},
       {"mig: {current: on}", "gpus[0].mig.current: \"on\" is not one of"},
       {"virtualization: vm", "gpus[0].virtualization: \"vm\" is not one of"},
+      {"processes: [{pid: 1, used_mib: 1, sm_util: 101}]", "gpus[0].processes[0].sm_util"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.gpu_keys);

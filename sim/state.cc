@@ -335,8 +335,9 @@ bool ReadNvLink(const json& j, const std::string& where, NvLinkOverride* out, st
 
 bool ReadProcess(const json& j, const std::string& where, SimProcess* out, std::string* error) {
   if (!CheckObject(j, where, error) ||
-      !CheckKeys(j, {"pid", "name", "used_mib", "type", "gpu_instance", "compute_instance"}, where,
-                 error) ||
+      !CheckKeys(j,
+                 {"pid", "name", "used_mib", "type", "gpu_instance", "compute_instance", "sm_util"},
+                 where, error) ||
       !ReadOptionalUint(j, "gpu_instance", where, &out->gpu_instance, error) ||
       !ReadOptionalUint(j, "compute_instance", where, &out->compute_instance, error)) {
     return false;
@@ -348,6 +349,11 @@ bool ReadProcess(const json& j, const std::string& where, SimProcess* out, std::
   if (!j.contains("pid")) {
     SetError(error, where + ": missing \"pid\"");
     return false;
+  }
+  if (auto it = j.find("sm_util"); it != j.end()) {
+    uint64_t sm_util = 0;
+    if (!ReadUint64(j, "sm_util", where, 100, &sm_util, error)) return false;
+    out->sm_util = static_cast<unsigned>(sm_util);
   }
   std::string type = "compute";
   if (!ReadUint(j, "pid", where, &out->pid, error) ||
@@ -581,6 +587,7 @@ json GpuToJson(const GpuState& gpu) {
                       {"type", p.type == ProcessType::kGraphics ? "graphics" : "compute"}};
       if (p.gpu_instance.has_value()) process["gpu_instance"] = *p.gpu_instance;
       if (p.compute_instance.has_value()) process["compute_instance"] = *p.compute_instance;
+      if (p.sm_util.has_value()) process["sm_util"] = *p.sm_util;
       processes.push_back(std::move(process));
     }
     j["processes"] = std::move(processes);

@@ -51,6 +51,9 @@ struct SimProcess {
   // GPU's current layout lacks is not reported at all.
   std::optional<unsigned> gpu_instance;
   std::optional<unsigned> compute_instance;  // unset: the GPU instance's compute instance
+  // SM utilisation in percent (0..100), nvmlDeviceGetProcessUtilization's smUtil; unset: the
+  // driver has no sample for the process.
+  std::optional<unsigned> sm_util;
 };
 
 // One MIG device: a GPU instance with one compute instance spanning it (the layout

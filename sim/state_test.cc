@@ -47,11 +47,13 @@ TEST(SimStateTest, JsonRoundTrip) {
   load.clocks_event_reasons = 0x44;
   ASSERT_TRUE(SetLoad(&state, "1", load));
   ASSERT_TRUE(AddProcess(
-      &state, "1", {4242, "ollama", 9216, ProcessType::kCompute, std::nullopt, std::nullopt}));
-  ASSERT_TRUE(AddProcess(&state, "1",
-                         {1000, "Xorg", 20, ProcessType::kGraphics, std::nullopt, std::nullopt}));
+      &state, "1",
+      {4242, "ollama", 9216, ProcessType::kCompute, std::nullopt, std::nullopt, std::nullopt}));
   ASSERT_TRUE(AddProcess(
-      &state, "1", {4242, "ollama", 9300, ProcessType::kCompute, std::nullopt, std::nullopt}));
+      &state, "1",
+      {1000, "Xorg", 20, ProcessType::kGraphics, std::nullopt, std::nullopt, std::nullopt}));
+  ASSERT_TRUE(AddProcess(
+      &state, "1", {4242, "ollama", 9300, ProcessType::kCompute, std::nullopt, std::nullopt, 62u}));
   ASSERT_TRUE(SetRemappedRows(&state, "1", {1, 2, true, false}));
   ASSERT_TRUE(SetEccErrors(&state, "1", {0, 3, 5, 7}));
 
@@ -72,7 +74,9 @@ TEST(SimStateTest, JsonRoundTrip) {
   EXPECT_FALSE(gpu.load.temperature_c.has_value());
   ASSERT_EQ(gpu.processes->size(), 2u);  // pid 4242 replaced, not duplicated
   EXPECT_EQ((*gpu.processes)[0].used_mib, 9300u);
+  EXPECT_EQ((*gpu.processes)[0].sm_util, 62u);
   EXPECT_EQ((*gpu.processes)[1].type, ProcessType::kGraphics);
+  EXPECT_FALSE((*gpu.processes)[1].sm_util.has_value());
   EXPECT_TRUE(gpu.remapped_rows->pending);
   EXPECT_EQ(gpu.ecc_errors->aggregate_uncorrected, 7u);
 }
@@ -236,6 +240,11 @@ TEST(SimStateTest, MigParsingIsStrict) {
        "instances[0].gpm.sm_util: expected a percentage"},
       {R"({"gpus": {"0": {"processes": [{"pid": 1, "compute_instance": 0}]}}})",
        "compute_instance needs gpu_instance"},
+      {R"({"gpus": {"0": {"processes": [{"pid": 1, "sm_util": 101}]}}})",
+       "processes[0].sm_util: expected an integer from 0 to 100"},
+      {R"({"gpus": {"0": {"processes": [{"pid": 1, "sm_util": -1}]}}})",
+       "processes[0].sm_util: expected an integer from 0 to 100"},
+      {R"({"gpus": {"0": {"processes": [{"pid": 1, "sm_utl": 5}]}}})", "unknown key \"sm_utl\""},
       {R"({"gpus": {"0": {"xids": [{"seq": 1, "xid": 31, "gpu_instance": -1}]}}})",
        "xids[0].gpu_instance: expected an integer"},
       {R"({"gpus": {"0": {"xids": [{"seq": 1, "xid": 31, "compute_instance": 0}]}}})",
@@ -300,7 +309,7 @@ TEST(SimStateTest, ResetClearsWhatAResetClearsAndAFailingCardFaultsAgain) {
   ASSERT_TRUE(SetHang(&s, kUuid, 3));
   ASSERT_TRUE(SetRecoveryAction(&s, kUuid, 1));
   ASSERT_TRUE(
-      AddProcess(&s, kUuid, SimProcess{4242, "ollama", 1024, ProcessType::kCompute, {}, {}}));
+      AddProcess(&s, kUuid, SimProcess{4242, "ollama", 1024, ProcessType::kCompute, {}, {}, {}}));
   ASSERT_TRUE(InjectXid(&s, kUuid, 48));
   ASSERT_TRUE(ResetGpu(&s, kUuid));
   const GpuState& g = s.gpus.at(kUuid);

@@ -391,6 +391,12 @@ const std::vector<Field>& Fields() {
          return ParseBool("sharing.memorySlices.enforce", v, &c.sharing.memory_slices.enforce);
        },
        [](const Config& c) { return YAML::Node(c.sharing.memory_slices.enforce); }},
+      {"sharing.memorySlices.computeShare", "true or false",
+       [](Config& c, const std::string& v) {
+         return ParseBool("sharing.memorySlices.computeShare", v,
+                          &c.sharing.memory_slices.compute_share);
+       },
+       [](const Config& c) { return YAML::Node(c.sharing.memory_slices.compute_share); }},
       {"sharing.memorySlices.hostDir", "an absolute host path of a directory",
        [](Config& c, const std::string& v) {
          // Mounted into containers and written under --host-root: no way out of either.

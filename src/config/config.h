@@ -105,6 +105,11 @@ struct Config {
     // enforcement library (src/vramlib/) into it. false: the slices are accounting only.
     // Default: true.
     bool enforce = true;
+    // Cap each slice holder's SM time at its share of the card (its slices over the GPU's):
+    // the enforcement library paces its kernel launches at a rate gpulet fits each sampling
+    // round to the SM time NVML measures (docs/sharing.md, "Compute share"). Needs enforce.
+    // Default: false.
+    bool compute_share = false;
     // The host directory for the enforcement library and one directory per allocation
     // holding its slice file; mounted into sliced containers. Default: /var/lib/gpulet/vram.
     std::string host_dir = "/var/lib/gpulet/vram";

@@ -182,6 +182,7 @@ const std::vector<KeyCase>& KeyCases() {
        {{"example.com/mem", "example.com/mem"}},
        {"mem", "kubernetes.io/mem"}},
       {"sharing.memorySlices.enforce", "true", {{"false", "false"}}, {"maybe"}},
+      {"sharing.memorySlices.computeShare", "false", {{"true", "true"}}, {"half"}},
       {"sharing.memorySlices.hostDir",
        "/var/lib/gpulet/vram",
        {{"/srv/vram", "/srv/vram"}},

@@ -14,6 +14,7 @@
 #include "common/host_fs.h"
 #include "common/keyed_status.h"
 #include "common/log.h"
+#include "daemon/compute_shares.h"
 #include "daemon/driver_limits.h"
 #include "daemon/quarantine_events.h"
 #include "daemon/reload_table.h"
@@ -408,14 +409,18 @@ absl::StatusOr<std::unique_ptr<Daemon::Metrics>> Daemon::MakeMetrics(const confi
       GPULET_LOG_ERROR("VRAM slices are not sampled: {}", local_dir.status().message());
     }
     so.slice_dir = local_dir.value_or("");
+    // Slices with a compute share get their launch rate each round (docs/sharing.md).
+    std::shared_ptr<ComputeShares> compute;
+    if (!so.slice_dir.empty()) compute = std::make_shared<ComputeShares>(so.slice_dir);
     // A slice at its quota becomes a Node event, through the inbox the cluster reporter of
     // the day drains (a new sampler starts from what it finds: nothing is reported twice).
     // A slice over its quota by the driver's count goes to the guard, which says so or kills.
     auto events = std::make_shared<SliceQuotaEvents>();
     slice_round = [events, guard = slice_guard_, policy = config.sharing.memory_slices.over_quota,
-                   inbox = event_inbox_, clock = options_.clock,
-                   limits](const metrics::SampleSet& set, const state::Snapshot& snap) {
+                   inbox = event_inbox_, clock = options_.clock, limits,
+                   compute](const metrics::SampleSet& set, const state::Snapshot& snap) {
       if (limits != nullptr) limits->Next(set.slices, snap, clock->Now());
+      if (compute != nullptr) compute->Next(set.slices, clock->Now());
       std::vector<cluster::NodeEvent> e = events->Next(set.slices, snap, set.pods.get());
       std::vector<cluster::NodeEvent> over =
           guard->Next(set.slices, snap, set.pods.get(), policy, clock->Now());

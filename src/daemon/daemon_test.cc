@@ -750,8 +750,9 @@ TEST_F(DaemonTest, AGpuThatNeedsAResetIsResetOnceIdleAndComesBackAfterTheQuietPe
   config_.metrics.sample_interval = absl::Milliseconds(100);
   ASSERT_OK(StartDaemon());
   EditSimState([](sim::SimState* s) {
-    sim::SetProcesses(s, testing::kRtx5090,
-                      {sim::SimProcess{4242, "ollama", 20000, sim::ProcessType::kCompute, {}, {}}});
+    sim::SetProcesses(
+        s, testing::kRtx5090,
+        {sim::SimProcess{4242, "ollama", 20000, sim::ProcessType::kCompute, {}, {}, {}}});
     sim::SetRecoveryAction(s, testing::kRtx5090, NVML_GPU_RECOVERY_ACTION_GPU_RESET);
   });
   absl::StatusOr<state::StatusReport> status;

@@ -48,6 +48,8 @@ constexpr ReloadRule kRules[] = {
      "live: the plugin manager re-serves; pod attribution follows"},
     {"sharing.memorySlices.enforce", kReloadPluginConfig,
      "live: containers allocated from then on (running ones keep what they were given)"},
+    {"sharing.memorySlices.computeShare", kReloadPluginConfig,
+     "live: containers allocated from then on (running ones keep what they were given)"},
     {"sharing.memorySlices.hostDir", kReloadPluginConfig | kReloadMetrics,
      "live: containers allocated from then on use the new directory; the sampler reads it"},
     {"sharing.memorySlices.gpus", kResources,

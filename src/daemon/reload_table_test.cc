@@ -53,6 +53,7 @@ const std::map<std::string, std::string>& OtherValues() {
       {"sharing.memorySlices.enabled", "true"},
       {"sharing.memorySlices.sliceMiB", "2048"},
       {"sharing.memorySlices.enforce", "false"},
+      {"sharing.memorySlices.computeShare", "true"},
       {"sharing.memorySlices.hostDir", "/srv/vram"},
       {"sharing.memorySlices.gpus", "1"},
       {"sharing.memorySlices.resourceName", "example.com/gpu-memory"},

@@ -126,7 +126,7 @@ TEST(ResetRungTest, NothingIsResetWhileAnythingHoldsTheGpuAndTheStatusSaysWhat) 
   const Case cases[] = {
       {"a process",
        [](auto&, auto& samples, auto&) {
-         samples["GPU-5090"].last->processes = {gpu::GpuProcess{4242, {}, {}, {}}};
+         samples["GPU-5090"].last->processes = {gpu::GpuProcess{4242, {}, {}, {}, {}}};
        },
        "1 process runs on it (pid 4242)"},
       {"a pod", [](auto&, auto&, auto& pods) { pods = testing::RungPods(); },

@@ -63,6 +63,11 @@ struct GpuProcess {
   std::optional<uint64_t> used_bytes;  // absent when the driver does not say
   // The MIG instance the process runs in; absent on GPUs without MIG enabled.
   std::optional<unsigned> gpu_instance_id, compute_instance_id;
+  // Percent of the time since the GPU's previous sample that one of the process's kernels ran
+  // (NVML's nvmlDeviceGetProcessUtilization smUtil; the mean of its samples in that time).
+  // Absent when the driver gave no sample for the process; 0 when it gave samples before and
+  // none for the process since (NVML samples only processes that ran).
+  std::optional<unsigned> sm_percent;
 };
 
 // GPU Performance Monitoring values (Hopper and newer), averaged over the time since the

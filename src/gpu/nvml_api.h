@@ -251,6 +251,19 @@ typedef struct nvmlProcessInfo_st {
   unsigned int computeInstanceId;
 } nvmlProcessInfo_t;
 
+// nvmlDeviceGetProcessUtilization's samples (Maxwell and newer): one per process that ran
+// during a sample period, utilisations in percent of that period. Layout from the NVML API
+// reference (structnvmlProcessUtilizationSample__t) and NVIDIA's nvml.h: 32 bytes on LP64,
+// timeStamp at offset 8.
+typedef struct nvmlProcessUtilizationSample_st {
+  unsigned int pid;
+  unsigned long long timeStamp;  // CPU time, microseconds since the epoch
+  unsigned int smUtil;           // SM (3D/compute)
+  unsigned int memUtil;          // frame buffer memory
+  unsigned int encUtil;          // video encoder
+  unsigned int decUtil;          // video decoder
+} nvmlProcessUtilizationSample_t;
+
 typedef struct nvmlEventData_st {
   nvmlDevice_t device;
   unsigned long long eventType;
@@ -347,6 +360,12 @@ static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t layout");
 static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t layout");
 static_assert(nvmlMemory_v2 == 0x02000028u, "nvmlMemory_v2 version word");
 static_assert(sizeof(nvmlProcessInfo_t) == 24, "nvmlProcessInfo_t layout");
+static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32,
+              "nvmlProcessUtilizationSample_t layout");
+static_assert(offsetof(nvmlProcessUtilizationSample_t, timeStamp) == 8,
+              "nvmlProcessUtilizationSample_t layout");
+static_assert(offsetof(nvmlProcessUtilizationSample_t, smUtil) == 16,
+              "nvmlProcessUtilizationSample_t layout");
 static_assert(sizeof(nvmlEventData_t) == 32, "nvmlEventData_t layout");
 static_assert(sizeof(nvmlFieldValue_t) == 40, "nvmlFieldValue_t layout");
 static_assert(offsetof(nvmlFieldValue_t, value) == 32, "nvmlFieldValue_t layout");
@@ -375,6 +394,12 @@ using DeviceGetClockInfoFn = nvmlReturn_t (*)(nvmlDevice_t, int, unsigned int*);
 using DeviceGetCudaCapFn = nvmlReturn_t (*)(nvmlDevice_t, int*, int*);
 using DeviceGetCodecUtilFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, unsigned int*);
 using DeviceGetProcessesFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
+// nvmlDeviceGetProcessUtilization(device, utilization, processSamplesCount, lastSeenTimeStamp):
+// only samples newer than lastSeenTimeStamp (0: all the driver holds); a null buffer asks
+// for the count (INSUFFICIENT_SIZE); NOT_FOUND: no sample since lastSeenTimeStamp.
+using DeviceGetProcessUtilizationFn = nvmlReturn_t (*)(nvmlDevice_t,
+                                                       nvmlProcessUtilizationSample_t*,
+                                                       unsigned int*, unsigned long long);
 using DeviceGetRemappedRowsFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, unsigned int*,
                                                  unsigned int*, unsigned int*);
 using DeviceGetEccErrorsFn = nvmlReturn_t (*)(nvmlDevice_t, int, int, unsigned long long*);

@@ -676,7 +676,7 @@ TEST(ExpositionTest, EveryFamilyIsDocumented) {
   s.remapped_correctable = s.remapped_uncorrectable = 1;
   s.remap_failure = false;
   s.clocks_event_reasons = 1;
-  s.processes.push_back({42, 1 << 20, std::nullopt, std::nullopt});
+  s.processes.push_back({42, 1 << 20, std::nullopt, std::nullopt, std::nullopt});
   gpu::ProfilingSample& prof = s.profiling.emplace();
   prof.gr_engine_active = prof.sm_active = prof.sm_occupancy = prof.tensor_active = 0.5;
   prof.dram_active = prof.fp64_active = prof.fp32_active = prof.fp16_active = 0.5;

@@ -152,7 +152,11 @@ void AttachDeviceUse(SampleSet* set) {
             known != st.processes.end() && known->second.cgroup &&
             AttributeProcess(*set->pods, slice.usage.gpu_uuid, *known->second.cgroup) == holder;
       }
-      if (counted) process_of(p.pid).driver_bytes = p.used_bytes.value_or(0);
+      if (counted) {
+        SliceDeviceUse::Process& mine = process_of(p.pid);
+        mine.driver_bytes = p.used_bytes.value_or(0);
+        mine.sm_percent = p.sm_percent;
+      }
     }
     for (const SliceDeviceUse::Process& p : use.processes) {
       use.used_bytes += std::max(p.driver_bytes, p.library_bytes);

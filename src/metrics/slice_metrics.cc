@@ -58,6 +58,15 @@ void AppendSliceMetrics(const std::vector<SliceSample>& slices, const state::Sna
                 "Device memory the slice holder's processes hold as the driver counts it "
                 "(NVML's per-process figures, CUDA contexts included; the library's count "
                 "where it is higher).");
+  Family share("gpulet_vram_compute_share_ratio", "gauge",
+               "The slice holder's cap on the GPU's SM time (sharing.memorySlices.computeShare); "
+               "only slices that have one.");
+  Family rate("gpulet_vram_launch_rate", "gauge",
+              "Launch cost units (kernel blocks) per second the holder may launch, fitted by "
+              "gpulet each round to its SM time; 0 while it is within its share.");
+  Family waited("gpulet_vram_launch_wait_seconds_total", "counter",
+                "Time the holder's kernel launches waited for their turn under its compute "
+                "share.");
   for (const SliceSample& s : slices) {
     std::string index;
     for (const state::DeviceRecord& d : snap.devices) {
@@ -76,8 +85,14 @@ void AppendSliceMetrics(const std::vector<SliceSample>& slices, const state::Sna
     processes.Add(labels, static_cast<double>(s.usage.processes.size()));
     refused.Add(labels, static_cast<double>(s.usage.refused));
     if (s.device) device.Add(labels, static_cast<double>(s.device->used_bytes));
+    if (const vram::SliceUsage::Compute& c = s.usage.compute; c.share_permille > 0) {
+      share.Add(labels, c.share_permille / 1000.0);
+      rate.Add(labels, static_cast<double>(c.launch_rate));
+      waited.Add(labels, static_cast<double>(c.launch_wait_ns) / 1e9);
+    }
   }
-  for (const Family* f : {&quota, &used, &peak, &processes, &refused, &device}) {
+  for (const Family* f :
+       {&quota, &used, &peak, &processes, &refused, &device, &share, &rate, &waited}) {
     f->AppendTo(out, openmetrics);
   }
 }

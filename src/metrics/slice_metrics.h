@@ -30,6 +30,9 @@ struct SliceDeviceUse {
     uint64_t driver_bytes = 0;   // NVML's figure; 0 when NVML does not list it
     uint64_t library_bytes = 0;  // the library's count; 0 when it did not load the library
     bool in_slice = false;       // holds a slot in the slice file
+    // NVML's SM utilization of the process since the previous sample (percent); absent
+    // when NVML gave none.
+    std::optional<unsigned> sm_percent = std::nullopt;
   };
   uint64_t used_bytes = 0;  // the sum over `processes` of the larger of the two figures
   std::vector<Process> processes;
@@ -51,8 +54,10 @@ std::vector<SliceSample> ReadSlices(const std::string& local_dir);
 std::optional<PodContainer> SliceHolder(const SliceSample& slice, const PodMap* pods);
 
 // Appends gpulet_vram_{quota,used,peak}_bytes, gpulet_vram_processes and
-// gpulet_vram_refused_total, one series per slice, and gpulet_vram_device_used_bytes for each
-// slice whose `device` is known.
+// gpulet_vram_refused_total, one series per slice, gpulet_vram_device_used_bytes for each
+// slice whose `device` is known, and gpulet_vram_compute_share_ratio,
+// gpulet_vram_launch_rate and gpulet_vram_launch_wait_seconds_total for each slice with a
+// compute share.
 void AppendSliceMetrics(const std::vector<SliceSample>& slices, const state::Snapshot& snap,
                         const PodMap* pods, const std::string& hostname, bool openmetrics,
                         std::string* out);

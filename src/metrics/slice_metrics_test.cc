@@ -10,6 +10,8 @@
 #include "metrics/sampler.h"
 #include "state/status_report.h"
 #include "testing/files.h"
+#include "vram/launch_pacing.h"
+#include "vram/slice_file.h"
 #include "vram/slice_table.h"
 
 namespace gpulet::metrics {
@@ -87,6 +89,33 @@ TEST(SliceMetricsTest, EverySliceIsASeriesWithItsHolder) {
   EXPECT_THAT(om, Not(HasSubstr("pod=")));  // attribution off
 }
 
+// A slice with a compute share has its share, launch rate and launch waits; one without has
+// none of the three.
+TEST(SliceMetricsTest, ASliceWithAComputeShareHasItsPacing) {
+  testing::ScratchDir dir;
+  ASSERT_TRUE(vram::WriteSliceFile(dir.path(), "GPU-b--mem0", 4096 * kMiB, "GPU-b", "o", 250).ok());
+  Fill(dir.path(), "GPU-b--mem8", 4096, 0, 0, "p");
+  const std::string path = dir.path() + "/GPU-b--mem0/slice";
+  ASSERT_TRUE(vram::SetSliceLaunchRate(path, 1000).ok());
+  vram::SliceMap map;
+  char msg[512];
+  ASSERT_EQ(vram::OpenSlice(path.c_str(), true, &map, msg, sizeof(msg)), vram::SliceError::kOk);
+  for (int i = 0; i < 4; ++i)
+    vram::PaceLaunch(map.header, 10, [] { return uint64_t{1'000'000'000}; });  // waits 10 ms
+  vram::CloseSlice(&map);
+  std::string out;
+  AppendSliceMetrics(ReadSlices(dir.path()), TwoGpus(), nullptr, "node-a", false, &out);
+  const std::string labels =
+      "{gpu=\"1\",uuid=\"GPU-b\",slice=\"GPU-b--mem0\",owner=\"o\",hostname=\"node-a\"}";
+  EXPECT_THAT(out, HasSubstr("gpulet_vram_compute_share_ratio" + labels + " 0.25\n"));
+  EXPECT_THAT(out, HasSubstr("gpulet_vram_launch_rate" + labels + " 1000\n"));
+  EXPECT_THAT(out, HasSubstr("gpulet_vram_launch_wait_seconds_total" + labels + " 0.01\n"));
+  EXPECT_THAT(out, Not(HasSubstr("slice=\"GPU-b--mem8\",owner=\"p\",hostname=\"node-a\"} 0.")));
+  EXPECT_THAT(
+      out,
+      Not(HasSubstr("gpulet_vram_launch_rate{gpu=\"1\",uuid=\"GPU-b\",slice=\"GPU-b--mem8\"")));
+}
+
 TEST(SliceMetricsTest, StatusListsEachGpusSlicesWithTheirHolders) {
   testing::ScratchDir dir;
   Fill(dir.path(), "GPU-b--mem0", 4096, 3072, 2, "nvidia.com/gpu-memory GPU-b::mem0");
@@ -138,11 +167,11 @@ TEST(SliceDeviceUseTest, TheDriversCountOfTheSlicesProcessesAndItsContainersOthe
   st.answering = true;
   st.last.emplace();
   st.last->taken = absl::Now();
-  st.last->processes = {{101, 3584 * kMiB, {}, {}},  // 512 MiB of context beyond its count
-                        {102, std::nullopt, {}, {}},
-                        {103, 1024 * kMiB, {}, {}},   // the same container, no library
-                        {104, 2048 * kMiB, {}, {}},   // another pod's
-                        {105, 1024 * kMiB, {}, {}}};  // no cgroup read
+  st.last->processes = {{101, 3584 * kMiB, {}, {}, {}},  // 512 MiB of context beyond its count
+                        {102, std::nullopt, {}, {}, {}},
+                        {103, 1024 * kMiB, {}, {}, {}},   // the same container, no library
+                        {104, 2048 * kMiB, {}, {}, {}},   // another pod's
+                        {105, 1024 * kMiB, {}, {}, {}}};  // no cgroup read
   st.processes[101] = {"ollama", CgroupPod{"uid-1", ""}, 77};
   st.processes[103] = {"python3", CgroupPod{"uid-1", ""}, 78};
   st.processes[104] = {"llm", CgroupPod{"uid-2", ""}, 79};

@@ -47,9 +47,9 @@ void FillEverything(state::Snapshot* snap, SampleSet* samples) {
   s.fb_used_bytes = uint64_t{1} << 30;
   s.gpu_temp_c = 55;
   s.power_w = 250.5;
-  s.processes = {{4242, uint64_t{512} << 20, std::nullopt, std::nullopt},
-                 {5120, std::nullopt, std::nullopt, std::nullopt},
-                 {77, uint64_t{1} << 20, std::nullopt, std::nullopt}};
+  s.processes = {{4242, uint64_t{512} << 20, std::nullopt, std::nullopt, std::nullopt},
+                 {5120, std::nullopt, std::nullopt, std::nullopt, std::nullopt},
+                 {77, uint64_t{1} << 20, std::nullopt, std::nullopt, std::nullopt}};
   sa.last = s;
   sa.processes[4242] = {"ollama", CgroupPod{"uid-1", ""}};
   sa.processes[5120] = {"python3", std::nullopt};

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
@@ -62,6 +64,13 @@ std::shared_ptr<NvmlGpuLibrary::MigGpmReaders> NvmlGpuLibrary::MigGpm(unsigned i
   std::shared_ptr<MigGpmReaders>& readers = mig_gpm_[index];
   if (!readers) readers = std::make_shared<MigGpmReaders>();
   return readers;
+}
+
+std::shared_ptr<unsigned long long> NvmlGpuLibrary::ProcessUtilSeen(unsigned index) {
+  absl::MutexLock lock(&mu_);
+  std::shared_ptr<unsigned long long>& seen = process_util_seen_[index];
+  if (!seen) seen = std::make_shared<unsigned long long>(0);
+  return seen;
 }
 
 absl::Status NvmlGpuLibrary::RunOnLane(int index, std::function<void()> work,
@@ -292,6 +301,62 @@ void ReadProcesses(gpu::DeviceGetProcessesFn fn, nvmlDevice_t dev,
   }
 }
 
+// Merges nvmlDeviceGetProcessUtilization's SM utilisation since `*seen_us` (the newest
+// sample time of the previous call, 0 before any) into `procs` by pid: a pid's samples are
+// averaged, at most 100; a pid the process lists lack is left out (NVML keeps samples of
+// processes that have ended, which hold no memory and no slice). Listed processes without a
+// sample get 0 when an earlier call saw samples (NVML samples only processes that ran), and
+// stay absent otherwise. Advances `*seen_us` to the newest sample's time. A driver without
+// the call, a GPU that does not support it, or any other error leaves every sm_percent absent.
+void ReadProcessUtilization(gpu::DeviceGetProcessUtilizationFn fn, nvmlDevice_t dev,
+                            unsigned long long* seen_us, std::vector<gpu::GpuProcess>* procs) {
+  if (fn == nullptr) return;
+  const unsigned long long since = *seen_us;
+  std::vector<nvmlProcessUtilizationSample_t> samples;
+  bool read = false;
+  // Processes can start between the size query and the read: retry a few times.
+  for (int attempt = 0; attempt < 3 && !read; ++attempt) {
+    unsigned count = 0;
+    nvmlReturn_t ret = fn(dev, nullptr, &count, since);
+    if (ret == NVML_ERROR_NOT_FOUND || (ret == NVML_SUCCESS && count == 0)) {
+      read = true;  // no sample since `since`
+      break;
+    }
+    if (ret != NVML_ERROR_INSUFFICIENT_SIZE && ret != NVML_SUCCESS) return;
+    count += 4;
+    samples.assign(count, nvmlProcessUtilizationSample_t{});
+    ret = fn(dev, samples.data(), &count, since);
+    if (ret == NVML_ERROR_INSUFFICIENT_SIZE) continue;
+    if (ret != NVML_SUCCESS && ret != NVML_ERROR_NOT_FOUND) return;
+    samples.resize(ret == NVML_SUCCESS ? std::min<size_t>(count, samples.size()) : 0);
+    read = true;
+  }
+  if (!read) return;
+  struct Sum {
+    unsigned long long total = 0;
+    unsigned n = 0;
+  };
+  std::map<unsigned, Sum> by_pid;
+  unsigned long long newest = since;
+  for (const nvmlProcessUtilizationSample_t& u : samples) {
+    if (u.timeStamp <= since) continue;  // the driver's filter, trusted no further
+    Sum& sum = by_pid[u.pid];
+    sum.total += std::min(u.smUtil, 100u);
+    ++sum.n;
+    newest = std::max(newest, u.timeStamp);
+  }
+  if (since != 0) {
+    for (gpu::GpuProcess& p : *procs) p.sm_percent = 0;
+  }
+  for (gpu::GpuProcess& p : *procs) {
+    auto it = by_pid.find(p.pid);
+    if (it != by_pid.end()) {
+      p.sm_percent = static_cast<unsigned>((it->second.total + it->second.n / 2) / it->second.n);
+    }
+  }
+  *seen_us = newest;
+}
+
 }  // namespace
 
 absl::StatusOr<gpu::DeviceSample> NvmlGpuLibrary::Sample(unsigned index, absl::Duration timeout) {
@@ -304,9 +369,10 @@ absl::StatusOr<gpu::DeviceSample> NvmlGpuLibrary::Sample(unsigned index, absl::D
   auto lib = library_;
   std::shared_ptr<GpmReader> gpm = Gpm(index);
   std::shared_ptr<MigGpmReaders> mig_gpm = MigGpm(index);
+  std::shared_ptr<unsigned long long> util_seen = ProcessUtilSeen(index);
   absl::Status status = RunOnLane(
       static_cast<int>(index),
-      [job, lib, gpm, mig_gpm, index] {
+      [job, lib, gpm, mig_gpm, util_seen, index] {
         const NvmlFunctions& f = lib->fn();
         nvmlDevice_t dev = nullptr;
         job->handle_ret = f.device_get_handle_by_index(index, &dev);
@@ -400,6 +466,8 @@ absl::StatusOr<gpu::DeviceSample> NvmlGpuLibrary::Sample(unsigned index, absl::D
         }
         ReadProcesses(f.device_get_compute_processes, dev, &s.processes);
         ReadProcesses(f.device_get_graphics_processes, dev, &s.processes);
+        ReadProcessUtilization(f.device_get_process_utilization, dev, util_seen.get(),
+                               &s.processes);
         ReadNvLinks(f, dev, &s);
         s.profiling = gpm->Read(dev);
         ReadMigMemory(f, dev, &s);

@@ -57,6 +57,9 @@ class NvmlGpuLibrary final : public gpu::GpuLibrary {
   // GPU's lane.
   using MigGpmReaders = std::map<unsigned, std::unique_ptr<GpmReader>>;
   std::shared_ptr<MigGpmReaders> MigGpm(unsigned index);
+  // GPU `index`'s newest nvmlDeviceGetProcessUtilization sample time (microseconds; 0 before
+  // any), the lastSeenTimeStamp of its next call; used only on that GPU's lane.
+  std::shared_ptr<unsigned long long> ProcessUtilSeen(unsigned index);
   // Runs `work` on a lane; on a deadline overrun marks the library stuck.
   absl::Status RunOnLane(int index, std::function<void()> work, absl::string_view what,
                          absl::Duration timeout);
@@ -67,6 +70,7 @@ class NvmlGpuLibrary final : public gpu::GpuLibrary {
   std::map<int, std::unique_ptr<TimedLane>> lanes_ ABSL_GUARDED_BY(mu_);
   std::map<unsigned, std::shared_ptr<GpmReader>> gpm_ ABSL_GUARDED_BY(mu_);
   std::map<unsigned, std::shared_ptr<MigGpmReaders>> mig_gpm_ ABSL_GUARDED_BY(mu_);
+  std::map<unsigned, std::shared_ptr<unsigned long long>> process_util_seen_ ABSL_GUARDED_BY(mu_);
   // Event set and the handle → index map; used by the event thread only.
   nvmlEventSet_t event_set_ = nullptr;
   std::map<nvmlDevice_t, unsigned> event_devices_;

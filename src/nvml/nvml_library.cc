@@ -86,6 +86,7 @@ NvmlFunctions NvmlLibrary::Resolve(void* handle, std::vector<std::string>* missi
   Bind(handle, &f.device_get_persistence_mode, {"nvmlDeviceGetPersistenceMode"}, opt);
   Bind(handle, &f.device_get_compute_processes, {"nvmlDeviceGetComputeRunningProcesses_v3"}, opt);
   Bind(handle, &f.device_get_graphics_processes, {"nvmlDeviceGetGraphicsRunningProcesses_v3"}, opt);
+  Bind(handle, &f.device_get_process_utilization, {"nvmlDeviceGetProcessUtilization"}, opt);
   Bind(handle, &f.device_get_remapped_rows, {"nvmlDeviceGetRemappedRows"}, opt);
   Bind(handle, &f.device_get_total_ecc_errors, {"nvmlDeviceGetTotalEccErrors"}, opt);
   Bind(handle, &f.device_get_pcie_replay_counter, {"nvmlDeviceGetPcieReplayCounter"}, opt);

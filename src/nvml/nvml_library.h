@@ -66,6 +66,7 @@ struct NvmlFunctions {
   gpu::DeviceGetIntFn device_get_persistence_mode = nullptr;
   gpu::DeviceGetProcessesFn device_get_compute_processes = nullptr;   // _v3 only
   gpu::DeviceGetProcessesFn device_get_graphics_processes = nullptr;  // _v3 only
+  gpu::DeviceGetProcessUtilizationFn device_get_process_utilization = nullptr;
   gpu::DeviceGetRemappedRowsFn device_get_remapped_rows = nullptr;
   gpu::DeviceGetEccErrorsFn device_get_total_ecc_errors = nullptr;
   gpu::DeviceGetUintFn device_get_pcie_replay_counter = nullptr;

@@ -448,6 +448,7 @@ json ToJson(const gpu::DeviceSample& v) {
     Put(pj, "used_bytes", p.used_bytes);
     Put(pj, "gpu_instance_id", p.gpu_instance_id);
     Put(pj, "compute_instance_id", p.compute_instance_id);
+    Put(pj, "sm_percent", p.sm_percent);
     procs.push_back(std::move(pj));
   }
   j["processes"] = std::move(procs);
@@ -494,6 +495,7 @@ absl::StatusOr<gpu::DeviceSample> SampleFromJson(const json& j) {
         p.used_bytes = OptUnsigned<uint64_t>(pj, "used_bytes");
         p.gpu_instance_id = OptUnsigned<unsigned>(pj, "gpu_instance_id");
         p.compute_instance_id = OptUnsigned<unsigned>(pj, "compute_instance_id");
+        p.sm_percent = OptUnsigned<unsigned>(pj, "sm_percent");
         v.processes.push_back(p);
       }
     }

@@ -161,7 +161,8 @@ TEST(NvmlWorkerProtocolTest, ValuesRoundTrip) {
   s.power_w = 486.2;
   s.energy_mj = 214503118000ULL;
   s.pstate = 0;
-  s.processes = {{4242, 9663676416ULL, 3u, 0u}, {3117, std::nullopt, std::nullopt, std::nullopt}};
+  s.processes = {{4242, 9663676416ULL, 3u, 0u, 87u},
+                 {3117, std::nullopt, std::nullopt, std::nullopt, std::nullopt}};
   s.profiling.emplace().tensor_active = 0.376;
   s.profiling->pcie_rx_bytes_per_second = 1.25e9;
   gpu::NvLinkSample link;
@@ -186,6 +187,8 @@ TEST(NvmlWorkerProtocolTest, ValuesRoundTrip) {
   ASSERT_EQ(s2->processes.size(), 2u);
   EXPECT_EQ(s2->processes[0].used_bytes, 9663676416ULL);
   EXPECT_FALSE(s2->processes[1].used_bytes.has_value());
+  EXPECT_EQ(s2->processes[0].sm_percent, 87u);
+  EXPECT_FALSE(s2->processes[1].sm_percent.has_value());
   ASSERT_TRUE(s2->profiling.has_value());
   EXPECT_DOUBLE_EQ(*s2->profiling->tensor_active, 0.376);
   EXPECT_DOUBLE_EQ(*s2->profiling->pcie_rx_bytes_per_second, 1.25e9);

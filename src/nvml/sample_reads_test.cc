@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <variant>
@@ -104,6 +105,47 @@ TEST(SampleReadsTest, SimulatedGpusReportEveryRow) {
     EXPECT_FALSE(seen[row.id].empty())
         << row.key << " (" << (row.metric ? row.metric : "") << ") is reported by no simulated GPU";
   }
+}
+
+// Each process's SM utilisation (nvmlDeviceGetProcessUtilization) reaches
+// GpuProcess::sm_percent: a fixture process's sm_util from the first sample on. A process
+// without a sample stays unknown until the GPU has given samples, then reads 0 (NVML samples
+// only processes that ran); the second call asks only for samples newer than the first's.
+TEST(SampleReadsTest, ProcessSmUtilizationFillsSmPercent) {
+  gpulet::testing::ScratchDir dir;
+  // The homelab's RTX 5090 (GPU 1) with three processes, two of them sampled.
+  const std::string state =
+      dir.Write("state.json",
+                "{\"version\": 1, \"gpus\": {\"1\": {\"processes\": ["
+                "{\"pid\": 4242, \"name\": \"ollama\", \"used_mib\": 9216, \"sm_util\": 62}, "
+                "{\"pid\": 5120, \"used_mib\": 3850, \"type\": \"graphics\", \"sm_util\": 7}, "
+                "{\"pid\": 6001, \"used_mib\": 100}]}}}");
+  setenv("GPULET_SIM_FIXTURE",
+         absl::StrCat(GPULET_SOURCE_DIR, "/sim/fixtures/homelab.yaml").c_str(), 1);
+  setenv("GPULET_SIM_STATE", state.c_str(), 1);
+  absl::StatusOr<std::unique_ptr<NvmlLibrary>> lib = NvmlLibrary::Open(GPULET_SIM_LIB);
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  NvmlGpuLibrary gpus(std::shared_ptr<NvmlLibrary>(std::move(*lib)), {});
+  using ByPid = std::map<unsigned, std::optional<unsigned>>;
+  auto sm_percent = [](const gpu::DeviceSample& s) {
+    ByPid by_pid;
+    for (const gpu::GpuProcess& p : s.processes) by_pid[p.pid] = p.sm_percent;
+    return by_pid;
+  };
+  absl::StatusOr<gpu::DeviceSample> first = gpus.Sample(1, absl::Seconds(10));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(sm_percent(*first), (ByPid{{4242, 62u}, {5120, 7u}, {6001, std::nullopt}}));
+  // The sample times are microseconds: the second call's come well after the first's.
+  absl::StatusOr<gpu::DeviceSample> second = gpus.Sample(1, absl::Seconds(10));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(sm_percent(*second), (ByPid{{4242, 62u}, {5120, 7u}, {6001, 0u}}));
+  // The worker carries it.
+  absl::StatusOr<gpu::DeviceSample> back =
+      nvml::SampleFromJson(nlohmann::json::parse(nvml::ToJson(*second).dump()));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(sm_percent(*back), sm_percent(*second));
+  unsetenv("GPULET_SIM_FIXTURE");
+  unsetenv("GPULET_SIM_STATE");
 }
 
 }  // namespace

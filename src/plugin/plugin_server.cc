@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
@@ -153,9 +154,19 @@ absl::Status DevicePluginServer::PrepareSlice(const std::vector<std::string>& id
   }
   const uint64_t quota = static_cast<uint64_t>(ids.size()) *
                          static_cast<uint64_t>(slices.slice_mib) * uint64_t{1 << 20};
+  const std::string uuid = state::PhysicalId(ids.front());
+  // The compute share: the holder's slices over the card's memory (docs/sharing.md).
+  uint32_t share_permille = 0;
+  if (slices.compute_share) {
+    const state::DeviceRecord* d = store_->Get()->FindByUuid(uuid);
+    if (d != nullptr && d->gpu.memory_total_bytes.value_or(0) > 0) {
+      share_permille = static_cast<uint32_t>(
+          std::min<uint64_t>(1000, quota * 1000 / *d->gpu.memory_total_bytes));
+    }
+  }
   if (absl::Status s = vram::WriteSliceFile(
-          local, vram::AllocationDirName(ids), quota, state::PhysicalId(ids.front()),
-          absl::StrCat(resource_.name, " ", absl::StrJoin(ids, ",")));
+          local, vram::AllocationDirName(ids), quota, uuid,
+          absl::StrCat(resource_.name, " ", absl::StrJoin(ids, ",")), share_permille);
       !s.ok()) {
     return refused(s.message());
   }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
 #include "common/read_file.h"
+#include "vram/launch_pacing.h"
 #include "vram/slice_format.h"
 #include "vram/slice_table.h"
 
@@ -37,7 +38,7 @@ ContainerEdits EnforcementEdits(const std::string& host_dir, const std::string& 
 
 absl::Status WriteSliceFile(const std::string& local_dir, const std::string& name,
                             uint64_t quota_bytes, const std::string& gpu_uuid,
-                            const std::string& owner) {
+                            const std::string& owner, uint32_t compute_share_permille) {
   const std::string dir = absl::StrCat(local_dir, "/", name);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -49,7 +50,7 @@ absl::Status WriteSliceFile(const std::string& local_dir, const std::string& nam
   chmod(dir.c_str(), 0755);
   std::string content(kSliceFileSize, '\0');
   SliceHeader header;
-  FormatSliceHeader(&header, quota_bytes, gpu_uuid.c_str(), owner.c_str());
+  FormatSliceHeader(&header, quota_bytes, gpu_uuid.c_str(), owner.c_str(), compute_share_permille);
   std::memcpy(content.data(), &header, sizeof(header));
   AtomicWriteOptions options;
   options.mode = 0666;
@@ -93,13 +94,14 @@ absl::StatusOr<std::string> FindLibraryBeside(const std::string& exe) {
                                           " (the image ships it beside gpulet)"));
 }
 
-absl::StatusOr<SliceUsage> ReadSliceUsage(const std::string& path) {
-  SliceMap map;
+namespace {
+
+// Opens and maps `path`, with OpenSlice's message under a code that says what to do.
+absl::Status Open(const std::string& path, bool writable, SliceMap* map) {
   char msg[768];
-  SliceError e = OpenSlice(path.c_str(), false, &map, msg, sizeof(msg));
-  switch (e) {
+  switch (OpenSlice(path.c_str(), writable, map, msg, sizeof(msg))) {
     case SliceError::kOk:
-      break;
+      return absl::OkStatus();
     case SliceError::kOpen:
       return access(path.c_str(), F_OK) != 0 ? absl::NotFoundError(msg)
                                              : absl::PermissionDeniedError(msg);
@@ -108,6 +110,21 @@ absl::StatusOr<SliceUsage> ReadSliceUsage(const std::string& path) {
     default:
       return absl::DataLossError(msg);
   }
+}
+
+}  // namespace
+
+absl::Status SetSliceLaunchRate(const std::string& path, uint64_t units_per_second) {
+  SliceMap map;
+  if (absl::Status s = Open(path, true, &map); !s.ok()) return s;
+  SetLaunchRate(map.header, units_per_second);
+  CloseSlice(&map);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SliceUsage> ReadSliceUsage(const std::string& path) {
+  SliceMap map;
+  if (absl::Status s = Open(path, false, &map); !s.ok()) return s;
   SliceUsage u;
   u.quota_bytes = map.header->quota_bytes;
   u.in_use_bytes = InUse(map);
@@ -116,6 +133,12 @@ absl::StatusOr<SliceUsage> ReadSliceUsage(const std::string& path) {
   u.gpu_uuid = std::string(map.header->gpu_uuid,
                            strnlen(map.header->gpu_uuid, sizeof(map.header->gpu_uuid)));
   u.owner = std::string(map.header->owner, strnlen(map.header->owner, sizeof(map.header->owner)));
+  const SliceHeader& h = *map.header;
+  u.compute.share_permille = h.compute_share_permille;
+  u.compute.launch_rate = __atomic_load_n(&h.launch_rate, __ATOMIC_RELAXED);
+  u.compute.launch_units = __atomic_load_n(&h.launch_units, __ATOMIC_RELAXED);
+  u.compute.launch_waits = __atomic_load_n(&h.launch_waits, __ATOMIC_RELAXED);
+  u.compute.launch_wait_ns = __atomic_load_n(&h.launch_wait_ns, __ATOMIC_RELAXED);
   uint32_t n = __atomic_load_n(&map.header->slots_in_use, __ATOMIC_ACQUIRE);
   n = std::min(n, map.header->slot_count);
   for (uint32_t i = 0; i < n; ++i) {

@@ -48,10 +48,16 @@ struct ContainerEdits {
 ContainerEdits EnforcementEdits(const std::string& host_dir, const std::string& allocation);
 
 // Writes a fresh slice file (mode 0666: the container's processes may run as any user) in
-// `local_dir`/`name`/, creating the directory (mode 0755). Errors name the path.
+// `local_dir`/`name`/, creating the directory (mode 0755). A compute share (thousandths of
+// the GPU's SM time; 0: none) makes the library pace the holder's kernel launches
+// (launch_pacing.h). Errors name the path.
 absl::Status WriteSliceFile(const std::string& local_dir, const std::string& name,
                             uint64_t quota_bytes, const std::string& gpu_uuid,
-                            const std::string& owner);
+                            const std::string& owner, uint32_t compute_share_permille = 0);
+
+// Sets the launch rate of the slice file at `path` (launch_pacing.h; 0: not paced). Errors as
+// ReadSliceUsage's.
+absl::Status SetSliceLaunchRate(const std::string& path, uint64_t units_per_second);
 
 // Copies the enforcement library from `source` to `local_dir`/lib/ (mode 0644), replacing
 // it atomically when its content differs (a container that mapped the old one keeps it).
@@ -79,6 +85,12 @@ struct SliceUsage {
     uint64_t refused = 0;
   };
   std::vector<Process> processes;
+  // The compute share and its pacing (launch_pacing.h); all 0 when the slice has no share.
+  struct Compute {
+    uint32_t share_permille = 0;
+    uint64_t launch_rate = 0;  // units per second; 0: not paced
+    uint64_t launch_units = 0, launch_waits = 0, launch_wait_ns = 0;
+  } compute;
 };
 
 // Reads `path` (read-only; it never takes the slice's lock). Errors as the library's, with

@@ -29,7 +29,7 @@ namespace gpulet::vram {
 
 inline constexpr char kSliceMagic[8] = {'G', 'P', 'U', 'L', 'V', 'R', 'A', 'M'};
 inline constexpr uint32_t kSliceFormatMajor = 1;
-inline constexpr uint32_t kSliceFormatMinor = 0;
+inline constexpr uint32_t kSliceFormatMinor = 1;  // 1: the compute share (launch pacing)
 inline constexpr uint32_t kSliceHeaderSize = 4096;
 inline constexpr uint32_t kSliceSlotSize = 64;
 // Processes that can hold memory on one slice at once (a container's workers, a pod's
@@ -62,9 +62,28 @@ struct SliceHeader {
   uint64_t refused_bytes;  // the size of the last refused allocation (atomic)
   char gpu_uuid[96];       // the GPU the slices are on, NUL-terminated
   char owner[256];         // who holds the slices ("<pod uid>/<container>" or the claim)
+  // Minor 1: the compute share (docs/sharing.md, "Compute share"). Zero in a minor-0 file,
+  // which reads as no share: launches are not paced.
+  //
+  // The holder's share of the GPU's SM time in thousandths, written once at creation; 0: no
+  // share, and the library leaves kernel launches unwrapped.
+  uint32_t compute_share_permille;
+  uint32_t reserved2;
+  // Launch cost units (a kernel's blocks; launch_pacing.h) per second the holder may launch,
+  // set by gpulet each sampling round from the holder's measured SM time; 0: not paced (yet).
+  uint64_t launch_rate;  // atomic
+  // The pacing clock: CLOCK_MONOTONIC nanoseconds at which the holder's launches so far are
+  // paid for (a virtual finish time shared by all its processes; atomic).
+  uint64_t launch_paid_until_ns;
+  uint64_t launch_units;    // cost units launched, all processes (atomic)
+  uint64_t launch_waits;    // launches that waited for their turn (atomic)
+  uint64_t launch_wait_ns;  // the time they waited, summed (atomic)
 };
 static_assert(sizeof(SliceHeader) <= kSliceHeaderSize);
 static_assert(offsetof(SliceHeader, quota_bytes) == 32);
+static_assert(offsetof(SliceHeader, compute_share_permille) == 424);
+static_assert(offsetof(SliceHeader, launch_rate) == 432);
+static_assert(offsetof(SliceHeader, launch_wait_ns) == 464);
 
 // Slot states.
 inline constexpr uint32_t kSlotFree = 0;

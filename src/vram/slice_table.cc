@@ -179,7 +179,7 @@ void CloseSlice(SliceMap* map) {
 }
 
 void FormatSliceHeader(SliceHeader* h, uint64_t quota_bytes, const char* gpu_uuid,
-                       const char* owner) {
+                       const char* owner, uint32_t compute_share_permille) {
   memset(h, 0, sizeof(*h));
   memcpy(h->magic, kSliceMagic, sizeof(kSliceMagic));
   h->major = kSliceFormatMajor;
@@ -188,6 +188,7 @@ void FormatSliceHeader(SliceHeader* h, uint64_t quota_bytes, const char* gpu_uui
   h->slot_size = kSliceSlotSize;
   h->slot_count = kSliceSlotCount;
   h->quota_bytes = quota_bytes;
+  h->compute_share_permille = compute_share_permille > 1000 ? 1000 : compute_share_permille;
   snprintf(h->gpu_uuid, sizeof(h->gpu_uuid), "%s", gpu_uuid != nullptr ? gpu_uuid : "");
   snprintf(h->owner, sizeof(h->owner), "%s", owner != nullptr ? owner : "");
 }

@@ -56,9 +56,9 @@ void CloseSlice(SliceMap* map);
 SliceError CheckSliceHeader(const SliceHeader& header, size_t file_size, const char* path,
                             char* msg, size_t msg_size);
 
-// Fills a new file's header.
+// Fills a new file's header; a compute share of 0 leaves launches unpaced.
 void FormatSliceHeader(SliceHeader* header, uint64_t quota_bytes, const char* gpu_uuid,
-                       const char* owner);
+                       const char* owner, uint32_t compute_share_permille = 0);
 
 // Takes a slot no live process holds (POSIX write lock on its first byte), giving back a
 // dead owner's figures, and records `pid` in it.

@@ -92,6 +92,20 @@ struct CUDA_EXTERNAL_MEMORY_HANDLE_DESC {
 };
 static_assert(offsetof(CUDA_EXTERNAL_MEMORY_HANDLE_DESC, size) == 24);
 
+// Kernel launches (cuda.h): CUlaunchConfig's leading fields, as cuLaunchKernelEx (CUDA 12.0)
+// takes them.
+using CUfunction = void*;
+using CUgraphExec = void*;
+struct CUlaunchConfig {
+  unsigned int gridDimX, gridDimY, gridDimZ;
+  unsigned int blockDimX, blockDimY, blockDimZ;
+  unsigned int sharedMemBytes;
+  CUstream hStream;
+  void* attrs;
+  unsigned int numAttrs;
+};
+static_assert(offsetof(CUlaunchConfig, hStream) == 32);
+
 // cuGetProcAddress (CUDA 11.3-11.8: four arguments; 12.0+: cuGetProcAddress_v2, five).
 using CUdriverProcAddressQueryResult = int;
 

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "vram/launch_pacing.h"
 #include "vramlib/cuda_abi.h"
 #include "vramlib/elf_symbols.h"
 #include "vramlib/quota.h"
@@ -9,46 +10,55 @@
 namespace gpulet::vramlib {
 namespace {
 
-// X(symbol, base name, library): every ABI variant the driver exports or cuGetProcAddress
-// returns for a call that adds, frees or reports device memory (the `_v2` 64-bit forms, the
-// unsuffixed 32-bit v1 forms, the per-thread-stream `_ptsz` forms), and cuGetProcAddress
-// itself, which returns pointers to all of them.
-#define GPULET_VRAM_HOOKS(X)                                      \
-  X(cuGetProcAddress, cuGetProcAddress, kCuda)                    \
-  X(cuGetProcAddress_v2, cuGetProcAddress, kCuda)                 \
-  X(cuMemAlloc, cuMemAlloc, kCuda)                                \
-  X(cuMemAlloc_v2, cuMemAlloc, kCuda)                             \
-  X(cuMemAllocPitch, cuMemAllocPitch, kCuda)                      \
-  X(cuMemAllocPitch_v2, cuMemAllocPitch, kCuda)                   \
-  X(cuMemFree, cuMemFree, kCuda)                                  \
-  X(cuMemFree_v2, cuMemFree, kCuda)                               \
-  X(cuMemAllocManaged, cuMemAllocManaged, kCuda)                  \
-  X(cuMemAllocAsync, cuMemAllocAsync, kCuda)                      \
-  X(cuMemAllocAsync_ptsz, cuMemAllocAsync, kCuda)                 \
-  X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, kCuda)      \
-  X(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, kCuda) \
-  X(cuMemFreeAsync, cuMemFreeAsync, kCuda)                        \
-  X(cuMemFreeAsync_ptsz, cuMemFreeAsync, kCuda)                   \
-  X(cuMemCreate, cuMemCreate, kCuda)                              \
-  X(cuMemRelease, cuMemRelease, kCuda)                            \
-  X(cuArrayCreate, cuArrayCreate, kCuda)                          \
-  X(cuArrayCreate_v2, cuArrayCreate, kCuda)                       \
-  X(cuArray3DCreate, cuArray3DCreate, kCuda)                      \
-  X(cuArray3DCreate_v2, cuArray3DCreate, kCuda)                   \
-  X(cuMipmappedArrayCreate, cuMipmappedArrayCreate, kCuda)        \
-  X(cuArrayDestroy, cuArrayDestroy, kCuda)                        \
-  X(cuMipmappedArrayDestroy, cuMipmappedArrayDestroy, kCuda)      \
-  X(cuImportExternalMemory, cuImportExternalMemory, kCuda)        \
-  X(cuDestroyExternalMemory, cuDestroyExternalMemory, kCuda)      \
-  X(cuMemGetInfo, cuMemGetInfo, kCuda)                            \
-  X(cuMemGetInfo_v2, cuMemGetInfo, kCuda)                         \
-  X(cuDeviceTotalMem, cuDeviceTotalMem, kCuda)                    \
-  X(cuDeviceTotalMem_v2, cuDeviceTotalMem, kCuda)                 \
-  X(nvmlDeviceGetMemoryInfo, nvmlDeviceGetMemoryInfo, kNvml)      \
-  X(nvmlDeviceGetMemoryInfo_v2, nvmlDeviceGetMemoryInfo_v2, kNvml)
+// X(symbol, base name, library, paced): every ABI variant the driver exports or
+// cuGetProcAddress returns for a call that adds, frees or reports device memory (the `_v2`
+// 64-bit forms, the unsuffixed 32-bit v1 forms, the per-thread-stream `_ptsz` forms), and
+// cuGetProcAddress itself, which returns pointers to all of them; and, paced 1, the kernel
+// and graph launches, which are wrapped only in a slice with a compute share.
+#define GPULET_VRAM_HOOKS(X)                                             \
+  X(cuGetProcAddress, cuGetProcAddress, kCuda, 0)                        \
+  X(cuGetProcAddress_v2, cuGetProcAddress, kCuda, 0)                     \
+  X(cuMemAlloc, cuMemAlloc, kCuda, 0)                                    \
+  X(cuMemAlloc_v2, cuMemAlloc, kCuda, 0)                                 \
+  X(cuMemAllocPitch, cuMemAllocPitch, kCuda, 0)                          \
+  X(cuMemAllocPitch_v2, cuMemAllocPitch, kCuda, 0)                       \
+  X(cuMemFree, cuMemFree, kCuda, 0)                                      \
+  X(cuMemFree_v2, cuMemFree, kCuda, 0)                                   \
+  X(cuMemAllocManaged, cuMemAllocManaged, kCuda, 0)                      \
+  X(cuMemAllocAsync, cuMemAllocAsync, kCuda, 0)                          \
+  X(cuMemAllocAsync_ptsz, cuMemAllocAsync, kCuda, 0)                     \
+  X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, kCuda, 0)          \
+  X(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, kCuda, 0)     \
+  X(cuMemFreeAsync, cuMemFreeAsync, kCuda, 0)                            \
+  X(cuMemFreeAsync_ptsz, cuMemFreeAsync, kCuda, 0)                       \
+  X(cuMemCreate, cuMemCreate, kCuda, 0)                                  \
+  X(cuMemRelease, cuMemRelease, kCuda, 0)                                \
+  X(cuArrayCreate, cuArrayCreate, kCuda, 0)                              \
+  X(cuArrayCreate_v2, cuArrayCreate, kCuda, 0)                           \
+  X(cuArray3DCreate, cuArray3DCreate, kCuda, 0)                          \
+  X(cuArray3DCreate_v2, cuArray3DCreate, kCuda, 0)                       \
+  X(cuMipmappedArrayCreate, cuMipmappedArrayCreate, kCuda, 0)            \
+  X(cuArrayDestroy, cuArrayDestroy, kCuda, 0)                            \
+  X(cuMipmappedArrayDestroy, cuMipmappedArrayDestroy, kCuda, 0)          \
+  X(cuImportExternalMemory, cuImportExternalMemory, kCuda, 0)            \
+  X(cuDestroyExternalMemory, cuDestroyExternalMemory, kCuda, 0)          \
+  X(cuMemGetInfo, cuMemGetInfo, kCuda, 0)                                \
+  X(cuMemGetInfo_v2, cuMemGetInfo, kCuda, 0)                             \
+  X(cuDeviceTotalMem, cuDeviceTotalMem, kCuda, 0)                        \
+  X(cuDeviceTotalMem_v2, cuDeviceTotalMem, kCuda, 0)                     \
+  X(nvmlDeviceGetMemoryInfo, nvmlDeviceGetMemoryInfo, kNvml, 0)          \
+  X(nvmlDeviceGetMemoryInfo_v2, nvmlDeviceGetMemoryInfo_v2, kNvml, 0)    \
+  X(cuLaunchKernel, cuLaunchKernel, kCuda, 1)                            \
+  X(cuLaunchKernel_ptsz, cuLaunchKernel, kCuda, 1)                       \
+  X(cuLaunchKernelEx, cuLaunchKernelEx, kCuda, 1)                        \
+  X(cuLaunchKernelEx_ptsz, cuLaunchKernelEx, kCuda, 1)                   \
+  X(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel, kCuda, 1)      \
+  X(cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel, kCuda, 1) \
+  X(cuGraphLaunch, cuGraphLaunch, kCuda, 1)                              \
+  X(cuGraphLaunch_ptsz, cuGraphLaunch, kCuda, 1)
 
 enum HookId : unsigned {
-#define GPULET_VRAM_ID(symbol, base, lib) k_##symbol,
+#define GPULET_VRAM_ID(symbol, base, lib, paced) k_##symbol,
   GPULET_VRAM_HOOKS(GPULET_VRAM_ID)
 #undef GPULET_VRAM_ID
       kHookCount
@@ -395,16 +405,83 @@ nvmlReturn_t Hook_nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_
   return r;
 }
 
+// ---- kernel launches (compute share) -----------------------------------------------------
+
+// Each launch waits for its turn at the slice's launch rate (vram/launch_pacing.h), then goes
+// to the driver unchanged.
+CUresult Hook_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                             unsigned by, unsigned bz, unsigned shared, CUstream stream,
+                             void** params, void** extra) {
+  PaceLaunch(vram::KernelLaunchCost(gx, gy, gz));
+  return CALL_REAL(cuLaunchKernel, f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
+}
+
+CUresult Hook_cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                  unsigned by, unsigned bz, unsigned shared, CUstream stream,
+                                  void** params, void** extra) {
+  PaceLaunch(vram::KernelLaunchCost(gx, gy, gz));
+  return CALL_REAL(cuLaunchKernel_ptsz, f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
+}
+
+uint64_t ConfigCost(const CUlaunchConfig* config) {
+  return config == nullptr
+             ? 1
+             : vram::KernelLaunchCost(config->gridDimX, config->gridDimY, config->gridDimZ);
+}
+
+CUresult Hook_cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params,
+                               void** extra) {
+  PaceLaunch(ConfigCost(config));
+  return CALL_REAL(cuLaunchKernelEx, config, f, params, extra);
+}
+
+CUresult Hook_cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
+                                    void** extra) {
+  PaceLaunch(ConfigCost(config));
+  return CALL_REAL(cuLaunchKernelEx_ptsz, config, f, params, extra);
+}
+
+CUresult Hook_cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                        unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                                        CUstream stream, void** params) {
+  PaceLaunch(vram::KernelLaunchCost(gx, gy, gz));
+  return CALL_REAL(cuLaunchCooperativeKernel, f, gx, gy, gz, bx, by, bz, shared, stream, params);
+}
+
+CUresult Hook_cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                             unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                                             CUstream stream, void** params) {
+  PaceLaunch(vram::KernelLaunchCost(gx, gy, gz));
+  return CALL_REAL(cuLaunchCooperativeKernel_ptsz, f, gx, gy, gz, bx, by, bz, shared, stream,
+                   params);
+}
+
+CUresult Hook_cuGraphLaunch(CUgraphExec graph, CUstream stream) {
+  PaceLaunch(vram::kGraphLaunchCost);
+  return CALL_REAL(cuGraphLaunch, graph, stream);
+}
+
+CUresult Hook_cuGraphLaunch_ptsz(CUgraphExec graph, CUstream stream) {
+  PaceLaunch(vram::kGraphLaunchCost);
+  return CALL_REAL(cuGraphLaunch_ptsz, graph, stream);
+}
+
 struct Hook {
   const char* symbol;
   const char* base;
   Library library;
+  bool paced;  // a launch: wrapped only when the slice has a compute share
   void* wrapper;
 };
 
+// The wrapper a caller gets for hook `h`, whose real function is `real`.
+void* WrapperOrReal(const Hook& h, void* real) {
+  return h.paced && !ComputeShareOn() ? real : h.wrapper;
+}
+
 const Hook kHooks[kHookCount] = {
-#define GPULET_VRAM_ENTRY(symbol, base, lib) \
-  {#symbol, #base, Library::lib, reinterpret_cast<void*>(&Hook_##symbol)},
+#define GPULET_VRAM_ENTRY(symbol, base, lib, paced) \
+  {#symbol, #base, Library::lib, paced != 0, reinterpret_cast<void*>(&Hook_##symbol)},
     GPULET_VRAM_HOOKS(GPULET_VRAM_ENTRY)
 #undef GPULET_VRAM_ENTRY
 };
@@ -414,7 +491,7 @@ void* Redirect(const char* base, void* pfn) {
   for (unsigned i = 0; i < kHookCount; ++i) {
     if (kHooks[i].library != Library::kCuda || strcmp(kHooks[i].base, base) != 0) continue;
     known_base = true;
-    if (RealAddress(static_cast<HookId>(i)) == pfn) return kHooks[i].wrapper;
+    if (RealAddress(static_cast<HookId>(i)) == pfn) return WrapperOrReal(kHooks[i], pfn);
   }
   if (known_base) {
     Log(2,
@@ -452,7 +529,7 @@ void* Bind(Library lib, const char* symbol, void* real) {
   for (unsigned i = 0; i < kHookCount; ++i) {
     if (kHooks[i].library != lib || strcmp(kHooks[i].symbol, symbol) != 0) continue;
     __atomic_store_n(&g_real[i], real, __ATOMIC_RELEASE);
-    return kHooks[i].wrapper;
+    return WrapperOrReal(kHooks[i], real);
   }
   return real;
 }

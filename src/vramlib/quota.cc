@@ -1,13 +1,16 @@
 #include "vramlib/quota.h"
 
+#include <errno.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "vram/launch_pacing.h"
 #include "vram/slice_table.h"
 
 namespace gpulet::vramlib {
@@ -275,6 +278,36 @@ View CurrentView() {
   v.quota = p->map.header->quota_bytes;
   v.in_use = InUse(p->map);
   return v;
+}
+
+bool ComputeShareOn() {
+  Process* p = Self();
+  return !p->fail_closed && p->map.header != nullptr && p->map.header->compute_share_permille > 0;
+}
+
+uint64_t MonotonicNs() {
+  struct timespec now {};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(now.tv_nsec);
+}
+
+void PaceLaunch(uint64_t cost) {
+  // Launches need the slice's header, not this process's slot: a process set up once (or a
+  // child of one, which shares the mapping) skips Self() and its getpid() on every launch.
+  Process* p = &g_process;
+  if (__atomic_load_n(&p->pid, __ATOMIC_ACQUIRE) == 0 ||
+      __atomic_load_n(&p->map.header, __ATOMIC_ACQUIRE) == nullptr) {
+    p = Self();
+  }
+  vram::SliceHeader* header = __atomic_load_n(&p->map.header, __ATOMIC_ACQUIRE);
+  if (header == nullptr || __atomic_load_n(&p->fail_closed, __ATOMIC_RELAXED)) return;
+  const uint64_t wait = vram::PaceLaunch(header, cost, MonotonicNs);
+  if (wait == 0) return;
+  struct timespec left {
+    static_cast<time_t>(wait / 1'000'000'000u), static_cast<long>(wait % 1'000'000'000u)
+  };
+  while (nanosleep(&left, &left) != 0 && errno == EINTR) {
+  }
 }
 
 void ClampMemory(const View& view, uint64_t* free_bytes, uint64_t* total_bytes) {

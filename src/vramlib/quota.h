@@ -60,6 +60,12 @@ View CurrentView();
 // closed.
 void ClampMemory(const View& view, uint64_t* free_bytes, uint64_t* total_bytes);
 
+// Whether the slice has a compute share (launch_pacing.h): the launch entry points are
+// wrapped only then, so that a slice without one pays nothing per launch.
+bool ComputeShareOn();
+// Charges a launch of `cost` units to the slice and waits for its turn (a bounded sleep).
+void PaceLaunch(uint64_t cost);
+
 // Writes "gpulet-vram: <text>\n" to stderr when GPULET_VRAM_LOG is at least `level`
 // (0: failures only, the default 1: also the first refusal, 2: every refusal and every
 // entry point forwarded without counting).

@@ -7,13 +7,16 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -25,6 +28,7 @@
 #include "testing/files.h"
 #include "testing/subprocess.h"
 #include "testing/wait_for.h"
+#include "vram/compute_share.h"
 #include "vram/slice_file.h"
 #include "vram/slice_format.h"
 
@@ -431,7 +435,9 @@ TEST_F(VramLibTest, ABadSliceFileFailsClosedNamingIt) {
   for (const Case& c : std::vector<Case>{
            {"garbage", std::string(vram::kSliceFileSize, 'x'), "is not a gpulet slice file"},
            {"truncated", testing::ReadTextFile(good).substr(0, 100), "is truncated"},
-           {"newer", newer, "newer than this library's 1.0"},
+           {"newer", newer,
+            absl::StrCat("newer than this library's ", vram::kSliceFormatMajor, ".",
+                         vram::kSliceFormatMinor)},
            {"zero", zero_quota, "holds no quota"},
            {"missing", "", "cannot open slice file"},
        }) {
@@ -471,6 +477,115 @@ TEST_F(VramLibTest, AnImagesOwnPreloadStillLoads) {
   testing::RunResult r = App({"fill", "proc", "1024"}, env);
   EXPECT_THAT(r.err, HasSubstr("preload-marker loaded"));
   EXPECT_EQ(Num(Fields(r.out), "allocated_mib"), 2048) << r.out;
+}
+
+// ---- the compute share ---------------------------------------------------------------------
+
+TEST_F(VramLibTest, WithoutAComputeShareLaunchesGoStraightToTheDriver) {
+  testing::RunResult r = App({"compute", "0.05", "1"}, Env(Slice(4096)));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Num(Fields(r.out), "wrapped"), 0) << r.out;
+  EXPECT_GT(Num(Fields(r.out), "launches"), 0) << r.out;
+}
+
+// The stand-in card's per-process SM time (tests/vram/standin_card.h's layout), as NVML's
+// per-process smUtil would report it to gpulet.
+class CardBusy {
+ public:
+  explicit CardBusy(const std::string& path) {
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    void* p = mmap(nullptr, sizeof(Entry) * kProcs, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p != MAP_FAILED) entries_ = static_cast<const Entry*>(p);
+  }
+  ~CardBusy() {
+    if (entries_ != nullptr) munmap(const_cast<Entry*>(entries_), sizeof(Entry) * kProcs);
+  }
+  CardBusy(const CardBusy&) = delete;
+  CardBusy& operator=(const CardBusy&) = delete;
+
+  uint64_t BusyNs(pid_t pid) const {
+    for (int i = 0; entries_ != nullptr && i < kProcs; ++i) {
+      if (entries_[i].pid == pid) return __atomic_load_n(&entries_[i].busy_ns, __ATOMIC_RELAXED);
+    }
+    return 0;
+  }
+
+ private:
+  struct Entry {
+    int32_t pid;
+    uint32_t pad;
+    uint64_t bytes, busy_ns;
+  };
+  static constexpr int kProcs = 4096;
+  const Entry* entries_ = nullptr;
+};
+
+// gpulet's side of the loop, every 200 ms as a sampling round: the holder's SM time (here
+// from the stand-in card, in gpulet from NVML) and the units its processes launched (the
+// slice file) make the next launch rate (vram/compute_share.h). Two holders with a quarter
+// and a half of the card, each launching as fast as the card takes its kernels, settle at
+// their shares; the figures are printed for the note.
+TEST_F(VramLibTest, AComputeShareHoldsEachHolderToItsShareOfSmTime) {
+  struct Holder {
+    double share;
+    std::string slice;
+    std::unique_ptr<Background> app;
+    vram::ComputeShareRule rule;
+    uint64_t units = 0, busy = 0, busy_at_settle = 0;
+  };
+  std::vector<Holder> holders(2);
+  holders[0].share = 0.25;
+  holders[1].share = 0.5;
+  for (size_t i = 0; i < holders.size(); ++i) {
+    Holder& h = holders[i];
+    const std::string name = absl::StrCat("GPU-standin--mem", i * 8);
+    ASSERT_TRUE(vram::WriteSliceFile(dir_.path(), name, 4096 * kMiB, "GPU-standin", "pod/ctr",
+                                     static_cast<uint32_t>(h.share * 1000))
+                    .ok());
+    h.slice = absl::StrCat(dir_.path(), "/", name, "/", vram::kSliceFileName);
+    std::map<std::string, std::string> env = Env(h.slice);
+    env["GPULET_CUDA_STANDIN_NS_PER_BLOCK"] = "1000";  // 100 blocks: a 100 µs kernel
+    h.app = std::make_unique<Background>(Argv({"compute", "4", "100"}), env);
+  }
+  for (Holder& h : holders) ASSERT_EQ(h.app->Line(), "ready");
+  CardBusy card(card_);
+  const auto round = std::chrono::milliseconds(200);
+  auto last = std::chrono::steady_clock::now();
+  for (int r = 0; r < 18; ++r) {
+    std::this_thread::sleep_for(round);
+    const auto now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - last).count();
+    last = now;
+    for (Holder& h : holders) {
+      absl::StatusOr<vram::SliceUsage> u = vram::ReadSliceUsage(h.slice);
+      ASSERT_TRUE(u.ok()) << u.status();
+      const uint64_t busy = card.BusyNs(h.app->pid());
+      vram::ComputeRound cr;
+      cr.share = h.share;
+      cr.measured = true;
+      cr.sm_busy = static_cast<double>(busy - h.busy) / 1e9 / seconds;
+      cr.units = u->compute.launch_units - h.units;
+      cr.seconds = seconds;
+      h.busy = busy;
+      h.units = u->compute.launch_units;
+      ASSERT_TRUE(vram::SetSliceLaunchRate(h.slice, h.rule.Next(cr)).ok());
+      if (r == 9) h.busy_at_settle = busy;
+    }
+  }
+  // The last eight rounds (1.6 s), after ten to settle.
+  for (Holder& h : holders) {
+    const double achieved = static_cast<double>(h.busy - h.busy_at_settle) / 1.6e9;
+    std::printf("compute share %.2f: SM time %.3f of the card, launch rate %llu blocks/s\n",
+                h.share, achieved, static_cast<unsigned long long>(h.rule.rate()));
+    EXPECT_NEAR(achieved, h.share, 0.05) << "share " << h.share;
+    absl::StatusOr<vram::SliceUsage> u = vram::ReadSliceUsage(h.slice);
+    ASSERT_TRUE(u.ok());
+    EXPECT_EQ(u->compute.share_permille, static_cast<uint32_t>(h.share * 1000));
+    EXPECT_GT(u->compute.launch_waits, 0u);
+    EXPECT_EQ(Num(Fields(h.app->Line()), "wrapped"), 1);
+  }
 }
 
 TEST(VramLibraryTest, NeedsOnlyLibcAndAnOldGlibc) {

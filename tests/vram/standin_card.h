@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_PROCS 4096
@@ -19,6 +20,7 @@ struct card_entry {
   int32_t pid;
   uint32_t pad;
   uint64_t bytes;
+  uint64_t busy_ns; /* SM time the process's kernels took (card_launch), as NVML's smUtil sees */
 };
 struct card {
   struct card_entry procs[MAX_PROCS];
@@ -64,6 +66,7 @@ static uint64_t card_used_locked(void) {
     if (!alive(e->pid)) {
       e->pid = 0;
       e->bytes = 0;
+      e->busy_ns = 0;
       continue;
     }
     used += e->bytes;
@@ -82,6 +85,7 @@ static struct card_entry* own_entry_locked(void) {
   if (free_entry != NULL) {
     free_entry->pid = me;
     free_entry->bytes = 0;
+    free_entry->busy_ns = 0;
   }
   return free_entry;
 }
@@ -112,6 +116,40 @@ __attribute__((unused)) static uint64_t card_used(void) {
   uint64_t used = card_used_locked();
   flock(g_card_fd, LOCK_UN);
   return used;
+}
+
+static uint64_t mono_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* A kernel launch of `blocks` blocks, when GPULET_CUDA_STANDIN_NS_PER_BLOCK is set (else it
+ * costs nothing): the simulated card runs the process's kernels one after another, each for
+ * blocks × that many ns of SM time, counted in the process's busy_ns; its launch queue holds
+ * 2 ms of work, and a launch into a full queue blocks until there is room, as the driver's
+ * does. */
+__attribute__((unused)) static void card_launch(uint64_t blocks) {
+  static uint64_t free_at; /* when the card finishes this process's queued work */
+  static struct card_entry* mine;
+  const char* v = getenv("GPULET_CUDA_STANDIN_NS_PER_BLOCK");
+  if (v == NULL || !open_card()) return;
+  if (mine == NULL) {
+    flock(g_card_fd, LOCK_EX);
+    mine = own_entry_locked();
+    flock(g_card_fd, LOCK_UN);
+    if (mine == NULL) return;
+  }
+  const uint64_t cost = blocks * strtoull(v, NULL, 10);
+  uint64_t now = mono_ns();
+  if (free_at > now + 2000000) {
+    const uint64_t wait = free_at - now - 2000000;
+    struct timespec d = {(time_t)(wait / 1000000000ull), (long)(wait % 1000000000ull)};
+    nanosleep(&d, NULL);
+    now = mono_ns();
+  }
+  free_at = (free_at > now ? free_at : now) + cost;
+  __atomic_fetch_add(&mine->busy_ns, cost, __ATOMIC_RELAXED);
 }
 
 #endif /* GPULET_TESTS_VRAM_STANDIN_CARD_H_ */

@@ -151,9 +151,10 @@ EXPORT CUresult cuCtxSynchronize(void) { return g_initialized ? SUCCESS : NOT_IN
 EXPORT CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                unsigned by, unsigned bz, unsigned shared, void* stream,
                                void** params, void** extra) {
-  (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared, (void)stream;
-  (void)params, (void)extra;
-  return f == NULL ? INVALID_VALUE : SUCCESS;
+  (void)bx, (void)by, (void)bz, (void)shared, (void)stream, (void)params, (void)extra;
+  if (f == NULL) return INVALID_VALUE;
+  card_launch((uint64_t)(gx ? gx : 1) * (gy ? gy : 1) * (gz ? gz : 1));
+  return SUCCESS;
 }
 
 EXPORT CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {

@@ -16,6 +16,9 @@
  *                                     given back
  *   vram_app nvml                     NVML's memory info, both struct versions
  *   vram_app bench N                  ns per allocation pair, cuGetProcAddress, launch
+ *   vram_app compute SECONDS BLOCKS   kernels of BLOCKS blocks back to back, as a training
+ *                                     loop: print "ready", then launches= and wrapped= (the
+ *                                     launch entry point is the library's)
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -469,6 +472,31 @@ static int cmp_double(const void* x, const void* y) {
     samples[(n) / 2];                                \
   })
 
+typedef CUresult (*Launch)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                           unsigned, void*, void**, void**);
+
+static int compute(int argc, char** argv) {
+  if (argc < 4) return 64;
+  const double seconds = atof(argv[2]);
+  const unsigned blocks = (unsigned)strtoul(argv[3], NULL, 10);
+  struct api a = load("proc");
+  init(&a);
+  Launch launch = (Launch)proc(a.get_proc, "cuLaunchKernel", 12060, 0);
+  Dl_info info;
+  const int wrapped = dladdr((void*)launch, &info) != 0 && info.dli_fname != NULL &&
+                      strstr(info.dli_fname, "gpulet-vram") != NULL;
+  printf("ready\n");
+  fflush(stdout);
+  unsigned long long launches = 0;
+  const double start = now_ns();
+  while (now_ns() - start < seconds * 1e9) {
+    if (launch((void*)1, blocks, 1, 1, 128, 1, 1, 0, NULL, NULL, NULL) != 0) return 1;
+    ++launches;
+  }
+  printf("launches=%llu wrapped=%d\n", launches, wrapped);
+  return 0;
+}
+
 /* Medians, each over many batches of 100 calls, in ns per call. */
 static int bench(int argc, char** argv) {
   (void)argc, (void)argv;
@@ -511,6 +539,7 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "paths") == 0) return paths(argc, argv);
   if (strcmp(mode, "nvml") == 0) return nvml();
   if (strcmp(mode, "bench") == 0) return bench(argc, argv);
+  if (strcmp(mode, "compute") == 0) return compute(argc, argv);
   fprintf(stderr, "vram_app: unknown mode %s\n", mode);
   return 1;
 }
