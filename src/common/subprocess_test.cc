@@ -78,7 +78,9 @@ TEST(SubprocessTest, EnvironmentIsInheritedWithOverrides) {
 
 TEST(SubprocessTest, DeadlineKillsTheChild) {
   SubprocessOptions options;
-  options.deadline = absl::Milliseconds(50);
+  // Long enough for the shell to start and print under a loaded sanitizer run (50 ms was
+  // not: make test once saw the child killed before its echo), far below the sleep.
+  options.deadline = absl::Seconds(2);
   absl::StatusOr<SubprocessResult> r =
       RunSubprocess({"/bin/sh", "-c", "echo started; exec sleep 30"}, options);
   ASSERT_TRUE(r.ok()) << r.status();

@@ -261,6 +261,7 @@ absl::StatusOr<std::unique_ptr<dra::DraDriver>> Daemon::MakeDra(const config::Co
   o.preparer.generator.hook_path = config.cdi.hook_path;
   const plugin::SliceFiles slice_files = SliceFilesFor();
   o.preparer.vram.enforce = config.sharing.memory_slices.enforce;
+  o.preparer.vram.compute_share = config.sharing.memory_slices.compute_share;
   o.preparer.vram.host_dir = config.sharing.memory_slices.host_dir;
   absl::StatusOr<std::string> local_dir =
       slice_files.LocalDir(config.sharing.memory_slices.host_dir);

@@ -446,9 +446,11 @@ KubeClaimPreparer::NodeDevices KubeClaimPreparer::LoadNodeDevices() const {
   // index>"; the DRA names are resource_slices.h's.
   for (const gpu::Gpu& gpu : inventory.gpus) {
     if (!gpu.index || !gpu.in_nvml) continue;
+    const ShareGpu parent{gpu.uuid, gpu.memory_total_bytes.value_or(0)};
     if (!gpu.mig_enabled) {
       if (const cdi::Device* d = generated->spec.FindDevice(absl::StrCat(*gpu.index))) {
         out.by_device[GpuDeviceName(gpu)] = *d;
+        out.gpu_of[GpuDeviceName(gpu)] = parent;
       }
       continue;
     }
@@ -456,6 +458,7 @@ KubeClaimPreparer::NodeDevices KubeClaimPreparer::LoadNodeDevices() const {
       if (const cdi::Device* d =
               generated->spec.FindDevice(absl::StrCat(*gpu.index, ":", mig.index))) {
         out.by_device[MigDeviceName(gpu, mig)] = *d;
+        out.gpu_of[MigDeviceName(gpu, mig)] = parent;
       }
     }
   }
@@ -527,6 +530,7 @@ PrepareResult KubeClaimPreparer::PrepareOne(const ClaimRef& ref, std::optional<N
   PrepareResult result;
   bool shared = false;
   uint64_t shared_bytes = 0;
+  std::optional<ShareGpu> share_gpu;  // the GPU of the claim's memory shares, if only one
   for (const AllocatedDevice& d : *allocated) {
     auto found = devices.by_device.find(d.device);
     if (found == devices.by_device.end()) {
@@ -565,6 +569,10 @@ PrepareResult KubeClaimPreparer::PrepareOne(const ClaimRef& ref, std::optional<N
       spec.devices.push_back(std::move(device));
     }
     if (d.memory_bytes) {
+      auto gpu_of = devices.gpu_of.find(d.device);
+      const ShareGpu on = gpu_of != devices.gpu_of.end() ? gpu_of->second : ShareGpu{};
+      if (!shared) share_gpu = on;
+      if (share_gpu && share_gpu->uuid != on.uuid) share_gpu = ShareGpu{};  // two GPUs
       shared = true;
       shared_bytes += *d.memory_bytes;
     }
@@ -579,7 +587,9 @@ PrepareResult KubeClaimPreparer::PrepareOne(const ClaimRef& ref, std::optional<N
   if (shared) {
     spec.edits.env.push_back(absl::StrCat(kMemoryLimitEnv, "=", shared_bytes >> 20));
     if (options_.vram.enforce) {
-      if (absl::Status st = PrepareSlice(ref, shared_bytes, &spec.edits); !st.ok()) {
+      if (absl::Status st =
+              PrepareSlice(ref, shared_bytes, share_gpu.value_or(ShareGpu{}), &spec.edits);
+          !st.ok()) {
         return fail(absl::StrCat(where, ": ", st.message()));
       }
     }
@@ -607,6 +617,7 @@ std::string KubeClaimPreparer::SliceName(const std::string& uid) {
 }
 
 absl::Status KubeClaimPreparer::PrepareSlice(const ClaimRef& ref, uint64_t bytes,
+                                             const ShareGpu& gpu,
                                              cdi::ContainerEdits* edits) const {
   const ClaimPreparerOptions::Vram& v = options_.vram;
   const char* off =
@@ -617,8 +628,16 @@ absl::Status KubeClaimPreparer::PrepareSlice(const ClaimRef& ref, uint64_t bytes
     return absl::FailedPreconditionError(absl::StrCat(s.message(), off));
   }
   const std::string name = SliceName(ref.uid);
-  if (absl::Status s = vram::WriteSliceFile(v.local_dir, name, bytes, "",
-                                            absl::StrCat("claim ", ref.ns, "/", ref.name));
+  // The GPU's UUID lets gpulet's sampler count the holder as the driver does (and pace it);
+  // shares spanning two GPUs are held by the library alone.
+  uint32_t share_permille = 0;
+  if (v.compute_share && !gpu.uuid.empty() && gpu.memory_bytes > 0) {
+    share_permille =
+        static_cast<uint32_t>(std::min<uint64_t>(1000, bytes * 1000 / gpu.memory_bytes));
+  }
+  if (absl::Status s =
+          vram::WriteSliceFile(v.local_dir, name, bytes, gpu.uuid,
+                               absl::StrCat("claim ", ref.ns, "/", ref.name), share_permille);
       !s.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(s.message(), off));
   }

@@ -100,6 +100,9 @@ struct ClaimPreparerOptions {
   // ships; empty when it was not found (`library_error` says why), which refuses the claim.
   struct Vram {
     bool enforce = false;
+    // A memory share's holder gets a cap on its GPU's SM time too (its bytes over the GPU's
+    // memory; sharing.memorySlices.computeShare).
+    bool compute_share = false;
     std::string host_dir;
     std::string local_dir;
     std::string library;
@@ -172,14 +175,21 @@ class KubeClaimPreparer final : public ClaimPreparer {
  private:
   // The slice file's directory name for a claim.
   static std::string SliceName(const std::string& uid);
-  // Installs the enforcement library and writes the claim's slice file of `bytes`, adding
-  // the library's mounts and variables to `edits`.
-  absl::Status PrepareSlice(const ClaimRef& ref, uint64_t bytes, cdi::ContainerEdits* edits) const;
+  // The GPU a claim's memory shares are on, for its slice file.
+  struct ShareGpu {
+    std::string uuid;           // "" when the shares span GPUs (or none is known)
+    uint64_t memory_bytes = 0;  // that GPU's memory; 0 when unknown
+  };
+  // Installs the enforcement library and writes the claim's slice file of `bytes` on `gpu`,
+  // adding the library's mounts and variables to `edits`.
+  absl::Status PrepareSlice(const ClaimRef& ref, uint64_t bytes, const ShareGpu& gpu,
+                            cdi::ContainerEdits* edits) const;
 
   // The node spec's entries a claim spec is made from.
   struct NodeDevices {
     absl::Status status;                           // why there are none
     std::map<std::string, cdi::Device> by_device;  // DRA device name → node spec device
+    std::map<std::string, ShareGpu> gpu_of;        // DRA device name → its (parent) GPU
     cdi::ContainerEdits common;                    // the spec-wide edits
     std::vector<std::string> warnings;             // what the generator left out
   };

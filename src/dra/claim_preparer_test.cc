@@ -408,10 +408,29 @@ TEST_F(ClaimPreparerTest, AMemoryShareIsHeldToItsSizeByTheEnforcementLibrary) {
   ASSERT_TRUE(slice.ok()) << slice.status();
   EXPECT_EQ(slice->quota_bytes, 4096ull << 20);
   EXPECT_EQ(slice->owner, "claim ml/anpr");
+  // Its GPU, so that the sampler counts the holder as the driver does; no compute share.
+  EXPECT_EQ(slice->gpu_uuid, "GPU-8a41d7b9-52c6-4f13-b0e8-7d2c9e155090");
+  EXPECT_EQ(slice->compute.share_permille, 0u);
   EXPECT_EQ(gpulet::testing::ReadTextFile(vram_.local_dir + "/lib/libgpulet-vram.so"), "library");
   // Unprepared: the slice's directory goes with the claim's spec.
   preparer_->Unprepare({PreparedClaim{ClaimRef{"ml", "uid-2", "anpr"}, r.devices}});
   EXPECT_FALSE(std::filesystem::exists(vram_.local_dir + "/claim-uid-2"));
+  // With computeShare, its share of the RTX 5090's SM time is its share of its memory.
+  vram_.compute_share = true;
+  inventory_.gpus[1].memory_total_bytes = uint64_t{32607} << 20;  // as NVML reports it
+  server_.PutResourceClaim(Claim("anpr", "uid-3", {Share("gpu", "gpu-1", "s-3", "4096Mi")}));
+  ASSERT_EQ(PrepareOne("anpr", "uid-3").error, "");
+  slice = vram::ReadSliceUsage(vram_.local_dir + "/claim-uid-3/slice");
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  EXPECT_EQ(slice->compute.share_permille, 4096u * 1000 / 32607);
+  // Shares on two GPUs name neither: the library alone holds them.
+  server_.PutResourceClaim(Claim(
+      "two", "uid-4", {Share("a", "gpu-0", "s-4", "1Gi"), Share("b", "gpu-1", "s-5", "1Gi")}));
+  ASSERT_EQ(PrepareOne("two", "uid-4").error, "");
+  slice = vram::ReadSliceUsage(vram_.local_dir + "/claim-uid-4/slice");
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  EXPECT_EQ(slice->gpu_uuid, "");
+  EXPECT_EQ(slice->compute.share_permille, 0u);
   // A whole GPU gets no library.
   server_.PutResourceClaim(Claim("ollama", "uid-a", {Result("gpu", "gpu-0")}));
   ASSERT_EQ(PrepareOne("ollama", "uid-a").error, "");
