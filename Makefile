@@ -156,6 +156,7 @@ image:
 # deploy/ with `kubectl apply -k` and the image above, and the scenarios of docs/e2e.md. Not
 # part of `make test`: a cold run does not fit CI's time beside it (docs/e2e.md has the times).
 e2e: build-gpulet
+	cmake --build $(BUILD) -j $(JOBS) --target vram_app vram_standin_cuda vram_standin_nvml
 	@scripts/deps.sh e2e
 	tests/e2e/e2e.py
 

@@ -19,6 +19,7 @@ person to look at; --only runs the named scenarios (and those they build on).
 import argparse
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -39,6 +40,9 @@ from cluster import ClusterError, NODE, run, wait_for  # noqa: E402
 VERSIONS = ["v1.34.4", "v1.37.2"]
 IMAGE = "localhost/gpulet:0.1.0"
 BUSYBOX = "localhost/gpulet-e2e/busybox:1"
+# An application image as a user would bring: the VRAM test application (tests/vram/vram_app.c)
+# with its glibc and the CUDA driver and NVML stand-ins, nothing of gpulet's.
+VRAM_APP = "localhost/gpulet-e2e/vram-app:1"
 NODE_DIR = "/var/lib/gpulet-e2e"
 SIM_STATE = "/var/lib/gpulet/e2e-sim-state.json"
 NAMESPACE = "gpulet-system"
@@ -758,8 +762,40 @@ class Suite:
             check(f in seen["file"], f"{f} is not in the container (it has {seen['file']})")
         check(len(self.gpu_nodes(seen)) == 1, f"mem-a sees GPU nodes {self.gpu_nodes(seen)}")
         self.c.kubectl("delete", "pod", "mem-a", "--wait=true")
+        self.vram_quota_holds()
         self.set_config("\nsharing:\n  memorySlices:\n    enabled: true\n\n", "\n")
         wait_for("nvidia.com/gpu 2 again", lambda: self.capacity() == ("2", "2"), timeout=120)
+
+    def vram_quota_holds(self):
+        """An unchanged application image asking for 4 slices, through the kubelet and
+        containerd: it allocates through cuGetProcAddress as the CUDA runtime does, against
+        the driver stand-in's 16 GiB card, and sees 4 GiB as the card's total, gets 4 GiB and
+        is refused the next chunk with CUDA_ERROR_OUT_OF_MEMORY (2)."""
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "vram-app", "namespace": "default"},
+               "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                        "containers": [{
+                            "name": "main", "image": VRAM_APP, "imagePullPolicy": "Never",
+                            "args": ["fill", "proc", "512"],
+                            "env": [{"name": "GPULET_CUDA_STANDIN_STATE", "value": "/tmp/card"},
+                                    {"name": "GPULET_CUDA_STANDIN_TOTAL_MIB",
+                                     "value": "16384"}],
+                            "resources": {"limits": {"nvidia.com/gpu-memory": "4"}}}]}}
+        self.c.kubectl("apply", "-f", "-", input_text=json.dumps(pod))
+        try:
+            wait_for("the VRAM application to finish",
+                     lambda: self.pod_phase("vram-app") in ("Succeeded", "Failed"), timeout=120)
+        except ClusterError as e:
+            desc = self.c.kubectl("describe", "pod", "vram-app", check=False).stdout[-1500:]
+            raise Failure(f"{e}\n{desc}") from e
+        out = self.c.kubectl("logs", "vram-app", check=False).stdout
+        check(self.pod_phase("vram-app") == "Succeeded", f"the VRAM application failed: {out}")
+        for want in ("total_mib=4096", "device_total_mib=4096", "allocated_mib=4096",
+                     "last_rc=2", "free_errors=0"):
+            check(want in out.split(), f"expected {want} from inside the container: {out}")
+        check("refused with CUDA_ERROR_OUT_OF_MEMORY" in out and "/run/gpulet/vram/slice" in out,
+              f"no refusal line naming the slice file in: {out}")
+        self.c.kubectl("delete", "pod", "vram-app", "--wait=true")
 
     def gpu_nodes(self, seen):
         return [d for d in seen["dev"] if d[len("/dev/nvidia"):].isdigit()]
@@ -942,9 +978,34 @@ def peer_bins(versions):
     return per_version
 
 
-def build_images(work, reuse_image):
-    """The sandbox (pause) and busybox images to import, and gpulet's OCI archive from `make
-    image` (or saved from the image podman has, with --reuse-image) with its digest."""
+def vram_app_image(work, vram_dir):
+    """The application image of the VRAM scenario, as tests/vram_podman_test.sh builds it: the
+    test application, the driver stand-ins in /usr/lib, and the loader and glibc it links at
+    the paths it names (the loader under its soname in the library directory too, as Debian's
+    images have it: the audit library's link namespace finds it by name)."""
+    root = os.path.join(work, "vram-app-root")
+    shutil.rmtree(root, ignore_errors=True)
+    for d in ("bin", "usr/lib", "tmp", "lib/x86_64-linux-gnu"):
+        os.makedirs(os.path.join(root, d))
+    shutil.copy(os.path.join(vram_dir, "vram_app"), os.path.join(root, "bin", "vram_app"))
+    for lib in ("libcuda.so.1", "libnvidia-ml.so.1"):
+        shutil.copy(os.path.join(vram_dir, lib), os.path.join(root, "usr", "lib", lib))
+    linked = run(["ldd", os.path.join(vram_dir, "vram_app")]).stdout
+    for path in re.findall(r"(/\S+)", linked):
+        os.makedirs(os.path.dirname(root + path), exist_ok=True)
+        shutil.copy(path, root + path)
+        if "/ld-linux" in path:
+            shutil.copy(path, os.path.join(root, "lib", "x86_64-linux-gnu"))
+    out = os.path.join(work, "vram-app.tar")
+    run([sys.executable, os.path.join(HERE, "oci_image.py"), "--root", root, "--name", VRAM_APP,
+         "--out", out, "--entrypoint", "/bin/vram_app"])
+    return out
+
+
+def build_images(work, reuse_image, vram_dir):
+    """The sandbox (pause), busybox and VRAM application images to import, and gpulet's OCI
+    archive from `make image` (or saved from the image podman has, with --reuse-image) with
+    its digest."""
     os.makedirs(work, exist_ok=True)
     out = []
     pause_root = os.path.join(work, "pause-root")
@@ -963,6 +1024,7 @@ def build_images(work, reuse_image):
     out.append(os.path.join(work, "busybox.tar"))
     run([sys.executable, os.path.join(HERE, "oci_image.py"), "--root", bb_root, "--name",
          BUSYBOX, "--out", out[-1], "--cmd", "sh"])
+    out.append(vram_app_image(work, vram_dir))
     if not (reuse_image and run(["podman", "image", "exists", IMAGE], check=False).returncode == 0):
         run(["make", "-C", SRC, "image"], capture=False, timeout=3600)
     # What `make image` saves (scripts/image-save.sh), here for the image podman has now.
@@ -1011,7 +1073,10 @@ def main():
     start = time.monotonic()
     bins = peer_bins(versions)
     print(f"e2e: peers ready in {time.monotonic() - start:.0f} s", flush=True)
-    images, gpulet_image = build_images(os.path.join(a.work, "images"), a.reuse_image)
+    vram_dir = os.path.join(os.path.dirname(a.gpulet), "vram-test")
+    if not os.access(os.path.join(vram_dir, "vram_app"), os.X_OK):
+        sys.exit(f"e2e: no VRAM test application in {vram_dir} (make e2e builds it)")
+    images, gpulet_image = build_images(os.path.join(a.work, "images"), a.reuse_image, vram_dir)
     print(f"e2e: images ready at {time.monotonic() - start:.0f} s", flush=True)
     image_server = serve_gpulet_image(a.gpulet, gpulet_image, a.work)
     results = []
