@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "common/atomic_file.h"
 #include "dra/resource_slices.h"
+#include "vram/compute_share.h"
 #include "vram/slice_file.h"
 
 namespace gpulet::dra {
@@ -630,11 +631,9 @@ absl::Status KubeClaimPreparer::PrepareSlice(const ClaimRef& ref, uint64_t bytes
   const std::string name = SliceName(ref.uid);
   // The GPU's UUID lets gpulet's sampler count the holder as the driver does (and pace it);
   // shares spanning two GPUs are held by the library alone.
-  uint32_t share_permille = 0;
-  if (v.compute_share && !gpu.uuid.empty() && gpu.memory_bytes > 0) {
-    share_permille =
-        static_cast<uint32_t>(std::min<uint64_t>(1000, bytes * 1000 / gpu.memory_bytes));
-  }
+  const uint32_t share_permille = v.compute_share && !gpu.uuid.empty()
+                                      ? vram::ComputeSharePermille(bytes, gpu.memory_bytes)
+                                      : 0;
   if (absl::Status s =
           vram::WriteSliceFile(v.local_dir, name, bytes, gpu.uuid,
                                absl::StrCat("claim ", ref.ns, "/", ref.name), share_permille);

@@ -5,7 +5,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +14,7 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/deviceplugin/v1beta1/api.grpc.pb.h"
 #include "state/device_id.h"
+#include "vram/compute_share.h"
 #include "vram/slice_file.h"
 
 namespace gpulet::plugin {
@@ -159,9 +159,8 @@ absl::Status DevicePluginServer::PrepareSlice(const std::vector<std::string>& id
   uint32_t share_permille = 0;
   if (slices.compute_share) {
     const state::DeviceRecord* d = store_->Get()->FindByUuid(uuid);
-    if (d != nullptr && d->gpu.memory_total_bytes.value_or(0) > 0) {
-      share_permille = static_cast<uint32_t>(
-          std::min<uint64_t>(1000, quota * 1000 / *d->gpu.memory_total_bytes));
+    if (d != nullptr) {
+      share_permille = vram::ComputeSharePermille(quota, d->gpu.memory_total_bytes.value_or(0));
     }
   }
   if (absl::Status s = vram::WriteSliceFile(

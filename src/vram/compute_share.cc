@@ -6,6 +6,11 @@
 
 namespace gpulet::vram {
 
+uint32_t ComputeSharePermille(uint64_t quota_bytes, uint64_t gpu_memory_bytes) {
+  if (gpu_memory_bytes == 0) return 0;
+  return static_cast<uint32_t>(std::min<uint64_t>(1000, quota_bytes * 1000 / gpu_memory_bytes));
+}
+
 uint64_t ComputeShareRule::Next(const ComputeRound& r) {
   if (r.share <= 0 || r.share >= 1) return rate_ = 0;  // no share, or the whole card
   if (!r.measured || r.units == 0 || r.seconds <= 0) return rate_;

@@ -22,6 +22,10 @@
 
 namespace gpulet::vram {
 
+// A holder's compute share in thousandths of its GPU's SM time: its quota over the GPU's
+// memory, at most the whole card; 0 (no share) when the GPU's memory is unknown.
+uint32_t ComputeSharePermille(uint64_t quota_bytes, uint64_t gpu_memory_bytes);
+
 struct ComputeRound {
   double share = 0;       // the holder's share, 0..1
   double sm_busy = 0;     // its SM time this round as a fraction of the round (NVML), 0..1

@@ -27,6 +27,13 @@ struct Workload {
   }
 };
 
+TEST(ComputeShareRuleTest, AShareIsTheQuotaOverTheCardsMemory) {
+  EXPECT_EQ(ComputeSharePermille(uint64_t{8} << 30, uint64_t{32} << 30), 250u);
+  EXPECT_EQ(ComputeSharePermille(uint64_t{4096} << 20, uint64_t{32607} << 20), 125u);
+  EXPECT_EQ(ComputeSharePermille(uint64_t{64} << 30, uint64_t{32} << 30), 1000u);  // at most all
+  EXPECT_EQ(ComputeSharePermille(uint64_t{8} << 30, 0), 0u);  // memory unknown: no share
+}
+
 TEST(ComputeShareRuleTest, AHolderOverItsShareIsPacedToIt) {
   ComputeShareRule rule;
   Workload w;

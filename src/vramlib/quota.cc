@@ -194,6 +194,12 @@ Process* Self() {
   return p;
 }
 
+uint64_t MonotonicNs() {
+  struct timespec now {};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(now.tv_nsec);
+}
+
 double GiB(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024 * 1024); }
 
 }  // namespace
@@ -283,12 +289,6 @@ View CurrentView() {
 bool ComputeShareOn() {
   Process* p = Self();
   return !p->fail_closed && p->map.header != nullptr && p->map.header->compute_share_permille > 0;
-}
-
-uint64_t MonotonicNs() {
-  struct timespec now {};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(now.tv_nsec);
 }
 
 void PaceLaunch(uint64_t cost) {
