@@ -79,7 +79,8 @@ SAN_CXX ?= /usr/bin/clang++-14
 
 asan-build: deps
 	cmake -S . -B $(ASAN_BUILD) $(GENERATOR) -DCMAKE_C_COMPILER=$(SAN_CC) -DCMAKE_CXX_COMPILER=$(SAN_CXX) \
-		-DCMAKE_BUILD_TYPE=Debug -DGPULET_SANITIZE=ON -DGPULET_WERROR=$(WERROR) $(CMAKE_FLAGS)
+		-DCMAKE_BUILD_TYPE=Debug -DGPULET_SANITIZE=ON -DGPULET_UNITY=ON -DGPULET_WERROR=$(WERROR) \
+		$(CMAKE_FLAGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 # Three tests a core: the suite waits more than it computes (the integration tier sleeps and
@@ -100,11 +101,13 @@ fuzz-smoke: deps
 	scripts/fuzz.sh 5
 
 # Static checks: the format of every C++ file, and clang-tidy (.clang-tidy's bug-finding
-# checks and clang's thread-safety analysis) over the sources of the build (uses its
-# compile_commands.json and generated headers).
-lint: build-plain
+# checks and clang's thread-safety analysis) over the product's sources with the sanitizer
+# build's compile_commands.json, generated headers and clang precompiled header, each
+# folder's sources read as one unit (scripts/clang_lint.py: 74 s against 241 s at -j 2 on two
+# cores, 2026-12-07).
+lint: asan-build
 	scripts/check_format.sh
-	scripts/clang_lint.py $(BUILD) -j $(JOBS)
+	scripts/clang_lint.py $(ASAN_BUILD) -j $(JOBS)
 
 format:
 	scripts/check_format.sh --fix

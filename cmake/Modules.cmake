@@ -27,8 +27,6 @@ endfunction()
 # src/ includes (counted over its .cc and .h files), parsed once per build instead of once
 # per file; about two seconds of compiler time a file. The first module made with it
 # (common) builds it, the others reuse it, so every module is compiled with the same flags.
-# `make lint` checks each file without it (scripts/clang_lint.py), so a file still has to
-# include what it uses.
 set(GPULET_MODULE_PCH <string> <vector> <optional> <algorithm> <map> <memory> <utility>
   <functional> <cstdint> <absl/strings/str_cat.h> <absl/strings/string_view.h>
   <absl/status/status.h> <absl/status/statusor.h> <absl/strings/match.h>

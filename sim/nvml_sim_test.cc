@@ -706,14 +706,14 @@ TEST_F(NvmlSimTest, BrokenStateFileKeepsThePreviousState) {
   char name[96];
   EXPECT_EQ(Api().GetName(device, name, sizeof(name)), NVML_ERROR_GPU_IS_LOST);
   // Captured from before the rename: the watch thread may read the file first.
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   {
     std::ofstream out(state_path_ + ".new");
     out << "{\"gpus\": {\"0\": {\"lsot\": false}}}";
   }
   ASSERT_EQ(rename((state_path_ + ".new").c_str(), state_path_.c_str()), 0);
   EXPECT_EQ(Api().GetName(device, name, sizeof(name)), NVML_ERROR_GPU_IS_LOST);
-  const std::string log = testing::internal::GetCapturedStderr();
+  const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(log.find("lsot"), std::string::npos) << log;
 }
 
@@ -1319,9 +1319,9 @@ TEST_F(NvmlSimTest, BadGpmNvLinkMigAndProcessFixturesFailInit) {
           << c.gpu_keys << "}\n";
     }
     setenv("GPULET_SIM_FIXTURE", bad.c_str(), 1);
-    testing::internal::CaptureStderr();
+    ::testing::internal::CaptureStderr();
     EXPECT_EQ(Api().Init(), NVML_ERROR_UNKNOWN);
-    const std::string log = testing::internal::GetCapturedStderr();
+    const std::string log = ::testing::internal::GetCapturedStderr();
     EXPECT_NE(log.find(c.expected), std::string::npos) << log;
   }
 }
@@ -1337,9 +1337,9 @@ TEST_F(NvmlSimTest, BadFixtureFailsInitWithOneLine) {
            "    colour: green\n";
   }
   setenv("GPULET_SIM_FIXTURE", bad.c_str(), 1);
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(Api().Init(), NVML_ERROR_UNKNOWN);
-  std::string log = testing::internal::GetCapturedStderr();
+  std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(log.find(bad), std::string::npos) << log;
   EXPECT_NE(log.find("colour"), std::string::npos) << log;
   EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
@@ -1348,15 +1348,15 @@ TEST_F(NvmlSimTest, BadFixtureFailsInitWithOneLine) {
     std::ofstream out(bad);
     out << "gpus: [unterminated\n";
   }
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(Api().Init(), NVML_ERROR_UNKNOWN);
-  log = testing::internal::GetCapturedStderr();
+  log = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(log.find(bad), std::string::npos) << log;
 
   setenv("GPULET_SIM_FIXTURE", (dir_ + "/missing.yaml").c_str(), 1);
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(Api().Init(), NVML_ERROR_UNKNOWN);
-  log = testing::internal::GetCapturedStderr();
+  log = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(log.find("missing.yaml"), std::string::npos) << log;
 }
 
@@ -1674,10 +1674,10 @@ TEST_F(NvmlSimTest, MigLayoutChangesReachARunningSimulator) {
   // A layout the product cannot take is ignored, with one stderr line: the fixture's shows.
   mig.instances.push_back(mig.instances.back());
   ASSERT_TRUE(SetMig(&state, "GPU-c1a7e0f2-9b34-4d58-8e61-2f0b7a3d0200", mig));
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   Write(state);
   EXPECT_EQ(MigDevices(gpu).size(), 4u);
-  const std::string log = testing::internal::GetCapturedStderr();
+  const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(log.find("ignoring the MIG layout of GPU 0"), std::string::npos) << log;
 
   // MIG off: no MIG devices, utilisation back.
@@ -1739,9 +1739,9 @@ TEST_F(NvmlSimTest, BadMigLayoutsFailInit) {
           << c.mig << "}\n";
     }
     setenv("GPULET_SIM_FIXTURE", bad.c_str(), 1);
-    testing::internal::CaptureStderr();
+    ::testing::internal::CaptureStderr();
     EXPECT_EQ(Api().Init(), NVML_ERROR_UNKNOWN);
-    const std::string log = testing::internal::GetCapturedStderr();
+    const std::string log = ::testing::internal::GetCapturedStderr();
     EXPECT_NE(log.find(c.expected), std::string::npos) << log;
     EXPECT_NE(log.find(bad + ":"), std::string::npos) << log;  // file:line:col
   }

@@ -401,11 +401,9 @@ TEST(CdiGeneratorTest, ParseNameStrategy) {
 
 // --- the command ------------------------------------------------------------------------
 
-std::string Gpulet() { return absl::StrCat(GPULET_BINARY_DIR, "/gpulet"); }
-
 TEST(CdiCommandTest, SimulatedGenerateWritesToStdoutByDefault) {
-  testing::RunResult r =
-      testing::RunProgram({Gpulet(), "--simulate", "homelab", "cdi", "generate"});
+  testing::RunResult r = testing::RunProgram(
+      {gpulet::testing::GpuletBinary(), "--simulate", "homelab", "cdi", "generate"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   absl::StatusOr<Spec> spec = ParseSpec(r.out, "stdout");
   ASSERT_TRUE(spec.ok()) << spec.status() << r.out;
@@ -417,42 +415,44 @@ TEST(CdiCommandTest, WritesAtomicallyToOutputAndListsIt) {
   TempDir dir;
   std::string out = dir.path() + "/etc/cdi/gpu.json";
   testing::RunResult r = testing::RunProgram(
-      {Gpulet(), "--simulate", "homelab", "cdi", "generate", "--format", "json", "--output", out,
-       "--device-name-strategy", "index", "--kind", "example.com/gpu"});
+      {gpulet::testing::GpuletBinary(), "--simulate", "homelab", "cdi", "generate", "--format",
+       "json", "--output", out, "--device-name-strategy", "index", "--kind", "example.com/gpu"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, HasSubstr("wrote " + out));
   struct stat st;
   ASSERT_EQ(stat(out.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0644u);
 
-  testing::RunResult list =
-      testing::RunProgram({Gpulet(), "--host-root", dir.path(), "cdi", "list"});
+  testing::RunResult list = testing::RunProgram(
+      {gpulet::testing::GpuletBinary(), "--host-root", dir.path(), "cdi", "list"});
   EXPECT_EQ(list.exit_code, 0) << list.err;
   EXPECT_EQ(list.out, "example.com/gpu=0\nexample.com/gpu=1\nexample.com/gpu=all\n");
 }
 
 TEST(CdiCommandTest, BadOptionsAreUsageErrors) {
-  testing::RunResult r = testing::RunProgram(
-      {Gpulet(), "--simulate", "homelab", "cdi", "generate", "--cdi-version", "0.4.0"});
+  testing::RunResult r =
+      testing::RunProgram({gpulet::testing::GpuletBinary(), "--simulate", "homelab", "cdi",
+                           "generate", "--cdi-version", "0.4.0"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("cannot express"));
-  r = testing::RunProgram(
-      {Gpulet(), "--simulate", "homelab", "cdi", "generate", "--cdi-version", "9.9.9"});
+  r = testing::RunProgram({gpulet::testing::GpuletBinary(), "--simulate", "homelab", "cdi",
+                           "generate", "--cdi-version", "9.9.9"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("not a CDI spec version"));
-  r = testing::RunProgram({Gpulet(), "cdi"});
+  r = testing::RunProgram({gpulet::testing::GpuletBinary(), "cdi"});
   EXPECT_EQ(r.exit_code, 2);
 }
 
 TEST(CdiCommandTest, ListReportsBrokenSpecs) {
-  testing::RunResult r =
-      testing::RunProgram({Gpulet(), "--host-root", TestRoot("talos-1.12"), "cdi", "list"});
+  testing::RunResult r = testing::RunProgram(
+      {gpulet::testing::GpuletBinary(), "--host-root", TestRoot("talos-1.12"), "cdi", "list"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "k8s.device-plugin.nvidia.com/gpu=GPU-1f6e2a43-9c0d-4b7e-8a15-3d2c1b0a3080\n");
   TempDir dir;
   fs::create_directories(dir.path() + "/etc/cdi");
   std::ofstream(dir.path() + "/etc/cdi/bad.yaml") << "cdiVersion: 0.5.0\n";
-  r = testing::RunProgram({Gpulet(), "--host-root", dir.path(), "cdi", "list"});
+  r = testing::RunProgram(
+      {gpulet::testing::GpuletBinary(), "--host-root", dir.path(), "cdi", "list"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("/etc/cdi/bad.yaml"));
 }

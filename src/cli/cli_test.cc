@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "sim/state.h"
 #include "testing/files.h"
+#include "testing/homelab.h"
 #include "testing/subprocess.h"
 
 namespace gpulet::cli {
@@ -25,25 +26,23 @@ namespace {
 using ::gpulet::testing::RunProgram;
 namespace fs = std::filesystem;
 
-std::string Gpulet() { return std::string(GPULET_BINARY_DIR) + "/gpulet"; }
-
 TEST(CliTest, SuggestsTheClosestCommand) {
   EXPECT_EQ(SuggestCommand("lsit"), "list");
   EXPECT_EQ(SuggestCommand("serv"), "serve");
   EXPECT_EQ(SuggestCommand("xyzzy-nothing"), "");
-  auto r = RunProgram({Gpulet(), "lsit"});
+  auto r = RunProgram({gpulet::testing::GpuletBinary(), "lsit"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("Did you mean 'list'?"), std::string::npos) << r.err;
 }
 
 TEST(CliTest, VersionMatchesBuild) {
-  auto r = RunProgram({Gpulet(), "version"});
+  auto r = RunProgram({gpulet::testing::GpuletBinary(), "version"});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.out.find(std::string("gpulet ") + GPULET_VERSION), std::string::npos);
 }
 
 TEST(CliTest, HelpListsEveryCommand) {
-  auto r = RunProgram({Gpulet(), "help"});
+  auto r = RunProgram({gpulet::testing::GpuletBinary(), "help"});
   EXPECT_EQ(r.exit_code, 0);
   for (const Command& c : Commands()) {
     EXPECT_NE(r.out.find(c.name), std::string::npos) << c.name;
@@ -71,7 +70,7 @@ TEST(CliTest, DeadlineFlagsAreValidated) {
       {"--call-timeout", "ten", "'ten' is not a number of seconds or a duration"},
   };
   for (const Case& c : cases) {
-    auto r = RunProgram({Gpulet(), "--simulate", "homelab", "--sim-state",
+    auto r = RunProgram({gpulet::testing::GpuletBinary(), "--simulate", "homelab", "--sim-state",
                          "/tmp/gpulet-cli-test-none.json", c.flag, c.value, "list"});
     const std::string what = std::string(c.flag) + " " + c.value;
     if (std::string(c.message).empty()) {
@@ -85,8 +84,8 @@ TEST(CliTest, DeadlineFlagsAreValidated) {
 }
 
 TEST(CliTest, ListHomelabShowsBothGpus) {
-  auto r = RunProgram(
-      {Gpulet(), "--simulate", "homelab", "--sim-state", "/tmp/gpulet-cli-test-none.json", "list"});
+  auto r = RunProgram({gpulet::testing::GpuletBinary(), "--simulate", "homelab", "--sim-state",
+                       "/tmp/gpulet-cli-test-none.json", "list"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("NVIDIA GeForce RTX 3080  10.0 GiB  Ampere"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("NVIDIA GeForce RTX 5090  31.8 GiB  Blackwell"), std::string::npos) << r.out;
@@ -98,7 +97,7 @@ TEST(CliTest, ListHomelabShowsBothGpus) {
 // does (GPU index:MIG index, profile, GPU and compute instance ids, memory, MIG UUID), and
 // `--json` adds `mig_enabled` and `mig_devices`.
 TEST(CliTest, ListH200MigShowsEachMigDeviceUnderItsGpu) {
-  auto r = RunProgram({Gpulet(), "--simulate", "h200-mig", "--sim-state",
+  auto r = RunProgram({gpulet::testing::GpuletBinary(), "--simulate", "h200-mig", "--sim-state",
                        "/tmp/gpulet-cli-test-none.json", "list"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::string> rows;
@@ -122,7 +121,7 @@ TEST(CliTest, ListH200MigShowsEachMigDeviceUnderItsGpu) {
               kMig[i][2])
         << row;
   }
-  r = RunProgram({Gpulet(), "--simulate", "h200-mig", "--sim-state",
+  r = RunProgram({gpulet::testing::GpuletBinary(), "--simulate", "h200-mig", "--sim-state",
                   "/tmp/gpulet-cli-test-none.json", "list", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("\"mig_enabled\": true"), std::string::npos) << r.out;
@@ -131,7 +130,7 @@ TEST(CliTest, ListH200MigShowsEachMigDeviceUnderItsGpu) {
 }
 
 TEST(CliTest, ListJsonDgx8HasEightHoppersOnTwoNumaNodes) {
-  auto r = RunProgram({Gpulet(), "--simulate", "dgx8", "--sim-state",
+  auto r = RunProgram({gpulet::testing::GpuletBinary(), "--simulate", "dgx8", "--sim-state",
                        "/tmp/gpulet-cli-test-none.json", "list", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   size_t count = 0, pos = 0;
@@ -151,7 +150,8 @@ TEST(CliTest, SimMigVerbsEditTheLayout) {
   ASSERT_FALSE(dir.path().empty());
   const std::string state = dir.path() + "/state.json";
   auto sim = [&](const char* fixture, std::vector<std::string> args) {
-    std::vector<std::string> argv = {Gpulet(), "--simulate", fixture, "--sim-state", state, "sim"};
+    std::vector<std::string> argv = {
+        gpulet::testing::GpuletBinary(), "--simulate", fixture, "--sim-state", state, "sim"};
     argv.insert(argv.end(), args.begin(), args.end());
     return RunProgram(argv);
   };
@@ -239,7 +239,8 @@ TEST(CliTest, SimGpmAndNvLinkVerbsEditTheStateFile) {
   ASSERT_FALSE(dir.path().empty());
   const std::string state = dir.path() + "/state.json";
   auto sim = [&](std::vector<std::string> args) {
-    std::vector<std::string> argv = {Gpulet(), "--simulate", "dgx8", "--sim-state", state, "sim"};
+    std::vector<std::string> argv = {
+        gpulet::testing::GpuletBinary(), "--simulate", "dgx8", "--sim-state", state, "sim"};
     argv.insert(argv.end(), args.begin(), args.end());
     return RunProgram(argv);
   };
@@ -292,7 +293,8 @@ TEST(CliTest, SimRebootAndTheCardThatReturnsElsewhere) {
   const std::string state = dir.path() + "/state.json";
   const std::string root = dir.path() + "/root";
   auto gpulet = [&](std::vector<std::string> args) {
-    std::vector<std::string> argv = {Gpulet(), "--simulate", "homelab", "--sim-state", state};
+    std::vector<std::string> argv = {gpulet::testing::GpuletBinary(), "--simulate", "homelab",
+                                     "--sim-state", state};
     argv.insert(argv.end(), args.begin(), args.end());
     return RunProgram(argv);
   };
@@ -330,7 +332,7 @@ TEST(CliTest, SimRebootAndTheCardThatReturnsElsewhere) {
 }
 
 TEST(CliTest, ListWithMissingExplicitLibraryFailsWithTheFix) {
-  auto r = RunProgram({Gpulet(), "list", "--nvml-lib", "/nonexistent"});
+  auto r = RunProgram({gpulet::testing::GpuletBinary(), "list", "--nvml-lib", "/nonexistent"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("/nonexistent"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("Fix:"), std::string::npos) << r.err;
@@ -338,7 +340,7 @@ TEST(CliTest, ListWithMissingExplicitLibraryFailsWithTheFix) {
 
 TEST(CliTest, ListOnHostRootWithoutLibraryListsPathsAndPciGpus) {
   std::string root = std::string(GPULET_SOURCE_DIR) + "/tests/fixtures/hostroots/driver-unbound";
-  auto r = RunProgram({Gpulet(), "--host-root", root, "list"});
+  auto r = RunProgram({gpulet::testing::GpuletBinary(), "--host-root", root, "list"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("/usr/local/glibc/lib/libnvidia-ml.so.1"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("/nvidia-libs/libnvidia-ml.so.1"), std::string::npos) << r.err;
@@ -348,7 +350,7 @@ TEST(CliTest, ListOnHostRootWithoutLibraryListsPathsAndPciGpus) {
 }
 
 TEST(CliTest, CrashingNvmlNeverCrashesGpulet) {
-  auto r = RunProgram({Gpulet(), "--simulate", "homelab", "--nvml-lib",
+  auto r = RunProgram({gpulet::testing::GpuletBinary(), "--simulate", "homelab", "--nvml-lib",
                        std::string(GPULET_TESTLIB_DIR) + "/libnvml-crash_init.so", "list"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.signal, 0);
@@ -380,7 +382,7 @@ class CliBadLibraryTest : public ::testing::Test {
   // Runs `gpulet --nvml-lib path list` and expects a quick failure whose stderr names the
   // path and says `what`.
   void ExpectListFails(const std::string& path, const std::string& what) {
-    auto r = RunProgram({Gpulet(), "--nvml-lib", path, "list"}, {}, 20000);
+    auto r = RunProgram({gpulet::testing::GpuletBinary(), "--nvml-lib", path, "list"}, {}, 20000);
     EXPECT_FALSE(r.timed_out) << path;
     EXPECT_EQ(r.exit_code, 1) << path << "\n" << r.err;
     EXPECT_LT(r.seconds, 2.0) << path;  // the loader itself answers in milliseconds
@@ -410,7 +412,7 @@ TEST_F(CliBadLibraryTest, LinkerScriptTruncatedAndForeignLibrariesAreNamed) {
   ASSERT_GT(whole.size(), 1000u);
   std::string half = Write("half.so", whole.substr(0, whole.size() / 2));
   ExpectListFails(half, "truncated");
-  auto r = RunProgram({Gpulet(), "--nvml-lib", half, "list"});
+  auto r = RunProgram({gpulet::testing::GpuletBinary(), "--nvml-lib", half, "list"});
   EXPECT_EQ(r.err.find("mixed"), std::string::npos) << r.err;
   if (whole[EI_CLASS] == ELFCLASS64 && whole[offsetof(Elf64_Ehdr, e_machine)] == EM_X86_64) {
     std::string foreign = whole;

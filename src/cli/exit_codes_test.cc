@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/command.h"
 #include "gtest/gtest.h"
+#include "testing/homelab.h"
 #include "testing/subprocess.h"
 
 namespace gpulet::cli {
@@ -16,7 +17,6 @@ static_assert(kExitOk != kExitFailure && kExitFailure != kExitUsage &&
                   kExitCheckFailed != kExitOk,
               "exit codes must be distinct");
 
-std::string Gpulet() { return absl::StrCat(GPULET_BINARY_DIR, "/gpulet"); }
 std::string Root(const std::string& name) {
   return absl::StrCat(GPULET_SOURCE_DIR, "/tests/fixtures/hostroots/", name);
 }
@@ -30,13 +30,14 @@ TEST(ExitCodesTest, UsageErrorsAndFailedChecksDiffer) {
     int want;
   };
   const Case kCases[] = {
-      {"unknown flag", {Gpulet(), "doctor", "--no-such-flag"}, kExitUsage},
-      {"unknown command", {Gpulet(), "doctr"}, kExitUsage},
+      {"unknown flag", {gpulet::testing::GpuletBinary(), "doctor", "--no-such-flag"}, kExitUsage},
+      {"unknown command", {gpulet::testing::GpuletBinary(), "doctr"}, kExitUsage},
       {"doctor with a bad config",
-       {Gpulet(), "--host-root", Root("no-gpu"), "doctor", "--config", bad_config},
+       {gpulet::testing::GpuletBinary(), "--host-root", Root("no-gpu"), "doctor", "--config",
+        bad_config},
        kExitUsage},
       {"doctor finds no GPU",
-       {Gpulet(), "--host-root", Root("no-gpu"), "doctor"},
+       {gpulet::testing::GpuletBinary(), "--host-root", Root("no-gpu"), "doctor"},
        kExitCheckFailed},
   };
   for (const Case& c : kCases) {

@@ -9,6 +9,7 @@
 #include "recorder/recorder_files.h"
 #include "recorder/retirement.h"
 #include "testing/files.h"
+#include "testing/homelab.h"
 #include "testing/subprocess.h"
 
 namespace gpulet::cli {
@@ -17,8 +18,6 @@ namespace {
 namespace fs = std::filesystem;
 using ::gpulet::testing::RunProgram;
 using ::testing::HasSubstr;
-
-std::string Gpulet() { return std::string(GPULET_BINARY_DIR) + "/gpulet"; }
 
 recorder::RecorderDump Fault(const std::string& uuid, unsigned index, int64_t fault_ms,
                              bool pcie_errors) {
@@ -56,7 +55,8 @@ class PostmortemCliTest : public ::testing::Test {
     ASSERT_TRUE(files.Write(Fault("GPU-bbbb", 1, 1780000100000, true)).ok());
   }
   testing::RunResult Run(std::vector<std::string> args) {
-    std::vector<std::string> argv = {Gpulet(), "--host-root", root_.path(), "postmortem"};
+    std::vector<std::string> argv = {gpulet::testing::GpuletBinary(), "--host-root", root_.path(),
+                                     "postmortem"};
     argv.insert(argv.end(), args.begin(), args.end());
     return RunProgram(argv);
   }
@@ -115,7 +115,7 @@ TEST_F(PostmortemCliTest, UnknownGpusAndEmptyDirectoriesSaySo) {
   recorder::RecorderDump d = Fault("GPU-dddd", 3, 1780000300000, true);
   const std::string file = root_.path() + "/copied.json";
   std::ofstream(file) << recorder::DumpToJson(d);
-  auto named = RunProgram({Gpulet(), "postmortem", file});
+  auto named = RunProgram({gpulet::testing::GpuletBinary(), "postmortem", file});
   EXPECT_EQ(named.exit_code, 0) << named.err;
   EXPECT_THAT(named.out, HasSubstr("GPU-dddd"));
 }
@@ -126,7 +126,8 @@ TEST(RetiredCliTest, ListsAndClears) {
   recorder::RetiredFile file(root.path() + "/var/lib/gpulet/retired.json",
                              "/var/lib/gpulet/retired.json");
   auto run = [&](std::vector<std::string> args) {
-    std::vector<std::string> argv = {Gpulet(), "--host-root", root.path(), "retired"};
+    std::vector<std::string> argv = {gpulet::testing::GpuletBinary(), "--host-root", root.path(),
+                                     "retired"};
     argv.insert(argv.end(), args.begin(), args.end());
     return RunProgram(argv);
   };

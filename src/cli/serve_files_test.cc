@@ -22,6 +22,7 @@
 #include "nlohmann/json.hpp"
 #include "testing/daemon_process.h"
 #include "testing/files.h"
+#include "testing/homelab.h"
 #include "testing/subprocess.h"
 
 namespace gpulet::cli {
@@ -32,8 +33,6 @@ using ::testing::HasSubstr;
 
 constexpr char kSpec[] = "var/run/cdi/gpulet.dev-gpu.yaml";
 constexpr char kLabels[] = "etc/kubernetes/node-feature-discovery/features.d/gpulet";
-
-std::string Gpulet() { return absl::StrCat(GPULET_BINARY_DIR, "/gpulet"); }
 
 bool WaitFor(const fs::path& p, absl::Duration timeout) {
   absl::Time end = absl::Now() + timeout;
@@ -61,7 +60,7 @@ class ServeFilesTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   std::vector<std::string> Global() const {
-    return {Gpulet(),
+    return {gpulet::testing::GpuletBinary(),
             "--simulate",
             "homelab",
             "--host-root",
@@ -283,7 +282,7 @@ TEST(ServeMigFilesTest, AMigLayoutChangeReachesTheCdiSpecWithinTwoSeconds) {
   for (int minor = 3; minor < 138; ++minor) {
     std::ofstream(dir / absl::StrCat("root/dev/nvidia-caps/nvidia-cap", minor));
   }
-  const std::vector<std::string> global = {Gpulet(),
+  const std::vector<std::string> global = {gpulet::testing::GpuletBinary(),
                                            "--simulate",
                                            "h200-mig",
                                            "--host-root",
@@ -336,10 +335,10 @@ TEST(ServeBundledFixtureTest, WritesNoSpecIntoTheFixture) {
   fs::path dir = fs::temp_directory_path() / absl::StrCat("gpulet-serve-bundled-", getpid());
   fs::create_directories(dir / "kubelet/device-plugins");
   testing::DaemonProcess d;
-  ASSERT_TRUE(
-      d.Start({Gpulet(), "--simulate", "homelab", "--sim-state", (dir / "state.json").string(),
-               "serve", "--metrics-address", "", "--kubelet-dir", (dir / "kubelet").string()},
-              {}, (dir / "serve.log").string()));
+  ASSERT_TRUE(d.Start({gpulet::testing::GpuletBinary(), "--simulate", "homelab", "--sim-state",
+                       (dir / "state.json").string(), "serve", "--metrics-address", "",
+                       "--kubelet-dir", (dir / "kubelet").string()},
+                      {}, (dir / "serve.log").string()));
   EXPECT_TRUE(WaitFor(dir / "kubelet/device-plugins/gpulet-gpu.sock", absl::Seconds(20)));
   EXPECT_EQ(d.Stop(SIGTERM, absl::Seconds(10)), 0);
   EXPECT_THAT(d.Log(), HasSubstr("no CDI spec written"));
@@ -357,10 +356,10 @@ std::set<std::string> ServeThreadNames(const std::string& fixture) {
   fs::create_directories(dir / "kubelet/device-plugins");
   testing::DaemonProcess d;
   std::set<std::string> running;
-  if (!d.Start(
-          {Gpulet(), "--simulate", fixture, "--sim-state", (dir / "state.json").string(), "serve",
-           "--metrics-address", "127.0.0.1:0", "--kubelet-dir", (dir / "kubelet").string()},
-          {}, (dir / "serve.log").string())) {
+  if (!d.Start({gpulet::testing::GpuletBinary(), "--simulate", fixture, "--sim-state",
+                (dir / "state.json").string(), "serve", "--metrics-address", "127.0.0.1:0",
+                "--kubelet-dir", (dir / "kubelet").string()},
+               {}, (dir / "serve.log").string())) {
     ADD_FAILURE() << "gpulet serve did not start";
     return running;
   }
@@ -441,9 +440,9 @@ TEST(ServeSignalsTest, SigtermDuringAHangingNvmlInitExitsAtOnce) {
   // dying of its default action.
   d.BlockStopSignalsAtStart();
   ASSERT_TRUE(
-      d.Start({Gpulet(), "--nvml-lib", absl::StrCat(GPULET_TESTLIB_DIR, "/libnvml-hang_init.so"),
-               "--probe-timeout", "30", "serve", "--metrics-address", "", "--kubelet-dir",
-               (dir / "kubelet").string()},
+      d.Start({gpulet::testing::GpuletBinary(), "--nvml-lib",
+               absl::StrCat(GPULET_TESTLIB_DIR, "/libnvml-hang_init.so"), "--probe-timeout", "30",
+               "serve", "--metrics-address", "", "--kubelet-dir", (dir / "kubelet").string()},
               {}, (dir / "serve.log").string()));
   absl::SleepFor(absl::Milliseconds(500));
   const absl::Time sent = absl::Now();
@@ -470,7 +469,8 @@ absl::Duration ConcurrentStartCost(int n, const fs::path& dir) {
     for (int i = 0; i < n; ++i) {
       auto p = std::make_unique<testing::DaemonProcess>();
       fs::create_directories(dir);
-      if (!p->Start({Gpulet(), "--version"}, {}, (dir / absl::StrCat("version-", i)).string())) {
+      if (!p->Start({gpulet::testing::GpuletBinary(), "--version"}, {},
+                    (dir / absl::StrCat("version-", i)).string())) {
         return absl::ZeroDuration();
       }
       procs.push_back(std::move(p));
@@ -501,7 +501,7 @@ void TermAtEachDelay(const fs::path& base, const std::vector<std::string>& front
     run->delay_ms = delay_ms;
     run->dir = base / absl::StrCat(round, "-", delay_ms);
     fs::create_directories(run->dir / "kubelet/device-plugins");
-    std::vector<std::string> argv = {Gpulet()};
+    std::vector<std::string> argv = {gpulet::testing::GpuletBinary()};
     argv.insert(argv.end(), front.begin(), front.end());
     if (front[0] == "--simulate") {
       argv.insert(argv.end(), {"--sim-state", (run->dir / "state.json").string()});

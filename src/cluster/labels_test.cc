@@ -14,6 +14,7 @@
 #include "gpu/nvml_api.h"
 #include "gtest/gtest.h"
 #include "testing/files.h"
+#include "testing/homelab.h"
 #include "testing/subprocess.h"
 
 namespace gpulet::cluster {
@@ -286,8 +287,6 @@ TEST(LabelsTest, SharingAndMixedProductsFollowGfd) {
 
 // --- against the simulated nodes, through the command -----------------------------------------
 
-std::string Gpulet() { return std::string(GPULET_BINARY_DIR) + "/gpulet"; }
-
 using TempDir = gpulet::testing::ScratchDir;
 
 NodeLabels ParseFeatureFile(const std::string& text) {
@@ -309,8 +308,8 @@ std::string ReadWhole(const std::string& path) {
 TEST(LabelsCommandTest, HomelabSimulation) {
   TempDir dir;
   std::string out = dir.path() + "/gpulet";
-  testing::RunResult r =
-      testing::RunProgram({Gpulet(), "--simulate", "homelab", "labels", "--output", out});
+  testing::RunResult r = testing::RunProgram(
+      {gpulet::testing::GpuletBinary(), "--simulate", "homelab", "labels", "--output", out});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, HasSubstr("wrote"));
   NodeLabels labels = ParseFeatureFile(ReadWhole(out));
@@ -339,8 +338,8 @@ TEST(LabelsCommandTest, HomelabSimulation) {
 }
 
 TEST(LabelsCommandTest, Dgx8Simulation) {
-  testing::RunResult r =
-      testing::RunProgram({Gpulet(), "--simulate", "dgx8", "labels", "--output", "-"});
+  testing::RunResult r = testing::RunProgram(
+      {gpulet::testing::GpuletBinary(), "--simulate", "dgx8", "labels", "--output", "-"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   NodeLabels labels = ParseFeatureFile(r.out);
   EXPECT_EQ(labels["nvidia.com/gpu.count"], "8");
@@ -360,8 +359,8 @@ TEST(LabelsCommandTest, ConfigSetsTheSharingLabels) {
   TempDir dir;
   std::string config = dir.path() + "/config.yaml";
   std::ofstream(config) << "version: v1\nsharing:\n  timeSlicing:\n    replicas: 4\n";
-  testing::RunResult r = testing::RunProgram(
-      {Gpulet(), "--simulate", "dgx8", "labels", "--config", config, "--output", "-"});
+  testing::RunResult r = testing::RunProgram({gpulet::testing::GpuletBinary(), "--simulate", "dgx8",
+                                              "labels", "--config", config, "--output", "-"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   NodeLabels labels = ParseFeatureFile(r.out);
   EXPECT_EQ(labels["nvidia.com/gpu.replicas"], "4");
@@ -370,8 +369,8 @@ TEST(LabelsCommandTest, ConfigSetsTheSharingLabels) {
   EXPECT_EQ(labels["nvidia.com/gpu.count"], "8");
 
   std::ofstream(config) << "version: v1\nsharing:\n  timeSlicing:\n    replica: 4\n";
-  r = testing::RunProgram(
-      {Gpulet(), "--simulate", "dgx8", "labels", "--config", config, "--output", "-"});
+  r = testing::RunProgram({gpulet::testing::GpuletBinary(), "--simulate", "dgx8", "labels",
+                           "--config", config, "--output", "-"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_THAT(r.err, HasSubstr(config));
   EXPECT_THAT(r.err, HasSubstr("replica"));
@@ -380,8 +379,9 @@ TEST(LabelsCommandTest, ConfigSetsTheSharingLabels) {
 
 TEST(LabelsCommandTest, MissingDirectoryIsExplained) {
   TempDir dir;
-  testing::RunResult r = testing::RunProgram(
-      {Gpulet(), "--simulate", "homelab", "labels", "--output", dir.path() + "/no/such/file"});
+  testing::RunResult r =
+      testing::RunProgram({gpulet::testing::GpuletBinary(), "--simulate", "homelab", "labels",
+                           "--output", dir.path() + "/no/such/file"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("does not exist"));
   EXPECT_THAT(r.err, HasSubstr("--output -"));

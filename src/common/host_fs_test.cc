@@ -22,10 +22,10 @@ using ::testing::HasSubstr;
 
 // A scratch directory holding a host root ("root/") and, next to it, a file that must never
 // be readable through the root ("outside/secret").
-class HostFsTest : public testing::Test {
+class HostFsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = (fs::path(testing::TempDir()) / "host_fs_XXXXXX").string();
+    std::string tmpl = (fs::path(::testing::TempDir()) / "host_fs_XXXXXX").string();
     ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
     base_ = tmpl;
     root_ = (fs::path(base_) / "root").string();

@@ -24,9 +24,9 @@ template <typename... Args>
 std::string Logged(const std::string& threshold, LogLevel level,
                    fmt::format_string<log_internal::FmtArg<Args>...> format, const Args&... args) {
   EXPECT_TRUE(InitLogging(threshold));
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   log_internal::Log(level, format, args...);
-  std::string out = testing::internal::GetCapturedStderr();
+  std::string out = ::testing::internal::GetCapturedStderr();
   InitLogging("info");
   return out;
 }
@@ -53,12 +53,12 @@ TEST(LogTest, BelowTheThresholdNothingIsWritten) {
 
 TEST(LogTest, MacrosLogAtTheirLevel) {
   ASSERT_TRUE(InitLogging("debug"));
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   GPULET_LOG_DEBUG("d {}", 1);
   GPULET_LOG_INFO("i {}", 2);
   GPULET_LOG_WARN("w {}", 3);
   GPULET_LOG_ERROR("e {}", 4);
-  std::string out = testing::internal::GetCapturedStderr();
+  std::string out = ::testing::internal::GetCapturedStderr();
   InitLogging("info");
   EXPECT_THAT(out, AllOf(HasSubstr(" debug d 1\n"), HasSubstr(" info i 2\n"),
                          HasSubstr(" warning w 3\n"), HasSubstr(" error e 4\n")));
@@ -67,10 +67,10 @@ TEST(LogTest, MacrosLogAtTheirLevel) {
 TEST(LogTest, AnUnknownLevelIsRefusedAndTheThresholdKept) {
   ASSERT_TRUE(InitLogging("warn"));
   EXPECT_FALSE(InitLogging("verbose"));
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   GPULET_LOG_INFO("quiet");
   GPULET_LOG_WARN("loud");
-  std::string out = testing::internal::GetCapturedStderr();
+  std::string out = ::testing::internal::GetCapturedStderr();
   InitLogging("info");
   EXPECT_THAT(out, AllOf(HasSubstr("loud"), Not(HasSubstr("quiet"))));
 }

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "node/talos_releases.h"
 #include "testing/files.h"
+#include "testing/homelab.h"
 #include "testing/subprocess.h"
 
 namespace gpulet::deploy {
@@ -384,8 +385,6 @@ std::string PatchGolden(int minor) {
   return absl::StrCat(GPULET_SOURCE_DIR, "/tests/fixtures/talos-patches/talos-1.", minor, ".yaml");
 }
 
-std::string Gpulet();
-
 // Every key path of a YAML map, dotted: {"machine", "machine.kernel", ...}. Sequences end a
 // path (the rules name fields, not list items).
 void CollectFields(const YAML::Node& node, const std::string& prefix, std::set<std::string>* out) {
@@ -417,8 +416,8 @@ TEST(TalosGoldenPatchTest, CommandOutputMatchesGoldenFiles) {
   for (const node::Release& release : node::KnownReleases()) {
     std::string version = absl::StrCat("v", release.major, ".", release.minor);
     testing::RunResult r =
-        testing::RunProgram({Gpulet(), "manifests", "--no-inspect", "--talos-machine-patch",
-                             "--talos-version", version});
+        testing::RunProgram({gpulet::testing::GpuletBinary(), "manifests", "--no-inspect",
+                             "--talos-machine-patch", "--talos-version", version});
     ASSERT_EQ(r.exit_code, 0) << version << ": " << r.err;
     std::ifstream in(PatchGolden(release.minor));
     ASSERT_TRUE(in) << PatchGolden(release.minor);
@@ -488,15 +487,14 @@ TEST(TalosGoldenPatchTest, TheOneThirteenFormIsRefusedByOneFourteen) {
 
 // --- the command ------------------------------------------------------------------------------
 
-std::string Gpulet() { return std::string(GPULET_BINARY_DIR) + "/gpulet"; }
-
 TEST(ManifestsCommandTest, TalosVersionsOutsideTheTable) {
-  testing::RunResult r = testing::RunProgram(
-      {Gpulet(), "manifests", "--no-inspect", "--talos-version", "v1.7.7", "--talos-schematic"});
+  testing::RunResult r =
+      testing::RunProgram({gpulet::testing::GpuletBinary(), "manifests", "--no-inspect",
+                           "--talos-version", "v1.7.7", "--talos-schematic"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("Talos 1.7 is not supported"));
-  r = testing::RunProgram({Gpulet(), "manifests", "--no-inspect", "--talos-version", "v1.15.0",
-                           "--talos-machine-patch"});
+  r = testing::RunProgram({gpulet::testing::GpuletBinary(), "manifests", "--no-inspect",
+                           "--talos-version", "v1.15.0", "--talos-machine-patch"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("# Warning: Talos 1.15 is newer than the newest release"));
   EXPECT_THAT(r.out, HasSubstr("kind: KernelModuleConfig"));
@@ -509,19 +507,20 @@ TEST(ManifestsCommandTest, ACurrentConfigForAReleaseThatNeedsNoFittingIsSaidToCh
   const std::string current =
       dir.Write("current.yaml", "version: v1alpha1\nmachine:\n  nodeLabels: {a: b}\n");
   for (const char* v : {"v1.12.4", "v1.13.0"}) {
-    testing::RunResult fitted =
-        testing::RunProgram({Gpulet(), "manifests", "--no-inspect", "--talos-version", v,
-                             "--talos-machine-patch", "--talos-current-config", current});
-    testing::RunResult plain = testing::RunProgram(
-        {Gpulet(), "manifests", "--no-inspect", "--talos-version", v, "--talos-machine-patch"});
+    testing::RunResult fitted = testing::RunProgram(
+        {gpulet::testing::GpuletBinary(), "manifests", "--no-inspect", "--talos-version", v,
+         "--talos-machine-patch", "--talos-current-config", current});
+    testing::RunResult plain =
+        testing::RunProgram({gpulet::testing::GpuletBinary(), "manifests", "--no-inspect",
+                             "--talos-version", v, "--talos-machine-patch"});
     ASSERT_EQ(fitted.exit_code, 0) << fitted.err;
     EXPECT_EQ(fitted.out, plain.out) << v;
     EXPECT_THAT(fitted.err, HasSubstr(absl::StrCat("Talos ", v, " takes the same patch")));
     EXPECT_THAT(fitted.err, HasSubstr("changed nothing"));
   }
-  testing::RunResult r14 =
-      testing::RunProgram({Gpulet(), "manifests", "--no-inspect", "--talos-version", "v1.14.1",
-                           "--talos-machine-patch", "--talos-current-config", current});
+  testing::RunResult r14 = testing::RunProgram(
+      {gpulet::testing::GpuletBinary(), "manifests", "--no-inspect", "--talos-version", "v1.14.1",
+       "--talos-machine-patch", "--talos-current-config", current});
   ASSERT_EQ(r14.exit_code, 0) << r14.err;
   EXPECT_THAT(r14.err, Not(HasSubstr("changed nothing")));
   EXPECT_THAT(r14.out, HasSubstr("$patch: delete"));
@@ -529,8 +528,8 @@ TEST(ManifestsCommandTest, ACurrentConfigForAReleaseThatNeedsNoFittingIsSaidToCh
 
 TEST(ManifestsCommandTest, DraRendersTheDraOverlayOfEitherKind) {
   for (const char* overlay : {"generic", "talos"}) {
-    testing::RunResult r =
-        testing::RunProgram({Gpulet(), "manifests", "--no-inspect", "--overlay", overlay, "--dra"});
+    testing::RunResult r = testing::RunProgram({gpulet::testing::GpuletBinary(), "manifests",
+                                                "--no-inspect", "--overlay", overlay, "--dra"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_THAT(r.err, HasSubstr(std::string(overlay) == "talos" ? "deploy/overlays/talos-dra"
                                                                  : "deploy/overlays/dra"));
@@ -541,8 +540,9 @@ TEST(ManifestsCommandTest, DraRendersTheDraOverlayOfEitherKind) {
 
 TEST(ManifestsCommandTest, TalosNodeGetsTalosOverlayAndOpenModules) {
   HostRootCopy root(Fixture("homelab"), kTalosOsRelease);
-  testing::RunResult r = testing::RunProgram(
-      {Gpulet(), "--host-root", root.path(), "manifests", "--image", "reg.example/gpulet:0.1.0"});
+  testing::RunResult r =
+      testing::RunProgram({gpulet::testing::GpuletBinary(), "--host-root", root.path(), "manifests",
+                           "--image", "reg.example/gpulet:0.1.0"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("deploy/overlays/talos"));
   EXPECT_THAT(r.out, HasSubstr("Talos v1.12.6"));
@@ -563,19 +563,21 @@ TEST(ManifestsCommandTest, TalosNodeGetsTalosOverlayAndOpenModules) {
   EXPECT_TRUE(runtime_class);
   EXPECT_TRUE(daemonset);
 
-  r = testing::RunProgram(
-      {Gpulet(), "--host-root", root.path(), "manifests", "--talos-machine-patch"});
+  r = testing::RunProgram({gpulet::testing::GpuletBinary(), "--host-root", root.path(), "manifests",
+                           "--talos-machine-patch"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("net.core.bpf_jit_harden: \"1\""));
   EXPECT_THAT(r.out, Not(HasSubstr("# sysctls:")));
 
-  r = testing::RunProgram({Gpulet(), "--host-root", root.path(), "manifests", "--talos-schematic"});
+  r = testing::RunProgram({gpulet::testing::GpuletBinary(), "--host-root", root.path(), "manifests",
+                           "--talos-schematic"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("- siderolabs/nvidia-container-toolkit-production"));
 }
 
 TEST(ManifestsCommandTest, NonTalosNodeGetsGenericOverlayWithSourceComments) {
-  testing::RunResult r = testing::RunProgram({Gpulet(), "--simulate", "dgx8", "manifests"});
+  testing::RunResult r =
+      testing::RunProgram({gpulet::testing::GpuletBinary(), "--simulate", "dgx8", "manifests"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("deploy/overlays/generic"));
   EXPECT_THAT(r.out, HasSubstr("8 GPUs: 8 x NVIDIA H100 80GB HBM3 (Hopper)"));
@@ -588,26 +590,27 @@ TEST(ManifestsCommandTest, NonTalosNodeGetsGenericOverlayWithSourceComments) {
   EXPECT_THAT(r.err, HasSubstr("rendered deploy/overlays/generic because the node under"));
   EXPECT_THAT(r.err, HasSubstr("is not Talos (/etc/os-release"));
   EXPECT_THAT(r.err, HasSubstr("pass --overlay talos|generic"));
-  r = testing::RunProgram({Gpulet(), "manifests", "--no-inspect"});
+  r = testing::RunProgram({gpulet::testing::GpuletBinary(), "manifests", "--no-inspect"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, HasSubstr("because no node was inspected (--no-inspect)"));
 }
 
 TEST(ManifestsCommandTest, BadOptionsAreUsageErrors) {
-  testing::RunResult r =
-      testing::RunProgram({Gpulet(), "manifests", "--no-inspect", "--talos-version", "latest"});
+  testing::RunResult r = testing::RunProgram(
+      {gpulet::testing::GpuletBinary(), "manifests", "--no-inspect", "--talos-version", "latest"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("v1.12.6"));
-  r = testing::RunProgram({Gpulet(), "manifests", "--overlay", "k3s"});
+  r = testing::RunProgram({gpulet::testing::GpuletBinary(), "manifests", "--overlay", "k3s"});
   EXPECT_EQ(r.exit_code, 2);
-  r = testing::RunProgram({Gpulet(), "manifests", "--talos-machine-patch", "--talos-schematic"});
+  r = testing::RunProgram(
+      {gpulet::testing::GpuletBinary(), "manifests", "--talos-machine-patch", "--talos-schematic"});
   EXPECT_EQ(r.exit_code, 2);
 }
 
 TEST(ManifestsCommandTest, NoInspectWithTalosVersionPicksTalos) {
   testing::RunResult r =
-      testing::RunProgram({Gpulet(), "manifests", "--no-inspect", "--talos-version", "v1.14.1",
-                           "--talos-machine-patch"});
+      testing::RunProgram({gpulet::testing::GpuletBinary(), "manifests", "--no-inspect",
+                           "--talos-version", "v1.14.1", "--talos-machine-patch"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("kind: KernelModuleConfig"));
 }

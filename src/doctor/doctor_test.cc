@@ -14,6 +14,7 @@
 #include "nlohmann/json.hpp"
 #include "node/pci_inventory.h"
 #include "testing/files.h"
+#include "testing/homelab.h"
 #include "testing/subprocess.h"
 
 namespace gpulet::doctor {
@@ -792,11 +793,9 @@ TEST(DoctorKernelLogTest, NvlinkXidsAreDecoded) {
 
 // --- the command ------------------------------------------------------------------------
 
-std::string Gpulet() { return absl::StrCat(GPULET_BINARY_DIR, "/gpulet"); }
-
 TEST(DoctorCommandTest, HomelabSimulationIsHealthy) {
-  testing::RunResult r =
-      testing::RunProgram({Gpulet(), "--simulate", "homelab", "doctor", "--json"});
+  testing::RunResult r = testing::RunProgram(
+      {gpulet::testing::GpuletBinary(), "--simulate", "homelab", "doctor", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out);
   for (const auto& c : j["checks"]) {
@@ -807,8 +806,8 @@ TEST(DoctorCommandTest, HomelabSimulationIsHealthy) {
 
 TEST(DoctorCommandTest, KernelLogXid79FixtureFailsWithTheRebootAction) {
   FixtureRoot root("talos-1.10-xid79");
-  testing::RunResult r =
-      testing::RunProgram({Gpulet(), "--host-root", root.path(), "doctor", "--json"});
+  testing::RunResult r = testing::RunProgram(
+      {gpulet::testing::GpuletBinary(), "--host-root", root.path(), "doctor", "--json"});
   EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << r.out;
@@ -827,7 +826,8 @@ TEST(DoctorCommandTest, KernelLogXid79FixtureFailsWithTheRebootAction) {
 TEST(DoctorCommandTest, TalosctlDmesgPipedIntoExplain) {
   std::string fixture = absl::StrCat(GPULET_SOURCE_DIR, "/tests/fixtures/kmsg/talosctl_dmesg.txt");
   testing::RunResult r = testing::RunProgram(
-      {"/bin/sh", "-c", absl::StrCat("'", Gpulet(), "' explain - < '", fixture, "'")});
+      {"/bin/sh", "-c",
+       absl::StrCat("'", gpulet::testing::GpuletBinary(), "' explain - < '", fixture, "'")});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("XID 79 (GPU_HAS_FALLEN_OFF_THE_BUS) on GPU 0000:01:00.0")) << r.out;
   EXPECT_THAT(r.out, HasSubstr("Drain the node and reboot it")) << r.out;
@@ -835,8 +835,8 @@ TEST(DoctorCommandTest, TalosctlDmesgPipedIntoExplain) {
 }
 
 TEST(DoctorCommandTest, NoGpuFixtureExitsThree) {
-  testing::RunResult r =
-      testing::RunProgram({Gpulet(), "--host-root", TestRoot("no-gpu"), "doctor"});
+  testing::RunResult r = testing::RunProgram(
+      {gpulet::testing::GpuletBinary(), "--host-root", TestRoot("no-gpu"), "doctor"});
   EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("no NVIDIA GPU is present"));
 }
@@ -847,7 +847,7 @@ TEST(DoctorCommandTest, RealMachineWithoutGpu) {
   HostFs real("/");
   absl::StatusOr<std::vector<node::PciGpu>> gpus = node::ScanPciGpus(real);
   if (gpus.ok() && !gpus->empty()) GTEST_SKIP() << "this machine has an NVIDIA GPU";
-  testing::RunResult r = testing::RunProgram({Gpulet(), "doctor"});
+  testing::RunResult r = testing::RunProgram({gpulet::testing::GpuletBinary(), "doctor"});
   EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("no NVIDIA GPU is present on this node"));
 }

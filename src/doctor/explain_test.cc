@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "testing/files.h"
+#include "testing/homelab.h"
 #include "testing/subprocess.h"
 
 extern char** environ;
@@ -807,8 +808,6 @@ TEST(ExplainTest, ALongPasteIsReadToItsEndAndOnlyTheRealCauseIsFound) {
 
 // --- the command ----------------------------------------------------------------------------
 
-std::string Gpulet() { return std::string(GPULET_BINARY_DIR) + "/gpulet"; }
-
 // Runs gpulet with standard input read from `input` (no shell involved).
 int RunWithStdin(const std::vector<std::string>& args, const std::string& input, std::string* out) {
   std::filesystem::path dir = std::filesystem::temp_directory_path();
@@ -823,7 +822,7 @@ int RunWithStdin(const std::vector<std::string>& args, const std::string& input,
   posix_spawn_file_actions_addopen(&actions, 0, in_path.c_str(), O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                                    0600);
-  std::vector<std::string> argv = {Gpulet()};
+  std::vector<std::string> argv = {gpulet::testing::GpuletBinary()};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<char*> cargv;
   for (std::string& a : argv) cargv.push_back(a.data());
@@ -841,16 +840,17 @@ int RunWithStdin(const std::vector<std::string>& args, const std::string& input,
 }
 
 TEST(ExplainCommandTest, JoinsArgumentsAndExitsZeroOnMatch) {
-  testing::RunResult r = testing::RunProgram({Gpulet(), "explain", "Failed", "to", "initialize",
-                                              "NVML:", "Driver/library", "version", "mismatch"});
+  testing::RunResult r =
+      testing::RunProgram({gpulet::testing::GpuletBinary(), "explain", "Failed", "to", "initialize",
+                           "NVML:", "Driver/library", "version", "mismatch"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "different driver versions")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "Fix:")) << r.out;
 }
 
 TEST(ExplainCommandTest, UnknownTextExitsOneAndSuggestsDoctor) {
-  testing::RunResult r =
-      testing::RunProgram({Gpulet(), "explain", "the", "printer", "is", "on", "fire"});
+  testing::RunResult r = testing::RunProgram(
+      {gpulet::testing::GpuletBinary(), "explain", "the", "printer", "is", "on", "fire"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(r.out, "does not recognise")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "gpulet doctor")) << r.out;
@@ -859,14 +859,14 @@ TEST(ExplainCommandTest, UnknownTextExitsOneAndSuggestsDoctor) {
 }
 
 TEST(ExplainCommandTest, NoTextIsAUsageError) {
-  testing::RunResult r = testing::RunProgram({Gpulet(), "explain"});
+  testing::RunResult r = testing::RunProgram({gpulet::testing::GpuletBinary(), "explain"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(r.err, "gpulet explain")) << r.err;
 }
 
 TEST(ExplainCommandTest, JsonOutput) {
   testing::RunResult r =
-      testing::RunProgram({Gpulet(), "explain", "--json",
+      testing::RunProgram({gpulet::testing::GpuletBinary(), "explain", "--json",
                            "NVRM: Xid (PCI:0000:01:00): 79, GPU has fallen off the bus."});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
@@ -877,7 +877,8 @@ TEST(ExplainCommandTest, JsonOutput) {
   EXPECT_EQ(j["explanations"][0]["details"]["bus_id"], "0000:01:00.0");
   EXPECT_EQ(j["explanations"][0]["details"]["action"], "reboot-node");
 
-  testing::RunResult none = testing::RunProgram({Gpulet(), "explain", "--json", "nothing"});
+  testing::RunResult none =
+      testing::RunProgram({gpulet::testing::GpuletBinary(), "explain", "--json", "nothing"});
   EXPECT_EQ(none.exit_code, 1);
   nlohmann::json n = nlohmann::json::parse(none.out, nullptr, false);
   ASSERT_FALSE(n.is_discarded()) << none.out;
@@ -897,8 +898,8 @@ TEST(ExplainCommandTest, CheckSaysWhichCauseTheNodeShows) {
       "RuntimeError: CUDA unknown error - this may be due to an incorrectly set up environment, "
       "e.g. changing env variable CUDA_VISIBLE_DEVICES after program start. Setting the "
       "available devices to be zero.";
-  testing::RunResult healthy =
-      testing::RunProgram({Gpulet(), "--host-root", root, "explain", "--check", "--json", text});
+  testing::RunResult healthy = testing::RunProgram(
+      {gpulet::testing::GpuletBinary(), "--host-root", root, "explain", "--check", "--json", text});
   EXPECT_EQ(healthy.exit_code, 0) << healthy.err;
   nlohmann::json h = nlohmann::json::parse(healthy.out, nullptr, false);
   ASSERT_FALSE(h.is_discarded()) << healthy.out;
@@ -908,8 +909,8 @@ TEST(ExplainCommandTest, CheckSaysWhichCauseTheNodeShows) {
               ::testing::HasSubstr("rule out causes 2, 3; left: 1"));
 
   std::filesystem::remove(root + "/dev/nvidia-uvm");
-  testing::RunResult r =
-      testing::RunProgram({Gpulet(), "--host-root", root, "explain", "--check", "--json", text});
+  testing::RunResult r = testing::RunProgram(
+      {gpulet::testing::GpuletBinary(), "--host-root", root, "explain", "--check", "--json", text});
   nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << r.out;
   const nlohmann::json& here = j["explanations"][0]["on_this_node"];
@@ -917,12 +918,13 @@ TEST(ExplainCommandTest, CheckSaysWhichCauseTheNodeShows) {
   EXPECT_THAT(here["summary"].get<std::string>(),
               ::testing::HasSubstr("cause 2 is likely here: driver.uvm fail"));
 
-  testing::RunResult human =
-      testing::RunProgram({Gpulet(), "--host-root", root, "explain", "--check", text});
+  testing::RunResult human = testing::RunProgram(
+      {gpulet::testing::GpuletBinary(), "--host-root", root, "explain", "--check", text});
   EXPECT_THAT(human.out, ::testing::HasSubstr("Here:    cause 2 is likely here"));
   EXPECT_THAT(human.out, ::testing::HasSubstr("2) "));
   // Without --check nothing is looked at on the node.
-  testing::RunResult plain = testing::RunProgram({Gpulet(), "explain", "--json", text});
+  testing::RunResult plain =
+      testing::RunProgram({gpulet::testing::GpuletBinary(), "explain", "--json", text});
   EXPECT_FALSE(nlohmann::json::parse(plain.out)["explanations"][0].contains("on_this_node"));
 }
 

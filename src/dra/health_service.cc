@@ -17,7 +17,7 @@ namespace pb = ::v1alpha1;
 // How long a stream waits for a store change before it checks for a cancelled call, a
 // shutdown and the refresh (the store's wait cannot be woken by them); bounds how long
 // Shutdown waits for the streams to end.
-constexpr absl::Duration kMaxWait = absl::Milliseconds(100);
+constexpr absl::Duration kHealthWatchWait = absl::Milliseconds(100);
 
 pb::HealthStatus ToProto(DeviceHealthStatus s) {
   switch (s) {
@@ -74,7 +74,7 @@ class HealthService::Impl final : public pb::DRAResourceHealth::Service {
     absl::Time sent_at = absl::InfinitePast();
     while (!shutdown_.load() && !context->IsCancelled()) {
       std::shared_ptr<const state::Snapshot> snap =
-          first ? store_->Get() : store_->WaitForChange(seen, kMaxWait);
+          first ? store_->Get() : store_->WaitForChange(seen, kHealthWatchWait);
       if (shutdown_.load() || context->IsCancelled() || (!first && store_->shut_down())) break;
       seen = snap->version;
       std::vector<DeviceHealthEntry> list = DeviceHealthList(*snap);

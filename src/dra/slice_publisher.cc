@@ -20,7 +20,7 @@ using nlohmann::json;
 
 // How long the thread waits for a store change before it looks at options, resync and Stop
 // again (the store's wait cannot be woken by them); bounds how long Stop and a reload wait.
-constexpr absl::Duration kMaxWait = absl::Milliseconds(100);
+constexpr absl::Duration kPublishWait = absl::Milliseconds(100);
 // 409s on one slice in one pass before the pass gives up until the retry: someone else
 // keeps writing it.
 constexpr int kConflictAttempts = 3;
@@ -233,7 +233,7 @@ void SlicePublisher::Run() {
                        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || options_changed_; };
       clock_->AwaitWithDeadline(&mu_, absl::Condition(&woken), retry_at);
     } else if (!first) {
-      store_->WaitForChange(seen, kMaxWait);
+      store_->WaitForChange(seen, kPublishWait);
     }
     SlicePublisherOptions options;
     bool changed;

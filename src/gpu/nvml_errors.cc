@@ -17,7 +17,7 @@ namespace {
 // The payload key under which NvmlError stores the numeric NVML code.
 constexpr absl::string_view kNvmlCodePayload = "gpulet.dev/nvml-return";
 
-constexpr std::array kTable = {
+constexpr std::array kNvmlReturns = {
     NvmlReturnInfo{NVML_SUCCESS, "NVML_SUCCESS", "the call succeeded", "nothing to do"},
     NvmlReturnInfo{NVML_ERROR_UNINITIALIZED, "NVML_ERROR_UNINITIALIZED",
                    "NVML was used before nvmlInit or after nvmlShutdown (a gpulet bug)",
@@ -166,17 +166,17 @@ absl::StatusCode CodeFor(int nvml_code) {
 }  // namespace
 
 const NvmlReturnInfo& DescribeNvmlReturn(int code) {
-  auto it = std::lower_bound(kTable.begin(), kTable.end(), code,
+  auto it = std::lower_bound(kNvmlReturns.begin(), kNvmlReturns.end(), code,
                              [](const NvmlReturnInfo& e, int c) { return e.code < c; });
-  if (it != kTable.end() && it->code == code) return *it;
+  if (it != kNvmlReturns.end() && it->code == code) return *it;
   return kUnrecognised;
 }
 
-std::span<const NvmlReturnInfo> AllNvmlReturns() { return kTable; }
+std::span<const NvmlReturnInfo> AllNvmlReturns() { return kNvmlReturns; }
 
 const NvmlReturnInfo* FindNvmlReturnByName(absl::string_view name) {
   std::string upper = absl::AsciiStrToUpper(name);
-  for (const NvmlReturnInfo& e : kTable) {
+  for (const NvmlReturnInfo& e : kNvmlReturns) {
     absl::string_view full = e.name;
     absl::string_view shorter = full;
     if (absl::StartsWith(shorter, "NVML_ERROR_")) shorter.remove_prefix(11);

@@ -22,7 +22,7 @@ constexpr std::monostate kNone{};
 // DCGM field ids and types: NVIDIA/DCGM dcgmlib/dcgm_fields.h (DCGM_FI_*). The help texts of
 // the fields dcgm-exporter exports by default are its own (etc/default-counters.csv), so
 // dashboards show the same words; the fan speed's and P-state's are gpulet's.
-constexpr std::array<SampleValue, kValueCount> kTable = {{
+constexpr std::array<SampleValue, kValueCount> kValueRows = {{
     {ValueId::kSmClock, "sm_clock_mhz", &D::sm_clock_mhz, kNone, "MHz",
      "`nvmlDeviceGetClockInfo(SM)`", "all", "DCGM_FI_DEV_SM_CLOCK", "gauge",
      "SM clock frequency (in MHz).", DcgmType::kInt64, 100, ExportScale::kAsIs, nullptr},
@@ -182,12 +182,12 @@ constexpr std::array<SampleValue, kValueCount> kTable = {{
 }};
 
 constexpr bool RowsInIdOrder() {
-  for (size_t i = 0; i < kTable.size(); ++i) {
-    if (static_cast<size_t>(kTable[i].id) != i) return false;
+  for (size_t i = 0; i < kValueRows.size(); ++i) {
+    if (static_cast<size_t>(kValueRows[i].id) != i) return false;
   }
   return true;
 }
-static_assert(RowsInIdOrder(), "kTable's rows must be in ValueId order, one per id");
+static_assert(RowsInIdOrder(), "kValueRows's rows must be in ValueId order, one per id");
 
 template <typename T>
 std::optional<double> AsDouble(const std::optional<T>& v) {
@@ -222,9 +222,9 @@ std::optional<double> ReadFrom(const Member& member, const S& s) {
 
 }  // namespace
 
-absl::Span<const SampleValue> SampleValues() { return kTable; }
+absl::Span<const SampleValue> SampleValues() { return kValueRows; }
 
-const SampleValue& Value(ValueId id) { return kTable[static_cast<size_t>(id)]; }
+const SampleValue& Value(ValueId id) { return kValueRows[static_cast<size_t>(id)]; }
 
 std::optional<double> ReadValue(const SampleValue& row, const DeviceSample& s) {
   return ReadFrom(row.member, s);
@@ -263,7 +263,7 @@ std::string ValueTableMarkdown() {
   std::string out =
       "| Series | Type | Unit | DCGM field | Source | GPUs |\n"
       "|---|---|---|---|---|---|\n";
-  for (const SampleValue& row : kTable) {
+  for (const SampleValue& row : kValueRows) {
     if (row.metric == nullptr) continue;
     absl::StrAppend(&out, "| `", row.metric, "` | ", row.type, " | ", row.unit, " | ",
                     row.dcgm_field == 0 ? "gpulet's own" : absl::StrCat(row.dcgm_field), " | ",

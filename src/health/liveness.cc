@@ -12,7 +12,7 @@
 namespace gpulet::health {
 namespace {
 
-constexpr char kSource[] = "liveness";
+constexpr char kLivenessSource[] = "liveness";
 constexpr char kRowRemapSource[] = "row-remap";
 constexpr char kRecoveryActionSource[] = "recovery-action";
 constexpr absl::Duration kFlapWindow = absl::Hours(1);
@@ -195,19 +195,19 @@ void LivenessMonitor::ProbeOnce() {
                         answer.status().message());
       }
       state::HealthCondition c = ConditionFor(answer.status(), d.gpu.bus_id);
-      store_->UpdateHealth(uuid, [&](state::GpuHealth& h) { h.Raise(kSource, c, now); });
+      store_->UpdateHealth(uuid, [&](state::GpuHealth& h) { h.Raise(kLivenessSource, c, now); });
       continue;
     }
     if (!t.failing) continue;
     // Answering again, but it flapped: it stays out until gpulet restarts.
     if (t.kept_out) {
-      auto known = d.health.conditions.find(kSource);
+      auto known = d.health.conditions.find(kLivenessSource);
       if (known != d.health.conditions.end() &&
           absl::StrContains(known->second.reason, "kept out of scheduling")) {
         continue;  // already says so; publish only changes
       }
       store_->UpdateHealth(uuid, [&](state::GpuHealth& h) {
-        h.Raise(kSource,
+        h.Raise(kLivenessSource,
                 {state::HealthState::kUnhealthy,
                  absl::StrCat("GPU ", d.gpu.bus_id, " failed ", t.failures.size(),
                               " times in the last hour; kept out of scheduling"),
@@ -221,7 +221,7 @@ void LivenessMonitor::ProbeOnce() {
     if (mono - t.last_failure >= options_.quiet_period) {
       t.failing = false;
       GPULET_LOG_INFO("GPU {} ({}) answers again: back to scheduling", *d.gpu.index, uuid);
-      store_->UpdateHealth(uuid, [&](state::GpuHealth& h) { h.Clear(kSource, now); });
+      store_->UpdateHealth(uuid, [&](state::GpuHealth& h) { h.Clear(kLivenessSource, now); });
     }
   }
 }

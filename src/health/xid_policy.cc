@@ -10,7 +10,7 @@
 
 namespace gpulet::health {
 namespace {
-constexpr char kSource[] = "xid";
+constexpr char kXidSource[] = "xid";
 constexpr absl::Duration kDedupWindow = absl::Seconds(2);
 constexpr int kRecoveryActionXid = 154;
 
@@ -206,22 +206,22 @@ bool XidPolicy::Apply(const std::string& gpu, int xid, const std::string& messag
     if (!message.empty()) absl::StrAppend(&reason, " [", message, "]");
     std::string action(GpuActionDescription(a.action));
     if (announced && *announced == GpuAction::kNone) {
-      h.Clear(kSource, now);  // the driver says no recovery is needed any more
+      h.Clear(kXidSource, now);  // the driver says no recovery is needed any more
       return;
     }
     const bool reboot = a.action == GpuAction::kRebootNode;
     const bool reset = a.action == GpuAction::kResetGpu;
     if (a.severity == XidSeverity::kFatal) {
-      h.Raise(kSource,
+      h.Raise(kXidSource,
               {state::HealthState::kUnhealthy, reason, action, absl::InfinitePast(), reboot, reset},
               now);
     } else if (a.severity == XidSeverity::kWarning) {
       // A warning never lowers an existing Unhealthy verdict from an earlier fatal XID,
       // unless the driver itself announced the lighter action.
-      if (announced || !h.Has(kSource) ||
-          h.conditions[kSource].severity != state::HealthState::kUnhealthy) {
+      if (announced || !h.Has(kXidSource) ||
+          h.conditions[kXidSource].severity != state::HealthState::kUnhealthy) {
         h.Raise(
-            kSource,
+            kXidSource,
             {state::HealthState::kDegraded, reason, action, absl::InfinitePast(), reboot, reset},
             now);
       }
@@ -281,19 +281,19 @@ void XidPolicy::Tick(absl::Time now) {
   for (const state::DeviceRecord& d : snap->devices) {
     const std::string key = d.gpu.uuid.empty() ? d.gpu.bus_id : d.gpu.uuid;
     for (const auto& [gi, h] : d.mig_health) {
-      if (!h.Has(kSource)) continue;
+      if (!h.Has(kXidSource)) continue;
       auto it = last_mig.find({key, gi});
       if (it == last_mig.end() || now - it->second >= quiet_period_) {
-        store_->UpdateMigHealth(key, gi, [&](state::GpuHealth& mh) { mh.Clear(kSource, now); });
+        store_->UpdateMigHealth(key, gi, [&](state::GpuHealth& mh) { mh.Clear(kXidSource, now); });
       }
     }
   }
   for (const state::DeviceRecord& d : snap->devices) {
-    if (!d.health.Has(kSource)) continue;
+    if (!d.health.Has(kXidSource)) continue;
     std::string key = d.gpu.uuid.empty() ? d.gpu.bus_id : d.gpu.uuid;
     auto it = last.find(key);
     if (it == last.end() || now - it->second >= quiet_period_) {
-      store_->UpdateHealth(key, [&](state::GpuHealth& h) { h.Clear(kSource, now); });
+      store_->UpdateHealth(key, [&](state::GpuHealth& h) { h.Clear(kXidSource, now); });
       // Back in service: a reset the XIDs asked for counts as done (a reboot does not: only
       // a new boot id shows that).
       absl::MutexLock lock(&mu_);

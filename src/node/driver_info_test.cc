@@ -161,7 +161,7 @@ TEST(ReadDriverInfoTest, ProprietaryModulesCannotDriveBlackwell) {
 }
 
 TEST(ReadDriverInfoTest, EmptyRootHasNothing) {
-  std::string tmpl = (std::filesystem::path(testing::TempDir()) / "driver_info_XXXXXX").string();
+  std::string tmpl = (std::filesystem::path(::testing::TempDir()) / "driver_info_XXXXXX").string();
   ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
   DriverInfo info = ReadDriverInfo(HostFs(tmpl));
   EXPECT_FALSE(info.version_file_present);

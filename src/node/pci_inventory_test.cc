@@ -34,7 +34,7 @@ std::vector<PciGpu> Scan(const std::string& root) {
 class ScratchRoot {
  public:
   ScratchRoot() {
-    std::string tmpl = (fs::path(testing::TempDir()) / "pci_inventory_XXXXXX").string();
+    std::string tmpl = (fs::path(::testing::TempDir()) / "pci_inventory_XXXXXX").string();
     char* dir = mkdtemp(tmpl.data());
     EXPECT_NE(dir, nullptr);
     root_ = tmpl;

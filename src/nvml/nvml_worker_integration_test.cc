@@ -35,8 +35,6 @@ using ::gpulet::testing::CountHealthy;
 using ::gpulet::testing::kRtx3080;
 using ::gpulet::testing::kRtx5090;
 
-std::string Gpulet() { return testing::GpuletBinary(); }
-
 bool BothHealthy(const v1beta1::ListAndWatchResponse& r) {
   return r.devices_size() == 2 && CountHealthy(r) == 2;
 }
@@ -86,7 +84,7 @@ class NvmlWorkerIntegrationTest : public ::testing::Test {
   // `gpulet serve` with metrics on a free port and fast health timings.
   void StartDaemon(std::vector<std::string> front) {
     port_ = testing::FreeLoopbackPort();
-    std::vector<std::string> argv = {Gpulet()};
+    std::vector<std::string> argv = {gpulet::testing::GpuletBinary()};
     argv.insert(argv.end(), front.begin(), front.end());
     for (const std::string& a :
          {std::string("serve"), std::string("--kubelet-dir"), (dir_ / "kubelet").string(),
@@ -135,7 +133,8 @@ class NvmlWorkerIntegrationTest : public ::testing::Test {
 };
 
 TEST_F(NvmlWorkerIntegrationTest, ListReadsBothGpusThroughTheWorker) {
-  auto r = RunProgram({Gpulet(), "--host-root", GPULET_WORKER_ROOT, "list"}, env_);
+  auto r = RunProgram({gpulet::testing::GpuletBinary(), "--host-root", GPULET_WORKER_ROOT, "list"},
+                      env_);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("NVIDIA GeForce RTX 3080"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("NVIDIA GeForce RTX 5090"), std::string::npos) << r.out;
@@ -144,7 +143,8 @@ TEST_F(NvmlWorkerIntegrationTest, ListReadsBothGpusThroughTheWorker) {
             std::string::npos)
       << r.out;
 
-  auto doctor = RunProgram({Gpulet(), "--host-root", GPULET_WORKER_ROOT, "doctor"}, env_);
+  auto doctor = RunProgram(
+      {gpulet::testing::GpuletBinary(), "--host-root", GPULET_WORKER_ROOT, "doctor"}, env_);
   EXPECT_NE(doctor.out.find("gpulet-nvml-worker"), std::string::npos) << doctor.out << doctor.err;
 }
 

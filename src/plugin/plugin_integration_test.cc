@@ -38,8 +38,6 @@ using ::gpulet::testing::CountHealthy;
 using ::gpulet::testing::kRtx3080;
 using ::gpulet::testing::kRtx5090;
 
-std::string Gpulet() { return testing::GpuletBinary(); }
-
 // Both homelab GPUs listed, the RTX 5090 alone Unhealthy.
 bool OnlyRtx5090Unhealthy(const v1beta1::ListAndWatchResponse& r) {
   for (const auto& d : r.devices()) {
@@ -70,7 +68,7 @@ class PluginIntegrationTest : public ::testing::Test {
 
   // `gpulet --simulate <fixture> serve` against this test's kubelet directory, no metrics.
   std::vector<std::string> ServeArgv() const {
-    return {Gpulet(),
+    return {gpulet::testing::GpuletBinary(),
             "--simulate",
             fixture_,
             "--sim-state",
@@ -96,8 +94,8 @@ class PluginIntegrationTest : public ::testing::Test {
   }
 
   void Sim(const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {Gpulet(),      "--simulate", fixture_,
-                                     "--sim-state", State(),      "sim"};
+    std::vector<std::string> argv = {
+        gpulet::testing::GpuletBinary(), "--simulate", fixture_, "--sim-state", State(), "sim"};
     argv.insert(argv.end(), args.begin(), args.end());
     auto r = RunProgram(argv);
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -433,15 +431,16 @@ TEST_F(PluginIntegrationTest, SigtermDuringARegisterTheKubeletNeverAnswersExitsA
 TEST_F(PluginIntegrationTest, BadConfigNamesTheKey) {
   std::ofstream((dir_ / "bad.yaml").string())
       << "version: v1\nplugin:\n  deviceListStrateg: envvar\n";
-  auto r = RunProgram(
-      {Gpulet(), "--simulate", "homelab", "serve", "--config", (dir_ / "bad.yaml").string()});
+  auto r = RunProgram({gpulet::testing::GpuletBinary(), "--simulate", "homelab", "serve",
+                       "--config", (dir_ / "bad.yaml").string()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("plugin.deviceListStrateg"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("deviceListStrategy"), std::string::npos) << r.err;
 
   std::ofstream((dir_ / "bad2.yaml").string())
       << "version: v1\nplugin:\n  deviceIdStrategy: serial\n";
-  r = RunProgram({Gpulet(), "serve", "--config", (dir_ / "bad2.yaml").string()});
+  r = RunProgram(
+      {gpulet::testing::GpuletBinary(), "serve", "--config", (dir_ / "bad2.yaml").string()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("plugin.deviceIdStrategy (allowed: uuid or index)"), std::string::npos)
       << r.err;
@@ -450,9 +449,10 @@ TEST_F(PluginIntegrationTest, BadConfigNamesTheKey) {
 TEST_F(PluginIntegrationTest, PrintConfigShowsPrecedenceFlagOverEnvOverFile) {
   std::ofstream((dir_ / "c.yaml").string())
       << "version: v1\nresourceName: example.com/file\nsharing:\n  timeSlicing:\n    replicas: 3\n";
-  auto r = RunProgram({Gpulet(), "serve", "--config", (dir_ / "c.yaml").string(), "--resource-name",
-                       "example.com/flag", "--print-config"},
-                      {{"GPULET_RESOURCE_NAME", "example.com/env"}, {"GPULET_REPLICAS", "5"}});
+  auto r =
+      RunProgram({gpulet::testing::GpuletBinary(), "serve", "--config", (dir_ / "c.yaml").string(),
+                  "--resource-name", "example.com/flag", "--print-config"},
+                 {{"GPULET_RESOURCE_NAME", "example.com/env"}, {"GPULET_REPLICAS", "5"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("resourceName: example.com/flag"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("replicas: 5"), std::string::npos) << r.out;

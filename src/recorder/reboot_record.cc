@@ -7,14 +7,14 @@
 #include "common/versioned_json.h"
 #include "nlohmann/json.hpp"
 #include "recorder/host_state_file.h"
+#include "recorder/recording.h"
 
 namespace gpulet::recorder {
 namespace {
 
 using nlohmann::json;
-constexpr int kVersion = 1;
-constexpr absl::string_view kWhat = "a reboot record";
-constexpr int64_t kLatestUnixSeconds = int64_t{1} << 40;
+constexpr int kRebootRecordVersion = 1;
+constexpr absl::string_view kRebootRecordWhat = "a reboot record";
 
 }  // namespace
 
@@ -27,23 +27,25 @@ std::string RebootRecordToJson(const std::vector<RebootRequest>& requests) {
                    {"gpus", r.gpus},
                    {"outcome", r.outcome}});
   }
-  return json{{"version", kVersion}, {"reboots", std::move(all)}}.dump(
+  return json{{"version", kRebootRecordVersion}, {"reboots", std::move(all)}}.dump(
              2, ' ', false, json::error_handler_t::replace) +
          "\n";
 }
 
 absl::StatusOr<std::vector<RebootRequest>> RebootRecordFromJson(absl::string_view text) {
-  absl::StatusOr<json> parsed = ParseVersionedJson(text, kVersion, kWhat);
+  absl::StatusOr<json> parsed = ParseVersionedJson(text, kRebootRecordVersion, kRebootRecordWhat);
   if (!parsed.ok()) return parsed.status();
-  JsonFields top(*parsed, kWhat);
+  JsonFields top(*parsed, kRebootRecordWhat);
   int64_t version = 0;
-  if (absl::Status s = top.Int64("version", kVersion, kVersion, &version); !s.ok()) return s;
+  if (absl::Status s = top.Int64("version", kRebootRecordVersion, kRebootRecordVersion, &version);
+      !s.ok())
+    return s;
   absl::StatusOr<const json*> list = top.Array("reboots");
   if (!list.ok()) return list.status();
   if (absl::Status s = top.NoOtherKeys(); !s.ok()) return s;
   std::vector<RebootRequest> out;
   for (size_t i = 0; i < (*list)->size(); ++i) {
-    JsonFields one((**list)[i], kWhat, absl::StrCat("reboots[", i, "]"));
+    JsonFields one((**list)[i], kRebootRecordWhat, absl::StrCat("reboots[", i, "]"));
     RebootRequest r;
     if (absl::Status s = one.Int64("at_unix", 0, kLatestUnixSeconds, &r.at_unix,
                                    Presence::kRequired, "a time in seconds since 1970");

@@ -160,8 +160,8 @@ struct RecorderDump {
 
 inline constexpr size_t kMaxEvents = 512;
 inline constexpr size_t kMaxEventText = 240;
-// The latest time a recording or the retired-GPU file may hold: 2200-01-01 in seconds since
-// 1970. Later is a damaged file, and arithmetic on earlier times cannot overflow.
+// The latest time a recording, the retired-GPU file or the reboot record may hold: 2200-01-01
+// in seconds since 1970. Later is a damaged file, and arithmetic on earlier times cannot overflow.
 inline constexpr int64_t kLatestUnixSeconds = 7258118400;
 
 }  // namespace gpulet::recorder

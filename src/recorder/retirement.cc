@@ -13,9 +13,9 @@ namespace gpulet::recorder {
 namespace {
 
 using nlohmann::json;
-constexpr int kVersion = 1;
+constexpr int kRetiredVersion = 1;
 
-constexpr absl::string_view kWhat = "a retired-GPU file";
+constexpr absl::string_view kRetiredWhat = "a retired-GPU file";
 
 }  // namespace
 
@@ -24,24 +24,25 @@ std::string RetiredToJson(const RetiredGpus& gpus) {
   for (const auto& [uuid, g] : gpus) {
     all[uuid] = {{"pci_bus_id", g.pci_bus_id}, {"since_unix", g.since_unix}, {"reason", g.reason}};
   }
-  return json{{"version", kVersion}, {"gpus", std::move(all)}}.dump(
+  return json{{"version", kRetiredVersion}, {"gpus", std::move(all)}}.dump(
              2, ' ', false, json::error_handler_t::replace) +
          "\n";
 }
 
 absl::StatusOr<RetiredGpus> RetiredFromJson(absl::string_view text) {
-  absl::StatusOr<json> parsed = ParseVersionedJson(text, kVersion, kWhat);
+  absl::StatusOr<json> parsed = ParseVersionedJson(text, kRetiredVersion, kRetiredWhat);
   if (!parsed.ok()) return parsed.status();
   // A person edits this file (to return a GPU): a misspelt key is an error, not ignored.
-  JsonFields top(*parsed, kWhat);
+  JsonFields top(*parsed, kRetiredWhat);
   int64_t version = 0;
   absl::StatusOr<const json*> gpus = top.Object("gpus");
-  if (absl::Status s = top.Int64("version", kVersion, kVersion, &version); !s.ok()) return s;
+  if (absl::Status s = top.Int64("version", kRetiredVersion, kRetiredVersion, &version); !s.ok())
+    return s;
   if (!gpus.ok()) return gpus.status();
   if (absl::Status s = top.NoOtherKeys(); !s.ok()) return s;
   RetiredGpus out;
   for (const auto& [uuid, g] : (*gpus)->items()) {
-    JsonFields gpu(g, kWhat, absl::StrCat("gpus.", uuid));
+    JsonFields gpu(g, kRetiredWhat, absl::StrCat("gpus.", uuid));
     if (uuid.rfind("GPU-", 0) != 0 || uuid.size() < 5) {
       return gpu.BadHere("is keyed by a name that is not a GPU UUID (GPU-...)");
     }
