@@ -43,8 +43,8 @@ EXTRA_ARGS = ["--extra-arg=-Wthread-safety", "--extra-arg=-Wno-unknown-warning-o
 
 
 def tidy_command(tidy, db_dir, config, path):
-    # The configuration by name: a unity file lives in the build directory, which need not be
-    # under the sources whose .clang-tidy clang-tidy would otherwise look for.
+    # The configuration by name: a unit lives in a temporary or the build directory, not under
+    # the sources whose .clang-tidy clang-tidy would otherwise look for.
     return [tidy, "-p", db_dir, "--config-file=" + config, "--quiet"] + EXTRA_ARGS + [path]
 
 
@@ -67,11 +67,15 @@ def failing_files(output, members):
     return [m for m in members if m in named] or list(members)
 
 
+def arguments(e):
+    """A compilation database entry's command as a list of arguments."""
+    return e.get("arguments") or shlex.split(e["command"])
+
+
 def command_key(e, path):
     """The entry's arguments less its source and output: what files compiled alike share."""
-    args = e.get("arguments") or shlex.split(e["command"])
     out, skip = [], False
-    for a in args:
+    for a in arguments(e):
         if skip:
             skip = False
         elif a == "-o":
@@ -84,8 +88,7 @@ def command_key(e, path):
 def with_source(e, source, path):
     """Entry `e` (a compile command) with `source` compiled in the place of `path`."""
     e = dict(e)
-    args = [source if a in (e["file"], path) else a
-            for a in (e.get("arguments") or shlex.split(e["command"]))]
+    args = [source if a in (e["file"], path) else a for a in arguments(e)]
     e.pop("command", None)
     e.update(file=source, arguments=args)
     return e
@@ -155,7 +158,7 @@ def without_pch(entry):
     """The entry's command without CMake's precompiled header (`-include .../cmake_pch.hxx`,
     `-Winvalid-pch`): clang cannot read GCC's .gch beside it, and a file linted without the
     forced include must include what it uses."""
-    args = entry.get("arguments") or shlex.split(entry["command"])
+    args = arguments(entry)
     out, skip = [], False
     for i, a in enumerate(args):
         if skip:

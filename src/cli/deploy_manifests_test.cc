@@ -32,6 +32,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/files.h"
+#include "testing/homelab.h"
 #include "testing/real_tools.h"
 #include "testing/subprocess.h"
 
@@ -289,7 +290,7 @@ TEST_F(DeployManifestsTest, GpuletContainersUseTheImageAndKnownFlags) {
   for (const Command& c : Commands()) have_serve |= std::string(c.name) == "serve";
   if (have_serve) {
     testing::RunResult help =
-        testing::RunProgram({std::string(GPULET_BINARY_DIR) + "/gpulet", "serve", "--help"});
+        testing::RunProgram({gpulet::testing::GpuletBinary(), "serve", "--help"});
     ASSERT_EQ(help.exit_code, 0) << help.err;
     for (const std::string& flag : flags_used) {
       EXPECT_THAT(help.out, HasSubstr(flag)) << "`gpulet serve --help` does not list " << flag;

@@ -57,17 +57,17 @@ class ClusterServeTest : public ::testing::Test {
                                                more_health, "}\ncluster: ", cluster_yaml, "\n"));
     port_ = gpulet::testing::FreeLoopbackPort();
     ASSERT_TRUE(daemon_.Start(
-        {std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate", "homelab", "--sim-state", state_,
-         "serve", "--config", config, "--kubelet-dir", dir_.path() + "/kubelet",
-         "--metrics-address", absl::StrCat("127.0.0.1:", port_)},
+        {gpulet::testing::GpuletBinary(), "--simulate", "homelab", "--sim-state", state_, "serve",
+         "--config", config, "--kubelet-dir", dir_.path() + "/kubelet", "--metrics-address",
+         absl::StrCat("127.0.0.1:", port_)},
         {{"NODE_NAME", "talos-08"}, {"POD_NAME", "gpulet-x7k2p"}}, dir_.path() + "/log"));
   }
 
   // XID 79 on the simulated 5090 (GPU 1), through `gpulet sim`.
   void Xid79OnThe5090() {
     auto sim =
-        gpulet::testing::RunProgram({std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate",
-                                     "homelab", "--sim-state", state_, "sim", "xid", "1", "79"});
+        gpulet::testing::RunProgram({gpulet::testing::GpuletBinary(), "--simulate", "homelab",
+                                     "--sim-state", state_, "sim", "xid", "1", "79"});
     ASSERT_EQ(sim.exit_code, 0) << sim.err;
   }
   // Where gpulet serve (--kubelet-dir) looks for the kubelet's PodResources socket.
@@ -222,8 +222,8 @@ TEST_F(ClusterServeTest, ThePodOfAGpuThatStaysOutIsEvictedAndOnlyIt) {
   };
   EXPECT_NE(WaitFor([&] { return eviction_state() == "blocked"; }), absl::InfiniteDuration());
   EXPECT_NE(WaitFor([&] { return EvictionCount("blocked") >= 1; }), absl::InfiniteDuration());
-  auto printed = gpulet::testing::RunProgram({std::string(GPULET_BINARY_DIR) + "/gpulet", "status",
-                                              "--address", absl::StrCat("127.0.0.1:", port_)});
+  auto printed = gpulet::testing::RunProgram(
+      {gpulet::testing::GpuletBinary(), "status", "--address", absl::StrCat("127.0.0.1:", port_)});
   EXPECT_NE(printed.out.find("blocked pod ai/ollama-0 (tries "), std::string::npos) << printed.out;
   EXPECT_NE(printed.out.find("would violate the pod's disruption budget"), std::string::npos)
       << printed.out;
@@ -307,8 +307,8 @@ TEST_F(ClusterServeTest, AConfigMapUpdateIsReloadedAndABadOneIsAnEvent) {
   std::filesystem::create_symlink("..data/config.yaml", cm + "/config.yaml");
   port_ = gpulet::testing::FreeLoopbackPort();
   ASSERT_TRUE(daemon_.Start(
-      {std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate", "homelab", "--sim-state", state_,
-       "serve", "--config", cm + "/config.yaml", "--kubelet-dir", dir_.path() + "/kubelet",
+      {gpulet::testing::GpuletBinary(), "--simulate", "homelab", "--sim-state", state_, "serve",
+       "--config", cm + "/config.yaml", "--kubelet-dir", dir_.path() + "/kubelet",
        "--metrics-address", absl::StrCat("127.0.0.1:", port_)},
       {{"NODE_NAME", "talos-08"}}, dir_.path() + "/log"));
   ASSERT_NE(WaitFor([&] { return ConditionIs("GpuUnhealthy", "False"); }), absl::InfiniteDuration())

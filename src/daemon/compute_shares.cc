@@ -18,16 +18,19 @@ void ComputeShares::Next(const std::vector<metrics::SliceSample>& slices, absl::
     const vram::SliceUsage::Compute& c = s.usage.compute;
     if (c.share_permille == 0) continue;
     seen.insert(s.name);
-    auto [it, fresh] = holders_.try_emplace(s.name);
+    auto [it, inserted] = holders_.try_emplace(s.name);
     Holder& h = it->second;
-    if (fresh) {  // a gpulet restarted, or a sampler rebuilt: go on from the file's rate
+    // New here (a gpulet restarted, a sampler rebuilt), or a counter below the last one (a
+    // new file under the same name): start again from the file's rate.
+    const bool fresh = inserted || c.launch_units < h.units;
+    if (fresh) {
+      h = Holder{};
       h.rule = vram::ComputeShareRule(c.launch_rate);
       h.written = c.launch_rate;
     }
     vram::ComputeRound round;
     round.share = c.share_permille / 1000.0;
-    // A counter below the last one is a new file under the same name: start again.
-    if (!fresh && c.launch_units >= h.units && s.device) {
+    if (!fresh && s.device) {
       round.units = c.launch_units - h.units;
       round.seconds = absl::ToDoubleSeconds(now - h.at);
       for (const metrics::SliceDeviceUse::Process& p : s.device->processes) {
@@ -36,7 +39,6 @@ void ComputeShares::Next(const std::vector<metrics::SliceSample>& slices, absl::
         round.sm_busy += *p.sm_percent / 100.0;
       }
     }
-    if (!fresh && c.launch_units < h.units) h = Holder{};
     h.units = c.launch_units;
     h.at = now;
     const uint64_t rate = h.rule.Next(round);

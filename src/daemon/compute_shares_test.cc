@@ -17,6 +17,7 @@
 #include "testing/daemon_process.h"
 #include "testing/files.h"
 #include "testing/free_port.h"
+#include "testing/homelab.h"
 #include "testing/http_clients.h"
 #include "testing/wait_for.h"
 #include "vram/launch_pacing.h"
@@ -167,7 +168,7 @@ TEST(DaemonComputeSharesTest, GpuletServeSetsTheLaunchRateOfASliceOverItsShare) 
   gpulet::testing::ScratchDir dir;
   const std::string root = dir.path() + "/root";
   std::filesystem::create_directories(root);
-  std::filesystem::copy(std::string(GPULET_SOURCE_DIR) + "/sim/fixtures/h200/root", root,
+  std::filesystem::copy(gpulet::testing::SimRoot("h200"), root,
                         std::filesystem::copy_options::recursive);
   const std::string uuid = "GPU-c1a7e0f2-9b34-4d58-8e61-2f0b7a3d0200";
   dir.Write("state.json",
@@ -196,7 +197,7 @@ TEST(DaemonComputeSharesTest, GpuletServeSetsTheLaunchRateOfASliceOverItsShare) 
   const int port = gpulet::testing::FreeLoopbackPort();
   gpulet::testing::DaemonProcess daemon;
   ASSERT_TRUE(daemon.Start(
-      {std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate",
+      {gpulet::testing::GpuletBinary(), "--simulate",
        std::string(GPULET_SOURCE_DIR) + "/sim/fixtures/h200.yaml", "--host-root", root,
        "--sim-state", dir.path() + "/state.json", "serve", "--config", config, "--kubelet-dir",
        dir.path() + "/kubelet", "--metrics-address", absl::StrCat("127.0.0.1:", port)},

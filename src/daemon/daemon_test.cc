@@ -1210,8 +1210,8 @@ TEST_F(DaemonTest, AGpuThatLocksUpIsRecordedJudgedAndRememberedAcrossARestart) {
   EXPECT_THAT(status->gpus[1].reason.value_or(""), HasSubstr("retired: 2 faults"));
   EXPECT_EQ(status->gpus[0].health, state::HealthState::kHealthy);
   // `gpulet status` says it in a line a person reads.
-  auto printed = testing::RunProgram({std::string(GPULET_BINARY_DIR) + "/gpulet", "status",
-                                      "--address", Loopback(daemon_->metrics_port())});
+  auto printed = testing::RunProgram(
+      {gpulet::testing::GpuletBinary(), "status", "--address", Loopback(daemon_->metrics_port())});
   EXPECT_THAT(printed.out, HasSubstr("last fault: "));
   EXPECT_THAT(printed.out, HasSubstr("verdict hardware: the card, its slot"));
   EXPECT_THAT(printed.out, HasSubstr("(gpulet postmortem --gpu GPU-8a41"));

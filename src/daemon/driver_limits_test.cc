@@ -20,6 +20,7 @@
 #include "testing/fake_gpu_library.h"
 #include "testing/files.h"
 #include "testing/free_port.h"
+#include "testing/homelab.h"
 #include "testing/http_clients.h"
 #include "testing/slices.h"
 #include "testing/wait_for.h"
@@ -213,7 +214,7 @@ TEST(DaemonDriverLimitsTest, AnR615NodeHasTheDriverHoldTheSliceHoldersCgroup) {
   // A fixture file's host root is the directory beside it named after it.
   const std::string root = dir.path() + "/h200-r615/root";
   std::filesystem::create_directories(root);
-  std::filesystem::copy(std::string(GPULET_SOURCE_DIR) + "/sim/fixtures/h200/root", root,
+  std::filesystem::copy(gpulet::testing::SimRoot("h200"), root,
                         std::filesystem::copy_options::recursive);
   const std::string fixture = dir.Write(
       "h200-r615.yaml",
@@ -249,8 +250,8 @@ TEST(DaemonDriverLimitsTest, AnR615NodeHasTheDriverHoldTheSliceHoldersCgroup) {
   const int port = gpulet::testing::FreeLoopbackPort();
   gpulet::testing::DaemonProcess daemon;
   ASSERT_TRUE(daemon.Start(
-      {std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate", fixture, "--host-root", root,
-       "--sim-state", dir.path() + "/state.json", "serve", "--config", config, "--kubelet-dir",
+      {gpulet::testing::GpuletBinary(), "--simulate", fixture, "--host-root", root, "--sim-state",
+       dir.path() + "/state.json", "serve", "--config", config, "--kubelet-dir",
        dir.path() + "/kubelet", "--metrics-address", absl::StrCat("127.0.0.1:", port)},
       {{"NODE_NAME", "node-a"}, {"TMPDIR", dir.path()}}, dir.path() + "/log"));
   const std::string dmem_max = absl::StrCat(root, "/sys/fs/cgroup", cgroup, "/dmem.max");

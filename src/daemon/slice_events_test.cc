@@ -96,11 +96,11 @@ TEST(DaemonSliceEventsTest, AVramSliceAtItsQuotaMakesAnEventOnTheNode) {
                                   "}\nsharing:\n  memorySlices: {enabled: true}\n"));
   const int port = gpulet::testing::FreeLoopbackPort();
   gpulet::testing::DaemonProcess daemon;
-  ASSERT_TRUE(daemon.Start(
-      {std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate", "homelab", "--sim-state",
-       dir.path() + "/state.json", "serve", "--config", config, "--kubelet-dir",
-       dir.path() + "/kubelet", "--metrics-address", absl::StrCat("127.0.0.1:", port)},
-      {{"NODE_NAME", "talos-08"}, {"TMPDIR", dir.path()}}, dir.path() + "/log"));
+  ASSERT_TRUE(
+      daemon.Start({gpulet::testing::GpuletBinary(), "--simulate", "homelab", "--sim-state",
+                    dir.path() + "/state.json", "serve", "--config", config, "--kubelet-dir",
+                    dir.path() + "/kubelet", "--metrics-address", absl::StrCat("127.0.0.1:", port)},
+                   {{"NODE_NAME", "talos-08"}, {"TMPDIR", dir.path()}}, dir.path() + "/log"));
   // A simulation keeps slice files under $TMPDIR, in a directory named after its PID.
   ASSERT_NE(gpulet::testing::WaitFor([&] {
               return gpulet::testing::Get(port, "/metrics", absl::Seconds(1)).has_value();
@@ -191,17 +191,17 @@ TEST(DaemonSliceEventsTest, AProcessOverItsQuotaByTheDriversCountIsKilled) {
   // NVML shows it holding 6 GiB of the RTX 5090 (GPU 1).
   const std::string state = dir.path() + "/state.json";
   gpulet::testing::RunResult r = gpulet::testing::RunProgram(
-      {std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate", "homelab", "--sim-state", state,
-       "sim", "process", "1", absl::StrCat(child), "anpr", "6144"});
+      {gpulet::testing::GpuletBinary(), "--simulate", "homelab", "--sim-state", state, "sim",
+       "process", "1", absl::StrCat(child), "anpr", "6144"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
 
   const int port = gpulet::testing::FreeLoopbackPort();
   gpulet::testing::DaemonProcess daemon;
-  ASSERT_TRUE(daemon.Start(
-      {std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate", "homelab", "--host-root", "/",
-       "--sim-state", state, "serve", "--config", config, "--kubelet-dir", dir.path() + "/kubelet",
-       "--metrics-address", absl::StrCat("127.0.0.1:", port)},
-      {{"NODE_NAME", "talos-08"}, {"TMPDIR", dir.path()}}, dir.path() + "/log"));
+  ASSERT_TRUE(
+      daemon.Start({gpulet::testing::GpuletBinary(), "--simulate", "homelab", "--host-root", "/",
+                    "--sim-state", state, "serve", "--config", config, "--kubelet-dir",
+                    dir.path() + "/kubelet", "--metrics-address", absl::StrCat("127.0.0.1:", port)},
+                   {{"NODE_NAME", "talos-08"}, {"TMPDIR", dir.path()}}, dir.path() + "/log"));
   int status = 0;
   const bool killed = gpulet::testing::WaitFor([&] {
                         return waitpid(child, &status, WNOHANG) == child;

@@ -28,6 +28,7 @@
 #include "testing/fake_apiserver.h"
 #include "testing/fake_dra_kubelet.h"
 #include "testing/files.h"
+#include "testing/homelab.h"
 #include "testing/subprocess.h"
 #include "testing/wait_for.h"
 
@@ -93,7 +94,7 @@ class DraServeTest : public ::testing::Test {
     std::map<std::string, std::string> env = {{"NODE_NAME", kNode},
                                               {"POD_NAME", absl::StrCat("gpulet-x7k2p", name)}};
     if (!pod_uid.empty() && pass_uid) env["POD_UID"] = pod_uid;
-    ASSERT_TRUE(daemon->Start({std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate", "homelab",
+    ASSERT_TRUE(daemon->Start({gpulet::testing::GpuletBinary(), "--simulate", "homelab",
                                "--host-root", root_, "--sim-state", state_, "serve", "--config",
                                config, "--kubelet-dir", kubelet_dir_, "--metrics-address", ""},
                               env, absl::StrCat(dir_.path(), "/log", name)));
@@ -228,9 +229,9 @@ TEST_F(DraServeTest, AnXid79TaintsTheDeviceWithinASecondAndTheTaintGoesAfterReco
   });
 
   const absl::Time injected = absl::Now();
-  auto sim = gpulet::testing::RunProgram({std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate",
-                                          "homelab", "--host-root", root_, "--sim-state", state_,
-                                          "sim", "xid", "1", "79"});
+  auto sim = gpulet::testing::RunProgram({gpulet::testing::GpuletBinary(), "--simulate", "homelab",
+                                          "--host-root", root_, "--sim-state", state_, "sim", "xid",
+                                          "1", "79"});
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
   ASSERT_NE(WaitFor([&] { return Tainted("gpu-1"); }), absl::InfiniteDuration()) << daemon_.Log();
   EXPECT_LE(absl::Now() - injected, kPromptly);

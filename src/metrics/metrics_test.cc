@@ -37,6 +37,7 @@
 #include "testing/daemon_process.h"
 #include "testing/fake_gpu_library.h"
 #include "testing/free_port.h"
+#include "testing/homelab.h"
 #include "testing/subprocess.h"
 #include "testing/test_pki.h"
 
@@ -430,7 +431,7 @@ TEST(MetricsDaemonTest, DcgmDefaultCountersOnH200MatchTheDocTable) {
   int port = testing::FreeLoopbackPort();
   testing::DaemonProcess daemon;
   ASSERT_TRUE(
-      daemon.Start({std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate", "h200", "--sim-state",
+      daemon.Start({gpulet::testing::GpuletBinary(), "--simulate", "h200", "--sim-state",
                     (dir / "state.json").string(), "serve", "--kubelet-dir", (dir / "k").string(),
                     "--metrics-address", absl::StrCat("127.0.0.1:", port)},
                    {}, (dir / "log").string()));
@@ -511,8 +512,8 @@ TEST(MetricsDaemonTest, TheBinaryServesTlsFromAWebConfigAndRenewsIt) {
       << "version: v1\nmetrics: {webConfigFile: " << (dir / "web.yml").string() << "}\n";
   int port = testing::FreeLoopbackPort();
   testing::DaemonProcess daemon;
-  ASSERT_TRUE(daemon.Start({std::string(GPULET_BINARY_DIR) + "/gpulet", "--simulate", "homelab",
-                            "--sim-state", (dir / "state.json").string(), "serve", "--config",
+  ASSERT_TRUE(daemon.Start({gpulet::testing::GpuletBinary(), "--simulate", "homelab", "--sim-state",
+                            (dir / "state.json").string(), "serve", "--config",
                             (dir / "config.yaml").string(), "--kubelet-dir", (dir / "k").string(),
                             "--metrics-address", absl::StrCat("127.0.0.1:", port)},
                            {}, (dir / "log").string()));
@@ -567,7 +568,7 @@ TEST(MetricsDaemonTest, HungGpuLeavesMetricsFastAndOtherGpuFresh) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   int port = testing::FreeLoopbackPort();
-  std::string gpulet = std::string(GPULET_BINARY_DIR) + "/gpulet";
+  std::string gpulet = gpulet::testing::GpuletBinary();
   std::string state = (dir / "state.json").string();
   testing::DaemonProcess daemon;
   ASSERT_TRUE(daemon.Start({gpulet, "--simulate", "homelab", "--sim-state", state, "serve",

@@ -23,6 +23,7 @@
 #include "testing/daemon_process.h"
 #include "testing/fake_pod_resources.h"
 #include "testing/free_port.h"
+#include "testing/homelab.h"
 #include "testing/text_lines.h"
 
 namespace gpulet::metrics {
@@ -450,7 +451,7 @@ TEST(PodAttributionDaemonTest, AllocatedGpuSeriesCarryThePod) {
   ASSERT_TRUE(kubelet.Start().ok());
 
   int port = testing::FreeLoopbackPort();
-  std::string gpulet = std::string(GPULET_BINARY_DIR) + "/gpulet";
+  std::string gpulet = gpulet::testing::GpuletBinary();
   testing::DaemonProcess daemon;
   ASSERT_TRUE(daemon.Start(
       {gpulet, "--simulate", "homelab", "--sim-state", dir + "/state.json", "serve",

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
 #include "nvml/elf_check.h"
+#include "testing/homelab.h"
 
 namespace gpulet::nvml {
 namespace {
@@ -22,7 +23,7 @@ TEST(BuildLinkTest, GpuletAndTheSimulatorNeedOnlyLibrariesWithoutArchives) {
     std::string path;
     std::vector<std::string> allowed;
   } cases[] = {
-      {std::string(GPULET_BINARY_DIR) + "/gpulet", {"libp11-kit.so.0"}},
+      {gpulet::testing::GpuletBinary(), {"libp11-kit.so.0"}},
       {GPULET_SIM_LIB, {}},
   };
   for (Case& c : cases) {

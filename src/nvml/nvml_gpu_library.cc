@@ -345,13 +345,12 @@ void ReadProcessUtilization(gpu::DeviceGetProcessUtilizationFn fn, nvmlDevice_t 
     ++sum.n;
     newest = std::max(newest, u.timeStamp);
   }
-  if (since != 0) {
-    for (gpu::GpuProcess& p : *procs) p.sm_percent = 0;
-  }
   for (gpu::GpuProcess& p : *procs) {
     auto it = by_pid.find(p.pid);
     if (it != by_pid.end()) {
       p.sm_percent = static_cast<unsigned>((it->second.total + it->second.n / 2) / it->second.n);
+    } else if (since != 0) {
+      p.sm_percent = 0;
     }
   }
   *seen_us = newest;

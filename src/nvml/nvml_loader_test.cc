@@ -26,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "nvml/elf_check.h"
 #include "nvml/nvml_gpu_library.h"
+#include "testing/homelab.h"
 
 namespace gpulet::nvml {
 namespace {
@@ -142,7 +143,7 @@ std::vector<pid_t> ChildrenOf(pid_t parent) {
 // be gone (or a zombie waiting for its new parent to reap it) within 1 s, via
 // PR_SET_PDEATHSIG.
 TEST_F(NvmlLoaderTest, ProbeChildDiesWithGpulet) {
-  const std::string gpulet = std::string(GPULET_BINARY_DIR) + "/gpulet";
+  const std::string gpulet = gpulet::testing::GpuletBinary();
   const std::string lib = TestLib("hang_init");
   const std::string host_root = tmp_.string();
   pid_t gpulet_pid = fork();
