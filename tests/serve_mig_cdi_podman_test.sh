@@ -8,6 +8,8 @@
 # /dev/nvidia-caps/nvidia-cap30 and nvidia-cap31, as the fixture's mig-minors lists them),
 # and no other MIG device's.
 #
+# The real kubelet and containerd are checked by `make e2e` (docs/e2e.md), scenario mig.
+#
 # Device nodes: character devices made with /dev/null's numbers (podman stats every host node
 # a spec names), in a dev root passed as --cdi-dev-root.
 #

@@ -135,7 +135,7 @@ NodeReporter::NodeDrift NodeReporter::Drift(const nlohmann::json& node) const {
   if (labels_done_ && options_.node_labels) {
     const nlohmann::json labels =
         node.value("metadata", nlohmann::json::object()).value("labels", nlohmann::json::object());
-    for (const auto& [key, value] : options_.labels) {
+    for (const auto& [key, value] : labels_) {
       if (!IsGpuletLabelKey(key)) continue;
       if (labels.value(key, std::string("\x01")) != value) {
         drift.labels = true;
@@ -261,6 +261,13 @@ void NodeReporter::Pass(const state::Snapshot& snap, absl::Time now) {
     pending_.pop_front();
     absl::MutexLock lock(&mu_);
     ++stats_.events_dropped;
+  }
+  if (options_.node_labels && options_.labels && snap.version != labels_version_) {
+    labels_version_ = snap.version;
+    if (std::map<std::string, std::string> wanted = options_.labels(snap); wanted != labels_) {
+      labels_ = std::move(wanted);
+      labels_done_ = false;
+    }
   }
   CheckNode();
   WriteConditions(snap, now);
@@ -431,7 +438,7 @@ void NodeReporter::ReconcileLabels(absl::Time now) {
   std::vector<std::string> written;
   bool changed = false;
   if (options_.node_labels) {
-    for (const auto& [key, value] : options_.labels) {
+    for (const auto& [key, value] : labels_) {
       if (!IsGpuletLabelKey(key)) continue;
       const bool same = current.value(key, std::string("\x01")) == value;
       // A label someone else set to gpulet's value stays theirs: gpulet does not list it as

@@ -14,7 +14,9 @@
 // Node labels (with `node_labels`): the GPU labels are merged into metadata.labels, and the
 // keys gpulet wrote are listed in the annotation gpulet.dev/node-labels, so that a key gpulet
 // no longer writes (or all of them, once turned off) is removed without touching labels
-// others set. Only keys under nvidia.com/ and gpulet.dev/ are written.
+// others set. Only keys under nvidia.com/ and gpulet.dev/ are written. The labels are
+// computed from the store's snapshot whenever it changes, so that what changes under a
+// running gpulet (a MIG layout an operator re-partitions) reaches the Node.
 //
 // The taint is gpulet's alone: only the taint with key gpulet.dev/gpu-unhealthy is added or
 // removed, through a read-modify-write of spec.taints guarded by the Node's resourceVersion
@@ -36,6 +38,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -76,7 +79,9 @@ class NodeReporter {
     double taint_share = 1.0;
     bool events = true;
     bool node_labels = false;
-    std::map<std::string, std::string> labels;  // written when node_labels
+    // The GPU labels for a snapshot, written when node_labels (null: none). Called on the
+    // reporter's thread each time the store's version changes.
+    std::function<std::map<std::string, std::string>(const state::Snapshot&)> labels;
     // Events from outside the store (a VRAM slice at its quota), written with the store's
     // own when `events` is on; may be null.
     std::shared_ptr<EventInbox> inbox;
@@ -156,6 +161,8 @@ class NodeReporter {
   absl::Time events_retry_at_ = absl::InfinitePast();
   std::optional<bool> taint_written_;
   absl::Time taint_retry_at_ = absl::InfinitePast();
+  std::map<std::string, std::string> labels_;  // options_.labels of the latest snapshot
+  std::optional<uint64_t> labels_version_;     // the snapshot labels_ is of
   bool labels_done_ = false;
   absl::Time labels_retry_at_ = absl::InfinitePast();
   std::string node_uid_;

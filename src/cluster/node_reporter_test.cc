@@ -7,9 +7,11 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -46,6 +48,12 @@ gpu::Inventory TwoGpus() {
     inv.gpus.push_back(g);
   }
   return inv;
+}
+
+// Options::labels that gives `labels` whatever the snapshot.
+std::function<std::map<std::string, std::string>(const state::Snapshot&)> Fixed(
+    std::map<std::string, std::string> labels) {
+  return [labels](const state::Snapshot&) { return labels; };
 }
 
 class NodeReporterTest : public ::testing::Test {
@@ -299,10 +307,10 @@ TEST_F(NodeReporterTest, NodeLabelsAreWrittenAndOnlyGpuletsAreRemoved) {
   server_.AddNode(node);
   NodeReporter::Options o;
   o.node_labels = true;
-  o.labels = {{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
-              {"nvidia.com/gpu.present", "true"},
-              {"gpulet.dev/kernel-module-flavor", "open"},
-              {"example.com/not-ours", "x"}};
+  o.labels = Fixed({{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
+                    {"nvidia.com/gpu.present", "true"},
+                    {"gpulet.dev/kernel-module-flavor", "open"},
+                    {"example.com/not-ours", "x"}});
   Start(o);
   auto labels = [&] {
     return (*server_.Node("node-1"))["metadata"].value("labels", json::object());
@@ -334,6 +342,51 @@ TEST_F(NodeReporterTest, NodeLabelsAreWrittenAndOnlyGpuletsAreRemoved) {
                    .contains(kNodeLabelsAnnotation));
 }
 
+// The labels follow the store: a MIG layout changed under gpulet (the MIG watcher's
+// SetMigLayout) is on the Node without a new reporter (found by make e2e's mig scenario,
+// where the Node kept the labels of the layout gpulet started with); a key the new snapshot
+// no longer gives is removed.
+TEST_F(NodeReporterTest, LabelsFollowTheStoresSnapshot) {
+  NodeReporter::Options o;
+  o.node_labels = true;
+  o.labels = [](const state::Snapshot& snap) {
+    std::map<std::string, std::string> labels;
+    for (const gpu::MigDeviceInfo& m : snap.devices[0].gpu.mig_devices) {
+      std::string& count = labels[absl::StrCat("nvidia.com/mig-", m.profile, ".count")];
+      count = absl::StrCat(count.empty() ? 1 : std::stoi(count) + 1);
+    }
+    return labels;
+  };
+  Start(o);
+  auto label = [&](const std::string& key) {
+    return (*server_.Node("node-1"))["metadata"].value("labels", json::object()).value(key, "");
+  };
+  auto layout = [](std::vector<std::string> profiles) {
+    gpu::MigLayout l;
+    l.enabled = l.pending_enabled = true;
+    for (size_t i = 0; i < profiles.size(); ++i) {
+      gpu::MigDeviceInfo m;
+      m.index = static_cast<unsigned>(i);
+      m.gpu_instance_id = static_cast<unsigned>(i + 1);
+      m.profile = profiles[i];
+      m.uuid = absl::StrCat("MIG-", i);
+      l.devices.push_back(m);
+    }
+    return l;
+  };
+  ASSERT_TRUE(store_.SetMigLayout("GPU-0", layout({"3g.40gb", "1g.10gb", "1g.10gb"})));
+  ASSERT_NE(WaitFor([&] { return label("nvidia.com/mig-1g.10gb.count") == "2"; }),
+            absl::InfiniteDuration());
+  EXPECT_EQ(label("nvidia.com/mig-3g.40gb.count"), "1");
+
+  ASSERT_TRUE(store_.SetMigLayout("GPU-0", layout(std::vector<std::string>(7, "1g.10gb"))));
+  ASSERT_NE(WaitFor([&] { return label("nvidia.com/mig-1g.10gb.count") == "7"; }),
+            absl::InfiniteDuration());
+  EXPECT_EQ(label("nvidia.com/mig-3g.40gb.count"), "") << "a profile that went stays labelled";
+  EXPECT_EQ((*server_.Node("node-1"))["metadata"]["annotations"][kNodeLabelsAnnotation],
+            "nvidia.com/mig-1g.10gb.count");
+}
+
 // Someone else removes gpulet's condition, taint and labels: they come back, and keys that
 // are not gpulet's stay as that someone left them.
 TEST_F(NodeReporterTest, RestoresWhatSomeoneElseRemoves) {
@@ -341,7 +394,7 @@ TEST_F(NodeReporterTest, RestoresWhatSomeoneElseRemoves) {
   o.taint = true;
   o.hold = absl::Milliseconds(50);
   o.node_labels = true;
-  o.labels = {{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"}};
+  o.labels = Fixed({{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"}});
   Start(o);
   auto node = [&] { return *server_.Node("node-1"); };
   auto has_taint = [&] {

@@ -105,6 +105,18 @@ std::string MetricsLine(const config::Config& config) {
   return absl::StrCat("metrics on ", config.metrics.address, " (/metrics, /healthz, /status)");
 }
 
+// `inventory` (what discovery found) with the MIG layouts of `snap`, which the MIG watcher
+// keeps current while an operator re-partitions a GPU under gpulet.
+gpu::Inventory WithMigLayouts(gpu::Inventory inventory, const state::Snapshot& snap) {
+  for (const state::DeviceRecord& r : snap.devices) {
+    if (gpu::Gpu* g = inventory.FindByUuid(r.gpu.uuid); g != nullptr) {
+      g->mig_enabled = r.gpu.mig_enabled;
+      g->mig_devices = r.gpu.mig_devices;
+    }
+  }
+  return inventory;
+}
+
 }  // namespace
 
 std::string ReloadResult::Summary() const {
@@ -332,7 +344,16 @@ absl::StatusOr<std::unique_ptr<Daemon::Cluster>> Daemon::MakeCluster(const confi
   ro.taint_share = config.cluster.taint.share;
   ro.node_labels = config.cluster.node_labels;
   ro.inbox = event_inbox_;
-  if (ro.node_labels) ro.labels = cluster::NodeGpuLabels(node_.inventory, *node_.host, config);
+  if (ro.node_labels) {
+    // The host's part read once; the GPUs' part from each snapshot, so that the labels follow
+    // a MIG layout changed under gpulet (found by make e2e's mig scenario: the Node kept the
+    // labels of the layout gpulet started with).
+    ro.labels = [inventory = node_.inventory,
+                 extras = cluster::ReadLabelExtras(*node_.host, node_.inventory),
+                 sharing = cluster::LabelSharingFromConfig(config)](const state::Snapshot& snap) {
+      return cluster::ComputeGpuLabels(WithMigLayouts(inventory, snap), extras, sharing);
+    };
+  }
   cluster->reporter =
       std::make_unique<cluster::NodeReporter>(&store_, cluster->client.get(), ro, options_.clock);
   if (config.health.evict.mode == config::RemediationMode::kOn) {
@@ -1006,12 +1027,7 @@ class Daemon::MigComponent : public Daemon::Part {
       // The CDI spec names MIG devices, the labels count them: rewrite both.
       std::shared_ptr<const state::Snapshot> snap = d->store_.Get();
       absl::MutexLock lock(&d->files_mu_);
-      for (const state::DeviceRecord& r : snap->devices) {
-        if (gpu::Gpu* g = d->files_inventory_.FindByUuid(r.gpu.uuid); g != nullptr) {
-          g->mig_enabled = r.gpu.mig_enabled;
-          g->mig_devices = r.gpu.mig_devices;
-        }
-      }
+      d->files_inventory_ = WithMigLayouts(std::move(d->files_inventory_), *snap);
       d->files_.Refresh();
       // A profile may have appeared or gone: the plugin manager serves the resource set anew.
       absl::MutexLock plugins_lock(&d->plugins_mu_);
@@ -1090,10 +1106,11 @@ class Daemon::ClusterComponent : public Daemon::Part {
   absl::StatusOr<Change> Prepare(const ReloadPlan& plan) override {
     const config::Config& next = plan.next;
     const nvml::Node& node = d_->node_;
+    const gpu::Inventory inventory = WithMigLayouts(node.inventory, *d_->store_.Get());
     const bool rebuild = (plan.effects & (kReloadCluster | kReloadDra)) != 0 ||
                          (next.cluster.enabled && next.cluster.node_labels &&
-                          cluster::NodeGpuLabels(node.inventory, *node.host, next) !=
-                              cluster::NodeGpuLabels(node.inventory, *node.host, plan.running));
+                          cluster::NodeGpuLabels(inventory, *node.host, next) !=
+                              cluster::NodeGpuLabels(inventory, *node.host, plan.running));
     if (!rebuild) return Change();
     absl::StatusOr<std::unique_ptr<Cluster>> built = d_->MakeCluster(next);
     if (!built.ok()) return built.status();

@@ -45,6 +45,13 @@ BUSYBOX = "localhost/gpulet-e2e/busybox:1"
 VRAM_APP = "localhost/gpulet-e2e/vram-app:1"
 NODE_DIR = "/var/lib/gpulet-e2e"
 SIM_STATE = "/var/lib/gpulet/e2e-sim-state.json"
+# The MIG scenario's simulator state (tests/e2e/overlay-mig names it), apart from homelab's.
+MIG_SIM_STATE = "/var/lib/gpulet/e2e-sim-state-mig.json"
+MIG_FIXTURE_ROOT = os.path.join(SRC, "sim", "fixtures", "h200-mig", "root")
+# Where the NVIDIA driver lists its MIG capability devices' minors. This machine has no NVIDIA
+# driver, so the MIG scenario mounts a tmpfs over the host's /proc/driver with the fixture's
+# list, which gpulet reads through its host root (the DaemonSet's /host).
+PROC_DRIVER = "/proc/driver"
 NAMESPACE = "gpulet-system"
 
 
@@ -71,8 +78,8 @@ class Suite:
 
     # --- helpers -------------------------------------------------------------------------
 
-    def sim(self, *args):
-        run([self.gpulet, "--simulate", "homelab", "--sim-state", SIM_STATE, "sim", *args])
+    def sim(self, *args, fixture="homelab", state=SIM_STATE):
+        run([self.gpulet, "--simulate", fixture, "--sim-state", state, "sim", *args])
 
     def node(self):
         return self.c.get_json("node", NODE)
@@ -115,7 +122,9 @@ class Suite:
     def gpu_pod(self, name, gpus=1, claim=None, resource="nvidia.com/gpu"):
         """Creates a busybox pod that asks for `gpus` of `resource` (or the ResourceClaim
         `claim`) and prints what it sees, then sleeps."""
-        script = ("echo BEGIN; ls /dev | grep nvidia | sed 's/^/dev /'; env | sed 's/^/env /';"
+        script = ("echo BEGIN; ls /dev | grep nvidia | sed 's/^/dev /';"
+                  " ls /dev/nvidia-caps 2>/dev/null | sed 's|^|dev nvidia-caps/|';"
+                  " env | sed 's/^/env /';"
                   " for f in /usr/local/lib/*; do echo \"lib $f $(readlink $f)\"; done;"
                   " for f in /run/gpulet/lib/libgpulet-vram.so /run/gpulet/vram/slice; do"
                   " test -f $f && echo \"file $f\"; done;"
@@ -197,6 +206,34 @@ class Suite:
         # records, DRA checkpoint): a fresh node's, not an earlier run's.
         shutil.rmtree(os.path.dirname(SIM_STATE), ignore_errors=True)
         os.makedirs(os.path.dirname(SIM_STATE))
+        self.mig_driver_files(False)  # an interrupted run's
+
+    def mig_driver_files(self, present):
+        """What the NVIDIA driver adds on a MIG node, for the h200-mig fixture: its
+        /proc/driver/nvidia-caps/mig-minors (a tmpfs over the host's /proc/driver) and the
+        capability device nodes /dev/nvidia-caps/nvidia-cap<N> under the e2e device root
+        (/dev/null's numbers, as the GPU nodes), one for every minor the list names, as
+        `nvidia-modprobe -f` makes them. present=False takes both away."""
+        with open("/proc/self/mountinfo") as f:
+            ours = any(line.split()[4] == PROC_DRIVER and " gpulet-e2e-driver " in line
+                       for line in f)
+        if ours:
+            run(["umount", PROC_DRIVER])
+        caps_dev = os.path.join(NODE_DIR, "devroot", "dev", "nvidia-caps")
+        shutil.rmtree(caps_dev, ignore_errors=True)
+        if not present:
+            return
+        run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0755", "gpulet-e2e-driver", PROC_DRIVER])
+        os.makedirs(os.path.join(PROC_DRIVER, "nvidia-caps"))
+        minors = os.path.join(MIG_FIXTURE_ROOT, "proc/driver/nvidia-caps/mig-minors")
+        shutil.copy(minors, os.path.join(PROC_DRIVER, "nvidia-caps", "mig-minors"))
+        os.makedirs(caps_dev)
+        st = os.stat("/dev/null")
+        with open(minors) as f:
+            for line in f:
+                if line.strip():
+                    os.mknod(os.path.join(caps_dev, "nvidia-cap" + line.split()[1]),
+                             0o666 | 0o020000, st.st_rdev)
 
     def apply_overlay(self, name):
         """`kubectl apply -k` of tests/e2e/NAME with gpulet's image pinned by digest to the
@@ -800,6 +837,151 @@ class Suite:
     def gpu_nodes(self, seen):
         return [d for d in seen["dev"] if d[len("/dev/nvidia"):].isdigit()]
 
+    def cap_nodes(self, seen):
+        return sorted(d for d in seen["dev"] if d.startswith("/dev/nvidia-caps/"))
+
+    def set_mig_strategy(self, strategy):
+        """One ConfigMap edit: plugin.migStrategy set to `strategy`, the GPU labels on."""
+        text = self.c.get_json("configmap", "-n", NAMESPACE, "gpulet-config")["data"]["config.yaml"]
+        check(re.search(r"\n  migStrategy: \w+\n", text),
+              "the ConfigMap no longer says plugin.migStrategy")
+        new = re.sub(r"\n  migStrategy: \w+\n", f"\n  migStrategy: {strategy}\n", text)
+        if "nodeLabels: true" not in new:
+            check("\ncluster:\n" in new, "the ConfigMap no longer has a cluster section")
+            new = new.replace("\ncluster:\n", "\ncluster:\n  nodeLabels: true\n")
+        if new != text:
+            self.c.kubectl("patch", "configmap", "-n", NAMESPACE, "gpulet-config",
+                           "--type=merge", "-p", json.dumps({"data": {"config.yaml": new}}))
+
+    def allocatable(self):
+        return self.node()["status"].get("allocatable", {})
+
+    def wait_allocatable(self, what, want, timeout=150):
+        """Waits until the Node's allocatable has `want` ({resource: count}, None for a
+        resource the kubelet no longer offers: absent or 0)."""
+        def matches():
+            have = self.allocatable()
+            return all(have.get(r, "0") == (v or "0") for r, v in want.items())
+        try:
+            wait_for(what, matches, timeout=timeout)
+        except ClusterError as e:
+            have = {k: v for k, v in self.allocatable().items() if "/" in k}
+            raise Failure(f"{e}; allocatable {have}; gpulet log:\n{self.gpulet_log()}") from e
+
+    def mig_pod_sees_its_device(self, name, resource):
+        """A pod asking for one `resource` runs and sees the parent GPU's node and exactly
+        the two capability nodes of one MIG device, with everything the CDI spec gives that
+        device (containerd applied it)."""
+        self.gpu_pod(name, resource=resource)
+        seen = self.running(name, timeout=120)
+        check(self.gpu_nodes(seen) == ["/dev/nvidia0"],
+              f"{name} sees GPU nodes {self.gpu_nodes(seen)}, not the H200's /dev/nvidia0")
+        caps = self.cap_nodes(seen)
+        check(len(caps) == 2, f"{name} sees capability nodes {caps}, not one MIG device's two")
+        spec = self.cdi_spec()
+        dev = next((d for d in spec["devices"] if d["name"].startswith("MIG-") and sorted(
+            n["path"] for n in d["containerEdits"].get("deviceNodes", [])
+            if n["path"].startswith("/dev/nvidia-caps/")) == caps), None)
+        check(dev is not None, f"no MIG device in gpulet's CDI spec has {caps}")
+        for n in dev["containerEdits"].get("deviceNodes", []):
+            check(n["path"] in seen["dev"], f"{n['path']} of {dev['name']} is not in {name}")
+        for kv in dev["containerEdits"].get("env", []):
+            k, _, v = kv.partition("=")
+            check(seen["env"].get(k) == v, f"env {k}={v} of {dev['name']} is "
+                  f"{seen['env'].get(k)!r} in {name}")
+        return dev["name"]
+
+    def scenario_mig(self):
+        """A MIG node (the h200-mig fixture: an H200 split into a 3g.71gb, a 2g.35gb and two
+        1g.18gb, with the driver's mig-minors and capability nodes): under migStrategy none
+        the Node offers one nvidia.com/gpu; single with mixed profiles is refused (an Event,
+        the running strategy kept); mixed offers nvidia.com/mig-<profile> with GFD's labels,
+        and a pod asking for a 1g.18gb sees the GPU's node and that MIG device's capability
+        nodes; a new layout (seven 1g.18gb, `gpulet sim mig`) reaches the kubelet with no
+        restart; single then offers seven nvidia.com/gpu, and a pod gets one MIG device."""
+        for name in ("gpu-a", "gpu-b", "gpu-c"):
+            self.c.kubectl("delete", "pod", name, "--ignore-not-found", "--wait=true")
+        mig = lambda *a: self.sim("mig", "0", *a, fixture="h200-mig", state=MIG_SIM_STATE)  # noqa: E731
+        labels = lambda: self.node()["metadata"].get("labels", {})  # noqa: E731
+        gone = {"nvidia.com/mig-1g.18gb": None, "nvidia.com/mig-2g.35gb": None,
+                "nvidia.com/mig-3g.71gb": None}
+        self.mig_driver_files(True)
+        try:
+            # The ConfigMap as shipped (apply puts back what an earlier edit changed), then
+            # the GPU labels on.
+            self.apply_overlay("overlay-mig")
+            self.wait_allocatable("one whole H200 under migStrategy none",
+                                  {"nvidia.com/gpu": "1", **gone})
+            self.set_mig_strategy("none")
+            try:
+                wait_for("nvidia.com/mig.capable=true on the Node",
+                         lambda: labels().get("nvidia.com/mig.capable") == "true", timeout=150)
+            except ClusterError as e:
+                raise Failure(f"{e}; labels {labels()}; gpulet log:\n{self.gpulet_log()}") from e
+
+            self.set_mig_strategy("single")
+
+            def refused():
+                return [e for e in self.events("GpuletConfigRefused", NAMESPACE) +
+                        self.events("GpuletConfigRefused")
+                        if "more than one MIG device type" in e.get("note", "")]
+            try:
+                wait_for("an Event GpuletConfigRefused for single with four profiles", refused,
+                         timeout=150)
+            except ClusterError as e:
+                raise Failure(f"{e}; gpulet log:\n{self.gpulet_log()}") from e
+            check(self.allocatable().get("nvidia.com/gpu") == "1",
+                  f"the refused strategy changed nvidia.com/gpu: {self.allocatable()}")
+
+            self.set_mig_strategy("mixed")
+            self.wait_allocatable("a resource for each MIG profile under mixed", {
+                "nvidia.com/mig-1g.18gb": "2", "nvidia.com/mig-2g.35gb": "1",
+                "nvidia.com/mig-3g.71gb": "1", "nvidia.com/gpu": None})
+            try:
+                wait_for("GFD's MIG labels under mixed",
+                         lambda: labels().get("nvidia.com/mig-1g.18gb.count") == "2",
+                         timeout=60)
+            except ClusterError as e:
+                raise Failure(f"{e}; labels {labels()}") from e
+            for key, want in (("nvidia.com/mig.strategy", "mixed"),
+                              ("nvidia.com/mig-1g.18gb.product", "NVIDIA-H200-MIG-1g.18gb"),
+                              ("nvidia.com/mig-3g.71gb.count", "1")):
+                check(labels().get(key) == want, f"label {key} is {labels().get(key)!r}")
+            got = self.mig_pod_sees_its_device("mig-a", "nvidia.com/mig-1g.18gb")
+            check(got in ("MIG-c1a7e0f2-9b34-5d58-8e61-2f0b7a3d0203",
+                          "MIG-c1a7e0f2-9b34-5d58-8e61-2f0b7a3d0204"),
+                  f"mig-a got {got}, not one of the two 1g.18gb devices")
+            self.c.kubectl("delete", "pod", "mig-a", "--wait=true")
+
+            # An operator re-partitions the card (nvidia-smi mig, mig-parted) under gpulet.
+            mig("layout", ",".join(["1g.18gb"] * 7))
+            self.wait_allocatable("seven 1g.18gb after the new layout, gpulet not restarted", {
+                "nvidia.com/mig-1g.18gb": "7", "nvidia.com/mig-2g.35gb": None,
+                "nvidia.com/mig-3g.71gb": None, "nvidia.com/gpu": None})
+            restarts = self.gpulet_pod()["status"]["containerStatuses"][0]["restartCount"]
+            check(restarts == 0, f"gpulet restarted {restarts} times for a layout change")
+
+            self.set_mig_strategy("single")
+            self.wait_allocatable("seven nvidia.com/gpu under single", {
+                "nvidia.com/gpu": "7", "nvidia.com/mig-1g.18gb": None})
+            try:
+                wait_for("nvidia.com/mig.strategy single",
+                         lambda: labels().get("nvidia.com/mig.strategy") == "single", timeout=60)
+            except ClusterError as e:
+                raise Failure(f"{e}; labels {labels()}") from e
+            for key, want in (("nvidia.com/gpu.product", "NVIDIA-H200-MIG-1g.18gb"),
+                              ("nvidia.com/gpu.count", "7")):
+                check(labels().get(key) == want, f"label {key} is {labels().get(key)!r}")
+            self.mig_pod_sees_its_device("mig-b", "nvidia.com/gpu")
+        finally:
+            for name in ("mig-a", "mig-b"):
+                self.c.kubectl("delete", "pod", name, "--ignore-not-found", "--wait=true",
+                               check=False)
+            # The homelab install and its ConfigMap as shipped (migStrategy none, no labels).
+            self.apply_overlay("overlay")
+            self.wait_allocatable("the homelab's two GPUs again", {"nvidia.com/gpu": "2"})
+            self.mig_driver_files(False)
+
     def scenario_dra(self):
         """gpulet as a DRA driver (deploy/overlays/dra): ResourceSlices published, a
         ResourceClaim allocated by the real scheduler and prepared, the container sees its
@@ -933,7 +1115,7 @@ class Suite:
     SCENARIOS = ["registers", "pod_sees_cdi_devices", "metrics_name_the_pod", "config_reload",
                  "unhealthy_and_back", "long_node_name", "kubelet_restart", "gpulet_restart",
                  "taint_evicts", "gpu_reset", "eviction", "talos_reboot", "sharing_and_labels",
-                 "memory_slices", "dra", "rbac"]
+                 "memory_slices", "mig", "dra", "rbac"]
 
     def run(self, only):
         self.c.start()
