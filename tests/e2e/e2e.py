@@ -334,14 +334,10 @@ class Suite:
         """The ConfigMap is edited as a user would (kubectl patch): gpulet reloads it through
         the kubelet's projection of the volume, with no restart; a bad edit is an Event, and
         the same mistake again counts in its series."""
-        cm = self.c.get_json("configmap", "-n", NAMESPACE, "gpulet-config")
-        text = cm["data"]["config.yaml"]
+        text = self.config_text()
         check("quietPeriod: 5m" in text, "the shipped config no longer says quietPeriod: 5m")
         pod = self.gpulet_pod()["metadata"]["name"]
-
-        def patch(new_text):
-            self.c.kubectl("patch", "configmap", "-n", NAMESPACE, "gpulet-config", "--type=merge",
-                           "-p", json.dumps({"data": {"config.yaml": new_text}}))
+        patch = self.patch_config
         patch(text.replace("quietPeriod: 5m", "quietPeriod: 5x"))
 
         def refused():
@@ -482,13 +478,21 @@ class Suite:
               f"gpu-c is {pod['status'].get('phase')} though both GPUs are taken")
         self.c.kubectl("delete", "pod", "gpu-c", "--wait=false")
 
+    def config_text(self):
+        """The ConfigMap's config.yaml as the API server has it now."""
+        cm = self.c.get_json("configmap", "-n", NAMESPACE, "gpulet-config")
+        return cm["data"]["config.yaml"]
+
+    def patch_config(self, text):
+        """Replaces the ConfigMap's config.yaml with `text`, as a user's kubectl patch does."""
+        self.c.kubectl("patch", "configmap", "-n", NAMESPACE, "gpulet-config", "--type=merge",
+                       "-p", json.dumps({"data": {"config.yaml": text}}))
+
     def set_config(self, old, new):
         """Edits the ConfigMap's config.yaml as a user would, replacing `old` with `new`."""
-        cm = self.c.get_json("configmap", "-n", NAMESPACE, "gpulet-config")
-        text = cm["data"]["config.yaml"]
+        text = self.config_text()
         check(old in text, f"the ConfigMap no longer says {old!r}")
-        self.c.kubectl("patch", "configmap", "-n", NAMESPACE, "gpulet-config", "--type=merge",
-                       "-p", json.dumps({"data": {"config.yaml": text.replace(old, new)}}))
+        self.patch_config(text.replace(old, new))
 
     def taint(self):
         for t in self.node()["spec"].get("taints", []):
@@ -842,7 +846,7 @@ class Suite:
 
     def set_mig_strategy(self, strategy):
         """One ConfigMap edit: plugin.migStrategy set to `strategy`, the GPU labels on."""
-        text = self.c.get_json("configmap", "-n", NAMESPACE, "gpulet-config")["data"]["config.yaml"]
+        text = self.config_text()
         check(re.search(r"\n  migStrategy: \w+\n", text),
               "the ConfigMap no longer says plugin.migStrategy")
         new = re.sub(r"\n  migStrategy: \w+\n", f"\n  migStrategy: {strategy}\n", text)
@@ -850,8 +854,7 @@ class Suite:
             check("\ncluster:\n" in new, "the ConfigMap no longer has a cluster section")
             new = new.replace("\ncluster:\n", "\ncluster:\n  nodeLabels: true\n")
         if new != text:
-            self.c.kubectl("patch", "configmap", "-n", NAMESPACE, "gpulet-config",
-                           "--type=merge", "-p", json.dumps({"data": {"config.yaml": new}}))
+            self.patch_config(new)
 
     def allocatable(self):
         return self.node()["status"].get("allocatable", {})
