@@ -157,7 +157,8 @@ image:
 # A real cluster (etcd, kube-apiserver, scheduler, controller-manager, kube-proxy, kubelet,
 # containerd with CDI) on this machine for each tested Kubernetes version, gpulet installed from
 # deploy/ with `kubectl apply -k` and the image above, and the scenarios of docs/e2e.md. Not
-# part of `make test`: a cold run does not fit CI's time beside it (docs/e2e.md has the times).
+# part of `make test` (it needs root); .ci/run runs it after `make test` (docs/e2e.md has the
+# times).
 e2e: build-gpulet
 	cmake --build $(BUILD) -j $(JOBS) --target vram_app vram_standin_cuda vram_standin_nvml
 	@scripts/deps.sh e2e

@@ -1,5 +1,7 @@
 // Device-plugin benchmarks: start-to-Register, re-register after a kubelet restart,
-// Allocate latency, and health-change-to-ListAndWatch latency. Prints a table.
+// Allocate latency, health-change-to-ListAndWatch latency, and the CDI work of the daemon's
+// 10 s file check (the spec generated again, against comparing the file only). Prints a
+// table.
 //
 // The daemon runs as a real process (`gpulet serve --simulate homelab`) against the kubelet
 // emulator over unix sockets, as in production; the health-change latency is measured in
@@ -14,10 +16,15 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "cdi/spec_keeper.h"
+#include "common/host_fs.h"
+#include "node/pci_inventory.h"
 #include "plugin/plugin_server.h"
 #include "state/device_store.h"
 #include "testing/daemon_process.h"
 #include "testing/fake_kubelet.h"
+#include "testing/files.h"
+#include "testing/homelab.h"
 #include "testing/plugin_rig.h"
 
 namespace gpulet::bench {
@@ -126,11 +133,51 @@ void RunHealthToStreamBenchmark(BenchTable& table) {
             "target < 50 ms");
 }
 
+// The file check's CDI work (daemon/node_files.h): every 10 s the spec is generated again and
+// compared with the file, so that it follows device nodes that come and go; before, the check
+// only compared the file with the last spec written (SpecKeeper::Verify), the floor here. On
+// a copy of the dgx8 fixture's root: eight GPUs, the driver's libraries and binaries.
+void RunCdiCheckBenchmark(BenchTable& table) {
+  testing::ScratchDir root;
+  fs::copy(testing::SimRoot("dgx8"), root.path(),
+           fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  HostFs host(root.path());
+  absl::StatusOr<std::vector<node::PciGpu>> pci = node::ScanPciGpus(host);
+  std::vector<gpu::DeviceIdentity> ids;
+  for (size_t i = 0; pci.ok() && i < pci->size(); ++i) {
+    ids.push_back(testing::GpuIdentity(static_cast<unsigned>(i),
+                                       absl::StrFormat("GPU-bench-%08zu", i), (*pci)[i].bus_id,
+                                       static_cast<unsigned>(i)));
+  }
+  const gpu::Inventory inventory = testing::InventoryFor(root.path(), ids, "570.133.20");
+  cdi::SpecKeeper keeper(&host);
+  cdi::SpecKeeperOptions options;
+  absl::StatusOr<cdi::KeepResult> first = keeper.Reconcile(inventory, options);
+  if (ids.size() != 8 || !first.ok()) {
+    std::fprintf(stderr, "CDI check benchmark: %zu GPUs on dgx8's root, spec: %s\n", ids.size(),
+                 first.ok() ? "ok" : std::string(first.status().message()).c_str());
+    return;
+  }
+  constexpr int kRounds = 200;
+  std::vector<double> generate_us, verify_us;
+  for (int i = 0; i < kRounds; ++i) {
+    generate_us.push_back(1e6 * SecondsOf([&] { (void)keeper.Reconcile(inventory, options); }));
+    verify_us.push_back(1e6 * SecondsOf([&] { (void)keeper.Verify(); }));
+  }
+  const double generate = Percentile(generate_us, 50), verify = Percentile(verify_us, 50);
+  table.Add(
+      "files", "CDI spec generated again (10 s check) p50", generate / 1000.0, "ms",
+      absl::StrFormat("dgx8 root; %.1fx the file compare only (%.3f ms); %.4f %%core at "
+                      "one per 10 s",
+                      verify > 0 ? generate / verify : 0, verify / 1000.0, 100 * generate / 1e7));
+}
+
 }  // namespace
 
 void RunPluginBenchmarks(BenchTable& table) {
   RunDaemonBenchmarks(table);
   RunHealthToStreamBenchmark(table);
+  RunCdiCheckBenchmark(table);
 }
 
 }  // namespace gpulet::bench

@@ -236,12 +236,17 @@ absl::StatusOr<GeneratedSpec> GenerateSpec(const gpu::Inventory& inventory, cons
     std::string path = absl::StrCat("/dev/nvidia", *gpu->minor);
     std::optional<DeviceNode> node = NodeFor(dev, path);
     if (!node) {
-      out.warnings.push_back(absl::StrCat(
-          "GPU ", *gpu->index, " ", ShortName(*gpu), ": its device node ", path,
-          " is missing under ", dev.fs().Describe(path),
-          ", so it is left out of the spec. The node appears when the nvidia module has "
-          "bound the GPU (run `nvidia-modprobe -c ",
-          *gpu->minor, "`; on Talos the toolkit extension's udev rule does this)."));
+      LeftOutDevice left{
+          gpu->uuid, std::nullopt, gpu->uuid,
+          absl::StrCat("its device node ", path, " is missing under ", dev.fs().Describe(path)),
+          absl::StrCat("run `nvidia-modprobe -c ", *gpu->minor,
+                       "`; on Talos the toolkit extension's udev rule does this")};
+      out.warnings.push_back(absl::StrCat("GPU ", *gpu->index, " ", ShortName(*gpu), ": ",
+                                          left.reason,
+                                          ", so it is left out of the spec. The node appears "
+                                          "when the nvidia module has bound the GPU (",
+                                          left.action, ")."));
+      out.left_out.push_back(std::move(left));
       continue;
     }
     usable.emplace_back(gpu, *node);
@@ -289,14 +294,18 @@ absl::StatusOr<GeneratedSpec> GenerateSpec(const gpu::Inventory& inventory, cons
         if (std::optional<DeviceNode> n = NodeFor(dev, cap)) nodes.push_back(*n);
       }
       if (caps.empty() || nodes.size() != caps.size() + 1) {
-        out.warnings.push_back(absl::StrCat(
-            "GPU ", *gpu->index, " MIG device ", mig.index, " (", mig.profile, ", ", mig.uuid,
-            ") is left out of the spec: ",
+        LeftOutDevice left{
+            gpu->uuid, mig.gpu_instance_id, mig.uuid,
             caps.empty() ? "/proc/driver/nvidia-caps/mig-minors does not list its capabilities"
                          : absl::StrCat("its capability nodes (", absl::StrJoin(caps, ", "),
                                         ") are missing under ", dev.fs().root()),
-            ". `nvidia-modprobe -f /proc/driver/nvidia/capabilities/gpu", *gpu->minor, "/mig/gi",
-            mig.gpu_instance_id, "/access` creates them (the toolkit does this on a MIG node)."));
+            absl::StrCat("`nvidia-modprobe -f /proc/driver/nvidia/capabilities/gpu", *gpu->minor,
+                         "/mig/gi", mig.gpu_instance_id,
+                         "/access` creates them (the toolkit does this on a MIG node)")};
+        out.warnings.push_back(absl::StrCat(
+            "GPU ", *gpu->index, " MIG device ", mig.index, " (", mig.profile, ", ", mig.uuid,
+            ") is left out of the spec: ", left.reason, ". ", left.action, "."));
+        out.left_out.push_back(std::move(left));
         continue;
       }
       if (options.names != NameStrategy::kUuid) {

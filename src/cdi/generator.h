@@ -32,6 +32,7 @@
 #ifndef GPULET_CDI_GENERATOR_H_
 #define GPULET_CDI_GENERATOR_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,19 @@ struct GeneratorOptions {
   std::string cdi_version;
 };
 
+// A device NVML found that the spec does not define, because a device node it needs is
+// missing. A runtime cannot resolve its CDI name, so whoever hands out CDI names (the device
+// plugin) must not hand out this one: the daemon marks it Unhealthy (node_files.h).
+struct LeftOutDevice {
+  std::string gpu_uuid;
+  std::optional<unsigned> gpu_instance_id;  // a MIG device of that GPU; nullopt: the whole GPU
+  std::string uuid;                         // the GPU's or the MIG device's
+  std::string reason;  // what is missing and where: "its device node /dev/nvidia1 is missing …"
+  std::string action;  // what creates it: "run `nvidia-modprobe -c 1` …"
+
+  bool operator==(const LeftOutDevice&) const = default;
+};
+
 struct GeneratedSpec {
   Spec spec;  // validated; version set
   std::string driver_version;
@@ -82,6 +96,8 @@ struct GeneratedSpec {
   // Things left out and why (a GPU without a device node, no hook program, no libraries).
   // Each is one sentence with the fix; the command prints them to stderr.
   std::vector<std::string> warnings;
+  // The GPUs and MIG devices among the warnings' (those NVML identified), as data.
+  std::vector<LeftOutDevice> left_out;
 };
 
 // Builds the spec for the GPUs in `inventory` (those NVML identified: index, minor and

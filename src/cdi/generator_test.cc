@@ -241,6 +241,12 @@ TEST(CdiGeneratorTest, DriverRootInsideTheHostRootLosesThePrefix) {
   // Only GPU 0 has a node: GPU 1 is left out with a warning.
   EXPECT_THAT(Names(g->spec), ElementsAre("0", kUuid0, "all"));
   EXPECT_THAT(absl::StrJoin(g->warnings, "\n"), HasSubstr("/dev/nvidia1 is missing"));
+  ASSERT_EQ(g->left_out.size(), 1u);  // as data, for the device plugin's health
+  EXPECT_EQ(g->left_out[0].gpu_uuid, kUuid1);
+  EXPECT_EQ(g->left_out[0].uuid, kUuid1);
+  EXPECT_EQ(g->left_out[0].gpu_instance_id, std::nullopt);
+  EXPECT_THAT(g->left_out[0].reason, HasSubstr("/dev/nvidia1 is missing"));
+  EXPECT_THAT(g->left_out[0].action, HasSubstr("nvidia-modprobe -c 1"));
   // nvidia-ctk takes hooks as a subcommand; no libcuda, so no create-symlinks hook.
   EXPECT_EQ(g->hook_path, "/usr/bin/nvidia-ctk");
   ASSERT_EQ(g->spec.edits.hooks.size(), 1u);
@@ -390,6 +396,11 @@ TEST(CdiGeneratorTest, MigDeviceWithoutCapabilityNodesIsLeftOutWithTheFix) {
       HasSubstr("`nvidia-modprobe -f /proc/driver/nvidia/capabilities/gpu0/mig/gi4/access`"));
   EXPECT_THAT(warnings, ::testing::Not(HasSubstr("2f0b7a3d0203")));
   EXPECT_TRUE(ValidateSpec(g->spec).ok());
+  ASSERT_EQ(g->left_out.size(), 1u);
+  EXPECT_EQ(g->left_out[0].gpu_uuid, "GPU-c1a7e0f2-9b34-4d58-8e61-2f0b7a3d0200");
+  EXPECT_EQ(g->left_out[0].gpu_instance_id, 4u);
+  EXPECT_EQ(g->left_out[0].uuid, "MIG-c1a7e0f2-9b34-5d58-8e61-2f0b7a3d0204");
+  EXPECT_THAT(g->left_out[0].reason, HasSubstr("/dev/nvidia-caps/nvidia-cap40"));
 }
 
 TEST(CdiGeneratorTest, ParseNameStrategy) {

@@ -40,6 +40,7 @@ absl::StatusOr<KeepResult> SpecKeeper::Reconcile(const gpu::Inventory& inventory
   }
   KeepResult result;
   result.warnings = generated->warnings;
+  result.left_out = generated->left_out;
   if (!options.generator.hook_path.empty() && !host_->Exists(options.generator.hook_path)) {
     result.warnings.push_back(absl::StrCat(
         "cdi.hookPath ", host_->Describe(options.generator.hook_path),

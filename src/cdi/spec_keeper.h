@@ -42,6 +42,7 @@ struct KeepResult {
   std::string host_path;              // where the spec is, as a host path ("/var/run/cdi/…yaml")
   bool written = false;               // false when the file already held exactly this spec
   std::vector<std::string> warnings;  // from the generator, and about the hook program
+  std::vector<LeftOutDevice> left_out;  // from the generator
 };
 
 class SpecKeeper {

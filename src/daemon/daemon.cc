@@ -133,7 +133,8 @@ Daemon::Daemon(nvml::Node node, config::Config config, DaemonOptions options)
       config_(std::move(config)),
       control_(ControlNodesOf(node_.inventory.driver)),
       files_inventory_(node_.inventory),
-      files_(node_.host.get(), &files_inventory_, options_.bundled_fixture_root) {
+      files_(node_.host.get(), &files_inventory_, options_.bundled_fixture_root, &store_,
+             options_.clock) {
   ProcessKiller* killer = options_.process_killer;
   if (killer == nullptr) {
     own_killer_ = MakeProcessKiller(node_.host->root());

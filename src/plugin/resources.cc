@@ -236,6 +236,14 @@ std::vector<AdvertisedDevice> AdvertisedDevices(const ResourceSpec& resource,
   return out;
 }
 
+bool AnswersNameCdiDevices(const config::Config& config) {
+  const std::vector<config::DeviceListStrategy>& on = config.plugin.device_list_strategy;
+  return std::any_of(on.begin(), on.end(), [](config::DeviceListStrategy s) {
+    return s == config::DeviceListStrategy::kCdiAnnotations ||
+           s == config::DeviceListStrategy::kCdiCri;
+  });
+}
+
 v1beta1::ListAndWatchResponse ToListAndWatch(const std::vector<AdvertisedDevice>& devices) {
   v1beta1::ListAndWatchResponse response;
   for (const AdvertisedDevice& a : devices) {

@@ -67,6 +67,10 @@ struct AdvertisedDevice {
   int mig = -1;  // index into the GPU's mig_devices; -1 for a whole GPU
 };
 
+// Whether Allocate answers name CDI devices (plugin.deviceListStrategy cdi-annotations or
+// cdi-cri), which must then resolve in a spec the runtime reads.
+bool AnswersNameCdiDevices(const config::Config& config);
+
 // The devices a resource advertises for a snapshot.
 std::vector<AdvertisedDevice> AdvertisedDevices(const ResourceSpec& resource,
                                                 const config::Config& config,

@@ -900,7 +900,8 @@ class Suite:
         the Node offers one nvidia.com/gpu; single with mixed profiles is refused (an Event,
         the running strategy kept); mixed offers nvidia.com/mig-<profile> with GFD's labels,
         and a pod asking for a 1g.18gb sees the GPU's node and that MIG device's capability
-        nodes; a new layout (seven 1g.18gb, `gpulet sim mig`) reaches the kubelet with no
+        nodes; a 1g.18gb whose capability nodes go missing is not offered (allocatable drops,
+        capacity stays, the CDI spec leaves it out) until they are back; a new layout (seven 1g.18gb, `gpulet sim mig`) reaches the kubelet with no
         restart; single then offers seven nvidia.com/gpu, and a pod gets one MIG device."""
         for name in ("gpu-a", "gpu-b", "gpu-c"):
             self.c.kubectl("delete", "pod", name, "--ignore-not-found", "--wait=true")
@@ -955,6 +956,26 @@ class Suite:
                           "MIG-c1a7e0f2-9b34-5d58-8e61-2f0b7a3d0204"),
                   f"mig-a got {got}, not one of the two 1g.18gb devices")
             self.c.kubectl("delete", "pod", "mig-a", "--wait=true")
+
+            # One 1g.18gb device (GPU instance 4) loses its capability nodes: the CDI spec
+            # leaves it out, so the plugin must stop offering it (its CDI name would not
+            # resolve), and offer it again once the nodes are back.
+            caps_dev = os.path.join(NODE_DIR, "devroot", "dev", "nvidia-caps")
+            gi4 = ["nvidia-cap39", "nvidia-cap40"]  # gpu0/gi4/access, gpu0/gi4/ci0/access
+            st = os.stat(os.path.join(caps_dev, gi4[0]))
+            for node in gi4:
+                os.unlink(os.path.join(caps_dev, node))
+            self.wait_allocatable("one 1g.18gb offered while the other's capability nodes are "
+                                  "missing", {"nvidia.com/mig-1g.18gb": "1"}, timeout=60)
+            capacity = self.node()["status"]["capacity"].get("nvidia.com/mig-1g.18gb")
+            check(capacity == "2", f"capacity of nvidia.com/mig-1g.18gb is {capacity}, not 2 "
+                  "(the device is Unhealthy, not gone)")
+            check("2f0b7a3d0204" not in json.dumps(self.cdi_spec()),
+                  "GPU instance 4's MIG device is still in the CDI spec without its nodes")
+            for node in gi4:
+                os.mknod(os.path.join(caps_dev, node), 0o666 | 0o020000, st.st_rdev)
+            self.wait_allocatable("both 1g.18gb offered once the nodes are back",
+                                  {"nvidia.com/mig-1g.18gb": "2"}, timeout=60)
 
             # An operator re-partitions the card (nvidia-smi mig, mig-parted) under gpulet.
             mig("layout", ",".join(["1g.18gb"] * 7))
