@@ -126,7 +126,7 @@ void NodeFiles::Reconcile(const config::Config& config) {
     }
     return;
   }
-  KeepCdiSpec(config, /*from_check=*/false);
+  KeepCdiSpec(config, /*from_check=*/false).IgnoreError();  // logged there, never fatal
   labels_path_ = config.labels.features_file;
   labels_.SetConfig(config);
   labels_.Keep(labels_path_);
