@@ -933,12 +933,15 @@ TEST_F(DaemonTest, AGpuOnlyARebootClearsAsksKuredOnceAndTheNextBootKnowsItReboot
   PlayFaultStep("fails-after-reboot", 0, testing::kRtx5090);
   EditSimState([](sim::SimState* s) { sim::SetFailsAfterReboot(s, testing::kRtx5090, 1.5); });
   const fs::path sentinel = root_ / "var/run/reboot-required";
-  ASSERT_TRUE(Eventually([&] { return fs::exists(sentinel); }, absl::Seconds(10)));
   auto read = [](const fs::path& p) {
     std::ifstream in(p);
     return std::string(std::istreambuf_iterator<char>(in), {});
   };
-  EXPECT_THAT(read(sentinel), HasSubstr("gpulet: GPU GPU-8a41"));
+  // The file is created (O_EXCL, so that a request already there is kept) before its line is
+  // written: wait for the line, not only the file (CI once read it between the two).
+  ASSERT_TRUE(Eventually([&] { return absl::StrContains(read(sentinel), "gpulet: GPU GPU-8a41"); },
+                         absl::Seconds(10)))
+      << read(sentinel);
   recorder::RebootRecord record((root_ / "var/lib/gpulet/reboots.json").string(), "reboots.json");
   absl::StatusOr<std::vector<recorder::RebootRequest>> kept = record.Load();
   ASSERT_TRUE(kept.ok()) << kept.status();
