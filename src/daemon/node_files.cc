@@ -158,7 +158,6 @@ void NodeFiles::Check() {
 absl::Status NodeFiles::KeepCdiSpec(const config::Config& config, bool from_check) {
   if (config.cdi.spec_dir.empty()) {
     // CDI names then resolve in someone else's spec, or not: nothing here can tell.
-    left_out_.clear();
     spec_warnings_.clear();
     SyncLeftOutHealth({}, false, clock_->Now(), store_);
     std::string previous = spec_.host_path();
@@ -184,8 +183,7 @@ absl::Status NodeFiles::KeepCdiSpec(const config::Config& config, bool from_chec
     if (!from_check) GPULET_LOG_ERROR("CDI spec: {}", kept.status().message());
     return kept.status();
   }
-  left_out_ = kept->left_out;
-  SyncLeftOutHealth(left_out_, plugin::AnswersNameCdiDevices(config), clock_->Now(), store_);
+  SyncLeftOutHealth(kept->left_out, plugin::AnswersNameCdiDevices(config), clock_->Now(), store_);
   if (from_check && !kept->written && kept->warnings == spec_warnings_) return absl::OkStatus();
   spec_warnings_ = kept->warnings;
   for (const std::string& warning : kept->warnings) GPULET_LOG_WARN("CDI spec: {}", warning);

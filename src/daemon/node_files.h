@@ -109,8 +109,7 @@ class NodeFiles {
   const bool bundled_fixture_root_;
   state::DeviceStore* const store_;
   const Clock* const clock_;
-  std::vector<cdi::LeftOutDevice> left_out_;  // by the last spec generated
-  std::vector<std::string> spec_warnings_;    // of the last spec generated
+  std::vector<std::string> spec_warnings_;  // of the last spec generated
   bool told_bundled_ = false;
   cdi::SpecKeeper spec_;
   LabelsFile labels_;
