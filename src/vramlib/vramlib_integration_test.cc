@@ -5,9 +5,11 @@
 // bad slice file fails closed. The same applications run against the real driver in
 // tests/vram/device_check.sh.
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -348,7 +350,16 @@ TEST_F(VramLibTest, ProcessesInTheirOwnPidNamespacesShareTheQuota) {
     EXPECT_THAT(status, HasSubstr(absl::StrCat("NSpid:\t", pid, "\t1\n"))) << status;
   }
 
-  first.Kill();  // SIGKILL to unshare, which kills its child
+  // SIGKILL to unshare, whose child dies of it (--kill-child) after unshare has been reaped:
+  // wait for the child itself, so that its slot's lock is gone before the third looks.
+  const int32_t first_pid = pid_by_use[3072 * kMiB];
+  const int first_fd = static_cast<int>(syscall(SYS_pidfd_open, first_pid, 0));
+  ASSERT_GE(first_fd, 0) << "pidfd_open(" << first_pid << "): " << strerror(errno);
+  first.Kill();
+  pollfd exited{first_fd, POLLIN, 0};
+  EXPECT_EQ(poll(&exited, 1, 20000), 1)
+      << "PID " << first_pid << " still runs 20 s after unshare died";
+  close(first_fd);
   Background third(in_namespace({"hold", "100000", "512"}), Env(slice, false));
   EXPECT_EQ(third.Line(), "ready allocated_mib=3072");
 }
