@@ -64,6 +64,9 @@ function(gpulet_module name)
     # A precompiled header is only used with the flags it was built with: the modules
     # compiled for size share one of their own.
     set(pch_group GPULET_MODULE_PCH_OWNER)
+    if(GPULET_FUZZ)  # CMakeLists.txt: the fuzz targets link these modules
+      target_compile_options(gpulet_${name} PRIVATE -fsanitize=fuzzer-no-link)
+    endif()
     if(M_SIZE AND GPULET_SIZE_MODULES)
       target_compile_options(gpulet_${name} PRIVATE -Os)
       set(pch_group GPULET_SIZE_MODULE_PCH_OWNER)

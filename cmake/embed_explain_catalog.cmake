@@ -1,7 +1,7 @@
 # Script mode (cmake -P): writes OUTPUT, a C++ file defining gpulet::ExplainCatalogFiles()
 # (src/doctor/explain_catalog.h): the name and text of each file of INPUTS (the
 # src/doctor/explain/*.yaml files, a ;-separated list) in raw string literals, in name order.
-# Run at build time by the rule in CMakeLists.txt, and by scripts/fuzz.sh.
+# Run at build time by the rule in CMakeLists.txt.
 if(NOT INPUTS OR NOT OUTPUT)
   message(FATAL_ERROR "embed_explain_catalog.cmake: pass -DINPUTS=a.yaml;b.yaml -DOUTPUT=...")
 endif()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """clang-tidy over gpulet's sources: every translation unit of the product in
-BUILD/compile_commands.json (src/ and sim/, less the tests beside them, *_test.cc, and their
-helpers, src/testing/) is checked by clang-tidy-14 with the rule set in .clang-tidy
+BUILD/compile_commands.json (src/ and sim/, less the tests beside them, *_test.cc, their
+helpers, src/testing/, and the fuzz targets, *_fuzz.cc) is checked by clang-tidy-14 with the rule set in .clang-tidy
 (bug-finding checks and clang's -Wthread-safety analysis, all as errors), so a member read
 without the mutex its ABSL_GUARDED_BY names, a value read after std::move or a string_view
 bound to a temporary fails `make test`. `make lint` gives it the sanitizer build (clang's: its
@@ -176,8 +176,10 @@ def without_pch(entry):
 
 
 def is_test(source_dir, path):
-    """A test beside the code, or the tests' helpers."""
-    return (path.endswith("_test.cc") or
+    """A test beside the code, the tests' helpers, or a fuzz target (the sanitizer build
+    compiles them, each with flags of its own: checked on their own, they would add a unit
+    each to `make lint`; --with-tests checks them)."""
+    return (path.endswith("_test.cc") or path.endswith("_fuzz.cc") or
             path.startswith(os.path.join(source_dir, "src", "testing") + os.sep))
 
 

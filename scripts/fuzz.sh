@@ -1,18 +1,16 @@
 #!/bin/bash
-# Builds every libFuzzer target (src/**/*_fuzz.cc, sim/*_fuzz.cc) with clang++-14 and
-# -fsanitize=fuzzer,address,undefined into build-fuzz/, then runs each for SECONDS seconds.
-# Exits non-zero when a target crashes, leaks, hangs or fails to build.
+# Runs every libFuzzer target (src/*/*_fuzz.cc, sim/*_fuzz.cc) for SECONDS seconds each, from
+# its seeds and its kept corpus. Exits non-zero when a target crashes, leaks, hangs or is
+# missing.
 #
 # Usage: scripts/fuzz.sh SECONDS [NAME...]      (NAME: e.g. xid_fuzz; default: all targets)
-#        scripts/fuzz.sh --build [NAME...]      build (and seed) only; a later run finds them
-#                                               built (make test builds them beside its
-#                                               other builds)
+#        scripts/fuzz.sh --build [NAME...]      seed only, and check that the targets are built
 #
-# Each target is linked from its own file plus the .cc files it needs, found by following
-# `#include "..."` lines from the target to headers under src/ (or the repository root) and
-# taking the .cc beside each header, so nothing else is compiled. Objects are kept in
-# build-fuzz/obj and rebuilt when a source or header they depend on changes. Compiles and
-# runs go FUZZ_JOBS at a time (default: one a core); each target still runs SECONDS.
+# The targets are built by CMake in clang's sanitizer build (ASan and UBSan, -O0), against its
+# modules compiled with libFuzzer's coverage instrumentation (CMakeLists.txt, GPULET_FUZZ):
+# `make fuzz-build` builds them alone (cmake --build build-asan --target gpulet_fuzz), `make
+# asan-build` with everything else. FUZZ_BIN names their folder (default build-asan/fuzz).
+# Runs go FUZZ_JOBS at a time (default: one a core); each target still runs SECONDS.
 #
 # Seeds: targets under src/health and src/doctor start from tests/fixtures/kmsg (each line
 # and each /dev/kmsg record as its own input) and the explain catalogue's examples; the ELF reader (src/nvml/elf_check_fuzz.cc)
@@ -35,7 +33,7 @@
 # the dmem rules' readers (src/node/dmem_fuzz.cc) from the fixtures' process cgroup files and
 # a dmem.capacity.
 # Inputs that grow coverage accumulate in build-fuzz/corpus/NAME; a crashing input is saved in build-fuzz/artifacts/NAME/.
-# Reproduce one with: build-fuzz/bin/NAME build-fuzz/artifacts/NAME/crash-...
+# Reproduce one with: build-asan/fuzz/NAME build-fuzz/artifacts/NAME/crash-...
 set -euo pipefail
 
 usage() {
@@ -55,74 +53,9 @@ case "$seconds" in '' | *[!0-9]*) usage ;; esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 out=build-fuzz
-mkdir -p "$out/obj" "$out/bin" "$out/seeds" "$out/corpus" "$out/artifacts" "$out/logs"
+mkdir -p "$out/seeds" "$out/corpus" "$out/artifacts" "$out/logs"
 
-# --- toolchain ---------------------------------------------------------------------------
-CXX=${FUZZ_CXX:-clang++-14}
-if ! scripts/deps.sh fuzz; then
-  echo "fuzz.sh: the fuzz packages (clang-14, libfuzzer-14-dev, libclang-rt-14-dev, lld-14) are not all installed;" \
-    "trying the compiler anyway" >&2
-fi
-if ! command -v "$CXX" > /dev/null 2>&1; then
-  echo "fuzz.sh: $CXX not found. Install it with: scripts/deps.sh fuzz" \
-    "(Debian packages clang-14, libfuzzer-14-dev and libclang-rt-14-dev)" >&2
-  exit 1
-fi
-probe="$out/obj/probe"
-if ! printf 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }\n' |
-  "$CXX" -x c++ -fsanitize=fuzzer,address,undefined - -o "$probe" 2> "$out/logs/probe.log"; then
-  echo "fuzz.sh: $CXX cannot build a libFuzzer binary (see $out/logs/probe.log)." \
-    "Install clang-14, libfuzzer-14-dev and libclang-rt-14-dev: scripts/deps.sh fuzz" >&2
-  exit 1
-fi
-
-CXXFLAGS=(-std=c++20 -gline-tables-only -O1 -fno-omit-frame-pointer -Wall -Wextra
-  -fsanitize=address,undefined -fno-sanitize-recover=undefined
-  -I"$root/src" -I"$root" -DGPULET_VERSION='"fuzz"' -DGPULET_GIT_REV='"fuzz"')
-# lld links the 21 targets in a fraction of ld.bfd's time (Debian package lld-14).
-LINKER=()
-if [ -x /usr/lib/llvm-14/bin/ld.lld ]; then LINKER=(-fuse-ld=lld); fi
-# Every library any target might need; --as-needed drops the ones a target does not use.
-# shellcheck disable=SC2207
-LIBS=(-Wl,--as-needed $(pkg-config --libs absl_status absl_statusor absl_strings \
-  absl_str_format absl_synchronization absl_time absl_cord libelf yaml-cpp yaml-0.1 nettle gnutls) \
-  -lpthread -ldl)
-
-# --- dependency closure ------------------------------------------------------------------
-# Prints the .cc files (repository-relative) that `$1` needs, itself included.
-sources_for() {
-  local -A seen=()
-  local -a todo=("$1") result=()
-  while [ ${#todo[@]} -gt 0 ]; do
-    local file=${todo[0]}
-    todo=("${todo[@]:1}")
-    [ -n "${seen[$file]:-}" ] && continue
-    seen[$file]=1
-    case "$file" in *.cc) result+=("$file") ;; esac
-    local inc
-    while IFS= read -r inc; do
-      local header=""
-      if [ -f "src/$inc" ]; then header="src/$inc"; elif [ -f "$inc" ]; then header="$inc"; fi
-      [ -n "$header" ] || continue
-      todo+=("$header")
-      local cc=${header%.h}.cc
-      case "$cc" in *_test.cc | *_fuzz.cc) continue ;; esac
-      [ -f "$cc" ] && todo+=("$cc")
-    done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$file")
-  done
-  printf '%s\n' "${result[@]}"
-}
-
-# True when object $1 is missing or older than a file its depfile $2 lists.
-stale() {
-  local obj=$1 dep=$2
-  [ -f "$obj" ] && [ -f "$dep" ] || return 0
-  local f
-  for f in $(sed -e 's/^[^:]*://' -e 's/\\$//' "$dep"); do
-    [ "$f" -nt "$obj" ] && return 0
-  done
-  return 1
-}
+bin=${FUZZ_BIN:-build-asan/fuzz}
 
 # --- seeds -------------------------------------------------------------------------------
 make_seeds() {
@@ -331,89 +264,25 @@ if [ $# -gt 0 ]; then
 fi
 [ ${#targets[@]} -gt 0 ] || { echo "fuzz.sh: no *_fuzz.cc targets under src/ or sim/" >&2; exit 1; }
 
-# Phase 1: the sources of every target, and the generated catalogue where one needs it.
-declare -A target_sources=()
-declare -A wanted=()
-all_sources=()
-for target in "${targets[@]}"; do
-  sources=$(sources_for "$target")
-  # The explain catalogue (src/doctor/explain/*.yaml) is compiled in from a generated file, as
-  # in the CMake build (cmake/embed_explain_catalog.cmake).
-  if grep -qx 'src/doctor/explain_catalog.cc' <<< "$sources"; then
-    mkdir -p "$out/gen"
-    catalog_files=("$root"/src/doctor/explain/*.yaml)
-    catalog_list=$(IFS=';'; echo "${catalog_files[*]}")
-    if [ ! -f "$out/gen/explain_catalog_data.cc" ] ||
-      [ "$catalog_list" != "$(cat "$out/gen/explain_catalog_files" 2>/dev/null)" ] ||
-      [ -n "$(find "${catalog_files[@]}" "$root/cmake/embed_explain_catalog.cmake" -newer "$out/gen/explain_catalog_data.cc")" ]; then
-      cmake "-DINPUTS=$catalog_list" \
-        -DOUTPUT="$out/gen/explain_catalog_data.cc" -P cmake/embed_explain_catalog.cmake
-      printf '%s' "$catalog_list" > "$out/gen/explain_catalog_files"
-    fi
-    sources+=$'\n'"$out/gen/explain_catalog_data.cc"
-  fi
-  target_sources[$target]=$sources
-  for src in $sources; do
-    if [ -z "${wanted[$src]:-}" ]; then
-      wanted[$src]=1
-      all_sources+=("$src")
-    fi
-  done
-done
-
-# At most $parallel background jobs at once (FUZZ_JOBS, default one a core): the compiles and the
-# runs each use one core, so two cores halve the stage.
+# At most $parallel runs at once (FUZZ_JOBS, default one a core): each uses one core, so two
+# cores halve the stage.
 parallel=${FUZZ_JOBS:-$(nproc)}
 case "$parallel" in '' | *[!0-9]* | 0) echo "fuzz.sh: FUZZ_JOBS must be a positive number" >&2; exit 2 ;; esac
 throttle() {
   while [ "$(jobs -rp | wc -l)" -ge "$parallel" ]; do wait -n || true; done
 }
 
-# Phase 2: every object once, $parallel at a time (targets share most of theirs). Only each
-# target's own file gets libFuzzer's main; everything is instrumented for coverage. A failed
-# compile leaves no object, so the targets that need it fail to build below.
-for src in "${all_sources[@]}"; do
-  obj="$out/obj/${src//\//_}.o"
-  if stale "$obj" "$obj.d"; then
-    throttle
-    (
-      echo "  compile $src"
-      if ! "$CXX" "${CXXFLAGS[@]}" -fsanitize=fuzzer-no-link -MMD -MF "$obj.d" -c "$src" \
-        -o "$obj" 2> "$obj.log"; then
-        cat "$obj.log" >&2
-        rm -f "$obj" "$obj.d"
-      fi
-    ) &
-  fi
-done
-wait
-
-# Phase 3: link and seed each target, then run them $parallel at a time, each for $seconds.
+# Seed each target, then run them $parallel at a time, each for $seconds.
 failed=()
 summary=()
 runnable=()
 for target in "${targets[@]}"; do
   name=$(basename "$target" .cc)
-  objs=()
-  build_ok=1
-  for src in ${target_sources[$target]}; do
-    obj="$out/obj/${src//\//_}.o"
-    if [ ! -f "$obj" ]; then
-      build_ok=""
-      break
-    fi
-    objs+=("$obj")
-  done
-  # Linked again only when the binary is missing or an object is newer.
-  relink=""
-  [ -x "$out/bin/$name" ] || relink=1
-  for obj in "${objs[@]}"; do [ "$obj" -nt "$out/bin/$name" ] && relink=1 && break; done
-  if [ -z "$build_ok" ] || { [ -n "$relink" ] &&
-    ! "$CXX" -fsanitize=fuzzer,address,undefined "${LINKER[@]}" "${objs[@]}" "${LIBS[@]}" \
-      -o "$out/bin/$name"; }; then
-    echo "fuzz.sh: building $name failed" >&2
-    failed+=("$name (build)")
-    summary+=("$name: BUILD FAILED")
+  if [ ! -x "$bin/$name" ] || [ "$bin/$name" -ot "$target" ]; then
+    echo "fuzz.sh: $bin/$name is missing or older than $target: build the targets with" \
+      "make fuzz-build (cmake --build build-asan --target gpulet_fuzz), or set FUZZ_BIN" >&2
+    failed+=("$name (not built)")
+    summary+=("$name: NOT BUILT")
     continue
   fi
   make_seeds "$name" "$target"
@@ -423,10 +292,10 @@ for target in "${targets[@]}"; do
 done
 if [ -n "$build_only" ]; then
   if [ ${#failed[@]} -gt 0 ]; then
-    echo "fuzz.sh: ${#failed[@]} target(s) failed to build: ${failed[*]}" >&2
+    echo "fuzz.sh: ${#failed[@]} target(s) not built: ${failed[*]}" >&2
     exit 1
   fi
-  echo "fuzz.sh: ${#runnable[@]} targets built in $out/bin"
+  echo "fuzz.sh: ${#runnable[@]} targets built in $bin, seeded in $out/seeds"
   exit 0
 fi
 for name in "${runnable[@]}"; do
@@ -435,7 +304,7 @@ for name in "${runnable[@]}"; do
   (
     set +e
     ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
-      "$out/bin/$name" "$out/corpus/$name" "$out/seeds/$name" \
+      "$bin/$name" "$out/corpus/$name" "$out/seeds/$name" \
       -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
       -artifact_prefix="$out/artifacts/$name/" > "$out/logs/$name.log" 2>&1
     echo $? > "$out/logs/$name.rc"
