@@ -59,12 +59,11 @@ bool Matches(const state::GpuHealth* health, const state::HealthCondition* want)
 
 }  // namespace
 
-void SyncLeftOutHealth(const std::vector<cdi::LeftOutDevice>& left_out, bool raise, absl::Time now,
+void SyncLeftOutHealth(const std::vector<cdi::LeftOutDevice>& left_out, absl::Time now,
                        state::DeviceStore* store) {
   auto wanted =
       [&](const std::string& gpu_uuid,
           std::optional<unsigned> gpu_instance_id) -> std::optional<state::HealthCondition> {
-    if (!raise) return std::nullopt;
     for (const cdi::LeftOutDevice& l : left_out) {
       if (l.gpu_uuid != gpu_uuid || l.gpu_instance_id != gpu_instance_id) continue;
       state::HealthCondition c;
@@ -159,7 +158,7 @@ absl::Status NodeFiles::KeepCdiSpec(const config::Config& config, bool from_chec
   if (config.cdi.spec_dir.empty()) {
     // CDI names then resolve in someone else's spec, or not: nothing here can tell.
     spec_warnings_.clear();
-    SyncLeftOutHealth({}, false, clock_->Now(), store_);
+    SyncLeftOutHealth({}, clock_->Now(), store_);
     std::string previous = spec_.host_path();
     if (absl::Status st = spec_.Remove(); !st.ok()) {
       GPULET_LOG_ERROR("CDI spec: {}", st.message());
@@ -183,7 +182,16 @@ absl::Status NodeFiles::KeepCdiSpec(const config::Config& config, bool from_chec
     if (!from_check) GPULET_LOG_ERROR("CDI spec: {}", kept.status().message());
     return kept.status();
   }
-  SyncLeftOutHealth(kept->left_out, plugin::AnswersNameCdiDevices(config), clock_->Now(), store_);
+  // The answers that name CDI devices: the device plugin's with a CDI strategy, and DRA's
+  // for the GPUs it offers (a claim's container gets its devices by CDI name only).
+  const bool plugin_names_cdi = plugin::AnswersNameCdiDevices(config);
+  std::vector<cdi::LeftOutDevice> named;
+  for (const cdi::LeftOutDevice& l : kept->left_out) {
+    const gpu::Gpu* g = inventory_->FindByUuid(l.gpu_uuid);
+    const bool dra = g != nullptr && g->index && config.DraOffers(*g->index, g->uuid);
+    if (plugin_names_cdi || dra) named.push_back(l);
+  }
+  SyncLeftOutHealth(named, clock_->Now(), store_);
   if (from_check && !kept->written && kept->warnings == spec_warnings_) return absl::OkStatus();
   spec_warnings_ = kept->warnings;
   for (const std::string& warning : kept->warnings) GPULET_LOG_WARN("CDI spec: {}", warning);

@@ -73,9 +73,9 @@ class LabelsFile {
 inline constexpr char kCdiSpecSource[] = "cdi-spec";
 
 // Makes the store's "cdi-spec" conditions match `left_out`: every GPU and MIG device in it
-// Unhealthy when `raise`, every other one's condition cleared. Publishes a snapshot only for
-// what changes (the plugin re-sends its device list on each).
-void SyncLeftOutHealth(const std::vector<cdi::LeftOutDevice>& left_out, bool raise, absl::Time now,
+// Unhealthy, every other one's condition cleared. Publishes a snapshot only for what changes
+// (the plugin re-sends its device list on each, DRA its ResourceSlices).
+void SyncLeftOutHealth(const std::vector<cdi::LeftOutDevice>& left_out, absl::Time now,
                        state::DeviceStore* store);
 
 class NodeFiles {

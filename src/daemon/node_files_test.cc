@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "dra/resource_slices.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "plugin/resources.h"
@@ -170,6 +171,51 @@ TEST_F(NodeFilesTest, OnlyAnswersNamingCdiDevicesMakeALeftOutDeviceUnhealthy) {
   config_.cdi.spec_dir = "";
   files_.Reconcile(config_);
   EXPECT_EQ(Condition(4), std::nullopt);
+}
+
+// DRA hands a claim's container its devices by CDI name only, whatever the device plugin's
+// strategy: a device DRA offers that the spec leaves out is tainted in its ResourceSlice, so
+// the scheduler allocates no claim to it; one DRA leaves to an envvar plugin is not.
+TEST_F(NodeFilesTest, ADeviceDraOffersThatTheSpecLeavesOutIsTaintedInItsSlice) {
+  H200WithMig();
+  config_.plugin.device_list_strategy = {config::DeviceListStrategy::kEnvvar};
+  config_.dra.enabled = true;
+  files_.Reconcile(config_);
+  ASSERT_TRUE(Condition(4).has_value());
+  EXPECT_EQ(Condition(3), std::nullopt);
+  dra::SliceOptions options;
+  options.driver = "gpu.gpulet.dev";
+  options.node_name = "node-a";
+  auto taints = [&] {
+    std::map<std::string, std::string> out;  // device name -> its taints, as JSON
+    for (const nlohmann::json& slice : dra::BuildSliceSpecs(*store_.Get(), options)) {
+      for (const nlohmann::json& d : slice["devices"]) {
+        out[d["name"].get<std::string>()] = d.value("taints", nlohmann::json::array()).dump();
+      }
+    }
+    return out;
+  };
+  const gpu::Gpu& h200 = inventory_.gpus[0];
+  const std::string mig3 = dra::MigDeviceName(h200, h200.mig_devices[0]);
+  const std::string mig4 = dra::MigDeviceName(h200, h200.mig_devices[1]);
+  std::map<std::string, std::string> t = taints();
+  EXPECT_THAT(t[mig4], HasSubstr(dra::kUnhealthyTaintKey));
+  EXPECT_THAT(t[mig4], HasSubstr(R"("value":"unhealthy")"));
+  EXPECT_EQ(t[mig3], "[]");
+
+  // DRA offers only another GPU: the plugin serves this one, by envvar.
+  config_.dra.gpus = {"7"};
+  files_.Reconcile(config_);
+  EXPECT_EQ(Condition(4), std::nullopt);
+
+  config_.dra.gpus = {kH200};
+  files_.Reconcile(config_);
+  ASSERT_TRUE(Condition(4).has_value());
+  Touch("dev/nvidia-caps/nvidia-cap39");
+  Touch("dev/nvidia-caps/nvidia-cap40");
+  files_.Check();
+  EXPECT_EQ(Condition(4), std::nullopt);
+  EXPECT_EQ(taints()[mig4], "[]");
 }
 
 TEST_F(NodeFilesTest, AWholeGpuWithoutItsDeviceNodeIsUnhealthy) {
