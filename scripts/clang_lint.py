@@ -110,19 +110,31 @@ def lint_units(db, source_dir, with_tests, files, work_dir):
     roots = tuple(os.path.join(source_dir, d) + os.sep for d in ("src", "sim"))
     wanted = lambda p: p.startswith(roots) and (with_tests or bool(files) or
                                                   not is_test(source_dir, p))
-    units, singles, covered, inside = {}, {}, set(), {}
+    units, singles, covered, inside, extra = {}, {}, set(), {}, []
     for e in db:
         path = os.path.abspath(os.path.join(e["directory"], e["file"]))
         if UNITY_FILE.search(path):
             members = unity_members(path)
             for m in members:
                 inside.setdefault(m, (e, path))
-            if members and all(wanted(m) for m in members):
+            keep = [m for m in members if wanted(m)]
+            if members and len(keep) == len(members):
                 units[path] = members
                 covered.update(members)
+            elif keep and not files:
+                # A module's unit with a generated source (the explain catalogue, the
+                # embedded manifests): the others, as one unit of their own.
+                unit = os.path.join(work_dir, "unit-%d-%s.cc" % (
+                    len(units), os.path.relpath(os.path.dirname(keep[0]), source_dir)
+                    .replace(os.sep, "_")))
+                with open(unit, "w", encoding="utf-8") as f:
+                    f.write("".join('#include "%s"\n' % m for m in keep))
+                extra.append(with_source(e, unit, path))
+                units[unit] = keep
+                covered.update(keep)
         elif wanted(path) and path not in singles:
             singles[path] = e
-    db = list(db)
+    db = list(db) + extra
     if files:
         chosen = {}
         for f in files:
