@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """clang-tidy over gpulet's sources: every translation unit of the product in
 BUILD/compile_commands.json (src/ and sim/, less the tests beside them, *_test.cc, their
-helpers, src/testing/, and the fuzz targets, *_fuzz.cc) is checked by clang-tidy-14 with the rule set in .clang-tidy
-(bug-finding checks and clang's -Wthread-safety analysis, all as errors), so a member read
+helpers, src/testing/, and the fuzz targets, *_fuzz.cc) is checked by clang-tidy-14 with the
+rule set in .clang-tidy (bug-finding checks and clang's -Wthread-safety analysis, all as errors), so a member read
 without the mutex its ABSL_GUARDED_BY names, a value read after std::move or a string_view
 bound to a temporary fails `make test`. `make lint` gives it the sanitizer build (clang's: its
 precompiled header, generated headers and flags). The sources of a folder compiled alike are
@@ -94,6 +94,16 @@ def with_source(e, source, path):
     return e
 
 
+def write_unit(work_dir, index, members, source_dir):
+    """A file in `work_dir` that includes `members` (sources of one folder), named after the
+    folder; its path."""
+    unit = os.path.join(work_dir, "unit-%d-%s.cc" % (
+        index, os.path.relpath(os.path.dirname(members[0]), source_dir).replace(os.sep, "_")))
+    with open(unit, "w", encoding="utf-8") as f:
+        f.write("".join('#include "%s"\n' % m for m in members))
+    return unit
+
+
 def lint_units(db, source_dir, with_tests, files, work_dir):
     """What to check: {translation unit path: [the sources of src/ and sim/ it covers]}, and
     the compilation database to check them with (`db` and the entries this adds).
@@ -124,11 +134,7 @@ def lint_units(db, source_dir, with_tests, files, work_dir):
             elif keep and not files:
                 # A module's unit with a generated source (the explain catalogue, the
                 # embedded manifests): the others, as one unit of their own.
-                unit = os.path.join(work_dir, "unit-%d-%s.cc" % (
-                    len(units), os.path.relpath(os.path.dirname(keep[0]), source_dir)
-                    .replace(os.sep, "_")))
-                with open(unit, "w", encoding="utf-8") as f:
-                    f.write("".join('#include "%s"\n' % m for m in keep))
+                unit = write_unit(work_dir, len(units), keep, source_dir)
                 extra.append(with_source(e, unit, path))
                 units[unit] = keep
                 covered.update(keep)
@@ -153,14 +159,11 @@ def lint_units(db, source_dir, with_tests, files, work_dir):
             continue
         key = (os.path.dirname(path), e["directory"], command_key(e, path))
         groups.setdefault(key, []).append((path, e))
-    for (folder, _, _), members in groups.items():
+    for members in groups.values():
         if len(members) == 1:
             units[members[0][0]] = [members[0][0]]
             continue
-        unit = os.path.join(work_dir, "unit-%d-%s.cc" % (
-            len(units), os.path.relpath(folder, source_dir).replace(os.sep, "_")))
-        with open(unit, "w", encoding="utf-8") as f:
-            f.write("".join('#include "%s"\n' % p for p, _ in members))
+        unit = write_unit(work_dir, len(units), [p for p, _ in members], source_dir)
         db.append(with_source(members[0][1], unit, members[0][0]))
         units[unit] = [p for p, _ in members]
     return units, db
